@@ -1,0 +1,50 @@
+"""Units and conversions, in one place.
+
+Names carry their unit (`nbytes`, `time_s`, `bandwidth_GBps`, `latency_us`, `flops`). Decimal
+prefixes (1 GB = 1e9 bytes) as in vendor datasheets and nccl-tests; binary ones only where a
+name says GiB.
+"""
+
+KB, MB, GB, TB = 1e3, 1e6, 1e9, 1e12
+KiB, MiB, GiB = 1024, 1024**2, 1024**3
+US, MS = 1e-6, 1e-3
+TFLOP = 1e12
+
+DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int8": 1}
+
+
+def GBps(x: float) -> float:
+    """GB/s -> bytes per second."""
+    return x * GB
+
+
+def us(x: float) -> float:
+    """Microseconds -> seconds."""
+    return x * US
+
+
+def fmt_bytes(nbytes: float) -> str:
+    """Human-readable decimal bytes: 1.5 GB, 320 kB."""
+    for unit, scale in (("TB", TB), ("GB", GB), ("MB", MB), ("kB", KB)):
+        if abs(nbytes) >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes:.0f} B"
+
+
+def fmt_time(time_s: float) -> str:
+    """Human-readable seconds: 1.2 s, 35 ms, 80 us."""
+    for unit, scale in (("s", 1.0), ("ms", MS), ("us", US)):
+        if abs(time_s) >= scale:
+            return f"{time_s / scale:.3g} {unit}"
+    return f"{time_s * 1e9:.3g} ns"
+
+
+def nbytes_of(value) -> int:
+    """Bytes held by a numpy array, or a (nested) tuple/list/dict of them."""
+    if hasattr(value, "nbytes"):
+        return int(value.nbytes)
+    if isinstance(value, dict):
+        return sum(nbytes_of(v) for v in value.values())
+    if isinstance(value, (tuple, list)):
+        return sum(nbytes_of(v) for v in value)
+    return 0
