@@ -1,0 +1,285 @@
+"""The program IR: one instruction list per device, and the walk that orders and validates it.
+
+Every strategy compiles to a `Program`. The real runtimes execute it and the cost model's clock
+prices it; both consume the same `Program.walk()`: a global order of events that respects every
+dependency (a Recv after its Send, a collective once all its members have reached it, a tensor
+used only after the non-blocking collective that writes it has finished). A program that cannot
+finish is refused by the walk with the devices and instructions named, so nothing ever hangs.
+
+Semantics (deliberately simple, as in a textbook):
+- Compute runs a named kernel from `simulator.ops` on named tensors of its device.
+- Send is buffered (it never waits); the value is the tensor as it is at the Send.
+- Recv waits for the matching Send; Sends and Recvs match by (src, dst, tag) in FIFO order.
+- A Collective matches the k-th collective each member issues on the same group; a blocking one
+  waits until every member has issued it; a non-blocking one lets its device go on until an
+  instruction touches its input or output tensor.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Union
+
+from .errors import ProgramError
+
+COLLECTIVE_KINDS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all", "barrier")
+PHASES = ("forward", "backward", "wgrad", "optimizer", "comm", "other")
+
+
+@dataclass(frozen=True)
+class Compute:
+    """outputs = kernel `op`(inputs, **attrs). `flops` and `nbytes` (memory traffic) feed the clock;
+    `phase` (forward/backward/wgrad/optimizer/other) colours the timeline."""
+
+    op: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    flops: float = 0.0
+    nbytes: int = 0
+    attrs: dict[str, Any] = field(default_factory=dict, compare=False)
+    phase: str = "forward"
+    microbatch: int | None = None
+    label: str = ""
+
+    def touches(self) -> tuple[str, ...]:
+        return self.inputs + self.outputs
+
+    def __repr__(self) -> str:
+        name = self.label or self.op
+        mb = f" mb{self.microbatch}" if self.microbatch is not None else ""
+        return f"Compute({name}{mb}: {', '.join(self.inputs)} -> {', '.join(self.outputs)})"
+
+
+@dataclass(frozen=True)
+class Send:
+    tensor: str
+    dst: int
+    tag: str = ""
+    nbytes: int = 0
+    microbatch: int | None = None
+
+    def touches(self) -> tuple[str, ...]:
+        return (self.tensor,)
+
+    def __repr__(self) -> str:
+        return f"Send({self.tensor} to {self.dst}{', tag ' + self.tag if self.tag else ''})"
+
+
+@dataclass(frozen=True)
+class Recv:
+    tensor: str
+    src: int
+    tag: str = ""
+    nbytes: int = 0
+    microbatch: int | None = None
+
+    def touches(self) -> tuple[str, ...]:
+        return (self.tensor,)
+
+    def __repr__(self) -> str:
+        return f"Recv({self.tensor} from {self.src}{', tag ' + self.tag if self.tag else ''})"
+
+
+@dataclass(frozen=True)
+class Collective:
+    """`out` = collective `kind` of `tensor` over the ranks of `group` (in group order).
+
+    all_gather concatenates the members' tensors along `axis`; reduce_scatter reduces then keeps
+    this member's part of `axis` (np.array_split convention); all_to_all splits along `axis` and
+    concatenates what it receives along `axis` in member order; broadcast/reduce use `root`
+    (a global rank). `nbytes` is the size of this member's input."""
+
+    kind: str
+    tensor: str
+    out: str
+    group: tuple[int, ...]
+    algo: str = "ring"
+    op: str = "sum"
+    root: int | None = None
+    axis: int = 0
+    nbytes: int = 0
+    blocking: bool = True
+    tag: str = ""
+    microbatch: int | None = None
+    phase: str = "comm"
+
+    def __post_init__(self):
+        if self.kind not in COLLECTIVE_KINDS:
+            raise ProgramError(f"unknown collective {self.kind!r}; known: {', '.join(COLLECTIVE_KINDS)}")
+        if len(set(self.group)) != len(self.group):
+            raise ProgramError(f"collective group {self.group} names a rank twice")
+
+    def touches(self) -> tuple[str, ...]:
+        return (self.tensor, self.out)
+
+    def signature(self) -> tuple:
+        return (self.kind, self.algo, self.op, self.root, self.axis, self.tag)
+
+    def __repr__(self) -> str:
+        return f"Collective({self.kind}/{self.algo} {self.tensor} -> {self.out} over {list(self.group)})"
+
+
+@dataclass(frozen=True)
+class Free:
+    tensors: tuple[str, ...]
+
+    def touches(self) -> tuple[str, ...]:
+        return self.tensors
+
+    def __repr__(self) -> str:
+        return f"Free({', '.join(self.tensors)})"
+
+
+Instr = Union[Compute, Send, Recv, Collective, Free]
+
+
+@dataclass(frozen=True)
+class Event:
+    """One step of the walk. kind: local | send | recv | collective.
+    `at` = ((rank, index),) for local and send; ((dst, recv_index), (src, send_index)) for recv;
+    one (rank, index) per member in group order for a collective."""
+
+    kind: str
+    at: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class Program:
+    n_devices: int
+    code: tuple[tuple[Instr, ...], ...]
+    name: str = ""
+
+    def __post_init__(self):
+        if len(self.code) != self.n_devices:
+            raise ProgramError(f"program has {len(self.code)} instruction lists for {self.n_devices} devices")
+
+    def describe(self, rank: int, index: int) -> str:
+        return f"device {rank} instruction #{index} {self.code[rank][index]!r}"
+
+    def __len__(self) -> int:
+        return sum(len(c) for c in self.code)
+
+    @cached_property
+    def events(self) -> tuple[Event, ...]:
+        return tuple(_walk(self))
+
+    def walk(self) -> tuple[Event, ...]:
+        """The validated global order of events (raises ProgramError if the program cannot finish)."""
+        return self.events
+
+    def validate(self) -> "Program":
+        self.walk()
+        return self
+
+
+def _walk(prog: Program) -> list[Event]:
+    n, code = prog.n_devices, prog.code
+    pcs = [0] * n
+    events: list[Event] = []
+    mailbox: dict[tuple, deque] = defaultdict(deque)  # (src, dst, tag) -> Send positions
+    waiting_recv: dict[tuple, int] = {}
+    posted: dict[tuple, dict[int, int]] = defaultdict(dict)  # (group, seq) -> {rank: index}
+    seq: dict[tuple, int] = defaultdict(int)  # (rank, group) -> collectives issued so far
+    pending: list[dict[str, tuple]] = [dict() for _ in range(n)]  # rank -> tensor -> open collective
+    waiters: dict[tuple, set[int]] = defaultdict(set)  # open collective -> ranks waiting on it
+    queue = deque(range(n))
+
+    def complete(ckey: tuple) -> None:
+        members = posted.pop(ckey)
+        group = ckey[0]
+        events.append(Event("collective", tuple((r, members[r]) for r in group)))
+        for r in group:
+            for t in [t for t, k in pending[r].items() if k == ckey]:
+                del pending[r][t]
+        queue.extend(waiters.pop(ckey, ()))
+
+    while queue:
+        r = queue.popleft()
+        while pcs[r] < len(code[r]):
+            i, ins = pcs[r], code[r][pcs[r]]
+            blocked_on = next((pending[r][t] for t in ins.touches() if t in pending[r]), None)
+            if blocked_on is not None:
+                waiters[blocked_on].add(r)
+                break
+            if isinstance(ins, (Compute, Free)):
+                events.append(Event("local", ((r, i),)))
+            elif isinstance(ins, Send):
+                if not 0 <= ins.dst < n or ins.dst == r:
+                    raise ProgramError(f"{prog.describe(r, i)} sends to invalid device {ins.dst}")
+                key = (r, ins.dst, ins.tag)
+                events.append(Event("send", ((r, i),)))
+                mailbox[key].append((r, i))
+                if key in waiting_recv:
+                    queue.append(waiting_recv.pop(key))
+            elif isinstance(ins, Recv):
+                key = (ins.src, r, ins.tag)
+                if not mailbox[key]:
+                    waiting_recv[key] = r
+                    break
+                events.append(Event("recv", ((r, i), mailbox[key].popleft())))
+            elif isinstance(ins, Collective):
+                if r not in ins.group:
+                    raise ProgramError(f"{prog.describe(r, i)} is issued by a device outside its group")
+                ckey = (ins.group, seq[(r, ins.group)])
+                seq[(r, ins.group)] += 1
+                members = posted[ckey]
+                if members:
+                    r0, i0 = next(iter(members.items()))
+                    if code[r0][i0].signature() != ins.signature():
+                        raise ProgramError(
+                            f"mismatched collectives: {prog.describe(r0, i0)} meets {prog.describe(r, i)}")
+                members[r] = i
+                pcs[r] += 1
+                if len(members) == len(ins.group):
+                    complete(ckey)
+                elif ins.blocking:
+                    waiters[ckey].add(r)
+                    break
+                else:
+                    pending[r][ins.tensor] = ckey
+                    pending[r][ins.out] = ckey
+                continue
+            else:
+                raise ProgramError(f"device {r} instruction #{i} is not an instruction: {ins!r}")
+            pcs[r] += 1
+    stuck = [r for r in range(n) if pcs[r] < len(code[r]) or pending[r]]
+    if stuck:
+        waits = "; ".join(prog.describe(r, min(pcs[r], len(code[r]) - 1)) + " waits" for r in stuck)
+        raise ProgramError(f"deadlock: {len(stuck)} device(s) can never finish: {waits}")
+    unreceived = [pos for q in mailbox.values() for pos in q]
+    if unreceived:
+        r, i = unreceived[0]
+        raise ProgramError(f"{prog.describe(r, i)} is never received ({len(unreceived)} unmatched send(s))")
+    return events
+
+
+class ProgramBuilder:
+    """Collects per-device instruction lists; `send` adds the Send and its Recv together."""
+
+    def __init__(self, n_devices: int, name: str = ""):
+        self.n_devices, self.name = n_devices, name
+        self.code: list[list[Instr]] = [[] for _ in range(n_devices)]
+
+    def add(self, rank: int, ins: Instr) -> None:
+        self.code[rank].append(ins)
+
+    def compute(self, rank: int, op: str, inputs, outputs, **kw) -> None:
+        self.add(rank, Compute(op, tuple(inputs), tuple(outputs), **kw))
+
+    def send(self, src: int, dst: int, tensor: str, dst_tensor: str | None = None, tag: str = "",
+             nbytes: int = 0, microbatch: int | None = None) -> None:
+        self.add(src, Send(tensor, dst, tag, nbytes, microbatch))
+        self.add(dst, Recv(dst_tensor or tensor, src, tag, nbytes, microbatch))
+
+    def collective(self, kind: str, group, tensor: str, out: str | None = None, **kw) -> None:
+        group = tuple(group)
+        for r in group:
+            self.add(r, Collective(kind, tensor, out or tensor, group, **kw))
+
+    def free(self, rank: int, *tensors: str) -> None:
+        self.add(rank, Free(tuple(tensors)))
+
+    def build(self) -> Program:
+        return Program(self.n_devices, tuple(tuple(c) for c in self.code), self.name)
