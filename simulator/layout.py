@@ -209,7 +209,7 @@ class Layout:
         part = [self.mesh.axis_index(a) for a in self.partial]
         out = {}
         for r in self.mesh.ranks:
-            block = array[self.block_slices(r, array.shape)].copy()
+            block = np.array(array[self.block_slices(r, array.shape)])  # a copy, even for 0-d
             if any(self.mesh.coords(r)[i] for i in part):
                 block[...] = 0
             out[r] = block
