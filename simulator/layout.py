@@ -109,7 +109,7 @@ class Layout:
         mesh = mesh_from_device_matrix(device_matrix, device_num, device_ids)
         names = matrix_axis_names(len(tuple(device_matrix)))
         part = [p if isinstance(p, str) else dims_from_tensor_map(names, [p])[0][0]
-                for p in partial]
+                for p in partial if p != -1]
         return cls(mesh, dims_from_tensor_map(names, tensor_map), part)
 
     @classmethod

@@ -175,9 +175,9 @@ def matrix_axis_names(n: int) -> tuple[str, ...]:
 def check_strategy(strategy: Sequence[int], device_num: int) -> int:
     """Validate a shard strategy for one tensor; return the repeated-calculation factor D / P."""
     strategy = tuple(strategy)
-    if any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in strategy):
+    if any(isinstance(v, (bool, float)) or not hasattr(v, "__index__") or v < 1 for v in strategy):
         raise ParasimError(f"strategy {strategy}: every value must be an integer >= 1")
-    return check_device_matrix(strategy, device_num, what="strategy")
+    return check_device_matrix(tuple(int(v) for v in strategy), device_num, what="strategy")
 
 
 def check_device_matrix(matrix: Sequence[int], device_num: int, what="device matrix") -> int:

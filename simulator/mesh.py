@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 from typing import Iterable, Mapping, Sequence
 
@@ -40,6 +40,7 @@ class DeviceMesh:
     axis_names: tuple[str, ...]
     shape: tuple[int, ...]
     device_ids: tuple[int, ...]
+    _positions: dict = field(compare=False, repr=False)  # rank -> row-major position (a cache)
 
     def __init__(self, axes: Mapping[str, int] | Sequence[tuple[str, int]],
                  device_ids: Sequence[int] | None = None):
@@ -60,6 +61,7 @@ class DeviceMesh:
         object.__setattr__(self, "axis_names", names)
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "device_ids", ids)
+        object.__setattr__(self, "_positions", {d: i for i, d in enumerate(ids)})
 
     @classmethod
     def from_shape(cls, shape: Sequence[int], axis_names: Sequence[str],
@@ -199,7 +201,7 @@ class DeviceMesh:
         return self.submesh(**dict(index))
 
     def __contains__(self, rank: object) -> bool:
-        return rank in self.device_ids
+        return rank in self._positions
 
     def __len__(self) -> int:
         return self.size
@@ -212,8 +214,8 @@ class DeviceMesh:
 
     def _position(self, rank: int) -> int:
         try:
-            return self.device_ids.index(rank)
-        except ValueError:
+            return self._positions[rank]
+        except (KeyError, TypeError):
             raise ParasimError(f"rank {rank} is not in {self!r} (devices "
                                f"{_span(self.device_ids)})") from None
 

@@ -239,3 +239,10 @@ def test_errors_name_rule_and_numbers(make, message):
         make()
     assert message in str(e.value)
     assert "\n" not in str(e.value)
+
+
+def test_numpy_strategy_values_and_pickle():
+    import pickle
+    lay = Layout.from_strategy(np.array([2, 2]), 8)
+    assert lay.to_strategy() == (2, 2)
+    assert pickle.loads(pickle.dumps(lay)) == lay

@@ -117,3 +117,11 @@ def test_rank_coords_round_trip_and_groups_partition(shape, data):
     assert sorted(r for g in groups for r in g) == sorted(ids)
     for r in ids:
         assert r in m.group_of(r, axes)
+
+
+def test_pickles_for_ray_and_accepts_numpy_ranks():
+    import pickle
+    m = DeviceMesh({"pp": 2, "tp": 2}, device_ids=[7, 5, 3, 1])
+    back = pickle.loads(pickle.dumps(m))
+    assert back == m and back.coords(3) == (1, 0)
+    assert m.coords(np.int64(5)) == (0, 1)
