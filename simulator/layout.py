@@ -54,6 +54,8 @@ class Layout:
     partial: tuple[str, ...]
 
     def __init__(self, mesh: DeviceMesh, dims: Sequence[DimSpec], partial: DimSpec = ()):
+        if not isinstance(mesh, DeviceMesh):
+            raise ParasimError(f"a Layout needs a DeviceMesh, got {type(mesh).__name__}")
         norm = tuple(_axes_tuple(d) for d in dims)
         part = _axes_tuple(partial)
         seen: dict[str, str] = {}
@@ -123,6 +125,10 @@ class Layout:
         """DTensor-like: one of Shard(d), Replicate(), Partial() per mesh axis."""
         dims, partial = dims_from_placements(placements, mesh, ndim)
         return cls(mesh, dims, partial)
+
+    def reduced(self) -> "Layout":
+        """The same split with the pending sums resolved (the layout after the AllReduce)."""
+        return Layout(self.mesh, self.dims)
 
     # ---- conversions ----------------------------------------------------------------------------
     def to_strategy(self) -> tuple[int, ...]:

@@ -246,3 +246,14 @@ def test_numpy_strategy_values_and_pickle():
     lay = Layout.from_strategy(np.array([2, 2]), 8)
     assert lay.to_strategy() == (2, 2)
     assert pickle.loads(pickle.dumps(lay)) == lay
+
+
+def test_reduced_layout_after_allreduce_matches_the_sum():
+    y = Layout(MESH, ["dp", None], partial="tp")
+    blocks = y.shard(np.arange(8.0).reshape(4, 2))
+    total = y.unshard(blocks)
+    summed = {r: sum(blocks[q] for q in y.mesh.group_of(r, "tp")) for r in MESH.ranks}
+    assert repr(y.reduced()) == "X[I_dp, J]"
+    np.testing.assert_array_equal(y.reduced().unshard(summed), total)
+    with pytest.raises(ParasimError, match="needs a DeviceMesh"):
+        Layout({"dp": 2}, ["dp"])
