@@ -5,7 +5,7 @@ stride k in {1, 2, 3}: x_t = (x0 + k t) mod V. The model predicts x_{t+1} from x
 tokens the stride is visible, so the loss can fall from ln V towards 0.
 
 MLP: Gaussian clusters. `classes` centres drawn once from the seed (N(0, 1) per feature, so their
-distance grows with in_dim); each point is its class centre plus N(0, 0.5^2) noise.
+distance grows with in_dim); each point is its class centre plus N(0, 1) noise.
 """
 
 import numpy as np
@@ -14,7 +14,7 @@ from ..errors import ParasimError
 from .model import GPTConfig, MLPConfig
 
 MAX_STRIDE = 3
-CLUSTER_NOISE = 0.5
+CLUSTER_NOISE = 1.0
 
 
 def get_batch(config, batch_size: int, step: int, seed: int = 0):

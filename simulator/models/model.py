@@ -76,6 +76,14 @@ def config_from_dict(d: dict):
         raise ParasimError(f"model config: {e}") from None
 
 
+def _scale(scale, count):
+    if scale is not None:
+        return scale
+    if count == 0:
+        raise ParasimError("loss: every target is ignored (count 0), so the mean is undefined; pass scale")
+    return 1.0 / count
+
+
 @dataclass(frozen=True)
 class Model:
     """A stack of layers and a loss; runs everything on one device (the reference for strategies).
@@ -111,13 +119,13 @@ class Model:
         """scale * sum of per-token losses; scale None means 1 / count (the mean)."""
         out, _ = self.forward(params, x)
         loss_sum, count, _ = self.loss.forward(out, targets)
-        return loss_sum * (1.0 / count if scale is None else scale)
+        return loss_sum * _scale(scale, count)
 
     def loss_and_grads(self, params, x, targets, scale=None):
         """-> (loss, grads) with loss = scale * loss_sum and grads its gradient, one dict per layer."""
         out, caches = self.forward(params, x)
         loss_sum, count, lcache = self.loss.forward(out, targets)
-        scale = 1.0 / count if scale is None else scale
+        scale = _scale(scale, count)
         dy = self.loss.backward(lcache, scale)
         grads = [None] * len(self.layers)
         for i in reversed(range(len(self.layers))):
