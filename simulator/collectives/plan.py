@@ -39,6 +39,21 @@ class Step:
     def nbytes(self) -> int:
         return sum(t.nbytes for t in self.transfers)
 
+    def links(self) -> dict[tuple[int, int], int]:
+        """Bytes per (src, dst) pair: the transfers one rank sends another in a step form one
+        message (halving-doubling moves several chunks per pair); price a step by these."""
+        out: dict[tuple[int, int], int] = {}
+        for t in self.transfers:
+            out[(t.src, t.dst)] = out.get((t.src, t.dst), 0) + t.nbytes
+        return out
+
+    def sends_of(self, rank: int) -> tuple[Transfer, ...]:
+        return tuple(t for t in self.transfers if t.src == rank)
+
+    def recvs_of(self, rank: int) -> tuple[Transfer, ...]:
+        """The transfers into `rank`, in plan order (the order reductions are applied)."""
+        return tuple(t for t in self.transfers if t.dst == rank)
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -67,3 +82,7 @@ class Plan:
     @property
     def messages(self) -> int:
         return sum(len(step.transfers) for step in self.steps)
+
+    def __repr__(self) -> str:
+        return (f"Plan({self.kind}/{self.algo}, n={self.n}, S={self.nbytes} B, {len(self.steps)} steps, "
+                f"{self.n_chunks} slots)")
