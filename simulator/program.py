@@ -95,7 +95,7 @@ class Collective:
     tensor: str
     out: str
     group: tuple[int, ...]
-    algo: str = "ring"
+    algo: str | None = None  # None: the default algorithm of the kind
     op: str = "sum"
     root: int | None = None
     axis: int = 0
@@ -118,7 +118,7 @@ class Collective:
         return (self.kind, self.algo, self.op, self.root, self.axis, self.tag)
 
     def __repr__(self) -> str:
-        return f"Collective({self.kind}/{self.algo} {self.tensor} -> {self.out} over {list(self.group)})"
+        return f"Collective({self.kind}/{self.algo or 'default'} {self.tensor} -> {self.out} over {list(self.group)})"
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,15 @@ def plan_time_s(plan: Plan, group: tuple[int, ...], model: DeviceModel) -> float
     return total
 
 
+def plan_of(ins: Collective) -> Plan:
+    """The algorithm's plan for one collective instruction. make_plan takes the size S of the
+    whole array as nccl-tests counts it: all_gather's S is the gathered result (member input x n)."""
+    n = len(ins.group)
+    whole = ins.nbytes * n if ins.kind == "all_gather" else ins.nbytes
+    root = ins.group.index(ins.root) if ins.root is not None and ins.root in ins.group else 0
+    return make_plan(ins.kind, ins.algo, n, whole, root=root)
+
+
 def simulate(program: Program, model: DeviceModel | None = None, *, step: int = 0,
              memory: dict[tuple[int, int], dict[str, int]] | None = None, name: str = "") -> Trace:
     """Price `program` on `model`. `memory` maps (rank, instruction index) to the bytes a real run
@@ -117,7 +126,7 @@ def simulate(program: Program, model: DeviceModel | None = None, *, step: int = 
                         for r, i in ev.at)
             key = (ins0.kind, ins0.algo, group, ins0.nbytes)
             if key not in plans:
-                plan = make_plan(ins0.kind, ins0.algo, len(group), ins0.nbytes)
+                plan = plan_of(ins0)
                 plans[key] = (plan_time_s(plan, group, model), plan.bytes_sent_per_rank())
             dur, sent = plans[key]
             end = start + dur

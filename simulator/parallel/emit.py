@@ -1,0 +1,188 @@
+"""Emit the instructions of one model replica: forward and backward of pipeline stages on ranks.
+
+Every training strategy (single device, data parallel, layer-wise, pipeline, and their hybrids)
+is this emitter driven by a schedule: a one-stage replica is single-device training with gradient
+accumulation over micro-batches; a p-stage replica with one micro-batch is naive layer-wise model
+parallelism; with m micro-batches and a schedule it is pipeline parallelism.
+
+Tensor names on a device (the runtime counts memory by the first path element):
+  param/{layer}/{p}  grad/{layer}/{p}  opt/{layer}/{p}/{state}  opt/step
+  data/x/mb{j}  data/y/mb{j}  out/loss/mb{j}
+  act/in/s{k}/mb{j}   input of model stage k (the output of stage k-1)
+  act/d/s{k}/mb{j}    gradient with respect to that input
+  act/cache/{layer}/mb{j}  act/wcache/{layer}/mb{j}  act/h/.. act/dh/..  temporaries
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..program import ProgramBuilder
+from .kernels import layer_of
+
+
+def param(li: int, p: str) -> str:
+    return f"param/{li}/{p}"
+
+
+def grad(li: int, p: str) -> str:
+    return f"grad/{li}/{p}"
+
+
+def stage_in(k: int, j: int) -> str:
+    return f"data/x/mb{j}" if k == 0 else f"act/in/s{k}/mb{j}"
+
+
+def stage_grad(k: int, j: int) -> str:
+    return f"act/d/s{k}/mb{j}"
+
+
+@dataclass
+class Replica:
+    """One model replica: model stage k holds layers stages[k] and runs on rank ranks[k % p]
+    (chunk k // p: Megatron's interleaved placement). `scale` multiplies the loss sum of each
+    micro-batch before backward (1 / tokens of the whole replica batch)."""
+
+    builder: ProgramBuilder
+    config: object
+    stages: tuple[tuple[int, ...], ...]
+    ranks: tuple[int, ...]
+    microbatch_size: int
+    scale: float
+    on_grads_ready: Callable[[int, int], None] = lambda rank, layer: None
+    m: int = 1
+    _bw_done: dict = field(default_factory=dict)
+
+    @property
+    def p(self) -> int:
+        return len(self.ranks)
+
+    def rank_of(self, k: int) -> int:
+        return self.ranks[k % self.p]
+
+    def _params(self, li: int) -> list[str]:
+        return [param(li, n) for n in layer_of(self.config, li).param_shapes()]
+
+    def _grads(self, li: int) -> list[str]:
+        return [grad(li, n) for n in layer_of(self.config, li).param_shapes()]
+
+    # ---- forward -------------------------------------------------------------------------------
+    def forward(self, k: int, j: int) -> None:
+        b, r, last = self.builder, self.rank_of(k), k == len(self.stages) - 1
+        x = stage_in(k, j)
+        layers = self.stages[k]
+        for n, li in enumerate(layers):
+            lyr = layer_of(self.config, li)
+            y = f"act/h/{li}/mb{j}" if (n < len(layers) - 1 or last) else stage_in(k + 1, j)
+            b.compute(r, "layer_fwd", [x, *self._params(li)], [y, f"act/cache/{li}/mb{j}"],
+                      attrs={"config": self.config, "layer": li}, flops=lyr.forward_flops(self.microbatch_size),
+                      phase="forward", microbatch=j, label=f"F{j} {lyr.name}")
+            b.free(r, x)
+            x = y
+        if last:
+            b.compute(r, "loss_fwd", [x, f"data/y/mb{j}"], [f"out/loss/mb{j}", f"act/cache/loss/mb{j}"],
+                      attrs={"config": self.config}, phase="forward", microbatch=j, label=f"F{j} loss")
+            b.free(r, x, f"data/y/mb{j}")
+        elif self.rank_of(k + 1) != r:
+            b.send(r, self.rank_of(k + 1), x, tag=f"f{k + 1}/{j}", nbytes=self._bytes(li), microbatch=j)
+            b.free(r, x)
+
+    def _bytes(self, li: int) -> int:
+        """Bytes of one micro-batch's activation leaving layer li (float64)."""
+        c = self.config
+        width = getattr(c, "hidden", 0)
+        tokens = self.microbatch_size * getattr(c, "seq_len", 1)
+        return 8 * tokens * width
+
+    # ---- backward ------------------------------------------------------------------------------
+    def _output_grad(self, k: int, j: int) -> str:
+        b, r = self.builder, self.rank_of(k)
+        if k == len(self.stages) - 1:
+            dy = f"act/dh/{self.stages[k][-1]}/mb{j}"
+            b.compute(r, "loss_bwd", [f"act/cache/loss/mb{j}"], [dy], attrs={"config": self.config, "scale": self.scale},
+                      phase="backward", microbatch=j, label=f"B{j} loss")
+            b.free(r, f"act/cache/loss/mb{j}")
+            return dy
+        if self.rank_of(k + 1) != r:
+            b.add(r, _recv(stage_grad(k + 1, j), self.rank_of(k + 1), f"b{k + 1}/{j}", self._bytes(self.stages[k][-1]), j))
+        return stage_grad(k + 1, j)
+
+    def _send_input_grad(self, k: int, j: int) -> None:
+        if k > 0 and self.rank_of(k - 1) != self.rank_of(k):
+            self.builder.add(self.rank_of(k), _send(stage_grad(k, j), self.rank_of(k - 1), f"b{k}/{j}",
+                                                    self._bytes(self.stages[k - 1][-1]), j))
+            self.builder.free(self.rank_of(k), stage_grad(k, j))
+
+    def backward(self, k: int, j: int, split: bool = False) -> None:
+        """Full backward (B and W) of stage k for micro-batch j, or only B when `split`."""
+        b, r = self.builder, self.rank_of(k)
+        dy = self._output_grad(k, j)
+        layers = self.stages[k]
+        for n in reversed(range(len(layers))):
+            li = layers[n]
+            lyr = layer_of(self.config, li)
+            want_dx = li != 0
+            dx = stage_grad(k, j) if n == 0 else f"act/dh/{layers[n - 1]}/mb{j}"
+            fl_in, fl_w = lyr.backward_flops(self.microbatch_size)
+            cache = f"act/cache/{li}/mb{j}"
+            if split:
+                b.compute(r, "layer_bwd_input", [cache, dy, *self._params(li)],
+                          ([dx] if want_dx else []) + [f"act/wcache/{li}/mb{j}"],
+                          attrs={"config": self.config, "layer": li, "want_dx": want_dx}, flops=fl_in,
+                          phase="backward", microbatch=j, label=f"B{j} {lyr.name}")
+            else:
+                acc = self._grads(li) if self._bw_done.get((r, li)) else []
+                b.compute(r, "layer_bwd", [cache, dy, *self._params(li), *acc],
+                          ([dx] if want_dx else []) + self._grads(li),
+                          attrs={"config": self.config, "layer": li, "n_params": len(self._params(li)),
+                                 "want_dx": want_dx}, flops=fl_in + fl_w,
+                          phase="backward", microbatch=j, label=f"B{j} {lyr.name}")
+                self._weight_done(r, li)
+            b.free(r, cache, dy)
+            dy = dx
+        if layers[0] != 0:
+            self._send_input_grad(k, j)
+
+    def weight(self, k: int, j: int) -> None:
+        """W of zero-bubble schedules: the parameter gradients of stage k for micro-batch j."""
+        b, r = self.builder, self.rank_of(k)
+        for li in reversed(self.stages[k]):
+            lyr = layer_of(self.config, li)
+            acc = self._grads(li) if self._bw_done.get((r, li)) else []
+            b.compute(r, "layer_bwd_weight", [f"act/wcache/{li}/mb{j}", *self._params(li), *acc], self._grads(li),
+                      attrs={"config": self.config, "layer": li, "n_params": len(self._params(li))},
+                      flops=lyr.backward_flops(self.microbatch_size)[1], phase="wgrad", microbatch=j,
+                      label=f"W{j} {lyr.name}")
+            b.free(r, f"act/wcache/{li}/mb{j}")
+            self._weight_done(r, li)
+
+    def _weight_done(self, r: int, li: int) -> None:
+        self._bw_done[(r, li)] = self._bw_done.get((r, li), 0) + 1
+        if self._bw_done[(r, li)] == self.m:
+            self.on_grads_ready(r, li)
+
+    def run_schedule(self, schedule) -> None:
+        """Emit every action of a pipeline schedule (simulator/parallel/schedules.py) in order."""
+        self.m = schedule.m
+        for d, actions in enumerate(schedule.actions):
+            for a in actions:
+                k = a.chunk * self.p + d
+                if a.kind == "F":
+                    self.forward(k, a.microbatch)
+                elif a.kind == "BW":
+                    self.backward(k, a.microbatch)
+                elif a.kind == "B":
+                    self.backward(k, a.microbatch, split=True)
+                else:
+                    self.weight(k, a.microbatch)
+
+
+def _send(tensor, dst, tag, nbytes, mb):
+    from ..program import Send
+    return Send(tensor, dst, tag, nbytes, mb)
+
+
+def _recv(tensor, src, tag, nbytes, mb):
+    from ..program import Recv
+    return Recv(tensor, src, tag, nbytes, mb)
