@@ -1,0 +1,365 @@
+"""Pipeline schedules as data: per-stage (per-device) ordered lists of actions.
+
+A schedule is a pure function of (p, m, v): nothing runs. Each device executes its list in order
+and waits for its dependencies (see `schedule_check.validate` and `schedule_sim.simulate`).
+
+Actions: `F` forward, `BW` full backward (input and weight gradient together), and for the
+zero-bubble schedules `B` (input gradient only, on the critical path) and `W` (weight gradient
+only, deferrable). With interleaving (v > 1) device d holds v chunks; chunk c of device d is
+model stage `c * p + d` (Megatron-LM's interleaving, Narayanan et al. 2021, Sec. 2.2).
+
+Facts the generators reproduce (/work/shared/REFERENCES.md §4):
+  GPipe and 1F1B: bubble (p-1)(t_f+t_b), fraction of the step (p-1)/(m+p-1); 1F1B holds at most
+  p micro-batches in flight, GPipe m.  Interleaved: bubble (p-1)/(v m) of ideal compute.
+  Zero bubble (Qi et al. 2023): ZB-H1 (p-1)(T_F+T_B-T_W) with p M_B, ZB-H2 (p-1)(T_F+T_B-2T_W)
+  with (2p-1) M_B.
+
+Text form (one line per device): "F0 F1 B0 B1", chunks as "F0.1", optional phase bars
+"F0 | F1 B0 | B1" (warmup | steady | cooldown).
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from simulator.errors import ParasimError
+
+KINDS = ("F", "B", "W", "BW")
+PHASES = ("warmup", "steady", "cooldown")
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """One unit of pipeline work on one device: `F3` (micro-batch 3, chunk 0), `B3.1` (chunk 1)."""
+
+    kind: str        # "F" | "B" | "W" | "BW"
+    microbatch: int  # 0 .. m-1
+    chunk: int = 0   # virtual stage on this device, 0 .. v-1
+    phase: str = "steady"  # "warmup" | "steady" | "cooldown"
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ParasimError(f"action kind {self.kind!r} is not one of {', '.join(KINDS)}")
+        if self.microbatch < 0 or self.chunk < 0:
+            raise ParasimError(f"action {self.kind} has micro-batch {self.microbatch} and chunk "
+                               f"{self.chunk}; both must be >= 0")
+        if self.phase not in PHASES:
+            raise ParasimError(f"action phase {self.phase!r} is not one of {', '.join(PHASES)}")
+
+    def __repr__(self) -> str:
+        return f"{self.kind}{self.microbatch}" + (f".{self.chunk}" if self.chunk else "")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Per-device action lists. `actions[d]` is what device d runs, in order.
+
+    p devices (= pipeline ranks), m micro-batches, v virtual stages (chunks) per device, so
+    p*v model stages; model stage of (device d, chunk c) is c*p + d.
+    """
+
+    name: str
+    p: int
+    m: int
+    v: int
+    actions: tuple  # tuple (length p) of tuples of Action
+
+    def __post_init__(self):
+        _check_sizes(self.p, self.m, self.v)
+        acts = tuple(tuple(row) for row in self.actions)
+        object.__setattr__(self, "actions", acts)
+        if len(acts) != self.p:
+            raise ParasimError(f"schedule {self.name!r} has {len(acts)} action lists for p={self.p} stages")
+        for d, row in enumerate(acts):
+            for a in row:
+                if not isinstance(a, Action):
+                    raise ParasimError(f"stage {d} holds {a!r}, which is not an Action")
+                if a.microbatch >= self.m or a.chunk >= self.v:
+                    raise ParasimError(f"stage {d} runs {a!r} but the schedule has m={self.m} "
+                                       f"micro-batches and v={self.v} chunks per stage")
+
+    @property
+    def n_stages(self) -> int:
+        """Model stages p*v."""
+        return self.p * self.v
+
+    def model_stage(self, device: int, chunk: int) -> int:
+        """Megatron interleaving: chunk c of device d is model stage c*p + d."""
+        return chunk * self.p + device
+
+    def __repr__(self) -> str:
+        return f"Schedule({self.name}, p={self.p}, m={self.m}, v={self.v})"
+
+    def __str__(self) -> str:
+        return format_schedule(self)
+
+
+def _check_sizes(p: int, m: int, v: int) -> None:
+    if p < 1:
+        raise ParasimError(f"pipeline needs p >= 1 stages, got p={p}")
+    if m < 1:
+        raise ParasimError(f"pipeline needs m >= 1 micro-batches, got m={m}")
+    if v < 1:
+        raise ParasimError(f"pipeline needs v >= 1 virtual stages per device, got v={v}")
+
+
+class _Maker:
+    """Per-call cache of Actions: the same (kind, mb, chunk, phase) is shared across devices."""
+
+    def __init__(self):
+        self.cache = {}
+
+    def __call__(self, kind, mb, chunk, phase):
+        key = (kind, mb, chunk, phase)
+        a = self.cache.get(key)
+        if a is None:
+            a = self.cache[key] = Action(kind, mb, chunk, phase)
+        return a
+
+
+def gpipe(p: int, m: int) -> Schedule:
+    """GPipe: every forward, then every full backward (BW), micro-batch order both ways.
+
+    Bubble (p-1)(t_f+t_b), bubble fraction of the step (p-1)/(m+p-1), m micro-batches of
+    activations in flight (Huang et al. 2019; /work/shared/REFERENCES.md §4).
+    """
+    _check_sizes(p, m, 1)
+    act = _Maker()
+    row = tuple(act("F", i, 0, "warmup") for i in range(m)) + tuple(act("BW", i, 0, "cooldown") for i in range(m))
+    return Schedule("gpipe", p, m, 1, (row,) * p)
+
+
+def one_f_one_b(p: int, m: int) -> Schedule:
+    """1F1B (PipeDream-Flush): stage r runs min(p-r-1, m) warmup forwards, then F/BW pairs, then
+    the remaining backwards. Same bubble as GPipe, (p-1)(t_f+t_b), but at most p micro-batches in
+    flight instead of m (Narayanan et al. 2021, Sec. 2.2; /work/shared/REFERENCES.md §4).
+    """
+    _check_sizes(p, m, 1)
+    act = _Maker()
+    rows = []
+    for r in range(p):
+        warm = min(p - r - 1, m)
+        row = [act("F", i, 0, "warmup") for i in range(warm)]
+        for i in range(m - warm):
+            row += [act("F", warm + i, 0, "steady"), act("BW", i, 0, "steady")]
+        row += [act("BW", i, 0, "cooldown") for i in range(m - warm, m)]
+        rows.append(tuple(row))
+    return Schedule("1f1b", p, m, 1, tuple(rows))
+
+
+def interleaved(p: int, m: int, v: int) -> Schedule:
+    """Megatron-LM's interleaved 1F1B with v chunks per device (Narayanan et al. 2021, Sec. 2.2).
+
+    Work is issued in groups of p micro-batches per chunk: the k-th forward on a device is chunk
+    (k mod pv) // p, micro-batch (k // pv) p + k mod p; backwards walk the chunks in reverse.
+    Warmup on rank r: (p-r-1)*2 + (v-1)*p forwards, capped at m*v; then F/BW pairs; cooldown.
+    Bubble (p-1)/(v m) of ideal compute when a chunk costs t/v; m must be a multiple of p
+    (/work/shared/REFERENCES.md §4).
+    """
+    _check_sizes(p, m, v)
+    if m % p:
+        raise ParasimError(f"interleaved schedule needs m a multiple of p: m={m}, p={p}")
+    act = _Maker()
+    total = m * v
+
+    def fwd(k):  # k-th forward on any device -> (micro-batch, chunk)
+        g, j = divmod(k, p * v)
+        return g * p + j % p, j // p
+
+    def bwd(k):
+        mb, c = fwd(k)
+        return mb, v - 1 - c
+
+    rows = []
+    for r in range(p):
+        warm = min((p - r - 1) * 2 + (v - 1) * p, total)
+        row = [act("F", *fwd(k), "warmup") for k in range(warm)]
+        for i in range(total - warm):
+            row += [act("F", *fwd(warm + i), "steady"), act("BW", *bwd(i), "steady")]
+        row += [act("BW", *bwd(k), "cooldown") for k in range(total - warm, total)]
+        rows.append(tuple(row))
+    return Schedule("interleaved", p, m, v, tuple(rows))
+
+
+def _zero_bubble(name, p, m, limits, t_f, t_b, t_w) -> Schedule:
+    """Greedy list scheduler of Qi et al. 2023 (Sec. 3): when a device is free it runs, in order of
+    preference, the next B whose gradient has arrived, the next F if fewer than limits[d]
+    micro-batches hold activations (W frees them), else the oldest pending W. The order is fixed
+    by simulating the given times once; the result is a plain action list."""
+    if min(t_f, t_b, t_w) <= 0:
+        raise ParasimError(f"zero-bubble scheduling needs positive times, got t_f={t_f}, t_b={t_b}, t_w={t_w}")
+    f_end = [[None] * m for _ in range(p)]  # f_end[d][i]: end time of F_i on stage d
+    b_end = [[None] * m for _ in range(p)]
+    nf, nb, nw = [0] * p, [0] * p, [0] * p
+    order = [[] for _ in range(p)]
+    busy_until = [0.0] * p
+    wake = {}  # idle device -> time it will look again (the next completion anywhere)
+    events = [(0.0, d) for d in range(p)]  # (time the device looks for work, device)
+    while events:
+        t, d = heapq.heappop(events)
+        if d in wake:
+            if wake[d] != t:
+                continue  # stale wake-up, a sooner one was scheduled
+            del wake[d]
+        i = nb[d]
+        b_ok = i < nf[d] and f_end[d][i] <= t and (d == p - 1 or (b_end[d + 1][i] is not None and b_end[d + 1][i] <= t))
+        j = nf[d]
+        f_ok = j < m and j - nw[d] < limits[d] and (d == 0 or (f_end[d - 1][j] is not None and f_end[d - 1][j] <= t))
+        if b_ok:
+            end = b_end[d][i] = t + t_b
+            nb[d] += 1
+            order[d].append(("B", i))
+        elif f_ok:
+            end = f_end[d][j] = t + t_f
+            nf[d] += 1
+            order[d].append(("F", j))
+        elif nw[d] < nb[d]:
+            end = t + t_w
+            order[d].append(("W", nw[d]))
+            nw[d] += 1
+        else:
+            if nw[d] < m:  # idle until something finishes
+                wake[d] = min((e for e in busy_until if e > t), default=float("inf"))
+                if wake[d] < float("inf"):
+                    heapq.heappush(events, (wake[d], d))
+            continue
+        busy_until[d] = end
+        heapq.heappush(events, (end, d))
+        for w, tw in list(wake.items()):
+            if end < tw:
+                wake[w] = end
+                heapq.heappush(events, (end, w))
+    if any(n < m for n in nw):  # cannot happen with limits >= 1; kept as a guard
+        raise ParasimError(f"{name} scheduler stalled with p={p}, m={m}")
+    return Schedule(name, p, m, 1, tuple(_with_phases(row) for row in order))
+
+
+def _with_phases(row):
+    """Phases of an ordered list: forwards before the first backward are warmup, actions after
+    the last forward are cooldown, the rest steady."""
+    act = _Maker()
+    kinds = [k for k, _, *_ in row]
+    first_b = next((i for i, k in enumerate(kinds) if k != "F"), len(kinds))
+    last_f = max((i for i, k in enumerate(kinds) if k == "F"), default=-1)
+    out = []
+    for i, (kind, mb, *rest) in enumerate(row):
+        phase = "warmup" if i < first_b else "cooldown" if i > last_f else "steady"
+        out.append(act(kind, mb, rest[0] if rest else 0, phase))
+    return tuple(out)
+
+
+def zb_h1(p: int, m: int) -> Schedule:
+    """ZB-H1 (Qi et al. 2023, Sec. 2.1): 1F1B with the backward split into B and W.
+
+    Stage r runs 1F1B's min(p-r-1, m) warmup forwards, then F/B pairs; its W passes start r pairs
+    late, so every stage holds p micro-batches in flight (1F1B's peak, p M_B), and the r delayed W
+    passes fill the cooldown while the B passes race down the pipeline. Bubble per stage
+    (p-1)(T_F+T_B-T_W) for m >= p, a third of 1F1B's (p-1)(T_F+T_B+T_W) when the three times
+    are equal (/work/shared/REFERENCES.md §4).
+    """
+    _check_sizes(p, m, 1)
+    rows = []
+    for r in range(p):
+        warm = min(p - r - 1, m)
+        row, nw = [("F", i) for i in range(warm)], 0
+        for i in range(m - warm):
+            row += [("F", warm + i), ("B", i)]
+            if i >= r:  # W delayed by r pairs
+                row.append(("W", nw))
+                nw += 1
+        for i in range(m - warm, m):
+            row.append(("B", i))
+            if nw < i + 1:
+                row.append(("W", nw))
+                nw += 1
+        row += [("W", k) for k in range(nw, m)]
+        rows.append(_with_phases(row))
+    return Schedule("zb-h1", p, m, 1, tuple(rows))
+
+
+def zb_h2(p: int, m: int, t_f: float = 1.0, t_b: float = 1.0, t_w: float = 1.0) -> Schedule:
+    """ZB-H2 (Qi et al. 2023, Sec. 2.2): every stage may hold 2p-1 micro-batches ((2p-1) M_B), so
+    extra warmup forwards fill the gap before the first B and W passes fill the tail. The order
+    comes from the paper's greedy rule (B first, then F within the memory limit, else the oldest W)
+    played once at the given times. Measured with this simulator (m >= 2p-1): step bubble per stage
+    max((p-1)(T_F+T_B-2T_W), (p-1)T_F) and no idle inside any stage's busy span: zero bubble once
+    the end-of-step synchronisation is removed (the paper's optimizer post-validation). With a
+    synchronised step (p-1)T_F is a lower bound for every schedule (the last stage's first input
+    arrives then), so REFERENCES.md §4's (p-1)(T_F+T_B-2T_W) is reached only when T_B >= 2T_W.
+    """
+    _check_sizes(p, m, 1)
+    return _zero_bubble("zb-h2", p, m, [2 * p - 1] * p, t_f, t_b, t_w)
+
+
+GENERATORS = {
+    "gpipe": lambda p, m, v: gpipe(p, m),
+    "1f1b": lambda p, m, v: one_f_one_b(p, m),
+    "interleaved": interleaved,
+    "zb-h1": lambda p, m, v: zb_h1(p, m),
+    "zb-h2": lambda p, m, v: zb_h2(p, m),
+}
+
+
+def make_schedule(name: str, p: int, m: int, v: int = 1) -> Schedule:
+    """Build a named schedule: "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2"."""
+    if name not in GENERATORS:
+        raise ParasimError(f"unknown schedule {name!r}; choose one of {', '.join(GENERATORS)}")
+    if v != 1 and name != "interleaved":
+        raise ParasimError(f"schedule {name!r} has one chunk per stage, got v={v}")
+    return GENERATORS[name](p, m, v)
+
+
+def format_schedule(schedule: Schedule, phases: bool = False) -> str:
+    """One line per device, e.g. "F0 F1 B0.1"; with phases=True "warmup | steady | cooldown"."""
+    lines = []
+    for row in schedule.actions:
+        if not phases:
+            lines.append(" ".join(map(repr, row)))
+            continue
+        parts = [" ".join(repr(a) for a in row if a.phase == ph) for ph in PHASES]
+        lines.append(" | ".join(parts).strip())
+    return "\n".join(lines)
+
+
+def _parse_token(tok: str, line_no: int) -> tuple:
+    kind = tok.rstrip("0123456789.")
+    body = tok[len(kind):]
+    mb, _, chunk = body.partition(".")
+    if kind not in KINDS or not mb.isdigit() or (chunk and not chunk.isdigit()) or body.count(".") > 1:
+        raise ParasimError(f"line {line_no}: cannot read action {tok!r}; write F3, B3, W3, BW3 or F3.1")
+    return kind, int(mb), int(chunk or 0)
+
+
+def parse_schedule(text: str, v: int = 1, name: str = "custom") -> Schedule:
+    """Read a hand-written schedule: one line per device, actions separated by spaces.
+
+    Blank lines and text after '#' are ignored. m is inferred as 1 + the largest micro-batch. A line
+    may carry two '|' marks splitting warmup | steady | cooldown; otherwise phases are inferred
+    (forwards before the first backward: warmup; after the last forward: cooldown).
+    """
+    rows = []
+    for line_no, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        bars = line.count("|")
+        if bars not in (0, 2):
+            raise ParasimError(f"line {line_no}: use no '|' or exactly two (warmup | steady | cooldown), found {bars}")
+        if bars == 0:
+            rows.append(("infer", [_parse_token(t, line_no) for t in line.split()]))
+        else:
+            segs = [[_parse_token(t, line_no) for t in seg.split()] for seg in line.split("|")]
+            rows.append(("given", segs))
+    if not rows:
+        raise ParasimError("schedule text has no stage lines")
+    all_mbs = [a[1] for how, r in rows for a in (r if how == "infer" else sum(r, []))]
+    m = 1 + max(all_mbs, default=0)
+    act = _Maker()
+    actions = []
+    for how, r in rows:
+        if how == "infer":
+            actions.append(_with_phases(r))
+        else:
+            actions.append(tuple(act(k, mb, c, ph) for ph, seg in zip(PHASES, r) for k, mb, c in seg))
+    return Schedule(name, len(actions), m, v, tuple(actions))
