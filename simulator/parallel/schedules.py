@@ -194,14 +194,14 @@ def _zero_bubble(name, p, m, limits, t_f, t_b, t_w) -> Schedule:
     nf, nb, nw = [0] * p, [0] * p, [0] * p
     order = [[] for _ in range(p)]
     busy_until = [0.0] * p
-    wake = {}  # idle device -> time it will look again (the next completion anywhere)
-    events = [(0.0, d) for d in range(p)]  # (time the device looks for work, device)
+    token = [0] * p  # only a device's latest event counts; older ones are stale
+    idle = {}  # idle device -> time it will look again (the next completion anywhere)
+    events = [(0.0, d, 0) for d in range(p)]  # (time the device looks for work, device, token)
     while events:
-        t, d = heapq.heappop(events)
-        if d in wake:
-            if wake[d] != t:
-                continue  # stale wake-up, a sooner one was scheduled
-            del wake[d]
+        t, d, tok = heapq.heappop(events)
+        if tok != token[d]:
+            continue
+        idle.pop(d, None)
         i = nb[d]
         b_ok = i < nf[d] and f_end[d][i] <= t and (d == p - 1 or (b_end[d + 1][i] is not None and b_end[d + 1][i] <= t))
         j = nf[d]
@@ -220,16 +220,19 @@ def _zero_bubble(name, p, m, limits, t_f, t_b, t_w) -> Schedule:
             nw[d] += 1
         else:
             if nw[d] < m:  # idle until something finishes
-                wake[d] = min((e for e in busy_until if e > t), default=float("inf"))
-                if wake[d] < float("inf"):
-                    heapq.heappush(events, (wake[d], d))
+                idle[d] = min((e for e in busy_until if e > t), default=float("inf"))
+                token[d] += 1
+                if idle[d] < float("inf"):
+                    heapq.heappush(events, (idle[d], d, token[d]))
             continue
         busy_until[d] = end
-        heapq.heappush(events, (end, d))
-        for w, tw in list(wake.items()):
+        token[d] += 1
+        heapq.heappush(events, (end, d, token[d]))
+        for w, tw in list(idle.items()):
             if end < tw:
-                wake[w] = end
-                heapq.heappush(events, (end, w))
+                idle[w] = end
+                token[w] += 1
+                heapq.heappush(events, (end, w, token[w]))
     if any(n < m for n in nw):  # cannot happen with limits >= 1; kept as a guard
         raise ParasimError(f"{name} scheduler stalled with p={p}, m={m}")
     return Schedule(name, p, m, 1, tuple(_with_phases(row) for row in order))
