@@ -1,0 +1,171 @@
+"""Hardware presets as data: peak FLOP/s per dtype, memory, HBM bandwidth, links.
+
+Every number is a vendor datasheet figure (dense, no sparsity), cited in `source`. What the
+hardware *achieves* (fractions of these peaks) is not stored here: see `simulator.cost.compute`
+(matmul and memory efficiency) and `simulator.cost.analytic.Assumptions` (link efficiency).
+
+Bandwidth conventions (units.py: 1 GB = 1e9 bytes):
+- `intra.bandwidth_Bps` is per device, per direction: NVLink 3 is "600 GB/s" bidirectional per
+  A100, i.e. 300e9 B/s each way.
+- `inter.bandwidth_Bps` is per device: one 200 Gb/s HDR InfiniBand NIC per A100 on Selene-class
+  systems is 25e9 B/s.
+
+`local` describes this machine. `parasim calibrate` writes ~/.parasim/local.json; if the file
+exists its fields override the conservative 2-core-CPU defaults below.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import MappingProxyType
+
+from simulator.errors import ParasimError
+from simulator.topology import Link, Topology
+
+DTYPES = ("bf16", "fp16", "fp32", "fp64")
+DTYPE_NBYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8}
+LOCAL_PATH = Path("~/.parasim/local.json")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One accelerator type and the cluster it sits in."""
+
+    name: str
+    peak_flops: MappingProxyType          # dtype -> FLOP/s (dense)
+    memory_bytes: float                   # device memory (HBM)
+    memory_bandwidth_Bps: float           # HBM bandwidth
+    devices_per_node: int
+    intra: Link                           # per device per direction
+    inter: Link                           # per device
+    source: str = ""
+
+    def __post_init__(self):
+        flops = dict(self.peak_flops)
+        for dtype, value in flops.items():
+            if dtype not in DTYPES:
+                raise ParasimError(f"hardware {self.name}: unknown dtype {dtype!r}; known {DTYPES}")
+            if not value > 0:
+                raise ParasimError(f"hardware {self.name}: peak_flops[{dtype}] must be > 0, got {value}")
+        object.__setattr__(self, "peak_flops", MappingProxyType(flops))
+        for attr in ("memory_bytes", "memory_bandwidth_Bps"):
+            if not getattr(self, attr) > 0:
+                raise ParasimError(f"hardware {self.name}: {attr} must be > 0, got {getattr(self, attr)}")
+        if self.devices_per_node < 1:
+            raise ParasimError(f"hardware {self.name}: devices_per_node must be >= 1")
+
+    def peak(self, dtype: str = "bf16") -> float:
+        if dtype not in self.peak_flops:
+            raise ParasimError(f"hardware {self.name} has no {dtype} peak; it has {sorted(self.peak_flops)}")
+        return self.peak_flops[dtype]
+
+    def topology(self, n_devices: int, bandwidth_efficiency: float = 1.0) -> Topology:
+        """Nodes of `devices_per_node` consecutive ranks; links derated by `bandwidth_efficiency`."""
+        return Topology(n_devices, self.devices_per_node,
+                        self.intra.scaled(bandwidth_efficiency), self.inter.scaled(bandwidth_efficiency))
+
+    def __repr__(self) -> str:
+        return (f"Hardware({self.name}: {self.peak('bf16') / 1e12 if 'bf16' in self.peak_flops else 0:.4g} "
+                f"TFLOP/s bf16, {self.memory_bytes / 1e9:.4g} GB at {self.memory_bandwidth_Bps / 1e12:.3g} TB/s, "
+                f"{self.devices_per_node}/node, intra {self.intra!r}, inter {self.inter!r})")
+
+
+def _hw(name, bf16, fp16, fp32, fp64, mem_GB, hbm_TBps, per_node, intra_GBps, intra_us,
+        inter_GBps, inter_us, source) -> Hardware:
+    flops = {k: v * 1e12 for k, v in (("bf16", bf16), ("fp16", fp16), ("fp32", fp32), ("fp64", fp64))
+             if v is not None}
+    return Hardware(name, flops, mem_GB * 1e9, hbm_TBps * 1e12, per_node,
+                    Link(intra_us * 1e-6, intra_GBps * 1e9), Link(inter_us * 1e-6, inter_GBps * 1e9), source)
+
+
+_A100 = ("NVIDIA A100 Tensor Core GPU datasheet (2021): 312 TFLOP/s bf16/fp16 dense, 19.5 fp32 "
+         "(non-tensor; TF32 156), 19.5 fp64 tensor; NVLink 3 600 GB/s bidirectional per GPU; "
+         "DGX A100 / Selene: 8 GPUs per node, one 200 Gb/s HDR InfiniBand NIC per GPU. "
+         "Latencies (alpha) are typical NCCL per-step figures, an assumption.")
+_H100 = ("NVIDIA H100 Tensor Core GPU datasheet (SXM5): 989 TFLOP/s bf16/fp16 dense, 67 fp32, "
+         "67 fp64 tensor; 3.35 TB/s HBM3; NVLink 4 900 GB/s bidirectional; DGX H100: 8 GPUs per node, "
+         "one 400 Gb/s ConnectX-7 NIC per GPU.")
+
+# name -> factory (pure functions; `local` reads the calibration file when asked for)
+_PRESETS = {
+    "a100-40gb": lambda: _hw("a100-40gb", 312, 312, 19.5, 19.5, 40, 1.555, 8, 300, 2, 25, 5,
+                             _A100 + " 40 GB HBM2 at 1,555 GB/s."),
+    "a100-80gb": lambda: _hw("a100-80gb", 312, 312, 19.5, 19.5, 80, 2.039, 8, 300, 2, 25, 5,
+                             _A100 + " 80 GB HBM2e at 2,039 GB/s."),
+    "h100-sxm": lambda: _hw("h100-sxm", 989, 989, 67, 67, 80, 3.35, 8, 450, 2, 50, 5, _H100 + " 80 GB."),
+    "h200": lambda: _hw("h200", 989, 989, 67, 67, 141, 4.8, 8, 450, 2, 50, 5,
+                        "NVIDIA H200 datasheet: H100 SXM compute, 141 GB HBM3e at 4.8 TB/s; " + _H100),
+    "tpu-v4-like": lambda: _hw(
+        "tpu-v4-like", 275, 275, 275 / 3, None, 32, 1.2, 4, 90, 5, 90, 5,
+        "Google TPU v4 (Jouppi et al. 2023; How To Scale Your Model, TPU chapter): 275 TFLOP/s bf16, "
+        "32 GiB HBM at 1.2 TB/s, ICI 45 GB/s per link per direction, 4 chips per host. '-like': the 3D "
+        "torus is flattened to 2 ICI links (90 GB/s) per chip both within and across hosts; fp32 "
+        "matmul as 3-pass bf16 (275/3); no fp64."),
+    "local": lambda: _local_defaults(),
+}
+
+
+def _local_defaults() -> Hardware:
+    return _hw("local", 40e-3, 40e-3, 40e-3, 20e-3, 4, 0.01, 8, 5, 50, 5, 50,
+               "Conservative defaults for a 2-core x86 CPU running numpy: ~20 GFLOP/s fp64, 40 fp32 "
+               "(bf16/fp16 computed in fp32), 10 GB/s memory, 4 GB for emulated devices; devices "
+               "exchange data by shared-memory copies (5 GB/s, 50 us). `parasim calibrate` measures "
+               "and writes ~/.parasim/local.json.")
+
+
+def load_local(path: str | os.PathLike | None = None) -> Hardware:
+    """`local` preset: defaults overridden by the JSON file written by `parasim calibrate`.
+
+    Recognised keys: name, peak_flops {dtype: FLOP/s}, memory_bytes, memory_bandwidth_Bps,
+    devices_per_node, intra {latency_s, bandwidth_Bps}, inter {...}, source.
+    """
+    base = _local_defaults()
+    p = Path(path) if path is not None else LOCAL_PATH.expanduser()
+    if not p.is_file():
+        return base
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, ValueError) as exc:
+        raise ParasimError(f"cannot read local hardware file {p}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ParasimError(f"local hardware file {p} must hold a JSON object")
+    known = {"name", "peak_flops", "memory_bytes", "memory_bandwidth_Bps", "devices_per_node",
+             "intra", "inter", "source"}
+    unknown = set(data) - known
+    if unknown:
+        raise ParasimError(f"local hardware file {p}: unknown keys {sorted(unknown)}; known {sorted(known)}")
+    kw = {}
+    if "peak_flops" in data:
+        kw["peak_flops"] = {**base.peak_flops, **{k: float(v) for k, v in data["peak_flops"].items()}}
+    for key in ("memory_bytes", "memory_bandwidth_Bps"):
+        if key in data:
+            kw[key] = float(data[key])
+    if "devices_per_node" in data:
+        kw["devices_per_node"] = int(data["devices_per_node"])
+    for key in ("intra", "inter"):
+        if key in data:
+            old = getattr(base, key)
+            kw[key] = Link(float(data[key].get("latency_s", old.latency_s)),
+                           float(data[key].get("bandwidth_Bps", old.bandwidth_Bps)))
+    kw["source"] = str(data.get("source", f"measured by parasim calibrate ({p})"))
+    kw["name"] = str(data.get("name", "local"))
+    return replace(base, **kw)
+
+
+def hardware_names() -> tuple[str, ...]:
+    return tuple(_PRESETS)
+
+
+def get_hardware(name: str, local_path: str | os.PathLike | None = None) -> Hardware:
+    """The preset called `name`; refuses unknown names, listing the known ones."""
+    if isinstance(name, Hardware):
+        return name
+    key = str(name).strip().lower()
+    if key not in _PRESETS:
+        raise ParasimError(f"unknown hardware preset {name!r}; known: {', '.join(_PRESETS)}")
+    if key == "local":
+        return load_local(local_path)
+    return _PRESETS[key]()
