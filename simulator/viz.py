@@ -1,0 +1,26 @@
+"""parasim figures (matplotlib): every function returns a `matplotlib.figure.Figure`.
+
+Figures are built without pyplot (no GUI, no global state, never `plt.show`); save one with
+`fig.savefig(path)` or get PNG bytes with `png_bytes(fig)`. One colour per phase everywhere:
+forward blue, backward orange, weight gradient green, optimizer purple, communication red,
+idle light grey (`PHASE_COLORS`); one colour per device rank (`device_color`).
+
+- timeline(trace)            per device a compute lane and a comm lane; title gives the bubble
+- memory_over_time(trace)    bytes per device over the step, stacked by category
+- collective_steps(plan)     steps x ranks: which chunk each rank receives from whom
+- layout_grid(layout, shape) a tensor's blocks coloured by the devices holding them
+- schedule_chart(result)     a timed pipeline schedule (F/B/W), bubble and peak in flight
+- schedule_compare(results)  several schedules on one time axis
+- memory_breakdown(bars, capacity_bytes)  stacked memory per GPU against capacity, OOM marked
+- sweep_chart(x, series, ...) lines of a quantity against a swept parameter
+"""
+
+from .viz_cost import memory_breakdown, sweep_chart
+from .viz_pipeline import schedule_chart, schedule_compare
+from .viz_plans import collective_steps, layout_grid
+from .viz_style import MEMORY_COLORS, PHASE_COLORS, device_color, png_bytes
+from .viz_trace import memory_over_time, timeline
+
+__all__ = ["timeline", "memory_over_time", "collective_steps", "layout_grid", "schedule_chart",
+           "schedule_compare", "memory_breakdown", "sweep_chart", "png_bytes", "PHASE_COLORS",
+           "MEMORY_COLORS", "device_color"]

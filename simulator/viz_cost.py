@@ -1,0 +1,93 @@
+"""Figures of cost-model answers: memory per GPU against capacity, and sweeps (time vs size).
+
+memory_breakdown: one stacked bar per GPU (or per configuration), parameters / gradients /
+optimizer state / activations / other, with the device capacity as a dashed line; a bar above
+the line is outlined in red and marked OOM.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Mapping, Sequence
+
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from .viz_style import (MEMORY_CATEGORIES, MEMORY_COLORS, MEMORY_LABELS, OOM_COLOR, byte_unit, device_color,
+                        memory_category, new_figure, style_axes, time_unit)
+
+
+def memory_breakdown(bars: Sequence[Mapping[str, float]] | Mapping[str, Mapping[str, float]],
+                     capacity_bytes: float | None = None, *, title: str = "memory per GPU",
+                     width: float | None = None) -> Figure:
+    """Stacked bars of bytes by category. `bars` is a list (labelled GPU 0, 1, ...) or a dict
+    label -> {category: bytes}; keys are mapped to param/grad/opt/act/other."""
+    items = list(bars.items()) if isinstance(bars, Mapping) else [(f"GPU {i}", b) for i, b in enumerate(bars)]
+    totals = []
+    stacks = []
+    for _, b in items:
+        agg = defaultdict(float)
+        for k, v in b.items():
+            agg[memory_category(k)] += float(v)
+        stacks.append(agg)
+        totals.append(sum(agg.values()))
+    top = max(totals + [capacity_bytes or 0.0, 1.0])
+    unit, scale = byte_unit(top)
+    fig = new_figure(width or min(3.0 + 0.7 * len(items), 14.0), 4.2)
+    ax = fig.add_subplot()
+    style_axes(ax)
+    xs = range(len(items))
+    bottom = [0.0] * len(items)
+    used = [c for c in MEMORY_CATEGORIES if any(s[c] for s in stacks)]
+    for c in used:
+        vals = [s[c] * scale for s in stacks]
+        ax.bar(xs, vals, bottom=bottom, color=MEMORY_COLORS[c], width=0.7, label=MEMORY_LABELS[c],
+               edgecolor="white", linewidth=0.5)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    n_oom = 0
+    for i, total in enumerate(totals):
+        over = capacity_bytes is not None and total > capacity_bytes
+        n_oom += over
+        if over:
+            ax.bar(i, total * scale, width=0.7, facecolor="none", edgecolor=OOM_COLOR, linewidth=2.2, gid="oom")
+        ax.text(i, total * scale + top * scale * 0.015, ("OOM " if over else "") + f"{total * scale:.3g}",
+                ha="center", va="bottom", fontsize=8, color=OOM_COLOR if over else "#333333",
+                fontweight="bold" if over else "normal")
+    if capacity_bytes is not None:
+        ax.axhline(capacity_bytes * scale, color=OOM_COLOR, linestyle="--", linewidth=1.2,
+                   label=f"capacity {capacity_bytes * scale:.3g} {unit}")
+    ax.set_xticks(list(xs), [lbl for lbl, _ in items], fontsize=8, rotation=0 if len(items) <= 10 else 45)
+    ax.set_ylabel(f"memory ({unit})")
+    ax.set_ylim(0, top * scale * 1.15)
+    ax.grid(axis="y", color="#DDDDDD", linewidth=0.6)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
+    suffix = f" · {n_oom} over capacity" if n_oom else ""
+    fig.suptitle(title + suffix, fontsize=11, fontweight="bold")
+    return fig
+
+
+def sweep_chart(x: Sequence[float], series: Mapping[str, Sequence[float]], *, xlabel: str, ylabel: str,
+                title: str = "", logx: bool = False, logy: bool = False, y_is_time: bool = False,
+                width: float = 7.0) -> Figure:
+    """Lines of y against x, one per series (e.g. collective time against world size per
+    algorithm). With y_is_time the y values (seconds) are shown in a readable unit."""
+    fig = new_figure(width, 4.0)
+    ax = fig.add_subplot()
+    style_axes(ax)
+    ymax = max((max(v) for v in series.values() if len(v)), default=1.0)
+    unit, scale = time_unit(ymax) if y_is_time else ("", 1.0)
+    for i, (name, ys) in enumerate(series.items()):
+        ax.plot(list(x), [y * scale for y in ys], marker="o", markersize=4, linewidth=1.8,
+                color=device_color(i), label=name)
+    if logx:
+        ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(f"{ylabel} ({unit})" if unit else ylabel)
+    ax.grid(color="#DDDDDD", linewidth=0.6)
+    if len(series) > 1:
+        ax.legend(frameon=False, fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=11, fontweight="bold")
+    return fig

@@ -1,0 +1,135 @@
+"""Pictures of plans and placements: a collective's steps, a tensor's layout over a mesh.
+
+collective_steps: a grid of steps (rows, top to bottom) x group ranks (columns). The cell (s, r)
+shows what rank r receives at step s: one coloured sub-cell per incoming transfer, coloured by
+chunk, labelled `c2←1` (chunk 2 from rank 1, overwritten) or `+c2←1` (reduced into the slot).
+
+layout_grid: the tensor drawn to scale as its grid of blocks; every block is striped with the
+colours of the devices holding it (replicas and partial-sum addends alike) and labelled with
+their ranks.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from itertools import product
+from math import prod
+from typing import Sequence
+
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch, Rectangle
+
+from .collectives.plan import Plan
+from .layout import Layout
+from .units import fmt_bytes
+from .viz_style import chunk_color, device_color, message_figure, new_figure
+
+EMPTY_CELL = "#F3F3F3"
+
+
+def collective_steps(plan: Plan, *, width: float | None = None, max_steps: int = 64) -> Figure:
+    """Steps x ranks grid of who receives which chunk from whom (first `max_steps` steps)."""
+    if not plan.steps:
+        return message_figure(f"{plan.kind} on {plan.n} rank(s) needs no communication")
+    steps = plan.steps[:max_steps]
+    n = plan.n
+    width = width or min(2.2 + 1.1 * n, 16.0)
+    fig = new_figure(width, min(1.4 + 0.42 * len(steps), 20.0))
+    ax = fig.add_subplot()
+    show_text = n <= 16 and len(steps) <= 64
+    for s, step in enumerate(steps):
+        incoming = defaultdict(list)
+        for t in step.transfers:
+            incoming[t.dst].append(t)
+        for r in range(n):
+            ax.add_patch(Rectangle((r + 0.04, s + 0.06), 0.92, 0.88, facecolor=EMPTY_CELL, edgecolor="none"))
+            ts = incoming.get(r, [])
+            w = 0.92 / max(len(ts), 1)
+            for k, t in enumerate(ts):
+                x = r + 0.04 + k * w
+                cell = Rectangle((x, s + 0.06), w, 0.88, facecolor=chunk_color(t.dst_chunk, plan.n_chunks),
+                                 edgecolor="white", linewidth=0.8, hatch="///" if t.reduce else None,
+                                 gid="transfer")
+                ax.add_patch(cell)
+                if show_text and len(ts) <= 3:
+                    txt = f"{'+' if t.reduce else ''}c{t.dst_chunk}←{t.src}"
+                    ax.text(x + w / 2, s + 0.5, txt, ha="center", va="center", fontsize=8 if len(ts) == 1 else 6,
+                            color="black", bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8))
+        ax.text(n + 0.1, s + 0.5, fmt_bytes(step.nbytes), va="center", fontsize=7, color="#555555")
+    ax.set_xlim(0, n + 0.9)
+    ax.set_ylim(len(steps), 0)
+    ax.set_xticks([r + 0.5 for r in range(n)], [f"rank {r}" for r in range(n)], fontsize=8)
+    ax.xaxis.tick_top()
+    ax.set_yticks([s + 0.5 for s in range(len(steps))],
+                  [f"{s + 1}" + (f" {st.label}" if st.label else "") for s, st in enumerate(steps)], fontsize=8)
+    ax.set_ylabel("step")
+    for side in ("top", "right", "bottom", "left"):
+        ax.spines[side].set_visible(False)
+    ax.tick_params(length=0)
+    more = f" (first {max_steps} of {len(plan.steps)} steps)" if len(plan.steps) > max_steps else ""
+    sent = plan.bytes_sent_per_rank()
+    fig.suptitle(f"{plan.algo} {plan.kind} on {n} ranks · {fmt_bytes(plan.nbytes)} · {len(plan.steps)} steps · "
+                 f"max {fmt_bytes(max(sent))} sent per rank{more}", fontsize=11, fontweight="bold")
+    handles = [Patch(facecolor="white", edgecolor="#666666", hatch="///", label="+ reduce into slot"),
+               Patch(facecolor="white", edgecolor="#666666", label="copy into slot")]
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False, fontsize=8)
+    return fig
+
+
+def layout_grid(layout: Layout, shape: Sequence[int], *, name: str = "X", width: float = 7.0) -> Figure:
+    """The tensor of `shape` as blocks (to scale) striped by the devices holding each block.
+
+    1-D tensors are one row; for 3-D and higher the leading dimensions are folded into rows."""
+    shape = tuple(int(s) for s in shape)
+    local = layout.local_shape(shape)  # raises ParasimError when a cut does not divide
+    splits = layout.splits
+    if layout.ndim == 0:
+        return message_figure(f"{name} is a scalar: every device holds it")
+    if layout.ndim == 1:
+        row_splits, col_splits, H, W = (1,), splits, 1, shape[0]
+    else:
+        row_splits, col_splits = splits[:-1], splits[-1:]
+        H, W = prod(shape[:-1]), shape[-1]
+    n_rows, n_cols = prod(row_splits), prod(col_splits)
+    aspect = min(max(H / W, 0.25), 2.5)
+    fig = new_figure(width, min(max(width * aspect * 0.75 + 1.3, 2.8), 11.0))
+    ax = fig.add_subplot()
+    bh, bw = 1.0 / n_rows, 1.0 / n_cols
+    for block in product(*(range(c) for c in splits)):
+        rows_idx = block[:-1] if layout.ndim > 1 else ()
+        row = _mixed_radix(rows_idx, row_splits) if layout.ndim > 1 else 0
+        col = block[-1]
+        holders = layout.devices_holding(block)
+        x0, y0 = col * bw, row * bh
+        sw = bw / len(holders)
+        for k, r in enumerate(holders):
+            ax.add_patch(Rectangle((x0 + k * sw, y0), sw, bh, facecolor=device_color(r), edgecolor="none",
+                                   alpha=0.9, gid="stripe"))
+        ax.add_patch(Rectangle((x0, y0), bw, bh, facecolor="none", edgecolor="white", linewidth=2.0, gid="block"))
+        text = ",".join(map(str, holders)) if len(holders) <= 8 else f"{holders[0]}..{holders[-1]} ({len(holders)})"
+        ax.text(x0 + bw / 2, y0 + bh / 2, text, ha="center", va="center",
+                fontsize=max(6, 11 - len(splits) - n_cols // 4),
+                bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.85), gid="holders")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(1, 0)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    dim_names = [f"dim {i} ({s})" for i, s in enumerate(shape)]
+    ax.set_xlabel(f"{dim_names[-1]} · cut {col_splits[0]} ways")
+    if layout.ndim > 1:
+        ax.set_ylabel(f"{' × '.join(dim_names[:-1])} · cut {n_rows} ways")
+    parts = [f"mesh {layout.mesh!r}", f"block {local}"]
+    if layout.replicated_axes:
+        parts.append(f"replicated over {', '.join(layout.replicated_axes)}")
+    if layout.partial:
+        parts.append(f"partial sums over {', '.join(layout.partial)} (addends)")
+    ax.set_title(" · ".join(parts), fontsize=9, color="#444444")
+    fig.suptitle(f"{layout.notation(name)}  shape {shape}", fontsize=12, fontweight="bold")
+    return fig
+
+
+def _mixed_radix(idx: Sequence[int], radices: Sequence[int]) -> int:
+    v = 0
+    for i, r in zip(idx, radices):
+        v = v * r + i
+    return v

@@ -1,0 +1,160 @@
+"""Figures of a Trace: the per-device timeline and memory over time.
+
+timeline: one row per device, two lanes (compute above, communication below); bars coloured by
+phase, micro-batch labels inside bars that are wide enough, idle time left as grey background.
+Drawn with one `broken_barh` collection per (device, lane, colour), so thousands of events cost
+a few dozen artists.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Sequence
+
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from .trace import Trace, TraceEvent
+from .units import fmt_time
+from .viz_style import (MEMORY_CATEGORIES, MEMORY_COLORS, MEMORY_LABELS, PHASE_COLORS, PHASE_LETTERS,
+                        byte_unit, memory_category, message_figure, new_figure, style_axes, time_unit)
+
+LANE_Y = {"compute": (0.0, 0.58), "comm": (0.62, 0.30)}  # (offset, height) inside a device row
+ROW_PITCH = 1.15  # distance between device rows
+MAX_LABELS = 800  # beyond this many candidate labels the picture is too dense to read them
+
+_KIND_SHORT = {"all_reduce": "AR", "reduce_scatter": "RS", "all_gather": "AG", "broadcast": "Bc",
+               "reduce": "Rd", "all_to_all": "A2A", "barrier": "|", "send": "→", "recv": "←"}
+
+
+def event_label(e: TraceEvent) -> str:
+    """Short text drawn inside a bar: F3 / B3 / W3 for compute, AR / AG / →3 for communication."""
+    mb = "" if e.microbatch is None else str(e.microbatch)
+    if e.lane == "compute":
+        letter = PHASE_LETTERS.get(e.phase, "")
+        return f"{letter}{mb}" if (letter or mb) else ""
+    short = _KIND_SHORT.get(e.kind, e.kind[:3])
+    return f"{short} mb{mb}" if mb else short
+
+
+def _bar_color(e: TraceEvent) -> str:
+    if e.lane == "comm":
+        return PHASE_COLORS["comm"]
+    return PHASE_COLORS.get(e.phase, PHASE_COLORS["other"])
+
+
+def timeline(trace: Trace, *, title: str | None = None, labels: bool = True, width: float = 12.0,
+             devices: Sequence[int] | None = None) -> Figure:
+    """Gantt chart of `trace`: per device a compute lane and a comm lane on the simulated clock.
+
+    Grey background = idle. The title gives the step time and the bubble fraction
+    1 - sum(compute busy) / (devices x step) (Trace.bubble_fraction)."""
+    devices = list(range(trace.n_devices)) if devices is None else list(devices)
+    if not trace.events:
+        return message_figure("empty trace: nothing ran")
+    span = trace.makespan_s
+    unit, scale = time_unit(span)
+    height = min(1.2 + 0.55 * len(devices), 16.0)
+    fig = new_figure(width, height)
+    ax = fig.add_subplot()
+    style_axes(ax)
+    row_of = {d: i for i, d in enumerate(devices)}
+
+    groups: dict[tuple[int, str, str], list[tuple[float, float]]] = defaultdict(list)
+    for e in trace.events:
+        if e.device in row_of:
+            groups[(e.device, e.lane, _bar_color(e))].append((e.start_s * scale, e.duration_s * scale))
+    for d in devices:  # idle background for both lanes
+        for lane, (off, h) in LANE_Y.items():
+            ax.broken_barh([(0.0, span * scale)], (row_of[d] * ROW_PITCH + off, h),
+                           facecolors=PHASE_COLORS["idle"], edgecolor="none", zorder=1)
+    for (d, lane, color), bars in groups.items():
+        off, h = LANE_Y[lane]
+        ax.broken_barh(bars, (row_of[d] * ROW_PITCH + off, h), facecolors=color,
+                       edgecolor="white", linewidth=0.4, zorder=2)
+
+    if labels:
+        min_w = span * scale / 60.0  # a label needs about 1/60 of the axis
+        cands = [e for e in trace.events if e.device in row_of and e.duration_s * scale >= min_w]
+        if len(cands) <= MAX_LABELS:
+            for e in cands:
+                text = event_label(e)
+                if not text:
+                    continue
+                off, h = LANE_Y[e.lane]
+                ax.text((e.start_s + e.duration_s / 2) * scale, row_of[e.device] * ROW_PITCH + off + h / 2,
+                        text, ha="center", va="center", fontsize=7 if e.lane == "compute" else 6,
+                        color="white", fontweight="bold", zorder=3, clip_on=True)
+
+    ticks, names = [], []
+    for d in devices:
+        for lane, (off, h) in LANE_Y.items():
+            ticks.append(row_of[d] * ROW_PITCH + off + h / 2)
+            names.append(f"device {d}" if lane == "compute" else "comm")
+    ax.set_yticks(ticks, names)
+    for lbl, lane in zip(ax.get_yticklabels(), [ln for _ in devices for ln in LANE_Y]):
+        if lane == "comm":
+            lbl.set_fontsize(7)
+            lbl.set_color("#777777")
+    ax.set_ylim(len(devices) * ROW_PITCH, -0.1)
+    ax.set_xlim(0, span * scale * 1.01)
+    ax.set_xlabel(f"simulated time ({unit})")
+    ax.grid(axis="x", color="#DDDDDD", linewidth=0.6)
+
+    present = []
+    for e in trace.events:
+        key = "comm" if e.lane == "comm" else (e.phase if e.phase in PHASE_COLORS else "other")
+        if key not in present:
+            present.append(key)
+    order = [p for p in PHASE_COLORS if p in present] + ["idle"]
+    ax.legend(handles=[Patch(color=PHASE_COLORS[p], label=p) for p in order], loc="lower center",
+              bbox_to_anchor=(0.5, 1.0), ncol=len(order), frameon=False, fontsize=8)
+    head = title if title is not None else (trace.name or "timeline")
+    fig.suptitle(f"{head} · step {fmt_time(span)} · bubble {trace.bubble_fraction():.1%}",
+                 fontsize=11, fontweight="bold")
+    return fig
+
+
+def memory_over_time(trace: Trace, *, capacity_bytes: float | None = None,
+                     devices: Sequence[int] | None = None, width: float = 12.0) -> Figure:
+    """Bytes held per device over the simulated step, stacked by category
+    (parameters, gradients, optimizer state, activations, other), one panel per device."""
+    if not trace.memory:
+        return message_figure("this trace has no memory samples (run the program on a runtime to measure them)")
+    devices = sorted({s.device for s in trace.memory}) if devices is None else list(devices)
+    peak = max(s.total_bytes for s in trace.memory)
+    top = max(peak, capacity_bytes or 0)
+    bunit, bscale = byte_unit(top)
+    span = max(trace.makespan_s, max(s.time_s for s in trace.memory))
+    tunit, tscale = time_unit(span or 1.0)
+    fig = new_figure(width, min(1.0 + 1.3 * len(devices), 18.0))
+    axes = fig.subplots(len(devices), 1, sharex=True, squeeze=False)[:, 0]
+    for ax, d in zip(axes, devices):
+        style_axes(ax)
+        samples = sorted((s for s in trace.memory if s.device == d), key=lambda s: s.time_s)
+        ts = [0.0] + [s.time_s * tscale for s in samples] + [span * tscale]
+        layers = {c: [0.0] for c in MEMORY_CATEGORIES}
+        for s in samples:
+            agg = defaultdict(float)
+            for k, v in s.bytes_by_category.items():
+                agg[memory_category(k)] += v
+            for c in MEMORY_CATEGORIES:
+                layers[c].append(agg[c] * bscale)
+        for c in MEMORY_CATEGORIES:
+            layers[c].append(layers[c][-1])
+        used = [c for c in MEMORY_CATEGORIES if any(layers[c])]
+        ax.stackplot(ts, [layers[c] for c in used], step="post", colors=[MEMORY_COLORS[c] for c in used],
+                     labels=[MEMORY_LABELS[c] for c in used], alpha=0.9)
+        if capacity_bytes:
+            ax.axhline(capacity_bytes * bscale, color="#D62728", linestyle="--", linewidth=1)
+        ax.set_ylabel(f"device {d}\n({bunit})", fontsize=9)
+        ax.set_ylim(0, top * bscale * 1.1)
+        dev_peak = max((s.total_bytes for s in samples), default=0)
+        ax.text(1.0, 1.0, f"peak {dev_peak * bscale:.3g} {bunit}", transform=ax.transAxes,
+                ha="right", va="bottom", fontsize=8, color="#444444")
+    axes[-1].set_xlabel(f"simulated time ({tunit})")
+    handles = [Patch(color=MEMORY_COLORS[c], label=MEMORY_LABELS[c]) for c in MEMORY_CATEGORIES]
+    axes[0].legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(handles),
+                   frameon=False, fontsize=8)
+    fig.suptitle(f"{trace.name or 'memory'} · memory over the step", fontsize=11, fontweight="bold")
+    return fig

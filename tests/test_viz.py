@@ -1,0 +1,179 @@
+"""Figures build from real objects, show what they claim (inspected on the Axes), and save to PNG."""
+
+import time
+from math import prod
+
+import pytest
+from matplotlib.collections import PolyCollection
+from matplotlib.figure import Figure
+
+from simulator.collectives.algorithms import make_plan
+from simulator.cost.clock import simulate
+from simulator.errors import ParasimError
+from simulator.layout import Layout
+from simulator.mesh import DeviceMesh
+from simulator.parallel.schedule_sim import simulate as simulate_schedule
+from simulator.parallel.schedules import make_schedule
+from simulator.program import ProgramBuilder
+from simulator.trace import Trace, TraceEvent
+from simulator.viz import (PHASE_COLORS, collective_steps, layout_grid, memory_breakdown, memory_over_time,
+                           png_bytes, schedule_chart, schedule_compare, sweep_chart, timeline)
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def toy_pipeline(m=3):
+    """Two stages: device 0 forwards and sends, device 1 forwards and backwards; then an AllReduce."""
+    b = ProgramBuilder(2, "toy")
+    for j in range(m):
+        b.compute(0, "fwd", [f"x{j}"], [f"h{j}"], flops=1e9, phase="forward", microbatch=j)
+        b.send(0, 1, f"h{j}", nbytes=1_000_000, microbatch=j)
+        b.compute(1, "fwd", [f"h{j}"], [f"y{j}"], flops=1e9, phase="forward", microbatch=j)
+        b.compute(1, "bwd", [f"y{j}"], [f"g{j}"], flops=2e9, phase="backward", microbatch=j)
+    b.collective("all_reduce", [0, 1], "g", nbytes=4_000_000)
+    return b.build()
+
+
+def texts(ax):
+    return [t.get_text() for t in ax.texts]
+
+
+def test_timeline_rows_labels_and_title():
+    trace = simulate(toy_pipeline(3))
+    fig = timeline(trace)
+    assert isinstance(fig, Figure)
+    ax = fig.axes[0]
+    names = [t.get_text() for t in ax.get_yticklabels()]
+    assert names == ["device 0", "comm", "device 1", "comm"]
+    labels = texts(ax)
+    for j in range(3):
+        assert f"F{j}" in labels and f"B{j}" in labels
+    assert f"{trace.bubble_fraction():.1%}" in fig._suptitle.get_text()
+    # one background collection per lane plus one per (device, lane, colour) present
+    colours = {(e.device, e.lane, PHASE_COLORS["comm"] if e.lane == "comm" else PHASE_COLORS[e.phase])
+               for e in trace.events}
+    assert len([c for c in ax.collections if isinstance(c, PolyCollection)]) == 4 + len(colours)
+    assert png_bytes(fig).startswith(PNG_MAGIC)
+
+
+def test_timeline_thousands_of_events_is_fast_and_unlabelled():
+    ev = [TraceEvent(d, "compute" if i % 3 else "comm", "op", i * 1e-3, 0.8e-3,
+                     "forward" if i % 2 else "backward", microbatch=i % 7) for d in range(16) for i in range(500)]
+    t0 = time.perf_counter()
+    fig = timeline(Trace(16, ev))
+    png_bytes(fig, dpi=60)
+    assert time.perf_counter() - t0 < 5.0
+    ax = fig.axes[0]
+    assert len(ax.get_yticklabels()) == 32
+    assert len(ax.collections) <= 16 * 2 + 16 * 3  # grouped, not one artist per event
+    assert texts(ax) == []  # 8000 bars are too narrow to carry labels
+
+
+def test_timeline_of_empty_trace_says_so():
+    fig = timeline(Trace(2))
+    assert "empty" in fig.axes[0].texts[0].get_text()
+
+
+def test_memory_over_time_one_panel_per_device_with_peaks():
+    mem = {(0, 0): {"param": 100, "act": 50}, (0, 2): {"param": 100, "act": 80, "grad": 40},
+           (1, 2): {"param": 100, "opt": 200}}
+    trace = simulate(toy_pipeline(2), memory=mem)
+    fig = memory_over_time(trace, capacity_bytes=400)
+    assert len(fig.axes) == 2
+    assert trace.peak_memory_bytes() == [220, 300]
+    assert "peak 220 B" in texts(fig.axes[0]) and "peak 300 B" in texts(fig.axes[1])
+    assert png_bytes(fig).startswith(PNG_MAGIC)
+    assert "no memory samples" in memory_over_time(simulate(toy_pipeline(1))).axes[0].texts[0].get_text()
+
+
+@pytest.mark.parametrize("kind,algo,n", [("all_reduce", "ring", 4), ("all_gather", "direct", 3),
+                                         ("broadcast", "tree", 5), ("all_to_all", "direct", 4)])
+def test_collective_steps_one_cell_per_transfer(kind, algo, n):
+    plan = make_plan(kind, algo, n, 4096 * n)
+    fig = collective_steps(plan)
+    ax = fig.axes[0]
+    cells = [p for p in ax.patches if p.get_gid() == "transfer"]
+    assert len(cells) == plan.messages
+    assert len(ax.get_yticklabels()) == len(plan.steps)
+    assert [t.get_text() for t in ax.get_xticklabels()] == [f"rank {r}" for r in range(n)]
+    reduced = sum(t.reduce for s in plan.steps for t in s.transfers)
+    assert sum(1 for c in cells if c.get_hatch()) == reduced
+    assert png_bytes(fig).startswith(PNG_MAGIC)
+
+
+def test_collective_steps_ring_labels_name_chunk_and_source():
+    plan = make_plan("all_reduce", "ring", 4, 4096)
+    labels = texts(collective_steps(plan).axes[0])
+    first = plan.steps[0].transfers[0]
+    assert f"+c{first.dst_chunk}←{first.src}" in labels
+    assert "6 steps" in collective_steps(plan)._suptitle.get_text()
+
+
+@pytest.mark.parametrize("dims,partial,shape", [(["dp", "tp"], (), (8, 16)), (["dp", None], (), (4, 6)),
+                                                ([None, "tp"], "dp", (8, 16)), ([("dp", "tp")], (), (16,))])
+def test_layout_grid_blocks_and_holders(dims, partial, shape):
+    layout = Layout(DeviceMesh({"dp": 2, "tp": 4}), dims, partial)
+    fig = layout_grid(layout, shape)
+    ax = fig.axes[0]
+    blocks = [p for p in ax.patches if p.get_gid() == "block"]
+    stripes = [p for p in ax.patches if p.get_gid() == "stripe"]
+    assert len(blocks) == prod(layout.splits)
+    assert len(stripes) == 8  # every rank holds exactly one block
+    holders = sorted(t.get_text() for t in ax.texts if t.get_gid() == "holders")
+    from itertools import product
+    expected = sorted(",".join(map(str, layout.devices_holding(b)))
+                      for b in product(*(range(c) for c in layout.splits)))
+    assert holders == expected
+    assert layout.notation() in fig._suptitle.get_text()
+    assert png_bytes(fig).startswith(PNG_MAGIC)
+
+
+def test_layout_grid_refuses_uneven_cut():
+    layout = Layout(DeviceMesh({"dp": 2, "tp": 4}), [None, "tp"])
+    with pytest.raises(ParasimError, match="cannot be split 4 ways"):
+        layout_grid(layout, (4, 6))
+
+
+def test_schedule_chart_rows_labels_and_bubble():
+    res = simulate_schedule(make_schedule("1f1b", 4, 8))
+    fig = schedule_chart(res)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [f"stage {d}" for d in range(4)]
+    n_actions = sum(len(r) for r in res.schedule.actions)
+    assert len(ax.texts) == n_actions
+    assert "F7" in texts(ax) and "BW0" in texts(ax)
+    assert f"bubble {res.bubble_fraction:.1%}" in ax.get_title(loc="left")
+    assert f"peak in flight {max(res.peak_in_flight)}" in ax.get_title(loc="left")
+    assert png_bytes(fig).startswith(PNG_MAGIC)
+
+
+def test_schedule_compare_shares_the_time_axis():
+    names = ["gpipe", "1f1b", "zb-h1", "zb-h2"]
+    results = [simulate_schedule(make_schedule(n, 4, 8)) for n in names]
+    fig = schedule_compare(results)
+    assert len(fig.axes) == 4
+    assert len({ax.get_xlim() for ax in fig.axes}) == 1
+    for ax, name in zip(fig.axes, names):
+        assert ax.get_title(loc="left").startswith(name)
+    zb = fig.axes[2]
+    assert any(t.startswith("W") for t in texts(zb))
+
+
+def test_memory_breakdown_marks_oom_bars():
+    bars = {"ZeRO-0": {"param": 30e9, "grad": 30e9, "opt": 40e9}, "ZeRO-3": {"param": 5e9, "act": 10e9}}
+    fig = memory_breakdown(bars, capacity_bytes=80e9)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["ZeRO-0", "ZeRO-3"]
+    assert len([p for p in ax.patches if p.get_gid() == "oom"]) == 1
+    assert any(t.startswith("OOM") for t in texts(ax))
+    assert "1 over capacity" in fig._suptitle.get_text()
+    assert len(ax.lines) == 1  # the capacity line
+    assert png_bytes(fig).startswith(PNG_MAGIC)
+
+
+def test_sweep_chart_one_line_per_series():
+    fig = sweep_chart([2, 4, 8], {"ring": [1e-3, 2e-3, 3e-3], "tree": [1e-3, 1.5e-3, 2e-3]},
+                      xlabel="ranks", ylabel="time", y_is_time=True, logx=True)
+    ax = fig.axes[0]
+    assert len(ax.lines) == 2
+    assert ax.get_ylabel() == "time (ms)"
