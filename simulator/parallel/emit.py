@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..program import ProgramBuilder
+from ..program import ProgramBuilder, Recv, Send
 from .kernels import layer_of
 
 
@@ -72,6 +72,8 @@ class Replica:
         b, r, last = self.builder, self.rank_of(k), k == len(self.stages) - 1
         x = stage_in(k, j)
         layers = self.stages[k]
+        if k > 0 and self.rank_of(k - 1) != r:
+            b.add(r, _recv(x, self.rank_of(k - 1), f"f{k}/{j}", self._bytes(layers[0]), j))
         for n, li in enumerate(layers):
             lyr = layer_of(self.config, li)
             y = f"act/h/{li}/mb{j}" if (n < len(layers) - 1 or last) else stage_in(k + 1, j)
@@ -85,7 +87,7 @@ class Replica:
                       attrs={"config": self.config}, phase="forward", microbatch=j, label=f"F{j} loss")
             b.free(r, x, f"data/y/mb{j}")
         elif self.rank_of(k + 1) != r:
-            b.send(r, self.rank_of(k + 1), x, tag=f"f{k + 1}/{j}", nbytes=self._bytes(li), microbatch=j)
+            b.add(r, _send(x, self.rank_of(k + 1), f"f{k + 1}/{j}", self._bytes(li), j))
             b.free(r, x)
 
     def _bytes(self, li: int) -> int:
@@ -179,10 +181,8 @@ class Replica:
 
 
 def _send(tensor, dst, tag, nbytes, mb):
-    from ..program import Send
     return Send(tensor, dst, tag, nbytes, mb)
 
 
 def _recv(tensor, src, tag, nbytes, mb):
-    from ..program import Recv
     return Recv(tensor, src, tag, nbytes, mb)

@@ -1,0 +1,107 @@
+"""TrainConfig: one typed, validated description of a training run and its parallel strategy.
+
+Refusals happen here, up front, with one line naming the rule and the numbers: degrees that do not
+multiply to the device count, more pipeline stages than layers, a batch that micro-batches cannot
+divide, interleaving with m not a multiple of p (Narayanan et al. 2021 Sec. 2.2 requires it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..errors import ParasimError
+from ..models import GPTConfig, MLPConfig, build_model
+
+STRATEGIES = ("single", "dp", "layer", "pp", "tp", "sp", "ep", "zero1", "zero2", "zero3", "hybrid")
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2")
+GRAD_DTYPES = ("float64", "float32", "float16")
+OPTIMIZERS = ("adam", "sgd")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    model: MLPConfig | GPTConfig
+    strategy: str = "single"  # one of STRATEGIES
+    devices: int = 1  # emulated devices
+    dp: int = 0  # data-parallel degree (0: derived from the strategy and device count)
+    pp: int = 0  # pipeline stages (0: derived)
+    tp: int = 1  # tensor-parallel degree
+    ep: int = 1  # expert-parallel degree
+    zero: int = 0  # ZeRO stage over the data-parallel group
+    batch_size: int = 8  # global batch, in samples (sequences for the GPT)
+    microbatches: int = 1  # pipeline micro-batches per step
+    schedule: str = "1f1b"  # pipeline schedule
+    virtual_stages: int = 1  # model chunks per device (interleaved schedule)
+    bucket_mb: float | None = None  # gradient bucket size in MB (None: one AllReduce per parameter)
+    accumulate: int = 1  # gradient-accumulation micro-steps before one AllReduce
+    grad_dtype: str = "float64"  # dtype of gradients on the wire
+    gradients_mean: bool = True  # average (True) or sum (False) gradients over data-parallel replicas
+    optimizer: str = "adam"
+    lr: float = 1e-2
+    steps: int = 1
+    seed: int = 0
+
+    def __post_init__(self):
+        _check(self.strategy in STRATEGIES, f"unknown strategy {self.strategy!r}; known: {', '.join(STRATEGIES)}")
+        _check(self.schedule in SCHEDULES, f"unknown schedule {self.schedule!r}; known: {', '.join(SCHEDULES)}")
+        _check(self.grad_dtype in GRAD_DTYPES, f"unknown grad dtype {self.grad_dtype!r}; known: {', '.join(GRAD_DTYPES)}")
+        _check(self.optimizer in OPTIMIZERS, f"unknown optimizer {self.optimizer!r}; known: {', '.join(OPTIMIZERS)}")
+        for name in ("devices", "tp", "ep", "batch_size", "microbatches", "virtual_stages", "accumulate", "steps"):
+            v = getattr(self, name)
+            _check(isinstance(v, int) and v >= 1, f"{name} must be a positive integer, got {v!r}")
+        for name in ("dp", "pp"):
+            v = getattr(self, name)
+            _check(isinstance(v, int) and v >= 0, f"{name} must be a positive integer, got {v!r}")
+        _check(self.zero in (0, 1, 2, 3), f"ZeRO stage must be 0, 1, 2 or 3, got {self.zero}")
+        _check(self.lr > 0, f"learning rate must be > 0, got {self.lr}")
+        _check(self.bucket_mb is None or self.bucket_mb > 0, f"bucket size must be > 0 MB, got {self.bucket_mb}")
+
+    @property
+    def n_layers(self) -> int:
+        return len(build_model(self.model).layers)
+
+    @property
+    def m(self) -> int:
+        """Micro-batches per replica per step (pipeline micro-batches x accumulation micro-steps)."""
+        return self.microbatches * self.accumulate
+
+    def resolved(self) -> "TrainConfig":
+        """Fill derived degrees (dp, pp) from the strategy and check every cross-field rule."""
+        s, n = self.strategy, self.devices
+        dp, pp = self.dp, self.pp
+        if s == "single":
+            _check(n == 1, f"strategy single runs on 1 device, got --devices {n}")
+            dp, pp = dp or 1, pp or 1
+        elif s in ("dp", "zero1", "zero2", "zero3"):
+            dp, pp = dp or n, pp or 1
+        elif s in ("layer", "pp"):
+            pp, dp = pp or n // max(dp, 1), dp or 1
+        else:
+            dp = dp or max(1, n // max(1, (pp or 1) * self.tp))
+            pp = pp or max(1, n // (dp * self.tp))
+        _check(dp * pp * self.tp == n,
+               f"degrees dp={dp} x pp={pp} x tp={self.tp} = {dp * pp * self.tp} do not multiply to {n} devices")
+        if s == "layer":
+            _check(self.m == 1, f"layer-wise model parallelism uses no micro-batches, got {self.m}")
+        layers = self.n_layers
+        _check(pp * self.virtual_stages <= layers,
+               f"{pp} stages x {self.virtual_stages} virtual stages = {pp * self.virtual_stages} exceeds the model's {layers} layers")
+        if self.schedule == "interleaved" and pp > 1:
+            _check(self.microbatches % pp == 0,
+                   f"interleaved schedule needs micro-batches ({self.microbatches}) to be a multiple of stages ({pp})")
+        _check(self.virtual_stages == 1 or self.schedule == "interleaved",
+               f"virtual stages ({self.virtual_stages}) need the interleaved schedule, not {self.schedule}")
+        per = dp * self.m
+        _check(self.batch_size % per == 0,
+               f"batch {self.batch_size} cannot be split into dp={dp} x micro-batches={self.m} equal parts")
+        stage = int(s[-1]) if s.startswith("zero") else self.zero
+        return replace(self, dp=dp, pp=pp, zero=stage)
+
+    @property
+    def microbatch_size(self) -> int:
+        return self.batch_size // (max(self.dp, 1) * self.m)
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ParasimError(message)

@@ -1,0 +1,98 @@
+"""Data-parallel gradient synchronisation, with the communication optimisations the field uses.
+
+- Plain: after the whole backward, one blocking AllReduce per parameter gradient.
+- Bucketing (PyTorch DDP, Li et al. 2020 "PyTorch Distributed", Sec. 3.2.3): gradients are packed
+  into buckets of about `bucket_bytes` in the order backward produces them; each bucket's
+  AllReduce is issued non-blocking as soon as its last gradient is ready, so it overlaps the rest
+  of backward. Fewer, larger messages: fewer latency terms alpha in the alpha-beta cost.
+- Gradient accumulation: several micro-steps add into the gradients before one synchronisation
+  (the emitter calls `ready` once per layer, after the last micro-step).
+- Reduced precision on the wire: gradients are cast (e.g. to float16) before the AllReduce and
+  back after, halving or quartering the bytes; the rounding error this introduces is measured by
+  the run against one device, not hidden.
+`mean=True` divides by the group size (MindSpore's gradients_mean).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..program import Collective, ProgramBuilder
+from .emit import grad
+from .kernels import layer_of
+
+DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2}
+
+
+@dataclass
+class GradSync:
+    builder: ProgramBuilder
+    config: object
+    group_of: dict[int, tuple[int, ...]]  # rank -> its data-parallel group
+    bucket_bytes: float | None = None
+    dtype: str = "float64"
+    mean: bool = True
+    _open: dict = field(default_factory=dict)  # rank -> [layer indices] in the open bucket
+    _buckets: dict = field(default_factory=dict)  # rank -> list of closed buckets
+
+    def _grads(self, li):
+        lyr = layer_of(self.config, li)
+        return [(grad(li, n), shape) for n, shape in lyr.param_shapes().items()]
+
+    def _collective(self, rank: int, tensor: str, nbytes: int, blocking: bool, tag: str) -> Collective:
+        return Collective("all_reduce", tensor, tensor, self.group_of[rank], op="mean" if self.mean else "sum",
+                          nbytes=nbytes, blocking=blocking, tag=tag)
+
+    def ready(self, rank: int, li: int) -> None:
+        """Layer li's gradients on `rank` are final (called by the emitter in backward order)."""
+        if len(self.group_of.get(rank, ())) <= 1 or self.bucket_bytes is None:
+            return
+        self._open.setdefault(rank, []).append(li)
+        size = sum(int(np.prod(s)) for li2 in self._open[rank] for _, s in self._grads(li2))
+        if size * DTYPE_BYTES[self.dtype] >= self.bucket_bytes:
+            self._close(rank)
+
+    def _close(self, rank: int) -> None:
+        layers = self._open.pop(rank, [])
+        if not layers:
+            return
+        b = self.builder
+        buckets = self._buckets.setdefault(rank, [])
+        name = f"grad/bucket{len(buckets)}"
+        entries = [e for li in layers for e in self._grads(li)]
+        nbytes = sum(int(np.prod(s)) for _, s in entries) * DTYPE_BYTES[self.dtype]
+        b.compute(rank, "flatten", [t for t, _ in entries], [name], attrs={"dtype": self.dtype},
+                  phase="other", label=f"pack {name}")
+        b.free(rank, *[t for t, _ in entries])
+        b.add(rank, self._collective(rank, name, nbytes, blocking=False, tag=name))
+        buckets.append((name, entries))
+
+    def finish(self, rank: int) -> None:
+        """After backward: flush the last bucket and unpack, or run the plain per-parameter AllReduces."""
+        if len(self.group_of.get(rank, ())) <= 1:
+            return
+        b = self.builder
+        if self.bucket_bytes is not None:
+            self._close(rank)
+            for name, entries in self._buckets.pop(rank, []):
+                b.compute(rank, "unflatten", [name], [t for t, _ in entries],
+                          attrs={"shapes": tuple(s for _, s in entries)}, phase="other", label=f"unpack {name}")
+                b.free(rank, name)
+            return
+        for li in sorted({int(t.split("/")[1]) for t in self._held(rank)}, reverse=True):
+            for t, shape in self._grads(li):
+                nbytes = int(np.prod(shape)) * DTYPE_BYTES[self.dtype]
+                if self.dtype == "float64":
+                    b.add(rank, self._collective(rank, t, nbytes, blocking=True, tag=t))
+                    continue
+                wire = t.replace("grad/", "grad/wire/", 1)
+                b.compute(rank, "cast", [t], [wire], attrs={"dtype": self.dtype}, phase="other")
+                b.free(rank, t)
+                b.add(rank, self._collective(rank, wire, nbytes, blocking=True, tag=t))
+                b.compute(rank, "cast", [wire], [t], attrs={"dtype": "float64"}, phase="other")
+                b.free(rank, wire)
+
+    def _held(self, rank: int) -> set[str]:
+        return {o for ins in self.builder.code[rank] for o in getattr(ins, "outputs", ()) if o.startswith("grad/")}
