@@ -33,7 +33,7 @@ recomputation, factor 96 for full recompute), model TFLOP/s and MFU by PaLM's 6N
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, fields
 from types import MappingProxyType
 
 from simulator.cost.comm import collective_time_s
@@ -77,7 +77,7 @@ class AnalyticResult:
         return self.memory.oom
 
     def as_dict(self) -> dict:
-        d = {k: v for k, v in asdict(self).items() if k not in ("memory", "comm_time_by_kind")}
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("memory", "comm_time_by_kind")}
         d["comm_time_by_kind"] = dict(self.comm_time_by_kind)
         d["memory_per_gpu_bytes"] = self.memory_per_gpu_bytes
         d["memory"] = {"model_state_bytes": self.memory.model_state_bytes,
