@@ -13,7 +13,9 @@ re-queued when exactly that result is produced, so the cost is O(actions), not O
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import deque
+
+import numpy as np
 
 from simulator.errors import ParasimError
 from simulator.parallel.schedules import Schedule
@@ -21,55 +23,46 @@ from simulator.parallel.schedules import Schedule
 _FWD, _GRAD = 0, 1  # result kinds: activation produced by F, input gradient produced by B or BW
 
 
-def check_counts(schedule: Schedule) -> None:
+_CODES = {"F": 0, "B": 1, "W": 2, "BW": 3}
+
+
+def action_arrays(schedule: Schedule):
+    """Flat int arrays over all actions: kind code, model stage, micro-batch, device; and the
+    offset of each device's list. Shapes (n_actions,), offsets (p + 1,)."""
+    p, codes = schedule.p, _CODES
+    kind = [codes[a.kind] for row in schedule.actions for a in row]
+    stage = [a.chunk * p + d for d, row in enumerate(schedule.actions) for a in row]
+    mb = [a.microbatch for row in schedule.actions for a in row]
+    lengths = [len(row) for row in schedule.actions]
+    dev = np.repeat(np.arange(p), lengths)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(int)
+    return np.array(kind, dtype=np.int64), np.array(stage, dtype=np.int64), np.array(mb, dtype=np.int64), dev, offsets
+
+
+def check_counts(schedule: Schedule, arrays=None) -> None:
     """Every micro-batch: exactly one F and one backward (BW, or B and W) per model stage."""
-    p, m, v = schedule.p, schedule.m, schedule.v
-    seen = Counter()
-    for d, row in enumerate(schedule.actions):
-        for a in row:
-            seen[(a.kind, a.chunk * p + d, a.microbatch)] += 1
-    for k in range(p * v):
-        d, c = k % p, k // p
-        where = f"stage {d}" + (f" chunk {c} (model stage {k})" if v > 1 else "")
-        for i in range(m):
-            name = f"{i}.{c}" if c else f"{i}"
-            nf, nbw, nb, nw = (seen.get((kind, k, i), 0) for kind in ("F", "BW", "B", "W"))
-            if nf != 1:
-                raise ParasimError(f"{where} runs F{name} {nf} times; each micro-batch needs exactly one forward per stage")
-            if nbw and (nb or nw):
-                raise ParasimError(f"{where} runs both BW{name} and a split B/W for micro-batch {i}; use one form")
-            if nbw > 1 or nb > 1 or nw > 1:
-                raise ParasimError(f"{where} runs the backward of micro-batch {i} more than once "
-                                   f"(BW x{nbw}, B x{nb}, W x{nw})")
-            if nbw == 0 and nb == 0:
-                raise ParasimError(f"{where} never runs the backward of micro-batch {i} (no BW{name} or B{name})")
-            if nb != nw:
-                missing = "W" if nb else "B"
-                raise ParasimError(f"{where} runs {'B' if nb else 'W'}{name} but no {missing}{name}; "
-                                   f"a split backward needs both")
-
-
-def _compile(schedule: Schedule):
-    """Per device: list of (kind, produced key or -1, deps ((key, remote), ...), action)."""
     p, m, S = schedule.p, schedule.m, schedule.n_stages
-    key = lambda what, k, i: (what * S + k) * m + i  # noqa: E731
-    rows = []
-    for d, row in enumerate(schedule.actions):
-        out = []
-        for a in row:
-            k, i = a.chunk * p + d, a.microbatch
-            if a.kind == "F":
-                deps = ((key(_FWD, k - 1, i), (k - 1) % p != d),) if k > 0 else ()
-                out.append((a.kind, key(_FWD, k, i), deps, a))
-            elif a.kind in ("B", "BW"):
-                deps = ((key(_FWD, k, i), False),)
-                if k < S - 1:
-                    deps += ((key(_GRAD, k + 1, i), (k + 1) % p != d),)
-                out.append((a.kind, key(_GRAD, k, i), deps, a))
-            else:  # W
-                out.append((a.kind, -1, ((key(_GRAD, k, i), False),), a))
-        rows.append(out)
-    return rows
+    kind, stage, mb, _, _ = arrays if arrays is not None else action_arrays(schedule)
+    counts = np.bincount((kind * S + stage) * m + mb, minlength=4 * S * m).reshape(4, S, m)
+    nf, nb, nw, nbw = counts  # each (S, m)
+    bad = (nf != 1) | ((nbw > 0) & ((nb + nw) > 0)) | (nbw > 1) | (nb > 1) | (nw > 1) | ((nbw + nb) == 0) | (nb != nw)
+    if not bad.any():
+        return
+    k, i = (int(x) for x in np.argwhere(bad)[0])
+    d, c = k % p, k // p
+    where = f"stage {d}" + (f" chunk {c} (model stage {k})" if schedule.v > 1 else "")
+    name = f"{i}.{c}" if c else f"{i}"
+    f_, b_, w_, bw_ = (int(x[k, i]) for x in (nf, nb, nw, nbw))
+    if f_ != 1:
+        raise ParasimError(f"{where} runs F{name} {f_} times; each micro-batch needs exactly one forward per stage")
+    if bw_ and (b_ or w_):
+        raise ParasimError(f"{where} runs both BW{name} and a split B/W for micro-batch {i}; use one form")
+    if bw_ > 1 or b_ > 1 or w_ > 1:
+        raise ParasimError(f"{where} runs the backward of micro-batch {i} more than once (BW x{bw_}, B x{b_}, W x{w_})")
+    if bw_ == 0 and b_ == 0 and w_ == 0:
+        raise ParasimError(f"{where} never runs the backward of micro-batch {i} (no BW{name} or B{name})")
+    missing, present = ("W", "B") if b_ else ("B", "W")
+    raise ParasimError(f"{where} runs {present}{name} but no {missing}{name}; a split backward needs both")
 
 
 def _describe(schedule: Schedule, d: int, action, dep_key: int) -> str:
@@ -88,64 +81,78 @@ def _describe(schedule: Schedule, d: int, action, dep_key: int) -> str:
     return f"stage {d} runs {action!r} before stage {dd} has produced its {product} for micro-batch {i}{chunk}"
 
 
-def execute(schedule: Schedule, durations: dict, t_comm: float = 0.0):
+def execute(schedule: Schedule, durations: dict, t_comm: float = 0.0, arrays=None):
     """Run every device's list in order, each action starting when its device is free and its
     inputs have arrived (+ t_comm when they come from another device).
 
-    durations: {"F": t, "B": t, "W": t, "BW": t}. Returns per-device lists of (start, end),
-    aligned with schedule.actions. Raises ParasimError naming the stuck dependency on deadlock.
+    durations: {"F": t, "B": t, "W": t, "BW": t}. Returns per-device (starts, ends) lists aligned
+    with schedule.actions. Raises ParasimError naming the stuck dependency on deadlock.
     """
-    rows = _compile(schedule)
-    p = schedule.p
-    done = [-1.0] * (2 * schedule.n_stages * schedule.m)
-    times = [[] for _ in range(p)]
-    pos, free = [0] * p, [0.0] * p
+    p, m, S = schedule.p, schedule.m, schedule.n_stages
+    kind, stage, mb, dev, offsets = arrays if arrays is not None else action_arrays(schedule)
+    # result keys: activation of (k, i) -> k*m + i; input gradient -> (S + k)*m + i;
+    # NONE is a slot that always reads 0.0 (no dependency), SINK takes W's (nobody reads it).
+    NONE, SINK = 2 * S * m, 2 * S * m + 1
+    is_f, is_w = kind == 0, kind == 2
+    is_b = ~is_f & ~is_w
+    fwd_prev = np.where(stage > 0, (stage - 1) * m + mb, NONE)
+    grad_next = np.where(stage < S - 1, (S + stage + 1) * m + mb, NONE)
+    dep1 = np.where(is_f, fwd_prev, np.where(is_b, stage * m + mb, (S + stage) * m + mb))
+    dep2 = np.where(is_b, grad_next, NONE)
+    comm1 = np.where(is_f & (stage > 0) & ((stage - 1) % p != dev), t_comm, 0.0)
+    comm2 = np.where(is_b & (stage < S - 1) & ((stage + 1) % p != dev), t_comm, 0.0)
+    produced = np.where(is_f, stage * m + mb, np.where(is_b, (S + stage) * m + mb, SINK))
+    dur = np.array([durations[k] for k in ("F", "B", "W", "BW")], dtype=float)[kind]
+    cols = [x.tolist() for x in (dep1, dep2, comm1, comm2, produced, dur)]
+
+    done = [-1.0] * (2 * S * m) + [0.0, 0.0]  # end time of each result, -1 = not yet
+    starts = [[] for _ in range(p)]
+    off = offsets.tolist()
+    pos, stop = off[:-1], off[1:]
+    free = [0.0] * p
     waiting = {}  # result key -> devices blocked on it
     queue = deque(range(p))
+    D1, D2, C1, C2, PR, DU = cols
     while queue:
         d = queue.popleft()
-        row, out, i, t = rows[d], times[d], pos[d], free[d]
-        n = len(row)
+        i, n, t, out = pos[d], stop[d], free[d], starts[d]
         while i < n:
-            kind, produced, deps, _ = row[i]
-            start = t
-            blocked = -1
-            for dep, remote in deps:
-                e = done[dep]
-                if e < 0:
-                    blocked = dep
-                    break
-                if remote:
-                    e += t_comm
-                if e > start:
-                    start = e
-            if blocked >= 0:
-                waiting.setdefault(blocked, []).append(d)
+            a = done[D1[i]]
+            if a < 0:
+                waiting.setdefault(D1[i], []).append(d)
                 break
-            t = start + durations[kind]
-            out.append((start, t))
-            if produced >= 0:
-                done[produced] = t
-                woken = waiting.pop(produced, None)
-                if woken:
-                    queue.extend(woken)
+            b = done[D2[i]]
+            if b < 0:
+                waiting.setdefault(D2[i], []).append(d)
+                break
+            a += C1[i]
+            b += C2[i]
+            start = t if t >= a and t >= b else (a if a >= b else b)
+            out.append(start)
+            t = start + DU[i]
+            key = PR[i]
+            done[key] = t
+            if key in waiting:
+                queue.extend(waiting.pop(key))
             i += 1
         pos[d], free[d] = i, t
-    stuck = [d for d in range(p) if pos[d] < len(rows[d])]
+    stuck = [d for d in range(p) if pos[d] < stop[d]]
     if stuck:
         reasons = {}
-        for dep, devs in waiting.items():
+        for key, devs in waiting.items():
             for d in devs:
-                reasons[d] = _describe(schedule, d, rows[d][pos[d]][3], dep)
+                reasons[d] = _describe(schedule, d, schedule.actions[d][pos[d] - off[d]], key)
         own = [reasons[d] for d in stuck if "its own" in reasons[d]]
         if own:
             raise ParasimError(own[0])
         listed = "; ".join(reasons[d] for d in stuck[:4]) + ("; ..." if len(stuck) > 4 else "")
         raise ParasimError(f"deadlock: {listed}")
-    return times
+    ends = [[s + u for s, u in zip(starts[d], DU[off[d]:off[d + 1]])] for d in range(p)]
+    return starts, ends
 
 
 def validate(schedule: Schedule) -> None:
     """Raise ParasimError naming the first broken rule; return None for a valid schedule."""
-    check_counts(schedule)
-    execute(schedule, {"F": 1.0, "B": 1.0, "W": 1.0, "BW": 2.0})
+    arrays = action_arrays(schedule)
+    check_counts(schedule, arrays)
+    execute(schedule, {"F": 1.0, "B": 1.0, "W": 1.0, "BW": 2.0}, arrays=arrays)

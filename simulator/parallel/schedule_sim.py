@@ -8,6 +8,9 @@ layers, so pass t_f/v, t_b/v, ... to compare with a non-interleaved schedule.
 Quantities (/work/shared/REFERENCES.md §4):
   bubble_time[d]   = makespan - busy time of device d
   bubble_fraction  = sum_d bubble_time[d] / (p * makespan)   ((p-1)/(m+p-1) for GPipe and 1F1B)
+  span_bubble_time[d] = idle inside device d's own [first start, last end]: the bubble when the
+    step has no synchronisation at its end (Qi et al. 2023's optimizer post-validation), the
+    sense in which ZB-H2 has zero bubble
   peak_in_flight[d] = the most micro-batch activations device d holds at once. F adds one; the
     backward that frees them subtracts one: BW, or W in split schedules (W still reads the
     stored input activations to form dW = x^T dy, so B alone frees nothing). With v > 1 every
@@ -16,10 +19,13 @@ Quantities (/work/shared/REFERENCES.md §4):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from simulator.errors import ParasimError
-from simulator.parallel.schedule_check import check_counts, execute
+from simulator.parallel.schedule_check import action_arrays, check_counts, execute
 from simulator.parallel.schedules import Schedule
 
 
@@ -33,6 +39,7 @@ class SimResult:
     bubble_time: tuple        # per device, in the time unit of t_f
     bubble_fraction: float    # idle / (p * makespan)
     peak_in_flight: tuple     # per device, micro-batch (chunk) activations held at once
+    span_bubble_time: tuple   # per device, idle between its own first start and last end
 
     @property
     def busy_time(self) -> tuple:
@@ -49,20 +56,20 @@ def simulate(schedule: Schedule, t_f: float = 1.0, t_b: float = 1.0, t_w: float 
     """Event-driven timing of `schedule`; raises ParasimError if it is invalid or deadlocks."""
     if min(t_f, t_b, t_w, t_comm) < 0:
         raise ParasimError(f"times must be >= 0, got t_f={t_f}, t_b={t_b}, t_w={t_w}, t_comm={t_comm}")
-    check_counts(schedule)
-    times = execute(schedule, {"F": t_f, "B": t_b, "W": t_w, "BW": t_b + t_w}, t_comm)
-    makespan = max((row[-1][1] for row in times if row), default=0.0)
-    timeline, bubbles, peaks = [], [], []
-    for row, spans in zip(schedule.actions, times):
-        timeline.append(tuple((a, s, e) for a, (s, e) in zip(row, spans)))
-        bubbles.append(makespan - sum(e - s for s, e in spans))
-        held = peak = 0
-        for a in row:
-            if a.kind == "F":
-                held += 1
-                peak = max(peak, held)
-            elif a.kind in ("BW", "W"):
-                held -= 1
-        peaks.append(peak)
-    fraction = sum(bubbles) / (schedule.p * makespan) if makespan > 0 else 0.0
-    return SimResult(schedule, tuple(timeline), makespan, tuple(bubbles), fraction, tuple(peaks))
+    arrays = action_arrays(schedule)
+    check_counts(schedule, arrays)
+    starts, ends = execute(schedule, {"F": t_f, "B": t_b, "W": t_w, "BW": t_b + t_w}, t_comm, arrays)
+    makespan = max((row[-1] for row in ends if row), default=0.0)
+    kind, offsets = arrays[0], arrays[4]
+    # +1 per F, -1 per BW or W (the action that frees the activations); B changes nothing
+    delta = np.select([kind == 0, (kind == 2) | (kind == 3)], [1, -1], 0)
+    timeline, bubbles, spans, peaks = [], [], [], []
+    for d, row in enumerate(schedule.actions):
+        timeline.append(tuple(zip(row, starts[d], ends[d])))
+        busy = math.fsum(e - s for s, e in zip(starts[d], ends[d]))
+        bubbles.append(makespan - busy)
+        spans.append(ends[d][-1] - starts[d][0] - busy if starts[d] else 0.0)
+        held = np.cumsum(delta[offsets[d]:offsets[d + 1]])
+        peaks.append(int(max(held.max(initial=0), 0)))
+    fraction = math.fsum(bubbles) / (schedule.p * makespan) if makespan > 0 else 0.0
+    return SimResult(schedule, tuple(timeline), makespan, tuple(bubbles), fraction, tuple(peaks), tuple(spans))
