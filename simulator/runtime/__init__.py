@@ -1,0 +1,7 @@
+"""Runtimes that really execute a Program on emulated devices: in-process, or one Ray actor each."""
+
+from .base import RunResult, Runtime, make_runtime
+from .device import Device
+from .local import LocalRuntime
+
+__all__ = ["Device", "LocalRuntime", "RunResult", "Runtime", "make_runtime"]
