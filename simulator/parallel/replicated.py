@@ -10,6 +10,7 @@ parallel are all this compiler with different degrees and schedules (see their o
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -56,6 +57,7 @@ class Compiled:
     count: int
     mesh: DeviceMesh | None = None
     notes: dict = field(default_factory=dict)
+    gather: Callable | None = None  # runtime -> per-layer params, for strategies that shard them
 
     def feed(self, x: np.ndarray, y: np.ndarray) -> dict[int, dict[str, np.ndarray]]:
         out: dict[int, dict[str, np.ndarray]] = {}

@@ -1,0 +1,29 @@
+"""Strategy name -> compiler. Each compiler turns a TrainConfig into a Compiled program."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..errors import ParasimError
+from .config import STRATEGIES, TrainConfig
+from .data_parallel import compile_data_parallel
+from .layer_parallel import compile_layer_parallel
+from .pipeline import compile_pipeline
+from .replicated import Compiled
+from .single import compile_single
+
+COMPILERS: dict[str, Callable[[TrainConfig], Compiled]] = {
+    "single": compile_single,
+    "dp": compile_data_parallel,
+    "layer": compile_layer_parallel,
+    "pp": compile_pipeline,
+}
+
+
+
+def compile_strategy(cfg: TrainConfig) -> Compiled:
+    compiler = COMPILERS.get(cfg.strategy)
+    if compiler is None:
+        known = ", ".join(s for s in STRATEGIES if s in COMPILERS)
+        raise ParasimError(f"strategy {cfg.strategy!r} is not available yet; available: {known}")
+    return compiler(cfg)
