@@ -85,14 +85,14 @@ class Trace:
         return stats
 
     def bubble_fraction(self) -> float:
-        """Fraction of device-time in the step when the compute lane is idle:
-        1 - sum(compute busy) / (devices x makespan). For a pipeline with equal micro-batch
-        times and free communication this is (p-1)/(m+p-1) (Narayanan et al. 2021, Sec. 2.2)."""
+        """Fraction of device-time in the step when a device neither computes nor waits on
+        exposed communication: sum(idle) / (devices x makespan). For a pipeline with equal
+        micro-batch times and free communication this is (p-1)/(m+p-1) of the step
+        (Narayanan et al. 2021, Sec. 2.2); communication time is reported apart."""
         span = self.makespan_s
         if span <= 0:
             return 0.0
-        busy = sum(self.lane_busy_s(d, "compute") for d in range(self.n_devices))
-        return 1.0 - busy / (self.n_devices * span)
+        return sum(s["idle_s"] for s in self.device_stats()) / (self.n_devices * span)
 
     def bytes_by_collective(self) -> dict[str, int]:
         """Bytes sent by all devices, per collective kind (and 'send' for point-to-point)."""
