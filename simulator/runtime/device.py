@@ -123,8 +123,8 @@ class Device:
                 args = [self._get(index, ins, x) for x in ins.inputs]
                 try:
                     outs = run_kernel(ins.op, args, ins.attrs)
-                except ParasimError:
-                    raise
+                except ParasimError as e:  # e.g. an unknown kernel: say where
+                    raise ProgramError(f"device {self.rank} instruction #{index} {ins!r}: {e}") from e
                 except Exception as e:  # a kernel's numpy error, named by device and instruction
                     raise ProgramError(f"device {self.rank} instruction #{index} {ins!r} failed: "
                                        f"{type(e).__name__}: {e}") from e
