@@ -154,6 +154,7 @@ def interleaved(p: int, m: int, v: int) -> Schedule:
     Work is issued in groups of p micro-batches per chunk: the k-th forward on a device is chunk
     (k mod pv) // p, micro-batch (k // pv) p + k mod p; backwards walk the chunks in reverse.
     Warmup on rank r: (p-r-1)*2 + (v-1)*p forwards, capped at m*v; then F/BW pairs; cooldown.
+    With v = 1 this is exactly one_f_one_b (Megatron takes its non-interleaved path).
     Bubble (p-1)/(v m) of ideal compute when a chunk costs t/v; m must be a multiple of p
     (/work/shared/REFERENCES.md §4).
     """
@@ -173,7 +174,8 @@ def interleaved(p: int, m: int, v: int) -> Schedule:
 
     rows = []
     for r in range(p):
-        warm = min((p - r - 1) * 2 + (v - 1) * p, total)
+        # v = 1 is Megatron's plain 1F1B path (its interleaved formula would double the warmup)
+        warm = min((p - r - 1) * 2 + (v - 1) * p if v > 1 else p - r - 1, total)
         row = [act("F", *fwd(k), "warmup") for k in range(warm)]
         for i in range(total - warm):
             row += [act("F", *fwd(warm + i), "steady"), act("BW", *bwd(i), "steady")]
