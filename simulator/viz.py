@@ -11,16 +11,17 @@ idle light grey (`PHASE_COLORS`); one colour per device rank (`device_color`).
 - layout_grid(layout, shape) a tensor's blocks coloured by the devices holding them
 - schedule_chart(result)     a timed pipeline schedule (F/B/W), bubble and peak in flight
 - schedule_compare(results)  several schedules on one time axis
+- schedule_trace(result)     a timed schedule as a Trace (Chrome JSON / CSV export)
 - memory_breakdown(bars, capacity_bytes)  stacked memory per GPU against capacity, OOM marked
 - sweep_chart(x, series, ...) lines of a quantity against a swept parameter
 """
 
 from .viz_cost import memory_breakdown, sweep_chart
-from .viz_pipeline import schedule_chart, schedule_compare
+from .viz_pipeline import schedule_chart, schedule_compare, schedule_trace
 from .viz_plans import collective_steps, layout_grid
 from .viz_style import MEMORY_COLORS, PHASE_COLORS, device_color, png_bytes
 from .viz_trace import memory_over_time, timeline
 
 __all__ = ["timeline", "memory_over_time", "collective_steps", "layout_grid", "schedule_chart",
-           "schedule_compare", "memory_breakdown", "sweep_chart", "png_bytes", "PHASE_COLORS",
+           "schedule_compare", "schedule_trace", "memory_breakdown", "sweep_chart", "png_bytes", "PHASE_COLORS",
            "MEMORY_COLORS", "device_color"]

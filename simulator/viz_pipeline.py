@@ -4,6 +4,7 @@ schedule_chart: one row per pipeline device, F (blue) / B or BW (orange) / W (gr
 micro-batch labels (`F3`, `B3.1` for chunk 1), idle time as grey background; the title gives the
 bubble fraction and the peak number of micro-batches in flight.
 schedule_compare: several schedules stacked on one shared time axis, so lengths compare directly.
+schedule_trace: the same timed schedule as a Trace (compute lane only), for Chrome/CSV export.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Sequence
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from .trace import Trace, TraceEvent
 from .viz_style import ACTION_COLORS, PHASE_COLORS, message_figure, new_figure, style_axes
 
 ROW_H = 0.8
@@ -86,3 +88,16 @@ def schedule_compare(results: Sequence, *, width: float = 12.0, labels: bool = T
     axes[-1].set_xlabel("time (the unit of the F, B, W times)")
     _legend(fig, results)
     return fig
+
+
+_ACTION_PHASE = {"F": "forward", "B": "backward", "BW": "backward", "W": "wgrad"}
+
+
+def schedule_trace(result, time_unit_s: float = 1e-3) -> Trace:
+    """A timed schedule as a Trace: one compute event per action; `time_unit_s` seconds per unit
+    of the schedule's times (default: the F, B, W times read as milliseconds)."""
+    events = [TraceEvent(d, "compute", repr(a), s * time_unit_s, (e - s) * time_unit_s, _ACTION_PHASE[a.kind],
+                         a.kind, microbatch=a.microbatch)
+              for d, row in enumerate(result.timeline) for a, s, e in row]
+    sched = result.schedule
+    return Trace(sched.p, events, name=f"{sched.name} p={sched.p} m={sched.m} v={sched.v}")

@@ -177,3 +177,14 @@ def test_sweep_chart_one_line_per_series():
     ax = fig.axes[0]
     assert len(ax.lines) == 2
     assert ax.get_ylabel() == "time (ms)"
+
+
+def test_schedule_trace_matches_the_timed_schedule():
+    from simulator.viz import schedule_trace
+    res = simulate_schedule(make_schedule("gpipe", 3, 4))
+    trace = schedule_trace(res, time_unit_s=1.0)
+    assert trace.n_devices == 3
+    assert len(trace.events) == sum(len(r) for r in res.timeline)
+    assert trace.makespan_s == pytest.approx(res.makespan, rel=1e-9)
+    assert trace.bubble_fraction() == pytest.approx(res.bubble_fraction, rel=1e-9)
+    assert "F0" in trace.to_csv()

@@ -1,0 +1,59 @@
+"""Small helpers shared by the pages: errors, "show the code", downloads, coming-soon notes.
+
+Pages stay thin: widgets, one cached library call, one chart. Everything here is presentation.
+"""
+
+from __future__ import annotations
+
+import inspect
+from contextlib import contextmanager
+
+import streamlit as st
+
+from simulator.errors import ParasimError
+from simulator.viz import png_bytes
+
+
+@contextmanager
+def friendly_errors():
+    """Show a ParasimError as one st.error line (never a traceback) and stop the page there."""
+    try:
+        yield
+    except ParasimError as err:
+        st.error(str(err))
+        st.stop()
+
+
+def intro(title: str, teaches: str) -> None:
+    st.title(title)
+    st.markdown(teaches)
+
+
+def show_code(*functions, key: str) -> None:
+    """A toggle that prints the library functions behind the page."""
+    if st.toggle("Show the code", key=key, help="the parasim functions this page calls"):
+        for fn in functions:
+            st.caption(f"`{fn.__module__}.{fn.__qualname__}`")
+            st.code(inspect.getsource(fn), language="python")
+
+
+def figure(fig, caption: str | None = None) -> None:
+    st.pyplot(fig, clear_figure=False)
+    if caption:
+        st.caption(caption)
+
+
+def trace_downloads(trace, fig, stem: str, key: str) -> None:
+    """Chrome trace JSON (open in ui.perfetto.dev), PNG of the figure, CSV of the events."""
+    c1, c2, c3 = st.columns(3)
+    c1.download_button("Chrome trace (JSON)", trace.to_chrome_json(), file_name=f"{stem}.json",
+                       mime="application/json", key=f"{key}-json", on_click="ignore",
+                       help="open in ui.perfetto.dev or chrome://tracing")
+    c2.download_button("Figure (PNG)", png_bytes(fig), file_name=f"{stem}.png", mime="image/png", key=f"{key}-png",
+                    on_click="ignore")
+    c3.download_button("Events (CSV)", trace.to_csv(), file_name=f"{stem}.csv", mime="text/csv", key=f"{key}-csv",
+                    on_click="ignore")
+
+
+def coming_soon(what: str, needs: str) -> None:
+    st.info(f"**Coming soon.** {what} This page appears when `{needs}` lands in the library.")
