@@ -93,3 +93,17 @@ def test_topology_nodes_and_links():
         topo.node_of(20)
     with pytest.raises(ParasimError):
         Link(1e-6, 0)
+
+
+def test_hardware_device_model_for_the_clock():
+    from simulator.cost.device_model import HardwareDeviceModel
+    from simulator.program import Compute
+
+    dm = HardwareDeviceModel("a100-80gb", n_devices=16)
+    mm = Compute("matmul", ("x", "w"), ("y",), flops=2 * 4096**3, nbytes=3 * 2 * 4096**2)
+    assert dm.compute_time_s(mm) == pytest.approx(2 * 4096**3 / (312e12 * compute.MATMUL_PEAK_FRACTION))
+    add = Compute("add", ("x", "y"), ("z",), flops=1e6, nbytes=3e9)
+    assert dm.compute_time_s(add) == pytest.approx(3e9 / (2.039e12 * compute.MEMORY_EFFICIENCY))
+    assert dm.link(0, 7) == (2e-6, 300e9) and dm.link(7, 8) == (5e-6, 25e9)
+    with pytest.raises(ParasimError):
+        HardwareDeviceModel("tpu-v4-like", 4, dtype="fp64")
