@@ -4,7 +4,8 @@
 
 Each step loads the batch rows onto the devices that need them, executes the compiled Program on
 the runtime (really: numpy on each device, chunks really exchanged), reads the loss back, and
-prices the same Program on the simulated clock; the traces of all steps are concatenated with the
+prices the same Program on the simulated clock (by default the `local` hardware preset, this
+machine as `parasim calibrate` measured it); the traces of all steps are concatenated with the
 measured wall time kept beside them. At the end the trained weights are compared with a plain
 numpy single-device run of the same steps (`reference_train`): parallelism must not change the
 math (float64; only a lower-precision gradient wire format introduces a measured error).
@@ -19,6 +20,7 @@ from typing import Callable
 import numpy as np
 
 from ..cost.clock import DeviceModel, simulate
+from ..cost.device_model import HardwareDeviceModel
 from ..models import build_model, get_batch
 from ..trace import Trace
 from .config import TrainConfig
@@ -111,6 +113,7 @@ def train(cfg: TrainConfig, runtime=None, device_model: DeviceModel | None = Non
 
     cfg = cfg.resolved()
     compiled = compile_strategy(cfg)
+    device_model = device_model or HardwareDeviceModel("local", cfg.devices, dtype="fp64")
     own = runtime is None
     runtime = runtime or make_runtime("local", cfg.devices)
     try:
