@@ -17,7 +17,7 @@ from collections import deque
 
 import numpy as np
 
-from simulator.errors import ParasimError
+from simulator.errors import ParasimError, ProgramError
 from simulator.parallel.schedules import Schedule
 
 _FWD, _GRAD = 0, 1  # result kinds: activation produced by F, input gradient produced by B or BW
@@ -53,6 +53,8 @@ def check_counts(schedule: Schedule, arrays=None) -> None:
     where = f"stage {d}" + (f" chunk {c} (model stage {k})" if schedule.v > 1 else "")
     name = f"{i}.{c}" if c else f"{i}"
     f_, b_, w_, bw_ = (int(x[k, i]) for x in (nf, nb, nw, nbw))
+    if f_ == 0:
+        raise ParasimError(f"{where} never runs F{name}; each micro-batch needs exactly one forward per stage")
     if f_ != 1:
         raise ParasimError(f"{where} runs F{name} {f_} times; each micro-batch needs exactly one forward per stage")
     if bw_ and (b_ or w_):
@@ -85,8 +87,8 @@ def execute(schedule: Schedule, durations: dict, t_comm: float = 0.0, arrays=Non
     """Run every device's list in order, each action starting when its device is free and its
     inputs have arrived (+ t_comm when they come from another device).
 
-    durations: {"F": t, "B": t, "W": t, "BW": t}. Returns per-device (starts, ends) lists aligned
-    with schedule.actions. Raises ParasimError naming the stuck dependency on deadlock.
+    durations: {"F": t, "B": t, "W": t, "BW": t}. Returns (starts, ends): flat float arrays over
+    all actions in device order (device d owns offsets[d]:offsets[d+1] of `action_arrays`). Raises ProgramError (a ParasimError) naming the stuck dependency on deadlock.
     """
     p, m, S = schedule.p, schedule.m, schedule.n_stages
     kind, stage, mb, dev, offsets = arrays if arrays is not None else action_arrays(schedule)
@@ -103,34 +105,37 @@ def execute(schedule: Schedule, durations: dict, t_comm: float = 0.0, arrays=Non
     comm2 = np.where(is_b & (stage < S - 1) & ((stage + 1) % p != dev), t_comm, 0.0)
     produced = np.where(is_f, stage * m + mb, np.where(is_b, (S + stage) * m + mb, SINK))
     dur = np.array([durations[k] for k in ("F", "B", "W", "BW")], dtype=float)[kind]
-    cols = [x.tolist() for x in (dep1, dep2, comm1, comm2, produced, dur)]
+    # one tuple per action, in device order: (dep1, dep2, comm1, comm2, produced, duration)
+    acts = list(zip(*(x.tolist() for x in (dep1, dep2, comm1, comm2, produced, dur))))
 
     done = [-1.0] * (2 * S * m) + [0.0, 0.0]  # end time of each result, -1 = not yet
-    starts = [[] for _ in range(p)]
+    end_of = [0.0] * len(acts)  # end time of each action (flat index)
     off = offsets.tolist()
     pos, stop = off[:-1], off[1:]
     free = [0.0] * p
     waiting = {}  # result key -> devices blocked on it
     queue = deque(range(p))
-    D1, D2, C1, C2, PR, DU = cols
     while queue:
         d = queue.popleft()
-        i, n, t, out = pos[d], stop[d], free[d], starts[d]
+        i, n, t = pos[d], stop[d], free[d]
         while i < n:
-            a = done[D1[i]]
+            d1, d2, c1, c2, key, du = acts[i]
+            a = done[d1]
             if a < 0:
-                waiting.setdefault(D1[i], []).append(d)
+                waiting.setdefault(d1, []).append(d)
                 break
-            b = done[D2[i]]
+            b = done[d2]
             if b < 0:
-                waiting.setdefault(D2[i], []).append(d)
+                waiting.setdefault(d2, []).append(d)
                 break
-            a += C1[i]
-            b += C2[i]
-            start = t if t >= a and t >= b else (a if a >= b else b)
-            out.append(start)
-            t = start + DU[i]
-            key = PR[i]
+            a += c1
+            b += c2
+            if a > t:
+                t = a
+            if b > t:
+                t = b
+            t += du
+            end_of[i] = t
             done[key] = t
             if key in waiting:
                 queue.extend(waiting.pop(key))
@@ -144,11 +149,11 @@ def execute(schedule: Schedule, durations: dict, t_comm: float = 0.0, arrays=Non
                 reasons[d] = _describe(schedule, d, schedule.actions[d][pos[d] - off[d]], key)
         own = [reasons[d] for d in stuck if "its own" in reasons[d]]
         if own:
-            raise ParasimError(own[0])
+            raise ProgramError(own[0])
         listed = "; ".join(reasons[d] for d in stuck[:4]) + ("; ..." if len(stuck) > 4 else "")
-        raise ParasimError(f"deadlock: {listed}")
-    ends = [[s + u for s, u in zip(starts[d], DU[off[d]:off[d + 1]])] for d in range(p)]
-    return starts, ends
+        raise ProgramError(f"deadlock: {listed}")
+    ends = np.array(end_of)
+    return ends - dur, ends
 
 
 def validate(schedule: Schedule) -> None:

@@ -19,6 +19,7 @@ Quantities (/work/shared/REFERENCES.md §4):
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -29,17 +30,27 @@ from simulator.parallel.schedule_check import action_arrays, check_counts, execu
 from simulator.parallel.schedules import Schedule
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SimResult:
-    """Timed schedule: timeline[d] = ((action, start, end), ...) in device d's order."""
+    """Timed schedule. `timeline[d]` = ((action, start, end), ...) in device d's order; the raw
+    times are flat arrays over all actions, device d owning offsets[d]:offsets[d+1]."""
 
     schedule: Schedule
-    timeline: tuple
+    starts: np.ndarray        # (n_actions,) start time of each action
+    ends: np.ndarray          # (n_actions,)
+    offsets: np.ndarray       # (p + 1,)
     makespan: float
     bubble_time: tuple        # per device, in the time unit of t_f
     bubble_fraction: float    # idle / (p * makespan)
     peak_in_flight: tuple     # per device, micro-batch (chunk) activations held at once
     span_bubble_time: tuple   # per device, idle between its own first start and last end
+
+    @functools.cached_property
+    def timeline(self) -> tuple:
+        """Per device ((action, start, end), ...); built on first use (p*m*2 tuples can be many)."""
+        s, e, off = self.starts.tolist(), self.ends.tolist(), self.offsets.tolist()
+        return tuple(tuple(zip(row, s[off[d]:off[d + 1]], e[off[d]:off[d + 1]]))
+                     for d, row in enumerate(self.schedule.actions))
 
     @property
     def busy_time(self) -> tuple:
@@ -59,17 +70,18 @@ def simulate(schedule: Schedule, t_f: float = 1.0, t_b: float = 1.0, t_w: float 
     arrays = action_arrays(schedule)
     check_counts(schedule, arrays)
     starts, ends = execute(schedule, {"F": t_f, "B": t_b, "W": t_w, "BW": t_b + t_w}, t_comm, arrays)
-    makespan = max((row[-1] for row in ends if row), default=0.0)
     kind, offsets = arrays[0], arrays[4]
+    p, lo, hi = schedule.p, offsets[:-1], offsets[1:]
+    makespan = float(ends.max()) if len(ends) else 0.0
+    has = hi > lo  # devices with at least one action; shapes (p,)
+    busy = np.array([math.fsum(ends[a:b] - starts[a:b]) for a, b in zip(lo, hi)])
+    first = np.where(has, starts[np.minimum(lo, len(starts) - 1)] if len(starts) else 0.0, 0.0)
+    last = np.where(has, ends[np.maximum(hi - 1, 0)] if len(ends) else 0.0, 0.0)
     # +1 per F, -1 per BW or W (the action that frees the activations); B changes nothing
-    delta = np.select([kind == 0, (kind == 2) | (kind == 3)], [1, -1], 0)
-    timeline, bubbles, spans, peaks = [], [], [], []
-    for d, row in enumerate(schedule.actions):
-        timeline.append(tuple(zip(row, starts[d], ends[d])))
-        busy = math.fsum(e - s for s, e in zip(starts[d], ends[d]))
-        bubbles.append(makespan - busy)
-        spans.append(ends[d][-1] - starts[d][0] - busy if starts[d] else 0.0)
-        held = np.cumsum(delta[offsets[d]:offsets[d + 1]])
-        peaks.append(int(max(held.max(initial=0), 0)))
-    fraction = math.fsum(bubbles) / (schedule.p * makespan) if makespan > 0 else 0.0
-    return SimResult(schedule, tuple(timeline), makespan, tuple(bubbles), fraction, tuple(peaks), tuple(spans))
+    held = np.cumsum(np.select([kind == 0, (kind == 2) | (kind == 3)], [1, -1], 0))
+    before = np.concatenate([[0], held])[lo]  # running count at each device's start
+    peaks = [int(max(held[a:b].max() - base, 0)) if b > a else 0 for a, b, base in zip(lo, hi, before)]
+    bubbles = tuple(float(makespan - x) for x in busy)
+    spans = tuple(float(x) for x in np.where(has, last - first - busy, 0.0))
+    fraction = math.fsum(bubbles) / (p * makespan) if makespan > 0 else 0.0
+    return SimResult(schedule, starts, ends, offsets, makespan, bubbles, fraction, tuple(peaks), spans)
