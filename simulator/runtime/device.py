@@ -61,6 +61,7 @@ class Device:
         self.tensors: dict[str, np.ndarray] = {}
         self.faults: dict[int, str] = {}  # instruction index -> reason (failure injection)
         self._open: dict[int, list] = {}  # collective key -> slots
+        self.failed: DeviceFailure | None = None  # a failed device refuses every later call
         self.reset_counters()
 
     # ---- bookkeeping --------------------------------------------------------------------------
@@ -76,8 +77,10 @@ class Device:
         return []
 
     def clear(self) -> list:
+        """Drop every tensor (and revive a failed device, as a restart would)."""
         self.tensors.clear()
         self._open.clear()
+        self.failed = None
         return []
 
     def fetch(self, names) -> list:
@@ -110,13 +113,18 @@ class Device:
         return self.tensors[name]
 
     def _check_fault(self, index: int, ins) -> None:
+        if self.failed is not None:
+            raise self.failed
         if index in self.faults:
-            raise DeviceFailure(self.rank, f"instruction #{index} {ins!r}", self.faults.pop(index))
+            self.failed = DeviceFailure(self.rank, f"instruction #{index} {ins!r}", self.faults.pop(index))
+            raise self.failed
 
     # ---- local instructions, sends and receives -----------------------------------------------
     def run_batch(self, items: tuple, *received) -> list:
         """items: ((index, instruction), ...). Returns the values of the Sends, in order."""
         sent, inbox = [], list(received)
+        if self.failed is not None:
+            raise self.failed
         for index, ins in items:
             self._check_fault(index, ins)
             if isinstance(ins, Compute):
@@ -154,8 +162,8 @@ class Device:
     # ---- collectives ---------------------------------------------------------------------------
     def collective_step(self, call: CollectiveCall, *chunks) -> list:
         ins = call.ins
+        self._check_fault(call.index, ins)
         if call.first:
-            self._check_fault(call.index, ins)
             needs_input = ins.kind != "barrier" and not (ins.kind == "broadcast" and call.grank != call.groot)
             x = self._get(call.index, ins, ins.tensor) if needs_input else None
             axis = 0 if ins.kind == "broadcast" else ins.axis

@@ -23,6 +23,13 @@ from .base import DEVICE_METHODS, Runtime
 from .device import Device
 
 
+class _Failure(Exception):
+    """DeviceFailure in a form pickle can rebuild (its args are its constructor's)."""
+
+    def __init__(self, rank: int, instruction: str, reason: str):
+        super().__init__(rank, instruction, reason)
+
+
 class _DeviceActor:
     """The actor body: a Device, one entry point. Returns n results + an acknowledgement."""
 
@@ -32,7 +39,10 @@ class _DeviceActor:
     def invoke(self, method: str, *args):
         if method not in DEVICE_METHODS:
             raise ParasimError(f"device method {method!r} is not callable; valid: {', '.join(DEVICE_METHODS)}")
-        outs = getattr(self.device, method)(*args)
+        try:
+            outs = getattr(self.device, method)(*args)
+        except DeviceFailure as e:
+            raise _Failure(e.rank, e.instruction, e.reason) from None
         return (*outs, True) if outs else True
 
 
@@ -73,8 +83,15 @@ class RayRuntime(Runtime):
         try:
             return ray.get(handles)
         except ray.exceptions.RayTaskError as e:
+            for h in handles:  # let every call finish, so no failed result is left unread
+                try:
+                    ray.get(h)
+                except Exception:
+                    pass
             cause = getattr(e, "cause", None)
-            if isinstance(cause, (ParasimError, DeviceFailure)):
+            if isinstance(cause, _Failure):
+                raise DeviceFailure(*cause.args) from None
+            if isinstance(cause, ParasimError):
                 raise cause from None
             raise
         except ray.exceptions.RayActorError as e:

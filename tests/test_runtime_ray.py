@@ -1,0 +1,87 @@
+"""The Ray runtime against the local one: same results, same memory samples, same bytes.
+Few tests, one shared Ray session and one shared 8-actor runtime (tests/conftest.py)."""
+
+import numpy as np
+import pytest
+
+from simulator.collectives import algorithms, reference
+from simulator.errors import DeviceFailure, ProgramError
+from simulator.program import Collective, Compute, Program, ProgramBuilder, Recv
+from simulator.runtime import LocalRuntime
+from simulator.runtime.programs import sharded_matmul_program
+
+pytestmark = pytest.mark.ray
+GROUPS = [(0, 1, 2, 3, 4, 5, 6, 7), (6, 1, 3), (2, 7, 0, 4, 5)]
+
+
+def _all_collectives_program(seed=0):
+    """Every kind x algorithm, on groups of 8, 3 and 5 (uneven sizes), plus a send/recv chain."""
+    rng = np.random.default_rng(seed)
+    b = ProgramBuilder(8)
+    inputs = {r: {} for r in range(8)}
+    expected = []  # (rank, name, array)
+    c = 0
+    for kind, algos in algorithms().items():
+        for algo in algos:
+            group = GROUPS[c % 3]
+            op = ("sum", "mean", "max")[c % 3]
+            root = group[c % len(group)]
+            size = 11 + c
+            xs = [rng.standard_normal(size if kind != "all_gather" else size + g) for g in range(len(group))]
+            for g, r in enumerate(group):
+                inputs[r][f"act/x{c}"] = xs[g]
+                b.add(r, Collective(kind, f"act/x{c}", f"act/y{c}", group, algo=algo, op=op, root=root,
+                                    nbytes=xs[g].nbytes))
+            for g, out in enumerate(reference(kind, xs, op, root=group.index(root), axis=0)):
+                if out is not None:
+                    expected.append((group[g], f"act/y{c}", out))
+            c += 1
+    inputs[0]["param/w"] = np.arange(5.0)
+    for r in range(7):
+        b.compute(r, "scale", ("param/w",), ("act/h",), attrs={"factor": 2.0})
+        b.send(r, r + 1, "act/h", "param/w")
+    expected.append((7, "param/w", np.arange(5.0) * 2**7))
+    return b.build(), inputs, expected
+
+
+def _run(rt, prog, inputs):
+    rt.clear()
+    rt.load(inputs)
+    return rt.run(prog)
+
+
+def test_ray_equals_local_and_reference(ray_runtime):
+    prog, inputs, expected = _all_collectives_program()
+    local = LocalRuntime(8)
+    res_local = _run(local, prog, inputs)
+    res_ray = _run(ray_runtime, prog, inputs)
+    for r, name, want in expected:
+        got_ray = ray_runtime.fetch(r, [name])[name]
+        np.testing.assert_array_equal(got_ray, local.fetch(r, [name])[name])  # bit-identical
+        np.testing.assert_allclose(got_ray, want, rtol=1e-12)
+    assert res_ray.memory == res_local.memory
+    assert res_ray.bytes_sent == res_local.bytes_sent and res_ray.messages_sent == res_local.messages_sent
+    assert res_ray.calls == res_local.calls
+
+    prog, inputs, want = sharded_matmul_program(8, 45, 16, 7, dtype="float64")
+    res_ray, res_local = _run(ray_runtime, prog, inputs), _run(local, prog, inputs)
+    for r in (0, 7):
+        np.testing.assert_allclose(ray_runtime.fetch(r, ["act/out"])["act/out"], want, rtol=1e-12)
+    assert res_ray.memory == res_local.memory
+
+
+def test_ray_fails_fast_and_names_device_and_instruction(ray_runtime):
+    unmatched = Program(8, ((), (Recv("act/y", 0),)) + ((),) * 6)
+    with pytest.raises(ProgramError, match=r"device 1 instruction #0 Recv\(act/y from 0\)"):
+        ray_runtime.run(unmatched)
+    ray_runtime.clear()
+    ray_runtime.load({3: {"act/a": np.ones((2, 3))}})
+    bad = Program(8, ((),) * 3 + ((Compute("matmul", ("act/a", "act/a"), ("act/c",)),),) + ((),) * 4)
+    with pytest.raises(ProgramError, match=r"device 3 instruction #0 Compute\(matmul"):
+        ray_runtime.run(bad)
+    b = ProgramBuilder(8)
+    b.collective("all_reduce", range(8), "grad/g")
+    ray_runtime.load({r: {"grad/g": np.ones(4)} for r in range(8)})
+    ray_runtime.inject_failure(5, 0, "injected")
+    with pytest.raises(DeviceFailure, match="device 5 failed at instruction #0"):
+        ray_runtime.run(b.build())
