@@ -1,4 +1,5 @@
-"""Dependency validation of pipeline schedules, and the in-order execution engine they share.
+"""Dependency validation of pipeline schedules, the in-order execution engine they share, and the
+text form of hand-written schedules (parse_schedule / format_schedule).
 
 Rules (model stage k = chunk*p + device; S = p*v model stages; micro-batch i):
   - every (i, k) has exactly one F, and one backward: a BW, or a B and a W (never both forms);
@@ -18,7 +19,7 @@ from collections import deque
 import numpy as np
 
 from simulator.errors import ParasimError, ProgramError
-from simulator.parallel.schedules import Schedule
+from simulator.parallel.schedules import KINDS, PHASES, Action, Schedule, infer_phases
 
 _FWD, _GRAD = 0, 1  # result kinds: activation produced by F, input gradient produced by B or BW
 
@@ -161,3 +162,59 @@ def validate(schedule: Schedule) -> None:
     arrays = action_arrays(schedule)
     check_counts(schedule, arrays)
     execute(schedule, {"F": 1.0, "B": 1.0, "W": 1.0, "BW": 2.0}, arrays=arrays)
+
+
+# ---------------------------------------------------------------- text form
+
+def format_schedule(schedule: Schedule, phases: bool = False) -> str:
+    """One line per device, e.g. "F0 F1 B0.1"; with phases=True "warmup | steady | cooldown"."""
+    lines = []
+    for row in schedule.actions:
+        if not phases:
+            lines.append(" ".join(map(repr, row)))
+            continue
+        parts = [" ".join(repr(a) for a in row if a.phase == ph) for ph in PHASES]
+        lines.append(" | ".join(parts).strip())
+    return "\n".join(lines)
+
+
+def _parse_token(tok: str, line_no: int) -> tuple:
+    kind = tok.rstrip("0123456789.")
+    body = tok[len(kind):]
+    mb, _, chunk = body.partition(".")
+    if kind not in KINDS or not mb.isdigit() or (chunk and not chunk.isdigit()) or body.count(".") > 1:
+        raise ParasimError(f"line {line_no}: cannot read action {tok!r}; write F3, B3, W3, BW3 or F3.1")
+    return kind, int(mb), int(chunk or 0)
+
+
+def parse_schedule(text: str, v: int = 1, name: str = "custom") -> Schedule:
+    """Read a hand-written schedule: one line per device, actions separated by spaces.
+
+    Blank lines and text after '#' are ignored. m is inferred as 1 + the largest micro-batch. A line
+    may carry two '|' marks splitting warmup | steady | cooldown; otherwise phases are inferred
+    (forwards before the first backward: warmup; after the last forward: cooldown).
+    """
+    rows = []
+    for line_no, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        bars = line.count("|")
+        if bars not in (0, 2):
+            raise ParasimError(f"line {line_no}: use no '|' or exactly two (warmup | steady | cooldown), found {bars}")
+        if bars == 0:
+            rows.append(("infer", [_parse_token(t, line_no) for t in line.split()]))
+        else:
+            segs = [[_parse_token(t, line_no) for t in seg.split()] for seg in line.split("|")]
+            rows.append(("given", segs))
+    if not rows:
+        raise ParasimError("schedule text has no stage lines")
+    all_mbs = [a[1] for how, r in rows for a in (r if how == "infer" else sum(r, []))]
+    m = 1 + max(all_mbs, default=0)
+    actions = []
+    for how, r in rows:
+        if how == "infer":
+            actions.append(infer_phases(r))
+        else:
+            actions.append(tuple(Action(k, mb, c, ph) for ph, seg in zip(PHASES, r) for k, mb, c in seg))
+    return Schedule(name, len(actions), m, v, tuple(actions))

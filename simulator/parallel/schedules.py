@@ -14,8 +14,8 @@ Facts the generators reproduce (/work/shared/REFERENCES.md §4):
   Zero bubble (Qi et al. 2023): ZB-H1 (p-1)(T_F+T_B-T_W) with p M_B, ZB-H2 (p-1)(T_F+T_B-2T_W)
   with (2p-1) M_B.
 
-Text form (one line per device): "F0 F1 B0 B1", chunks as "F0.1", optional phase bars
-"F0 | F1 B0 | B1" (warmup | steady | cooldown).
+Text form (schedule_check.parse_schedule / format_schedule), one line per device: "F0 F1 B0 B1",
+chunks as "F0.1", optional phase bars "F0 | F1 B0 | B1" (warmup | steady | cooldown).
 """
 
 from __future__ import annotations
@@ -91,8 +91,8 @@ class Schedule:
     def __repr__(self) -> str:
         return f"Schedule({self.name}, p={self.p}, m={self.m}, v={self.v})"
 
-    def __str__(self) -> str:
-        return format_schedule(self)
+    def __str__(self) -> str:  # the text form of schedule_check.format_schedule
+        return "\n".join(" ".join(map(repr, row)) for row in self.actions)
 
 
 def _check_sizes(p: int, m: int, v: int) -> None:
@@ -185,8 +185,8 @@ def interleaved(p: int, m: int, v: int) -> Schedule:
 
 
 def _zero_bubble(name, p, m, limits, t_f, t_b, t_w) -> Schedule:
-    """Greedy list scheduler of Qi et al. 2023 (Sec. 3): when a device is free it runs, in order of
-    preference, the next B whose gradient has arrived, the next F if fewer than limits[d]
+    """Greedy list scheduler in the spirit of Qi et al. 2023's heuristic (Sec. 3): when a device is
+    free it runs, in order of preference, the next B whose gradient has arrived, the next F if fewer than limits[d]
     micro-batches hold activations (W frees them), else the oldest pending W. The order is fixed
     by simulating the given times once; the result is a plain action list."""
     if min(t_f, t_b, t_w) <= 0:
@@ -237,12 +237,13 @@ def _zero_bubble(name, p, m, limits, t_f, t_b, t_w) -> Schedule:
                 heapq.heappush(events, (end, w, token[w]))
     if any(n < m for n in nw):  # cannot happen with limits >= 1; kept as a guard
         raise ParasimError(f"{name} scheduler stalled with p={p}, m={m}")
-    return Schedule(name, p, m, 1, tuple(_with_phases(row) for row in order))
+    return Schedule(name, p, m, 1, tuple(infer_phases(row) for row in order))
 
 
-def _with_phases(row):
-    """Phases of an ordered list: forwards before the first backward are warmup, actions after
-    the last forward are cooldown, the rest steady."""
+def infer_phases(row):
+    """Actions from an ordered list of (kind, micro-batch[, chunk]) tuples, with phases inferred:
+    forwards before the first backward are warmup, actions after the last forward are cooldown,
+    the rest steady."""
     act = _Maker()
     kinds = [k for k, _, *_ in row]
     first_b = next((i for i, k in enumerate(kinds) if k != "F"), len(kinds))
@@ -279,7 +280,7 @@ def zb_h1(p: int, m: int) -> Schedule:
                 row.append(("W", nw))
                 nw += 1
         row += [("W", k) for k in range(nw, m)]
-        rows.append(_with_phases(row))
+        rows.append(infer_phases(row))
     return Schedule("zb-h1", p, m, 1, tuple(rows))
 
 
@@ -313,58 +314,3 @@ def make_schedule(name: str, p: int, m: int, v: int = 1) -> Schedule:
     if v != 1 and name != "interleaved":
         raise ParasimError(f"schedule {name!r} has one chunk per stage, got v={v}")
     return GENERATORS[name](p, m, v)
-
-
-def format_schedule(schedule: Schedule, phases: bool = False) -> str:
-    """One line per device, e.g. "F0 F1 B0.1"; with phases=True "warmup | steady | cooldown"."""
-    lines = []
-    for row in schedule.actions:
-        if not phases:
-            lines.append(" ".join(map(repr, row)))
-            continue
-        parts = [" ".join(repr(a) for a in row if a.phase == ph) for ph in PHASES]
-        lines.append(" | ".join(parts).strip())
-    return "\n".join(lines)
-
-
-def _parse_token(tok: str, line_no: int) -> tuple:
-    kind = tok.rstrip("0123456789.")
-    body = tok[len(kind):]
-    mb, _, chunk = body.partition(".")
-    if kind not in KINDS or not mb.isdigit() or (chunk and not chunk.isdigit()) or body.count(".") > 1:
-        raise ParasimError(f"line {line_no}: cannot read action {tok!r}; write F3, B3, W3, BW3 or F3.1")
-    return kind, int(mb), int(chunk or 0)
-
-
-def parse_schedule(text: str, v: int = 1, name: str = "custom") -> Schedule:
-    """Read a hand-written schedule: one line per device, actions separated by spaces.
-
-    Blank lines and text after '#' are ignored. m is inferred as 1 + the largest micro-batch. A line
-    may carry two '|' marks splitting warmup | steady | cooldown; otherwise phases are inferred
-    (forwards before the first backward: warmup; after the last forward: cooldown).
-    """
-    rows = []
-    for line_no, raw in enumerate(text.splitlines(), 1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        bars = line.count("|")
-        if bars not in (0, 2):
-            raise ParasimError(f"line {line_no}: use no '|' or exactly two (warmup | steady | cooldown), found {bars}")
-        if bars == 0:
-            rows.append(("infer", [_parse_token(t, line_no) for t in line.split()]))
-        else:
-            segs = [[_parse_token(t, line_no) for t in seg.split()] for seg in line.split("|")]
-            rows.append(("given", segs))
-    if not rows:
-        raise ParasimError("schedule text has no stage lines")
-    all_mbs = [a[1] for how, r in rows for a in (r if how == "infer" else sum(r, []))]
-    m = 1 + max(all_mbs, default=0)
-    act = _Maker()
-    actions = []
-    for how, r in rows:
-        if how == "infer":
-            actions.append(_with_phases(r))
-        else:
-            actions.append(tuple(act(k, mb, c, ph) for ph, seg in zip(PHASES, r) for k, mb, c in seg))
-    return Schedule(name, len(actions), m, v, tuple(actions))
