@@ -67,53 +67,100 @@ class Replica:
     def _grads(self, li: int) -> list[str]:
         return [grad(li, n) for n in layer_of(self.config, li).param_shapes()]
 
+    # ---- per-layer emission: the extension points (a tensor-parallel replica overrides them) ----
+    def emit_layer_forward(self, r: int, li: int, x: str, y: str, j: int) -> None:
+        """y, act/cache/{li}/mb{j} = layer li forward of x on rank r (x is freed by the caller)."""
+        lyr = layer_of(self.config, li)
+        self.builder.compute(r, "layer_fwd", [x, *self._params(li)], [y, f"act/cache/{li}/mb{j}"],
+                             attrs={"config": self.config, "layer": li}, flops=lyr.forward_flops(self.microbatch_size),
+                             phase="forward", microbatch=j, label=f"F{j} {lyr.name}")
+
+    def emit_loss_forward(self, r: int, x: str, j: int) -> None:
+        """out/loss/mb{j} (the loss sum) and act/cache/loss/mb{j} from the logits x."""
+        self.builder.compute(r, "loss_fwd", [x, f"data/y/mb{j}"], [f"out/loss/mb{j}", f"act/cache/loss/mb{j}"],
+                             attrs={"config": self.config}, phase="forward", microbatch=j, label=f"F{j} loss")
+
+    def emit_loss_backward(self, r: int, dy: str, j: int) -> None:
+        """dy = d(scale * loss sum)/d logits; frees the loss cache."""
+        self.builder.compute(r, "loss_bwd", [f"act/cache/loss/mb{j}"], [dy], attrs={"config": self.config, "scale": self.scale},
+                             phase="backward", microbatch=j, label=f"B{j} loss")
+        self.builder.free(r, f"act/cache/loss/mb{j}")
+
+    def emit_layer_backward(self, r: int, li: int, dy: str, dx: str | None, j: int, accumulate: bool) -> None:
+        """B and W of layer li: dx (None for the first layer) and grad/{li}/* (added to the existing
+        gradients when `accumulate`); frees the layer's cache (dy is freed by the caller)."""
+        lyr = layer_of(self.config, li)
+        fl_in, fl_w = lyr.backward_flops(self.microbatch_size)
+        cache, acc = f"act/cache/{li}/mb{j}", self._grads(li) if accumulate else []
+        self.builder.compute(r, "layer_bwd", [cache, dy, *self._params(li), *acc], ([dx] if dx else []) + self._grads(li),
+                             attrs={"config": self.config, "layer": li, "n_params": len(self._params(li)),
+                                    "want_dx": dx is not None}, flops=fl_in + fl_w,
+                             phase="backward", microbatch=j, label=f"B{j} {lyr.name}")
+        self.builder.free(r, cache)
+
+    def emit_layer_backward_input(self, r: int, li: int, dy: str, dx: str | None, j: int) -> None:
+        """B of zero-bubble schedules: dx and act/wcache/{li}/mb{j}; frees the cache."""
+        lyr = layer_of(self.config, li)
+        cache = f"act/cache/{li}/mb{j}"
+        self.builder.compute(r, "layer_bwd_input", [cache, dy, *self._params(li)],
+                             ([dx] if dx else []) + [f"act/wcache/{li}/mb{j}"],
+                             attrs={"config": self.config, "layer": li, "want_dx": dx is not None},
+                             flops=lyr.backward_flops(self.microbatch_size)[0],
+                             phase="backward", microbatch=j, label=f"B{j} {lyr.name}")
+        self.builder.free(r, cache)
+
+    def emit_layer_backward_weight(self, r: int, li: int, j: int, accumulate: bool) -> None:
+        """W of zero-bubble schedules: grad/{li}/* from act/wcache/{li}/mb{j}, which it frees."""
+        lyr = layer_of(self.config, li)
+        acc = self._grads(li) if accumulate else []
+        self.builder.compute(r, "layer_bwd_weight", [f"act/wcache/{li}/mb{j}", *self._params(li), *acc], self._grads(li),
+                             attrs={"config": self.config, "layer": li, "n_params": len(self._params(li))},
+                             flops=lyr.backward_flops(self.microbatch_size)[1], phase="wgrad", microbatch=j,
+                             label=f"W{j} {lyr.name}")
+        self.builder.free(r, f"act/wcache/{li}/mb{j}")
+
+    def activation_nbytes(self, li: int) -> int:
+        """Bytes of one micro-batch's activation leaving layer li on one rank (float64)."""
+        c = self.config
+        width = getattr(c, "hidden", 0)
+        tokens = self.microbatch_size * getattr(c, "seq_len", 1)
+        return 8 * tokens * width
+
     # ---- forward -------------------------------------------------------------------------------
     def forward(self, k: int, j: int) -> None:
         b, r, last = self.builder, self.rank_of(k), k == len(self.stages) - 1
         x = stage_in(k, j)
         layers = self.stages[k]
         if k > 0 and self.rank_of(k - 1) != r:
-            b.add(r, _recv(x, self.rank_of(k - 1), f"f{k}/{j}", self._bytes(layers[0]), j))
+            b.add(r, _recv(x, self.rank_of(k - 1), f"f{k}/{j}", self.activation_nbytes(layers[0] - 1), j))
         for n, li in enumerate(layers):
-            lyr = layer_of(self.config, li)
             y = f"act/h/{li}/mb{j}" if (n < len(layers) - 1 or last) else stage_in(k + 1, j)
-            b.compute(r, "layer_fwd", [x, *self._params(li)], [y, f"act/cache/{li}/mb{j}"],
-                      attrs={"config": self.config, "layer": li}, flops=lyr.forward_flops(self.microbatch_size),
-                      phase="forward", microbatch=j, label=f"F{j} {lyr.name}")
+            self.emit_layer_forward(r, li, x, y, j)
             b.free(r, x)
             x = y
         if last:
-            b.compute(r, "loss_fwd", [x, f"data/y/mb{j}"], [f"out/loss/mb{j}", f"act/cache/loss/mb{j}"],
-                      attrs={"config": self.config}, phase="forward", microbatch=j, label=f"F{j} loss")
+            self.emit_loss_forward(r, x, j)
             b.free(r, x, f"data/y/mb{j}")
         elif self.rank_of(k + 1) != r:
-            b.add(r, _send(x, self.rank_of(k + 1), f"f{k + 1}/{j}", self._bytes(li), j))
+            b.add(r, _send(x, self.rank_of(k + 1), f"f{k + 1}/{j}", self.activation_nbytes(li), j))
             b.free(r, x)
-
-    def _bytes(self, li: int) -> int:
-        """Bytes of one micro-batch's activation leaving layer li (float64)."""
-        c = self.config
-        width = getattr(c, "hidden", 0)
-        tokens = self.microbatch_size * getattr(c, "seq_len", 1)
-        return 8 * tokens * width
 
     # ---- backward ------------------------------------------------------------------------------
     def _output_grad(self, k: int, j: int) -> str:
         b, r = self.builder, self.rank_of(k)
         if k == len(self.stages) - 1:
             dy = f"act/dh/{self.stages[k][-1]}/mb{j}"
-            b.compute(r, "loss_bwd", [f"act/cache/loss/mb{j}"], [dy], attrs={"config": self.config, "scale": self.scale},
-                      phase="backward", microbatch=j, label=f"B{j} loss")
-            b.free(r, f"act/cache/loss/mb{j}")
+            self.emit_loss_backward(r, dy, j)
             return dy
         if self.rank_of(k + 1) != r:
-            b.add(r, _recv(stage_grad(k + 1, j), self.rank_of(k + 1), f"b{k + 1}/{j}", self._bytes(self.stages[k][-1]), j))
+            b.add(r, _recv(stage_grad(k + 1, j), self.rank_of(k + 1), f"b{k + 1}/{j}",
+                           self.activation_nbytes(self.stages[k][-1]), j))
         return stage_grad(k + 1, j)
 
     def _send_input_grad(self, k: int, j: int) -> None:
         if k > 0 and self.rank_of(k - 1) != self.rank_of(k):
             self.builder.add(self.rank_of(k), _send(stage_grad(k, j), self.rank_of(k - 1), f"b{k}/{j}",
-                                                    self._bytes(self.stages[k - 1][-1]), j))
+                                                    self.activation_nbytes(self.stages[k - 1][-1]), j))
             self.builder.free(self.rank_of(k), stage_grad(k, j))
 
     def backward(self, k: int, j: int, split: bool = False) -> None:
@@ -123,40 +170,22 @@ class Replica:
         layers = self.stages[k]
         for n in reversed(range(len(layers))):
             li = layers[n]
-            lyr = layer_of(self.config, li)
-            want_dx = li != 0
-            dx = stage_grad(k, j) if n == 0 else f"act/dh/{layers[n - 1]}/mb{j}"
-            fl_in, fl_w = lyr.backward_flops(self.microbatch_size)
-            cache = f"act/cache/{li}/mb{j}"
+            dx = None if li == 0 else stage_grad(k, j) if n == 0 else f"act/dh/{layers[n - 1]}/mb{j}"
             if split:
-                b.compute(r, "layer_bwd_input", [cache, dy, *self._params(li)],
-                          ([dx] if want_dx else []) + [f"act/wcache/{li}/mb{j}"],
-                          attrs={"config": self.config, "layer": li, "want_dx": want_dx}, flops=fl_in,
-                          phase="backward", microbatch=j, label=f"B{j} {lyr.name}")
+                self.emit_layer_backward_input(r, li, dy, dx, j)
             else:
-                acc = self._grads(li) if self._bw_done.get((r, li)) else []
-                b.compute(r, "layer_bwd", [cache, dy, *self._params(li), *acc],
-                          ([dx] if want_dx else []) + self._grads(li),
-                          attrs={"config": self.config, "layer": li, "n_params": len(self._params(li)),
-                                 "want_dx": want_dx}, flops=fl_in + fl_w,
-                          phase="backward", microbatch=j, label=f"B{j} {lyr.name}")
+                self.emit_layer_backward(r, li, dy, dx, j, accumulate=bool(self._bw_done.get((r, li))))
                 self._weight_done(r, li)
-            b.free(r, cache, dy)
+            b.free(r, dy)
             dy = dx
         if layers[0] != 0:
             self._send_input_grad(k, j)
 
     def weight(self, k: int, j: int) -> None:
         """W of zero-bubble schedules: the parameter gradients of stage k for micro-batch j."""
-        b, r = self.builder, self.rank_of(k)
+        r = self.rank_of(k)
         for li in reversed(self.stages[k]):
-            lyr = layer_of(self.config, li)
-            acc = self._grads(li) if self._bw_done.get((r, li)) else []
-            b.compute(r, "layer_bwd_weight", [f"act/wcache/{li}/mb{j}", *self._params(li), *acc], self._grads(li),
-                      attrs={"config": self.config, "layer": li, "n_params": len(self._params(li))},
-                      flops=lyr.backward_flops(self.microbatch_size)[1], phase="wgrad", microbatch=j,
-                      label=f"W{j} {lyr.name}")
-            b.free(r, f"act/wcache/{li}/mb{j}")
+            self.emit_layer_backward_weight(r, li, j, accumulate=bool(self._bw_done.get((r, li))))
             self._weight_done(r, li)
 
     def _weight_done(self, r: int, li: int) -> None:
