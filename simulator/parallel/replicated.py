@@ -101,7 +101,7 @@ def compile_replicated(cfg: TrainConfig) -> Compiled:
     mesh = DeviceMesh({"pp": pp, "dp": dp})
     b = ProgramBuilder(cfg.devices, name=f"{cfg.strategy} dp={dp} pp={pp} m={m} {cfg.schedule if pp > 1 else ''}".strip())
     stages = split_layers(cfg.n_layers, pp * v)
-    schedule = make_schedule(cfg.schedule if pp > 1 else "1f1b", pp, m, v)
+    schedule = make_schedule(cfg.schedule if pp > 1 or v > 1 else "1f1b", pp, m, v)
     optimizer = make_optimizer(cfg)
     group_of = {r: g for g in mesh.groups("dp") for r in g}
     sync = GradSync(b, cfg.model, group_of, None if cfg.bucket_mb is None else cfg.bucket_mb * 1e6,
