@@ -1,4 +1,42 @@
 """parasim: see how parallel strategies train large models.
 
-The curated public API. app/ and lessons/ import only from here.
+The curated public API. app/ and lessons/ import only from here (and `simulator.viz` for figures).
+
+    from simulator import DeviceMesh, Layout, TrainConfig, GPTConfig, train
+    result = train(TrainConfig(GPTConfig(layers=4, hidden=32, heads=4, seq_len=16, vocab=32),
+                               strategy="pp", devices=4, microbatches=8, schedule="1f1b"))
+    result.max_rel_weight_diff_vs_single   # < 1e-9: parallelism does not change the math
 """
+
+from .collectives import DEFAULT_ALGO, Plan, Step, Transfer, algorithms, make_plan, reference, run_plan
+from .cost.analytic import AnalyticResult, estimate
+from .cost.clock import SimpleDeviceModel, simulate
+from .cost.comm import bus_bandwidth_factor, collective_time_s, plan_time
+from .cost.device_model import HardwareDeviceModel
+from .cost.hardware import Hardware, get_hardware, hardware_names
+from .cost.memory import activation_bytes_per_layer, in_flight_microbatches, model_state_bytes_per_device
+from .cost.model_presets import ModelSpec, get_model, model_names
+from .cost.parallel_config import Assumptions, ParallelConfig
+from .cost.search import search_configs
+from .errors import DeviceFailure, ParasimError, ProgramError
+from .layout import Layout
+from .layout_convert import P, Partial, PartitionSpec, Replicate, Shard
+from .mesh import DeviceMesh
+from .models import (SGD, Adam, GPTConfig, MLPConfig, Model, build_model, get_batch, gpt_iteration_flops,
+                     gpt_param_count)
+from .parallel.config import SCHEDULES, STRATEGIES, TrainConfig
+from .parallel.schedule_check import format_schedule, parse_schedule
+from .parallel.schedule_check import validate as validate_schedule
+from .parallel.schedule_sim import SimResult
+from .parallel.schedule_sim import simulate as simulate_schedule
+from .parallel.schedules import Action, Schedule, gpipe, interleaved, make_schedule, one_f_one_b, zb_h1, zb_h2
+from .parallel.strategies import compile_strategy
+from .parallel.train import TrainResult, reference_train, train
+from .program import Collective, Compute, Free, Program, ProgramBuilder, Recv, Send
+from .runtime import LocalRuntime, RunResult, Runtime, make_runtime
+from .topology import Link, Topology
+from .trace import MemorySample, Trace, TraceEvent
+
+__version__ = "0.1.0"
+
+__all__ = [name for name in dir() if not name.startswith("_")]
