@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -34,12 +35,13 @@ class GradSync:
     bucket_bytes: float | None = None
     dtype: str = "float64"
     mean: bool = True
+    shapes: Callable | None = None  # layer -> {name: local shape} (shards under tensor parallelism)
     _open: dict = field(default_factory=dict)  # rank -> [layer indices] in the open bucket
     _buckets: dict = field(default_factory=dict)  # rank -> list of closed buckets
 
     def _grads(self, li):
-        lyr = layer_of(self.config, li)
-        return [(grad(li, n), shape) for n, shape in lyr.param_shapes().items()]
+        shapes = self.shapes(li) if self.shapes else layer_of(self.config, li).param_shapes()
+        return [(grad(li, n), shape) for n, shape in shapes.items()]
 
     def _collective(self, rank: int, tensor: str, nbytes: int, blocking: bool, tag: str) -> Collective:
         return Collective("all_reduce", tensor, tensor, self.group_of[rank], op="mean" if self.mean else "sum",

@@ -1,7 +1,9 @@
-"""Compile data x pipeline parallel training (tp = 1) to one Program, and what a run needs with it.
+"""Compile data x pipeline (x tensor) parallel training to one Program, and what a run needs with it.
 
-The devices form a mesh (pp, dp), data fastest (Megatron's order with tp = 1): rank = s * dp + i
-for pipeline stage s of replica i. Each replica runs the pipeline schedule on its micro-batches;
+The devices form a mesh (pp, dp, tp), tensor fastest, then data, then pipeline (Megatron's order):
+rank = (s * dp + i) * tp + t for pipeline stage s of replica i and tensor rank t. How a layer is
+placed on the tp ranks is a `placement` (WholeLayers here for tp = 1; tensor_parallel.py shards
+layers Megatron-style). Each replica runs the pipeline schedule on its micro-batches;
 each stage's ranks AllReduce their gradients over the data-parallel group; every rank then updates
 the parameters it holds. Single device, data parallel, layer-wise model parallel and pipeline
 parallel are all this compiler with different degrees and schedules (see their own modules).
@@ -70,12 +72,12 @@ def tokens_per_sample(model_config) -> int:
     return getattr(model_config, "seq_len", 1)
 
 
-def emit_optimizer(b: ProgramBuilder, rank: int, layers, config, optimizer) -> None:
+def emit_optimizer(b: ProgramBuilder, rank: int, layers, config, optimizer, shapes: Callable | None = None) -> None:
     """opt/step += 1, then an elementwise update of every parameter this rank holds; free grads."""
     b.compute(rank, "increment", ["opt/step"], ["opt/step"], phase="optimizer", label="step += 1")
     states = optimizer_state_names(optimizer)
     for li in layers:
-        for n, shape in layer_of(config, li).param_shapes().items():
+        for n, shape in (shapes or (lambda i: layer_of(config, i).param_shapes()))(li).items():
             st = [f"opt/{li}/{n}/{s}" for s in states]
             size = int(np.prod(shape))
             b.compute(rank, "opt_update", [param(li, n), grad(li, n), "opt/step", *st], [param(li, n), *st],
@@ -84,50 +86,80 @@ def emit_optimizer(b: ProgramBuilder, rank: int, layers, config, optimizer) -> N
             b.free(rank, grad(li, n))
 
 
-def initial_state(config, layers, optimizer, seed: int) -> dict[str, np.ndarray]:
+def initial_state(config, layers, optimizer, seed: int, shard: Callable | None = None) -> dict[str, np.ndarray]:
+    """Parameters (cut by `shard(layer, name, value)` when given) and fresh optimizer state."""
     params = build_model(config).init_params(seed)
     out: dict[str, np.ndarray] = {"opt/step": np.zeros((), dtype=np.int64)}
     for li in layers:
         for n, value in params[li].items():
+            value = shard(li, n, value) if shard else value
             out[param(li, n)] = value
             for s, v in optimizer.init_state(value).items():
                 out[f"opt/{li}/{n}/{s}"] = v
     return out
 
 
-def compile_replicated(cfg: TrainConfig) -> Compiled:
+@dataclass(frozen=True)
+class WholeLayers:
+    """The placement for tp = 1: every rank of a pipeline stage holds whole layers.
+    A placement says which Replica emits a (replica, tensor rank) lane, the local shape of each
+    parameter, how a full parameter is cut for tensor rank t, and how shards are read back."""
+
+    model: object
+
+    def replica(self, builder, stages, ranks, t, mbs, scale, ready) -> Replica:
+        return Replica(builder, self.model, stages, ranks, mbs, scale, ready)
+
+    def shapes(self, li: int) -> dict:
+        return layer_of(self.model, li).param_shapes()
+
+    def shard(self, li: int, name: str, value: np.ndarray, t: int) -> np.ndarray:
+        return value
+
+    def gather(self, homes: dict) -> Callable | None:
+        return None
+
+
+def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     cfg = cfg.resolved()
-    dp, pp, m, v = cfg.dp, cfg.pp, cfg.m, cfg.virtual_stages
-    mesh = DeviceMesh({"pp": pp, "dp": dp})
-    b = ProgramBuilder(cfg.devices, name=f"{cfg.strategy} dp={dp} pp={pp} m={m} {cfg.schedule if pp > 1 else ''}".strip())
+    dp, pp, tp, m, v = cfg.dp, cfg.pp, cfg.tp, cfg.m, cfg.virtual_stages
+    placement = placement or WholeLayers(cfg.model)
+    mesh = DeviceMesh({"pp": pp, "dp": dp, "tp": tp})
+    tps = f" tp={tp}" if tp > 1 else ""
+    b = ProgramBuilder(cfg.devices, name=f"{cfg.strategy} dp={dp}{tps} pp={pp} m={m} {cfg.schedule if pp > 1 else ''}".strip())
     stages = split_layers(cfg.n_layers, pp * v)
     schedule = make_schedule(cfg.schedule if pp > 1 or v > 1 else "1f1b", pp, m, v)
     optimizer = make_optimizer(cfg)
     group_of = {r: g for g in mesh.groups("dp") for r in g}
     sync = GradSync(b, cfg.model, group_of, None if cfg.bucket_mb is None else cfg.bucket_mb * 1e6,
-                    cfg.grad_dtype, cfg.gradients_mean)
+                    cfg.grad_dtype, cfg.gradients_mean, shapes=placement.shapes)
     mbs = cfg.microbatch_size
     rows_per_replica = cfg.batch_size // dp
     count = rows_per_replica * tokens_per_sample(cfg.model)
-    feeds, loss_tensors, initial, param_home = [], {}, {}, {}
+    feeds, loss_tensors, initial, param_home, homes = [], {}, {}, {}, {}
     for i in range(dp):
-        ranks = tuple(mesh.group_of(mesh.rank_at({"pp": 0, "dp": i}), "pp"))
-        Replica(b, cfg.model, stages, ranks, mbs, 1.0 / count, sync.ready).run_schedule(schedule)
-        first, last = ranks[0], ranks[(len(stages) - 1) % pp]
-        for j in range(m):
-            a = i * rows_per_replica + j * mbs
-            feeds.append((first, f"data/x/mb{j}", a, a + mbs, "x"))
-            feeds.append((last, f"data/y/mb{j}", a, a + mbs, "y"))
-        loss_tensors[last] = [f"out/loss/mb{j}" for j in range(m)]
+        for t in range(tp):  # every tensor rank runs the same schedule: their collectives match
+            ranks = tuple(mesh.rank_at({"pp": s, "dp": i, "tp": t}) for s in range(pp))
+            placement.replica(b, stages, ranks, t, mbs, 1.0 / count, sync.ready).run_schedule(schedule)
+            first, last = ranks[0], ranks[(len(stages) - 1) % pp]
+            for j in range(m):
+                a = i * rows_per_replica + j * mbs
+                feeds.append((first, f"data/x/mb{j}", a, a + mbs, "x"))
+                feeds.append((last, f"data/y/mb{j}", a, a + mbs, "y"))
+            if t == 0:
+                loss_tensors[last] = [f"out/loss/mb{j}" for j in range(m)]
     for r in range(cfg.devices):
         sync.finish(r)
-        s = mesh.coord(r, "pp")
+        s, t = mesh.coord(r, "pp"), mesh.coord(r, "tp")
         held = [li for k in range(s, len(stages), pp) for li in stages[k]]
-        emit_optimizer(b, r, held, cfg.model, optimizer)
-        initial[r] = initial_state(cfg.model, held, optimizer, cfg.seed)
+        emit_optimizer(b, r, held, cfg.model, optimizer, placement.shapes)
+        initial[r] = initial_state(cfg.model, held, optimizer, cfg.seed,
+                                   lambda li, n, value, t=t: placement.shard(li, n, value, t))
         if mesh.coord(r, "dp") == 0:
             for li in held:
                 for n in layer_of(cfg.model, li).param_shapes():
-                    param_home[(li, n)] = (r, param(li, n))
+                    homes.setdefault((li, n), []).append((r, param(li, n)))  # in tensor-rank order
+                    if t == 0:
+                        param_home[(li, n)] = (r, param(li, n))
     return Compiled(cfg, b.build(), initial, feeds, param_home, loss_tensors, count * dp, mesh,
-                    {"stages": stages, "schedule": schedule.name})
+                    {"stages": stages, "schedule": schedule.name}, placement.gather(homes))
