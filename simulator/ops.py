@@ -16,7 +16,8 @@ import numpy as np
 from .errors import ProgramError
 
 KERNELS: dict[str, Callable] = {}
-_KERNEL_MODULES = ("simulator.parallel.kernels", "simulator.auto.kernels")
+_KERNEL_MODULES = ("simulator.parallel.kernels", "simulator.auto.kernels", "simulator.parallel.zero_kernels",
+                  "simulator.parallel.moe_kernels")
 _loaded = False
 
 
