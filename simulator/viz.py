@@ -6,6 +6,7 @@ forward blue, backward orange, weight gradient green, optimizer purple, communic
 idle light grey (`PHASE_COLORS`); one colour per device rank (`device_color`).
 
 - timeline(trace)            per device a compute lane and a comm lane; title gives the bubble
+- device_breakdown(trace)     per device: compute, exposed comm, idle shares; title gives the bubble
 - memory_over_time(trace)    bytes per device over the step, stacked by category
 - collective_steps(plan)     steps x ranks: which chunk each rank receives from whom
 - layout_grid(layout, shape) a tensor's blocks coloured by the devices holding them
@@ -20,8 +21,8 @@ from .viz_cost import memory_breakdown, sweep_chart
 from .viz_pipeline import schedule_chart, schedule_compare, schedule_trace
 from .viz_plans import collective_steps, layout_grid
 from .viz_style import MEMORY_COLORS, PHASE_COLORS, device_color, png_bytes
-from .viz_trace import memory_over_time, timeline
+from .viz_trace import device_breakdown, memory_over_time, timeline
 
-__all__ = ["timeline", "memory_over_time", "collective_steps", "layout_grid", "schedule_chart",
+__all__ = ["timeline", "device_breakdown", "memory_over_time", "collective_steps", "layout_grid", "schedule_chart",
            "schedule_compare", "schedule_trace", "memory_breakdown", "sweep_chart", "png_bytes", "PHASE_COLORS",
            "MEMORY_COLORS", "device_color"]

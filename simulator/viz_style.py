@@ -29,11 +29,11 @@ ACTION_COLORS = {"F": PHASE_COLORS["forward"], "B": PHASE_COLORS["backward"],
                  "BW": PHASE_COLORS["backward"], "W": PHASE_COLORS["wgrad"]}
 
 # Memory categories, bottom to top of a stack.
-MEMORY_CATEGORIES = ("param", "grad", "opt", "act", "other")
-MEMORY_COLORS = {"param": "#4C78A8", "grad": "#F58518", "opt": "#B279A2", "act": "#54A24B",
-                 "other": "#BAB0AC"}
+MEMORY_CATEGORIES = ("param", "grad", "opt", "states", "act", "other")
+MEMORY_COLORS = {"param": "#4C78A8", "grad": "#F58518", "opt": "#B279A2", "states": "#7B6BB0",
+                 "act": "#54A24B", "other": "#BAB0AC"}
 MEMORY_LABELS = {"param": "parameters", "grad": "gradients", "opt": "optimizer state",
-                 "act": "activations", "other": "other"}
+                 "states": "model states (params + grads + optimizer)", "act": "activations", "other": "other"}
 
 _DEVICE_PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#EECA3B", "#B279A2",
                    "#FF9DA6", "#9D755D", "#BAB0AC", "#1F3A93", "#A0522D", "#2E8B57", "#8B008B",
@@ -55,7 +55,8 @@ def memory_category(key: str) -> str:
     """Map a runtime's memory key (params, gradients, optimizer, activations, ...) to a category."""
     k = key.lower()
     for cat, prefixes in (("param", ("param", "weight")), ("grad", ("grad",)),
-                          ("opt", ("opt", "adam", "moment")), ("act", ("act", "stash", "input"))):
+                          ("opt", ("opt", "adam", "moment")), ("states", ("model_state", "states")),
+                          ("act", ("act", "stash", "input", "logits"))):
         if k.startswith(prefixes):
             return cat
     return "other"

@@ -153,8 +153,37 @@ def memory_over_time(trace: Trace, *, capacity_bytes: float | None = None,
         ax.text(1.0, 1.0, f"peak {dev_peak * bscale:.3g} {bunit}", transform=ax.transAxes,
                 ha="right", va="bottom", fontsize=8, color="#444444")
     axes[-1].set_xlabel(f"simulated time ({tunit})")
-    handles = [Patch(color=MEMORY_COLORS[c], label=MEMORY_LABELS[c]) for c in MEMORY_CATEGORIES]
+    present = {memory_category(k) for s in trace.memory for k in s.bytes_by_category}
+    handles = [Patch(color=MEMORY_COLORS[c], label=MEMORY_LABELS[c]) for c in MEMORY_CATEGORIES if c in present]
     axes[0].legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=len(handles),
                    frameon=False, fontsize=8)
     fig.suptitle(f"{trace.name or 'memory'} · memory over the step", fontsize=11, fontweight="bold")
+    return fig
+
+
+def device_breakdown(trace: Trace, *, width: float = 7.0) -> Figure:
+    """Per device, the share of the step spent computing, in exposed communication (not hidden
+    under compute) and idle; the title gives the bubble fraction (Trace.device_stats)."""
+    if not trace.events:
+        return message_figure("empty trace: nothing ran")
+    stats = trace.device_stats()
+    fig = new_figure(width, min(1.2 + 0.38 * len(stats), 12.0))
+    ax = fig.add_subplot()
+    style_axes(ax)
+    parts = (("compute_fraction", "compute", PHASE_COLORS["forward"]),
+             ("exposed", "exposed comm", PHASE_COLORS["comm"]), ("idle_fraction", "idle", "#C8C8C8"))
+    left = [0.0] * len(stats)
+    ys = list(range(len(stats)))
+    for key, label, color in parts:
+        vals = [s["exposed_comm_s"] / (trace.makespan_s or 1.0) if key == "exposed" else s[key] for s in stats]
+        ax.barh(ys, vals, left=left, color=color, label=label, height=0.7, edgecolor="white", linewidth=0.5)
+        left = [a + b for a, b in zip(left, vals)]
+    ax.set_yticks(ys, [f"device {s['device']}" for s in stats])
+    ax.set_ylim(len(stats) - 0.5, -0.5)
+    ax.set_xlim(0, 1)
+    ax.xaxis.set_major_formatter(lambda x, _: f"{x:.0%}")
+    ax.set_xlabel("share of the step")
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False, fontsize=8)
+    fig.suptitle(f"{trace.name or 'devices'} · bubble {trace.bubble_fraction():.1%}", fontsize=11,
+                 fontweight="bold")
     return fig

@@ -188,3 +188,22 @@ def test_schedule_trace_matches_the_timed_schedule():
     assert trace.makespan_s == pytest.approx(res.makespan, rel=1e-9)
     assert trace.bubble_fraction() == pytest.approx(res.bubble_fraction, rel=1e-9)
     assert "F0" in trace.to_csv()
+
+
+def test_device_breakdown_shares_sum_to_one_per_device():
+    from simulator.viz import device_breakdown
+    trace = simulate(toy_pipeline(3))
+    fig = device_breakdown(trace)
+    ax = fig.axes[0]
+    bars = ax.patches
+    assert len(bars) == 3 * trace.n_devices
+    for d in range(trace.n_devices):
+        total = sum(b.get_width() for b in bars[d::trace.n_devices])
+        assert total == pytest.approx(1.0, rel=1e-9)
+    assert f"bubble {trace.bubble_fraction():.1%}" in fig._suptitle.get_text()
+
+
+def test_memory_breakdown_accepts_cost_model_keys():
+    fig = memory_breakdown({"ZeRO-1": {"model_state": 40e9, "activations": 20e9, "logits": 5e9}}, 80e9)
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "model states (params + grads + optimizer)" in labels and "activations" in labels
