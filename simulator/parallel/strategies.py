@@ -11,12 +11,16 @@ from .layer_parallel import compile_layer_parallel
 from .pipeline import compile_pipeline
 from .replicated import Compiled
 from .single import compile_single
+from .zero import compile_zero
 
 COMPILERS: dict[str, Callable[[TrainConfig], Compiled]] = {
     "single": compile_single,
     "dp": compile_data_parallel,
     "layer": compile_layer_parallel,
     "pp": compile_pipeline,
+    "zero1": compile_zero,
+    "zero2": compile_zero,
+    "zero3": compile_zero,
 }
 
 
