@@ -68,7 +68,9 @@ class TrainConfig:
     def resolved(self) -> "TrainConfig":
         """Fill derived degrees (dp, pp) from the strategy and check every cross-field rule."""
         s, n = self.strategy, self.devices
-        dp, pp = self.dp, self.pp
+        dp, pp, tp = self.dp, self.pp, self.tp
+        if s in ("tp", "sp") and tp == 1 and not (dp or pp):
+            tp = n  # every device on the tensor axis unless degrees are given
         if s == "single":
             _check(n == 1, f"strategy single runs on 1 device, got --devices {n}")
             dp, pp = dp or 1, pp or 1
@@ -77,10 +79,10 @@ class TrainConfig:
         elif s in ("layer", "pp"):
             pp, dp = pp or n // max(dp, 1), dp or 1
         else:
-            dp = dp or max(1, n // max(1, (pp or 1) * self.tp))
-            pp = pp or max(1, n // (dp * self.tp))
-        _check(dp * pp * self.tp == n,
-               f"degrees dp={dp} x pp={pp} x tp={self.tp} = {dp * pp * self.tp} do not multiply to {n} devices")
+            dp = dp or max(1, n // max(1, (pp or 1) * tp))
+            pp = pp or max(1, n // (dp * tp))
+        _check(dp * pp * tp == n,
+               f"degrees dp={dp} x pp={pp} x tp={tp} = {dp * pp * tp} do not multiply to {n} devices")
         if s == "layer":
             _check(self.m == 1, f"layer-wise model parallelism uses no micro-batches, got {self.m}")
         layers = self.n_layers
@@ -95,7 +97,7 @@ class TrainConfig:
         _check(self.batch_size % per == 0,
                f"batch {self.batch_size} cannot be split into dp={dp} x micro-batches={self.m} equal parts")
         stage = int(s[-1]) if s.startswith("zero") else self.zero
-        return replace(self, dp=dp, pp=pp, zero=stage)
+        return replace(self, dp=dp, pp=pp, tp=tp, zero=stage)
 
     @property
     def microbatch_size(self) -> int:

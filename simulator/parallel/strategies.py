@@ -10,7 +10,10 @@ from .data_parallel import compile_data_parallel
 from .layer_parallel import compile_layer_parallel
 from .pipeline import compile_pipeline
 from .replicated import Compiled
+from .hybrid import compile_hybrid
+from .sequence_parallel import compile_sequence_parallel
 from .single import compile_single
+from .tensor_parallel import compile_tp
 from .zero import compile_zero
 
 COMPILERS: dict[str, Callable[[TrainConfig], Compiled]] = {
@@ -21,6 +24,9 @@ COMPILERS: dict[str, Callable[[TrainConfig], Compiled]] = {
     "zero1": compile_zero,
     "zero2": compile_zero,
     "zero3": compile_zero,
+    "tp": compile_tp,
+    "sp": compile_sequence_parallel,
+    "hybrid": compile_hybrid,
 }
 
 

@@ -1,0 +1,43 @@
+"""Hybrid (3-D) parallelism: data x tensor x pipeline (Narayanan et al. 2021, "Efficient Large-Scale
+Language Model Training on GPU Clusters Using Megatron-LM", Sec. 2-3).
+
+The devices form a mesh (pp, dp, tp) laid out row-major with tensor fastest, then data, then
+pipeline (Megatron's rank order: tensor groups are neighbouring ranks, which share a node's fast
+links), so rank = (s * dp + i) * tp + t:
+
+    8 devices, pp=2, dp=2, tp=2:   stage 0: replica 0 -> ranks 0 1, replica 1 -> ranks 2 3
+                                   stage 1: replica 0 -> ranks 4 5, replica 1 -> ranks 6 7
+    tensor groups (0,1) (2,3) (4,5) (6,7); data groups (0,2) (1,3) (4,6) (5,7);
+    pipeline groups (0,4) (1,5) (2,6) (3,7)
+
+Each (replica, tensor rank) lane runs the pipeline schedule; the tensor ranks of a stage AllReduce
+inside every layer, the stages exchange activations point to point along the pipeline groups, and
+after backward every rank AllReduces its gradient shards over its data group. Every collective
+instruction carries its group, so the trace shows which axis it runs on. Any dp x tp x pp whose
+product is the device count works; sequence parallelism is the "sp" strategy with the same degrees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..mesh import DeviceMesh
+from .config import TrainConfig
+from .replicated import Compiled
+from .tensor_parallel import compile_tensor_parallel
+
+
+def hybrid_mesh(cfg: TrainConfig) -> DeviceMesh:
+    """The (pp, dp, tp) mesh of a resolved config, tensor fastest."""
+    cfg = cfg.resolved()
+    return DeviceMesh({"pp": cfg.pp, "dp": cfg.dp, "tp": cfg.tp})
+
+
+def axis_groups(cfg: TrainConfig) -> dict[str, list[tuple[int, ...]]]:
+    """{axis: its communicator groups} for the three axes."""
+    mesh = hybrid_mesh(cfg)
+    return {axis: mesh.groups(axis) for axis in ("pp", "dp", "tp")}
+
+
+def compile_hybrid(cfg: TrainConfig) -> Compiled:
+    return compile_tensor_parallel(replace(cfg, strategy="hybrid"))

@@ -1,0 +1,320 @@
+"""Megatron-style tensor parallelism (Shoeybi et al. 2019, "Megatron-LM", Sec. 3) for the GPT.
+
+Each transformer block runs on the n ranks of a tensor group:
+- MLP: Y = GeLU(X A) B with A = [A_1 .. A_n] split by columns (fc, "column-parallel": GeLU stays
+  local) and B = [B_1; ..; B_n] split by rows (proj, "row-parallel"): Z = sum_i GeLU(X A_i) B_i,
+  ONE AllReduce in forward (the g operator) and one on the input gradient in backward (f).
+- Attention: the q, k, v columns of heads [i a/n, (i+1) a/n) on rank i (column-parallel), the
+  output projection split by rows (row-parallel): again one AllReduce forward, one backward.
+- Layer norms (and the biases added after a reduction) are replicated; their gradients are
+  identical on the n ranks, so they need no communication.
+- Embedding: vocabulary-parallel, rank i holds rows [i V/n, (i+1) V/n) of the token table;
+  a masked lookup then an AllReduce (positions are replicated and added after it).
+- LM head and loss: W_out split by vocabulary columns, so each rank has logits of V/n words;
+  the cross-entropy is Megatron's vocab_parallel_cross_entropy: AllReduce(max) of the local
+  maxima, then AllReduce(sum) of the local sum of exp and of the target logit.
+Sequence parallelism (sequence_parallel.py, Korthikanti et al. 2022) is the `sp` flag of the same
+emitter: the layer-norm regions hold T/n tokens; AllGather replaces the identity before each
+column-parallel linear and ReduceScatter the AllReduce after each row-parallel one.
+
+Tensor names follow emit.py; per-layer pieces are act/cache/{layer}/mb{j}/{piece} (kept for
+backward) and act/tp/{layer}/mb{j}/{piece} (temporaries).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+import numpy as np
+
+from ..errors import ParasimError
+from ..mesh import DeviceMesh
+from ..models import Embedding, GPTConfig, LMHead, TransformerBlock
+from ..program import Collective
+from .config import TrainConfig
+from .emit import Replica, grad, param
+from .kernels import layer_of
+from .replicated import Compiled, compile_replicated
+
+QKV = "qkv"  # q, k and v column blocks each cut by heads
+# Gradients that are partial sums over the tensor group under sequence parallelism (their layer
+# sees only T/n tokens): AllReduced over the group (Megatron's sequence-parallel grad all-reduce).
+SP_PARTIAL = {TransformerBlock: ("ln1_g", "ln1_b", "b_o", "ln2_g", "ln2_b", "b_proj"), LMHead: ("ln_g", "ln_b")}
+ZERO_BUBBLE = ("zb-h1", "zb-h2")
+
+
+def split_rule(layer, name: str):
+    """None (replicated), an axis to cut into n equal blocks, or QKV."""
+    if isinstance(layer, Embedding):
+        return 0 if name == "wte" else None
+    if isinstance(layer, LMHead):
+        return 1 if name == "w_out" else None
+    return {"w_qkv": QKV, "b_qkv": QKV, "w_o": 0, "w_fc": 1, "b_fc": 0, "w_proj": 0}.get(name)
+
+
+def shard_param(layer, name: str, value: np.ndarray, n: int, i: int) -> np.ndarray:
+    """Rank i's part of a full parameter.  W_qkv (h, 3h) -> (h, 3h/n): columns of its heads in q, k, v."""
+    rule = split_rule(layer, name)
+    if rule is None:
+        return value
+    if rule == QKV:
+        blocks = value.reshape(value.shape[:-1] + (3, -1))  # (..., 3, h)
+        return np.split(blocks, n, axis=-1)[i].reshape(value.shape[:-1] + (-1,)).copy()
+    return np.split(value, n, axis=rule)[i].copy()
+
+
+def join_param(layer, name: str, shards: list[np.ndarray]) -> np.ndarray:
+    """Inverse of shard_param over the n ranks' parts."""
+    rule = split_rule(layer, name)
+    if rule is None:
+        return shards[0]
+    if rule == QKV:
+        blocks = [s.reshape(s.shape[:-1] + (3, -1)) for s in shards]  # (..., 3, h/n)
+        full = np.concatenate(blocks, axis=-1)
+        return full.reshape(full.shape[:-2] + (-1,))
+    return np.concatenate(shards, axis=rule)
+
+
+def check_tensor_parallel(cfg: TrainConfig, sp: bool) -> None:
+    """The degree must cut heads, hidden, 4*hidden and the vocabulary into equal parts (and the
+    sequence, with sequence parallelism); only the GPT has layers to shard."""
+    m, n = cfg.model, cfg.tp
+    if not isinstance(m, GPTConfig):
+        raise ParasimError(f"tensor parallelism shards transformer layers (Megatron-LM); the {m!r} model has none, "
+                           "use --strategy dp or pp")
+    sizes = {"heads": m.heads, "hidden": m.hidden, "4*hidden": 4 * m.hidden, "vocabulary": m.vocab}
+    if sp:
+        sizes["sequence length"] = m.seq_len
+    bad = [f"{k} {v}" for k, v in sizes.items() if v % n]
+    if bad:
+        raise ParasimError(f"tensor-parallel degree {n} must divide " + ", ".join(f"{k} {v}" for k, v in sizes.items())
+                           + f"; it does not divide {', '.join(bad)}")
+    if n > 1 and cfg.schedule in ZERO_BUBBLE and cfg.pp > 1:
+        raise ParasimError(f"schedule {cfg.schedule} splits backward into B and W; the tensor-parallel layers emit "
+                           "them together: use gpipe, 1f1b or interleaved with tp > 1")
+
+
+@dataclass
+class TensorParallelReplica(Replica):
+    """A model replica's lane of tensor rank `t` of `tp`: the same schedule as every other lane of
+    its tensor groups, so their collectives meet in the same order."""
+
+    tp: int = 1
+    t: int = 0
+    sp: bool = False
+    tp_group_of: dict = field(default_factory=dict)  # rank -> its tensor group
+
+    # ---- collectives over the tensor group ------------------------------------------------------
+    def _coll(self, r, kind, src, out, j, tag, nbytes, op="sum"):
+        self.builder.add(r, Collective(kind, src, out, self.tp_group_of[r], op=op, axis=1, nbytes=nbytes,
+                                       tag=tag, microbatch=j))
+
+    def _full_nbytes(self, width: int) -> int:
+        return 8 * self.microbatch_size * self.config.seq_len * width  # (mb, s, width) float64
+
+    def _reduce(self, r, part, out, j, tag, width=None):
+        """Row-parallel output: AllReduce (g), or ReduceScatter along the sequence under SP."""
+        nb = self._full_nbytes(width or self.config.hidden)
+        self._coll(r, "reduce_scatter" if self.sp else "all_reduce", part, out, j, tag, nb)
+        self.builder.free(r, part)
+
+    def _gather(self, r, x, out, j, tag) -> str:
+        """Column-parallel input: identity, or AllGather along the sequence under SP."""
+        if not self.sp:
+            return x
+        self._coll(r, "all_gather", x, out, j, tag, self._full_nbytes(self.config.hidden) // self.tp)
+        return out
+
+    def _drop(self, r, *names):
+        self.builder.free(r, *dict.fromkeys(names))
+
+    def activation_nbytes(self, li: int) -> int:
+        return super().activation_nbytes(li) // (self.tp if self.sp else 1)
+
+    def _fl(self, kind: str) -> float:
+        """Matmul FLOPs of one piece on one rank (Narayanan et al. 2021 counts, divided by n)."""
+        c, B = self.config, self.microbatch_size
+        s, h, V = c.seq_len, c.hidden, c.vocab
+        per = {"attn": 8 * B * s * h * h + 4 * B * s * s * h, "mlp": 16 * B * s * h * h, "head": 2 * B * s * h * V,
+               "attn_b": 16 * B * s * h * h + 8 * B * s * s * h, "mlp_b": 32 * B * s * h * h, "head_b": 4 * B * s * h * V}
+        return float(per[kind]) / self.tp
+
+    def _names(self, li, j):
+        return f"act/cache/{li}/mb{j}", f"act/tp/{li}/mb{j}"
+
+    # ---- forward ----------------------------------------------------------------------------------
+    def emit_layer_forward(self, r, li, x, y, j):
+        b, lyr = self.builder, layer_of(self.config, li)
+        c, T = self._names(li, j)
+        P = lambda n: param(li, n)  # noqa: E731
+        kw = dict(phase="forward", microbatch=j)
+        if isinstance(lyr, Embedding):
+            rows = lyr.vocab // self.tp
+            b.compute(r, "tp_embed_fwd", [x, P("wte")], [f"{T}/e_part", f"{c}/tokens"], attrs={"start": self.t * rows},
+                      label=f"F{j} {lyr.name} lookup", **kw)
+            self._reduce(r, f"{T}/e_part", f"{T}/e", j, f"{li}/e/mb{j}")
+            offset = self.t * lyr.seq_len // self.tp if self.sp else 0
+            b.compute(r, "tp_embed_pos", [f"{T}/e", P("wpe")], [y], attrs={"offset": offset},
+                      label=f"F{j} {lyr.name} +pos", **kw)
+            self._drop(r, f"{T}/e")
+        elif isinstance(lyr, TransformerBlock):
+            b.compute(r, "tp_ln_fwd", [x, P("ln1_g"), P("ln1_b")], [f"{c}/a", f"{c}/ln1"], label=f"F{j} {lyr.name} ln1", **kw)
+            a = self._gather(r, f"{c}/a", f"{T}/a", j, f"{li}/a/mb{j}")
+            b.compute(r, "tp_attn_fwd", [a, P("w_qkv"), P("b_qkv"), P("w_o")], [f"{T}/o_part", f"{c}/attn"],
+                      attrs={"heads": lyr.heads // self.tp, "causal": lyr.causal}, flops=self._fl("attn"),
+                      label=f"F{j} {lyr.name} attn", **kw)
+            if self.sp:
+                self._drop(r, a)
+            self._reduce(r, f"{T}/o_part", f"{T}/o", j, f"{li}/o/mb{j}")
+            b.compute(r, "tp_residual_ln_fwd", [x, f"{T}/o", P("b_o"), P("ln2_g"), P("ln2_b")],
+                      [f"{T}/x1", f"{c}/m", f"{c}/ln2"], label=f"F{j} {lyr.name} ln2", **kw)
+            self._drop(r, f"{T}/o")
+            m = self._gather(r, f"{c}/m", f"{T}/m", j, f"{li}/m/mb{j}")
+            b.compute(r, "tp_mlp_fwd", [m, P("w_fc"), P("b_fc"), P("w_proj")], [f"{T}/p_part", f"{c}/mlp"],
+                      flops=self._fl("mlp"), label=f"F{j} {lyr.name} mlp", **kw)
+            if self.sp:
+                self._drop(r, m)
+            self._reduce(r, f"{T}/p_part", f"{T}/p", j, f"{li}/p/mb{j}")
+            b.compute(r, "tp_residual", [f"{T}/x1", f"{T}/p", P("b_proj")], [y], label=f"F{j} {lyr.name} out", **kw)
+            self._drop(r, f"{T}/x1", f"{T}/p")
+        else:  # LMHead: logits of this rank's vocabulary slice, (mb, s, V/n)
+            b.compute(r, "tp_ln_fwd", [x, P("ln_g"), P("ln_b")], [f"{c}/a", f"{c}/ln"], label=f"F{j} {lyr.name} ln", **kw)
+            a = self._gather(r, f"{c}/a", f"{T}/a", j, f"{li}/a/mb{j}")
+            b.compute(r, "tp_logits_fwd", [a, P("w_out")], [y], flops=self._fl("head"), label=f"F{j} {lyr.name}", **kw)
+            if self.sp:
+                self._drop(r, a)
+
+    def emit_loss_forward(self, r, x, j):
+        """Vocabulary-parallel cross-entropy: three AllReduces of (mb, s) statistics."""
+        b, T, yv = self.builder, f"act/tp/loss/mb{j}", f"data/y/mb{j}"
+        kw = dict(phase="forward", microbatch=j)
+        start = self.t * self.config.vocab // self.tp
+        nb = 8 * self.microbatch_size * self.config.seq_len
+        b.compute(r, "vp_ce_max", [x], [f"{T}/max"], label=f"F{j} loss max", **kw)
+        self._coll(r, "all_reduce", f"{T}/max", f"{T}/max", j, f"loss/max/mb{j}", nb, op="max")
+        b.compute(r, "vp_ce_stats", [x, f"{T}/max", yv], [f"{T}/sumexp", f"{T}/zt"], attrs={"start": start},
+                  label=f"F{j} loss sum-exp", **kw)
+        self._coll(r, "all_reduce", f"{T}/sumexp", f"{T}/sumexp", j, f"loss/sumexp/mb{j}", nb)
+        self._coll(r, "all_reduce", f"{T}/zt", f"{T}/zt", j, f"loss/target/mb{j}", nb)
+        b.compute(r, "vp_ce_loss", [x, f"{T}/max", f"{T}/sumexp", f"{T}/zt", yv],
+                  [f"out/loss/mb{j}", f"act/cache/loss/mb{j}"], attrs={"start": start}, label=f"F{j} loss", **kw)
+        self._drop(r, f"{T}/max", f"{T}/sumexp", f"{T}/zt")
+
+    # ---- backward ---------------------------------------------------------------------------------
+    def emit_loss_backward(self, r, dy, j):
+        self.builder.compute(r, "vp_ce_bwd", [f"act/cache/loss/mb{j}"], [dy], attrs={"scale": self.scale},
+                             phase="backward", microbatch=j, label=f"B{j} loss")
+        self._drop(r, f"act/cache/loss/mb{j}")
+
+    def emit_layer_backward(self, r, li, dy, dx, j, accumulate):
+        b, lyr = self.builder, layer_of(self.config, li)
+        c, T = self._names(li, j)
+        P = lambda n: param(li, n)  # noqa: E731
+        G = lambda *ns: [grad(li, n) for n in ns]  # noqa: E731
+        acc = lambda *ns: G(*ns) if accumulate else []  # noqa: E731
+        kw = dict(phase="backward", microbatch=j)
+        sp_only = (lambda *ns: ns) if self.sp else (lambda *ns: ())
+        if isinstance(lyr, Embedding):
+            dyf = self._gather(r, dy, f"{T}/dy", j, f"{li}/dy/mb{j}")
+            rows = lyr.vocab // self.tp
+            b.compute(r, "tp_embed_bwd", [f"{c}/tokens", dyf, *acc("wte", "wpe")], G("wte", "wpe"),
+                      attrs={"start": self.t * rows, "rows": rows, "seq": lyr.seq_len}, label=f"B{j} {lyr.name}", **kw)
+            self._drop(r, f"{c}/tokens", *sp_only(dyf))
+        elif isinstance(lyr, TransformerBlock):
+            dyf = self._gather(r, dy, f"{T}/dy", j, f"{li}/dy/mb{j}")
+            m = self._gather(r, f"{c}/m", f"{T}/m", j, f"{li}/m/mb{j}")  # re-gathered, not kept (Sec. 4.2.2)
+            b.compute(r, "tp_mlp_bwd", [f"{c}/mlp", m, dyf, P("w_fc"), P("w_proj"), *acc("w_fc", "b_fc", "w_proj")],
+                      [f"{T}/dm_part", *G("w_fc", "b_fc", "w_proj")], flops=self._fl("mlp_b"),
+                      label=f"B{j} {lyr.name} mlp", **kw)
+            self._drop(r, f"{c}/mlp", f"{c}/m", *sp_only(m, dyf))
+            self._reduce(r, f"{T}/dm_part", f"{T}/dm", j, f"{li}/dm/mb{j}")
+            b.compute(r, "tp_res_ln_bwd", [f"{c}/ln2", dy, f"{T}/dm", P("ln2_g"), *acc("ln2_g", "ln2_b", "b_proj")],
+                      [f"{T}/dx1", *G("ln2_g", "ln2_b", "b_proj")], label=f"B{j} {lyr.name} ln2", **kw)
+            self._drop(r, f"{c}/ln2", f"{T}/dm")
+            dx1f = self._gather(r, f"{T}/dx1", f"{T}/dx1_full", j, f"{li}/dx1/mb{j}")
+            a = self._gather(r, f"{c}/a", f"{T}/a", j, f"{li}/a/mb{j}")
+            b.compute(r, "tp_attn_bwd", [f"{c}/attn", a, dx1f, P("w_qkv"), P("w_o"), *acc("w_qkv", "b_qkv", "w_o")],
+                      [f"{T}/da_part", *G("w_qkv", "b_qkv", "w_o")], flops=self._fl("attn_b"),
+                      label=f"B{j} {lyr.name} attn", **kw)
+            self._drop(r, f"{c}/attn", f"{c}/a", *sp_only(a, dx1f))
+            self._reduce(r, f"{T}/da_part", f"{T}/da", j, f"{li}/da/mb{j}")
+            b.compute(r, "tp_res_ln_bwd", [f"{c}/ln1", f"{T}/dx1", f"{T}/da", P("ln1_g"), *acc("ln1_g", "ln1_b", "b_o")],
+                      [dx, *G("ln1_g", "ln1_b", "b_o")], label=f"B{j} {lyr.name} ln1", **kw)
+            self._drop(r, f"{c}/ln1", f"{T}/dx1", f"{T}/da")
+        else:  # LMHead
+            a = self._gather(r, f"{c}/a", f"{T}/a", j, f"{li}/a/mb{j}")
+            b.compute(r, "tp_logits_bwd", [a, dy, P("w_out"), *acc("w_out")], [f"{T}/da_part", *G("w_out")],
+                      flops=self._fl("head_b"), label=f"B{j} {lyr.name} logits", **kw)
+            self._drop(r, f"{c}/a", *sp_only(a))
+            self._reduce(r, f"{T}/da_part", f"{T}/da", j, f"{li}/da/mb{j}")
+            b.compute(r, "tp_ln_bwd", [f"{c}/ln", f"{T}/da", P("ln_g"), *acc("ln_g", "ln_b")], [dx, *G("ln_g", "ln_b")],
+                      label=f"B{j} {lyr.name} ln", **kw)
+            self._drop(r, f"{c}/ln", f"{T}/da")
+
+    def emit_layer_backward_input(self, r, li, dy, dx, j):
+        raise ParasimError("zero-bubble B/W splitting is not available with tensor parallelism")
+
+    def _weight_done(self, r: int, li: int) -> None:
+        """Under SP, sum the partial layer-norm and bias gradients over the tensor group once the
+        last micro-batch's are in (before the data-parallel synchronisation)."""
+        if self.sp and self._bw_done.get((r, li), 0) + 1 == self.m:
+            lyr = layer_of(self.config, li)
+            for n in SP_PARTIAL.get(type(lyr), ()):
+                size = int(np.prod(lyr.param_shapes()[n]))
+                self._coll(r, "all_reduce", grad(li, n), grad(li, n), None, f"sp/{li}/{n}", 8 * size)
+        super()._weight_done(r, li)
+
+
+@dataclass(frozen=True)
+class TensorParallel:
+    """The placement of layers on tp ranks (see replicated.WholeLayers for the interface)."""
+
+    cfg: TrainConfig  # resolved
+    sp: bool = False
+
+    @property
+    def tp_group_of(self) -> dict[int, tuple[int, ...]]:
+        c = self.cfg
+        mesh = DeviceMesh({"pp": c.pp, "dp": c.dp, "tp": c.tp})  # the mesh of compile_replicated
+        return {r: g for g in mesh.groups("tp") for r in g}
+
+    def replica(self, builder, stages, ranks, t, mbs, scale, ready) -> Replica:
+        return TensorParallelReplica(builder, self.cfg.model, stages, ranks, mbs, scale, ready,
+                                     tp=self.cfg.tp, t=t, sp=self.sp, tp_group_of=self.tp_group_of)
+
+    def shapes(self, li: int) -> dict:
+        lyr = layer_of(self.cfg.model, li)
+        return {n: shard_param(lyr, n, np.empty(s, dtype=np.int8), self.cfg.tp, 0).shape
+                for n, s in lyr.param_shapes().items()}
+
+    def shard(self, li: int, name: str, value: np.ndarray, t: int) -> np.ndarray:
+        return shard_param(layer_of(self.cfg.model, li), name, value, self.cfg.tp, t)
+
+    def gather(self, homes: dict) -> Callable:
+        """homes[(layer, name)] = [(rank, tensor) per tensor rank]: fetch and reassemble."""
+        model = self.cfg.model
+
+        def read(runtime) -> list[dict]:
+            wanted: dict[int, list[str]] = {}
+            for places in homes.values():
+                for rank, tensor in places:
+                    wanted.setdefault(rank, []).append(tensor)
+            got = {rank: runtime.fetch(rank, names) for rank, names in wanted.items()}
+            out: list[dict] = [dict() for _ in range(1 + max(li for li, _ in homes))]
+            for (li, n), places in homes.items():
+                out[li][n] = join_param(layer_of(model, li), n, [got[r][t] for r, t in places])
+            return out
+
+        return read
+
+
+def compile_tensor_parallel(cfg: TrainConfig, sp: bool = False) -> Compiled:
+    """Tensor parallelism on tp ranks (times any dp and pp degrees given: see hybrid.py)."""
+    cfg = cfg.resolved()
+    check_tensor_parallel(cfg, sp)
+    return compile_replicated(cfg, TensorParallel(cfg, sp))
+
+
+def compile_tp(cfg: TrainConfig) -> Compiled:
+    return compile_tensor_parallel(replace(cfg, strategy="tp"))
