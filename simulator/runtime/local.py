@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .base import DEVICE_METHODS, Runtime
+from ..errors import DeviceFailure
 from .device import Device
 
 
@@ -13,9 +14,23 @@ class LocalRuntime(Runtime):
 
     name = "local"
 
-    def __init__(self, n_devices: int):
+    def __init__(self, n_devices: int, device_class: type = Device):
         super().__init__(n_devices)
-        self.devices = [Device(r) for r in range(self.n_devices)]
+        self.device_class = device_class
+        self.devices = [device_class(r) for r in range(self.n_devices)]
+
+    def kill(self, rank: int, reason: str = "killed") -> None:
+        """The device stops for good: every later call raises DeviceFailure (until `restart`)."""
+        self._check_rank(rank)
+        self.devices[rank].failed = DeviceFailure(rank, "any call", reason)
+
+    def restart(self, rank: int) -> None:
+        """A fresh, empty device in place of `rank` (as a replaced machine would be)."""
+        self._check_rank(rank)
+        self.devices[rank] = self.device_class(rank)
+
+    def alive(self, rank: int) -> bool:
+        return self.devices[rank].failed is None
 
     def _call(self, rank: int, method: str, args: tuple, n_out: int) -> tuple[list, Any]:
         assert method in DEVICE_METHODS, method

@@ -33,8 +33,14 @@ class _Failure(Exception):
 class _DeviceActor:
     """The actor body: a Device, one entry point. Returns n results + an acknowledgement."""
 
-    def __init__(self, rank: int):
-        self.device = Device(rank)
+    def __init__(self, rank: int, device_class: type = Device):
+        self.device = device_class(rank)
+
+    def node_id(self) -> str:
+        """The Ray node this actor runs on."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
 
     def invoke(self, method: str, *args):
         if method not in DEVICE_METHODS:
@@ -63,29 +69,124 @@ def ensure_ray(address: str | None = None, num_cpus: int = 2) -> bool:
 class RayRuntime(Runtime):
     name = "ray"
 
-    def __init__(self, n_devices: int, address: str | None = None, num_cpus: int = 2):
+    """n actors. timeout_s bounds every wait (None: wait forever); devices_per_node > 0 places
+    the actors with a placement group of one bundle per simulated node (ranks r // devices_per_node
+    share a bundle, so intra-node groups stay on one Ray node; bundles SPREAD over Ray nodes)."""
+
+    def __init__(self, n_devices: int, address: str | None = None, num_cpus: int = 2,
+                 timeout_s: float | None = None, devices_per_node: int = 0, device_class: type = Device):
         super().__init__(n_devices)
         import ray
 
         self._owns_ray = ensure_ray(address, num_cpus)
-        actor = ray.remote(num_cpus=0, max_restarts=0)(_DeviceActor)
-        self.actors = [actor.remote(r) for r in range(self.n_devices)]
+        self.timeout_s, self.device_class = timeout_s, device_class
+        self.devices_per_node = int(devices_per_node)
+        self._where: dict = {}  # acknowledgement ref -> (rank, what the call runs)
+        self.placement_group = None
+        if self.devices_per_node > 0:
+            from ray.util.placement_group import placement_group
 
+            n_nodes = -(-self.n_devices // self.devices_per_node)
+            self.placement_group = placement_group(
+                [{"CPU": 0.001 * self.devices_per_node}] * n_nodes, strategy="SPREAD")
+            ray.get(self.placement_group.ready(), timeout=timeout_s or 60)
+        self.actors = [self._new_actor(r) for r in range(self.n_devices)]
+        self._rank_of = {a._actor_id.hex(): r for r, a in enumerate(self.actors)}
+
+    def _new_actor(self, rank: int, placed: bool = True):
+        import ray
+
+        opts: dict = {"num_cpus": 0, "max_restarts": 0}
+        if self.placement_group is not None and placed:
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+            opts = {"num_cpus": 0.001, "max_restarts": 0, "scheduling_strategy": PlacementGroupSchedulingStrategy(
+                self.placement_group, placement_group_bundle_index=rank // self.devices_per_node)}
+        return ray.remote(_DeviceActor).options(**opts).remote(rank, self.device_class)
+
+    # ---- fault tolerance: kill, probe, restart ----------------------------------------------------
+    def kill(self, rank: int, reason: str = "killed") -> None:
+        """A real `ray.kill` of the device's actor: its process ends, later calls raise."""
+        import ray
+
+        self._check_rank(rank)
+        ray.kill(self.actors[rank], no_restart=True)
+
+    def alive(self, rank: int) -> bool:
+        """True if the actor answers within the timeout and its device has not failed."""
+        import ray
+
+        try:
+            rep = ray.get(self.actors[rank].invoke.remote("report"), timeout=self.timeout_s or 30)
+        except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
+            return False
+        rep = rep[0] if isinstance(rep, tuple) else rep
+        return not rep.get("failed") if isinstance(rep, dict) else True
+
+    def restart(self, rank: int) -> None:
+        """Replace the actor by a new one (an empty device). It goes to its node's bundle if that
+        bundle still lives, otherwise wherever Ray finds room (its node is gone)."""
+        import ray
+
+        self._check_rank(rank)
+        try:
+            ray.kill(self.actors[rank], no_restart=True)
+        except Exception:
+            pass
+        actor = self._new_actor(rank)
+        try:
+            ray.get(actor.invoke.remote("reset_counters"), timeout=self.timeout_s or 30)
+        except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
+            ray.kill(actor, no_restart=True)
+            actor = self._new_actor(rank, placed=False)
+        self.actors[rank] = actor
+        self._rank_of[actor._actor_id.hex()] = rank
+
+    def node_of(self) -> list[str]:
+        """The Ray node id of every device."""
+        import ray
+
+        return ray.get([a.node_id.remote() for a in self.actors], timeout=self.timeout_s or 60)
+
+    # ---- calls ---------------------------------------------------------------------------------------
     def _call(self, rank: int, method: str, args: tuple, n_out: int) -> tuple[list, Any]:
         refs = self.actors[rank].invoke.options(num_returns=n_out + 1).remote(method, *args)
+        ack = refs if n_out == 0 else refs[-1]
+        self._where[ack] = (rank, _what(method, args))
         if n_out == 0:
             return [], refs
         return list(refs[:-1]), refs[-1]
 
+    def _first_unfinished(self, handles: list) -> str:
+        import ray
+
+        ready, pending = ray.wait(handles, num_returns=len(handles), timeout=0)
+        for h in pending:
+            if h in self._where:
+                rank, what = self._where[h]
+                return f"device {rank} at {what}"
+        return f"{len(pending)} call(s)"
+
     def _wait(self, handles: list) -> list:
+        try:
+            return self._get(handles)
+        finally:
+            for h in handles:
+                self._where.pop(h, None)
+
+    def _get(self, handles: list) -> list:
         import ray
 
         try:
-            return ray.get(handles)
+            return ray.get(handles, timeout=self.timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            where = self._first_unfinished(handles)
+            raise DeviceFailure(_rank_in(where), where, f"no answer within the bounded wait of "
+                                f"{self.timeout_s} s (straggler, lost message or dead node)") from None
         except ray.exceptions.RayTaskError as e:
             for h in handles:  # let every call finish, so no failed result is left unread
                 try:
-                    ray.get(h)
+                    ray.get(h, timeout=self.timeout_s)
                 except Exception:
                     pass
             cause = getattr(e, "cause", None)
@@ -95,7 +196,9 @@ class RayRuntime(Runtime):
                 raise cause from None
             raise
         except ray.exceptions.RayActorError as e:
-            raise DeviceFailure(-1, "a Ray call", f"actor died: {e}") from e
+            rank = self._rank_of.get(getattr(e, "actor_id", None) or "", -1)
+            what = next((w for h, (r, w) in self._where.items() if r == rank and h in set(handles)), "a Ray call")
+            raise DeviceFailure(rank, what, "its actor died (process or node lost)") from None
 
     def close(self) -> None:
         import ray
@@ -105,8 +208,28 @@ class RayRuntime(Runtime):
         for a in self.actors:
             ray.kill(a)
         self.actors = []
+        if self.placement_group is not None:
+            from ray.util.placement_group import remove_placement_group
+
+            remove_placement_group(self.placement_group)
+            self.placement_group = None
         if self._owns_ray:
             ray.shutdown()
 
     def __repr__(self) -> str:
         return f"RayRuntime({self.n_devices} actors)"
+
+
+def _what(method: str, args: tuple) -> str:
+    """A short name of a call: the first instruction it runs, for failure messages."""
+    if method == "run_batch" and args and args[0]:
+        index, ins = args[0][0]
+        return f"instruction #{index} {ins!r}"
+    if method == "collective_step" and args:
+        return f"instruction #{args[0].index} {args[0].ins!r}"
+    return f"a {method} call"
+
+
+def _rank_in(where: str) -> int:
+    parts = where.split()
+    return int(parts[1]) if len(parts) > 1 and parts[0] == "device" and parts[1].isdigit() else -1
