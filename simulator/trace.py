@@ -31,6 +31,7 @@ class TraceEvent:
     microbatch: int | None = None
     step: int = 0
     flow: int | None = None  # send/recv pairs share a flow id
+    group: tuple[int, ...] = ()  # a collective's ranks (which mesh axis it runs on)
 
     @property
     def end_s(self) -> float:
@@ -145,6 +146,8 @@ class Trace:
             args = {"phase": e.phase, "kind": e.kind, "nbytes": e.nbytes, "flops": e.flops, "step": e.step}
             if e.microbatch is not None:
                 args["microbatch"] = e.microbatch
+            if e.group:
+                args["group"] = list(e.group)
             tid = LANES.index(e.lane)
             ev.append({"ph": "X", "name": e.name, "cat": e.phase, "pid": e.device, "tid": tid,
                        "ts": e.start_s * 1e6, "dur": e.duration_s * 1e6, "args": args})

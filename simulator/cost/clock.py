@@ -136,7 +136,7 @@ def simulate(program: Program, model: DeviceModel | None = None, *, step: int = 
                 if ins.blocking:
                     t_comp[r] = max(t_comp[r], end)
                 events.append(TraceEvent(r, "comm", f"{ins.kind} {ins.tensor}", start, dur, ins.phase, ins.kind,
-                                         sent[g], 0.0, ins.microbatch, step))
+                                         sent[g], 0.0, ins.microbatch, step, group=ins.group))
     trace = Trace(program.n_devices, events, name=name or program.name)
     if memory:
         trace.memory = sorted((MemorySample(r, end_of.get((r, i), 0.0), dict(b), step)
