@@ -141,8 +141,11 @@ class Model:
 
 
 def build_model(config) -> Model:
-    """GPT: (embedding, block0..block{L-1}, head). MLP: one Dense layer per linear (linear0..)."""
-    if isinstance(config, GPTConfig):
+    """GPT: (embedding, block0..block{L-1}, head). MLP: one Dense layer per linear (linear0..).
+    A config with a `build_layers()` method (e.g. parallel.experts.MoEGPTConfig) builds its own."""
+    if callable(getattr(config, "build_layers", None)):
+        layers = tuple(config.build_layers())
+    elif isinstance(config, GPTConfig):
         c = config
         layers = (
             Embedding("embedding", c.vocab, c.seq_len, c.hidden),

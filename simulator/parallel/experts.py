@@ -1,0 +1,251 @@
+"""Mixture-of-experts transformer block: top-k routing with a capacity factor, expert MLPs, and a
+GPT config whose blocks use it (Shazeer et al. 2017; GShard, Lepikhin et al. 2020; Switch,
+Fedus et al. 2021).
+
+    x1 = x + W_o attn(ln1(x) W_qkv + b_qkv) + b_o                     (as the dense block)
+    m  = ln2(x1);  p = softmax(m W_r)                                  router, W_r (h, E)
+    y  = x1 + sum_{c < k, kept} g_c  E_{e_c}(m)                         E_e(m) = gelu(m W1_e + b1_e) W2_e + b2_e
+
+e_c is the token's c-th most probable expert (ties: the lower index); gates g = p_e for k = 1
+(Switch), p_{e_c} / sum_{c'} p_{e_c'} for k = 2 (GShard). Capacity: each expert takes at most
+C = ceil(capacity_factor x k x s / E) tokens of each sequence (the routing group is one sequence,
+so every split of the batch over devices routes identically). Slots are filled choice by choice
+(all first choices, then all second choices), tokens in position order; an assignment beyond C is
+dropped: its expert output is not added (the token keeps its residual path). No auxiliary
+load-balancing loss is used.
+
+The block is computed in three parts so expert parallelism can put AllToAlls between them:
+`pre` (attention, router, dispatch buffer (E, B C, h)), `experts` on any contiguous block of
+experts, `post` (combine). On one device the buffer goes straight from `pre` to `experts`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..errors import ParasimError
+from ..models import GPTConfig
+from ..models import kernels as K
+from ..models.attention import attention_backward, attention_forward
+from ..models.base import Layer, normal_init
+from ..models.layers import Embedding, LMHead
+
+EXPERT_PARAMS = ("w_fc", "b_fc", "w_proj", "b_proj")  # stacked over experts on axis 0
+INIT_STD = 0.02
+
+
+@dataclass(frozen=True, repr=False)
+class MoEGPTConfig(GPTConfig):
+    """A GPT whose blocks' MLPs are mixtures of `experts` expert MLPs (hidden `expert_hidden`,
+    0 means 4h) with top-`top_k` routing and `capacity_factor`. Same data as the GPT."""
+
+    experts: int = 4  # E
+    top_k: int = 1  # k, 1 (Switch) or 2 (GShard)
+    capacity_factor: float = 1.25  # C = ceil(cf x k x s / E) per sequence and expert
+    expert_hidden: int = 0  # f; 0 means 4 h
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not isinstance(self.experts, int) or self.experts < 1:
+            raise ParasimError(f"MoEGPTConfig: experts must be a positive integer, got {self.experts!r}")
+        if self.top_k not in (1, 2) or self.top_k > self.experts:
+            raise ParasimError(f"MoEGPTConfig: top_k must be 1 or 2 and at most experts ({self.experts}), got {self.top_k!r}")
+        if not self.capacity_factor > 0:
+            raise ParasimError(f"MoEGPTConfig: capacity_factor must be > 0, got {self.capacity_factor}")
+        if not isinstance(self.expert_hidden, int) or self.expert_hidden < 0:
+            raise ParasimError(f"MoEGPTConfig: expert_hidden must be >= 0, got {self.expert_hidden!r}")
+
+    def __repr__(self):
+        return (f"MoEGPT(L={self.layers}, h={self.hidden}, a={self.heads}, s={self.seq_len}, V={self.vocab}, "
+                f"E={self.experts}, k={self.top_k}, cf={self.capacity_factor:g})")
+
+    def to_dict(self):
+        return {"kind": "moe-gpt", **asdict(self)}
+
+    def build_layers(self) -> tuple:
+        """The layers `models.build_model` uses for this config: embedding, MoE blocks, head."""
+        f = self.expert_hidden or 4 * self.hidden
+        return (Embedding("embedding", self.vocab, self.seq_len, self.hidden),
+                *(MoEBlock(f"moe{i}", self.hidden, self.heads, self.seq_len, self.experts, self.top_k,
+                           self.capacity_factor, f) for i in range(self.layers)),
+                LMHead("head", self.hidden, self.vocab, self.seq_len))
+
+
+def capacity(seq_len: int, experts: int, top_k: int, capacity_factor: float) -> int:
+    """C = ceil(cf x k x s / E), at least 1 (GShard Algorithm 1, per group of s tokens)."""
+    return max(1, math.ceil(capacity_factor * top_k * seq_len / experts))
+
+
+def route(probs: np.ndarray, top_k: int, cap: int):
+    """probs (B, s, E) -> (expert (B, s, k) int, slot (B, s, k) int with -1 = dropped, gates (B, s, k)).
+    Slots count per sequence and expert, choice by choice, tokens in position order."""
+    B, s, E = probs.shape
+    expert = np.argsort(-probs, axis=-1, kind="stable")[..., :top_k]  # (B, s, k)
+    chosen = np.take_along_axis(probs, expert, axis=-1)  # (B, s, k)
+    gates = chosen if top_k == 1 else chosen / chosen.sum(axis=-1, keepdims=True)
+    slot = np.full((B, s, top_k), -1, dtype=np.int64)
+    used = np.zeros((B, E), dtype=np.int64)  # assignments so far per sequence and expert
+    for c in range(top_k):
+        onehot = np.eye(E, dtype=np.int64)[expert[..., c]]  # (B, s, E)
+        pos = (np.cumsum(onehot, axis=1) - onehot + used[:, None, :])  # earlier tokens choosing e
+        pos = np.take_along_axis(pos, expert[..., c:c + 1], axis=-1)[..., 0]  # (B, s)
+        slot[..., c] = np.where(pos < cap, pos, -1)
+        used += onehot.sum(axis=1)
+    return expert, slot, gates
+
+
+def routing_stats(expert: np.ndarray, slot: np.ndarray, experts: int) -> np.ndarray:
+    """(E + 1,) float64: tokens kept per expert, then the number of dropped assignments."""
+    kept = np.bincount(expert[slot >= 0], minlength=experts).astype(np.float64)
+    return np.append(kept, float(np.sum(slot < 0)))
+
+
+@dataclass(frozen=True)
+class MoEBlock(Layer):
+    name: str
+    hidden: int  # h
+    heads: int  # a
+    seq_len: int  # s
+    experts: int  # E
+    top_k: int  # k
+    capacity_factor: float
+    expert_hidden: int  # f
+
+    def __repr__(self):
+        return (f"MoEBlock({self.name}: h={self.hidden}, a={self.heads}, E={self.experts}, k={self.top_k}, "
+                f"C={self.capacity}/seq)")
+
+    @property
+    def capacity(self) -> int:
+        return capacity(self.seq_len, self.experts, self.top_k, self.capacity_factor)
+
+    def param_shapes(self):
+        h, E, f = self.hidden, self.experts, self.expert_hidden
+        return {"ln1_g": (h,), "ln1_b": (h,), "w_qkv": (h, 3 * h), "b_qkv": (3 * h,), "w_o": (h, h), "b_o": (h,),
+                "ln2_g": (h,), "ln2_b": (h,), "w_router": (h, E),
+                "w_fc": (E, h, f), "b_fc": (E, f), "w_proj": (E, f, h), "b_proj": (E, h)}  # fmt: skip
+
+    def init(self, rng):
+        return {k: (normal_init(rng, s, INIT_STD) if k.startswith("w_") else
+                    np.ones(s) if k.endswith("_g") else np.zeros(s)) for k, s in self.param_shapes().items()}
+
+    # ---- the three parts ---------------------------------------------------------------------
+    def pre(self, p, x):
+        """x (B, s, h) -> (dispatch (E, B C, h), cache, stats (E + 1,))."""
+        h, E, C = self.hidden, self.experts, self.capacity
+        a, c_ln1 = K.layer_norm_forward(x, p["ln1_g"], p["ln1_b"])
+        qkv, _ = K.linear_forward(a, p["w_qkv"], p["b_qkv"])  # (B, s, 3h)
+        att, c_att = attention_forward(qkv[..., :h], qkv[..., h:2 * h], qkv[..., 2 * h:], self.heads)
+        x1 = x + K.linear_forward(att, p["w_o"], p["b_o"])[0]
+        m, c_ln2 = K.layer_norm_forward(x1, p["ln2_g"], p["ln2_b"])
+        z = m @ p["w_router"]  # (B, s, h) @ (h, E) -> (B, s, E)
+        e = np.exp(z - z.max(axis=-1, keepdims=True))
+        probs = e / e.sum(axis=-1, keepdims=True)
+        expert, slot, gates = route(probs, self.top_k, C)
+        B = x.shape[0]
+        flat = self._flat_slots(expert, slot)  # (B, s, k) index into E * B C, -1 dropped
+        disp = np.zeros((E * B * C, h))
+        kept = flat >= 0
+        disp[flat[kept]] = np.broadcast_to(m[..., None, :], flat.shape + (h,))[kept]
+        cache = {"ln1": c_ln1, "a": a, "att_cache": c_att, "att": att, "x1": x1, "ln2": c_ln2, "m": m,
+                 "probs": probs, "expert": expert, "flat": flat, "gates": gates}
+        return disp.reshape(E, B * C, h), cache, routing_stats(expert, slot, E)
+
+    def _flat_slots(self, expert, slot):
+        """Row of each assignment in the (E, B C) dispatch buffer: e * B C + b C + slot."""
+        B, C = expert.shape[0], self.capacity
+        row = expert * (B * C) + np.arange(B)[:, None, None] * C + slot
+        return np.where(slot >= 0, row, -1)
+
+    def experts_forward(self, pe, xin):
+        """Experts e0.. of the stacked params pe on their tokens xin (E', T, h) -> (out (E', T, h), cache)."""
+        hpre = xin @ pe["w_fc"] + pe["b_fc"][:, None, :]  # (E', T, h) @ (E', h, f) -> (E', T, f)
+        g, _ = K.gelu_forward(hpre)
+        return g @ pe["w_proj"] + pe["b_proj"][:, None, :], (xin, hpre, g)  # (E', T, f) @ (E', f, h)
+
+    def post(self, cache, eout):
+        """Combine: y = x1 + sum over kept assignments of gate x expert output.   eout (E, B C, h)."""
+        flat, gates, x1 = cache["flat"], cache["gates"], cache["x1"]
+        rows = eout.reshape(-1, eout.shape[-1])[np.maximum(flat, 0)]  # (B, s, k, h)
+        w = np.where(flat >= 0, gates, 0.0)[..., None]
+        return x1 + (w * rows).sum(axis=2)
+
+    # ---- backward of the three parts -----------------------------------------------------------
+    def post_backward(self, cache, eout, dy):
+        """-> (d eout (E, B C, h), d gates (B, s, k))."""
+        flat, gates = cache["flat"], cache["gates"]
+        kept = flat >= 0
+        rows = eout.reshape(-1, eout.shape[-1])[np.maximum(flat, 0)]  # (B, s, k, h)
+        dgates = np.where(kept, np.einsum("bskh,bsh->bsk", rows, dy), 0.0)
+        deout = np.zeros((eout.shape[0] * eout.shape[1], eout.shape[-1]))
+        np.add.at(deout, flat[kept], (gates[..., None] * dy[:, :, None, :])[kept])
+        return deout.reshape(eout.shape), dgates
+
+    def experts_backward(self, pe, cache, dout):
+        """-> (d xin, {expert param: grad}) for the experts of pe."""
+        xin, hpre, g = cache
+        dg = dout @ pe["w_proj"].transpose(0, 2, 1)  # (E', T, h) @ (E', h, f)
+        dh = K.gelu_backward(hpre, dg)
+        grads = {"w_fc": xin.transpose(0, 2, 1) @ dh, "b_fc": dh.sum(axis=1),
+                 "w_proj": g.transpose(0, 2, 1) @ dout, "b_proj": dout.sum(axis=1)}
+        return dh @ pe["w_fc"].transpose(0, 2, 1), grads
+
+    def pre_backward(self, p, cache, ddisp, dgates, dy):
+        """-> (dx, {non-expert param: grad}).  dy is the block's output gradient (residual path)."""
+        c, h = cache, self.hidden
+        flat, kept = c["flat"], c["flat"] >= 0
+        rows = ddisp.reshape(-1, h)[np.maximum(flat, 0)]  # (B, s, k, h)
+        dm = np.where(kept[..., None], rows, 0.0).sum(axis=2)
+        # gates -> probs: k = 1 g = p_e; k = 2 g_c = p_c / S  =>  dp_c = (dg_c - sum_c' dg_c' g_c') / S
+        chosen = np.take_along_axis(c["probs"], c["expert"], axis=-1)
+        if self.top_k == 1:
+            dchosen = dgates
+        else:
+            dchosen = (dgates - (dgates * c["gates"]).sum(-1, keepdims=True)) / chosen.sum(-1, keepdims=True)
+        dprobs = np.zeros_like(c["probs"])
+        np.put_along_axis(dprobs, c["expert"], dchosen, axis=-1)
+        dz = c["probs"] * (dprobs - (dprobs * c["probs"]).sum(-1, keepdims=True))  # softmax backward
+        grads = {"w_router": c["m"].reshape(-1, h).T @ dz.reshape(-1, self.experts)}
+        dm = dm + dz @ p["w_router"].T
+        dx1 = dy + K.layer_norm_backward_input(c["ln2"], dm, p["ln2_g"])
+        grads["ln2_g"], grads["ln2_b"] = K.layer_norm_backward_weight(c["ln2"], dm)
+        grads["w_o"], grads["b_o"] = K.linear_backward_weight(c["att"], dx1)
+        datt = K.linear_backward_input(dx1, p["w_o"])
+        dqkv = np.concatenate(attention_backward(c["att_cache"], datt), axis=-1)  # (B, s, 3h)
+        grads["w_qkv"], grads["b_qkv"] = K.linear_backward_weight(c["a"], dqkv)
+        da = K.linear_backward_input(dqkv, p["w_qkv"])
+        grads["ln1_g"], grads["ln1_b"] = K.layer_norm_backward_weight(c["ln1"], da)
+        return dx1 + K.layer_norm_backward_input(c["ln1"], da, p["ln1_g"]), grads
+
+    # ---- the Layer interface (one device: all experts local) ---------------------------------
+    def forward(self, params, x):
+        disp, cache, stats = self.pre(params, x)
+        eout, ecache = self.experts_forward(params, disp)
+        return self.post(cache, eout), {"pre": cache, "eout": eout, "experts": ecache, "stats": stats}
+
+    def backward_input(self, params, cache, dy):
+        """Computes every gradient at once; wcache holds the parameter gradients."""
+        deout, dgates = self.post_backward(cache["pre"], cache["eout"], dy)
+        ddisp, g_exp = self.experts_backward(params, cache["experts"], deout)
+        dx, grads = self.pre_backward(params, cache["pre"], ddisp, dgates, dy)
+        return dx, {**grads, **g_exp}
+
+    def backward_weight(self, params, wcache):
+        return {k: wcache[k] for k in self.param_shapes()}
+
+    def forward_flops(self, batch):
+        """Attention 8 B s h^2 + 4 B s^2 h, router 2 B s h E, experts 4 h f per slot (E x C x B slots)."""
+        B, s, h, E, f = batch, self.seq_len, self.hidden, self.experts, self.expert_hidden
+        return float(8 * B * s * h * h + 4 * B * s * s * h + 2 * B * s * h * E + 4 * h * f * E * self.capacity * B)
+
+    def backward_flops(self, batch):
+        f = self.forward_flops(batch)
+        return f, f
+
+    def activation_bytes(self, batch):
+        """Attention caches (8 B s h + 2 B s + a B s^2), router E B s, expert buffers (h + 2 f) E C B."""
+        B, s, h, a, E, f = batch, self.seq_len, self.hidden, self.heads, self.experts, self.expert_hidden
+        return 8 * (8 * B * s * h + 2 * B * s + a * B * s * s + E * B * s + (h + 2 * f) * E * self.capacity * B)
