@@ -1,0 +1,154 @@
+"""Compile a ParallelPlan into a Program: one instruction list per device.
+
+For every operator, in network order: the input redistributions, the local shard kernel
+(Compute), the forward communication (Collective). Then, for a scalar loss, the backward pass in
+reverse order (seed 1/D on every copy of the loss, see plan.py), the parameter mirrors, and an
+SGD step on each rank's parameter shard. Every move of redistribution.py lowers to:
+split/pad/zero -> one Compute per rank (its own index); AllReduce/AllGather/ReduceScatter -> one
+Collective per group; AllToAll -> pack, a Collective all_to_all on axis 0, unpack.
+
+Tensor names on a device: `param/<p>`, `grad/<p>`, `act/<x>`, intermediates `<...>@<n>`.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from ..program import Program, ProgramBuilder
+from .ops import Reshape
+from .plan import ITEMSIZE, ParallelPlan
+from .redistribution import Step
+
+
+def local_name(net, x: str) -> str:
+    return f"param/{x}" if net.tensors[x].kind == "parameter" else f"act/{x}"
+
+
+class _Emitter:
+    def __init__(self, plan: ParallelPlan):
+        self.plan, self.D = plan, plan.device_num
+        self.b = ProgramBuilder(self.D, name=f"auto-parallel {plan.net.name} on {self.D} devices")
+        self.count = 0
+
+    def fresh(self, base: str) -> str:
+        self.count += 1
+        return f"{base.split('@')[0]}@{self.count}"
+
+    def compute(self, op, ins, outs, attrs_of=None, **kw) -> None:
+        for r in range(self.D):
+            attrs = attrs_of(r) if callable(attrs_of) else dict(attrs_of or {})
+            self.b.compute(r, op, ins, outs, attrs=attrs, **kw)
+
+    def steps(self, name: str, steps, phase: str, final: str | None = None, op: str = "sum") -> str:
+        for k, st in enumerate(steps):
+            out = final if (final and k == len(steps) - 1) else self.fresh(name)
+            self.step(st, name, out, phase, op)
+            name = out
+        return name
+
+    def step(self, st: Step, src: str, out: str, phase: str, op: str) -> None:
+        mesh = st.before.mesh
+        n = prod(mesh.axis_size(a) for a in st.axes)
+
+        def index(r: int) -> int:
+            i = 0
+            for a in st.axes:
+                i = i * mesh.axis_size(a) + mesh.coord(r, a)
+            return i
+
+        if st.kind == "split":
+            self.compute("split", [src], [out], lambda r: dict(parts=n, index=index(r), axis=st.dim),
+                         phase=phase, label="split")
+        elif st.kind == "pad":
+            self.compute("auto.pad", [src], [out], lambda r: dict(parts=n, index=index(r), axis=st.dim),
+                         phase=phase, label="pad")
+        elif st.kind == "zero":
+            self.compute("scale", [src], [out], lambda r: dict(factor=1.0 if index(r) == 0 else 0.0),
+                         phase=phase, label="zero copies")
+        elif st.kind == "all_to_all":
+            packed, moved = self.fresh(src), self.fresh(src)
+            self.compute("auto.a2a_pack", [src], [packed], dict(parts=n, axis=st.dim_to),
+                         phase=phase, label="a2a pack")
+            for g in st.groups:
+                self.b.collective("all_to_all", g, packed, moved, axis=0, nbytes=st.nbytes)
+            self.compute("auto.a2a_unpack", [moved], [out], dict(axis=st.dim), phase=phase,
+                         label="a2a unpack")
+        else:
+            for g in st.groups:
+                self.b.collective(st.kind, g, src, out, axis=st.dim or 0, nbytes=st.nbytes,
+                                  op=op if st.kind == "all_reduce" else "sum")
+
+
+def compile_plan(plan: ParallelPlan, train: bool = True) -> Program:
+    """The Program of one step: forward, and with `train` and a scalar loss, backward + SGD."""
+    em, net = _Emitter(plan), plan.net
+    cur = {x: local_name(net, x) for x, t in net.tensors.items() if t.kind != "activation"}
+    op_inputs = {}
+    for np_ in plan.nodes:
+        node, s = np_.node, np_.sharding
+        names = [em.steps(cur[x], st, "forward") for x, st in zip(node.inputs, np_.in_steps)]
+        op_inputs[node.index] = names
+        shapes = [net.tensors[x].shape for x in node.inputs]
+        local_in = [lay.local_shape(sh) for lay, sh in zip(s.inputs, shapes)]
+        local_out = s.raw.local_shape(net.tensors[node.output].shape)
+        attrs = {"shape": local_out} if isinstance(node.op, Reshape) else node.op.attrs(shapes)
+        raw = f"act/{node.output}" if not np_.out_steps else em.fresh(f"act/{node.output}")
+        em.compute(node.op.fwd, names, [raw], attrs, phase="forward", label=node.label,
+                   flops=node.op.flops(local_in, local_out),
+                   nbytes=ITEMSIZE * sum(prod(sh) for sh in local_in))
+        cur[node.output] = em.steps(raw, np_.out_steps, "forward", final=f"act/{node.output}")
+    loss = plan.loss
+    if train and loss is not None:
+        _backward(em, plan, op_inputs, loss)
+    return em.b.build()
+
+
+def _backward(em: _Emitter, plan: ParallelPlan, op_inputs: dict, loss: str) -> None:
+    net, D = plan.net, plan.device_num
+    grad = {loss: f"grad/{loss}"}
+    em.compute("fill", [], [grad[loss]], dict(shape=(), value=1.0 / D), phase="backward",
+               label="seed 1/D")
+    for np_ in reversed(plan.nodes):
+        node = np_.node
+        if not plan.needs[node.output] or node.output not in grad:
+            continue
+        dy = em.steps(grad[node.output], np_.grad_out_steps, "backward")
+        shapes = [net.tensors[x].shape for x in node.inputs]
+        attrs = ({"shape": np_.sharding.raw.local_shape(net.tensors[node.output].shape)}
+                 if isinstance(node.op, Reshape) else node.op.attrs(shapes))
+        outs = [em.fresh(f"grad/{node.inputs[i]}") for i in node.op.grad_inputs]
+        em.compute(node.op.bwd, [dy] + op_inputs[node.index], outs, attrs, phase="backward",
+                   label=f"{node.label} backward")
+        for i, g in zip(node.op.grad_inputs, outs):
+            x = node.inputs[i]
+            if i not in np_.grad_in_steps:
+                for r in range(D):
+                    em.b.free(r, g)
+                continue
+            g = em.steps(g, np_.grad_in_steps[i], "backward")
+            if x in grad:
+                acc = em.fresh(f"grad/{x}")
+                em.compute("add", [grad[x], g], [acc], phase="backward", label=f"accumulate d{x}")
+                g = acc
+            grad[x] = g
+    for x, steps in plan.mirrors.items():
+        if x not in grad:
+            continue
+        src, op = grad[x], "sum"
+        is_param = net.tensors[x].kind == "parameter"
+        reduce = [s for s in steps if s.kind == "all_reduce"]
+        if plan.ctx.gradients_mean and is_param and reduce:
+            g = reduce[0].group_size
+            scaled = em.fresh(f"grad/{x}")
+            em.compute("scale", [src], [scaled], dict(factor=float(g)), phase="backward",
+                       label=f"d{x} x {g} (gradients_mean)")
+            src, op = scaled, "mean"
+        final = f"grad/{x}"
+        if steps:
+            em.steps(src, steps, "backward", final=final, op=op)
+        elif src != final:
+            em.compute("copy", [src], [final], phase="backward", label=f"d{x}")
+    for p in net.params:
+        if p in grad:
+            em.compute("auto.sgd", [f"param/{p}", f"grad/{p}"], [f"param/{p}"],
+                       dict(lr=plan.ctx.learning_rate), phase="optimizer", label=f"sgd {p}")

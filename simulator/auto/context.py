@@ -1,0 +1,99 @@
+"""The auto-parallel context and `init`, MindSpore style, with the state made explicit.
+
+MindSpore keeps one global context (`mindspore.set_auto_parallel_context`). parasim returns a
+frozen `AutoParallelContext` and every function underneath takes it as an argument; the
+MindSpore-like functions below only keep the latest one in a small holder object, so code
+written against MindSpore's API reads the same:
+
+    init("local")                                            # a runtime handle (or "ray")
+    ctx = set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=8)
+
+Modes (MindSpore docs "parallel_mode"): stand_alone (one device), data_parallel (every operator
+cuts dim 0 of its first input), semi_auto_parallel (user strategies, data parallel for the rest),
+auto_parallel (strategies searched: sharding_propagation from the user-sharded operators).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..errors import ParasimError
+
+PARALLEL_MODES = ("stand_alone", "data_parallel", "semi_auto_parallel", "auto_parallel")
+SEARCH_MODES = ("sharding_propagation", "dynamic_programming", "recursive_programming")
+
+
+@dataclass(frozen=True)
+class AutoParallelContext:
+    parallel_mode: str = "stand_alone"
+    device_num: int = 1  # devices of one pipeline stage times pipeline_stages
+    gradients_mean: bool = False  # divide the mirrored gradient by its group size
+    search_mode: str = "sharding_propagation"
+    pipeline_stages: int = 1
+    learning_rate: float = 0.1  # the SGD step compiled after the backward pass
+
+    def __post_init__(self):
+        if self.parallel_mode not in PARALLEL_MODES:
+            raise ParasimError(f"parallel_mode {self.parallel_mode!r} is not one of "
+                               f"{', '.join(PARALLEL_MODES)}")
+        if self.search_mode not in SEARCH_MODES:
+            raise ParasimError(f"search_mode {self.search_mode!r} is not one of "
+                               f"{', '.join(SEARCH_MODES)}")
+        for name in ("device_num", "pipeline_stages"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ParasimError(f"{name} must be an integer >= 1, got {v!r}")
+        if self.device_num % self.pipeline_stages:
+            raise ParasimError(f"device_num {self.device_num} is not a multiple of "
+                               f"pipeline_stages {self.pipeline_stages}")
+        if self.pipeline_stages > 1:
+            raise ParasimError(f"pipeline_stages={self.pipeline_stages}: pipeline parallelism "
+                               f"is not compiled by simulator.auto yet (use simulator.parallel)")
+
+    @property
+    def stage_devices(self) -> int:
+        """Devices per pipeline stage: the D that strategies must divide."""
+        return 1 if self.parallel_mode == "stand_alone" else self.device_num // self.pipeline_stages
+
+    def __repr__(self) -> str:
+        return (f"AutoParallelContext({self.parallel_mode}, device_num={self.device_num}, "
+                f"gradients_mean={self.gradients_mean}, search_mode={self.search_mode})")
+
+
+class _Holder:
+    """The "current" context of the MindSpore-like API (the only mutable state, in one object)."""
+
+    def __init__(self):
+        self.ctx = AutoParallelContext()
+
+
+_CURRENT = _Holder()
+
+
+def set_auto_parallel_context(**kwargs) -> AutoParallelContext:
+    """Update the current context (unknown keywords are refused) and return it."""
+    known = set(AutoParallelContext.__dataclass_fields__)
+    bad = sorted(set(kwargs) - known)
+    if bad:
+        raise ParasimError(f"unknown auto-parallel option(s) {bad}; known: {sorted(known)}")
+    _CURRENT.ctx = replace(_CURRENT.ctx, **kwargs)
+    return _CURRENT.ctx
+
+
+def get_auto_parallel_context() -> AutoParallelContext:
+    return _CURRENT.ctx
+
+
+def reset_auto_parallel_context() -> AutoParallelContext:
+    _CURRENT.ctx = AutoParallelContext()
+    return _CURRENT.ctx
+
+
+def init(runtime: str = "local", address: str | None = None, device_num: int | None = None):
+    """Like mindspore.communication.init: start the devices and return the runtime handle
+    ("local": in-process devices; "ray": one actor per device, `address` joins a cluster).
+    device_num defaults to the current context's."""
+    from ..runtime import make_runtime  # the runtime layer sits above auto; import when used
+
+    n = get_auto_parallel_context().device_num if device_num is None else int(device_num)
+    return make_runtime(runtime, n, address=address)

@@ -1,0 +1,119 @@
+"""Network: named parameters plus a DAG of operator calls, written in single-device style.
+
+    net = Network("mlp")
+    x = net.input("x", (64, 32))                  # fed at run time
+    w = net.parameter("w", w0)                    # a named numpy array (trained by SGD)
+    y = MatMul().shard(((2, 4), (4, 1)))(x, w)    # a Tensor: the output of node 0
+    loss = SoftmaxCrossEntropy()(y, labels)
+
+Tensors are handles (name, shape, dtype); nodes record which operator consumed which tensors.
+Nothing is computed here: plan.py gives every node its parallel form, compile.py lowers it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import ParasimError
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A value of the network: kind is "input", "parameter" or "activation"."""
+
+    net: "Network" = field(repr=False, compare=False)
+    name: str
+    shape: tuple[int, ...]
+    dtype: str = "float64"
+    kind: str = "activation"
+    requires_grad: bool = False
+
+    def __repr__(self) -> str:
+        return f"{self.name}{list(self.shape)}"
+
+
+@dataclass(frozen=True)
+class Node:
+    """One operator call: `op`(inputs) -> output. `label` is unique in the network (MatMul-0)."""
+
+    index: int
+    op: object
+    inputs: tuple[str, ...]
+    output: str
+    label: str
+
+
+class Network:
+    """Parameters (named arrays) and a sequence of operator calls (a DAG by tensor names)."""
+
+    def __init__(self, name: str = "net"):
+        self.name = name
+        self.tensors: dict[str, Tensor] = {}
+        self.params: dict[str, np.ndarray] = {}
+        self.nodes: list[Node] = []
+
+    def _new(self, t: Tensor) -> Tensor:
+        if not t.name or "/" in t.name or "@" in t.name:
+            raise ParasimError(f"tensor name {t.name!r} must be non-empty without '/' or '@'")
+        if t.name in self.tensors:
+            raise ParasimError(f"the network already has a tensor named {t.name!r}")
+        if any(int(s) < 1 for s in t.shape):
+            raise ParasimError(f"tensor {t.name!r}: every dim must be >= 1, got {t.shape}")
+        self.tensors[t.name] = t
+        return t
+
+    def input(self, name: str, shape: Sequence[int], dtype: str = "float64",
+              requires_grad: bool = False) -> Tensor:
+        """A value fed at run time (data or labels); requires_grad asks for its gradient."""
+        return self._new(Tensor(self, name, tuple(int(s) for s in shape), str(dtype), "input",
+                                bool(requires_grad)))
+
+    def parameter(self, name: str, value) -> Tensor:
+        """A trained weight with its initial value (copied; float64 is the reference dtype)."""
+        arr = np.array(value, dtype=np.float64)
+        t = self._new(Tensor(self, name, arr.shape, "float64", "parameter", True))
+        self.params[name] = arr
+        return t
+
+    def add_node(self, op, inputs: Sequence[Tensor], out_shape: tuple[int, ...]) -> Tensor:
+        count = sum(1 for n in self.nodes if n.op.name == op.name)
+        label = f"{op.name}-{count}"
+        name = f"{op.name.lower()}{count}"
+        while name in self.tensors:
+            name += "_"
+        dtype = "float64"
+        out = self._new(Tensor(self, name, out_shape, dtype, "activation"))
+        self.nodes.append(Node(len(self.nodes), op, tuple(t.name for t in inputs), out.name, label))
+        return out
+
+    # ---- queries ---------------------------------------------------------------------------------
+    def consumers(self, name: str) -> list[tuple[Node, int]]:
+        return [(n, i) for n in self.nodes for i, x in enumerate(n.inputs) if x == name]
+
+    def producer(self, name: str) -> Node | None:
+        return next((n for n in self.nodes if n.output == name), None)
+
+    @property
+    def output(self) -> Tensor:
+        if not self.nodes:
+            raise ParasimError(f"network {self.name!r} has no operators")
+        return self.tensors[self.nodes[-1].output]
+
+    @property
+    def inputs(self) -> list[Tensor]:
+        return [t for t in self.tensors.values() if t.kind == "input"]
+
+    def needs_grad(self) -> dict[str, bool]:
+        """Which tensors need a gradient: parameters, inputs asking for one, and every
+        activation computed from those."""
+        need = {n: t.requires_grad for n, t in self.tensors.items()}
+        for node in self.nodes:
+            need[node.output] = any(need[x] for x in node.inputs)
+        return need
+
+    def __repr__(self) -> str:
+        return (f"Network({self.name!r}: {len(self.params)} parameters, "
+                f"{len(self.nodes)} operators)")

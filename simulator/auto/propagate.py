@@ -1,0 +1,181 @@
+"""Give every operator a strategy: the user's, data parallel, or one found by propagation.
+
+- stand_alone: one device, nothing is cut.
+- data_parallel: every operator cuts dim 0 of its first input D ways (MindSpore docs).
+- semi_auto_parallel: the user's `.shard(...)`; unset operators get the data-parallel strategy
+  (REFERENCES §1).
+- auto_parallel + sharding_propagation: breadth-first from the user-sharded operators; each
+  neighbour reached takes the candidate strategy with the least redistribution cost to its
+  already-placed neighbours (plus its own forward communication); ties go to the candidate using
+  more devices, then to the one that copies the neighbour's cuts (MindSpore docs
+  "sharding_propagation").
+Reshape has no strategy of its own: it keeps its producer's cuts where they survive (plan.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from math import prod
+
+from ..errors import ParasimError
+from ..layout import Layout
+from .context import AutoParallelContext
+from .graph import Network, Node
+from .ops import Reshape
+from .redistribution import cost_bytes, redistribute
+from .strategy import OpSharding, build_sharding
+
+
+def shapes_of(net: Network, node: Node) -> list[tuple[int, ...]]:
+    return [net.tensors[x].shape for x in node.inputs]
+
+
+def sharding_of(net: Network, node: Node, D: int, strategy, out_strategy=None,
+                user_set: bool = False) -> OpSharding:
+    shapes = shapes_of(net, node)
+    letters, out, order, whole = node.op.spec(shapes)
+    return build_sharding(node.label, letters, out, order, shapes, D, strategy, out_strategy,
+                          whole, user_set)
+
+
+def dp_strategy(net: Network, node: Node, D: int) -> tuple[tuple[int, ...], ...]:
+    """Dim 0 of the first input cut by the largest divisor of D that divides it (D if it can)."""
+    shapes = shapes_of(net, node)
+    letters, _, _, whole = node.op.spec(shapes)
+    first = letters[0][0] if letters[0] else None
+    cut = 1
+    if first is not None and first not in whole:
+        sizes = [shape[s.index(first)] for s, shape in zip(letters, shapes) if first in s]
+        cut = max(c for c in range(1, D + 1) if D % c == 0 and all(n % c == 0 for n in sizes))
+    return tuple(tuple(cut if ch == first else 1 for ch in s) for s in letters)
+
+
+def candidates(net: Network, node: Node, D: int, limit: int = 4096) -> list[tuple]:
+    """Every strategy whose cuts divide D (product too) and their dims."""
+    shapes = shapes_of(net, node)
+    letters, _, order, whole = node.op.spec(shapes)
+    size = {c: n for s, shape in zip(letters, shapes) for c, n in zip(s, shape)}
+    divisors = [d for d in range(1, D + 1) if D % d == 0]
+    options = [[1] if c in whole else [d for d in divisors if size[c] % d == 0] for c in order]
+    out = []
+    for combo in itertools.product(*options):
+        if D % prod(combo):
+            continue
+        cut = dict(zip(order, combo))
+        out.append(tuple(tuple(cut[c] for c in s) for s in letters))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def reshape_sharding(net: Network, node: Node, D: int, source: Layout | None) -> OpSharding:
+    """Reshape keeps a cut when it falls on the leading dim of a merged/split group of dims and
+    divides the new leading dim; every other cut is gathered first."""
+    in_shape, out_shape = net.tensors[node.inputs[0]].shape, node.op.shape
+    if node.op.in_strategy is not None:
+        source = Layout.from_strategy(tuple(node.op.in_strategy[0]), D, in_shape)
+    if source is None:
+        source = Layout.replicated(dp_mesh(D), len(in_shape))
+    mesh = source.mesh
+    in_dims = [()] * len(in_shape)
+    out_dims = [()] * len(out_shape)
+    for I, O in _groups(in_shape, out_shape):
+        axes = source.dims[I[0]]
+        cut = prod(mesh.axis_size(a) for a in axes)
+        if axes and out_shape[O[0]] % cut == 0:
+            in_dims[I[0]], out_dims[O[0]] = axes, axes
+    src = Layout(mesh, in_dims)
+    out = Layout(mesh, out_dims)
+    return OpSharding(node.label, mesh, {}, (src,), out, out, node.op.in_strategy is not None)
+
+
+def dp_mesh(D: int):
+    from ..layout_convert import mesh_from_device_matrix
+
+    return mesh_from_device_matrix((D,), D)
+
+
+def _groups(a, b):
+    """Pairs (input dims, output dims) whose sizes multiply to the same number."""
+    i = j = 0
+    out = []
+    while i < len(a) and j < len(b):
+        I, O, pa, pb = [i], [j], a[i], b[j]
+        while pa != pb:
+            if pa < pb:
+                i += 1
+                I.append(i)
+                pa *= a[i]
+            else:
+                j += 1
+                O.append(j)
+                pb *= b[j]
+        out.append((I, O))
+        i, j = i + 1, j + 1
+    return out
+
+
+def assign(net: Network, ctx: AutoParallelContext) -> dict[int, OpSharding]:
+    """node index -> OpSharding, by the context's mode (module docstring)."""
+    D = ctx.stage_devices
+    mode = ctx.parallel_mode
+    if mode == "auto_parallel" and ctx.search_mode != "sharding_propagation":
+        raise ParasimError(f"search_mode {ctx.search_mode!r} is not implemented yet; use "
+                           f"'sharding_propagation' (or semi_auto_parallel with shard())")
+    done: dict[int, OpSharding] = {}
+    queue: deque[int] = deque()
+    if mode in ("semi_auto_parallel", "auto_parallel"):
+        for node in net.nodes:
+            if node.op.in_strategy is not None and not isinstance(node.op, Reshape):
+                done[node.index] = sharding_of(net, node, D, node.op.in_strategy,
+                                               node.op.out_strategy, True)
+                queue.append(node.index)
+    propagate = mode == "auto_parallel"
+    while len(done) < len(net.nodes):
+        while propagate and queue:
+            for nb in _neighbours(net, net.nodes[queue.popleft()]):
+                if nb.index not in done and not isinstance(nb.op, Reshape):
+                    done[nb.index] = _best(net, nb, D, done)
+                    queue.append(nb.index)
+        node = next(n for n in net.nodes if n.index not in done)
+        if isinstance(node.op, Reshape):
+            prod_node = net.producer(node.inputs[0])
+            src = done[prod_node.index].out if prod_node is not None else None
+            done[node.index] = reshape_sharding(net, node, D, src)
+        elif propagate and any(nb.index in done for nb in _neighbours(net, node)):
+            done[node.index] = _best(net, node, D, done)
+        else:
+            done[node.index] = sharding_of(net, node, D, dp_strategy(net, node, D))
+        queue.append(node.index)
+    return done
+
+
+def _neighbours(net: Network, node: Node) -> list[Node]:
+    out = [net.producer(x) for x in node.inputs]
+    out += [n for n, _ in net.consumers(node.output)]
+    return [n for n in out if n is not None]
+
+
+def _best(net: Network, node: Node, D: int, done: dict[int, OpSharding]) -> OpSharding:
+    best, best_key = None, None
+    for rank_, strat in enumerate(candidates(net, node, D)):
+        try:
+            cand = sharding_of(net, node, D, strat)
+        except ParasimError:
+            continue
+        cost = cost_bytes(redistribute(cand.raw, cand.out, net.tensors[node.output].shape))
+        for i, x in enumerate(node.inputs):
+            p = net.producer(x)
+            if p is not None and p.index in done:
+                cost += cost_bytes(redistribute(done[p.index].out, cand.inputs[i], net.tensors[x].shape))
+        for c, j in net.consumers(node.output):
+            if c.index in done:
+                cost += cost_bytes(redistribute(cand.out, done[c.index].inputs[j],
+                                                net.tensors[node.output].shape))
+        key = (cost, cand.repeat, rank_)
+        if best_key is None or key < best_key:
+            best, best_key = cand, key
+    if best is None:
+        return sharding_of(net, node, D, dp_strategy(net, node, D))
+    return best

@@ -1,0 +1,264 @@
+"""Redistribution: the steps that turn one layout of a tensor into another.
+
+MindSpore's tensor redistribution (`redistribution_operator_infer.cc`, REFERENCES §1) works on a
+*unified device arrangement*: both device matrices are refined to one whose dimensions nest in
+both (8 devices, [2, 4] and [4, 2] -> [2, 2, 2]); on it each move is one of
+- split   (slice locally, no communication: each rank keeps its own part),
+- concat  (AllGather over a device dimension),
+- permute (AllToAll: a cut moves from one tensor dim to another),
+and pending sums are resolved by AllReduce, or by ReduceScatter when the target cuts a dim along
+the same device dimension. Local slicing is done before any gathering, so less data moves.
+Two further local moves serve gradients (whose replicated copies are addends, see plan.py):
+- pad  (embed this rank's slice in zeros: a cut becomes a pending sum, the adjoint of split),
+- zero (keep the value on coordinate 0 of an axis, zeros elsewhere: replicated -> pending sum).
+
+`redistribute(src, dst, shape, itemsize)` returns the list of `Step`s; each names its kind, the
+tensor dim(s), the unified mesh axes, the exact rank groups, the bytes each rank contributes and
+a one-line reason. explain() prints them; compile.py lowers them to instructions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+from typing import Sequence
+
+from ..errors import ParasimError
+from ..layout import Layout
+from ..mesh import DeviceMesh
+
+COMM_KINDS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
+LOCAL_KINDS = ("split", "pad", "zero")
+# nccl-tests bus-bandwidth factors (REFERENCES §2): bytes on the wire per input byte
+_WIRE = {"all_reduce": lambda n: 2 * (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
+         "all_gather": lambda n: (n - 1), "all_to_all": lambda n: (n - 1) / n}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One move. `dim`: the tensor dim it cuts/gathers (for all_to_all the dim that is gathered);
+    `dim_to`: for all_to_all, the dim that becomes cut. `nbytes` = one rank's input buffer."""
+
+    kind: str
+    axes: tuple[str, ...]
+    dim: int | None
+    dim_to: int | None
+    before: Layout
+    after: Layout
+    groups: tuple[tuple[int, ...], ...]
+    nbytes: int
+    reason: str
+
+    @property
+    def is_comm(self) -> bool:
+        return self.kind in COMM_KINDS
+
+    @property
+    def group_size(self) -> int:
+        return len(self.groups[0]) if self.groups else 1
+
+    @property
+    def wire_bytes(self) -> float:
+        """Bytes each rank puts on the wire with a ring algorithm (0 for local moves)."""
+        n = self.group_size
+        return _WIRE[self.kind](n) * self.nbytes if self.is_comm and n > 1 else 0.0
+
+    def __repr__(self) -> str:
+        where = f" dim {self.dim}" if self.dim is not None else ""
+        if self.dim_to is not None:
+            where = f" dim {self.dim_to} -> dim {self.dim}"
+        return f"{self.kind}({','.join(self.axes)}{where}: {self.before} -> {self.after})"
+
+
+def unify(a: DeviceMesh, b: DeviceMesh) -> tuple[DeviceMesh, dict, dict]:
+    """The coarsest mesh whose axes nest in both meshes' axes (row-major, last fastest).
+
+    Returns (fine mesh, {axis of a: fine axes}, {axis of b: fine axes}). The boundaries are
+    the strides prod(shape[i+1:]); their union must form a divisibility chain."""
+    if a.size != b.size:
+        raise ParasimError(f"cannot redistribute between {a.size} and {b.size} devices")
+    for m in (a, b):
+        if m.device_ids != tuple(range(m.size)):
+            raise ParasimError(f"redistribution needs meshes over ranks 0..{m.size - 1}; {m!r}")
+    strides = sorted(set(_strides(a)) | set(_strides(b)) | {a.size})
+    for lo, hi in zip(strides, strides[1:]):
+        if hi % lo:
+            raise ParasimError(f"device matrices {list(a.shape)} and {list(b.shape)} do not nest "
+                               f"(strides {lo} and {hi}); MindSpore needs a common refinement")
+    sizes = [hi // lo for lo, hi in zip(strides, strides[1:])][::-1]  # major first
+    fine = DeviceMesh([(f"u{i}", s) for i, s in enumerate(sizes)])
+    lows = strides[:-1][::-1]  # stride of each fine axis, major first
+    return fine, _axis_map(a, fine, lows), _axis_map(b, fine, lows)
+
+
+def _strides(m: DeviceMesh) -> list[int]:
+    return [prod(m.shape[i + 1:]) for i in range(m.ndim)]
+
+
+def _axis_map(m: DeviceMesh, fine: DeviceMesh, lows: list[int]) -> dict:
+    out = {}
+    for name, size, stride in zip(m.axis_names, m.shape, _strides(m)):
+        out[name] = tuple(f for f, lo in zip(fine.axis_names, lows)
+                          if size > 1 and stride <= lo < stride * size)
+    return out
+
+
+def on_mesh(layout: Layout, fine: DeviceMesh, amap: dict) -> Layout:
+    """The same layout expressed on the unified mesh."""
+    return Layout(fine, [sum((amap[a] for a in axes), ()) for axes in layout.dims],
+                  sum((amap[a] for a in layout.partial), ()))
+
+
+def redistribute(src: Layout, dst: Layout, shape: Sequence[int], itemsize: int = 8,
+                 tensor: str = "X") -> list[Step]:
+    """Steps turning `src` into `dst` for a tensor of global `shape` (see the module docstring)."""
+    shape = tuple(shape)
+    dst.local_shape(shape)
+    fine, amap, bmap = unify(src.mesh, dst.mesh)
+    plan = _Planner(on_mesh(src, fine, amap), on_mesh(dst, fine, bmap), shape, itemsize, tensor)
+    return plan.run()
+
+
+def cost_bytes(steps: Sequence[Step]) -> float:
+    return sum(s.wire_bytes for s in steps)
+
+
+def _is_prefix(a: list, b: tuple) -> bool:
+    return len(a) <= len(b) and tuple(a) == tuple(b[:len(a)])
+
+
+class _Planner:
+    def __init__(self, src: Layout, dst: Layout, shape, itemsize, tensor):
+        self.mesh, self.dst, self.shape, self.itemsize, self.tensor = src.mesh, dst, shape, itemsize, tensor
+        self.dims = [list(d) for d in src.dims]
+        self.partial = list(src.partial)
+        self.steps: list[Step] = []
+
+    def layout(self) -> Layout:
+        return Layout(self.mesh, self.dims, self.partial)
+
+    def used(self) -> set:
+        return {a for d in self.dims for a in d} | set(self.partial)
+
+    def size(self, axes) -> int:
+        return prod(self.mesh.axis_size(a) for a in axes)
+
+    def emit(self, kind, axes, dim, dim_to, reason, change) -> None:
+        before = self.layout()
+        nbytes = prod(before.local_shape(self.shape)) * self.itemsize
+        change()
+        groups = tuple(self.mesh.groups(axes))
+        self.steps.append(Step(kind, tuple(axes), dim, dim_to, before, self.layout(), groups,
+                               nbytes, reason))
+
+    # ---- the moves ------------------------------------------------------------------------------
+    def try_split(self) -> bool:
+        for d, want in enumerate(self.dst.dims):
+            cur = self.dims[d]
+            if _is_prefix(cur, want) and len(cur) < len(want) and want[len(cur)] not in self.used():
+                a = want[len(cur)]
+                self.emit("split", (a,), d, None,
+                          f"the target cuts dim {d} of {self.tensor} {self.size([a])} more ways "
+                          f"along {a}: each rank slices its own part (no communication)",
+                          lambda: cur.append(a))
+                return True
+        return False
+
+    def try_reduce_scatter(self) -> bool:
+        for p in self.partial:
+            for d, want in enumerate(self.dst.dims):
+                cur = self.dims[d]
+                if p not in self.dst.partial and _is_prefix(cur, want) and len(cur) < len(want) \
+                        and want[len(cur)] == p:
+                    def change(p=p, cur=cur):
+                        self.partial.remove(p)
+                        cur.append(p)
+                    self.emit("reduce_scatter", (p,), d, None,
+                              f"ranks along {p} hold partial sums of {self.tensor} and the target "
+                              f"cuts dim {d} along {p}: ReduceScatter sums and keeps 1/"
+                              f"{self.size([p])} on each", change)
+                    return True
+        return False
+
+    def all_reduce(self) -> None:
+        todo = [p for p in self.partial if p not in self.dst.partial]
+        if todo:
+            def change():
+                for p in todo:
+                    self.partial.remove(p)
+            self.emit("all_reduce", tuple(todo), None, None,
+                      f"ranks along {','.join(todo)} hold partial sums of {self.tensor}: "
+                      f"AllReduce(sum) over groups of {self.size(todo)} resolves them", change)
+
+    def make_partial(self, allow_used: bool) -> None:
+        for q in [q for q in self.dst.partial if q not in self.partial]:
+            owner = next((d for d, cur in enumerate(self.dims) if q in cur), None)
+            if owner is not None and self.dims[owner][-1] == q:
+                def change(q=q, owner=owner):
+                    self.dims[owner].pop()
+                    self.partial.append(q)
+                self.emit("pad", (q,), owner, None,
+                          f"each rank embeds its slice of dim {owner} in zeros: the cut along "
+                          f"{q} becomes a pending sum (adjoint of a local split)", change)
+            elif owner is None:
+                def change(q=q):
+                    self.partial.append(q)
+                self.emit("zero", (q,), None, None,
+                          f"the copies along {q} become addends: coordinate 0 keeps the value, "
+                          f"the others hold zeros (no communication)", change)
+            elif not allow_used:
+                continue
+            else:
+                raise ParasimError(f"cannot make {q} a pending sum of {self.tensor}: it still "
+                                   f"cuts dim {owner}")
+
+    def try_all_to_all(self, bad: list[int]) -> bool:
+        for d in bad:
+            a = self.dims[d][-1]
+            for e, want in enumerate(self.dst.dims):
+                cur = self.dims[e]
+                if e != d and _is_prefix(cur, want) and len(cur) < len(want) and want[len(cur)] == a:
+                    def change(a=a, d=d, cur=cur):
+                        self.dims[d].pop()
+                        cur.append(a)
+                    self.emit("all_to_all", (a,), d, e,
+                              f"the cut along {a} moves from dim {d} to dim {e} of {self.tensor}: "
+                              f"AllToAll over groups of {self.size([a])} swaps the pieces", change)
+                    return True
+        return False
+
+    def all_gather(self, d: int) -> None:
+        cur, want = self.dims[d], self.dst.dims[d]
+        k = 0
+        while k < min(len(cur), len(want)) and cur[k] == want[k]:
+            k += 1
+        suffix = cur[k:]
+        order = [a for a in self.mesh.axis_names if a in suffix]
+        if order != suffix:
+            suffix = cur[-1:]
+
+        def change():
+            del cur[len(cur) - len(suffix):]
+        self.emit("all_gather", tuple(suffix), d, None,
+                  f"dim {d} of {self.tensor} is cut {self.size(suffix)} ways along "
+                  f"{','.join(suffix)} here but not in the target: AllGather concatenates it",
+                  change)
+
+    def run(self) -> list[Step]:
+        while self.try_split() or self.try_reduce_scatter():
+            pass
+        self.all_reduce()
+        self.make_partial(allow_used=False)
+        for _ in range(4 * len(self.mesh.axis_names) + 4):
+            if self.try_split():
+                continue
+            bad = [d for d, cur in enumerate(self.dims) if not _is_prefix(cur, self.dst.dims[d])]
+            if not bad:
+                break
+            if not self.try_all_to_all(bad):
+                self.all_gather(bad[0])
+        self.make_partial(allow_used=True)
+        if self.layout() != self.dst:  # a bug guard: the moves above always converge
+            raise ParasimError(f"redistribution of {self.tensor} stopped at {self.layout()} "
+                               f"before reaching {self.dst}")
+        return self.steps
