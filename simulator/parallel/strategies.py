@@ -7,6 +7,7 @@ from typing import Callable
 from ..errors import ParasimError
 from .config import STRATEGIES, TrainConfig
 from .data_parallel import compile_data_parallel
+from .expert_parallel import compile_expert_parallel
 from .layer_parallel import compile_layer_parallel
 from .pipeline import compile_pipeline
 from .replicated import Compiled
@@ -24,6 +25,7 @@ COMPILERS: dict[str, Callable[[TrainConfig], Compiled]] = {
     "zero1": compile_zero,
     "zero2": compile_zero,
     "zero3": compile_zero,
+    "ep": compile_expert_parallel,
     "tp": compile_tp,
     "sp": compile_sequence_parallel,
     "hybrid": compile_hybrid,
