@@ -41,6 +41,18 @@ def lesson_01() -> None:
     save(f, "strategy_2_2_on_8.png", viz.layout_grid(ps.Layout.from_strategy((2, 2), 8), (8, 8), name="X"))
 
 
+def lesson_02() -> None:
+    f = "02_collectives_by_hand"
+    save(f, "ring_all_reduce_steps.png", viz.collective_steps(ps.make_plan("all_reduce", "ring", 4, 4096)))
+    ns = [2, 4, 8, 16, 32, 64]
+    link = lambda a, b: (5e-6, 100e9)  # noqa: E731 -- one uniform 100 GB/s link, 5 us latency
+    series = {algo: [ps.plan_time(ps.make_plan("all_reduce", algo, n, 2**20), link) for n in ns]
+              for algo in ("ring", "tree", "halving_doubling")}
+    save(f, "all_reduce_time_vs_n.png", viz.sweep_chart(ns, series, xlabel="ranks n", ylabel="time",
+                                                        title="all-reduce of 1 MiB, alpha-beta model",
+                                                        logx=True, y_is_time=True))
+
+
 def main(argv: list[str]) -> int:
     figures = {name[len("lesson_"):]: fn for name, fn in globals().items() if name.startswith("lesson_")}
     wanted = [a.zfill(2) for a in argv] or sorted(figures)

@@ -1,0 +1,87 @@
+"""Autograder of lesson 02: the student's ring against parasim's plans, runtime and reference."""
+
+import numpy as np
+
+from simulator import make_plan, make_runtime, plan_time, reference
+from simulator.lessons import compare, expect, ok
+
+LESSON = {
+    "title": "Collectives by hand: ring all-reduce",
+    "goals": ["predict the steps, bytes and alpha-beta time of a ring all-reduce",
+              "write a ring all-reduce as a Program of Send/Recv + Compute and run it on emulated devices",
+              "check it against the reference sum and the 2(n-1)/n x S byte count"],
+    "app_pages": ["Collectives"],
+    "requires": ["ProgramBuilder", "make_plan", "make_runtime", "plan_time"],
+    "minutes": 60,
+    "prerequisites": [1],
+}
+
+
+def check_steps(s):
+    "ring_steps(n) equals the number of steps of parasim's ring plan"
+    for n in (2, 3, 4, 5, 8):
+        want = len(make_plan("all_reduce", "ring", n, 1024).steps)
+        if s.ring_steps(n) != want:
+            return compare(want, s.ring_steps(n), f"n={n}: reduce-scatter then all-gather, each n-1 steps")
+    return ok()
+
+
+def check_bytes_formula(s):
+    "ring_bytes_per_rank equals the plan's bytes per rank, 2(n-1)/n x S"
+    for n, S in [(2, 1024), (4, 1024), (8, 4096), (5, 1000)]:
+        want = make_plan("all_reduce", "ring", n, S).bytes_sent_per_rank()[0]
+        got = s.ring_bytes_per_rank(n, S)
+        if not np.isclose(got, want, rtol=1e-9):
+            return compare(want, got, f"n={n}, S={S}: each of 2(n-1) steps sends one chunk of S/n")
+    return ok()
+
+
+def check_time(s):
+    "ring_time_s equals parasim's alpha-beta price of the plan"
+    for n, S, a, B in [(4, 2**20, 5e-6, 100e9), (8, 2**24, 2e-6, 25e9), (3, 3000, 1e-5, 1e9)]:
+        want = plan_time(make_plan("all_reduce", "ring", n, S), lambda x, y: (a, B))
+        got = s.ring_time_s(n, S, a, B)
+        if not np.isclose(got, want, rtol=1e-9):
+            return compare(want, got, f"n={n}, S={S}: 2(n-1) steps of (alpha + S/(n B))")
+    return ok()
+
+
+def _run(s, n, size, seed=0):
+    rng = np.random.default_rng(seed)
+    xs = [rng.standard_normal(size) for _ in range(n)]
+    program = s.ring_all_reduce_program(n, size)
+    with make_runtime("local", n) as rt:
+        rt.load({r: {"act/x": xs[r]} for r in range(n)})
+        result = rt.run(program)
+        ys = [rt.fetch(r, ["act/y"])["act/y"] for r in range(n)]
+    return xs, ys, list(result.bytes_sent), program
+
+
+def check_program_correct(s):
+    "your ring program gives every rank the reference all-reduce (n = 2, 3, 4)"
+    for n, size in [(2, 4), (3, 6), (4, 8)]:
+        xs, ys, _, _ = _run(s, n, size, seed=n)
+        want = reference("all_reduce", xs)
+        for r in range(n):
+            if np.shape(ys[r]) != np.shape(want[r]) or not np.allclose(ys[r], want[r], rtol=1e-9):
+                return compare(want[r], ys[r], f"n={n}: rank {r} must end with the sum of all inputs")
+    return ok()
+
+
+def check_program_bytes(s):
+    "your ring sends 2(n-1)/n x S bytes per rank, like parasim's ring plan"
+    for n, size in [(2, 4), (4, 8), (4, 64)]:
+        _, _, sent, _ = _run(s, n, size)
+        want = make_plan("all_reduce", "ring", n, size * 8).bytes_sent_per_rank()
+        if sent != want:
+            return compare(want, sent, f"n={n}, {size} float64: send one chunk per step, never the whole array")
+    return ok()
+
+
+def check_program_messages(s):
+    "your ring sends 2(n-1) messages per rank (no shortcuts through one device)"
+    n, size = 4, 8
+    program = s.ring_all_reduce_program(n, size)
+    sends = [sum(type(i).__name__ == "Send" for i in program.code[r]) for r in range(n)]
+    return expect(sends == [2 * (n - 1)] * n, f"{[2 * (n - 1)] * n} Sends", sends,
+                  "each rank sends exactly one chunk to its right neighbour per step")

@@ -1,0 +1,91 @@
+# %% [markdown]
+# # Lesson 02 (SOLUTION): collectives by hand — ring all-reduce
+#
+# Fill in every function that raises `NotImplementedError("TODO ...")`, then run
+# `parasim lesson check 02`. Experiments sit under `if __name__ == "__main__":`.
+
+# %%
+import numpy as np
+
+from simulator import ProgramBuilder, make_plan, make_runtime, plan_time
+
+
+# %% [markdown]
+# ## 1. Predict: steps, bytes and time of a ring all-reduce
+# Cut the S-byte array into n chunks. Reduce-scatter: n-1 steps, each rank passes one chunk to its
+# right neighbour, who adds it to its own. All-gather: n-1 more steps passing the finished chunks.
+
+# %%
+def ring_steps(n: int) -> int:
+    """Number of communication steps of a ring all-reduce over n ranks."""
+    # BEGIN SOLUTION: reduce-scatter steps + all-gather steps
+    return 2 * (n - 1)
+    # END SOLUTION
+
+
+def ring_bytes_per_rank(n: int, nbytes: float) -> float:
+    """Bytes each rank sends in a ring all-reduce of an nbytes array."""
+    # BEGIN SOLUTION: 2(n-1) steps of one chunk of nbytes / n
+    return 2 * (n - 1) * nbytes / n
+    # END SOLUTION
+
+
+def ring_time_s(n: int, nbytes: float, latency_s: float, bandwidth_Bps: float) -> float:
+    """Alpha-beta time: every step costs latency + chunk / bandwidth."""
+    # BEGIN SOLUTION: steps x (alpha + (S/n) / B)
+    return ring_steps(n) * (latency_s + nbytes / n / bandwidth_Bps)
+    # END SOLUTION
+
+
+# %% [markdown]
+# ## 2. Do: write the ring as a Program of Send/Recv + Compute
+# Each rank r starts with tensor `act/x` (1-D, `size` float64 elements, size divisible by n) and
+# must end with `act/y` = the sum over ranks. Kernels you can use in `b.compute(rank, op, inputs,
+# outputs, **attrs)`: `split` (attrs parts, index), `add`, `copy`, `concat`.
+# `b.send(src, dst, tensor, dst_tensor)` adds the Send on src and the matching Recv on dst.
+# A Recv overwrites its tensor, so receive into a scratch name, then add.
+
+# %%
+def ring_all_reduce_program(n: int, size: int):
+    """A Program for n devices: act/x (size,) on every rank -> act/y = sum over ranks."""
+    b = ProgramBuilder(n, name=f"ring all-reduce by hand, n={n}")
+    # BEGIN SOLUTION: split, n-1 reduce-scatter steps (send, recv, add), n-1 all-gather steps, concat
+    for r in range(n):
+        for k in range(n):
+            b.compute(r, "split", ["act/x"], [f"act/c{k}"], attrs={"parts": n, "index": k})
+    for s in range(n - 1):  # reduce-scatter: rank r passes chunk (r - s) mod n to r + 1
+        for r in range(n):
+            k = (r - s) % n
+            b.send(r, (r + 1) % n, f"act/c{k}", "act/in", tag=f"rs{s}")
+        for r in range(n):
+            k = (r - 1 - s) % n
+            b.compute(r, "add", [f"act/c{k}", "act/in"], [f"act/c{k}"])
+    for s in range(n - 1):  # all-gather: rank r passes its finished chunk (r + 1 - s) mod n
+        for r in range(n):
+            k = (r + 1 - s) % n
+            b.send(r, (r + 1) % n, f"act/c{k}", f"act/c{k}", tag=f"ag{s}")  # same slot on the receiver
+    for r in range(n):
+        b.compute(r, "concat", [f"act/c{k}" for k in range(n)], ["act/y"])
+    # END SOLUTION
+    return b.build()
+
+
+# %%
+def run_on_devices(program, xs: list[np.ndarray]):
+    """Run `program` on n local emulated devices; return (outputs per rank, bytes sent per rank)."""
+    n = len(xs)
+    with make_runtime("local", n) as rt:
+        rt.load({r: {"act/x": xs[r]} for r in range(n)})
+        result = rt.run(program)
+        ys = [rt.fetch(r, ["act/y"])["act/y"] for r in range(n)]
+    return ys, list(result.bytes_sent)
+
+
+if __name__ == "__main__":
+    n, size = 4, 8
+    xs = [np.random.default_rng(r).standard_normal(size) for r in range(n)]
+    ys, sent = run_on_devices(ring_all_reduce_program(n, size), xs)
+    print("correct:", np.allclose(ys[0], sum(xs)), "bytes sent per rank:", sent,
+          "formula:", ring_bytes_per_rank(n, size * 8))
+    plan = make_plan("all_reduce", "ring", n, size * 8)
+    print(plan, plan.bytes_sent_per_rank(), plan_time(plan, lambda a, b: (5e-6, 100e9)))
