@@ -6,12 +6,15 @@ import json
 import sys
 
 from ..models import GPTConfig, MLPConfig
+from ..parallel.experts import MoEGPTConfig
 from ..parallel.config import GRAD_DTYPES, SCHEDULES, STRATEGIES, TrainConfig
 from ..parallel.train import train
 
 MODELS = {
     "gpt": lambda a: GPTConfig(layers=a.layers, hidden=a.hidden, heads=a.heads, seq_len=a.seq, vocab=a.vocab),
     "mlp": lambda a: MLPConfig(in_dim=a.in_dim, hidden=a.hidden, layers=a.layers, classes=a.classes),
+    "moe": lambda a: MoEGPTConfig(layers=a.layers, hidden=a.hidden, heads=a.heads, seq_len=a.seq, vocab=a.vocab,
+                                  experts=a.experts, top_k=a.top_k, capacity_factor=a.capacity_factor),
 }
 
 
@@ -42,6 +45,9 @@ def add_parser(sub) -> None:
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--seq", type=int, default=16)
     p.add_argument("--vocab", type=int, default=32)
+    p.add_argument("--experts", type=int, default=4, help="experts per MoE block (--model moe)")
+    p.add_argument("--top-k", type=int, default=1, help="experts per token, 1 or 2 (--model moe)")
+    p.add_argument("--capacity-factor", type=float, default=1.25, help="expert capacity factor (--model moe)")
     p.add_argument("--in-dim", type=int, default=16)
     p.add_argument("--classes", type=int, default=4)
     p.add_argument("--runtime", choices=("local", "ray"), default="local")

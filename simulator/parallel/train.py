@@ -48,6 +48,7 @@ class TrainResult:
             "strategy": self.config.strategy, "devices": self.config.devices,
             "dp": self.config.dp, "pp": self.config.pp, "tp": self.config.tp, "microbatches": self.config.m,
             "schedule": self.compiled.notes.get("schedule"),
+            "ep": self.config.ep, "zero": self.config.zero, "moe": self.compiled.notes.get("moe"),
             "losses": self.losses, "reference_losses": self.reference_losses,
             "max_rel_weight_diff_vs_single": self.max_rel_weight_diff_vs_single,
             "bytes_by_collective": self.trace.bytes_by_collective(),
