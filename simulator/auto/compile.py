@@ -25,9 +25,10 @@ def local_name(net, x: str) -> str:
 
 
 class _Emitter:
-    def __init__(self, plan: ParallelPlan):
-        self.plan, self.D = plan, plan.device_num
-        self.b = ProgramBuilder(self.D, name=f"auto-parallel {plan.net.name} on {self.D} devices")
+    def __init__(self, plan: ParallelPlan | None, D: int | None = None):
+        self.plan, self.D = plan, plan.device_num if plan else D
+        name = f"auto-parallel {plan.net.name} on {self.D} devices" if plan else "redistribution"
+        self.b = ProgramBuilder(self.D, name=name)
         self.count = 0
 
     def fresh(self, base: str) -> str:
@@ -152,3 +153,13 @@ def _backward(em: _Emitter, plan: ParallelPlan, op_inputs: dict, loss: str) -> N
         if p in grad:
             em.compute("auto.sgd", [f"param/{p}", f"grad/{p}"], [f"param/{p}"],
                        dict(lr=plan.ctx.learning_rate), phase="optimizer", label=f"sgd {p}")
+
+
+def redistribution_program(steps, device_num: int, src: str = "act/x", dst: str = "act/y",
+                           phase: str = "forward") -> Program:
+    """A Program performing just these redistribution steps: `src` on every rank -> `dst`."""
+    em = _Emitter(None, device_num)
+    out = em.steps(src, steps, phase, final=dst)
+    if out != dst:
+        em.compute("copy", [out], [dst], phase=phase, label="copy")
+    return em.b.build()

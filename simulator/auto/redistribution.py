@@ -115,7 +115,9 @@ def redistribute(src: Layout, dst: Layout, shape: Sequence[int], itemsize: int =
     shape = tuple(shape)
     dst.local_shape(shape)
     fine, amap, bmap = unify(src.mesh, dst.mesh)
-    plan = _Planner(on_mesh(src, fine, amap), on_mesh(dst, fine, bmap), shape, itemsize, tensor)
+    names = {f: a for m in (bmap, amap) for a, fs in m.items() for f in fs}  # src names win
+    plan = _Planner(on_mesh(src, fine, amap), on_mesh(dst, fine, bmap), shape, itemsize, tensor,
+                    names)
     return plan.run()
 
 
@@ -128,7 +130,8 @@ def _is_prefix(a: list, b: tuple) -> bool:
 
 
 class _Planner:
-    def __init__(self, src: Layout, dst: Layout, shape, itemsize, tensor):
+    def __init__(self, src: Layout, dst: Layout, shape, itemsize, tensor, names):
+        self.names = names
         self.mesh, self.dst, self.shape, self.itemsize, self.tensor = src.mesh, dst, shape, itemsize, tensor
         self.dims = [list(d) for d in src.dims]
         self.partial = list(src.partial)
@@ -139,6 +142,15 @@ class _Planner:
 
     def used(self) -> set:
         return {a for d in self.dims for a in d} | set(self.partial)
+
+    def nm(self, axes) -> str:
+        """Unified axes named by the device-matrix dimension they come from (d1, rep, ...)."""
+        out = []
+        for a in axes:
+            n = self.names.get(a, a)
+            if n not in out:
+                out.append(n)
+        return ",".join(out)
 
     def size(self, axes) -> int:
         return prod(self.mesh.axis_size(a) for a in axes)
@@ -159,7 +171,7 @@ class _Planner:
                 a = want[len(cur)]
                 self.emit("split", (a,), d, None,
                           f"the target cuts dim {d} of {self.tensor} {self.size([a])} more ways "
-                          f"along {a}: each rank slices its own part (no communication)",
+                          f"along {self.nm([a])}: each rank slices its own part (no communication)",
                           lambda: cur.append(a))
                 return True
         return False
@@ -174,8 +186,8 @@ class _Planner:
                         self.partial.remove(p)
                         cur.append(p)
                     self.emit("reduce_scatter", (p,), d, None,
-                              f"ranks along {p} hold partial sums of {self.tensor} and the target "
-                              f"cuts dim {d} along {p}: ReduceScatter sums and keeps 1/"
+                              f"ranks along {self.nm([p])} hold partial sums of {self.tensor} and the "
+                              f"target cuts dim {d} along {self.nm([p])}: ReduceScatter sums and keeps 1/"
                               f"{self.size([p])} on each", change)
                     return True
         return False
@@ -187,7 +199,7 @@ class _Planner:
                 for p in todo:
                     self.partial.remove(p)
             self.emit("all_reduce", tuple(todo), None, None,
-                      f"ranks along {','.join(todo)} hold partial sums of {self.tensor}: "
+                      f"ranks along {self.nm(todo)} hold partial sums of {self.tensor}: "
                       f"AllReduce(sum) over groups of {self.size(todo)} resolves them", change)
 
     def make_partial(self, allow_used: bool) -> None:
@@ -199,12 +211,12 @@ class _Planner:
                     self.partial.append(q)
                 self.emit("pad", (q,), owner, None,
                           f"each rank embeds its slice of dim {owner} in zeros: the cut along "
-                          f"{q} becomes a pending sum (adjoint of a local split)", change)
+                          f"{self.nm([q])} becomes a pending sum (adjoint of a local split)", change)
             elif owner is None:
                 def change(q=q):
                     self.partial.append(q)
                 self.emit("zero", (q,), None, None,
-                          f"the copies along {q} become addends: coordinate 0 keeps the value, "
+                          f"the copies along {self.nm([q])} become addends: coordinate 0 keeps the value, "
                           f"the others hold zeros (no communication)", change)
             elif not allow_used:
                 continue
@@ -222,7 +234,7 @@ class _Planner:
                         self.dims[d].pop()
                         cur.append(a)
                     self.emit("all_to_all", (a,), d, e,
-                              f"the cut along {a} moves from dim {d} to dim {e} of {self.tensor}: "
+                              f"the cut along {self.nm([a])} moves from dim {d} to dim {e} of {self.tensor}: "
                               f"AllToAll over groups of {self.size([a])} swaps the pieces", change)
                     return True
         return False
@@ -241,7 +253,7 @@ class _Planner:
             del cur[len(cur) - len(suffix):]
         self.emit("all_gather", tuple(suffix), d, None,
                   f"dim {d} of {self.tensor} is cut {self.size(suffix)} ways along "
-                  f"{','.join(suffix)} here but not in the target: AllGather concatenates it",
+                  f"{self.nm(suffix)} here but not in the target: AllGather concatenates it",
                   change)
 
     def run(self) -> list[Step]:
