@@ -120,6 +120,17 @@ class Runtime(ABC):
             raise ProgramError(f"program for {program.n_devices} devices given to a runtime of {self.n_devices}")
         events = program.walk()  # a program that cannot finish is refused here, before any call
         start = time.perf_counter()
+        try:
+            return self._drive(program, events, start)
+        except BaseException:
+            # a failed run leaves partial counters: restart them (the report of a run resets them)
+            try:
+                self._wait([self._call(r, "reset_counters", (), 0)[1] for r in range(self.n_devices)])
+            except Exception:
+                pass
+            raise
+
+    def _drive(self, program: Program, events, start: float) -> RunResult:
         calls = 0
         acks: list = []
         batch: list[list] = [[] for _ in range(self.n_devices)]  # rank -> [(index, instr)]
@@ -141,8 +152,6 @@ class Runtime(ABC):
                 sent.update({(rank, i): h for i, h in zip(send_at, outs)})
                 batch[rank], inbox[rank] = [], []
 
-        for r in range(self.n_devices):
-            call(r, "reset_counters", (), 0)
         for ev in events:
             if ev.kind in ("local", "send"):
                 r, i = ev.at[0]
@@ -179,6 +188,9 @@ class Runtime(ABC):
         return self._plans[key].plan, groot
 
     def _collective(self, program: Program, ev: Event, call) -> None:
+        """Run one collective step by step. A chunk a member only passes on (it arrived by a plain
+        copy and has not been reduced into since) is forwarded by its handle: the member is not
+        asked to return it again (it still counts the bytes), so Ray ships each such chunk once."""
         members = ev.at  # ((rank, index), ...) in group order
         first = program.code[members[0][0]][members[0][1]]
         plan, groot = self.lower(first)
@@ -187,20 +199,29 @@ class Runtime(ABC):
         key = self._keys  # names the open collective on its devices
         n_steps = len(plan.steps)
         chunks: dict[int, Any] = {}  # position in the previous step -> handle
+        fresh: dict[tuple[int, int], Any] = {}  # (member, slot) -> handle of the copy it holds
         for s in range(n_steps + 1):
             prev = plan.steps[s - 1].transfers if s else ()
+            cur = plan.steps[s].transfers if s < n_steps else ()
             produced: dict[int, Any] = {}
             for g, (r, i) in enumerate(members):
                 recv_at = low.recvs[s - 1][g] if s else []
                 send_at = low.sends[s][g] if s < n_steps else []
+                fwd_at = [k for k in send_at if (g, cur[k].src_chunk) in fresh]
+                ret_at = [k for k in send_at if (g, cur[k].src_chunk) not in fresh]
+                produced.update((k, fresh[(g, cur[k].src_chunk)]) for k in fwd_at)
                 if not (recv_at or send_at or s == 0 or s == n_steps):
                     continue
-                cur = plan.steps[s].transfers if s < n_steps else ()
                 spec = CollectiveCall(key, i, program.code[r][i], plan.n, g, groot, plan.n_chunks,
-                                      tuple(prev[k] for k in recv_at), tuple(cur[k] for k in send_at),
-                                      s == 0, s == n_steps)
-                outs = call(r, "collective_step", (spec, *(chunks[k] for k in recv_at)), len(send_at))
-                produced.update(zip(send_at, outs))
+                                      tuple(prev[k] for k in recv_at), tuple(cur[k] for k in ret_at),
+                                      s == 0, s == n_steps, tuple(cur[k] for k in fwd_at))
+                outs = call(r, "collective_step", (spec, *(chunks[k] for k in recv_at)), len(ret_at))
+                produced.update(zip(ret_at, outs))
+            for k, t in enumerate(cur):  # the slots this step writes, once every source was read
+                if t.reduce:
+                    fresh.pop((t.dst, t.dst_chunk), None)
+                else:
+                    fresh[(t.dst, t.dst_chunk)] = produced[k]
             chunks = produced
 
     def _check_rank(self, rank: int) -> None:

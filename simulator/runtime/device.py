@@ -53,6 +53,7 @@ class CollectiveCall:
     sends: tuple[Transfer, ...]
     first: bool
     last: bool
+    forwards: tuple[Transfer, ...] = ()  # sends the driver forwards by handle: only count them
 
 
 class Device:
@@ -91,7 +92,10 @@ class Device:
         return [{n: np.array(self.tensors[n], copy=True) for n in names}]
 
     def report(self) -> list:
-        return [{"memory": self.memory, "bytes_sent": self.bytes_sent, "messages_sent": self.messages_sent}]
+        """What this run measured; the counters restart for the next run."""
+        out = {"memory": self.memory, "bytes_sent": self.bytes_sent, "messages_sent": self.messages_sent}
+        self.reset_counters()
+        return [out]
 
     def inject_failure(self, index: int, reason: str = "injected failure") -> list:
         self.faults[int(index)] = reason
@@ -172,7 +176,8 @@ class Device:
         apply_incoming(slots, call.recvs, chunks, ins.op)
         out = outgoing(slots, call.sends)
         self.bytes_sent += sum(int(c.nbytes) for c in out)
-        self.messages_sent += len(out)
+        self.bytes_sent += sum(int(slots[t.src_chunk].nbytes) for t in call.forwards)
+        self.messages_sent += len(out) + len(call.forwards)
         if call.last:
             del self._open[call.key]
             like = self.tensors.get(ins.tensor)

@@ -50,6 +50,12 @@ class FaultyDevice(Device):
             return super().inject_failure(index, reason)
         return []
 
+    def clear(self) -> list:
+        """Also forget faults not yet reached: a fault fires once, in the attempt it was armed for."""
+        self.faults.clear()
+        self.kinds.clear()
+        return super().clear()
+
     def _check_fault(self, index: int, ins) -> None:
         kind, delay = self.kinds.pop(index, ("", 0.0)) if self.failed is None else ("", 0.0)
         if kind == "slow":
