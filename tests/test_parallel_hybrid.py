@@ -1,0 +1,73 @@
+"""Hybrid data x tensor x pipeline parallelism on the (pp, dp, tp) mesh: equal to one device for
+every combination, the groups of each axis visible in the program and the Chrome trace, and one
+run on Ray actors."""
+
+import pytest
+
+from simulator.models import GPTConfig
+from simulator.parallel.config import TrainConfig
+from simulator.parallel.hybrid import axis_groups, hybrid_mesh
+from simulator.parallel.train import train
+from simulator.program import Collective, Send
+
+GPT = GPTConfig(layers=3, hidden=16, heads=4, seq_len=8, vocab=16)  # 5 model layers: emb, 3 blocks, head
+
+CASES = [
+    ("hybrid", dict(devices=8, dp=2, tp=2, pp=2, microbatches=2)),  # 5 layers on 2 stages: 3 + 2 (uneven)
+    ("sp", dict(devices=8, dp=2, tp=2, pp=2, microbatches=2, bucket_mb=0.002)),
+    ("hybrid", dict(devices=6, dp=1, tp=2, pp=3, microbatches=4, schedule="gpipe")),  # 2 + 2 + 1, not a power of 2
+    ("hybrid", dict(devices=6, dp=3, tp=2, pp=1, batch_size=6)),
+    ("hybrid", dict(devices=4, dp=1, tp=2, pp=2, microbatches=4, schedule="interleaved", virtual_stages=2)),
+    ("hybrid", dict(devices=8, dp=1, tp=4, pp=2, microbatches=2)),
+]
+
+
+@pytest.mark.parametrize("strategy,kw", CASES, ids=[f"{s}-{i}" for i, (s, _) in enumerate(CASES)])
+def test_every_combination_equals_one_device(strategy, kw):
+    kw = dict(kw)
+    r = train(TrainConfig(GPT, strategy=strategy, batch_size=kw.pop("batch_size", 8), steps=3, **kw))
+    assert r.config.dp * r.config.tp * r.config.pp == r.config.devices
+    assert r.max_rel_weight_diff_vs_single < 1e-9
+    assert r.losses == pytest.approx(r.reference_losses, rel=1e-9)
+
+
+def test_mesh_order_tensor_fastest_then_data_then_pipeline():
+    cfg = TrainConfig(GPT, strategy="hybrid", devices=8, dp=2, tp=2, pp=2)
+    assert repr(hybrid_mesh(cfg)) == "Mesh(pp=2, dp=2, tp=2)"
+    assert axis_groups(cfg) == {"tp": [(0, 1), (2, 3), (4, 5), (6, 7)], "dp": [(0, 2), (1, 3), (4, 6), (5, 7)],
+                                "pp": [(0, 4), (1, 5), (2, 6), (3, 7)]}
+
+
+def test_each_axis_communicates_on_its_own_groups():
+    cfg = TrainConfig(GPT, strategy="hybrid", devices=8, dp=2, tp=2, pp=2, microbatches=2, batch_size=8, steps=1)
+    r = train(cfg)
+    groups = axis_groups(cfg)
+    prog = r.compiled.program
+    tensor = {ins.group for code in prog.code for ins in code if isinstance(ins, Collective) and "/" in ins.tag
+              and not ins.tag.startswith("grad/")}
+    data = {ins.group for code in prog.code for ins in code if isinstance(ins, Collective) and ins.tag.startswith("grad/")}
+    assert tensor == set(groups["tp"]) and data == set(groups["dp"])
+    sends = {tuple(sorted((rank, ins.dst))) for rank, code in enumerate(prog.code) for ins in code if isinstance(ins, Send)}
+    assert sends == set(groups["pp"])
+    # the Chrome trace names every collective's group
+    chrome = r.trace.to_chrome()["traceEvents"]
+    traced = {tuple(e["args"]["group"]) for e in chrome if e.get("ph") == "X" and "group" in e["args"]}
+    assert traced == set(groups["tp"]) | set(groups["dp"])
+
+
+def test_sequence_parallel_sends_a_tensor_rank_s_share_between_stages():
+    kw = dict(devices=4, dp=1, tp=2, pp=2, microbatches=2, batch_size=4, steps=1)
+    tp = train(TrainConfig(GPT, strategy="hybrid", **kw)).trace.bytes_by_collective()["send"]
+    sp = train(TrainConfig(GPT, strategy="sp", **kw)).trace.bytes_by_collective()["send"]
+    assert sp * 2 == tp
+
+
+@pytest.mark.ray
+def test_hybrid_on_ray_equals_one_device_and_the_local_runtime(ray_runtime):
+    cfg = TrainConfig(GPTConfig(layers=1, hidden=8, heads=2, seq_len=4, vocab=8), strategy="hybrid", devices=8,
+                      dp=2, tp=2, pp=2, microbatches=2, batch_size=8, steps=1)
+    on_ray = train(cfg, runtime=ray_runtime)
+    local = train(cfg)
+    assert on_ray.max_rel_weight_diff_vs_single < 1e-9
+    assert on_ray.losses == local.losses
+    assert on_ray.trace.makespan_s == local.trace.makespan_s
