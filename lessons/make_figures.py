@@ -33,6 +33,12 @@ def tiny_mlp(layers: int = 4) -> ps.MLPConfig:
     return ps.MLPConfig(in_dim=16, hidden=16, layers=layers, classes=16)
 
 
+def clock() -> ps.SimpleDeviceModel:
+    """A slow teaching device so that compute and communication of tiny models are both visible:
+    1 GFLOP/s, 1 GB/s links with 1 us latency."""
+    return ps.SimpleDeviceModel(flops_per_s=1e9, memory_bandwidth_Bps=1e12, latency_s=1e-6, bandwidth_Bps=1e9)
+
+
 def lesson_01() -> None:
     f = "01_mesh_and_sharding"
     mesh = ps.DeviceMesh({"dp": 2, "tp": 4})
@@ -51,6 +57,15 @@ def lesson_02() -> None:
     save(f, "all_reduce_time_vs_n.png", viz.sweep_chart(ns, series, xlabel="ranks n", ylabel="time",
                                                         title="all-reduce of 1 MiB, alpha-beta model",
                                                         logx=True, y_is_time=True))
+
+
+def lesson_03() -> None:
+    f = "03_data_parallelism"
+    r = ps.train(ps.TrainConfig(tiny_mlp(), strategy="dp", devices=4, batch_size=16), device_model=clock())
+    save(f, "dp_timeline.png", viz.timeline(r.trace, title="data parallel, 4 replicas: compute, then all-reduce"))
+    r = ps.train(ps.TrainConfig(tiny_mlp(), strategy="dp", devices=4, batch_size=16, bucket_mb=0.004),
+                 device_model=clock())
+    save(f, "dp_buckets_timeline.png", viz.timeline(r.trace, title="gradients in 4 KB buckets: all-reduce overlaps the backward"))
 
 
 def main(argv: list[str]) -> int:

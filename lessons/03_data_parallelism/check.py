@@ -1,0 +1,73 @@
+"""Autograder of lesson 03: gradients against one device, bytes and learning rates against train()."""
+
+import numpy as np
+
+from simulator import MLPConfig, TrainConfig, build_model, get_batch, train
+from simulator.lessons import compare, ok
+
+LESSON = {
+    "title": "Data parallelism and gradient averaging",
+    "goals": ["split a batch over data-parallel replicas",
+              "show that averaging the replicas' gradients reproduces the full-batch gradient",
+              "predict the all-reduce bytes of a data-parallel step and measure them with train()",
+              "relate summed (gradients_mean=False) and averaged gradients through the learning rate"],
+    "app_pages": ["Training playground", "Collectives"],
+    "requires": ["train", "TrainConfig", "build_model", "get_batch"],
+    "minutes": 45,
+    "prerequisites": [2],
+}
+
+MODEL = MLPConfig(in_dim=16, hidden=16, layers=4, classes=16)
+
+
+def check_shards(s):
+    "shard_batch gives dp equal, contiguous shards that rebuild the batch"
+    x, y = get_batch(MODEL, 16, step=0)
+    for dp in (1, 2, 4, 8):
+        shards = s.shard_batch(x, y, dp)
+        if len(shards) != dp:
+            return compare(dp, len(shards), "one shard per replica")
+        xs = np.concatenate([a for a, _ in shards])
+        ys = np.concatenate([b for _, b in shards])
+        if not (np.array_equal(xs, x) and np.array_equal(ys, y)) or {len(a) for a, _ in shards} != {16 // dp}:
+            return compare(f"{dp} shards of {16 // dp} rows in order", [len(a) for a, _ in shards],
+                           "contiguous row blocks, replica 0 first")
+    return ok()
+
+
+def check_gradients(s):
+    "dp_gradients equals the single-device full-batch gradient (rtol 1e-9)"
+    model = build_model(MODEL)
+    params = model.init_params(3)
+    x, y = get_batch(MODEL, 16, step=1)
+    full = model.loss_and_grads(params, x, y)[1]
+    for dp in (2, 4):
+        got = s.dp_gradients(model, params, x, y, dp)
+        for li, layer in enumerate(full):
+            for name, g in layer.items():
+                mine = got[li][name]
+                if np.shape(mine) != g.shape or not np.allclose(mine, g, rtol=1e-9, atol=1e-14):
+                    return compare(g, mine, f"dp={dp}, layer {li} {name!r}: mean of the shards' gradients")
+    return ok()
+
+
+def check_bytes(s):
+    "grad_bytes_per_device equals the bytes train(strategy='dp') measures per device"
+    model = build_model(MODEL)
+    for dp in (2, 4):
+        measured = train(TrainConfig(MODEL, strategy="dp", devices=dp, batch_size=16)).bytes_sent_per_device[0]
+        got = s.grad_bytes_per_device(model, dp)
+        if not np.isclose(got, measured, rtol=1e-9):
+            return compare(measured, got, f"dp={dp}: a ring all-reduce of every float64 gradient")
+    return ok()
+
+
+def check_mean_lr(s):
+    "equivalent_mean_lr: the averaged SGD run trains the same weights as the summed run"
+    dp, lr = 4, 0.05
+    lr_mean = s.equivalent_mean_lr(lr, dp)
+    base = dict(strategy="dp", devices=dp, batch_size=16, optimizer="sgd", steps=2)
+    summed = train(TrainConfig(MODEL, lr=lr, gradients_mean=False, **base), check=False).params
+    mean = train(TrainConfig(MODEL, lr=float(lr_mean), **base), check=False).params
+    diff = max(float(np.abs(summed[i][k] - mean[i][k]).max()) for i in range(len(mean)) for k in mean[i])
+    return compare(0.0, diff, f"lr_sum={lr}, dp={dp}: the summed gradient is dp times the mean", atol=1e-12)
