@@ -9,21 +9,31 @@ Timing rules (alpha-beta, Hockney 1994; overlap as in PyTorch DDP / Megatron asy
   `model.compute_time_s(instr)`.
 - A point-to-point transfer starts when the tensor is ready at the sender and both devices' comm
   lanes are free; lasts latency + nbytes / bandwidth of the link. The receiver's tensor is ready
-  at its end; the receiver waits only when it uses the tensor.
+  at its end; the receiver waits only when it uses the tensor. Each device's comm lane is taken
+  in its own program order: the sender's lane is read (and reserved) when the walk reaches the
+  Send, the receiver's when it reaches the Recv. (The walk runs a device ahead until it blocks,
+  so reading the sender's lane at the Recv would charge it for comm it issues later.)
 - A collective starts when every member's input is ready and its comm lane is free (and, for a
   blocking one, its compute lane too); it lasts the priced plan: the sum over the algorithm's
   steps of the slowest transfer of the step. A blocking collective holds the compute lane until
   it ends; a non-blocking one overlaps whatever compute follows until its output is used.
+- Non-blocking collectives run on their own stream (as NCCL calls on a side CUDA stream: PyTorch
+  DDP's reducer, Megatron's overlapped gradient reduce): they queue behind each other but neither
+  wait for nor delay the blocking collectives and transfers of the comm lane (both are drawn on
+  the comm lane; sharing of link bandwidth between the two streams is not modelled).
+- A device model may define `price_collective(ins) -> (time_s, bytes_sent_per_member) | None`
+  to price a collective itself (e.g. a one-member collective standing for a data-parallel group
+  of replicas that are simulated once, `simulator.cost.paper_kernels.PaperDeviceModel`).
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Protocol
 
 from ..collectives.algorithms import make_plan
 from ..collectives.plan import Plan
+from .comm import plan_time
 from ..program import Collective, Compute, Free, Program, Recv, Send
 from ..trace import MemorySample, Trace, TraceEvent
 
@@ -54,15 +64,9 @@ class SimpleDeviceModel:
 
 
 def plan_time_s(plan: Plan, group: tuple[int, ...], model: DeviceModel) -> float:
-    """Sum over steps of max over the step's transfers of (latency + nbytes / bandwidth)."""
-    total = 0.0
-    for step in plan.steps:
-        worst = 0.0
-        for t in step.transfers:
-            lat, bw = model.link(group[t.src], group[t.dst])
-            worst = max(worst, lat + t.nbytes / bw)
-        total += worst
-    return total
+    """Sum over steps of max over the step's transfers of (latency + nbytes / bandwidth):
+    `simulator.cost.comm.plan_time` on the model's links (one definition)."""
+    return plan_time(plan, model.link, group)
 
 
 def plan_of(ins: Collective) -> Plan:
@@ -80,63 +84,96 @@ def simulate(program: Program, model: DeviceModel | None = None, *, step: int = 
     measured after that instruction; the samples are placed at the instruction's simulated end."""
     model = model or SimpleDeviceModel()
     code = program.code
-    t_comp = [0.0] * program.n_devices
-    t_comm = [0.0] * program.n_devices
-    ready: list[dict[str, float]] = [defaultdict(float) for _ in range(program.n_devices)]
+    n = program.n_devices
+    t_comp = [0.0] * n
+    t_comm = [0.0] * n
+    t_async = [0.0] * n   # the stream of non-blocking collectives
+    ready: list[dict[str, float]] = [dict() for _ in range(n)]
     sent_at: dict[tuple[int, int], float] = {}
     end_of: dict[tuple[int, int], float] = {}
     events: list[TraceEvent] = []
+    add = events.append
     plans: dict[tuple, tuple[float, list[int]]] = {}
+    price = getattr(model, "price_collective", None)
+    compute_time = model.compute_time_s
+    keep_ends = bool(memory)
     flow_id = 0
     for ev in program.walk():
-        if ev.kind == "local":
+        kind = ev.kind
+        if kind == "local":
             r, i = ev.at[0]
             ins = code[r][i]
-            if isinstance(ins, Free):
-                end_of[(r, i)] = t_comp[r]
+            if type(ins) is Free:
+                if keep_ends:
+                    end_of[(r, i)] = t_comp[r]
                 continue
-            start = max([t_comp[r]] + [ready[r][x] for x in ins.inputs])
-            dur = model.compute_time_s(ins)
-            t_comp[r] = start + dur
+            rd = ready[r]
+            start = t_comp[r]
+            for x in ins.inputs:
+                tx = rd.get(x, 0.0)
+                if tx > start:
+                    start = tx
+            dur = compute_time(ins)
+            end = t_comp[r] = start + dur
             for x in ins.outputs:
-                ready[r][x] = t_comp[r]
-            end_of[(r, i)] = t_comp[r]
-            events.append(TraceEvent(r, "compute", ins.label or ins.op, start, dur, ins.phase, ins.op,
-                                     ins.nbytes, ins.flops, ins.microbatch, step))
-        elif ev.kind == "send":
+                rd[x] = end
+            if keep_ends:
+                end_of[(r, i)] = end
+            add(TraceEvent(r, "compute", ins.label or ins.op, start, dur, ins.phase, ins.op,
+                           ins.nbytes, ins.flops, ins.microbatch, step))
+        elif kind == "send":
             r, i = ev.at[0]
-            sent_at[(r, i)] = ready[r][code[r][i].tensor]
-        elif ev.kind == "recv":
+            ins = code[r][i]
+            lat, bw = model.link(r, ins.dst)
+            s0 = max(ready[r].get(ins.tensor, 0.0), t_comm[r])
+            sent_at[(r, i)] = s0
+            t_comm[r] = s0 + lat + ins.nbytes / bw       # the sender's lane, in its program order
+        elif kind == "recv":
             (dst, j), (src, i) = ev.at
             send, recv = code[src][i], code[dst][j]
             lat, bw = model.link(src, dst)
-            start = max(sent_at.pop((src, i)), t_comm[src], t_comm[dst])
+            start = max(sent_at.pop((src, i)), t_comm[dst])
             dur = lat + send.nbytes / bw
-            t_comm[src] = t_comm[dst] = ready[dst][recv.tensor] = start + dur
-            end_of[(src, i)] = end_of[(dst, j)] = start + dur
+            end = t_comm[dst] = ready[dst][recv.tensor] = start + dur
+            if keep_ends:
+                end_of[(src, i)] = end_of[(dst, j)] = end
             flow_id += 1
-            for rank, kind, peer in ((src, "send", dst), (dst, "recv", src)):
-                label = f"{kind} {send.tensor} {'to' if kind == 'send' else 'from'} {peer}"
-                events.append(TraceEvent(rank, "comm", label, start, dur, "comm", kind, send.nbytes, 0.0,
-                                         send.microbatch, step, flow_id))
+            add(TraceEvent(src, "comm", f"send {send.tensor} to {dst}", start, dur, "comm", "send", send.nbytes,
+                           0.0, send.microbatch, step, flow_id))
+            add(TraceEvent(dst, "comm", f"recv {send.tensor} from {src}", start, dur, "comm", "recv", send.nbytes,
+                           0.0, send.microbatch, step, flow_id))
         else:  # collective
-            ins0: Collective = code[ev.at[0][0]][ev.at[0][1]]
+            at = ev.at
+            ins0: Collective = code[at[0][0]][at[0][1]]
             group = ins0.group
-            start = max(max(ready[r][code[r][i].tensor], t_comm[r], t_comp[r] if ins0.blocking else 0.0)
-                        for r, i in ev.at)
-            key = (ins0.kind, ins0.algo, group, ins0.nbytes)
-            if key not in plans:
-                plan = plan_of(ins0)
-                plans[key] = (plan_time_s(plan, group, model), plan.bytes_sent_per_rank())
-            dur, sent = plans[key]
+            blocking = ins0.blocking
+            start = 0.0
+            lane = t_comm if blocking else t_async
+            for r, i in at:
+                x = max(ready[r].get(code[r][i].tensor, 0.0), lane[r], t_comp[r] if blocking else 0.0)
+                if x > start:
+                    start = x
+            key = (ins0.kind, ins0.algo, group, ins0.nbytes, ins0.tag)
+            got = plans.get(key)
+            if got is None:
+                priced = price(ins0) if price is not None else None
+                if priced is not None:
+                    got = (priced[0], [priced[1]] * len(group))
+                else:
+                    plan = plan_of(ins0)
+                    got = (plan_time_s(plan, group, model), plan.bytes_sent_per_rank())
+                plans[key] = got
+            dur, sent = got
             end = start + dur
-            for g, (r, i) in enumerate(ev.at):
+            for g, (r, i) in enumerate(at):
                 ins = code[r][i]
-                t_comm[r] = ready[r][ins.out] = end_of[(r, i)] = end
-                if ins.blocking:
-                    t_comp[r] = max(t_comp[r], end)
-                events.append(TraceEvent(r, "comm", f"{ins.kind} {ins.tensor}", start, dur, ins.phase, ins.kind,
-                                         sent[g], 0.0, ins.microbatch, step, group=ins.group))
+                lane[r] = ready[r][ins.out] = end
+                if keep_ends:
+                    end_of[(r, i)] = end
+                if ins.blocking and t_comp[r] < end:
+                    t_comp[r] = end
+                add(TraceEvent(r, "comm", f"{ins.kind} {ins.tensor}", start, dur, ins.phase, ins.kind,
+                               sent[g], 0.0, ins.microbatch, step, group=ins.group))
     trace = Trace(program.n_devices, events, name=name or program.name)
     if memory:
         trace.memory = sorted((MemorySample(r, end_of.get((r, i), 0.0), dict(b), step)

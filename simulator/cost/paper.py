@@ -1,0 +1,157 @@
+"""Simulate a training step far beyond this machine: compile a paper program, run the clock, read it.
+
+    res = simulate_paper("gpt3-175b", ParallelConfig(tp=8, pp=12, dp=16, global_batch=1536,
+                         recompute="full"), "a100-80gb")
+    res.step_time_s, res.mfu, res.bubble_fraction, res.exposed_comm_s
+    res.trace.save_chrome("gpt3.json")          # both lanes of every simulated rank
+
+The program (`paper_program.build_paper_program`) is one data-parallel replica; the clock
+(`clock.simulate`) prices it on `paper_kernels.PaperDeviceModel` built from a
+`HardwareDeviceModel` of the whole cluster, which prices compute kernels by their matmul shapes
+and the data-parallel collectives for their real groups. Memory is the closed-form peak of
+`simulator.cost.memory` (Rajbhandari et al. 2020; Korthikanti et al. 2022), as in `analytic`.
+
+Outputs (same definitions as `analytic.AnalyticResult`):
+  tokens/s = B s / step;  model FLOP/s per GPU = B s (6N + 12 L h s) / step / GPUs and
+  MFU = that / peak (PaLM, Chowdhery et al. 2022, App. B); hardware FLOP/s = FLOPs the simulated
+  ranks executed (recomputation included) x d / step / GPUs (Narayanan et al. 2021 eq. 3 counts
+  the same); bubble fraction = idle device-time / (ranks x step) (`Trace.bubble_fraction`:
+  neither computing nor waiting on exposed communication); exposed communication = comm-lane
+  time not hidden under compute, per device; time per collective kind and per purpose
+  (tensor_parallel, pipeline_p2p, data_parallel, embedding_all_reduce) of the busiest device.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from types import MappingProxyType
+
+from simulator.cost.analytic import estimate
+from simulator.cost.clock import simulate
+from simulator.cost.device_model import HardwareDeviceModel
+from simulator.cost.hardware import Hardware, get_hardware
+from simulator.cost.memory import MemoryBreakdown
+from simulator.cost.model_presets import ModelSpec, get_model
+from simulator.cost.paper_kernels import PaperDeviceModel
+from simulator.cost.paper_program import DEFAULT_BUCKET_NBYTES, build_paper_program
+from simulator.cost.parallel_config import Assumptions, ParallelConfig
+from simulator.trace import Trace
+
+
+@dataclass(frozen=True, eq=False)
+class PaperResult:
+    step_time_s: float
+    tokens_per_s: float
+    model_tflops_per_gpu: float
+    mfu: float
+    tflops_per_gpu: float                 # hardware FLOP/s incl. recomputation
+    hfu: float
+    bubble_fraction: float
+    comm_time_by_kind: MappingProxyType   # purpose -> seconds on the busiest device
+    time_by_collective: MappingProxyType  # collective kind (and send) -> seconds on the busiest device
+    comm_time_s: float                    # comm-lane busy time of the busiest device
+    exposed_comm_s: float                 # max over devices of comm not hidden under compute
+    compute_time_s: float                 # max over devices of compute-lane busy time
+    memory: MemoryBreakdown
+    gpus: int
+    simulated_ranks: int
+    instructions: int
+    trace: Trace
+
+    @property
+    def memory_per_gpu_bytes(self) -> float:
+        return self.memory.total_bytes
+
+    @property
+    def oom(self) -> bool:
+        return self.memory.oom
+
+    def as_dict(self) -> dict:
+        d = {f.name: getattr(self, f.name) for f in fields(self)
+             if f.name not in ("memory", "trace", "comm_time_by_kind", "time_by_collective")}
+        d["comm_time_by_kind"] = dict(self.comm_time_by_kind)
+        d["time_by_collective"] = dict(self.time_by_collective)
+        d["memory_per_gpu_bytes"] = self.memory_per_gpu_bytes
+        d["oom"] = self.oom
+        return d
+
+    def __repr__(self) -> str:
+        return (f"PaperResult(step {self.step_time_s:.4g} s, {self.tflops_per_gpu:.4g} TFLOP/s/GPU, MFU "
+                f"{self.mfu:.1%}, bubble {self.bubble_fraction:.1%}, exposed comm {self.exposed_comm_s:.3g} s, "
+                f"{self.simulated_ranks} ranks simulated for {self.gpus}, {self.memory!r})")
+
+
+_PURPOSE = (("r", "pipeline_p2p"), ("bucket", "data_parallel"), ("emb", "data_parallel"),
+            ("params", "data_parallel"), ("tied", "embedding_all_reduce"))
+
+
+def _purpose(e) -> str:
+    """What a comm event serves, from the tensor names of `paper_program` ("kind tensor")."""
+    if e.kind in ("send", "recv"):
+        return "pipeline_p2p"
+    tensor = e.name.split(" ", 1)[-1]
+    return next((p for prefix, p in _PURPOSE if tensor.startswith(prefix)), "tensor_parallel")
+
+
+def trace_statistics(trace: Trace) -> dict:
+    """One pass over the trace: per device compute and comm busy time (interval unions), exposed
+    comm, idle; per-device seconds by purpose and by collective kind (recv counted on the send)."""
+    from simulator.trace import _union_length
+    comp = [[] for _ in range(trace.n_devices)]
+    comm = [[] for _ in range(trace.n_devices)]
+    by_purpose = [dict() for _ in range(trace.n_devices)]
+    by_kind = [dict() for _ in range(trace.n_devices)]
+    for e in trace.events:
+        if e.lane == "compute":
+            comp[e.device].append((e.start_s, e.end_s))
+            continue
+        comm[e.device].append((e.start_s, e.end_s))
+        pur = _purpose(e)
+        by_purpose[e.device][pur] = by_purpose[e.device].get(pur, 0.0) + e.duration_s
+        if e.kind != "recv":
+            by_kind[e.device][e.kind] = by_kind[e.device].get(e.kind, 0.0) + e.duration_s
+    span = trace.makespan_s
+    out = {"compute_s": [], "comm_s": [], "exposed_s": [], "idle_s": [], "by_purpose": by_purpose,
+           "by_kind": by_kind, "span_s": span}
+    for d in range(trace.n_devices):
+        c, m = _union_length(comp[d]), _union_length(comm[d])
+        exposed = _union_length(comp[d] + comm[d]) - c
+        out["compute_s"].append(c)
+        out["comm_s"].append(m)
+        out["exposed_s"].append(exposed)
+        out["idle_s"].append(span - c - exposed)
+    return out
+
+
+def simulate_paper(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware | str,
+                   assumptions: Assumptions = Assumptions(), *, fold_tp: bool = False,
+                   bucket_nbytes: float = DEFAULT_BUCKET_NBYTES, overlap_grad_reduce: bool = True,
+                   logits: bool = True, optimizer: bool = True) -> PaperResult:
+    """Build the paper program of `config`, run it on the clock, and summarise (module docstring)."""
+    model, hw, cfg, A = get_model(model), get_hardware(hardware), config, assumptions
+    prog = build_paper_program(model, cfg, A, fold_tp=fold_tp, bucket_nbytes=bucket_nbytes,
+                               overlap_grad_reduce=overlap_grad_reduce, logits=logits, optimizer=optimizer)
+    dm = PaperDeviceModel(HardwareDeviceModel(hw, cfg.gpus, A.dtype, link_efficiency=A.link_efficiency), cfg,
+                          fold_tp=fold_tp, collective_algo=A.collective_algo)
+    trace = simulate(prog, dm)
+    st = trace_statistics(trace)
+    step = st["span_s"]
+    n = trace.n_devices
+    tokens = cfg.global_batch * model.seq
+    executed = sum(e.flops for e in trace.events)           # one replica (times t if TP is folded)
+    per_replica = executed * (cfg.tp if fold_tp else 1)
+    hw_flops = per_replica * cfg.dp
+    model_flops = tokens * model.model_flops_per_token()
+    peak = hw.peak(A.dtype)
+    busiest = max(range(n), key=lambda d: st["comm_s"][d])
+    memory = estimate(model, cfg, hw, A).memory
+    return PaperResult(
+        step_time_s=step, tokens_per_s=tokens / step,
+        model_tflops_per_gpu=model_flops / step / cfg.gpus / 1e12, mfu=model_flops / step / cfg.gpus / peak,
+        tflops_per_gpu=hw_flops / step / cfg.gpus / 1e12, hfu=hw_flops / step / cfg.gpus / peak,
+        bubble_fraction=sum(st["idle_s"]) / (n * step) if step > 0 else 0.0,
+        comm_time_by_kind=MappingProxyType(st["by_purpose"][busiest]),
+        time_by_collective=MappingProxyType(st["by_kind"][busiest]),
+        comm_time_s=st["comm_s"][busiest], exposed_comm_s=max(st["exposed_s"]),
+        compute_time_s=max(st["compute_s"]), memory=memory, gpus=cfg.gpus, simulated_ranks=n,
+        instructions=len(prog), trace=trace)

@@ -1,0 +1,190 @@
+"""What one layer costs on one tensor-parallel rank, as data, and the device model of a paper program.
+
+A paper program (`simulator.cost.paper`) has no numpy data: each Compute instruction carries a
+`Kernel` in `attrs["kernel"]` listing its matmul shapes and its element-wise memory traffic. The
+shapes are those of `simulator.cost.analytic` (T = b s tokens, one TP rank of t):
+
+  attention half, forward   QKV (T, (h + 2 kv)/t, h); scores (s, s, h/a) and context (s, h/a, s)
+                            batched over b a / t heads; projection (T, h, h/t);
+                            element-wise 11 s b h (/t with SP) + softmax/dropout 9 a b s^2 / t bytes
+  MLP half, forward         up (T, f/t or 2 f/t, h), down (T, h, f/t);
+                            element-wise 11 s b h (/t with SP) + GeLU 4 (SwiGLU 6) s b f / t bytes
+  backward "B" (input grads) of each linear (m, k, n) -> (m, n)... i.e. (m, k, n) matmul; attention
+                            core 2 (s, hd, s) + (s, s, hd) + (s, hd, s); element-wise 2x forward
+  backward "W" (weight grads) of each linear: (k, n, m)
+  selective recompute adds the attention core forward to the attention half's backward.
+
+`PaperDeviceModel` prices a Kernel as the sum over its matmuls of the roofline with shape-dependent
+utilisation (`simulator.cost.compute.matmul_time_s`) plus memory_time_s(element-wise bytes) --
+exactly the sum the closed form makes, so a program and `analytic.estimate` agree by construction
+of their parts and differ only in how the clock overlaps and orders them.
+
+How the symmetric replicas are priced (the brief's "device model whose link() knows the real group
+placement"): the program holds one data-parallel replica, program rank k t + i = stage k, TP index
+i (or one rank per stage, k, when tensor-parallel ranks are folded too). `global_rank` maps it to
+Megatron's layout rank(i, j=0, k) = k t d + i, so `link()` answers with the real intra-/inter-node
+link between the real ranks. A collective that stands for the whole data-parallel (or folded
+tensor-parallel) group is written as a group of one rank with tag "dp" / "tp"; the clock asks
+`price_collective(ins)`, which prices it with `comm.collective_time_s` over the real global group
+[rank(i, j, k) for j in range(d)] of that rank on the full cluster's topology (hierarchical across
+nodes), and reports the bytes each member sends (nccl-tests bus factor x S).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from simulator.cost.comm import bus_bandwidth_factor, collective_time_s
+from simulator.cost.compute import matmul_time_s, memory_time_s
+from simulator.cost.device_model import HardwareDeviceModel
+from simulator.cost.hardware import DTYPE_NBYTES
+from simulator.cost.model_presets import ModelSpec
+from simulator.cost.parallel_config import ParallelConfig
+from simulator.errors import ParasimError
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A fused piece of work: matmuls (m, n, k, batch) and element-wise bytes."""
+
+    name: str
+    matmuls: tuple[tuple[float, float, float, float], ...] = ()
+    ew_nbytes: float = 0.0
+
+    @property
+    def flops(self) -> float:
+        return sum(2.0 * m * n * k * bt for m, n, k, bt in self.matmuls)
+
+    def nbytes(self, itemsize: int = 2) -> float:
+        """Memory traffic: matmul operands (m k + k n + m n per batch) plus element-wise bytes."""
+        return self.ew_nbytes + sum(itemsize * (m * k + k * n + m * n) * bt for m, n, k, bt in self.matmuls)
+
+    def __add__(self, other: "Kernel") -> "Kernel":
+        return Kernel(f"{self.name}+{other.name}", self.matmuls + other.matmuls, self.ew_nbytes + other.ew_nbytes)
+
+    def __repr__(self) -> str:
+        return f"Kernel({self.name}: {len(self.matmuls)} matmuls, {self.flops:.3g} FLOP, {self.ew_nbytes:.3g} B ew)"
+
+
+@dataclass(frozen=True)
+class LayerKernels:
+    """The kernels of one transformer layer for one micro-batch on one TP rank, and the logits."""
+
+    attn_fwd: Kernel
+    mlp_fwd: Kernel
+    attn_b: Kernel       # input gradients (+ selective recompute of the attention core)
+    mlp_b: Kernel
+    attn_w: Kernel       # weight gradients
+    mlp_w: Kernel
+    logits_fwd: Kernel
+    logits_b: Kernel
+    logits_w: Kernel
+
+
+def layer_kernels(model: ModelSpec, cfg: ParallelConfig) -> LayerKernels:
+    """Shapes of `analytic._layer` and `analytic._logits`, split into the attention and MLP halves."""
+    s, b, h, t = model.seq, cfg.micro_batch_size, model.hidden, cfg.tp
+    T, hd, f, a = b * s, model.head_dim, model.ffn_hidden, model.heads
+    rep = 1 / t if cfg.sequence_parallel else 1.0
+    heads = b * a / t
+    qkv, proj = (T, (h + 2 * model.kv_dim) / t, h), (T, h, h / t)
+    up, down = (T, (2 if model.gated_mlp else 1) * f / t, h), (T, h, f / t)
+    core_fwd = ((s, s, hd, heads), (s, hd, s, heads))                      # scores, context
+    core_bwd = ((s, hd, s, heads), (s, hd, s, heads), (s, s, hd, heads), (s, hd, s, heads))
+    softmax = 9 * a * b * s * s / t
+    ew_attn = 11 * s * b * h * rep + softmax
+    ew_mlp = 11 * s * b * h * rep + (6 if model.gated_mlp else 4) * s * b * f / t
+
+    def lin(shapes, which):  # forward (m, n, k); input grad (m, k, n); weight grad (k, n, m)
+        out = []
+        for m_, n_, k_ in shapes:
+            out.append({"f": (m_, n_, k_, 1), "b": (m_, k_, n_, 1), "w": (k_, n_, m_, 1)}[which])
+        return tuple(out)
+
+    attn_fwd = Kernel("attn_fwd", lin((qkv,), "f") + core_fwd + lin((proj,), "f"), ew_attn)
+    mlp_fwd = Kernel("mlp_fwd", lin((up, down), "f"), ew_mlp)
+    selective = core_fwd if cfg.recompute == "selective" else ()
+    attn_b = Kernel("attn_bgrad", selective + lin((proj,), "b") + core_bwd + lin((qkv,), "b"),
+                    2 * ew_attn + (softmax if cfg.recompute == "selective" else 0.0))
+    mlp_b = Kernel("mlp_bgrad", lin((down, up), "b"), 2 * ew_mlp)
+    attn_w = Kernel("attn_wgrad", lin((proj, qkv), "w"))
+    mlp_w = Kernel("mlp_wgrad", lin((down, up), "w"))
+    Vt = model.vocab / t
+    ce = 12 * T * Vt                     # fp32 logits written, read for softmax, written again
+    return LayerKernels(attn_fwd, mlp_fwd, attn_b, mlp_b, attn_w, mlp_w,
+                        Kernel("logits_fwd", ((T, Vt, h, 1),), ce), Kernel("logits_bgrad", ((T, h, Vt, 1),), 2 * ce / 3),
+                        Kernel("logits_wgrad", ((h, Vt, T, 1),)))
+
+
+@dataclass(frozen=True, eq=False)
+class PaperDeviceModel:
+    """The clock's device model for one replica of a (t, p, d) configuration on the full cluster.
+
+    `base` is the HardwareDeviceModel of the whole cluster (t p d devices); `fold_tp` says whether
+    the program has one rank per stage (TP collectives then stand for the real TP group too)."""
+
+    base: HardwareDeviceModel
+    config: ParallelConfig
+    fold_tp: bool = False
+    collective_algo: str = "ring"
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self):
+        if self.base.n_devices != self.config.gpus:
+            raise ParasimError(f"device model covers {self.base.n_devices} devices but the configuration "
+                               f"uses tp x pp x dp = {self.config.gpus}")
+        object.__setattr__(self, "_topology", self.base.topology)
+
+    @property
+    def width(self) -> int:
+        """Program ranks per pipeline stage."""
+        return 1 if self.fold_tp else self.config.tp
+
+    def global_rank(self, local: int) -> int:
+        """Program rank k w + i -> Megatron rank of (tp i, dp 0, stage k)."""
+        k, i = divmod(local, self.width)
+        return self.config.rank(i, 0, k)
+
+    def compute_time_s(self, ins) -> float:
+        kern = ins.attrs.get("kernel") if ins.attrs else None
+        if kern is None:
+            return self.base.compute_time_s(ins)
+        t = self._cache.get(kern)
+        if t is None:
+            hw, dt = self.base.hardware, self.base.dtype
+            t = sum(matmul_time_s(m, n, k, hw, dt, bt) for m, n, k, bt in kern.matmuls) + memory_time_s(kern.ew_nbytes, hw)
+            self._cache[kern] = t
+        return t
+
+    def link(self, src: int, dst: int) -> tuple[float, float]:
+        return self._topology.link_of(self.global_rank(src), self.global_rank(dst))
+
+    def real_group(self, ins) -> list[int] | None:
+        """The global ranks a one-member collective tagged dp/tp stands for (None: price as written)."""
+        if len(ins.group) != 1 or ins.tag not in ("dp", "tp"):
+            return None
+        cfg = self.config
+        k, i = divmod(ins.group[0], self.width)
+        if ins.tag == "dp":
+            return cfg.dp_group(i, k)
+        return cfg.tp_group(0, k) if self.fold_tp else None
+
+    def price_collective(self, ins) -> tuple[float, int] | None:
+        """(time_s, bytes each member sends) of a collective standing for a real group, else None."""
+        key = (ins.kind, ins.tag, ins.group, ins.nbytes)
+        if key in self._cache:
+            return self._cache[key]
+        group = self.real_group(ins)
+        if group is None:
+            return None
+        n = len(group)
+        whole = ins.nbytes * n if ins.kind == "all_gather" else ins.nbytes
+        t = collective_time_s(ins.kind, whole, group, self._topology, ins.algo or self.collective_algo)
+        sent = int(bus_bandwidth_factor(ins.kind, n) * whole) if n > 1 else 0
+        self._cache[key] = (t, sent)
+        return t, sent
+
+
+def activation_nbytes(model: ModelSpec, cfg: ParallelConfig, dtype: str = "bf16") -> int:
+    """One (s, b, h) activation in the training dtype: what crosses a stage boundary."""
+    return int(DTYPE_NBYTES[dtype] * cfg.micro_batch_size * model.seq * model.hidden)

@@ -1,0 +1,223 @@
+"""Compile a GPT training step of any size into the Program IR, without data (a "paper program").
+
+The same instructions the real strategies emit, at layer and micro-batch granularity, for one
+data-parallel replica of (t, p, d, b, B, schedule, v, recompute, SP, ZeRO):
+
+  program rank k w + i: pipeline device k, tensor-parallel index i (w = t, or 1 when `fold_tp`)
+  per schedule action (`simulator.parallel.schedules.make_schedule`, the real action lists):
+    F(j, c)   model stage s = c p + k: Recv the activation from stage s-1 (Megatron's scatter /
+              gather: each TP rank receives b s h / t, then an all-gather over the TP group unless
+              SP keeps activations sequence-sharded); per layer: attention (Compute), TP
+              all-reduce, MLP (Compute), TP all-reduce (with SP: all-gather + reduce-scatter of
+              the same volume, Korthikanti et al. 2022); last stage: logits + cross-entropy;
+              Send to stage s+1.
+    BW / B    Recv the gradient from stage s+1; per layer in reverse: [full recompute: the layer's
+              forward and its 2 TP collectives], MLP backward, TP all-reduce, attention backward,
+              TP all-reduce; Send to stage s-1. W: the weight gradients (zero-bubble schedules).
+  gradients: the last micro-batch's backward of each layer completes its gradient; layers are
+    grouped into buckets of >= `bucket_nbytes`, each reduced by a non-blocking collective over the
+    data-parallel group as soon as it is complete, overlapping the rest of the backward (PyTorch
+    DDP buckets; Megatron's overlap_grad_reduce). ZeRO 0: all-reduce of fp32 gradients; 1-2:
+    reduce-scatter, then all-gather of 16-bit parameters after the optimizer; 3: + a second
+    all-gather (the forward's parameter gathers, placed at the step boundary as in the closed form).
+  tied embeddings (p > 1): all-reduce of the embedding gradient between the first and last stage.
+  optimizer: Adam, memory-bound, 30 bytes per (sharded) parameter (`analytic.ADAM_BYTES_PER_PARAM`).
+
+The data-parallel collectives are one-member collectives tagged "dp" that the device model prices
+for the real group (`paper_kernels.PaperDeviceModel`): replicas are symmetric, so one is simulated.
+"""
+
+from __future__ import annotations
+
+from simulator.cost.analytic import ADAM_BYTES_PER_PARAM
+from simulator.cost.model_presets import ModelSpec
+from simulator.cost.paper_kernels import Kernel, LayerKernels, activation_nbytes, layer_kernels
+from simulator.cost.parallel_config import Assumptions, ParallelConfig
+from simulator.errors import ParasimError
+from simulator.parallel.schedules import make_schedule
+from simulator.program import Collective, Compute, Program, Recv, Send
+
+DEFAULT_BUCKET_NBYTES = 25e6   # PyTorch DDP's default bucket_cap_mb = 25
+
+
+def check_paper_config(model: ModelSpec, cfg: ParallelConfig) -> None:
+    if model.heads % cfg.tp:
+        raise ParasimError(f"tp={cfg.tp} must divide the {model.heads} attention heads")
+    chunks = cfg.pp * cfg.virtual_stages
+    if model.layers % chunks:
+        raise ParasimError(f"{model.layers} layers cannot be split evenly into pp x v = {chunks} chunks")
+
+
+class _Emitter:
+    """Emits one pipeline device's instructions for one TP index (all TP indices emit alike)."""
+
+    def __init__(self, model, cfg, A, kernels: LayerKernels, fold_tp, bucket_nbytes, overlap, logits, optimizer):
+        self.model, self.cfg, self.A, self.K = model, cfg, A, kernels
+        self.w = 1 if fold_tp else cfg.tp
+        self.fold_tp, self.bucket_nbytes, self.overlap = fold_tp, bucket_nbytes, overlap
+        self.logits, self.optimizer = logits, optimizer
+        p, v = cfg.pp, cfg.virtual_stages
+        self.S, self.Ls = p * v, model.layers // (p * v)
+        self.act = activation_nbytes(model, cfg, A.dtype)
+        self.p2p = self.act // cfg.tp
+        self.layer_grad = A.grad_reduce_bytes * model.layer_params() / cfg.tp
+        self.emb_params = model.vocab * model.hidden / cfg.tp
+
+    # ---- helpers ------------------------------------------------------------------------------
+    def comp(self, out, kern: Kernel, x: str, phase: str, j, label: str, extra=()):
+        out.append(Compute(kern.name, (x,), (x,) + tuple(extra), kern.flops, int(kern.nbytes()),
+                           {"kernel": kern}, phase, j, label))
+
+    def tp_comm(self, out, r, x, j, kinds, dst=None):
+        if self.cfg.tp == 1:
+            return
+        group, tag = (((r,), "tp") if self.fold_tp else (self._tp_group(r), ""))
+        for kind in kinds:
+            nbytes = self.act // self.cfg.tp if kind == "all_gather" else self.act
+            out.append(Collective(kind, x, dst or x, group, nbytes=nbytes, tag=tag, microbatch=j))
+
+    def recv(self, out, r, x, src, tag, j):
+        """Receive a stage boundary tensor into x: the 1/t slice, then (no SP) the TP all-gather."""
+        if self.cfg.tp == 1 or self.cfg.sequence_parallel:
+            out.append(Recv(x, src, tag, self.p2p, j))
+        else:
+            out.append(Recv("r" + x, src, tag, self.p2p, j))
+            self.tp_comm(out, r, "r" + x, j, ("all_gather",), dst=x)
+
+    def _tp_group(self, r):
+        base = (r // self.w) * self.w
+        return tuple(range(base, base + self.w))
+
+    def tp_pair(self):
+        """The forward (or backward) collectives of one layer half."""
+        return ("all_gather", "reduce_scatter") if self.cfg.sequence_parallel else ("all_reduce",)
+
+    def layer_fwd(self, out, r, x, j, s, l, label="F"):
+        for kern in (self.K.attn_fwd, self.K.mlp_fwd):
+            self.comp(out, kern, x, "forward", j, f"{label}{j} s{s} L{l} {kern.name}")
+            self.tp_comm(out, r, x, j, self.tp_pair())
+
+    # ---- actions ------------------------------------------------------------------------------
+    def forward(self, out, k, r, j, c):
+        s, p, w = c * self.cfg.pp + k, self.cfg.pp, self.w
+        x = f"a{s}.{j}"
+        if s > 0:
+            self.recv(out, r, x, ((s - 1) % p) * w + r % w, f"f{s}.{j}", j)
+        for l in range(self.Ls):
+            self.layer_fwd(out, r, x, j, s, l)
+        if s == self.S - 1:
+            if self.logits:
+                self.comp(out, self.K.logits_fwd, x, "forward", j, f"F{j} logits")
+        else:
+            out.append(Send(x, ((s + 1) % p) * w + r % w, f"f{s + 1}.{j}", self.p2p, j))
+
+    def backward(self, out, k, r, j, c, kind, grads_done):
+        """kind BW (input and weight gradients) or B (input gradients only)."""
+        s, p, w = c * self.cfg.pp + k, self.cfg.pp, self.w
+        g = f"g{s}.{j}"
+        last_mb = kind == "BW" and j == self.cfg.microbatches - 1
+        if s < self.S - 1:
+            self.recv(out, r, g, ((s + 1) % p) * w + r % w, f"b{s}.{j}", j)
+        elif self.logits:
+            kern = self.K.logits_b + self.K.logits_w if kind == "BW" else self.K.logits_b
+            out.append(Compute(kern.name, (f"a{s}.{j}",), (g,), kern.flops, int(kern.nbytes()), {"kernel": kern},
+                               "backward", j, f"B{j} logits"))
+        for l in reversed(range(self.Ls)):
+            if self.cfg.recompute == "full":
+                self.layer_fwd(out, r, g, j, s, l, label="R")
+            for kb, kw in ((self.K.mlp_b, self.K.mlp_w), (self.K.attn_b, self.K.attn_w)):
+                kern = kb + kw if kind == "BW" else kb
+                done = (f"grad{c}.{l}",) if last_mb and kb is self.K.attn_b else ()
+                self.comp(out, kern, g, "backward", j, f"{kind}{j} s{s} L{l} {kb.name}", done)
+                self.tp_comm(out, r, g, j, self.tp_pair())
+            if last_mb:
+                grads_done(out, r, c, l)
+        if s > 0:
+            out.append(Send(g, ((s - 1) % p) * w + r % w, f"b{s - 1}.{j}", self.p2p, j))
+
+    def wgrad(self, out, r, j, c, grads_done):
+        s = c * self.cfg.pp + (r // self.w)
+        last_mb = j == self.cfg.microbatches - 1
+        if s == self.S - 1 and self.logits:
+            self.comp(out, self.K.logits_w, f"g{s}.{j}", "wgrad", j, f"W{j} logits")
+        for l in reversed(range(self.Ls)):
+            for kern in (self.K.mlp_w, self.K.attn_w):
+                done = (f"grad{c}.{l}",) if last_mb and kern is self.K.attn_w else ()
+                self.comp(out, kern, f"g{s}.{j}", "wgrad", j, f"W{j} s{s} L{l} {kern.name}", done)
+            if last_mb:
+                grads_done(out, r, c, l)
+
+    # ---- one device ---------------------------------------------------------------------------
+    def device(self, k: int, r: int, actions) -> list:
+        cfg, out = self.cfg, []
+        d, zero = cfg.dp, cfg.zero_stage
+        dp_kind = "all_reduce" if zero == 0 else "reduce_scatter"
+        buckets, pending = [], {"bytes": 0.0, "names": []}
+
+        def flush(force=False):
+            if not pending["names"] or (pending["bytes"] < self.bucket_nbytes and not force):
+                return
+            name = f"bucket{len(buckets)}"
+            # the bucket's gradients are its layers' grad tensors; one collective reduces them all
+            out.append(Compute("pack", tuple(pending["names"]), (name,), 0.0, 0, {"kernel": Kernel("pack")},
+                               "other", None, f"bucket {len(buckets)}"))
+            if d > 1:
+                out.append(Collective(dp_kind, name, name, (r,), nbytes=int(pending["bytes"]),
+                                      blocking=not self.overlap, tag="dp"))
+            buckets.append(name)
+            pending["bytes"], pending["names"] = 0.0, []
+
+        def grads_done(out_, r_, c, l):
+            pending["bytes"] += self.layer_grad
+            pending["names"].append(f"grad{c}.{l}")
+            flush()
+
+        for a in actions:
+            if a.kind == "F":
+                self.forward(out, k, r, a.microbatch, a.chunk)
+            elif a.kind in ("BW", "B"):
+                self.backward(out, k, r, a.microbatch, a.chunk, a.kind, grads_done)
+            else:
+                self.wgrad(out, r, a.microbatch, a.chunk, grads_done)
+        flush(force=True)
+        holds_emb = k == 0 or k == cfg.pp - 1
+        params = self.Ls * cfg.virtual_stages * self.model.layer_params() / cfg.tp
+        if holds_emb:
+            params += self.emb_params
+            emb, tied = "emb", cfg.pp > 1 and self.model.tied_embeddings
+            out.append(Compute("embedding_grad", (), ("tied" if tied else emb,), 0.0, 0,
+                               {"kernel": Kernel("embedding_grad")}, "backward", None, "embedding grad"))
+            if tied:   # first and last stage sum their copies of the tied embedding's gradient
+                pair = (r % self.w, (cfg.pp - 1) * self.w + r % self.w)
+                out.append(Collective("all_reduce", "tied", emb, pair,
+                                      nbytes=int(self.A.grad_reduce_bytes * self.emb_params), tag="emb"))
+            if d > 1:
+                out.append(Collective(dp_kind, emb, emb, (r,), nbytes=int(self.A.grad_reduce_bytes * self.emb_params),
+                                      blocking=not self.overlap, tag="dp"))
+            buckets.append(emb)
+        if self.optimizer:
+            shard = d if zero >= 1 else 1
+            kern = Kernel("adam", (), ADAM_BYTES_PER_PARAM * params / shard)
+            out.append(Compute("adam", tuple(buckets), ("params",), 0.0, int(kern.ew_nbytes), {"kernel": kern},
+                               "optimizer", None, "optimizer"))
+        if zero >= 1 and d > 1:
+            for n_ag in range(2 if zero == 3 else 1):
+                out.append(Collective("all_gather", "params", "params", (r,), nbytes=int(2 * params / d), tag="dp"))
+        return out
+
+
+def build_paper_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumptions = Assumptions(), *,
+                        fold_tp: bool = False, bucket_nbytes: float = DEFAULT_BUCKET_NBYTES,
+                        overlap_grad_reduce: bool = True, logits: bool = True, optimizer: bool = True) -> Program:
+    """One data-parallel replica's Program (module docstring); `fold_tp` keeps one rank per stage."""
+    check_paper_config(model, cfg)
+    if not bucket_nbytes > 0:
+        raise ParasimError(f"bucket_nbytes must be > 0, got {bucket_nbytes}")
+    sched = make_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.virtual_stages)
+    em = _Emitter(model, cfg, assumptions, layer_kernels(model, cfg), fold_tp, bucket_nbytes,
+                  overlap_grad_reduce, logits, optimizer)
+    code = []
+    for k in range(cfg.pp):
+        for i in range(em.w):
+            code.append(tuple(em.device(k, k * em.w + i, sched.actions[k])))
+    return Program(cfg.pp * em.w, tuple(code), f"{model.name} {cfg!r} (one replica of {cfg.dp})")
