@@ -68,6 +68,13 @@ def lesson_03() -> None:
     save(f, "dp_buckets_timeline.png", viz.timeline(r.trace, title="gradients in 4 KB buckets: all-reduce overlaps the backward"))
 
 
+def lesson_04() -> None:
+    f = "04_layerwise_model_parallelism"
+    r = ps.train(ps.TrainConfig(tiny_mlp(), strategy="layer", devices=4, batch_size=16), device_model=clock())
+    save(f, "layerwise_timeline.png", viz.timeline(r.trace, title="layer-wise model parallel, 4 devices"))
+    save(f, "layerwise_schedule.png", viz.schedule_chart(ps.simulate_schedule(ps.make_schedule("gpipe", 4, 1))))
+
+
 def main(argv: list[str]) -> int:
     figures = {name[len("lesson_"):]: fn for name, fn in globals().items() if name.startswith("lesson_")}
     wanted = [a.zfill(2) for a in argv] or sorted(figures)

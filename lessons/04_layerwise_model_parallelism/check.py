@@ -1,0 +1,73 @@
+"""Autograder of lesson 04: stage split and idle time against train(strategy="layer")."""
+
+import numpy as np
+
+from simulator import MLPConfig, SimpleDeviceModel, TrainConfig, make_schedule, simulate_schedule, train
+from simulator.lessons import compare, ok
+
+LESSON = {
+    "title": "Layer-wise model parallelism and its idle time",
+    "goals": ["place contiguous layers on devices",
+              "predict that p devices are idle (p-1)/p of the time and give no speedup",
+              "count the activation bytes crossing stage boundaries, and measure all of it with train()"],
+    "app_pages": ["Training playground", "Pipeline schedules"],
+    "requires": ["train", "make_schedule", "simulate_schedule", "SimpleDeviceModel"],
+    "minutes": 30,
+    "prerequisites": [3],
+}
+
+FREE_COMM = SimpleDeviceModel(flops_per_s=1e9, memory_bandwidth_Bps=1e15, latency_s=0.0, bandwidth_Bps=1e30)
+
+
+def _run(layers, p):
+    mlp = MLPConfig(in_dim=16, hidden=16, layers=layers, classes=16)
+    return train(TrainConfig(mlp, strategy="layer", devices=p, batch_size=16), device_model=FREE_COMM, check=False)
+
+
+def check_split(s):
+    "split_layers equals the stages train(strategy='layer') uses"
+    for layers, p in [(4, 4), (6, 4), (5, 2), (7, 3)]:
+        want = _run(layers, p).compiled.notes["stages"]
+        got = tuple(tuple(x) for x in s.split_layers(layers, p))
+        if got != want:
+            return compare(want, got, f"{layers} layers on {p} devices: contiguous, first stages get the extra")
+    return ok()
+
+
+def check_idle_exact(s):
+    "idle_fraction(p) equals the bubble of a one-micro-batch pipeline (unit-time simulation)"
+    for p in (2, 3, 4, 8):
+        want = simulate_schedule(make_schedule("gpipe", p, 1)).bubble_fraction
+        if not np.isclose(s.idle_fraction(p), want, rtol=1e-9):
+            return compare(want, s.idle_fraction(p), f"p={p}: only one device works at any time")
+    return ok()
+
+
+def check_idle_measured(s):
+    "idle_fraction(p) is within 0.05 of the idle time train() measures (only the optimizer overlaps)"
+    for p in (2, 4):
+        measured = _run(4, p).trace.bubble_fraction()
+        if abs(s.idle_fraction(p) - measured) > 0.05:
+            return compare(round(measured, 3), s.idle_fraction(p), f"p={p}", atol=0.05)
+    return ok()
+
+
+def check_speedup(s):
+    "speedup(p) is within 10% of the measured single-device / layer-wise step time"
+    mlp = MLPConfig(in_dim=16, hidden=16, layers=4, classes=16)
+    one = train(TrainConfig(mlp, strategy="single", batch_size=16), device_model=FREE_COMM, check=False)
+    for p in (2, 4):
+        measured = one.trace.makespan_s / _run(4, p).trace.makespan_s
+        if not np.isclose(s.speedup(p), measured, rtol=0.1):
+            return compare(round(measured, 3), s.speedup(p), f"p={p}: does any forward or backward overlap?")
+    return ok()
+
+
+def check_p2p_bytes(s):
+    "p2p_bytes_per_step equals the send bytes of the trace"
+    for p in (2, 4):
+        measured = _run(4, p).trace.bytes_by_collective()["send"]
+        got = s.p2p_bytes_per_step(p, 16, 16)
+        if got != measured:
+            return compare(measured, got, f"p={p}, batch 16, hidden 16, float64")
+    return ok()

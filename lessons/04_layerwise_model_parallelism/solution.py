@@ -1,0 +1,65 @@
+# %% [markdown]
+# # Lesson 04 (SOLUTION): layer-wise model parallelism and its idle time
+#
+# Fill in every function that raises `NotImplementedError("TODO ...")`, then run
+# `parasim lesson check 04`. Experiments sit under `if __name__ == "__main__":`.
+
+# %%
+from simulator import MLPConfig, SimpleDeviceModel, TrainConfig, make_schedule, simulate_schedule, train
+
+MODEL = MLPConfig(in_dim=16, hidden=16, layers=4, classes=16)  # 4 equal dense layers
+# a teaching clock: 1 GFLOP/s devices and free communication, so only compute takes time
+FREE_COMM = SimpleDeviceModel(flops_per_s=1e9, memory_bandwidth_Bps=1e15, latency_s=0.0, bandwidth_Bps=1e30)
+
+
+# %% [markdown]
+# ## 1. Which device holds which layers?
+# Contiguous blocks, as even as possible; when the layers do not divide, the first stages get
+# one more layer each.
+
+# %%
+def split_layers(n_layers: int, stages: int) -> tuple[tuple[int, ...], ...]:
+    """Layer indices of each stage, e.g. split_layers(6, 4) == ((0, 1), (2, 3), (4,), (5,))."""
+    # BEGIN SOLUTION: q, r = divmod(n_layers, stages); the first r stages get q + 1 layers
+    q, r = divmod(n_layers, stages)
+    out, start = [], 0
+    for s in range(stages):
+        size = q + (1 if s < r else 0)
+        out.append(tuple(range(start, start + size)))
+        start += size
+    return tuple(out)
+    # END SOLUTION
+
+
+# %% [markdown]
+# ## 2. Who waits?
+# The forward runs on device 0, then 1, ..., then the backward comes back. At any moment exactly
+# one device computes.
+
+# %%
+def idle_fraction(p: int) -> float:
+    """Fraction of device-time idle in one step on p devices (equal stages, free communication)."""
+    # BEGIN SOLUTION: each device works 1/p of the step
+    return (p - 1) / p
+    # END SOLUTION
+
+
+def speedup(p: int) -> float:
+    """Step time on one device divided by step time on p devices (same batch, free communication)."""
+    # BEGIN SOLUTION: nothing runs concurrently, so no speedup
+    return 1.0
+    # END SOLUTION
+
+
+def p2p_bytes_per_step(p: int, batch: int, hidden: int, itemsize: int = 8) -> int:
+    """Bytes sent between stages per step: activations forward, their gradients backward."""
+    # BEGIN SOLUTION: (p-1) boundaries, each crossed twice by a (batch, hidden) array
+    return 2 * (p - 1) * batch * hidden * itemsize
+    # END SOLUTION
+
+
+# %%
+if __name__ == "__main__":
+    r = train(TrainConfig(MODEL, strategy="layer", devices=4, batch_size=16), device_model=FREE_COMM)
+    print(r.compiled.notes["stages"], "idle:", r.trace.bubble_fraction(), "predicted:", idle_fraction(4))
+    print(simulate_schedule(make_schedule("gpipe", 4, 1)))
