@@ -135,3 +135,15 @@ def test_cli_train_zero(capsys):
 
     out = json.loads(capsys.readouterr().out)
     assert out["max_rel_weight_diff_vs_single"] < 1e-9 and out["strategy"] == "zero3"
+
+
+def test_dp_with_zero_flag_runs_zero(capsys):
+    from simulator.cli import main
+
+    rc = main(["train", "--model", "mlp", "--strategy", "dp", "--zero", "2", "--devices", "2", "--batch", "4",
+               "--steps", "1", "--layers", "2", "--hidden", "5", "--json"])
+    assert rc == 0
+    import json
+
+    out = json.loads(capsys.readouterr().out)
+    assert out["zero"] == 2 and set(out["bytes_by_collective"]) == {"reduce_scatter", "all_gather"}
