@@ -138,7 +138,9 @@ def assign(net: Network, ctx: AutoParallelContext) -> dict[int, OpSharding]:
                 if nb.index not in done and not isinstance(nb.op, Reshape):
                     done[nb.index] = _best(net, nb, D, done)
                     queue.append(nb.index)
-        node = next(n for n in net.nodes if n.index not in done)
+        node = next((n for n in net.nodes if n.index not in done), None)
+        if node is None:
+            break
         if isinstance(node.op, Reshape):
             prod_node = net.producer(node.inputs[0])
             src = done[prod_node.index].out if prod_node is not None else None

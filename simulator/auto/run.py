@@ -76,9 +76,11 @@ def train(net: Network, ctx: AutoParallelContext, feeds: Mapping[str, np.ndarray
             if loss is not None:
                 losses.append(float(_gather(runtime, plan, loss, f"act/{loss}")))
         out = net.output.name
-        grads = {p: _gather(runtime, plan, p, f"grad/{p}") for p in net.params
+        used = [p for p in net.params if p in plan.stored]  # an unused parameter stays put
+        grads = {p: _gather(runtime, plan, p, f"grad/{p}") for p in used
                  if train and loss is not None}
-        params = {p: _gather(runtime, plan, p, f"param/{p}") for p in net.params}
+        params = {p: _gather(runtime, plan, p, f"param/{p}") if p in plan.stored
+                  else net.params[p].copy() for p in net.params}
         output = _gather(runtime, plan, out, f"act/{out}")
     finally:
         if own:
