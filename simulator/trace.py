@@ -24,13 +24,18 @@ class TraceEvent:
     name: str
     start_s: float
     duration_s: float
-    phase: str = "forward"  # forward | backward | wgrad | optimizer | comm | other
+    phase: str = "forward"  # forward | backward | wgrad | optimizer | comm | other (faults: lost | failure | recovery)
     kind: str = ""  # collective kind, "send"/"recv", or the kernel name
     nbytes: int = 0
     flops: float = 0.0
     microbatch: int | None = None
     step: int = 0
     flow: int | None = None  # send/recv pairs share a flow id
+    attempt: int = 0  # 0: first execution of the step; k > 0: its k-th replay after a failure
+
+    @property
+    def replayed(self) -> bool:
+        return self.attempt > 0
     group: tuple[int, ...] = ()  # a collective's ranks (which mesh axis it runs on)
 
     @property
@@ -146,6 +151,8 @@ class Trace:
             args = {"phase": e.phase, "kind": e.kind, "nbytes": e.nbytes, "flops": e.flops, "step": e.step}
             if e.microbatch is not None:
                 args["microbatch"] = e.microbatch
+            if e.attempt:
+                args["attempt"], args["replayed"] = e.attempt, True
             if e.group:
                 args["group"] = list(e.group)
             tid = LANES.index(e.lane)

@@ -1,0 +1,189 @@
+"""Where each piece of the training state lives: the layout record of a distributed checkpoint.
+
+The training state is every parameter `param/{layer}/{name}`, its optimizer state
+`opt/{layer}/{name}/{m|v}` (same shape as the parameter) and the step counter `opt/step`.
+For a compiled strategy, each rank holds some of these tensors as shards of the global tensor.
+A shard is one of:
+
+    box   an n-d block: global[a0:b0, a1:b1, ...] (whole tensors: replicated strategies; a
+          tensor-parallel strategy's `Compiled.notes["layouts"]` Layout gives the block of a rank)
+    flat  a range of the flattened tensor: ravel(global)[a:b] (ZeRO: rank i of the data-parallel
+          group holds np.array_split(ravel(global), N_d)[i]; Rajbhandari et al. 2020 Sec. 5)
+
+This is MindSpore's "strategy file" idea (REFERENCES §1: a checkpoint records each parameter's
+layout so `transform_checkpoints` can re-cut it for another device count and strategy), kept as
+JSON: per tensor its global shape and, per rank, which block it holds. Resharding is then
+`global = assemble(shards)` and `shard = cut(global, target block)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ParasimError
+from ..models import GPTConfig, MLPConfig
+from ..parallel.config import TrainConfig
+from ..parallel.kernels import layer_of, optimizer_state_names
+from ..parallel.replicated import Compiled, make_optimizer
+
+MODEL_KINDS = {"MLPConfig": MLPConfig, "GPTConfig": GPTConfig}
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Rank `rank` holds tensor `name` as `box` ((start, stop) per dim) or `flat` (start, stop)."""
+
+    name: str
+    rank: int
+    box: tuple[tuple[int, int], ...] | None = None
+    flat: tuple[int, int] | None = None
+
+    def __post_init__(self):
+        if (self.box is None) == (self.flat is None):
+            raise ParasimError(f"shard of {self.name} on rank {self.rank} needs exactly one of box or flat")
+
+    def cut(self, value: np.ndarray) -> np.ndarray:
+        """This shard of the global `value` (a copy)."""
+        if self.box is not None:
+            return np.array(value[tuple(slice(a, b) for a, b in self.box)])
+        return np.array(np.ravel(value)[self.flat[0]:self.flat[1]])
+
+    def place(self, out: np.ndarray, block: np.ndarray) -> None:
+        """Write `block` into the global array `out` where this shard belongs."""
+        if self.box is not None:
+            out[tuple(slice(a, b) for a, b in self.box)] = block
+        else:
+            out.reshape(-1)[self.flat[0]:self.flat[1]] = np.ravel(block)
+
+    def to_json(self) -> dict:
+        if self.box is not None:
+            return {"rank": self.rank, "box": [list(x) for x in self.box]}
+        return {"rank": self.rank, "flat": list(self.flat)}
+
+    @classmethod
+    def from_json(cls, name: str, d: dict) -> "Shard":
+        if "box" in d:
+            return cls(name, int(d["rank"]), box=tuple((int(a), int(b)) for a, b in d["box"]))
+        return cls(name, int(d["rank"]), flat=(int(d["flat"][0]), int(d["flat"][1])))
+
+    def __repr__(self) -> str:
+        where = (", ".join(f"{a}:{b}" for a, b in self.box) if self.box is not None
+                 else f"flat {self.flat[0]}:{self.flat[1]}")
+        return f"{self.name}[{where}]@{self.rank}"
+
+
+def state_shapes(cfg: TrainConfig) -> dict[str, tuple[int, ...]]:
+    """Global shape of every state tensor of the model and optimizer."""
+    cfg = cfg.resolved()
+    states = optimizer_state_names(make_optimizer(cfg))
+    out: dict[str, tuple[int, ...]] = {"opt/step": ()}
+    for li in range(cfg.n_layers):
+        for n, shape in layer_of(cfg.model, li).param_shapes().items():
+            out[f"param/{li}/{n}"] = tuple(int(s) for s in shape)
+            for s in states:
+                out[f"opt/{li}/{n}/{s}"] = tuple(int(x) for x in shape)
+    return out
+
+
+def shard_layouts(compiled: Compiled) -> dict[str, list[Shard]]:
+    """name -> the shards of it every rank holds at the start of a step (from `compiled.initial`)."""
+    shapes = state_shapes(compiled.config)
+    explicit = compiled.notes.get("layouts", {}) or {}
+    holders: dict[str, list[int]] = {}
+    for r in sorted(compiled.initial):
+        for name in compiled.initial[r]:
+            if name in shapes:
+                holders.setdefault(name, []).append(r)
+    missing = [n for n in shapes if n not in holders]
+    if missing:
+        raise ParasimError(f"strategy {compiled.config.strategy}: no device holds {missing[0]} "
+                           f"({len(missing)} state tensors unplaced)")
+    groups = compiled.mesh.groups("dp") if compiled.mesh is not None else [tuple(sorted(compiled.initial))]
+    out: dict[str, list[Shard]] = {}
+    for name, ranks in holders.items():
+        shape, size = shapes[name], int(np.prod(shapes[name], dtype=np.int64))
+        flat_holders: list[int] = []
+        shards = []
+        for r in ranks:
+            local = np.shape(compiled.initial[r][name])
+            if tuple(local) == shape:
+                shards.append(Shard(name, r, box=tuple((0, s) for s in shape)))
+            elif name in explicit:
+                sl = explicit[name].block_slices(r, shape)
+                shards.append(Shard(name, r, box=tuple((s.start, s.stop) for s in sl)))
+            elif len(local) == 1 and local[0] == size:
+                shards.append(Shard(name, r, flat=(0, size)))
+            elif len(local) == 1:
+                flat_holders.append(r)
+            else:
+                raise ParasimError(f"cannot record the layout of {name}: rank {r} holds shape {tuple(local)} "
+                                   f"of global {shape} and the strategy gives no Layout for it")
+        for g in groups:
+            members = [r for r in g if r in flat_holders]
+            if not members:
+                continue
+            bounds = np.cumsum([0] + [len(p) for p in np.array_split(np.empty(size), len(members))])
+            for i, r in enumerate(members):
+                a, b = int(bounds[i]), int(bounds[i + 1])
+                if np.shape(compiled.initial[r][name]) != (b - a,):
+                    raise ParasimError(f"cannot record the layout of {name}: rank {r} holds "
+                                       f"{np.shape(compiled.initial[r][name])} elements, an even split of "
+                                       f"{size} over {len(members)} ranks gives {b - a}")
+                shards.append(Shard(name, r, flat=(a, b)))
+        out[name] = sorted(shards, key=lambda s: s.rank)
+    return out
+
+
+def describe_layout(shape: tuple[int, ...], shards: list[Shard]) -> str:
+    """One line: 'replicated on ranks [0, 1]', 'flat split over ranks [0, 1, 2]' or the blocks."""
+    ranks = [s.rank for s in shards]
+    if all(s.box == tuple((0, n) for n in shape) for s in shards):
+        return f"replicated on ranks {ranks}"
+    if all(s.flat is not None for s in shards):
+        return f"flat split over ranks {ranks}"
+    return "blocks " + ", ".join(repr(s) for s in shards)
+
+
+def assemble(name: str, shape: tuple[int, ...], pieces: list[tuple[Shard, np.ndarray]]) -> np.ndarray:
+    """The global tensor from its shards; replicas must agree exactly (bit for bit)."""
+    dtype = np.result_type(*(p for _, p in pieces)) if pieces else np.float64
+    out = np.zeros(shape, dtype=dtype)
+    seen = np.zeros(shape, dtype=bool)
+    for shard, block in pieces:
+        if shard.box is not None:
+            sl = tuple(slice(a, b) for a, b in shard.box)
+            region, known = out[sl], seen[sl]
+        else:
+            region, known = out.reshape(-1)[shard.flat[0]:shard.flat[1]], seen.reshape(-1)[shard.flat[0]:shard.flat[1]]
+        block = np.asarray(block).reshape(region.shape)
+        if np.any(known & (region != block)):
+            raise ParasimError(f"checkpoint shards of {name} disagree: rank {shard.rank}'s copy differs "
+                               f"from another rank's copy of the same elements")
+        shard.place(out, block)
+        if shard.box is not None:
+            seen[sl] = True
+        else:
+            seen.reshape(-1)[shard.flat[0]:shard.flat[1]] = True
+    if not seen.all():
+        raise ParasimError(f"checkpoint shards of {name} cover {int(seen.sum())} of {seen.size} elements")
+    return out
+
+
+# ---- the training configuration as JSON --------------------------------------------------------
+def config_to_json(cfg: TrainConfig) -> dict:
+    d = dataclasses.asdict(cfg)
+    d["model"] = {"kind": type(cfg.model).__name__, **dataclasses.asdict(cfg.model)}
+    return d
+
+
+def config_from_json(d: dict) -> TrainConfig:
+    d = dict(d)
+    model = dict(d.pop("model"))
+    kind = model.pop("kind", None)
+    if kind not in MODEL_KINDS:
+        raise ParasimError(f"unknown model kind {kind!r} in the strategy file; known: {', '.join(MODEL_KINDS)}")
+    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    return TrainConfig(MODEL_KINDS[kind](**model), **{k: v for k, v in d.items() if k in known})
