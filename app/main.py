@@ -1,4 +1,8 @@
-"""parasim web app: the entry file only routes to the pages (app/pages/*.py)."""
+"""parasim web app: the entry file only routes to the pages (app/views/*.py).
+
+The pages live in views/, not pages/: a pages/ folder next to the entry file switches Streamlit to
+its legacy multipage mode for deep links (e.g. /training) until st.navigation has run once.
+"""
 
 import sys
 from pathlib import Path
@@ -13,20 +17,20 @@ st.set_page_config(page_title="parasim", page_icon="🧮", layout="wide")
 
 PAGES = {
     "Learn": [
-        st.Page(APP_DIR / "pages/collectives.py", title="Collectives", icon="🔁", default=True),
-        st.Page(APP_DIR / "pages/sharding.py", title="Sharding & auto-parallel", icon="🧩"),
-        st.Page(APP_DIR / "pages/training.py", title="Training playground", icon="🏋️"),
-        st.Page(APP_DIR / "pages/pipelines.py", title="Pipeline schedules", icon="⏱️"),
+        st.Page(APP_DIR / "views/collectives.py", title="Collectives", icon=":material/sync_alt:", default=True),
+        st.Page(APP_DIR / "views/sharding.py", title="Sharding & auto-parallel", icon=":material/grid_view:"),
+        st.Page(APP_DIR / "views/training.py", title="Training playground", icon=":material/model_training:"),
+        st.Page(APP_DIR / "views/pipelines.py", title="Pipeline schedules", icon=":material/view_timeline:"),
     ],
     "Plan at scale": [
-        st.Page(APP_DIR / "pages/scale.py", title="Scale explorer", icon="📈"),
-        st.Page(APP_DIR / "pages/faults.py", title="Fault tolerance", icon="🛟"),
-        st.Page(APP_DIR / "pages/lessons.py", title="Lessons", icon="📚"),
+        st.Page(APP_DIR / "views/scale.py", title="Scale explorer", icon=":material/trending_up:"),
+        st.Page(APP_DIR / "views/faults.py", title="Fault tolerance", icon=":material/health_and_safety:"),
+        st.Page(APP_DIR / "views/lessons.py", title="Lessons", icon=":material/school:"),
     ],
 }
 
 with st.sidebar:
-    st.markdown("### 🧮 parasim")
+    st.markdown("### parasim")
     st.caption("See how data, pipeline, tensor and hybrid parallelism train large models: "
                "every number comes from the parasim library, every page can show its code.")
 

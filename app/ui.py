@@ -37,19 +37,22 @@ def show_code(*functions, key: str) -> None:
             st.code(inspect.getsource(fn), language="python")
 
 
-def figure(fig, caption: str | None = None) -> None:
-    st.pyplot(fig, clear_figure=False)
+def figure(fig, caption: str | None = None, dpi: int = 120) -> bytes:
+    """Render `fig` once to PNG, show it full width, and return the PNG (reused for downloads)."""
+    png = png_bytes(fig, dpi=dpi)
+    st.image(png, width="stretch")
     if caption:
         st.caption(caption)
+    return png
 
 
-def trace_downloads(trace, fig, stem: str, key: str) -> None:
+def trace_downloads(trace, png: bytes, stem: str, key: str) -> None:
     """Chrome trace JSON (open in ui.perfetto.dev), PNG of the figure, CSV of the events."""
     c1, c2, c3 = st.columns(3)
     c1.download_button("Chrome trace (JSON)", trace.to_chrome_json(), file_name=f"{stem}.json",
                        mime="application/json", key=f"{key}-json", on_click="ignore",
                        help="open in ui.perfetto.dev or chrome://tracing")
-    c2.download_button("Figure (PNG)", png_bytes(fig), file_name=f"{stem}.png", mime="image/png", key=f"{key}-png",
+    c2.download_button("Figure (PNG)", png, file_name=f"{stem}.png", mime="image/png", key=f"{key}-png",
                     on_click="ignore")
     c3.download_button("Events (CSV)", trace.to_csv(), file_name=f"{stem}.csv", mime="text/csv", key=f"{key}-csv",
                     on_click="ignore")

@@ -70,33 +70,69 @@ def metric_values(page, label: str) -> list[str]:
     return [cards.nth(i).locator('[data-testid="stMetricValue"]').inner_text() for i in range(cards.count())]
 
 
+def charts(page):
+    return page.locator('[data-testid="stImage"] img')
+
+
+def wait_for_metric_value(page, value: str) -> None:
+    page.wait_for_function(
+        """v => [...document.querySelectorAll('[data-testid="stMetricValue"]')].some(e => e.innerText.trim() === v)""",
+        arg=value, timeout=60_000)
+
+
+def keep(tmp_path: Path) -> None:
+    """Copy the screenshots to $PARASIM_SCREENSHOT_DIR when set (to look at them)."""
+    dest = os.environ.get("PARASIM_SCREENSHOT_DIR")
+    if dest:
+        for f in tmp_path.glob("*.png"):
+            (Path(dest) / f.name).write_bytes(f.read_bytes())
+
+
 def test_pipeline_page_reacts_to_the_stage_slider(server, browser, tmp_path):
     page = browser.new_page(viewport={"width": 1500, "height": 1100})
     page.goto(f"{server}/pipelines", wait_until="domcontentloaded")
-    page.get_by_text("Pipeline schedules", exact=False).first.wait_for(timeout=60_000)
-    chart = page.locator('[data-testid="stImage"] img, [data-testid="stPyplot"] img').first
-    chart.wait_for(state="visible", timeout=60_000)
     page.locator('[data-testid="stMetric"]').first.wait_for(timeout=60_000)
+    charts(page).first.wait_for(state="visible", timeout=60_000)
     before = metric_values(page, "bubble")
     assert before[0] == "27.3%"  # GPipe p=4, m=8: (p-1)/(m+p-1) = 3/11
     page.screenshot(path=str(tmp_path / "pipelines-before.png"), full_page=True)
 
-    slider = page.locator('[data-testid="stSlider"]').filter(has_text="Stages p").locator('[role="slider"]')
+    slider = page.get_by_role("slider", name="Stages p")
     slider.focus()
     slider.press("ArrowRight")  # p: 4 -> 5
-    page.wait_for_function(
-        """() => [...document.querySelectorAll('[data-testid="stMetricValue"]')]
-                 .some(e => e.innerText.trim() === '33.3%')""", timeout=60_000)
+    wait_for_metric_value(page, "33.3%")  # p=5, m=8: 4/12
     after = metric_values(page, "bubble")
-    assert after[0] == "33.3%"  # p=5, m=8: 4/12
-    assert after != before
-    chart.wait_for(state="visible", timeout=60_000)
+    assert after[0] == "33.3%" and after != before
+    charts(page).first.wait_for(state="visible", timeout=60_000)
     assert page.locator('[data-testid="stException"]').count() == 0
     shot = tmp_path / "pipelines-after.png"
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 20_000
-    keep = os.environ.get("PARASIM_SCREENSHOT_DIR")  # optional: keep the pictures to look at
-    if keep:
-        for f in tmp_path.glob("*.png"):
-            (Path(keep) / f.name).write_bytes(f.read_bytes())
+    keep(tmp_path)
+    page.close()
+
+
+def test_training_playground_runs_and_draws_the_timeline(server, browser, tmp_path):
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    page.goto(f"{server}/training", wait_until="domcontentloaded")
+    page.get_by_text("press Run training", exact=False).first.wait_for(timeout=60_000)
+    slider = page.get_by_role("slider", name="Micro-batches")
+    slider.focus()
+    for _ in range(4):  # 4 -> 8 micro-batches
+        slider.press("ArrowRight")
+    page.get_by_role("slider", name="Micro-batches").and_(page.locator('[aria-valuetext="8"]')).wait_for(
+        state="attached", timeout=30_000)
+    page.get_by_role("button", name="Run training").click()
+    page.locator('[data-testid="stMetric"]').filter(has_text="bubble").wait_for(timeout=120_000)
+    charts(page).nth(1).wait_for(state="visible", timeout=60_000)  # timeline and bubble figure
+    bubble = metric_values(page, "bubble")[0]
+    assert bubble.endswith("%") and 0.0 < float(bubble[:-1]) < 100.0  # 4 stages always leave a bubble
+    assert float(metric_values(page, "vs one device")[0]) < 1e-9  # same math as one device
+    assert charts(page).count() >= 2
+    assert page.get_by_role("button", name="Chrome trace (JSON)").count() == 1
+    assert page.locator('[data-testid="stException"]').count() == 0
+    shot = tmp_path / "training.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 20_000
+    keep(tmp_path)
     page.close()

@@ -76,8 +76,7 @@ for col, (name, res) in zip(cols, good):
         st.metric("peak in flight", max(res.peak_in_flight), help="micro-batch activations held by stage 0")
         st.metric("step time", f"{res.makespan:.3g}")
 
-fig = schedule_compare([res for _, res in good])
-figure(fig, "Blue F forward, orange B backward (BW = B and W fused), green W weight gradient, grey idle. "
+png = figure(schedule_compare([res for _, res in good]), "Blue F forward, orange B backward (BW = B and W fused), green W weight gradient, grey idle. "
             "Lighter bars are chunk 1, 3 of an interleaved stage. All schedules share one time axis.")
 
 st.caption(f"Textbook check: GPipe and 1F1B bubble (p-1)/(m+p-1) = {(p - 1) / (m + p - 1):.1%} of the step "
@@ -86,5 +85,5 @@ st.caption(f"Textbook check: GPipe and 1F1B bubble (p-1)/(m+p-1) = {(p - 1) / (m
 
 pick = st.selectbox("Download the timeline of", [name for name, _ in good], key="download_pick")
 trace = schedule_trace(dict(good)[pick])
-trace_downloads(trace, fig, f"pipeline-{pick}-p{p}-m{m}", key="pipe")
+trace_downloads(trace, png, f"pipeline-{pick}-p{p}-m{m}", key="pipe")
 show_code(simulate, one_f_one_b, zb_h1, zb_h2, key="code")

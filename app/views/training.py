@@ -3,6 +3,8 @@
 import streamlit as st
 from ui import figure, friendly_errors, intro, show_code, trace_downloads
 
+from simulator.cost.device_model import HardwareDeviceModel
+from simulator.cost.hardware import hardware_names
 from simulator.models import GPTConfig, MLPConfig
 from simulator.parallel.config import SCHEDULES, STRATEGIES, TrainConfig
 from simulator.parallel.train import train
@@ -27,6 +29,10 @@ with st.sidebar:
     schedule = st.selectbox("Pipeline schedule", SCHEDULES, index=SCHEDULES.index("1f1b"), key="schedule")
     batch = st.select_slider("Global batch", [8, 16, 32, 64], value=32, key="batch")
     steps = st.slider("Steps", 1, 5, 2, key="steps")
+    hws = hardware_names()
+    price_on = st.selectbox("Price the timeline on", hws, key="price_on",
+                            index=hws.index("a100-80gb") if "a100-80gb" in hws else 0,
+                            help="local = this machine (parasim calibrate); the others are datasheet presets")
     runtime = st.radio("Devices run as", ["in-process", "Ray actors"], horizontal=True, key="runtime",
                        help="Ray starts once per server (2 CPUs) the first time you ask for it")
     run = st.button("Run training", type="primary", key="run", width="stretch")
@@ -34,7 +40,7 @@ with st.sidebar:
 
 @st.cache_data(show_spinner="Training on emulated devices ...", max_entries=16)
 def run_training(model_name: str, strategy: str, devices: int, microbatches: int, schedule: str, batch: int,
-                 steps: int, runtime: str) -> dict:
+                 steps: int, price_on: str, runtime: str) -> dict:
     """Compile the strategy, run `steps` real steps, price them on the clock, compare with one device."""
     cfg = TrainConfig(MODELS[model_name], strategy=strategy, devices=devices, microbatches=microbatches,
                       schedule=schedule, batch_size=batch, steps=steps)
@@ -47,7 +53,8 @@ def run_training(model_name: str, strategy: str, devices: int, microbatches: int
         get_ray()
         rt = make_runtime("ray", devices)
     try:
-        res = train(cfg, runtime=rt)
+        dtype = "fp64" if price_on == "local" else "bf16"
+        res = train(cfg, runtime=rt, device_model=HardwareDeviceModel(price_on, devices, dtype=dtype))
     finally:
         if rt is not None:
             rt.close()
@@ -57,7 +64,7 @@ def run_training(model_name: str, strategy: str, devices: int, microbatches: int
             "config": repr(res.config)}
 
 
-request = (model_name, strategy, devices, microbatches, schedule, batch, steps, runtime)
+request = (model_name, strategy, devices, microbatches, schedule, batch, steps, price_on, runtime)
 if run:
     st.session_state["train_request"] = request
 if "train_request" not in st.session_state:
@@ -82,10 +89,9 @@ c[5].metric("bytes sent", fmt_bytes(sum(out["sent"])), help=f"{out['messages']} 
 st.caption(f"{out['config']} · schedule {out['notes'].get('schedule', '-')} · "
            f"stages {out['notes'].get('stages', '-')}")
 
-fig = timeline(trace)
-figure(fig, "Each device has a compute lane (forward blue, backward orange, weight gradient green, optimizer "
+png = figure(timeline(trace), "Each device has a compute lane (forward blue, backward orange, weight gradient green, optimizer "
             "purple) and a communication lane (red). Grey is idle: the bubble.")
-trace_downloads(trace, fig, f"train-{req[1]}-{req[2]}dev", key="train")
+trace_downloads(trace, png, f"train-{req[1]}-{req[2]}dev", key="train")
 
 left, right = st.columns(2)
 with left:

@@ -1,0 +1,32 @@
+"""App page tests (pipelines): renders without exceptions, key widgets, controls change results."""
+
+import sys
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+APP = Path(__file__).resolve().parents[1] / "app"
+sys.path.insert(0, str(APP))  # the pages import app/ui.py as `ui`
+
+
+def page(name: str) -> AppTest:
+    at = AppTest.from_file(str(APP / "views" / f"{name}.py"), default_timeout=60)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def metrics(at) -> dict:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_pipelines_bubble_follows_p_and_invalid_interleaving_is_one_line():
+    at = page("pipelines")
+    bubbles = [m.value for m in at.metric if m.label == "bubble"]
+    assert bubbles[0] == "27.3%"  # GPipe p=4, m=8: 3/11
+    at.slider(key="p").set_value(5).run()
+    assert [m.value for m in at.metric if m.label == "bubble"][0] == "33.3%"  # 4/12
+    at.slider(key="m").set_value(9).run()  # interleaved needs m a multiple of p
+    assert not at.exception
+    assert any("multiple of p" in e.value for e in at.error)
+    assert "\n" not in at.error[0].value
