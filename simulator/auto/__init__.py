@@ -1,0 +1,22 @@
+"""MindSpore-style auto-parallel: shard() strategies, redistribution, explain, compile, run.
+
+    from simulator.auto import ops, Network, set_auto_parallel_context, init, train, explain
+"""
+
+from . import ops
+from .compile import compile_plan, redistribution_program
+from .context import (AutoParallelContext, get_auto_parallel_context, init,
+                      reset_auto_parallel_context, set_auto_parallel_context)
+from .explain import Explanation, explain
+from .graph import Network, Tensor
+from .plan import ParallelPlan, build_plan
+from .redistribution import Step, redistribute, unify
+from .run import AutoRunResult, standalone, train
+from .strategy import MsLayout, OpSharding
+
+Layout = MsLayout  # MindSpore's name: Layout((2, 4), ("dp", "mp")); parasim's own is simulator.Layout
+
+__all__ = ["AutoParallelContext", "AutoRunResult", "Explanation", "Layout", "MsLayout", "Network",
+           "OpSharding", "ParallelPlan", "Step", "Tensor", "build_plan", "compile_plan", "explain",
+           "get_auto_parallel_context", "init", "ops", "redistribute", "redistribution_program",
+           "reset_auto_parallel_context", "set_auto_parallel_context", "standalone", "train", "unify"]

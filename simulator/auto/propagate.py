@@ -6,9 +6,9 @@
   (REFERENCES §1).
 - auto_parallel + sharding_propagation: breadth-first from the user-sharded operators; each
   neighbour reached takes the candidate strategy with the least redistribution cost to its
-  already-placed neighbours (plus its own forward communication); ties go to the candidate using
-  more devices, then to the one that copies the neighbour's cuts (MindSpore docs
-  "sharding_propagation").
+  already-placed neighbours (plus its own forward communication), in ring wire bytes; ties go to
+  the candidate with less repeated calculation, then to the first enumerated (MindSpore docs
+  "sharding_propagation"). Unreached operators fall back to data parallel.
 Reshape has no strategy of its own: it keeps its producer's cuts where they survive (plan.py).
 """
 
