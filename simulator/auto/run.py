@@ -9,7 +9,7 @@ match: float64, rtol 1e-9). Every gathered array is checked: replicas must agree
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
@@ -98,7 +98,3 @@ def standalone(net: Network, feeds: Mapping[str, np.ndarray], steps: int = 1,
     """The single-device run of the same network (stand_alone mode, one device)."""
     ctx = AutoParallelContext("stand_alone", 1, learning_rate=learning_rate)
     return train(net, ctx, feeds, steps=steps, train=train_)
-
-
-def with_devices(ctx: AutoParallelContext, **kw) -> AutoParallelContext:
-    return replace(ctx, **kw)
