@@ -75,6 +75,17 @@ def lesson_04() -> None:
     save(f, "layerwise_schedule.png", viz.schedule_chart(ps.simulate_schedule(ps.make_schedule("gpipe", 4, 1))))
 
 
+def lesson_05() -> None:
+    f = "05_pipeline_bubbles"
+    runs = [ps.simulate_schedule(ps.make_schedule(n, 4, 8), t_f=1, t_b=2, t_w=0) for n in ("gpipe", "1f1b")]
+    save(f, "gpipe_vs_1f1b.png", viz.schedule_compare(runs))
+    ms = [1, 2, 4, 8, 16, 32]
+    series = {f"p={p}": [ps.simulate_schedule(ps.make_schedule("1f1b", p, m)).bubble_fraction for m in ms]
+              for p in (2, 4, 8)}
+    save(f, "bubble_vs_m.png", viz.sweep_chart(ms, series, xlabel="micro-batches m", ylabel="bubble fraction",
+                                               title="1F1B bubble (p-1)/(m+p-1)", logx=True))
+
+
 def main(argv: list[str]) -> int:
     figures = {name[len("lesson_"):]: fn for name, fn in globals().items() if name.startswith("lesson_")}
     wanted = [a.zfill(2) for a in argv] or sorted(figures)

@@ -1,0 +1,79 @@
+# %% [markdown]
+# # Lesson 05 (SOLUTION): pipeline bubbles — GPipe vs 1F1B
+#
+# Predict, then measure. Fill in every function that raises `NotImplementedError("TODO ...")`,
+# then run `parasim lesson check 05`. Experiments sit under `if __name__ == "__main__":`.
+
+# %%
+from simulator import (MLPConfig, SimpleDeviceModel, TrainConfig, format_schedule, make_schedule,
+                       parse_schedule, simulate_schedule, train)
+
+
+# %% [markdown]
+# ## 1. Predict the bubble
+# p stages, m micro-batches, forward t_f and backward t_b per micro-batch per stage, free
+# communication. The pipeline fills in p-1 forward slots and drains in p-1 backward slots.
+
+# %%
+def bubble_time(p: int, m: int, t_f: float, t_b: float) -> float:
+    """Idle time of each device in one GPipe or 1F1B step."""
+    # BEGIN SOLUTION: fill + drain
+    return (p - 1) * (t_f + t_b)
+    # END SOLUTION
+
+
+def bubble_fraction(p: int, m: int) -> float:
+    """Idle share of the whole step (equal t_f, t_b on every stage)."""
+    # BEGIN SOLUTION: bubble / (ideal compute + bubble)
+    return (p - 1) / (m + p - 1)
+    # END SOLUTION
+
+
+# %% [markdown]
+# ## 2. Predict the memory
+# A device keeps a micro-batch's activations from its forward until its backward.
+# GPipe runs all forwards first; 1F1B starts backwards as early as it can.
+
+# %%
+def peak_in_flight(schedule: str, p: int, m: int) -> list[int]:
+    """Per device d = 0..p-1: the most micro-batches whose activations it holds at once."""
+    # BEGIN SOLUTION: GPipe m everywhere; 1F1B stage d does p - d warm-up forwards (at most m)
+    if schedule == "gpipe":
+        return [m] * p
+    return [min(p - d, m) for d in range(p)]
+    # END SOLUTION
+
+
+# %% [markdown]
+# ## 3. Write 1F1B yourself
+# One line per device, actions separated by spaces: `F3` = forward of micro-batch 3, `BW3` = its
+# whole backward. Device d does min(p - d - 1, m) warm-up forwards, then alternates one forward and
+# one backward, then drains the remaining backwards.
+
+# %%
+def one_f_one_b_text(p: int, m: int) -> str:
+    """The 1F1B schedule in parasim's text form (parse_schedule)."""
+    # BEGIN SOLUTION: warm-up forwards, steady F/BW pairs, cool-down backwards
+    lines = []
+    for d in range(p):
+        warm = min(p - d - 1, m)
+        acts = [f"F{i}" for i in range(warm)]
+        for i in range(m - warm):
+            acts += [f"F{warm + i}", f"BW{i}"]
+        acts += [f"BW{i}" for i in range(m - warm, m)]
+        lines.append(" ".join(acts))
+    return "\n".join(lines)
+    # END SOLUTION
+
+
+# %%
+if __name__ == "__main__":
+    for name in ("gpipe", "1f1b"):
+        print(simulate_schedule(make_schedule(name, 4, 8), t_f=1, t_b=2, t_w=0))
+    print(bubble_time(4, 8, 1, 2), bubble_fraction(4, 8), peak_in_flight("1f1b", 4, 8))
+    mine = parse_schedule(one_f_one_b_text(4, 8))
+    print(format_schedule(mine) == format_schedule(make_schedule("1f1b", 4, 8)))
+    free = SimpleDeviceModel(flops_per_s=1e9, memory_bandwidth_Bps=1e15, latency_s=0.0, bandwidth_Bps=1e30)
+    mlp = MLPConfig(in_dim=16, hidden=16, layers=4, classes=16)
+    r = train(TrainConfig(mlp, strategy="pp", devices=4, batch_size=32, microbatches=8), device_model=free)
+    print("measured bubble", r.trace.bubble_fraction(), "predicted", bubble_fraction(4, 8))
