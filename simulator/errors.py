@@ -23,3 +23,6 @@ class DeviceFailure(RuntimeError):
     def __init__(self, rank: int, instruction: str, reason: str):
         self.rank, self.instruction, self.reason = rank, instruction, reason
         super().__init__(f"device {rank} failed at {instruction}: {reason}")
+
+    def __reduce__(self):  # picklable across Ray actors with its fields
+        return (type(self), (self.rank, self.instruction, self.reason))

@@ -52,7 +52,9 @@ def bus_bandwidth_factor(kind: str, n: int) -> float:
 
 def plan_time(plan: Plan, link_of: Callable[[int, int], tuple[float, float]],
               group: Sequence[int] | None = None) -> float:
-    """Sum over the plan's steps of max over the step's transfers of latency + nbytes / bandwidth.
+    """Sum over the plan's steps of the slowest message of the step: max over (src, dst) pairs of
+    latency + bytes / bandwidth, where the chunks one rank sends another within a step form one
+    message (halving-doubling moves several chunks per pair) — the alpha-beta model (Hockney 1994).
 
     `link_of(src, dst)` -> (latency_s, bandwidth_Bps). Plan ranks are group-local; pass `group`
     to map them to global ranks before asking `link_of`.
@@ -60,10 +62,10 @@ def plan_time(plan: Plan, link_of: Callable[[int, int], tuple[float, float]],
     total = 0.0
     for step in plan.steps:
         worst = 0.0
-        for t in step.transfers:
-            src, dst = (t.src, t.dst) if group is None else (group[t.src], group[t.dst])
+        for (a, b), nbytes in step.links().items():
+            src, dst = (a, b) if group is None else (group[a], group[b])
             latency_s, bandwidth_Bps = link_of(src, dst)
-            worst = max(worst, latency_s + t.nbytes / bandwidth_Bps)
+            worst = max(worst, latency_s + nbytes / bandwidth_Bps)
         total += worst
     return total
 
