@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+from ..errors import ParasimError
 from ..models import GPTConfig, MLPConfig
 from ..parallel.experts import MoEGPTConfig
 from ..parallel.config import GRAD_DTYPES, SCHEDULES, STRATEGIES, TrainConfig
@@ -53,6 +54,14 @@ def add_parser(sub) -> None:
     p.add_argument("--runtime", choices=("local", "ray"), default="local")
     p.add_argument("--address", default=None, help="Ray cluster address (default: embedded local Ray)")
     p.add_argument("--trace", default=None, help="write the Chrome trace JSON (Perfetto) here")
+    p.add_argument("--fail", default=None, metavar="DEVICE@STEP[,...]",
+                   help="inject faults: [KIND:]DEVICE@STEP[#INSTRUCTION], kinds kill (default), fail, slow, drop")
+    p.add_argument("--fail-random", type=int, default=0, metavar="N", help="inject N kills at random (seeded)")
+    p.add_argument("--fail-seed", type=int, default=0, help="seed of --fail-random")
+    p.add_argument("--checkpoint-every", type=int, default=0, metavar="K", help="save a checkpoint every K steps")
+    p.add_argument("--checkpoint-dir", default=None, help="where checkpoints go (default: a temporary directory)")
+    p.add_argument("--resume", default=None, metavar="DIR", help="continue from a checkpoint (any strategy)")
+    p.add_argument("--timeout-s", type=float, default=None, help="bounded wait of the Ray runtime per call batch")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -79,15 +88,35 @@ def run(a) -> int:
     from ..runtime import make_runtime
 
     cfg = config_from_args(a)
-    runtime = make_runtime(a.runtime, cfg.devices, address=a.address) if a.runtime == "ray" else None
+    resilient = bool(a.fail or a.fail_random or a.checkpoint_every or a.checkpoint_dir or a.resume)
+    if a.checkpoint_every < 0 or a.fail_random < 0:
+        raise ParasimError(f"--checkpoint-every and --fail-random must be >= 0, got {a.checkpoint_every} and {a.fail_random}")
+    if a.timeout_s is not None and not a.timeout_s > 0:
+        raise ParasimError(f"--timeout-s must be > 0 seconds, got {a.timeout_s}")
+    kw = {"timeout_s": a.timeout_s} if a.timeout_s else {}
+    if resilient and a.runtime == "ray":
+        from ..runtime.faulty import FaultyDevice
+
+        kw["device_class"] = FaultyDevice
+    runtime = make_runtime(a.runtime, cfg.devices, address=a.address, **kw) if a.runtime == "ray" else None
     progress = _progress_bar if sys.stderr.isatty() else None
     try:
-        result = train(cfg, runtime=runtime, progress=progress)
+        if resilient:
+            from ..faults import parse_faults, random_faults, train_resilient
+            from ..parallel.strategies import compile_strategy
+
+            faults = parse_faults(a.fail)
+            if a.fail_random:
+                faults += random_faults(a.fail_seed, a.fail_random, compile_strategy(cfg).program, cfg.steps)
+            result = train_resilient(cfg, runtime=runtime, faults=faults, checkpoint_every=a.checkpoint_every,
+                                     checkpoint_dir=a.checkpoint_dir, resume_from=a.resume)
+        else:
+            result = train(cfg, runtime=runtime, progress=progress)
     finally:
         if runtime is not None:
             runtime.close()
     if a.trace:
-        result.trace.save_chrome(a.trace)
+        result.trace.save_chrome(a.trace) if not resilient else result.train.trace.save_chrome(a.trace)
     out = result.to_dict()
     if a.json:
         print(json.dumps(out))
@@ -97,4 +126,9 @@ def run(a) -> int:
         print(f"max relative weight difference vs one device: {out['max_rel_weight_diff_vs_single']:.3g}")
         print(f"bubble fraction: {out['bubble_fraction']:.3f}; bytes by collective: {out['bytes_by_collective']}")
         print(f"simulated step time: {out['simulated_time_s']:.4g} s; wall: {out['wall_time_s']:.4g} s")
+        if resilient:
+            for line in out["failures"]:
+                print(f"failure: {line}")
+            print(f"faults injected: {out['faults_injected']}, recovered: {out['faults_recovered']}, "
+                  f"replayed steps: {out['replayed_steps']}, checkpoints at steps {out['checkpoints']}")
     return 0

@@ -118,8 +118,9 @@ def _index_of(instruction: str) -> int | None:
 
 def train_resilient(cfg: TrainConfig, runtime=None, faults: tuple[Fault, ...] = (), checkpoint_every: int = 0,
                     checkpoint_dir=None, replicas: bool = True, device_model: DeviceModel | None = None,
-                    max_failures: int = 20, check: bool = True) -> ResilientResult:
-    """Train like `parallel.train.train`, surviving the injected (and any real) device failures."""
+                    max_failures: int = 20, check: bool = True, resume_from=None) -> ResilientResult:
+    """Train like `parallel.train.train`, surviving the injected (and any real) device failures.
+    resume_from: a checkpoint (any strategy and device count, same model) to continue from."""
     from ..runtime.faulty import FaultyDevice
     from ..runtime.local import LocalRuntime
 
@@ -143,10 +144,11 @@ def train_resilient(cfg: TrainConfig, runtime=None, faults: tuple[Fault, ...] = 
     try:
         runtime.clear()
         runtime.load(compiled.initial)
+        step = restore(runtime, compiled, Checkpoint.open(resume_from)) if resume_from is not None else 0
+        first = step  # losses[k] is the loss of step first + k
         if root is not None:
-            save_checkpoint(runtime, compiled, 0, root)
-            saved.append(0)
-        step = 0
+            save_checkpoint(runtime, compiled, step, root)
+            saved.append(step)
         while step < cfg.steps:
             slowed = {}
             for k, f in enumerate(faults):
@@ -185,7 +187,7 @@ def train_resilient(cfg: TrainConfig, runtime=None, faults: tuple[Fault, ...] = 
                 trace.append(Trace(cfg.devices, [TraceEvent(
                     r, "compute", f"recovery: restart {restarted}, restore from {how} (step {back})", 0.0, mark,
                     "recovery", "recovery", step=step, attempt=attempts[step]) for r in range(cfg.devices)]))
-                del losses[back:]
+                del losses[back - first:]
                 step = back
                 continue
             wall += time.perf_counter() - t0

@@ -1,0 +1,69 @@
+"""`parasim checkpoint`: inspect a distributed checkpoint, or reshard it for another strategy.
+
+    parasim checkpoint show DIR [--json]
+    parasim checkpoint convert SRC DST --to-strategy pp --devices 4 --dp 2 --pp 2
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+from ..errors import ParasimError
+from ..parallel.config import SCHEDULES, STRATEGIES
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("checkpoint", help="inspect or reshard a distributed checkpoint")
+    cmds = p.add_subparsers(dest="checkpoint_cmd", metavar="{show,convert}")
+    cmds.required = True
+    show = cmds.add_parser("show", help="the strategy file: step, config, each tensor's layout")
+    show.add_argument("path", help="a checkpoint root (its latest) or a step_K directory")
+    show.add_argument("--json", action="store_true", help="print one JSON object")
+    show.set_defaults(func=run)
+    conv = cmds.add_parser("convert", help="re-cut a checkpoint for another strategy / device count")
+    conv.add_argument("src")
+    conv.add_argument("dst")
+    conv.add_argument("--to-strategy", required=True, choices=STRATEGIES)
+    conv.add_argument("--devices", type=int, required=True)
+    conv.add_argument("--dp", type=int, default=0)
+    conv.add_argument("--pp", type=int, default=0)
+    conv.add_argument("--tp", type=int, default=1)
+    conv.add_argument("--zero", type=int, default=0)
+    conv.add_argument("--microbatches", type=int, default=None, help="default: the source's")
+    conv.add_argument("--schedule", choices=SCHEDULES, default=None, help="default: the source's")
+    conv.add_argument("--json", action="store_true", help="print one JSON object")
+    conv.set_defaults(func=run)
+    p.set_defaults(func=run)
+
+
+def run(a) -> int:
+    from ..faults.checkpoint import Checkpoint, convert_checkpoint
+
+    if a.checkpoint_cmd == "show":
+        ck = Checkpoint.open(a.path)
+        out = {"path": str(ck.path), "step": ck.step, "strategy": ck.config.strategy, "devices": ck.config.devices,
+               "dp": ck.config.dp, "pp": ck.config.pp, "tp": ck.config.tp, "zero": ck.config.zero,
+               "tensors": {n: {"global_shape": t["global_shape"], "layout": t["layout"]}
+                           for n, t in ck.record["tensors"].items()}}
+        if a.json:
+            print(json.dumps(out))
+        else:
+            print(f"checkpoint {out['path']}: step {ck.step}, {ck.config.strategy} on {ck.config.devices} devices "
+                  f"(dp={ck.config.dp}, pp={ck.config.pp}, tp={ck.config.tp}, zero={ck.config.zero})")
+            for n, t in out["tensors"].items():
+                print(f"  {n} {tuple(t['global_shape'])}: {t['layout']}")
+        return 0
+    src = Checkpoint.open(a.src)
+    if a.devices < 1:
+        raise ParasimError(f"--devices must be a positive integer, got {a.devices}")
+    target = replace(src.config, strategy=a.to_strategy, devices=a.devices, dp=a.dp, pp=a.pp, tp=a.tp,
+                     zero=a.zero, microbatches=a.microbatches or src.config.microbatches,
+                     schedule=a.schedule or src.config.schedule, virtual_stages=1).resolved()
+    path = convert_checkpoint(a.src, a.dst, target)
+    out = {"src": str(src.path), "dst": str(path), "step": src.step, "from": f"{src.config.strategy} on "
+           f"{src.config.devices}", "to": f"{target.strategy} on {target.devices}", "dp": target.dp,
+           "pp": target.pp, "tp": target.tp}
+    print(json.dumps(out) if a.json else f"wrote {path}: step {src.step}, {out['from']} devices -> "
+          f"{out['to']} devices (dp={target.dp}, pp={target.pp}, tp={target.tp})")
+    return 0
