@@ -4,7 +4,7 @@ run on Ray actors."""
 
 import pytest
 
-from simulator.models import GPTConfig
+from simulator.models import GPTConfig, MLPConfig
 from simulator.parallel.config import TrainConfig
 from simulator.parallel.hybrid import axis_groups, hybrid_mesh
 from simulator.parallel.train import train
@@ -29,6 +29,12 @@ def test_every_combination_equals_one_device(strategy, kw):
     assert r.config.dp * r.config.tp * r.config.pp == r.config.devices
     assert r.max_rel_weight_diff_vs_single < 1e-9
     assert r.losses == pytest.approx(r.reference_losses, rel=1e-9)
+
+
+def test_hybrid_without_tensor_axis_is_data_x_pipeline_for_any_model():
+    mlp = MLPConfig(in_dim=8, hidden=16, layers=4, classes=4)
+    r = train(TrainConfig(mlp, strategy="hybrid", devices=4, dp=2, pp=2, microbatches=2, batch_size=8, steps=2))
+    assert r.config.tp == 1 and r.max_rel_weight_diff_vs_single < 1e-9
 
 
 def test_mesh_order_tensor_fastest_then_data_then_pipeline():

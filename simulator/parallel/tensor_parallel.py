@@ -312,6 +312,8 @@ class TensorParallel:
 def compile_tensor_parallel(cfg: TrainConfig, sp: bool = False) -> Compiled:
     """Tensor parallelism on tp ranks (times any dp and pp degrees given: see hybrid.py)."""
     cfg = cfg.resolved()
+    if cfg.tp == 1:  # nothing to shard: whole layers (any model), as dp x pp
+        return compile_replicated(cfg)
     check_tensor_parallel(cfg, sp)
     return compile_replicated(cfg, TensorParallel(cfg, sp))
 
