@@ -38,6 +38,10 @@ def add_parser(sub) -> None:
     p.add_argument("--recompute", default="none", choices=RECOMPUTE)
     p.add_argument("--sequence-parallel", dest="sequence_parallel", action="store_true")
     p.add_argument("--zero", type=int, default=0, help="ZeRO stage 0-3")
+    p.add_argument("--trace", default=None, metavar="FILE",
+                   help="also run the paper program on the event clock and write its Chrome trace to FILE")
+    p.add_argument("--trace-all-tp-ranks", dest="trace_all_tp_ranks", action="store_true",
+                   help="with --trace: simulate every tensor-parallel rank (default: one per stage)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -89,9 +93,17 @@ def run(args) -> int:
     hw = get_hardware(getattr(args, "hardware", "a100-80gb"))
     cfg = config_from_args(args)
     res = estimate(model, cfg, hw)
+    paper = None
+    if getattr(args, "trace", None):
+        from ..cost.paper import simulate_paper
+        paper = simulate_paper(model, cfg, hw, fold_tp=not getattr(args, "trace_all_tp_ranks", False))
+        paper.trace.save_chrome(args.trace)
     if getattr(args, "json", False):
         out = res.as_dict()
         out.update(model=model.name, params=model.params(), hardware=hw.name, config=repr(cfg))
+        if paper is not None:
+            out["paper"] = paper.as_dict()
+            out["trace_file"] = args.trace
         print(json.dumps(out))
         return 0
     print(f"{model!r}\n{cfg!r} on {cfg.gpus} x {hw.name}")
@@ -103,4 +115,8 @@ def run(args) -> int:
           + ", ".join(f"{k} {fmt_time(v)}" for k, v in res.comm_time_by_kind.items() if v))
     print(f"  memory per GPU   {fmt_bytes(res.memory_per_gpu_bytes)} of {fmt_bytes(hw.memory_bytes)}"
           + ("  OUT OF MEMORY" if res.oom else ""))
+    if paper is not None:
+        print(f"  event clock      {fmt_time(paper.step_time_s)} per step, bubble {paper.bubble_fraction:.1%}, "
+              f"exposed comm {fmt_time(paper.exposed_comm_s)} ({paper.simulated_ranks} ranks simulated, "
+              f"{paper.instructions:,} instructions); Chrome trace -> {args.trace}")
     return 0

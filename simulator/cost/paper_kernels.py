@@ -9,8 +9,8 @@ shapes are those of `simulator.cost.analytic` (T = b s tokens, one TP rank of t)
                             element-wise 11 s b h (/t with SP) + softmax/dropout 9 a b s^2 / t bytes
   MLP half, forward         up (T, f/t or 2 f/t, h), down (T, h, f/t);
                             element-wise 11 s b h (/t with SP) + GeLU 4 (SwiGLU 6) s b f / t bytes
-  backward "B" (input grads) of each linear (m, k, n) -> (m, n)... i.e. (m, k, n) matmul; attention
-                            core 2 (s, hd, s) + (s, s, hd) + (s, hd, s); element-wise 2x forward
+  backward "B" (input grads) of each linear (m, n, k): the (m, k, n) matmul; attention core
+                            3 (s, hd, s) + (s, s, hd); element-wise 2x forward
   backward "W" (weight grads) of each linear: (k, n, m)
   selective recompute adds the attention core forward to the attention half's backward.
 
@@ -43,9 +43,11 @@ from simulator.cost.parallel_config import ParallelConfig
 from simulator.errors import ParasimError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Kernel:
-    """A fused piece of work: matmuls (m, n, k, batch) and element-wise bytes."""
+    """A fused piece of work: matmuls (m, n, k, batch) and element-wise bytes. Compared and hashed
+    by identity: a program shares one Kernel among all instructions that do the same work, and
+    the device model caches its time per Kernel."""
 
     name: str
     matmuls: tuple[tuple[float, float, float, float], ...] = ()

@@ -62,11 +62,16 @@ class _Emitter:
         self.p2p = self.act // cfg.tp
         self.layer_grad = A.grad_reduce_bytes * model.layer_params() / cfg.tp
         self.emb_params = model.vocab * model.hidden / cfg.tp
+        K = kernels
+        self._priced: dict = {}      # kernel -> (flops, nbytes, attrs), shared by its instructions
+        self.bw = {K.mlp_b: K.mlp_b + K.mlp_w, K.attn_b: K.attn_b + K.attn_w}   # fused B + W
 
     # ---- helpers ------------------------------------------------------------------------------
     def comp(self, out, kern: Kernel, x: str, phase: str, j, label: str, extra=()):
-        out.append(Compute(kern.name, (x,), (x,) + tuple(extra), kern.flops, int(kern.nbytes()),
-                           {"kernel": kern}, phase, j, label))
+        got = self._priced.get(kern)
+        if got is None:
+            got = self._priced[kern] = (kern.flops, int(kern.nbytes()), {"kernel": kern})
+        out.append(Compute(kern.name, (x,), (x,) + extra, got[0], got[1], got[2], phase, j, label))
 
     def tp_comm(self, out, r, x, j, kinds, dst=None):
         if self.cfg.tp == 1:
@@ -126,7 +131,7 @@ class _Emitter:
             if self.cfg.recompute == "full":
                 self.layer_fwd(out, r, g, j, s, l, label="R")
             for kb, kw in ((self.K.mlp_b, self.K.mlp_w), (self.K.attn_b, self.K.attn_w)):
-                kern = kb + kw if kind == "BW" else kb
+                kern = self.bw[kb] if kind == "BW" else kb
                 done = (f"grad{c}.{l}",) if last_mb and kb is self.K.attn_b else ()
                 self.comp(out, kern, g, "backward", j, f"{kind}{j} s{s} L{l} {kb.name}", done)
                 self.tp_comm(out, r, g, j, self.tp_pair())
