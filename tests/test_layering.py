@@ -15,10 +15,10 @@ LAYERS = [
     {"collectives"},
     {"program", "ops"},
     {"models"},
+    {"runtime"},  # a thin executor of programs: it needs only program, ops and collectives
     {"parallel"},
     {"cost"},
     {"auto"},
-    {"runtime"},
     {"training", "faults", "viz", "lessons"},
     {"commands", "cli", "__main__", "__init__"},
 ]

@@ -97,6 +97,8 @@ class TrainConfig:
         _check(self.batch_size % per == 0,
                f"batch {self.batch_size} cannot be split into dp={dp} x micro-batches={self.m} equal parts")
         stage = int(s[-1]) if s.startswith("zero") else self.zero
+        _check(stage == self.zero or self.zero == 0,
+               f"strategy {s} means ZeRO stage {stage}, but --zero {self.zero} was given")
         return replace(self, dp=dp, pp=pp, tp=tp, zero=stage)
 
     @property
