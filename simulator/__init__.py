@@ -8,6 +8,10 @@ The curated public API. app/ and lessons/ import only from here (and `simulator.
     result.max_rel_weight_diff_vs_single   # < 1e-9: parallelism does not change the math
 """
 
+from . import auto
+from .auto import (AutoParallelContext, Explanation, MsLayout, Network, explain, get_auto_parallel_context, init,
+                   reset_auto_parallel_context, set_auto_parallel_context)
+from .auto import train as auto_train
 from .collectives import DEFAULT_ALGO, Plan, Step, Transfer, algorithms, make_plan, reference, run_plan
 from .cost.analytic import AnalyticResult, estimate
 from .cost.clock import SimpleDeviceModel, simulate
@@ -25,7 +29,9 @@ from .mesh import DeviceMesh
 from .models import (SGD, Adam, GPTConfig, MLPConfig, Model, build_model, get_batch, gpt_iteration_flops,
                      gpt_param_count)
 from .parallel.config import SCHEDULES, STRATEGIES, TrainConfig
+from .parallel.experts import MoEGPTConfig
 from .parallel.schedule_check import format_schedule, parse_schedule
+from .parallel.experts import MoEGPTConfig
 from .parallel.schedule_check import validate as validate_schedule
 from .parallel.schedule_sim import SimResult
 from .parallel.schedule_sim import simulate as simulate_schedule
