@@ -86,6 +86,15 @@ def lesson_05() -> None:
                                                title="1F1B bubble (p-1)/(m+p-1)", logx=True))
 
 
+def lesson_06() -> None:
+    f = "06_interleaving_zero_bubble"
+    runs = [ps.simulate_schedule(ps.make_schedule("1f1b", 4, 8), t_f=1, t_b=2, t_w=0),
+            ps.simulate_schedule(ps.make_schedule("interleaved", 4, 8, 2), t_f=0.5, t_b=1, t_w=0)]
+    save(f, "interleaved.png", viz.schedule_compare(runs))
+    runs = [ps.simulate_schedule(ps.make_schedule(n, 4, 8), t_f=1, t_b=1, t_w=1) for n in ("1f1b", "zb-h1", "zb-h2")]
+    save(f, "zero_bubble.png", viz.schedule_compare(runs))
+
+
 def main(argv: list[str]) -> int:
     figures = {name[len("lesson_"):]: fn for name, fn in globals().items() if name.startswith("lesson_")}
     wanted = [a.zfill(2) for a in argv] or sorted(figures)

@@ -1,0 +1,62 @@
+"""Autograder of lesson 06: interleaved and zero-bubble predictions against simulate_schedule."""
+
+import numpy as np
+
+from simulator import make_schedule, simulate_schedule
+from simulator.lessons import compare, ok
+
+LESSON = {
+    "title": "Interleaving and zero-bubble schedules, memory in flight",
+    "goals": ["predict the interleaved 1F1B bubble (p-1)(t_f+t_b)/v and its extra memory",
+              "split the backward into B and W and predict the ZB-H1 bubble (p-1)(t_f+t_b-t_w)",
+              "see that ZB-H2 removes the bubble by holding 2p-1 micro-batches"],
+    "app_pages": ["Pipeline schedules"],
+    "requires": ["make_schedule", "simulate_schedule", "in_flight_microbatches"],
+    "minutes": 45,
+    "prerequisites": [5],
+}
+
+
+def check_interleaved_bubble(s):
+    "interleaved_bubble_time equals the simulated idle time (chunk times t/v)"
+    for p, m, v in [(4, 8, 2), (4, 8, 4), (2, 4, 2), (4, 4, 2), (3, 6, 3)]:
+        for t_f, t_b in [(1.0, 1.0), (1.0, 2.0)]:
+            r = simulate_schedule(make_schedule("interleaved", p, m, v), t_f=t_f / v, t_b=t_b / v, t_w=0.0)
+            got = s.interleaved_bubble_time(p, m, v, t_f, t_b)
+            if not np.isclose(got, r.bubble_time[0], rtol=1e-9):
+                return compare(r.bubble_time[0], got, f"p={p} m={m} v={v} t_f={t_f} t_b={t_b}")
+    return ok()
+
+
+def check_interleaved_memory(s):
+    "interleaved_peak_chunks equals the simulated peak on device 0"
+    for p, m, v in [(4, 8, 2), (4, 8, 4), (2, 4, 2), (4, 4, 2), (3, 6, 3), (2, 2, 4)]:
+        want = simulate_schedule(make_schedule("interleaved", p, m, v)).peak_in_flight[0]
+        got = s.interleaved_peak_chunks(p, m, v)
+        if got != want:
+            return compare(want, got, f"p={p} m={m} v={v}: warm-up forwards + 1, at most m*v")
+    return ok()
+
+
+def check_zb_bubble(s):
+    "zb_bubble_time equals the simulated idle time of 1F1B and ZB-H1"
+    for p, m in [(4, 8), (3, 6), (2, 4)]:
+        for t in [(1.0, 1.0, 1.0), (1.0, 1.0, 0.5), (1.0, 2.0, 1.0), (2.0, 1.0, 1.0)]:
+            for name in ("1f1b", "zb-h1"):
+                want = simulate_schedule(make_schedule(name, p, m), *t).bubble_time[0]
+                got = s.zb_bubble_time(name, p, *t)
+                if not np.isclose(got, want, rtol=1e-9):
+                    return compare(want, got, f"{name} p={p} (t_f, t_b, t_w)={t}")
+    return ok()
+
+
+def check_zb_memory(s):
+    "zb_peak_in_flight equals the simulated peak of ZB-H1 and ZB-H2"
+    for p, m in [(4, 8), (3, 6), (2, 4), (4, 12)]:
+        for name in ("zb-h1", "zb-h2"):
+            want = max(simulate_schedule(make_schedule(name, p, m)).peak_in_flight)
+            got = s.zb_peak_in_flight(name, p, m)
+            if got != want:
+                return compare(want, got, f"{name} p={p} m={m}")
+    return ok()
+

@@ -1,0 +1,60 @@
+# %% [markdown]
+# # Lesson 06 (SOLUTION): interleaving and zero-bubble schedules, memory in flight
+#
+# Fill in every function that raises `NotImplementedError("TODO ...")`, then run
+# `parasim lesson check 06`. Experiments sit under `if __name__ == "__main__":`.
+
+# %%
+from simulator import in_flight_microbatches, make_schedule, simulate_schedule
+
+
+# %% [markdown]
+# ## 1. Interleaved 1F1B (Narayanan et al. 2021, Sec. 2.2)
+# Each device holds v model chunks (device d, chunk c = model stage c*p + d). A chunk's forward
+# takes t_f / v, so the fill and drain are made of v-times shorter pieces.
+
+# %%
+def interleaved_bubble_time(p: int, m: int, v: int, t_f: float, t_b: float) -> float:
+    """Idle time per device of interleaved 1F1B (t_f, t_b: times of a whole stage, not a chunk)."""
+    # BEGIN SOLUTION: the 1F1B bubble divided by v
+    return (p - 1) * (t_f + t_b) / v
+    # END SOLUTION
+
+
+def interleaved_peak_chunks(p: int, m: int, v: int) -> int:
+    """Most (micro-batch, chunk) activations device 0 holds at once under Megatron's interleaving.
+    Device d runs (p - d - 1) * 2 + (v - 1) * p warm-up forwards, capped at m * v."""
+    # BEGIN SOLUTION: warm-up forwards of device 0, plus the forward of the first steady pair
+    return min(2 * (p - 1) + (v - 1) * p + 1, m * v)
+    # END SOLUTION
+
+
+# %% [markdown]
+# ## 2. Zero bubble (Qi et al. 2023)
+# Split the backward into B (gradient of the input: on the critical path) and W (gradient of the
+# weights: can wait). ZB-H1 keeps 1F1B's memory and fills part of the drain with W's.
+
+# %%
+def zb_bubble_time(schedule: str, p: int, t_f: float, t_b: float, t_w: float) -> float:
+    """Idle time per device for schedule '1f1b' (backward = B + W together) or 'zb-h1'."""
+    # BEGIN SOLUTION: 1F1B (p-1)(t_f+t_b+t_w); ZB-H1 (p-1)(t_f+t_b-t_w)
+    if schedule == "1f1b":
+        return (p - 1) * (t_f + t_b + t_w)
+    return (p - 1) * (t_f + t_b - t_w)
+    # END SOLUTION
+
+
+def zb_peak_in_flight(schedule: str, p: int, m: int) -> int:
+    """Most micro-batches whose activations one device holds: 'zb-h1' or 'zb-h2' (m >= 2p)."""
+    # BEGIN SOLUTION: ZB-H1 p like 1F1B stage 0; ZB-H2 2p - 1 to remove the bubble entirely
+    return min(p, m) if schedule == "zb-h1" else min(2 * p - 1, m)
+    # END SOLUTION
+
+
+# %%
+if __name__ == "__main__":
+    for name, v in [("1f1b", 1), ("interleaved", 2), ("zb-h1", 1), ("zb-h2", 1)]:
+        r = simulate_schedule(make_schedule(name, 4, 8, v), t_f=1 / v, t_b=1 / v, t_w=0 if v > 1 else 1)
+        print(r, r.bubble_time[0], r.span_bubble_time)
+    print(interleaved_bubble_time(4, 8, 2, 1, 1), interleaved_peak_chunks(4, 8, 2))
+    print(in_flight_microbatches("interleaved", 4, 8, 2))
