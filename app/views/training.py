@@ -11,7 +11,7 @@ from simulator.parallel.train import train
 from simulator.units import fmt_bytes, fmt_time
 from simulator.viz import device_breakdown, memory_over_time, timeline
 
-MODELS = {"MLP, 8 layers (16 → 32 → 4 classes)": MLPConfig(16, 32, 8, 4),
+MODELS = {"MLP, 8 layers (64 → 256 → 8 classes)": MLPConfig(64, 256, 8, 8),
           "tiny GPT (2 blocks, h=32, 4 heads, s=16, V=64)": GPTConfig(2, 32, 4, 16, 64)}
 
 intro("Training playground",
@@ -27,11 +27,11 @@ with st.sidebar:
     devices = st.slider("Devices", 1, 8, 4, key="devices")
     microbatches = st.slider("Micro-batches", 1, 16, 4, key="microbatches")
     schedule = st.selectbox("Pipeline schedule", SCHEDULES, index=SCHEDULES.index("1f1b"), key="schedule")
-    batch = st.select_slider("Global batch", [8, 16, 32, 64], value=32, key="batch")
+    batch = st.select_slider("Global batch", [16, 32, 64, 128], value=64, key="batch")
     steps = st.slider("Steps", 1, 5, 2, key="steps")
     hws = hardware_names()
     price_on = st.selectbox("Price the timeline on", hws, key="price_on",
-                            index=hws.index("a100-80gb") if "a100-80gb" in hws else 0,
+                            index=hws.index("local") if "local" in hws else 0,
                             help="local = this machine (parasim calibrate); the others are datasheet presets")
     runtime = st.radio("Devices run as", ["in-process", "Ray actors"], horizontal=True, key="runtime",
                        help="Ray starts once per server (2 CPUs) the first time you ask for it")
