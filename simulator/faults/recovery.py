@@ -176,7 +176,10 @@ def train_resilient(cfg: TrainConfig, runtime=None, faults: tuple[Fault, ...] = 
                 priced = simulate(program, model, step=step)
                 trace.append(Trace(cfg.devices, lost_events(priced, program, e, attempts[step]), name="lost"))
                 t1 = time.perf_counter()
-                back, how, restarted = _recover(runtime, compiled, step, root, replicas)
+                try:
+                    back, how, restarted = _recover(runtime, compiled, step, root, replicas)
+                except ParasimError as why:
+                    raise ParasimError(f"{e}; {why}") from e
                 recovered += 1
                 replayed += step - back + 1
                 for s in range(back, step + 1):
@@ -229,7 +232,7 @@ def _recover(runtime, compiled, step: int, root, replicas: bool) -> tuple[int, s
             runtime.load(snapshot)
             return step, "replicas", dead
     if root is None or latest_checkpoint(root) is None:
-        raise ParasimError(f"cannot recover the failure at step {step}: no checkpoint (use checkpoint_every) and "
+        raise ParasimError(f"cannot recover at step {step}: no checkpoint (use checkpoint_every) and "
                            f"no surviving replica holds the lost state of device(s) {dead}")
     return restore(runtime, compiled, Checkpoint.open(root)), "checkpoint", dead
 
