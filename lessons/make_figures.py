@@ -95,6 +95,15 @@ def lesson_06() -> None:
     save(f, "zero_bubble.png", viz.schedule_compare(runs))
 
 
+def lesson_07() -> None:
+    f = "07_tensor_parallelism"
+    mesh = ps.DeviceMesh({"tp": 4})
+    save(f, "A_column_parallel.png", viz.layout_grid(ps.Layout(mesh, [None, "tp"]), (8, 16), name="A"))
+    save(f, "B_row_parallel.png", viz.layout_grid(ps.Layout(mesh, ["tp", None]), (16, 8), name="B"))
+    r = ps.train(ps.TrainConfig(tiny_gpt(2), strategy="tp", devices=2, tp=2, batch_size=4), device_model=clock())
+    save(f, "tp_timeline.png", viz.timeline(r.trace, title="tensor parallel GPT, t=2: all-reduces on the critical path"))
+
+
 def main(argv: list[str]) -> int:
     figures = {name[len("lesson_"):]: fn for name, fn in globals().items() if name.startswith("lesson_")}
     wanted = [a.zfill(2) for a in argv] or sorted(figures)

@@ -1,0 +1,70 @@
+# %% [markdown]
+# # Lesson 07 (EXERCISE): tensor parallelism — the Megatron MLP
+#
+# Fill in every function that raises `NotImplementedError("TODO ...")`, then run
+# `parasim lesson check 07`. Experiments sit under `if __name__ == "__main__":`.
+
+# %%
+import numpy as np
+
+from simulator import DeviceMesh, GPTConfig, Layout, TrainConfig, train
+
+
+def gelu(x):
+    """GeLU, tanh approximation (Hendrycks & Gimpel 2016), elementwise."""
+    return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
+
+
+# %% [markdown]
+# ## 1. Column-parallel and row-parallel linear layers
+# Y = GeLU(X A) Z = Y B. Cut A by columns: A = [A_1 .. A_t]; rank i computes Y_i = GeLU(X A_i)
+# without talking to anyone (GeLU is elementwise). Cut B by rows: B = [B_1; ..; B_t]; rank i
+# computes Y_i B_i, a *partial sum* of Z: Z = sum_i Y_i B_i, one all-reduce.
+# In parasim's notation A is `A[K, N_tp]`, B is `B[N_tp, K]` and the partial output `Z[M, K]{U_tp}`.
+
+# %%
+def column_shards(W: np.ndarray, t: int) -> list[np.ndarray]:
+    """W cut into t blocks of columns (rank i gets block i)."""
+    raise NotImplementedError("TODO: t equal column blocks")
+
+
+def row_shards(W: np.ndarray, t: int) -> list[np.ndarray]:
+    """W cut into t blocks of rows (rank i gets block i)."""
+    raise NotImplementedError("TODO: t equal row blocks")
+
+
+def megatron_mlp_partials(x: np.ndarray, A: np.ndarray, B: np.ndarray, t: int) -> list[np.ndarray]:
+    """What each of the t ranks holds before the all-reduce: GeLU(x A_i) B_i."""
+    raise NotImplementedError("TODO: column-parallel A, local GeLU, row-parallel B")
+
+
+# %% [markdown]
+# ## 2. What does it cost in a whole GPT?
+# parasim's `strategy="tp"` applies the same trick to attention (heads split across ranks), the
+# embedding (vocabulary-parallel) and the LM head. Read the trace of one step and count.
+
+# %%
+def allreduces_per_block() -> int:
+    """All-reduces one transformer block issues in one training step (forward + backward)."""
+    raise NotImplementedError("TODO: attention and MLP: one in forward (g), one in backward (f) each")
+
+
+def tp_bytes_per_device(L: int, b: int, s: int, h: int, t: int, itemsize: int = 8) -> float:
+    """Bytes each rank sends in one step: 4 all-reduces per block, one for the embedding (forward),
+    one for the LM head's input gradient (backward), all of (b, s, h); plus 3 tiny all-reduces of
+    b*s values for the vocabulary-parallel cross-entropy (max, sum of exp, target logit).
+    A ring all-reduce of S bytes costs 2(t-1)/t S per rank (lesson 02)."""
+    raise NotImplementedError("TODO: (4L + 2) activations + 3 loss statistics, times the ring factor")
+
+
+# %%
+if __name__ == "__main__":
+    rng = np.random.default_rng(0)
+    x, A, B = rng.standard_normal((4, 8)), rng.standard_normal((8, 32)), rng.standard_normal((32, 8))
+    parts = megatron_mlp_partials(x, A, B, 4)
+    print("equal to one device:", np.allclose(sum(parts), gelu(x @ A) @ B))
+    mesh = DeviceMesh({"tp": 4})
+    print(Layout(mesh, [None, "tp"]).notation("A", "KN"), Layout(mesh, ["tp", None]).notation("B", "NK"))
+    g = GPTConfig(layers=2, hidden=32, heads=4, seq_len=16, vocab=32)
+    r = train(TrainConfig(g, strategy="tp", devices=2, tp=2, batch_size=4))
+    print(r.bytes_sent_per_device, tp_bytes_per_device(2, 4, 16, 32, 2))
