@@ -104,6 +104,19 @@ def lesson_07() -> None:
     save(f, "tp_timeline.png", viz.timeline(r.trace, title="tensor parallel GPT, t=2: all-reduces on the critical path"))
 
 
+def lesson_08() -> None:
+    f = "08_zero_and_memory"
+    psi, nd = 7.5e9, 64
+    bars = {"DP": {"param": 2 * psi, "grad": 2 * psi, "opt": 12 * psi},
+            "ZeRO-1": {"param": 2 * psi, "grad": 2 * psi, "opt": 12 * psi / nd},
+            "ZeRO-2": {"param": 2 * psi, "grad": 2 * psi / nd, "opt": 12 * psi / nd},
+            "ZeRO-3": {"param": 2 * psi / nd, "grad": 2 * psi / nd, "opt": 12 * psi / nd}}
+    save(f, "zero_stages_7.5b.png", viz.memory_breakdown(bars, capacity_bytes=80e9,
+                                                         title="7.5B parameters on 64 GPUs, mixed-precision Adam"))
+    r = ps.train(ps.TrainConfig(tiny_mlp(), strategy="zero3", devices=4, batch_size=16), device_model=clock())
+    save(f, "zero3_memory.png", viz.memory_over_time(r.trace, devices=[0, 1]))
+
+
 def main(argv: list[str]) -> int:
     figures = {name[len("lesson_"):]: fn for name, fn in globals().items() if name.startswith("lesson_")}
     wanted = [a.zfill(2) for a in argv] or sorted(figures)

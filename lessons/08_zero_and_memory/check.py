@@ -1,0 +1,62 @@
+"""Autograder of lesson 08: ZeRO memory against the cost model, communication against train()."""
+
+import numpy as np
+
+from simulator import MLPConfig, TrainConfig, build_model, model_state_bytes_per_device, train
+from simulator.lessons import compare, ok
+
+LESSON = {
+    "title": "ZeRO and memory",
+    "goals": ["compute model-state memory per device for ZeRO stages 0-3 (Rajbhandari et al. 2020)",
+              "find the largest model that fits a memory budget",
+              "predict the communication of ZeRO stages and measure it with train(strategy='zero1'..'zero3')"],
+    "app_pages": ["Scale explorer", "Training playground"],
+    "requires": ["model_state_bytes_per_device", "strategy:zero1", "strategy:zero3"],
+    "minutes": 40,
+    "prerequisites": [3],
+}
+
+MLP = MLPConfig(in_dim=16, hidden=16, layers=4, classes=16)
+
+
+def check_memory(s):
+    "zero_bytes_per_device equals model_state_bytes_per_device (7.5B on 64 GPUs: 120, 31.4, 16.6, 1.9 GB)"
+    for psi, nd in [(7.5e9, 64), (1e9, 8), (175e9, 1024), (1e6, 1)]:
+        for stage in range(4):
+            want = model_state_bytes_per_device(psi, nd, stage)
+            got = s.zero_bytes_per_device(psi, nd, stage)
+            if not np.isclose(got, want, rtol=1e-9):
+                return compare(want, got, f"psi={psi:g}, N_d={nd}, stage {stage}: 2+2+12 bytes, partitioned parts / N_d")
+    return ok()
+
+
+def check_max_params(s):
+    "max_params fills the capacity exactly (model_state_bytes_per_device of the answer = capacity)"
+    for cap, nd, stage in [(80e9, 64, 0), (80e9, 64, 1), (80e9, 64, 2), (80e9, 64, 3), (16e9, 8, 3)]:
+        psi = s.max_params(cap, nd, stage)
+        used = model_state_bytes_per_device(psi, nd, stage)
+        if not np.isclose(used, cap, rtol=1e-9):
+            return compare(cap, used, f"capacity {cap:g} B, N_d={nd}, stage {stage}: bytes per parameter?")
+    return ok()
+
+
+def check_comm(s):
+    "zero_comm_bytes_per_device equals the bytes train() sends per device (dp, zero1, zero2, zero3)"
+    param_bytes = build_model(MLP).param_count * 8
+    for strategy, stage in [("dp", 0), ("zero1", 1), ("zero2", 2), ("zero3", 3)]:
+        for nd in (2, 4):
+            measured = train(TrainConfig(MLP, strategy=strategy, devices=nd, batch_size=16),
+                             check=False).bytes_sent_per_device[0]
+            got = s.zero_comm_bytes_per_device(param_bytes, nd, stage)
+            if not np.isclose(got, measured, rtol=1e-9):
+                return compare(measured, got, f"{strategy} on {nd} devices, {param_bytes} parameter bytes")
+    return ok()
+
+
+def check_zero3_exact(s):
+    "ZeRO-3 still trains the same weights as one device (and your memory shrinks by N_d)"
+    r = train(TrainConfig(MLP, strategy="zero3", devices=4, batch_size=16))
+    ratio = s.zero_bytes_per_device(1e9, 1, 3) / s.zero_bytes_per_device(1e9, 4, 3)
+    if r.max_rel_weight_diff_vs_single > 1e-9:
+        return compare("< 1e-9", r.max_rel_weight_diff_vs_single, "parasim's ZeRO-3 disagrees with one device")
+    return compare(4.0, ratio, "stage 3 partitions every model state over N_d = 4")
