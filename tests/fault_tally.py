@@ -44,8 +44,7 @@ def tally_fixture(label):
         yield t
         line = (f"[{label}] faults survived: {t.injected} injected, {t.recovered} recovered by restart + "
                 f"restore, in {t.runs} runs, 0 lost updates (final weights bit-identical to fault-free runs)")
-        reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-        if reporter is not None:
-            reporter.write_line(line)
-        print(line)
+        capman = request.config.pluginmanager.getplugin("capturemanager")
+        with capman.global_and_fixture_disabled():
+            print("\n" + line)
     return tally

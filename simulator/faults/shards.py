@@ -6,9 +6,12 @@ For a compiled strategy, each rank holds some of these tensors as shards of the 
 A shard is one of:
 
     box   an n-d block: global[a0:b0, a1:b1, ...] (whole tensors: replicated strategies; a
-          tensor-parallel strategy's `Compiled.notes["layouts"]` Layout gives the block of a rank)
+          `Compiled.notes["layouts"]` Layout gives the block of a rank)
     flat  a range of the flattened tensor: ravel(global)[a:b] (ZeRO: rank i of the data-parallel
           group holds np.array_split(ravel(global), N_d)[i]; Rajbhandari et al. 2020 Sec. 5)
+    index the elements ravel(global)[index] in the shard's shape (tensor parallelism: Megatron's
+          W_qkv keeps the columns of its heads in each of q, k and v, which no box describes;
+          the index is found by sharding arange(size) with the strategy's own `shard_param`)
 
 This is MindSpore's "strategy file" idea (REFERENCES §1: a checkpoint records each parameter's
 layout so `transform_checkpoints` can re-cut it for another device count and strategy), kept as
@@ -40,38 +43,50 @@ class Shard:
     rank: int
     box: tuple[tuple[int, int], ...] | None = None
     flat: tuple[int, int] | None = None
+    index: tuple[int, ...] | None = None  # flat global positions, in the shard's element order
+    shape: tuple[int, ...] | None = None  # the shard's shape (index shards)
 
     def __post_init__(self):
-        if (self.box is None) == (self.flat is None):
-            raise ParasimError(f"shard of {self.name} on rank {self.rank} needs exactly one of box or flat")
+        if sum(x is not None for x in (self.box, self.flat, self.index)) != 1:
+            raise ParasimError(f"shard of {self.name} on rank {self.rank} needs exactly one of box, flat or index")
+
+    def positions(self, global_shape) -> np.ndarray:
+        """Flat global positions of this shard's elements, in its order."""
+        if self.index is not None:
+            return np.asarray(self.index, dtype=np.int64)
+        if self.flat is not None:
+            return np.arange(self.flat[0], self.flat[1])
+        ids = np.arange(int(np.prod(global_shape, dtype=np.int64))).reshape(global_shape)
+        return np.ravel(ids[tuple(slice(a, b) for a, b in self.box)])
 
     def cut(self, value: np.ndarray) -> np.ndarray:
         """This shard of the global `value` (a copy)."""
         if self.box is not None:
             return np.array(value[tuple(slice(a, b) for a, b in self.box)])
+        if self.index is not None:
+            return np.ravel(value)[np.asarray(self.index)].reshape(self.shape)
         return np.array(np.ravel(value)[self.flat[0]:self.flat[1]])
-
-    def place(self, out: np.ndarray, block: np.ndarray) -> None:
-        """Write `block` into the global array `out` where this shard belongs."""
-        if self.box is not None:
-            out[tuple(slice(a, b) for a, b in self.box)] = block
-        else:
-            out.reshape(-1)[self.flat[0]:self.flat[1]] = np.ravel(block)
 
     def to_json(self) -> dict:
         if self.box is not None:
             return {"rank": self.rank, "box": [list(x) for x in self.box]}
+        if self.index is not None:
+            return {"rank": self.rank, "index": list(self.index), "shape": list(self.shape)}
         return {"rank": self.rank, "flat": list(self.flat)}
 
     @classmethod
     def from_json(cls, name: str, d: dict) -> "Shard":
         if "box" in d:
             return cls(name, int(d["rank"]), box=tuple((int(a), int(b)) for a, b in d["box"]))
+        if "index" in d:
+            return cls(name, int(d["rank"]), index=tuple(int(i) for i in d["index"]),
+                       shape=tuple(int(i) for i in d["shape"]))
         return cls(name, int(d["rank"]), flat=(int(d["flat"][0]), int(d["flat"][1])))
 
     def __repr__(self) -> str:
         where = (", ".join(f"{a}:{b}" for a, b in self.box) if self.box is not None
-                 else f"flat {self.flat[0]}:{self.flat[1]}")
+                 else f"flat {self.flat[0]}:{self.flat[1]}" if self.flat is not None
+                 else f"{len(self.index)} indexed elements")
         return f"{self.name}[{where}]@{self.rank}"
 
 
@@ -114,6 +129,12 @@ def shard_layouts(compiled: Compiled) -> dict[str, list[Shard]]:
             elif name in explicit:
                 sl = explicit[name].block_slices(r, shape)
                 shards.append(Shard(name, r, box=tuple((s.start, s.stop) for s in sl)))
+            elif compiled.config.tp > 1 and compiled.mesh is not None and name != "opt/step":
+                idx = _tensor_parallel_index(compiled, name, shape, r)
+                if idx.shape != tuple(local):
+                    raise ParasimError(f"cannot record the layout of {name}: rank {r} holds {tuple(local)}, "
+                                       f"the tensor-parallel rule gives {idx.shape}")
+                shards.append(Shard(name, r, index=tuple(int(i) for i in np.ravel(idx)), shape=idx.shape))
             elif len(local) == 1 and local[0] == size:
                 shards.append(Shard(name, r, flat=(0, size)))
             elif len(local) == 1:
@@ -137,6 +158,16 @@ def shard_layouts(compiled: Compiled) -> dict[str, list[Shard]]:
     return out
 
 
+def _tensor_parallel_index(compiled: Compiled, name: str, shape, rank: int) -> np.ndarray:
+    """Shard arange(size) exactly as the tensor-parallel strategy shards the parameter."""
+    from ..parallel.tensor_parallel import shard_param
+
+    li, pname = int(name.split("/")[1]), name.split("/")[2]
+    ids = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape)
+    return shard_param(layer_of(compiled.config.model, li), pname, ids, compiled.config.tp,
+                       compiled.mesh.coord(rank, "tp"))
+
+
 def describe_layout(shape: tuple[int, ...], shards: list[Shard]) -> str:
     """One line: 'replicated on ranks [0, 1]', 'flat split over ranks [0, 1, 2]' or the blocks."""
     ranks = [s.rank for s in shards]
@@ -144,32 +175,32 @@ def describe_layout(shape: tuple[int, ...], shards: list[Shard]) -> str:
         return f"replicated on ranks {ranks}"
     if all(s.flat is not None for s in shards):
         return f"flat split over ranks {ranks}"
+    if any(s.index is not None for s in shards):
+        return f"tensor-parallel shards (indexed) on ranks {ranks}"
     return "blocks " + ", ".join(repr(s) for s in shards)
 
 
 def assemble(name: str, shape: tuple[int, ...], pieces: list[tuple[Shard, np.ndarray]]) -> np.ndarray:
     """The global tensor from its shards; replicas must agree exactly (bit for bit)."""
     dtype = np.result_type(*(p for _, p in pieces)) if pieces else np.float64
-    out = np.zeros(shape, dtype=dtype)
-    seen = np.zeros(shape, dtype=bool)
+    size = int(np.prod(shape, dtype=np.int64))
+    out = np.zeros(size, dtype=dtype)
+    seen = np.zeros(size, dtype=bool)
     for shard, block in pieces:
-        if shard.box is not None:
-            sl = tuple(slice(a, b) for a, b in shard.box)
-            region, known = out[sl], seen[sl]
-        else:
-            region, known = out.reshape(-1)[shard.flat[0]:shard.flat[1]], seen.reshape(-1)[shard.flat[0]:shard.flat[1]]
-        block = np.asarray(block).reshape(region.shape)
-        if np.any(known & (region != block)):
+        pos = shard.positions(shape)
+        values = np.ravel(np.asarray(block))
+        if values.size != pos.size:
+            raise ParasimError(f"checkpoint shard of {name} on rank {shard.rank} has {values.size} elements, "
+                               f"its layout says {pos.size}")
+        known = seen[pos]
+        if np.any(known & (out[pos] != values)):
             raise ParasimError(f"checkpoint shards of {name} disagree: rank {shard.rank}'s copy differs "
                                f"from another rank's copy of the same elements")
-        shard.place(out, block)
-        if shard.box is not None:
-            seen[sl] = True
-        else:
-            seen.reshape(-1)[shard.flat[0]:shard.flat[1]] = True
+        out[pos] = values
+        seen[pos] = True
     if not seen.all():
         raise ParasimError(f"checkpoint shards of {name} cover {int(seen.sum())} of {seen.size} elements")
-    return out
+    return out.reshape(shape)
 
 
 # ---- the training configuration as JSON --------------------------------------------------------
