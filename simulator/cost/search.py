@@ -70,3 +70,152 @@ def search_configs(model: ModelSpec | str, hardware: Hardware | str, gpus: int, 
                                 found.append(Candidate(cfg, res))
     found.sort(key=lambda c: c.result.step_time_s)
     return found[:top]
+
+
+# ---- the full training-configuration search ------------------------------------------------------
+
+@dataclass(frozen=True)
+class Alternative:
+    """A configuration that did not win, and why: OOM by how much, or slower by x% because of ..."""
+
+    config: ParallelConfig
+    result: AnalyticResult
+    reason: str
+
+    def __repr__(self) -> str:
+        return f"{self.config!r}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """`top`: the fastest configurations that fit, fastest first. `alternatives`: the best
+    configuration of every other (t, p, d) layout with the reason it loses to top[0] ("slower by
+    x%: ..."), then, per layout, the fastest configuration that would beat that layout's best but
+    does not fit ("OOM by ... GB"). `evaluated`: configurations timed; `considered`: enumerated (a
+    configuration is not timed when a cheaper recomputation of it already fits)."""
+
+    top: tuple[Candidate, ...]
+    alternatives: tuple[Alternative, ...]
+    evaluated: int
+    considered: int
+
+    @property
+    def best(self) -> Candidate:
+        return self.top[0]
+
+    def as_dict(self) -> dict:
+        def row(c, reason=None):
+            r = c.result
+            d = {"config": repr(c.config), "tp": c.config.tp, "pp": c.config.pp, "dp": c.config.dp,
+                 "micro_batch_size": c.config.micro_batch_size, "microbatches": c.config.microbatches,
+                 "schedule": c.config.schedule, "virtual_stages": c.config.virtual_stages,
+                 "recompute": c.config.recompute, "sequence_parallel": c.config.sequence_parallel,
+                 "zero_stage": c.config.zero_stage, "step_time_s": r.step_time_s, "tokens_per_s": r.tokens_per_s,
+                 "tflops_per_gpu": r.tflops_per_gpu, "mfu": r.mfu, "bubble_fraction": r.bubble_fraction,
+                 "exposed_comm_s": r.exposed_comm_s, "memory_per_gpu_bytes": r.memory_per_gpu_bytes, "oom": r.oom}
+            if reason is not None:
+                d["reason"] = reason
+            return d
+        return {"top": [row(c) for c in self.top], "alternatives": [row(a, a.reason) for a in self.alternatives],
+                "evaluated": self.evaluated, "considered": self.considered}
+
+
+def step_components(r: AnalyticResult, overlap_tp: bool = False) -> dict[str, float]:
+    """The step time of an analytic result split into what a reason can name (sums to the step)."""
+    tp = 0.0 if overlap_tp else r.comm_time_by_kind["tensor_parallel"]
+    p2p, emb = r.comm_time_by_kind["pipeline_p2p"], r.comm_time_by_kind["embedding_all_reduce"]
+    return {"compute": r.compute_time_s - tp, "tensor-parallel communication": tp, "pipeline bubble": r.bubble_time_s,
+            "pipeline p2p": p2p, "data-parallel communication": max(0.0, r.exposed_comm_s - tp - p2p - emb),
+            "embedding all-reduce": emb, "optimizer": r.optimizer_time_s}
+
+
+def why_slower(best: AnalyticResult, other: AnalyticResult, overlap_tp: bool = False) -> str:
+    """'OOM by 3.2 GB (83.2 of 80 GB)' or 'slower by 12.3%: +0.81 s pipeline bubble, +0.2 s ...'."""
+    if other.oom:
+        mem = other.memory
+        return (f"OOM by {(mem.total_bytes - mem.capacity_bytes) / 1e9:.3g} GB ({mem.total_bytes / 1e9:.4g} of "
+                f"{mem.capacity_bytes / 1e9:.4g} GB)")
+    pct = (other.step_time_s / best.step_time_s - 1) * 100
+    a, b = step_components(best, overlap_tp), step_components(other, overlap_tp)
+    deltas = sorted(((b[k] - a[k], k) for k in a), reverse=True)
+    parts = [f"+{d:.3g} s {k}" for d, k in deltas[:2] if d > 1e-4 * best.step_time_s]
+    return f"slower by {pct:.1f}%" + (": " + ", ".join(parts) if parts else "")
+
+
+def _interleave_options(model: ModelSpec, p: int, m: int, max_v: int) -> list[int]:
+    if p == 1 or m % p:
+        return []
+    return [v for v in range(2, max_v + 1) if model.layers % (p * v) == 0]
+
+
+def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int, global_batch: int, *,
+                    max_tp: int | None = None, schedules=("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2"),
+                    max_virtual_stages: int = 4, recomputes=("none", "selective", "full"),
+                    micro_batch_sizes=None, sequence_parallel=(True, False), zero_stages=(0, 1, 2, 3),
+                    assumptions: Assumptions = Assumptions(), top: int = 10) -> SearchResult:
+    """Search t, p, d = gpus/(t p), b (and so m = B/(b d)), schedule (interleaved with v = 2..max_v),
+    ZeRO stage, recomputation and sequence parallelism with `analytic.estimate`.
+
+    Pruning that cannot change the answer: for fixed other knobs, recompute none < selective <
+    full in step time (each adds work), so only the least recomputation that fits is timed.
+    """
+    model, hw = get_model(model), get_hardware(hardware)
+    if not isinstance(gpus, int) or gpus < 1 or not isinstance(global_batch, int) or global_batch < 1:
+        raise ParasimError(f"gpus and global batch must be positive integers, got {gpus} and {global_batch}")
+    if top < 1:
+        raise ParasimError(f"top must be >= 1, got {top}")
+    order = [rc for rc in ("none", "selective", "full") if rc in recomputes]
+    max_tp = max_tp or hw.devices_per_node
+    fits, evaluated, considered = [], 0, 0
+    oom_fastest, oom_least = {}, None   # per layout the fastest config that does not fit; overall the smallest
+    for t in _powers_of_two(min(max_tp, gpus)):
+        if model.heads % t or gpus % t:
+            continue
+        for p in (p for p in range(1, gpus // t + 1) if (gpus // t) % p == 0 and model.layers % p == 0):
+            d = gpus // (t * p)
+            for b in micro_batch_sizes or _powers_of_two(global_batch):
+                if global_batch % (b * d):
+                    continue
+                m = global_batch // (b * d)
+                scheds = []
+                for s in schedules:
+                    if s == "interleaved":
+                        scheds += [(s, v) for v in _interleave_options(model, p, m, max_virtual_stages)]
+                    elif p > 1 or s == "1f1b":        # one stage: every schedule is the same
+                        scheds.append((s, 1))
+                for sched, v in scheds:
+                    for sp in sorted({bool(x) and t > 1 for x in sequence_parallel}):
+                        for z in (z for z in zero_stages if d > 1 or z == 0):
+                            considered += len(order)
+                            for rc in order:
+                                cfg = ParallelConfig(tp=t, pp=p, dp=d, micro_batch_size=b, global_batch=global_batch,
+                                                     schedule=sched, virtual_stages=v, recompute=rc,
+                                                     sequence_parallel=sp, zero_stage=z)
+                                res = estimate(model, cfg, hw, assumptions)
+                                evaluated += 1
+                                if not res.oom:
+                                    fits.append(Candidate(cfg, res))
+                                    break
+                                key = (t, p, d)
+                                if key not in oom_fastest or res.step_time_s < oom_fastest[key].result.step_time_s:
+                                    oom_fastest[key] = Candidate(cfg, res)
+                                if oom_least is None or res.memory_per_gpu_bytes < oom_least.result.memory_per_gpu_bytes:
+                                    oom_least = Candidate(cfg, res)
+    if not fits:
+        least = oom_least
+        detail = f"; the least memory needs {least.result.memory!r} with {least.config!r}" if least else ""
+        raise ParasimError(f"no configuration of {model.name} fits on {gpus} x {hw.name} with global batch "
+                           f"{global_batch}{detail}")
+    fits.sort(key=lambda c: c.result.step_time_s)
+    best = fits[0]
+    layout_best: dict = {}
+    for c in fits:
+        layout_best.setdefault((c.config.tp, c.config.pp, c.config.dp), c)
+    overlap_tp = assumptions.overlap_tp_comm
+    alts = [Alternative(c.config, c.result, why_slower(best.result, c.result, overlap_tp))
+            for key, c in layout_best.items() if c is not best]
+    # configurations faster than their layout's best fit (or than the winner) that do not fit
+    alts += [Alternative(c.config, c.result, why_slower(best.result, c.result, overlap_tp))
+             for key, c in sorted(oom_fastest.items(), key=lambda kv: kv[1].result.step_time_s)
+             if c.result.step_time_s < layout_best.get(key, c).result.step_time_s or key not in layout_best]
+    return SearchResult(tuple(fits[:top]), tuple(alts), evaluated, considered)

@@ -1,0 +1,68 @@
+"""`parasim search`: the fastest parallel configurations of a GPT training step that fit in memory.
+
+    parasim search --model gpt3-175b --gpus 1536 --hardware a100-80gb --global-batch 1536 --top 5 --json
+
+Searches tensor, pipeline and data-parallel degrees, micro-batch size (and so the micro-batch
+count), schedule (GPipe, 1F1B, interleaved with v chunks, ZB-H1, ZB-H2), ZeRO stage,
+recomputation and sequence parallelism with the closed-form model (`simulator.cost.search`), and
+says why the best configuration of every other layout loses (OOM by how much, or slower by x%
+and the step-time components that grew).
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..cost.hardware import get_hardware, hardware_names
+from ..cost.memory import SCHEDULES
+from ..cost.model_presets import get_model, model_names
+from ..cost.search import search_training
+from ..errors import ParasimError
+from ..units import fmt_bytes, fmt_time
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("search", help="search tp/pp/dp, micro-batch, schedule, ZeRO, recompute for the fastest fit")
+    p.add_argument("--model", required=True, help=f"model preset: {', '.join(model_names())}")
+    p.add_argument("--gpus", type=int, required=True, help="number of devices")
+    p.add_argument("--hardware", default="a100-80gb", help=f"preset: {', '.join(hardware_names())}")
+    p.add_argument("--global-batch", dest="global_batch", type=int, required=True, help="B sequences per step")
+    p.add_argument("--top", type=int, default=5, help="how many configurations to list (default 5)")
+    p.add_argument("--schedules", default=",".join(SCHEDULES),
+                   help=f"comma-separated subset of {','.join(SCHEDULES)}")
+    p.add_argument("--max-tp", dest="max_tp", type=int, default=None, help="largest tensor-parallel size "
+                   "(default: devices per node)")
+    p.add_argument("--alternatives", type=int, default=10, help="how many losing layouts to explain (default 10)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    model, hw = get_model(args.model), get_hardware(getattr(args, "hardware", "a100-80gb"))
+    schedules = tuple(s.strip() for s in str(getattr(args, "schedules", ",".join(SCHEDULES))).split(",") if s.strip())
+    unknown = [s for s in schedules if s not in SCHEDULES]
+    if unknown or not schedules:
+        raise ParasimError(f"unknown schedule(s) {unknown or schedules}; choose from {', '.join(SCHEDULES)}")
+    top, n_alt = int(getattr(args, "top", 5)), int(getattr(args, "alternatives", 10))
+    if n_alt < 0:
+        raise ParasimError(f"--alternatives must be >= 0, got {n_alt}")
+    res = search_training(model, hw, int(args.gpus), int(args.global_batch), schedules=schedules,
+                          max_tp=getattr(args, "max_tp", None), top=top)
+    if getattr(args, "json", False):
+        out = res.as_dict()
+        out["alternatives"] = out["alternatives"][:n_alt]
+        out.update(model=model.name, params=model.params(), hardware=hw.name, gpus=args.gpus,
+                   global_batch=args.global_batch)
+        print(json.dumps(out))
+        return 0
+    print(f"{model!r} on {args.gpus} x {hw.name}, global batch {args.global_batch}: "
+          f"{res.evaluated:,} configurations timed")
+    for i, c in enumerate(res.top, 1):
+        r = c.result
+        print(f"  {i}. {c.config!r}\n     {fmt_time(r.step_time_s)} per step, {r.tokens_per_s:,.0f} tokens/s, "
+              f"MFU {r.mfu:.1%}, bubble {r.bubble_fraction:.1%}, memory {fmt_bytes(r.memory_per_gpu_bytes)}")
+    if res.alternatives and n_alt:
+        print("why other layouts lose:")
+        for a in res.alternatives[:n_alt]:
+            print(f"  t={a.config.tp} p={a.config.pp} d={a.config.dp}: {a.reason}")
+    return 0
