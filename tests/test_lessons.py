@@ -1,0 +1,98 @@
+"""The lessons: every solution passes its checker, every untouched exercise fails it with feedback
+(never a traceback), every README's Python runs, the exercises are generated from the solutions,
+and `parasim lesson grade` writes a CSV of scores."""
+
+import csv
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simulator.cli import main as cli_main
+from simulator.lessons import get_lesson, list_lessons, run_check
+
+ROOT = Path(__file__).resolve().parent.parent
+LESSONS = list_lessons()
+READY = [x for x in LESSONS if not x.missing]
+
+
+def test_lessons_are_listed_in_order_with_metadata():
+    numbers = [x.number for x in LESSONS]
+    assert numbers == sorted(numbers) and len(numbers) >= 10
+    for x in LESSONS:
+        assert x.title and x.goals and x.app_pages, x.folder
+        for name in ("README.md", "exercise.py", "solution.py", "check.py"):
+            assert (x.folder / name).is_file(), (x.folder, name)
+        assert all(p < x.number for p in x.prerequisites)
+    assert get_lesson("2").number == 2 and get_lesson("02").number == 2
+
+
+@pytest.mark.parametrize("lesson", READY, ids=lambda x: x.folder.name)
+def test_solution_passes_and_exercise_fails_with_feedback(lesson):
+    good = run_check(lesson.number, lesson.folder / "solution.py")
+    assert good.ok, good.format()
+    bad = run_check(lesson.number)  # the untouched exercise
+    assert bad.total == good.total and bad.passed == 0, bad.format()
+    for item in bad.items:
+        assert "not implemented yet" in item.found and "TODO" in item.found, item
+        assert item.hint and "Traceback" not in item.found
+
+
+def test_exercises_are_generated_from_solutions():
+    done = subprocess.run([sys.executable, str(ROOT / "lessons" / "make_exercises.py"), "--check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout
+
+
+@pytest.mark.parametrize("lesson", READY, ids=lambda x: x.folder.name)
+def test_readme_python_blocks_run(lesson):
+    text = (lesson.folder / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert blocks, "a worked example in a ```python block"
+    for name in re.findall(r"\]\((figures/[^)]+\.png)\)", text):
+        assert (lesson.folder / name).is_file(), name
+    done = subprocess.run([sys.executable, "-c", "\n".join(blocks)], capture_output=True, text=True,
+                          cwd=lesson.folder, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_student_errors_become_failed_items(tmp_path):
+    sol = (get_lesson(1).folder / "solution.py").read_text(encoding="utf-8")
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text(sol.replace("rank = rank * size + c", "rank = rank + c * size")
+                     .replace("return x[tuple(index)]", "return 1 / 0"), encoding="utf-8")
+    report = run_check(1, wrong)
+    by_name = {i.number: i for i in report.items}
+    assert not by_name[1].passed and by_name[1].expected and by_name[1].found and by_name[1].hint
+    assert "ZeroDivisionError" in by_name[5].found and "your line" in by_name[5].found
+    broken = tmp_path / "broken.py"
+    broken.write_text("def rank_of(:\n", encoding="utf-8")
+    report = run_check(1, broken)
+    assert report.passed == 0 and all("did not run" in i.found for i in report.items)
+
+
+def test_cli_check_exit_codes(tmp_path, capsys):
+    lesson = get_lesson(1)
+    assert cli_main(["lesson", "check", "01", str(lesson.folder / "solution.py")]) == 0
+    assert cli_main(["lesson", "check", "1"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out and "hint:" in out and "Traceback" not in out
+    assert cli_main(["lesson", "check", "99"]) == 2
+    assert cli_main(["lesson", "list"]) == 0
+    assert "Device mesh" in capsys.readouterr().out
+
+
+def test_grade_writes_a_csv(tmp_path):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    src = get_lesson(1).folder
+    (folder / "alice.py").write_text((src / "solution.py").read_text(encoding="utf-8"), encoding="utf-8")
+    (folder / "bob.py").write_text((src / "exercise.py").read_text(encoding="utf-8"), encoding="utf-8")
+    out = tmp_path / "scores.csv"
+    assert cli_main(["lesson", "grade", "01", str(folder), "--csv", str(out)]) == 0
+    rows = {r["file"]: r for r in csv.DictReader(out.open())}
+    assert set(rows) == {"alice.py", "bob.py"}
+    assert rows["alice.py"]["passed"] == rows["alice.py"]["total"] != "0" and rows["alice.py"]["score"] == "1.0"
+    assert rows["bob.py"]["passed"] == "0" and rows["bob.py"]["failed_items"].split() == ["1", "2", "3", "4", "5", "6"]
