@@ -117,6 +117,22 @@ def lesson_08() -> None:
     save(f, "zero3_memory.png", viz.memory_over_time(r.trace, devices=[0, 1]))
 
 
+def lesson_09() -> None:
+    f = "09_hybrid_3d_parallelism"
+    model = ps.get_model("gpt3-175b")
+    configs = {"t8 p8 d16": dict(tp=8, pp=8, dp=16), "t8 p8 d16 +SP sel.": dict(tp=8, pp=8, dp=16, sequence_parallel=True,
+                                                                              recompute="selective"),
+               "t4 p16 d16": dict(tp=4, pp=16, dp=16), "t8 p16 d8": dict(tp=8, pp=16, dp=8),
+               "t2 p32 d16": dict(tp=2, pp=32, dp=16)}
+    bars, mfu = {}, {}
+    for label, kw in configs.items():
+        r = ps.estimate(model, ps.ParallelConfig(micro_batch_size=1, global_batch=1536, **kw), "a100-80gb")
+        bars[f"{label}\nMFU {r.mfu:.0%}"] = {"param+grad+opt": r.memory.model_state_bytes,
+                                              "act": r.memory.activation_bytes + r.memory.logits_bytes}
+    save(f, "gpt3_memory.png", viz.memory_breakdown(bars, capacity_bytes=80e9,
+                                                    title="GPT-3 175B on 1024 A100-80GB, batch 1536"))
+
+
 def main(argv: list[str]) -> int:
     figures = {name[len("lesson_"):]: fn for name, fn in globals().items() if name.startswith("lesson_")}
     wanted = [a.zfill(2) for a in argv] or sorted(figures)

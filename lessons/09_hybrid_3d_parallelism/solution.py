@@ -1,0 +1,69 @@
+# %% [markdown]
+# # Lesson 09 (SOLUTION): hybrid 3-D parallelism with the cost model on a real model
+#
+# Fill in every function that raises `NotImplementedError("TODO ...")`, then run
+# `parasim lesson check 09`. Experiments sit under `if __name__ == "__main__":`.
+
+# %%
+from simulator import ParallelConfig, estimate, get_model
+
+MODEL = "gpt3-175b"      # 96 layers, h = 12288, 96 heads, s = 2048
+HARDWARE = "a100-80gb"   # 312 TFLOP/s bf16, 80 GB, 8 GPUs per NVLink node
+GPUS, GLOBAL_BATCH = 1024, 1536
+
+
+# %% [markdown]
+# ## 1. Where does each rank sit?
+# Megatron-LM orders ranks tensor-fastest, then data, then pipeline:
+# rank = k (t d) + j t + i for tensor index i, data index j, pipeline stage k.
+# So a tensor group (t consecutive ranks) stays inside one 8-GPU node.
+
+# %%
+def megatron_rank(i: int, j: int, k: int, t: int, d: int) -> int:
+    """Global rank of tensor index i, data-parallel index j, pipeline stage k."""
+    # BEGIN SOLUTION: tensor fastest, then data, then pipeline
+    return k * t * d + j * t + i
+    # END SOLUTION
+
+
+def microbatches(global_batch: int, micro_batch_size: int, d: int) -> int:
+    """Micro-batches each pipeline runs per step."""
+    # BEGIN SOLUTION: the global batch is shared by d pipelines
+    return global_batch // (micro_batch_size * d)
+    # END SOLUTION
+
+
+# %% [markdown]
+# ## 2. Does it fit?
+# Model states (lesson 08, no ZeRO): 16 bytes per parameter, and each GPU holds 1/(t p) of them.
+
+# %%
+def model_state_bytes_per_gpu(params: float, t: int, p: int) -> float:
+    """Approximate mixed-precision Adam model states per GPU under t-way TP and p stages."""
+    # BEGIN SOLUTION: 16 bytes per parameter, cut t p ways
+    return 16 * params / (t * p)
+    # END SOLUTION
+
+
+# %% [markdown]
+# ## 3. Design a configuration
+# Pick t, p, d (t p d = 1024), a micro-batch size, recomputation and sequence parallelism for
+# GPT-3 175B on 1024 A100-80GB with a global batch of 1536 sequences. Goal: it fits in 80 GB and
+# reaches at least 45 % MFU in `estimate`. Try a few with `estimate` and read the result.
+
+# %%
+def my_config() -> ParallelConfig:
+    """Your configuration for GPT-3 175B on 1024 A100-80GB, global batch 1536."""
+    # BEGIN SOLUTION: TP inside the node, a pipeline across nodes, the rest data parallel
+    return ParallelConfig(tp=8, pp=8, dp=16, micro_batch_size=1, global_batch=GLOBAL_BATCH,
+                          schedule="1f1b", recompute="selective", sequence_parallel=True)
+    # END SOLUTION
+
+
+# %%
+if __name__ == "__main__":
+    model = get_model(MODEL)
+    print(model, f"{model.params():.4g} parameters")
+    cfg = my_config()
+    print(cfg, estimate(model, cfg, HARDWARE))
+    print(model_state_bytes_per_gpu(model.params(), cfg.tp, cfg.pp) / 1e9, "GB of model states")
