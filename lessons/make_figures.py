@@ -133,6 +133,14 @@ def lesson_09() -> None:
                                                     title="GPT-3 175B on 1024 A100-80GB, batch 1536"))
 
 
+def lesson_10() -> None:
+    f = "10_mindspore_semi_auto"
+    x = ps.Layout.from_device_matrix([2, 4, 1], [2, 1])  # MatMul ((2, 4), (4, 1)): X map [2, 1]
+    w = ps.Layout.from_device_matrix([2, 4, 1], [1, 0])  # W map [1, 0]
+    save(f, "x_2_4.png", viz.layout_grid(x, (8, 8), name="X"))
+    save(f, "w_4_1.png", viz.layout_grid(w, (8, 4), name="W"))
+
+
 def main(argv: list[str]) -> int:
     figures = {name[len("lesson_"):]: fn for name, fn in globals().items() if name.startswith("lesson_")}
     wanted = [a.zfill(2) for a in argv] or sorted(figures)

@@ -1,0 +1,50 @@
+# %% [markdown]
+# # Lesson 10 (EXERCISE): MindSpore semi-auto parallel — shard strategies, repeated calculation,
+# inserted operators
+#
+# Fill in every function that raises `NotImplementedError("TODO ...")`, then run
+# `parasim lesson check 10`. Experiments sit under `if __name__ == "__main__":`.
+
+# %%
+from math import prod
+
+from simulator import DeviceMesh, auto, explain, set_auto_parallel_context
+
+# MatMul X (M, K) @ W (K, N) with strategy ((a, k), (k, c)) on D devices (MindSpore rules):
+# device matrix [a, k, c], plus r = D / (a k c) as the rightmost axis when r > 1; ranks are laid
+# on it row-major (last axis fastest). Rank coordinates: (i_a, i_k, i_c[, i_r]).
+
+
+# %%
+def device_matrix(strategy, device_num: int) -> tuple[int, ...]:
+    """The MatMul device matrix [a, k, c] (+ repeat factor)."""
+    raise NotImplementedError("TODO: [a, k, c] and the repeat factor on the right")
+
+
+def forward_operator(strategy) -> str | None:
+    """The collective MindSpore inserts after the MatMul in the forward pass, or None."""
+    raise NotImplementedError("TODO: a cut of the contracted dim K leaves partial sums")
+
+
+def forward_groups(strategy, device_num: int) -> list[tuple[int, ...]]:
+    """Groups of the forward AllReduce: ranks that differ only in their k coordinate."""
+    raise NotImplementedError("TODO: a DeviceMesh on the device matrix, groups along the k axis")
+
+
+def weight_mirror_groups(strategy, device_num: int) -> list[tuple[int, ...]]:
+    """Groups that hold the same slice of W (its gradient is AllReduced over them): W uses the
+    k and c axes, so its replicas differ in the a (and repeat) coordinates."""
+    raise NotImplementedError("TODO: groups along every device-matrix axis W does not use")
+
+
+def forward_bytes_per_rank(strategy, M: int, N: int, itemsize: int = 8) -> int:
+    """Bytes each rank contributes to the forward AllReduce: its partial (M/a, N/c) block."""
+    raise NotImplementedError("TODO: the local output block")
+
+
+# %%
+if __name__ == "__main__":
+    ctx = set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=8)
+    op = auto.ops.MatMul().shard(((2, 4), (4, 1)))
+    print(explain(op, ctx, shapes=[(64, 32), (32, 16)]).to_text())
+    print(device_matrix(((2, 4), (4, 1)), 8), forward_groups(((2, 4), (4, 1)), 8))

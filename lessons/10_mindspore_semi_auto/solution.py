@@ -1,0 +1,69 @@
+# %% [markdown]
+# # Lesson 10 (SOLUTION): MindSpore semi-auto parallel — shard strategies, repeated calculation,
+# inserted operators
+#
+# Fill in every function that raises `NotImplementedError("TODO ...")`, then run
+# `parasim lesson check 10`. Experiments sit under `if __name__ == "__main__":`.
+
+# %%
+from math import prod
+
+from simulator import DeviceMesh, auto, explain, set_auto_parallel_context
+
+# MatMul X (M, K) @ W (K, N) with strategy ((a, k), (k, c)) on D devices (MindSpore rules):
+# device matrix [a, k, c], plus r = D / (a k c) as the rightmost axis when r > 1; ranks are laid
+# on it row-major (last axis fastest). Rank coordinates: (i_a, i_k, i_c[, i_r]).
+
+
+# %%
+def device_matrix(strategy, device_num: int) -> tuple[int, ...]:
+    """The MatMul device matrix [a, k, c] (+ repeat factor)."""
+    # BEGIN SOLUTION: [a, k, c] and the repeat factor on the right
+    (a, k), (_, c) = strategy
+    r = device_num // (a * k * c)
+    return (a, k, c) + ((r,) if r > 1 else ())
+    # END SOLUTION
+
+
+def forward_operator(strategy) -> str | None:
+    """The collective MindSpore inserts after the MatMul in the forward pass, or None."""
+    # BEGIN SOLUTION: a cut of the contracted dim K leaves partial sums
+    (_, k), _ = strategy
+    return "AllReduce" if k > 1 else None
+    # END SOLUTION
+
+
+def forward_groups(strategy, device_num: int) -> list[tuple[int, ...]]:
+    """Groups of the forward AllReduce: ranks that differ only in their k coordinate."""
+    # BEGIN SOLUTION: a DeviceMesh on the device matrix, groups along the k axis
+    names = ["a", "k", "c", "rep"][:len(device_matrix(strategy, device_num))]
+    mesh = DeviceMesh(list(zip(names, device_matrix(strategy, device_num))))
+    return mesh.groups("k")
+    # END SOLUTION
+
+
+def weight_mirror_groups(strategy, device_num: int) -> list[tuple[int, ...]]:
+    """Groups that hold the same slice of W (its gradient is AllReduced over them): W uses the
+    k and c axes, so its replicas differ in the a (and repeat) coordinates."""
+    # BEGIN SOLUTION: groups along every device-matrix axis W does not use
+    dm = device_matrix(strategy, device_num)
+    names = ["a", "k", "c", "rep"][:len(dm)]
+    mesh = DeviceMesh(list(zip(names, dm)))
+    return mesh.groups([n for n in names if n in ("a", "rep")])
+    # END SOLUTION
+
+
+def forward_bytes_per_rank(strategy, M: int, N: int, itemsize: int = 8) -> int:
+    """Bytes each rank contributes to the forward AllReduce: its partial (M/a, N/c) block."""
+    # BEGIN SOLUTION: the local output block
+    (a, _), (_, c) = strategy
+    return M // a * (N // c) * itemsize
+    # END SOLUTION
+
+
+# %%
+if __name__ == "__main__":
+    ctx = set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=8)
+    op = auto.ops.MatMul().shard(((2, 4), (4, 1)))
+    print(explain(op, ctx, shapes=[(64, 32), (32, 16)]).to_text())
+    print(device_matrix(((2, 4), (4, 1)), 8), forward_groups(((2, 4), (4, 1)), 8))
