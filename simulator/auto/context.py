@@ -31,6 +31,7 @@ class AutoParallelContext:
     search_mode: str = "sharding_propagation"
     pipeline_stages: int = 1
     learning_rate: float = 0.1  # the SGD step compiled after the backward pass
+    cost_model: object = None  # search_ops' OpCostModel (hardware, alpha/beta/gamma, memory limit)
 
     def __post_init__(self):
         if self.parallel_mode not in PARALLEL_MODES:

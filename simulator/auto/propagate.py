@@ -121,8 +121,9 @@ def assign(net: Network, ctx: AutoParallelContext) -> dict[int, OpSharding]:
     D = ctx.stage_devices
     mode = ctx.parallel_mode
     if mode == "auto_parallel" and ctx.search_mode != "sharding_propagation":
-        raise ParasimError(f"search_mode {ctx.search_mode!r} is not implemented yet; use "
-                           f"'sharding_propagation' (or semi_auto_parallel with shard())")
+        from .search_ops import assign_searched  # the searches build on this module
+
+        return assign_searched(net, ctx)  # dynamic_programming / recursive_programming
     done: dict[int, OpSharding] = {}
     queue: deque[int] = deque()
     if mode in ("semi_auto_parallel", "auto_parallel"):

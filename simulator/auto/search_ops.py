@@ -1,0 +1,282 @@
+"""Operator-level strategy search: the cost problem every search mode solves.
+
+    ctx = set_auto_parallel_context(parallel_mode="auto_parallel", device_num=8,
+                                    search_mode="dynamic_programming")   # or recursive_programming
+    result = search(net, ctx)            # SearchResult: strategies, objective, cost, time
+    train(net, ctx, feeds)               # compiles the searched strategies (propagate.assign)
+
+The problem (MindSpore's cost graph, `auto_parallel/graph_costmodel.cc`): one variable per
+operator (Reshape excepted: it follows its producer), whose domain is its candidate strategies:
+every tensor dim cut a power of two, shared letters cut alike (MatMul's two k), whole letters
+uncut, the product dividing D (exactly D with fully_use_devices, MindSpore's default). The
+objective (cost_ops.py) splits into
+- a unary term per operator: compute, its output's partial-sum communication (and its
+  adjoint), the mirror AllReduce and memory of the parameters stored in its layout;
+- a pairwise term per edge: redistributing a tensor from where it is stored (its producer's
+  output, or a leaf's first consumer) to where a consumer needs it, forward and backward.
+Memory is a unary sum, limited per device (`OpCostModel.memory_limit_bytes`).
+search_dp.py and search_rec.py minimise it; `assign_searched` hands the choice to plan.py.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from math import prod
+
+import numpy as np
+
+from ..errors import ParasimError
+from ..layout import Layout
+from .context import AutoParallelContext
+from .cost_ops import (ZERO, Cost, OpCostModel, compute_cost, mirror_cost, output_cost,
+                       param_memory, transfer_cost)
+from .graph import Network, Node
+from .ops import Reshape
+from .propagate import reshape_sharding, shapes_of, sharding_of
+from .strategy import OpSharding
+
+
+def power_of_two_strategies(net: Network, node: Node, D: int, fully_use_devices: bool = False):
+    """Candidate strategies of one operator: each letter cut 1, 2, 4, ... (dividing its size
+    and D), whole letters uncut, the product dividing D (equal to D if fully_use_devices)."""
+    shapes = shapes_of(net, node)
+    letters, _, order, whole = node.op.spec(shapes)
+    size = {c: n for s, shape in zip(letters, shapes) for c, n in zip(s, shape)}
+    pows = [1 << i for i in range(D.bit_length()) if D % (1 << i) == 0]
+    combos = [()]
+    for c in order:
+        opts = [1] if c in whole else [p for p in pows if size[c] % p == 0]
+        combos = [t + (p,) for t in combos for p in opts if D % (prod(t) * p) == 0]
+    if fully_use_devices:
+        full = [t for t in combos if prod(t) == D]
+        combos = full or combos  # an operator too small to use all devices keeps repeats
+    return [tuple(tuple(dict(zip(order, t))[c] for c in s) for s in letters) for t in combos]
+
+
+@dataclass
+class Problem:
+    """Variables (operator node indices), their candidate shardings, unary and pairwise tables.
+
+    unary[v]: objective per candidate; mem[v]: memory bytes per candidate; pair[(a, b)] with
+    a < b: objective matrix (candidates of a) x (candidates of b). `const`: terms no choice
+    changes (leaves whose layout is fixed)."""
+
+    net: Network
+    D: int
+    model: OpCostModel
+    order: list[int]
+    cands: dict[int, list[OpSharding]]
+    unary: dict[int, np.ndarray] = field(default_factory=dict)
+    mem: dict[int, np.ndarray] = field(default_factory=dict)
+    pair: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
+    const: Cost = ZERO
+    terms: list = field(default_factory=list, repr=False)  # (vars, fn(choice) -> Cost)
+
+    def neighbours(self) -> dict[int, set[int]]:
+        nb = {v: set() for v in self.order}
+        for a, b in self.pair:
+            nb[a].add(b)
+            nb[b].add(a)
+        return nb
+
+    def pair_of(self, a: int, b: int) -> np.ndarray:
+        """Matrix with rows for a's candidates, columns for b's."""
+        return self.pair[(a, b)] if a < b else self.pair[(b, a)].T
+
+    def evaluate(self, choice: dict[int, int]) -> Cost:
+        """The full Cost of one choice (candidate index per variable), term by term."""
+        return sum((fn(choice) for _, fn in self.terms), self.const)
+
+    def objective(self, choice: dict[int, int]) -> float:
+        total = sum(float(self.unary[v][choice[v]]) for v in self.order)
+        return total + sum(float(m[choice[a], choice[b]]) for (a, b), m in self.pair.items())
+
+    def memory(self, choice: dict[int, int]) -> float:
+        return self.const.memory_bytes + sum(float(self.mem[v][choice[v]]) for v in self.order)
+
+    def shardings(self, choice: dict[int, int]) -> dict[int, OpSharding]:
+        """node index -> OpSharding for every node (Reshape follows its producer)."""
+        out = {v: self.cands[v][choice[v]] for v in self.order}
+        for node in self.net.nodes:
+            if isinstance(node.op, Reshape):
+                p = self.net.producer(node.inputs[0])
+                out[node.index] = reshape_sharding(self.net, node, self.D,
+                                                   out[p.index].out if p is not None else None)
+        return out
+
+
+def build_problem(net: Network, D: int, model: OpCostModel, fully_use_devices: bool | None = None
+                  ) -> Problem:
+    """Enumerate candidates and price every unary and pairwise term (cached by layouts)."""
+    full = model.fully_use_devices if fully_use_devices is None else fully_use_devices
+    topo = model.topology(D)
+    needs = net.needs_grad()
+    cands: dict[int, list[OpSharding]] = {}
+    cache_sh: dict = {}
+    for node in net.nodes:
+        if isinstance(node.op, Reshape):
+            continue
+        if node.op.in_strategy is not None:  # the user's strategy is kept
+            cands[node.index] = [sharding_of(net, node, D, node.op.in_strategy,
+                                             node.op.out_strategy, True)]
+            continue
+        spec = (node.op.name, tuple(map(tuple, shapes_of(net, node))),
+                tuple(map(str, node.op.spec(shapes_of(net, node)))), repr(node.op.attrs(shapes_of(net, node))))
+        if spec not in cache_sh:
+            cache_sh[spec] = [sharding_of(net, node, D, s)
+                              for s in power_of_two_strategies(net, node, D, full)]
+        cands[node.index] = cache_sh[spec]
+    prob = Problem(net, D, model, sorted(cands), cands)
+    cache: dict = {}
+
+    def priced(key, fn) -> Cost:
+        if key not in cache:
+            cache[key] = fn()
+        return cache[key]
+
+    def unary_fn(v, fn):  # fn(sharding) -> Cost
+        costs = [fn(s) for s in cands[v]]
+        prob.unary[v] = prob.unary.get(v, 0) + np.array([c.objective(model) for c in costs])
+        prob.mem[v] = prob.mem.get(v, 0) + np.array([c.memory_bytes for c in costs])
+        prob.terms.append(((v,), lambda ch, v=v, fn=fn: fn(cands[v][ch[v]])))
+
+    # stored layout of every tensor: (root variable or None, function of the root's sharding)
+    roots: dict[str, tuple] = {}
+    reshapes: dict[int, tuple] = {}
+
+    def reshape_of(node: Node):
+        if node.index not in reshapes:
+            p = net.producer(node.inputs[0])
+            if p is None:
+                const = reshape_sharding(net, node, D, None)
+                reshapes[node.index] = (None, lambda s, c=const: c)
+            elif isinstance(p.op, Reshape):
+                r, f = reshape_of(p)
+                reshapes[node.index] = (r, lambda s, f=f: reshape_sharding(net, node, D, f(s).out))
+            else:
+                reshapes[node.index] = (p.index, lambda s: reshape_sharding(net, node, D, s.out))
+        return reshapes[node.index]
+
+    def input_layout(node: Node, i: int):  # (root, fn(root sharding) -> Layout) node needs
+        if isinstance(node.op, Reshape):
+            r, f = reshape_of(node)
+            return r, (lambda s, f=f: f(s).inputs[0])
+        return node.index, (lambda s, i=i: s.inputs[i])
+
+    for node in net.nodes:
+        for i, x in enumerate(node.inputs):
+            if net.tensors[x].kind != "activation" and x not in roots:
+                roots[x] = input_layout(node, i)
+        if isinstance(node.op, Reshape):
+            r, f = reshape_of(node)
+            roots[node.output] = (r, lambda s, f=f: f(s).out)
+        else:
+            roots[node.output] = (node.index, lambda s: s.out)
+
+    for node in net.nodes:
+        shapes = shapes_of(net, node)
+        out_shape = net.tensors[node.output].shape
+        if not isinstance(node.op, Reshape):
+            back = needs[node.output]
+            unary_fn(node.index, lambda s, node=node, shapes=shapes, out_shape=out_shape, back=back:
+                     compute_cost(node.op, s.inputs, s.out, shapes, out_shape, model)
+                     + priced(("out", s.raw, s.out, out_shape, back),
+                              lambda: output_cost(s.raw, s.out, out_shape, back, model, topo)))
+        for i, x in enumerate(node.inputs):
+            back = needs[x] and i in node.op.grad_inputs
+            _edge(prob, roots[x], input_layout(node, i), net.tensors[x].shape, back, priced,
+                  unary_fn, model, topo)
+    for x, t in net.tensors.items():
+        if t.kind == "activation" or x not in roots:
+            continue
+        r, f = roots[x]
+
+        def leaf(s, f=f, t=t):
+            lay = f(s)
+            c = param_memory(lay, t.shape, model) if t.kind == "parameter" else ZERO
+            if t.requires_grad:
+                m = priced(("mirror", lay, t.shape), lambda: mirror_cost(lay, t.shape, model, topo))
+                c = c + (m if t.kind == "parameter" else Cost(comm_s=m.param_comm_s,
+                                                               comm_bytes=m.param_comm_bytes))
+            return c
+        if r is None:
+            prob.const = prob.const + leaf(None)
+        else:
+            unary_fn(r, leaf)
+    return prob
+
+
+def _edge(prob: Problem, src, dst, shape, back, priced, unary_fn, model, topo) -> None:
+    (ra, fa), (rb, fb) = src, dst
+
+    def cost(la: Layout, lb: Layout) -> Cost:
+        return priced(("move", la, lb, shape, back),
+                      lambda: transfer_cost(la, lb, shape, back, model, topo))
+
+    if ra is None and rb is None:
+        prob.const = prob.const + cost(fa(None), fb(None))
+    elif ra is None or rb is None or ra == rb:
+        v = ra if rb is None else rb
+        unary_fn(v, lambda s: cost(fa(s if ra is not None else None), fb(s if rb is not None else None)))
+    else:
+        a, b = (ra, rb) if ra < rb else (rb, ra)
+        ca, cb = prob.cands[ra], prob.cands[rb]
+        la = [fa(s) for s in ca]
+        lb = [fb(s) for s in cb]
+        ua, ub = list(dict.fromkeys(la)), list(dict.fromkeys(lb))
+        ia, ib = {l: k for k, l in enumerate(ua)}, {l: k for k, l in enumerate(ub)}
+        small = np.array([[cost(x, y).objective(model) for y in ub] for x in ua])
+        m = small[np.ix_([ia[l] for l in la], [ib[l] for l in lb])]
+        m = m if ra == a else m.T
+        prob.pair[(a, b)] = prob.pair.get((a, b), 0) + m
+        prob.terms.append(((ra, rb), lambda ch: cost(la[ch[ra]], lb[ch[rb]])))
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """The strategies a search chose, their objective and cost, and how long the search took."""
+
+    mode: str
+    strategies: dict  # operator label -> strategy tuple
+    objective: float  # alpha*compute + beta*(comm + gamma*param_comm), seconds
+    cost: Cost
+    model: OpCostModel
+    n_operators: int
+    n_candidates: int  # candidate strategies over all operators
+    search_time_s: float
+    shardings: dict = field(repr=False, compare=False)  # node index -> OpSharding
+
+    def __repr__(self) -> str:
+        return (f"SearchResult({self.mode}: {self.n_operators} operators, {self.n_candidates} "
+                f"candidates, objective {self.objective * 1e3:.6g} ms, "
+                f"{self.cost.memory_bytes / 1e6:.4g} MB per device, {self.search_time_s:.3g} s)")
+
+
+def search(net: Network, ctx: AutoParallelContext, model: OpCostModel | None = None,
+           mode: str | None = None) -> SearchResult:
+    """Run the context's search mode (or `mode`) with the context's cost model (or `model`)."""
+    from .search_dp import solve_dp  # the solvers build on this module
+    from .search_rec import solve_recursive
+
+    mode = mode or ctx.search_mode
+    model = model or getattr(ctx, "cost_model", None) or OpCostModel()
+    if not isinstance(model, OpCostModel):
+        raise ParasimError(f"cost_model must be an OpCostModel, got {type(model).__name__}")
+    solvers = {"dynamic_programming": solve_dp, "recursive_programming": solve_recursive}
+    if mode not in solvers:
+        raise ParasimError(f"search mode {mode!r} is not one of {sorted(solvers)}")
+    t0 = time.perf_counter()
+    D = ctx.stage_devices
+    prob = build_problem(net, D, model, None if mode == "dynamic_programming" else False)
+    choice = solvers[mode](prob)
+    elapsed = time.perf_counter() - t0
+    sh = prob.shardings(choice)
+    return SearchResult(mode, {net.nodes[v].label: sh[v].strategy for v in prob.order},
+                        prob.objective(choice) + prob.const.objective(model), prob.evaluate(choice),
+                        model, len(prob.order), sum(len(c) for c in prob.cands.values()), elapsed, sh)
+
+
+def assign_searched(net: Network, ctx: AutoParallelContext) -> dict[int, OpSharding]:
+    """propagate.assign's hook for the dynamic_programming and recursive_programming modes."""
+    return search(net, ctx).shardings

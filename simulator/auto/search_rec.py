@@ -1,0 +1,73 @@
+"""recursive_programming: cut the devices in halves, one dimension at a time.
+
+MindSpore's double-recursive search (D-Rec; `auto_parallel/rec_core/rec_partition.cc`; Wang et
+al., "Efficient and Systematic Partitioning of Large and Deep Neural Networks for
+Parallelization", Euro-Par 2021) partitions the D = 2^L devices in L rounds: each round splits
+the current device group in two, and every operator halves the one tensor dimension whose cut
+costs least, given its neighbours.
+
+parasim's interpretation, on the same cost tables as dynamic_programming:
+- every operator starts uncut (all ones: the whole computation repeated on all D devices);
+- in round l = 1..L, operators are visited in network order; each doubles the cut of the one
+  index letter (m, k, n, a batch dim, ...) whose new strategy (product 2^l) minimises
+      unary[v][s] + sum over neighbours w of pair[v, w][s, s_w]
+  with the neighbours at their current strategies (those already visited this round at their
+  new ones). Costs are priced on all D devices, so the devices not yet used repeat the work;
+- an operator with no letter left to cut (all whole or too small) keeps its strategy, i.e.
+  repeated calculation on the remaining factor.
+The result uses D devices wherever the shapes allow. Greedy: fast, not always optimal.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+import numpy as np
+
+from .search_ops import Problem
+
+
+def solve_recursive(prob: Problem) -> dict[int, int]:
+    D = prob.D
+    rounds = D.bit_length() - 1
+    index = {v: {s.strategy: k for k, s in enumerate(prob.cands[v])} for v in prob.order}
+    letters = {v: _letters(prob, v) for v in prob.order}
+    choice = {}
+    for v in prob.order:  # start uncut (a user-set operator keeps its one strategy)
+        ones = next((k for k, s in enumerate(prob.cands[v]) if prod(_cuts(s).values()) == 1), 0)
+        choice[v] = ones if len(prob.cands[v]) > 1 else 0
+    nb = prob.neighbours()
+    for _ in range(rounds):
+        for v in prob.order:
+            if len(prob.cands[v]) == 1:
+                continue
+            cur = _cuts(prob.cands[v][choice[v]])
+            options = []
+            for c in letters[v]:
+                new = dict(cur, **{c: cur[c] * 2})
+                k = index[v].get(_strategy(prob, v, new))
+                if k is not None:
+                    options.append(k)
+            if not options:
+                continue
+            score = np.array([prob.unary[v][k] + sum(prob.pair_of(v, w)[k, choice[w]] for w in nb[v])
+                              for k in options])
+            choice[v] = options[int(np.argmin(score))]
+    return choice
+
+
+def _cuts(sharding) -> dict:
+    """letter -> cut of one candidate sharding."""
+    return {c: prod(sharding.mesh.axis_size(a) for a in axes)
+            for c, axes in sharding.letter_axes.items()}
+
+
+def _letters(prob: Problem, v: int) -> list[str]:
+    return list(_cuts(prob.cands[v][0]))
+
+
+def _strategy(prob: Problem, v: int, cuts: dict) -> tuple:
+    node = prob.net.nodes[v]
+    shapes = [prob.net.tensors[x].shape for x in node.inputs]
+    ins = node.op.spec(shapes)[0]
+    return tuple(tuple(cuts[c] for c in s) for s in ins)
