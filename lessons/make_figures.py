@@ -141,6 +141,17 @@ def lesson_10() -> None:
     save(f, "w_4_1.png", viz.layout_grid(w, (8, 4), name="W"))
 
 
+def lesson_11() -> None:
+    f = "11_auto_parallel_search"
+    found = ps.search_configs("megatron-18.4b", "a100-80gb", 64, 256, recomputes=("selective",),
+                              micro_batch_sizes=(1, 2), top=6)
+    bars = {f"t{c.config.tp} p{c.config.pp} d{c.config.dp} b{c.config.micro_batch_size}\n{c.result.step_time_s:.2f} s":
+            {"param+grad+opt": c.result.memory.model_state_bytes, "act": c.result.memory.activation_bytes}
+            for c in found}
+    save(f, "top_configs.png", viz.memory_breakdown(bars, capacity_bytes=80e9,
+                                                    title="18.4B on 64 A100s: the 6 fastest configurations that fit"))
+
+
 def main(argv: list[str]) -> int:
     figures = {name[len("lesson_"):]: fn for name, fn in globals().items() if name.startswith("lesson_")}
     wanted = [a.zfill(2) for a in argv] or sorted(figures)
