@@ -63,7 +63,7 @@ def _list(args) -> int:
         print(json.dumps({"lessons": [x.to_dict() for x in lessons]}))
         return 0
     for x in lessons:
-        print(f"{x.number:02d}  {x.title:<52} {x.minutes:>3} min  {x.status}")
+        print(f"{x.number:02d}  {x.title:<62.62} {x.minutes:>3} min  {x.status}")
     return 0
 
 
