@@ -5,13 +5,13 @@ Pages stay thin: widgets, one cached library call, one chart. Everything here is
 
 from __future__ import annotations
 
+import ast
 import inspect
 from contextlib import contextmanager
 
 import streamlit as st
 
-from simulator.errors import ParasimError
-from simulator.viz import png_bytes
+from simulator import ParasimError, viz
 
 
 @contextmanager
@@ -39,7 +39,7 @@ def show_code(*functions, key: str) -> None:
 
 def figure(fig, caption: str | None = None, dpi: int = 120) -> bytes:
     """Render `fig` once to PNG, show it full width, and return the PNG (reused for downloads)."""
-    png = png_bytes(fig, dpi=dpi)
+    png = viz.png_bytes(fig, dpi=dpi)
     st.image(png, width="stretch")
     if caption:
         st.caption(caption)
@@ -60,3 +60,32 @@ def trace_downloads(trace, png: bytes, stem: str, key: str) -> None:
 
 def coming_soon(what: str, needs: str) -> None:
     st.info(f"**Coming soon.** {what} This page appears when `{needs}` lands in the library.")
+
+
+def parse_strategy(text: str, what: str = "strategy") -> tuple | None:
+    """'((2, 4), (4, 1))' -> ((2, 4), (4, 1)) with ast.literal_eval (literals only, never eval);
+    an empty text -> None (no strategy: the library chooses). Refuses anything else in one line."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    example = "e.g. ((2, 4), (4, 1))"
+    if len(text) > 200:
+        raise ParasimError(f"{what}: at most 200 characters, {example}")
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        raise ParasimError(f"{what} {text!r}: write a tuple of integer tuples, {example}") from None
+    if not isinstance(value, (tuple, list)) or not value or not all(
+            isinstance(t, (tuple, list)) and t and all(isinstance(v, int) and not isinstance(v, bool) for v in t)
+            for t in value):
+        raise ParasimError(f"{what} {text!r}: write a tuple of integer tuples, one per input, {example}")
+    return tuple(tuple(t) for t in value)
+
+
+def or_error(fn, *args, **kwargs):
+    """fn(*args) or, on a ParasimError, its one-line st.error and None (the rest of the page goes on)."""
+    try:
+        return fn(*args, **kwargs)
+    except ParasimError as err:
+        st.error(str(err))
+        return None

@@ -1,44 +1,181 @@
-"""Sharding & auto-parallel: how one tensor is spread over a device mesh, in three notations."""
+"""Sharding & auto-parallel: MindSpore shard() strategies, the layouts they give, and the collectives
+they insert; and how one tensor is spread over a device mesh, in three notations."""
 
+import numpy as np
 import streamlit as st
-from ui import coming_soon, figure, friendly_errors, intro, show_code
+from ui import figure, intro, or_error, parse_strategy, show_code
 
-from simulator.errors import ParasimError
-from simulator.layout import Layout
-from simulator.mesh import DeviceMesh
-from simulator.viz import layout_grid
+from simulator import AutoParallelContext, DeviceMesh, Layout, ParasimError, auto, explain, viz
+from simulator.units import fmt_bytes
 
+PHASES = {"forward": "forward", "backward": "backward", "parameter_gradient": "parameter gradient"}
+NETWORKS = ("MatMul", "2-layer MLP: MatMul → ReLU → MatMul")
+MODES = {"semi_auto_parallel": "semi-auto: unset operators are data parallel",
+         "auto_parallel": "auto: unset operators get a strategy by sharding propagation"}
 SPLITS = {"not split": (), "dp": ("dp",), "tp": ("tp",), "dp then tp": ("dp", "tp"), "tp then dp": ("tp", "dp")}
 
 intro("Sharding & auto-parallel",
-      "A **layout** says which mesh axes cut each tensor dimension; every other axis holds replicas, and "
-      "'partial' axes hold addends still to be summed. Read it as the textbook `X[I_dp, J_tp]`, as a MindSpore "
-      "strategy `(2, 4)`, or as a JAX PartitionSpec.")
+      "In MindSpore's semi-auto parallel mode you write single-device code and give operators a "
+      "`shard()` **strategy**: how many slices each input dimension is cut into. From it follow the "
+      "**device matrix**, every tensor's **layout**, and the **collectives** the compiler must insert "
+      "(forward, backward, and the gradient 'mirror' of each replicated weight). Read a layout as the "
+      "textbook `X[I_dp, J_tp]`, a MindSpore tuple, a JAX PartitionSpec or a PyTorch DTensor placement.")
 
-with st.sidebar:
-    st.subheader("Mesh and tensor")
-    mode = st.radio("Describe the layout by", ["mesh axes", "MindSpore strategy"], key="mode")
-    rows = st.number_input("Tensor rows (dim 0)", 1, 4096, 8, key="rows")
-    cols = st.number_input("Tensor columns (dim 1)", 1, 4096, 16, key="cols")
-    if mode == "mesh axes":
-        dp = st.slider("Mesh axis dp", 1, 4, 2, key="dp")
-        tp = st.slider("Mesh axis tp", 1, 4, 4, key="tp")
-        dim0 = st.selectbox("Dim 0 split along", list(SPLITS), index=1, key="dim0")
-        dim1 = st.selectbox("Dim 1 split along", list(SPLITS), index=2, key="dim1")
-        partial = st.multiselect("Partial sums along", ["dp", "tp"], key="partial")
-        args = ("axes", dp, tp, SPLITS[dim0], SPLITS[dim1], tuple(partial), "")
+tab_auto, tab_tensor = st.tabs(["MindSpore shard(): operators and collectives", "One tensor on a mesh"])
+
+
+def build_network(kind: str, m: int, k: int, n: int, h: int, s1, s_act, s2, out1):
+    """The single-device network with the user's strategies (None = not set)."""
+    rng = np.random.default_rng(0)
+    net = auto.Network("matmul" if kind == NETWORKS[0] else "mlp")
+    x = net.input("x", (m, k), requires_grad=True)
+    if kind == NETWORKS[0]:
+        w = net.parameter("w", rng.standard_normal((k, n)))
+        op = auto.ops.MatMul()
+        if s1 is not None:
+            op.shard(s1, out1)
+        op(x, w)
+        return net
+    w1 = net.parameter("w1", rng.standard_normal((k, h)))
+    w2 = net.parameter("w2", rng.standard_normal((h, n)))
+    ops = [auto.ops.MatMul(), auto.ops.ReLU(), auto.ops.MatMul()]
+    for op, s in zip(ops, (s1, s_act, s2)):
+        if s is not None:
+            op.shard(s)
+    ops[2](ops[1](ops[0](x, w1)), w2)
+    return net
+
+
+@st.cache_data(show_spinner=False)
+def explain_network(kind, m, k, n, h, texts, mode, device_num, gradients_mean) -> dict:
+    """explain() of the network: operators, stored layouts in four notations, inserted moves."""
+    names = ("MatMul-0 strategy", "ReLU strategy", "MatMul-1 strategy", "MatMul out_strategy")
+    s1, s_act, s2, out1 = (parse_strategy(t, nm) for t, nm in zip(texts, names))
+    if mode == "semi_auto_parallel" and s1 is None:
+        raise ParasimError("semi_auto_parallel: give MatMul-0 a strategy, e.g. ((2, 4), (4, 1))")
+    ctx = AutoParallelContext(mode, device_num, gradients_mean=gradients_mean)
+    net = build_network(kind, m, k, n, h, s1, s_act, s2, out1)
+    e = explain(net, ctx)
+    layouts = {}
+    for name, layout in e.plan.stored.items():
+        t = net.tensors[name]
+        layouts[name] = (layout, t.shape, t.kind)
+    moves = [{"phase": PHASES[mv.phase], "collective": d["op"], "operator": mv.op, "tensor": mv.tensor,
+              "groups": " ".join("{" + ",".join(map(str, g)) + "}" for g in mv.groups),
+              "bytes per rank": fmt_bytes(mv.bytes_per_rank), "reason": mv.reason}
+             for mv in e.moves if not mv.local for d in [mv.to_dict()]]
+    local = [{"phase": PHASES[mv.phase], "move": d["op"], "operator": mv.op, "tensor": mv.tensor,
+              "reason": mv.reason} for mv in e.moves if mv.local for d in [mv.to_dict()]]
+    ops = [{"operator": o["op"], "strategy": str(tuple(tuple(s) for s in o["strategy"])),
+            "device matrix": str(o["device_matrix"]), "tensor maps": str(o["tensor_maps"]),
+            "output": o["output"], "repeated calculation": o["repeated_calculation"],
+            "set by": "you" if o["user_set"] else ("propagation" if mode == "auto_parallel" else "default (dp)")}
+           for o in e.to_dict()["operators"]]
+    return {"ops": ops, "layouts": layouts, "moves": moves, "local": local, "text": e.to_text(),
+            "bytes": sum(mv.bytes_per_rank for mv in e.moves if not mv.local)}
+
+
+def show_explanation(info: dict, mlp: bool) -> None:
+    """Metrics, the operators, every inserted collective, the layouts and one tensor's blocks."""
+    moves = info["moves"]
+    c = st.columns(4)
+    c[0].metric("device matrix", info["ops"][0]["device matrix"], help="of the first operator")
+    c[1].metric("collectives inserted", len(moves))
+    c[2].metric("bytes per rank (all)", fmt_bytes(info["bytes"]))
+    c[3].metric("repeated calculation", info["ops"][0]["repeated calculation"],
+                help="device_num / product of the device matrix: neighbouring ranks compute the same block")
+
+    st.markdown("**Operators**: strategy → device matrix (ranks row-major, last dimension fastest) "
+                "→ tensor maps (-1 not split; m names device-matrix dimension len-1-m)")
+    st.dataframe(info["ops"], hide_index=True, width="stretch")
+
+    st.markdown("**Every inserted collective**, in the order the compiler inserts it")
+    if moves:
+        st.dataframe(moves, hide_index=True, width="stretch",
+                     column_config={"reason": st.column_config.TextColumn(width="large")})
     else:
-        device_num = st.slider("Devices", 1, 16, 8, key="device_num")
-        text = st.text_input("Strategy (one integer per dim)", "2, 4", key="strategy")
-        args = ("strategy", device_num, 0, (), (), (), text)
+        st.success("No communication at all: every operator finds its inputs where it needs them.")
+    if info["local"]:
+        st.caption("Local moves (no communication): " + "; ".join(
+            f"{r['move']} of {r['tensor']} for {r['operator']}" for r in info["local"]))
+
+    st.markdown("**Layouts** of every tensor as stored, in four notations")
+    rows = []
+    for name, (layout, shape, tkind) in info["layouts"].items():
+        rows.append({"tensor": name, "kind": tkind, "shape": str(shape), "textbook": layout.notation(name),
+                     "MindSpore": str(layout.to_strategy()), "PartitionSpec": repr(layout.to_partition_spec()),
+                     "DTensor": repr(layout.to_placements()), "mesh": repr(layout.mesh)})
+    st.dataframe(rows, hide_index=True, width="stretch")
+    names = list(info["layouts"])
+    pick = st.selectbox("Draw the blocks of", names, index=names.index("w1" if mlp else "w"), key="draw")
+    layout, shape, _ = info["layouts"][pick]
+    left, right = st.columns([3, 2])
+    with left:
+        figure(viz.layout_grid(layout, shape, name=pick), "Each block is striped with the colours of the devices "
+               "holding it; the labels list their ranks.")
+    with right:
+        st.caption("explain(net, ctx).to_text()")
+        st.code(info["text"], language="text", wrap_lines=True)
 
 
-def parse_strategy(text: str) -> tuple[int, ...]:
+with tab_auto:
+    c = st.columns([2, 1, 1, 1])
+    kind = c[0].radio("Network", NETWORKS, key="net", horizontal=True)
+    device_num = c[1].number_input("device_num", 1, 64, 8, key="device_num_auto")
+    mode = c[2].selectbox("parallel_mode", list(MODES), key="mode_auto",
+                          help="\n\n".join(f"**{k}**: {v}" for k, v in MODES.items()))
+    gradients_mean = c[3].checkbox("gradients_mean", value=False, key="gmean",
+                                   help="divide each mirrored gradient by its group size")
+    mlp = kind != NETWORKS[0]
+    c = st.columns(4)
+    m = c[0].number_input("x rows (batch) M", 1, 4096, 32, key="M")
+    k = c[1].number_input("x cols K", 1, 4096, 16, key="K")
+    h = c[2].number_input("hidden H", 1, 4096, 64, key="H", disabled=not mlp)
+    n = c[3].number_input("output N", 1, 4096, 8 if mlp else 16, key="N")
+    c = st.columns(3)
+    if mlp:
+        s1 = c[0].text_input("MatMul-0 (x @ w1) strategy", "((2, 1), (1, 4))", key="mlp_s1",
+                             help="column parallel: w1's columns cut 4 ways")
+        s_act = c[1].text_input("ReLU strategy (empty: not set)", "((2, 4),)", key="s_act")
+        s2 = c[2].text_input("MatMul-1 (h @ w2) strategy (empty: not set)", "((2, 4), (4, 1))", key="s2",
+                             help="row parallel: the contracted H is cut 4 ways -> partial sums -> AllReduce")
+        out1 = ""
+    else:
+        s1 = c[0].text_input("MatMul strategy ((a, k), (k, c))", "((2, 4), (4, 1))", key="s1")
+        out1 = c[1].text_input("out_strategy (empty: none)", "", key="out1",
+                               help="((a*k, c),) turns the forward AllReduce into a ReduceScatter")
+        s_act = s2 = ""
+    info = or_error(explain_network, kind, int(m), int(k), int(n), int(h), (s1, s_act, s2, out1), mode,
+                    int(device_num), gradients_mean)
+    if info is not None:
+        show_explanation(info, mlp)
+    show_code(explain, auto.ops.MatMul.shard, key="code_auto")
+
+
+# ---- one tensor on a mesh ------------------------------------------------------------------------
+def parse_ints(text: str) -> tuple[int, ...]:
     """'2, 4' or '(2, 4)' -> (2, 4); refuses anything but integers (no eval)."""
     parts = [p.strip() for p in text.strip().strip("()[]").split(",") if p.strip()]
     if not parts or not all(p.isdigit() for p in parts):
         raise ParasimError(f"strategy {text!r}: write integers separated by commas, e.g. 2, 4")
     return tuple(int(p) for p in parts)
+
+
+def tensor_results(t_info: dict, shape: tuple[int, int]) -> None:
+    t_layout = t_info["layout"]
+    c = st.columns(4)
+    c[0].metric("textbook", t_layout.notation())
+    c[1].metric("MindSpore strategy", str(t_info["strategy"]))
+    c[2].metric("block per device", f"{t_info['local'][0]} × {t_info['local'][1]}")
+    c[3].metric("copies of each block", len(t_layout.devices_holding((0,) * t_layout.ndim)))
+    st.caption(f"JAX-like spec `{t_info['spec']}` · DTensor-like placements `{t_info['placements']}` · "
+               f"mesh {t_layout.mesh!r}")
+    left, right = st.columns([3, 2])
+    with left:
+        figure(viz.layout_grid(t_layout, shape), "Each block is striped with the colours of the devices holding it; "
+                                                 "the labels list their ranks.")
+    with right:
+        st.dataframe(t_info["table"], hide_index=True, width="stretch")
 
 
 @st.cache_data(show_spinner=False)
@@ -47,7 +184,7 @@ def describe(mode, a, b, d0, d1, partial, text, shape) -> dict:
     if mode == "axes":
         layout = Layout(DeviceMesh({"dp": a, "tp": b}), [d0, d1], partial)
     else:
-        layout = Layout.from_strategy(parse_strategy(text), a, shape)
+        layout = Layout.from_strategy(parse_ints(text), a, shape)
     local = layout.local_shape(shape)
     table = [{"rank": r, "coords": str(layout.mesh.coords(r)), "block": str(layout.block_index(r)),
               "rows": f"{s0.start}:{s0.stop}", "cols": f"{s1.start}:{s1.stop}"}
@@ -56,26 +193,26 @@ def describe(mode, a, b, d0, d1, partial, text, shape) -> dict:
             "strategy": layout.to_strategy(), "placements": repr(layout.to_placements())}
 
 
-with friendly_errors():
-    info = describe(*args, (int(rows), int(cols)))
-    fig = layout_grid(info["layout"], (int(rows), int(cols)))
-layout = info["layout"]
-
-c = st.columns(4)
-c[0].metric("textbook", layout.notation())
-c[1].metric("MindSpore strategy", str(info["strategy"]))
-c[2].metric("block per device", f"{info['local'][0]} × {info['local'][1]}")
-c[3].metric("copies of each block", len(layout.devices_holding((0,) * layout.ndim)))
-st.caption(f"JAX-like spec `{info['spec']}` · DTensor-like placements `{info['placements']}` · mesh {layout.mesh!r}")
-
-left, right = st.columns([3, 2])
-with left:
-    figure(fig, "Each block is striped with the colours of the devices holding it; the labels list their ranks.")
-with right:
-    st.dataframe(info["table"], hide_index=True, width="stretch")
-
-st.divider()
-st.subheader("Auto-parallel")
-coming_soon("Give each operator a shard() strategy (or none) and watch MindSpore-style strategy propagation "
-            "and search fill in the rest, with the redistributions it inserts.", "simulator.auto search")
-show_code(Layout.block_index, Layout.devices_holding, Layout.from_strategy, key="code")
+with tab_tensor:
+    c = st.columns([1, 1, 1, 2])
+    mode_t = c[0].radio("Describe the layout by", ["mesh axes", "MindSpore strategy"], key="mode")
+    rows_n = c[1].number_input("Tensor rows (dim 0)", 1, 4096, 8, key="rows")
+    cols_n = c[2].number_input("Tensor columns (dim 1)", 1, 4096, 16, key="cols")
+    with c[3]:
+        if mode_t == "mesh axes":
+            cc = st.columns(2)
+            dp = cc[0].slider("Mesh axis dp", 1, 4, 2, key="dp")
+            tp = cc[1].slider("Mesh axis tp", 1, 4, 4, key="tp")
+            dim0 = cc[0].selectbox("Dim 0 split along", list(SPLITS), index=1, key="dim0")
+            dim1 = cc[1].selectbox("Dim 1 split along", list(SPLITS), index=2, key="dim1")
+            partial = st.multiselect("Partial sums along", ["dp", "tp"], key="partial")
+            args = ("axes", dp, tp, SPLITS[dim0], SPLITS[dim1], tuple(partial), "")
+        else:
+            cc = st.columns(2)
+            dn = cc[0].slider("Devices", 1, 16, 8, key="device_num")
+            text = cc[1].text_input("Strategy (one integer per dim)", "2, 4", key="strategy")
+            args = ("strategy", dn, 0, (), (), (), text)
+    t_info = or_error(describe, *args, (int(rows_n), int(cols_n)))
+    if t_info is not None:
+        tensor_results(t_info, (int(rows_n), int(cols_n)))
+    show_code(Layout.block_index, Layout.devices_holding, Layout.from_strategy, key="code")
