@@ -52,34 +52,33 @@ class Compute:
         return f"Compute({name}{mb}: {', '.join(self.inputs)} -> {', '.join(self.outputs)})"
 
 
-@dataclass(frozen=True)
-class Send:
+class _PointToPoint:
+    """What Send and Recv share: they touch one tensor and print their peer."""
+
+    def touches(self) -> tuple[str, ...]:
+        return (self.tensor,)
+
+    def __repr__(self) -> str:
+        peer = f"to {self.dst}" if isinstance(self, Send) else f"from {self.src}"
+        return f"{type(self).__name__}({self.tensor} {peer}{', tag ' + self.tag if self.tag else ''})"
+
+
+@dataclass(frozen=True, repr=False)
+class Send(_PointToPoint):
     tensor: str
     dst: int
     tag: str = ""
     nbytes: int = 0
     microbatch: int | None = None
 
-    def touches(self) -> tuple[str, ...]:
-        return (self.tensor,)
 
-    def __repr__(self) -> str:
-        return f"Send({self.tensor} to {self.dst}{', tag ' + self.tag if self.tag else ''})"
-
-
-@dataclass(frozen=True)
-class Recv:
+@dataclass(frozen=True, repr=False)
+class Recv(_PointToPoint):
     tensor: str
     src: int
     tag: str = ""
     nbytes: int = 0
     microbatch: int | None = None
-
-    def touches(self) -> tuple[str, ...]:
-        return (self.tensor,)
-
-    def __repr__(self) -> str:
-        return f"Recv({self.tensor} from {self.src}{', tag ' + self.tag if self.tag else ''})"
 
 
 @dataclass(frozen=True)
