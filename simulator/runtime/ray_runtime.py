@@ -92,6 +92,8 @@ class RayRuntime(Runtime):
             ray.get(self.placement_group.ready(), timeout=timeout_s or 60)
         self.actors = [self._new_actor(r) for r in range(self.n_devices)]
         self._rank_of = {a._actor_id.hex(): r for r, a in enumerate(self.actors)}
+        if timeout_s is not None:  # actors start slowly on a busy machine: the bound is per call, not for startup
+            ray.get([a.invoke.remote("reset_counters") for a in self.actors], timeout=max(120.0, timeout_s))
 
     def _new_actor(self, rank: int, placed: bool = True):
         import ray
@@ -135,7 +137,7 @@ class RayRuntime(Runtime):
             pass
         actor = self._new_actor(rank)
         try:
-            ray.get(actor.invoke.remote("reset_counters"), timeout=self.timeout_s or 30)
+            ray.get(actor.invoke.remote("reset_counters"), timeout=max(60.0, self.timeout_s or 0))
         except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
             ray.kill(actor, no_restart=True)
             actor = self._new_actor(rank, placed=False)
@@ -157,15 +159,14 @@ class RayRuntime(Runtime):
             return [], refs
         return list(refs[:-1]), refs[-1]
 
-    def _first_unfinished(self, handles: list) -> str:
+    def _first_unfinished(self, handles: list) -> tuple[int, str]:
         import ray
 
         ready, pending = ray.wait(handles, num_returns=len(handles), timeout=0)
         for h in pending:
             if h in self._where:
-                rank, what = self._where[h]
-                return f"device {rank} at {what}"
-        return f"{len(pending)} call(s)"
+                return self._where[h]
+        return -1, f"{len(pending)} unfinished call(s)"
 
     def _wait(self, handles: list) -> list:
         try:
@@ -180,25 +181,38 @@ class RayRuntime(Runtime):
         try:
             return ray.get(handles, timeout=self.timeout_s)
         except ray.exceptions.GetTimeoutError:
-            where = self._first_unfinished(handles)
-            raise DeviceFailure(_rank_in(where), where, f"no answer within the bounded wait of "
+            rank, where = self._first_unfinished(handles)
+            raise DeviceFailure(rank, where, f"no answer within the bounded wait of "
                                 f"{self.timeout_s} s (straggler, lost message or dead node)") from None
-        except ray.exceptions.RayTaskError as e:
+        except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError) as first:
+            errors = [first]
             for h in handles:  # let every call finish, so no failed result is left unread
                 try:
                     ray.get(h, timeout=self.timeout_s)
-                except Exception:
-                    pass
-            cause = getattr(e, "cause", None)
-            if isinstance(cause, _Failure):
-                raise DeviceFailure(*cause.args) from None
-            if isinstance(cause, ParasimError):
-                raise cause from None
-            raise
-        except ray.exceptions.RayActorError as e:
-            rank = self._rank_of.get(getattr(e, "actor_id", None) or "", -1)
-            what = next((w for h, (r, w) in self._where.items() if r == rank and h in set(handles)), "a Ray call")
-            raise DeviceFailure(rank, what, "its actor died (process or node lost)") from None
+                except Exception as e:
+                    errors.append(e)
+            raise self._root_cause(errors, handles) from None
+
+    def _root_cause(self, errors: list, handles: list) -> Exception:
+        """The failure to report: a dead actor first, then a device's own failure, then a peer's
+        consequential abort, then a refusal; each one line naming the device."""
+        import ray
+
+        def rank_of(e) -> int:
+            return self._rank_of.get(getattr(e, "actor_id", None) or "", -1)
+
+        for e in errors:
+            if isinstance(e, ray.exceptions.RayActorError) and not isinstance(e, ray.exceptions.RayTaskError):
+                rank = rank_of(e)
+                live = set(handles)
+                what = next((w for h, (r, w) in self._where.items() if r == rank and h in live), "a Ray call")
+                return DeviceFailure(rank, what, "its actor died (process or node lost)")
+        causes = [getattr(e, "cause", None) for e in errors]
+        fails = [DeviceFailure(*c.args) for c in causes if isinstance(c, _Failure)]
+        fails.sort(key=lambda f: f.reason.startswith("aborted"))
+        if fails:
+            return fails[0]
+        return next((c for c in causes if isinstance(c, ParasimError)), errors[0])
 
     def close(self) -> None:
         import ray
@@ -229,7 +243,3 @@ def _what(method: str, args: tuple) -> str:
         return f"instruction #{args[0].index} {args[0].ins!r}"
     return f"a {method} call"
 
-
-def _rank_in(where: str) -> int:
-    parts = where.split()
-    return int(parts[1]) if len(parts) > 1 and parts[0] == "device" and parts[1].isdigit() else -1
