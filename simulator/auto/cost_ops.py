@@ -60,7 +60,7 @@ class OpCostModel:
     beta: float = 1.0  # weight of communication
     gamma: float = 1.0  # weight of the parameter-gradient part of communication
     memory_limit_bytes: float | None = None  # None: the preset's memory
-    fully_use_devices: bool = False
+    fully_use_devices: bool = True
     train: bool = True
 
     def __post_init__(self):

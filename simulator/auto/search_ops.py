@@ -135,10 +135,19 @@ def build_problem(net: Network, D: int, model: OpCostModel, fully_use_devices: b
             cache[key] = fn()
         return cache[key]
 
-    def unary_fn(v, fn):  # fn(sharding) -> Cost
-        costs = [fn(s) for s in cands[v]]
-        prob.unary[v] = prob.unary.get(v, 0) + np.array([c.objective(model) for c in costs])
-        prob.mem[v] = prob.mem.get(v, 0) + np.array([c.memory_bytes for c in costs])
+    tables: dict = {}  # identical layers share candidate objects, hence these tables
+
+    def unary_fn(v, fn, key=None):  # fn(sharding) -> Cost
+        if key is None or key not in tables:
+            costs = [fn(s) for s in cands[v]]
+            got = (np.array([c.objective(model) for c in costs]),
+                   np.array([c.memory_bytes for c in costs]))
+            if key is None:
+                key = ("unique", len(tables))
+            tables[key] = got
+        obj, mem = tables[key]
+        prob.unary[v] = prob.unary.get(v, 0) + obj
+        prob.mem[v] = prob.mem.get(v, 0) + mem
         prob.terms.append(((v,), lambda ch, v=v, fn=fn: fn(cands[v][ch[v]])))
 
     # stored layout of every tensor: (root variable or None, function of the root's sharding)
@@ -182,11 +191,12 @@ def build_problem(net: Network, D: int, model: OpCostModel, fully_use_devices: b
             unary_fn(node.index, lambda s, node=node, shapes=shapes, out_shape=out_shape, back=back:
                      compute_cost(node.op, s.inputs, s.out, shapes, out_shape, model)
                      + priced(("out", s.raw, s.out, out_shape, back),
-                              lambda: output_cost(s.raw, s.out, out_shape, back, model, topo)))
+                              lambda: output_cost(s.raw, s.out, out_shape, back, model, topo)),
+                     ("op", id(cands[node.index]), back))
         for i, x in enumerate(node.inputs):
             back = needs[x] and i in node.op.grad_inputs
             _edge(prob, roots[x], input_layout(node, i), net.tensors[x].shape, back, priced,
-                  unary_fn, model, topo)
+                  unary_fn, tables, model)
     for x, t in net.tensors.items():
         if t.kind == "activation" or x not in roots:
             continue
@@ -203,32 +213,37 @@ def build_problem(net: Network, D: int, model: OpCostModel, fully_use_devices: b
         if r is None:
             prob.const = prob.const + leaf(None)
         else:
-            unary_fn(r, leaf)
+            lays = tuple(id(f(s)) for s in cands[r])
+            unary_fn(r, leaf, ("leaf", lays, t.shape, t.kind, t.requires_grad))
     return prob
 
 
-def _edge(prob: Problem, src, dst, shape, back, priced, unary_fn, model, topo) -> None:
+def _edge(prob: Problem, src, dst, shape, back, priced, unary_fn, tables, model) -> None:
     (ra, fa), (rb, fb) = src, dst
 
     def cost(la: Layout, lb: Layout) -> Cost:
         return priced(("move", la, lb, shape, back),
-                      lambda: transfer_cost(la, lb, shape, back, model, topo))
+                      lambda: transfer_cost(la, lb, shape, back, model, model.topology(prob.D)))
 
     if ra is None and rb is None:
         prob.const = prob.const + cost(fa(None), fb(None))
     elif ra is None or rb is None or ra == rb:
         v = ra if rb is None else rb
-        unary_fn(v, lambda s: cost(fa(s if ra is not None else None), fb(s if rb is not None else None)))
+        fn = lambda s: cost(fa(s if ra is not None else None), fb(s if rb is not None else None))  # noqa: E731
+        key = ("edge", tuple((id(fa(s if ra is not None else None)), id(fb(s if rb is not None else None)))
+                             for s in prob.cands[v]), shape, back)
+        unary_fn(v, fn, key)
     else:
         a, b = (ra, rb) if ra < rb else (rb, ra)
-        ca, cb = prob.cands[ra], prob.cands[rb]
-        la = [fa(s) for s in ca]
-        lb = [fb(s) for s in cb]
-        ua, ub = list(dict.fromkeys(la)), list(dict.fromkeys(lb))
-        ia, ib = {l: k for k, l in enumerate(ua)}, {l: k for k, l in enumerate(ub)}
-        small = np.array([[cost(x, y).objective(model) for y in ub] for x in ua])
-        m = small[np.ix_([ia[l] for l in la], [ib[l] for l in lb])]
-        m = m if ra == a else m.T
+        la = [fa(s) for s in prob.cands[ra]]
+        lb = [fb(s) for s in prob.cands[rb]]
+        key = ("pair", tuple(map(id, la)), tuple(map(id, lb)), shape, back)
+        if key not in tables:
+            ua, ub = list(dict.fromkeys(la)), list(dict.fromkeys(lb))
+            ia, ib = {l: k for k, l in enumerate(ua)}, {l: k for k, l in enumerate(ub)}
+            small = np.array([[cost(x, y).objective(model) for y in ub] for x in ua])
+            tables[key] = small[np.ix_([ia[l] for l in la], [ib[l] for l in lb])]
+        m = tables[key] if ra == a else tables[key].T
         prob.pair[(a, b)] = prob.pair.get((a, b), 0) + m
         prob.terms.append(((ra, rb), lambda ch: cost(la[ch[ra]], lb[ch[rb]])))
 
