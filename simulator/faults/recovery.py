@@ -118,9 +118,12 @@ def _index_of(instruction: str) -> int | None:
 
 def train_resilient(cfg: TrainConfig, runtime=None, faults: tuple[Fault, ...] = (), checkpoint_every: int = 0,
                     checkpoint_dir=None, replicas: bool = True, device_model: DeviceModel | None = None,
-                    max_failures: int = 20, check: bool = True, resume_from=None) -> ResilientResult:
+                    max_failures: int = 20, check: bool = True, resume_from=None,
+                    before_step=None) -> ResilientResult:
     """Train like `parallel.train.train`, surviving the injected (and any real) device failures.
-    resume_from: a checkpoint (any strategy and device count, same model) to continue from."""
+    resume_from: a checkpoint (any strategy and device count, same model) to continue from.
+    before_step(step, runtime) -> bool: called once before each step's first attempt; True means
+    it injected a fault of its own (e.g. removed a cluster node), counted in faults_injected."""
     from ..runtime.faulty import FaultyDevice
     from ..runtime.local import LocalRuntime
 
@@ -151,6 +154,8 @@ def train_resilient(cfg: TrainConfig, runtime=None, faults: tuple[Fault, ...] = 
             saved.append(step)
         while step < cfg.steps:
             slowed = {}
+            if before_step is not None and not attempts[step] and before_step(step, runtime):
+                injected += 1
             for k, f in enumerate(faults):
                 if f.step == step and k not in fired:
                     fired.add(k)

@@ -1,0 +1,36 @@
+"""A real two-node Ray cluster on this machine (head + worker raylet, ray.cluster_utils.Cluster),
+a pp=2 x dp=2 training placed with a placement group (2 simulated nodes -> 2 Ray nodes), and the
+worker node removed before step 2: detection (dead actors), restart on the surviving node,
+restore from the checkpoint, final weights bit-identical to the fault-free run.
+
+Runs in a subprocess (`python -m simulator.faults.cluster`), so the test suite's shared Ray
+session (tests/conftest.py `ray_session`) is never shut down or replaced: the cluster has its
+own GCS and raylets and is torn down in the subprocess's finally blocks; the subprocess itself is
+bounded by a timeout."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.ray
+
+
+def test_node_loss_on_a_real_multi_node_cluster():
+    proc = subprocess.run([sys.executable, "-m", "simulator.faults.cluster", "4"], capture_output=True, text=True,
+                          timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["ray_nodes"] == 2 and out["same_node_pairs"] == [True, True]  # a simulated node on one Ray node
+    assert out["placement"][0] != out["placement"][2]  # the two simulated nodes on different Ray nodes
+    lost = out["devices_on_worker"]
+    assert sorted(lost) in ([0, 1], [2, 3])
+    assert out["worker_node"] not in out["placement_after"]  # restarted on the surviving node
+    assert len(out["failures"]) == 1 and "actor died" in out["failures"][0]
+    assert f"device {lost[0]}" in out["failures"][0] or f"device {lost[1]}" in out["failures"][0]
+    rec = out["recoveries"][0]
+    assert sorted(rec["restarted"]) == sorted(lost) and rec["from"] == "checkpoint" and rec["resume_step"] == 2
+    assert out["faults_injected"] == 1 and out["faults_recovered"] == 1
+    assert out["identical_to_fault_free"] and out["max_rel_weight_diff_vs_single"] < 1e-9
+    print(f"\n[test_multinode] faults survived: 1 node loss ({len(lost)} devices), 0 lost updates")
