@@ -21,12 +21,14 @@ from . import ops
 from .graph import Network
 
 
-def mlp_network(n: int = 16, d: int = 8, f: int = 12, c: int = 4, seed: int = 0, bias: bool = True):
+def mlp_network(n: int = 16, d: int = 8, f: int = 12, c: int = 4, seed: int = 0, bias: bool = True,
+                x_grad: bool = False):
     """x (n, d) -> MatMul w1 (d, f) [-> BiasAdd b1] -> GeLU -> MatMul w2 (f, c) ->
-    SoftmaxCrossEntropy. Returns (net, feeds)."""
+    SoftmaxCrossEntropy. x_grad: x wants its gradient (as a layer inside a deeper network
+    would). Returns (net, feeds)."""
     rng = np.random.default_rng(seed)
     net = Network("mlp")
-    x = net.input("x", (n, d))
+    x = net.input("x", (n, d), requires_grad=x_grad)
     lab = net.input("labels", (n,), dtype="int64")
     h = ops.MatMul()(x, net.parameter("w1", rng.standard_normal((d, f)) / np.sqrt(d)))
     if bias:
