@@ -5,12 +5,10 @@ import inspect
 import streamlit as st
 from ui import figure, intro, show_code, trace_downloads
 
-from simulator.errors import ParasimError
-from simulator.parallel.schedule_sim import SimResult, simulate
-from simulator.parallel.schedules import GENERATORS, interleaved, one_f_one_b, zb_h1, zb_h2
-from simulator.viz import schedule_compare, schedule_trace
+from simulator import SCHEDULES, ParasimError, SimResult, interleaved, make_schedule, one_f_one_b, zb_h1, zb_h2, viz
+from simulator import simulate_schedule as simulate
 
-NAMES = list(GENERATORS)  # gpipe, 1f1b, interleaved, zb-h1, zb-h2
+NAMES = list(SCHEDULES)  # gpipe, 1f1b, interleaved, zb-h1, zb-h2
 
 intro("Pipeline schedules",
       "A pipeline splits the layers into **p stages**; each step pushes **m micro-batches** through them. "
@@ -46,7 +44,7 @@ def run_schedules(names: tuple, p: int, m: int, v: int, t_f: float, t_b: float, 
                 kw = {k: t for k, t in times.items() if k in inspect.signature(make).parameters}
                 res = simulate(make(p, m, **kw), t_f, t_b, t_w, t_comm)
             else:
-                res = simulate(GENERATORS[name](p, m, 1), t_f, t_b, t_w, t_comm)
+                res = simulate(make_schedule(name, p, m), t_f, t_b, t_w, t_comm)
             out.append((name, res, ""))
         except ParasimError as err:
             out.append((name, None, str(err)))
@@ -73,10 +71,14 @@ for col, (name, res) in zip(cols, good):
         delta = None if base is None or name == "1f1b" else f"{res.bubble_fraction - base.bubble_fraction:+.1%}"
         st.metric("bubble", f"{res.bubble_fraction:.1%}", delta, delta_color="inverse",
                   help="idle share of p x step time")
-        st.metric("peak in flight", max(res.peak_in_flight), help="micro-batch activations held by stage 0")
+        v_res = res.schedule.v
+        st.metric("peak memory", f"{max(res.peak_in_flight) / v_res:.3g} M_B",
+                  help="activations held at once by the busiest stage, in units of M_B (one micro-batch's "
+                       f"activations for a whole stage); {max(res.peak_in_flight)} micro-batch"
+                       f"{' chunks of 1/' + str(v_res) if v_res > 1 else 'es'} in flight")
         st.metric("step time", f"{res.makespan:.3g}")
 
-png = figure(schedule_compare([res for _, res in good]), "Blue F forward, orange B backward (BW = B and W fused), green W weight gradient, grey idle. "
+png = figure(viz.schedule_compare([res for _, res in good]), "Blue F forward, orange B backward (BW = B and W fused), green W weight gradient, grey idle. "
             "Lighter bars are chunk 1, 3 of an interleaved stage. All schedules share one time axis.")
 
 st.caption(f"Textbook check: GPipe and 1F1B bubble (p-1)/(m+p-1) = {(p - 1) / (m + p - 1):.1%} of the step "
@@ -84,6 +86,6 @@ st.caption(f"Textbook check: GPipe and 1F1B bubble (p-1)/(m+p-1) = {(p - 1) / (m
            "(p-1)(F+B-W) and ZB-H2 to (p-1)(F+B-2W) (Qi et al. 2023).")
 
 pick = st.selectbox("Download the timeline of", [name for name, _ in good], key="download_pick")
-trace = schedule_trace(dict(good)[pick])
+trace = viz.schedule_trace(dict(good)[pick])
 trace_downloads(trace, png, f"pipeline-{pick}-p{p}-m{m}", key="pipe")
 show_code(simulate, one_f_one_b, zb_h1, zb_h2, key="code")
