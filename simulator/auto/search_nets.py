@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import ops
-from .graph import Network
+from .graph import Network, Tensor
 
 
 def mlp_network(n: int = 16, d: int = 8, f: int = 12, c: int = 4, seed: int = 0, bias: bool = True,
@@ -41,9 +41,10 @@ def mlp_network(n: int = 16, d: int = 8, f: int = 12, c: int = 4, seed: int = 0,
 
 
 def transformer_network(layers: int = 2, batch: int = 4, seq: int = 8, hidden: int = 16,
-                        ffn: int | None = None, seed: int = 0):
+                        ffn: int | None = None, seed: int = 0, values: bool = True):
     """`layers` transformer layers (module docstring) and an MSE loss against a target.
-    Returns (net, feeds)."""
+    values=False: parameters are zero-stride placeholders (shapes only, for a search of a
+    model too large to hold; such a network cannot be run). Returns (net, feeds)."""
     rng = np.random.default_rng(seed)
     ffn = ffn or 4 * hidden
     net = Network("transformer")
@@ -51,12 +52,19 @@ def transformer_network(layers: int = 2, batch: int = 4, seq: int = 8, hidden: i
     x = net.input("x", shape)
     tgt = net.input("target", shape)
 
+    def param(name, make, shape):
+        if values:
+            return net.parameter(name, make(shape))
+        t = net._new(Tensor(net, name, tuple(shape), "float64", "parameter", True))
+        net.params[name] = np.broadcast_to(np.float64(0.0), tuple(shape))  # 8 bytes, any shape
+        return t
+
     def w(name, *s):
-        return net.parameter(name, rng.standard_normal(s) / np.sqrt(s[0]))
+        return param(name, lambda sh: rng.standard_normal(sh) / np.sqrt(sh[0]), s)
 
     def norm(name, t):
-        g = net.parameter(f"{name}_g", 1 + rng.standard_normal(hidden) / 10)
-        b = net.parameter(f"{name}_b", rng.standard_normal(hidden) / 10)
+        g = param(f"{name}_g", lambda sh: 1 + rng.standard_normal(sh) / 10, (hidden,))
+        b = param(f"{name}_b", lambda sh: rng.standard_normal(sh) / 10, (hidden,))
         return ops.LayerNorm()(t, g, b)
 
     for i in range(layers):
@@ -70,5 +78,7 @@ def transformer_network(layers: int = 2, batch: int = 4, seq: int = 8, hidden: i
         h = ops.GeLU()(ops.BatchMatMul()(norm(f"ln{i}b", x), w(f"w1_{i}", hidden, ffn)))
         x = ops.Add()(x, ops.BatchMatMul()(h, w(f"w2_{i}", ffn, hidden)))
     ops.MSELoss()(x, tgt)
+    if not values:
+        return net, {}
     feeds = {"x": rng.standard_normal(shape), "target": rng.standard_normal(shape)}
     return net, feeds
