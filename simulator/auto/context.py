@@ -10,7 +10,9 @@ written against MindSpore's API reads the same:
 
 Modes (MindSpore docs "parallel_mode"): stand_alone (one device), data_parallel (every operator
 cuts dim 0 of its first input), semi_auto_parallel (user strategies, data parallel for the rest),
-auto_parallel (strategies searched: sharding_propagation from the user-sharded operators).
+auto_parallel (strategies searched: sharding_propagation from the user-sharded operators;
+dynamic_programming and recursive_programming minimise the cost model of `cost_model`, an
+auto.cost_ops.OpCostModel, see auto/search_ops.py).
 """
 
 from __future__ import annotations
