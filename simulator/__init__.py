@@ -9,8 +9,9 @@ The curated public API. app/ and lessons/ import only from here (and `simulator.
 """
 
 from . import auto
-from .auto import (AutoParallelContext, Explanation, MsLayout, Network, explain, get_auto_parallel_context, init,
-                   reset_auto_parallel_context, set_auto_parallel_context)
+from .auto import (AutoParallelContext, Explanation, MsLayout, Network, OpCostModel, explain,
+                   get_auto_parallel_context, init, plan_cost, reset_auto_parallel_context, set_auto_parallel_context)
+from .auto import search as auto_search
 from .auto import train as auto_train
 from .collectives import DEFAULT_ALGO, Plan, Step, Transfer, algorithms, make_plan, reference, run_plan
 from .cost.analytic import AnalyticResult, estimate

@@ -5,6 +5,7 @@
 
 from . import ops
 from .compile import compile_plan, redistribution_program
+from .cost_ops import OpCostModel, plan_cost
 from .context import (AutoParallelContext, get_auto_parallel_context, init,
                       reset_auto_parallel_context, set_auto_parallel_context)
 from .explain import Explanation, explain
@@ -12,11 +13,14 @@ from .graph import Network, Tensor
 from .plan import ParallelPlan, build_plan
 from .redistribution import Step, redistribute, unify
 from .run import AutoRunResult, standalone, train
+from .search_nets import mlp_network, transformer_network
+from .search_ops import SearchResult, search
 from .strategy import MsLayout, OpSharding
 
 Layout = MsLayout  # MindSpore's name: Layout((2, 4), ("dp", "mp")); parasim's own is simulator.Layout
 
-__all__ = ["AutoParallelContext", "AutoRunResult", "Explanation", "Layout", "MsLayout", "Network",
+__all__ = ["AutoParallelContext", "AutoRunResult", "OpCostModel", "SearchResult", "mlp_network", "plan_cost",
+           "search", "transformer_network", "Explanation", "Layout", "MsLayout", "Network",
            "OpSharding", "ParallelPlan", "Step", "Tensor", "build_plan", "compile_plan", "explain",
            "get_auto_parallel_context", "init", "ops", "redistribute", "redistribution_program",
            "reset_auto_parallel_context", "set_auto_parallel_context", "standalone", "train", "unify"]
