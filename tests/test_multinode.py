@@ -21,16 +21,19 @@ def test_node_loss_on_a_real_multi_node_cluster():
     proc = subprocess.run([sys.executable, "-m", "simulator.faults.cluster", "4"], capture_output=True, text=True,
                           timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("PARASIM_CLUSTER_RESULT "))
+    out = json.loads(line.split(" ", 1)[1])
     assert out["ray_nodes"] == 2 and out["same_node_pairs"] == [True, True]  # a simulated node on one Ray node
     assert out["placement"][0] != out["placement"][2]  # the two simulated nodes on different Ray nodes
     lost = out["devices_on_worker"]
     assert sorted(lost) in ([0, 1], [2, 3])
-    assert out["worker_node"] not in out["placement_after"]  # restarted on the surviving node
+    assert set(out["placement_after"]) <= set(out["alive_nodes"]), out  # every device on a live node
     assert len(out["failures"]) == 1 and "actor died" in out["failures"][0]
     assert f"device {lost[0]}" in out["failures"][0] or f"device {lost[1]}" in out["failures"][0]
     rec = out["recoveries"][0]
-    assert sorted(rec["restarted"]) == sorted(lost) and rec["from"] == "checkpoint" and rec["resume_step"] == 2
+    # the node is removed before step 2; its death is noticed at step 2 or, on a busy machine, a little later
+    assert sorted(rec["restarted"]) == sorted(lost) and rec["from"] == "checkpoint"
+    assert rec["step"] >= 2 and rec["resume_step"] in (rec["step"], rec["step"] - 1)
     assert out["faults_injected"] == 1 and out["faults_recovered"] == 1
     assert out["identical_to_fault_free"] and out["max_rel_weight_diff_vs_single"] < 1e-9
     print(f"\n[test_multinode] faults survived: 1 node loss ({len(lost)} devices), 0 lost updates")

@@ -17,6 +17,8 @@ import json
 import sys
 import tempfile
 
+RESULT_PREFIX = "PARASIM_CLUSTER_RESULT "
+
 
 def run_demo(steps: int = 4, timeout_s: float = 20.0) -> dict:
     import ray
@@ -63,7 +65,8 @@ def run_demo(steps: int = 4, timeout_s: float = 20.0) -> dict:
             "ray_nodes": len({n for n in nodes}), "placement": nodes, "worker_node": worker_id,
             "devices_on_worker": on_worker,
             "same_node_pairs": [nodes[0] == nodes[1], nodes[2] == nodes[3]],
-            "placement_after": runtime.node_of(), "failures": result.reports, "recoveries": result.recoveries,
+            "placement_after": runtime.node_of(),
+            "alive_nodes": [n["NodeID"] for n in ray.nodes() if n.get("Alive")], "failures": result.reports, "recoveries": result.recoveries,
             "faults_injected": result.faults_injected, "faults_recovered": result.faults_recovered,
             "replayed_steps": result.replayed_steps, "identical_to_fault_free": bool(identical),
             "max_rel_weight_diff_vs_single": result.train.max_rel_weight_diff_vs_single,
@@ -79,4 +82,5 @@ def run_demo(steps: int = 4, timeout_s: float = 20.0) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(run_demo(int(sys.argv[1]) if len(sys.argv) > 1 else 4)))
+    result = run_demo(int(sys.argv[1]) if len(sys.argv) > 1 else 4)
+    print(RESULT_PREFIX + json.dumps(result), flush=True)  # raylet logs may share stdout

@@ -169,6 +169,9 @@ def train_resilient(cfg: TrainConfig, runtime=None, faults: tuple[Fault, ...] = 
             x, y = get_batch(cfg.model, cfg.batch_size, step, cfg.seed)
             t0 = time.perf_counter()
             try:
+                if root is not None and checkpoint_every and step % checkpoint_every == 0 and step not in saved:
+                    save_checkpoint(runtime, compiled, step, root)  # inside the try: a death here is a failure too
+                    saved.append(step)
                 runtime.load(compiled.feed(x, y))
                 result = runtime.run(program)
                 loss = sum(float(v) for r, names in compiled.loss_tensors.items()
@@ -208,9 +211,6 @@ def train_resilient(cfg: TrainConfig, runtime=None, faults: tuple[Fault, ...] = 
             sent = [a + b for a, b in zip(sent, result.bytes_sent)]
             messages += sum(result.messages_sent)
             step += 1
-            if root is not None and checkpoint_every and step % checkpoint_every == 0 and step < cfg.steps:
-                save_checkpoint(runtime, compiled, step, root)
-                saved.append(step)
         params = gather_params(compiled, runtime)
     finally:
         if own:
