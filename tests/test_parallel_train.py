@@ -138,3 +138,15 @@ def test_train_cli_refuses_in_one_line(capsys):
     rc = main(["train", "--strategy", "pp", "--devices", "2", "--microbatches", "3"])
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("error: ") and err.count("\n") == 1
+
+
+def test_a_hand_written_schedule_trains_and_a_broken_one_is_refused(tmp_path, capsys):
+    good = "F0 F1 BW0 BW1\nF0 BW0 F1 BW1"
+    r = train(TrainConfig(GPT, strategy="pp", devices=2, microbatches=2, batch_size=4, steps=2, schedule_text=good))
+    assert r.max_rel_weight_diff_vs_single < 1e-9 and r.compiled.notes["schedule"] == "custom"
+    bad = tmp_path / "bad.txt"
+    bad.write_text("F0 F1 BW0 BW1\nBW0 F0 F1 BW1")
+    rc = main(["train", "--strategy", "pp", "--devices", "2", "--microbatches", "2", "--batch", "4",
+               "--schedule-file", str(bad)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "BW0 before its own F0" in err

@@ -6,6 +6,7 @@ import json
 import sys
 
 from ..errors import ParasimError
+from ..errors import ParasimError
 from ..models import GPTConfig, MLPConfig
 from ..parallel.experts import MoEGPTConfig
 from ..parallel.config import GRAD_DTYPES, SCHEDULES, STRATEGIES, TrainConfig
@@ -32,6 +33,8 @@ def add_parser(sub) -> None:
     p.add_argument("--microbatches", type=int, default=1)
     p.add_argument("--schedule", choices=SCHEDULES, default="1f1b")
     p.add_argument("--virtual-stages", type=int, default=1)
+    p.add_argument("--schedule-file", default=None,
+                   help="a hand-written schedule: one line per stage, e.g. 'F0 F1 BW0 BW1' (validated)")
     p.add_argument("--bucket-mb", type=float, default=None, help="gradient bucket size in MB")
     p.add_argument("--accumulate", type=int, default=1, help="gradient-accumulation micro-steps")
     p.add_argument("--grad-dtype", choices=GRAD_DTYPES, default="float64")
@@ -71,8 +74,18 @@ def config_from_args(a) -> TrainConfig:
         MODELS[a.model](a), strategy=a.strategy, devices=a.devices, dp=a.dp, pp=a.pp, tp=a.tp, ep=a.ep,
         zero=a.zero, batch_size=a.batch, microbatches=a.microbatches, schedule=a.schedule,
         virtual_stages=a.virtual_stages, bucket_mb=a.bucket_mb, accumulate=a.accumulate, grad_dtype=a.grad_dtype,
-        gradients_mean=not a.no_gradients_mean, optimizer=a.optimizer, lr=a.lr, steps=a.steps, seed=a.seed,
+        gradients_mean=not a.no_gradients_mean, schedule_text=_read_schedule(a.schedule_file), optimizer=a.optimizer, lr=a.lr, steps=a.steps, seed=a.seed,
     ).resolved()
+
+
+def _read_schedule(path: str | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise ParasimError(f"cannot read schedule file {path}: {e.strerror}") from None
 
 
 def _progress_bar(done: int, total: int) -> None:

@@ -31,6 +31,7 @@ class TrainConfig:
     batch_size: int = 8  # global batch, in samples (sequences for the GPT)
     microbatches: int = 1  # pipeline micro-batches per step
     schedule: str = "1f1b"  # pipeline schedule
+    schedule_text: str | None = None  # a hand-written schedule, one line per stage ("F0 F1 BW0 BW1")
     virtual_stages: int = 1  # model chunks per device (interleaved schedule)
     bucket_mb: float | None = None  # gradient bucket size in MB (None: one AllReduce per parameter)
     accumulate: int = 1  # gradient-accumulation micro-steps before one AllReduce

@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..errors import ParasimError
 from ..mesh import DeviceMesh
 from ..models import Adam, SGD, build_model
 from ..program import Program, ProgramBuilder
@@ -23,6 +24,7 @@ from .config import TrainConfig
 from .emit import Replica, grad, param
 from .grad_sync import GradSync
 from .kernels import layer_of, optimizer_state_names
+from .schedule_check import parse_schedule, validate
 from .schedules import make_schedule
 
 
@@ -120,6 +122,20 @@ class WholeLayers:
         return None
 
 
+def pipeline_schedule(cfg: TrainConfig):
+    """The configured schedule, or the user's hand-written one (`cfg.schedule_text`, one line per
+    stage, e.g. "F0 F1 BW0 BW1"), validated: a broken dependency is refused by name."""
+    if cfg.schedule_text is None:
+        return make_schedule(cfg.schedule if cfg.pp > 1 or cfg.virtual_stages > 1 else "1f1b", cfg.pp, cfg.m,
+                             cfg.virtual_stages)
+    sched = parse_schedule(cfg.schedule_text, v=cfg.virtual_stages)
+    if (sched.p, sched.m) != (cfg.pp, cfg.m):
+        raise ParasimError(f"the hand-written schedule has {sched.p} stages and {sched.m} micro-batches, "
+                           f"the configuration {cfg.pp} stages and {cfg.m} micro-batches")
+    validate(sched)
+    return sched
+
+
 def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     cfg = cfg.resolved()
     dp, pp, tp, m, v = cfg.dp, cfg.pp, cfg.tp, cfg.m, cfg.virtual_stages
@@ -128,7 +144,7 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     tps = f" tp={tp}" if tp > 1 else ""
     b = ProgramBuilder(cfg.devices, name=f"{cfg.strategy} dp={dp}{tps} pp={pp} m={m} {cfg.schedule if pp > 1 else ''}".strip())
     stages = split_layers(cfg.n_layers, pp * v)
-    schedule = make_schedule(cfg.schedule if pp > 1 or v > 1 else "1f1b", pp, m, v)
+    schedule = pipeline_schedule(cfg)
     optimizer = make_optimizer(cfg)
     group_of = {r: g for g in mesh.groups("dp") for r in g}
     sync = GradSync(b, cfg.model, group_of, None if cfg.bucket_mb is None else cfg.bucket_mb * 1e6,
