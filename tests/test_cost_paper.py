@@ -127,3 +127,16 @@ def test_simulate_cli_writes_the_chrome_trace(tmp_path, capsys):
     assert 0.7 * out["step_time_s"] < out["paper"]["step_time_s"] <= 1.02 * out["step_time_s"]
     chrome = json.loads(path.read_text())
     assert any(e.get("cat") == "backward" for e in chrome["traceEvents"])
+
+
+def test_memory_per_device_follows_the_schedule():
+    from simulator.cost.memory import activation_bytes_per_layer
+    from simulator.cost.paper import memory_per_device
+    p, m = 4, 8
+    one = memory_per_device(SMALL, ParallelConfig(pp=p, global_batch=m, schedule="1f1b"))
+    gp = memory_per_device(SMALL, ParallelConfig(pp=p, global_batch=m, schedule="gpipe"))
+    act = activation_bytes_per_layer(SMALL.seq, 1, SMALL.hidden, SMALL.heads) * (SMALL.layers // p)
+    # 1F1B: stage k holds p - k micro-batches, GPipe all m (REFERENCES section 4); middle stages have no embedding
+    assert one[1] - one[2] == pytest.approx(act) and gp[1] - one[1] == pytest.approx((m - (p - 1)) * act)
+    res = simulate_paper(SMALL, ParallelConfig(pp=p, global_batch=m), "a100-80gb")
+    assert res.memory_per_device_bytes == one and max(one) <= res.memory.total_bytes * 1.0001

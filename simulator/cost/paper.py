@@ -9,7 +9,9 @@ The program (`paper_program.build_paper_program`) is one data-parallel replica; 
 (`clock.simulate`) prices it on `paper_kernels.PaperDeviceModel` built from a
 `HardwareDeviceModel` of the whole cluster, which prices compute kernels by their matmul shapes
 and the data-parallel collectives for their real groups. Memory is the closed-form peak of
-`simulator.cost.memory` (Rajbhandari et al. 2020; Korthikanti et al. 2022), as in `analytic`.
+`simulator.cost.memory` (Rajbhandari et al. 2020; Korthikanti et al. 2022): the closed form's
+most loaded device (as `analytic`) and, per pipeline device, with the in-flight micro-batches of
+the real schedule (`memory_per_device`).
 
 Outputs (same definitions as `analytic.AnalyticResult`):
   tokens/s = B s / step;  model FLOP/s per GPU = B s (6N + 12 L h s) / step / GPUs and
@@ -30,7 +32,8 @@ from simulator.cost.analytic import estimate
 from simulator.cost.clock import simulate
 from simulator.cost.device_model import HardwareDeviceModel
 from simulator.cost.hardware import Hardware, get_hardware
-from simulator.cost.memory import MemoryBreakdown
+from simulator.cost.memory import (MemoryBreakdown, activation_bytes_per_layer, logits_bytes,
+                                   model_state_bytes_per_device)
 from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.paper_kernels import PaperDeviceModel
 from simulator.cost.paper_program import DEFAULT_BUCKET_NBYTES, build_paper_program
@@ -52,7 +55,8 @@ class PaperResult:
     comm_time_s: float                    # comm-lane busy time of the busiest device
     exposed_comm_s: float                 # max over devices of comm not hidden under compute
     compute_time_s: float                 # max over devices of compute-lane busy time
-    memory: MemoryBreakdown
+    memory: MemoryBreakdown               # closed form of the most loaded device (analytic._memory)
+    memory_per_device_bytes: tuple        # per pipeline device, from the schedule's real in-flight counts
     gpus: int
     simulated_ranks: int
     instructions: int
@@ -64,7 +68,7 @@ class PaperResult:
 
     @property
     def oom(self) -> bool:
-        return self.memory.oom
+        return self.memory.oom or max(self.memory_per_device_bytes) > self.memory.capacity_bytes
 
     def as_dict(self) -> dict:
         d = {f.name: getattr(self, f.name) for f in fields(self)
@@ -72,6 +76,7 @@ class PaperResult:
         d["comm_time_by_kind"] = dict(self.comm_time_by_kind)
         d["time_by_collective"] = dict(self.time_by_collective)
         d["memory_per_gpu_bytes"] = self.memory_per_gpu_bytes
+        d["memory_per_device_bytes"] = list(self.memory_per_device_bytes)
         d["oom"] = self.oom
         return d
 
@@ -123,6 +128,27 @@ def trace_statistics(trace: Trace) -> dict:
     return out
 
 
+def memory_per_device(model: ModelSpec, cfg: ParallelConfig) -> tuple[float, ...]:
+    """Peak bytes on each pipeline device k (every TP rank of it alike): ZeRO model states of its
+    parameters (Rajbhandari et al. 2020) + Korthikanti activations per layer x its layers per chunk
+    x the (micro-batch, chunk) activations the schedule really holds at once on k
+    (`schedule_sim.peak_in_flight`), + one layer's full activations when recomputing, + the fp32
+    logits on the device of the last stage."""
+    from simulator.parallel.schedule_sim import simulate as simulate_schedule
+    from simulator.parallel.schedules import make_schedule
+    s, b, h, a, t, p, v = model.seq, cfg.micro_batch_size, model.hidden, model.heads, cfg.tp, cfg.pp, cfg.virtual_stages
+    in_flight = simulate_schedule(make_schedule(cfg.schedule, p, cfg.microbatches, v)).peak_in_flight
+    per_layer = activation_bytes_per_layer(s, b, h, a, t, cfg.sequence_parallel, cfg.recompute)
+    working = 0.0 if cfg.recompute == "none" else activation_bytes_per_layer(s, b, h, a, t, cfg.sequence_parallel)
+    Lc = model.layers // (p * v)
+    out = []
+    for k in range(p):
+        params = Lc * v * model.layer_params() / t + (model.vocab * h / t if k in (0, p - 1) else 0)
+        mem = model_state_bytes_per_device(params, cfg.dp, cfg.zero_stage) + per_layer * Lc * in_flight[k] + working
+        out.append(mem + (logits_bytes(s, b, model.vocab, t) if k == p - 1 else 0.0))
+    return tuple(out)
+
+
 def simulate_paper(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware | str,
                    assumptions: Assumptions = Assumptions(), *, fold_tp: bool = False,
                    bucket_nbytes: float = DEFAULT_BUCKET_NBYTES, overlap_grad_reduce: bool = True,
@@ -145,6 +171,7 @@ def simulate_paper(model: ModelSpec | str, config: ParallelConfig, hardware: Har
     peak = hw.peak(A.dtype)
     busiest = max(range(n), key=lambda d: st["comm_s"][d])
     memory = estimate(model, cfg, hw, A).memory
+    per_device = memory_per_device(model, cfg)
     return PaperResult(
         step_time_s=step, tokens_per_s=tokens / step,
         model_tflops_per_gpu=model_flops / step / cfg.gpus / 1e12, mfu=model_flops / step / cfg.gpus / peak,
@@ -153,5 +180,5 @@ def simulate_paper(model: ModelSpec | str, config: ParallelConfig, hardware: Har
         comm_time_by_kind=MappingProxyType(st["by_purpose"][busiest]),
         time_by_collective=MappingProxyType(st["by_kind"][busiest]),
         comm_time_s=st["comm_s"][busiest], exposed_comm_s=max(st["exposed_s"]),
-        compute_time_s=max(st["compute_s"]), memory=memory, gpus=cfg.gpus, simulated_ranks=n,
+        compute_time_s=max(st["compute_s"]), memory=memory, memory_per_device_bytes=per_device, gpus=cfg.gpus, simulated_ranks=n,
         instructions=len(prog), trace=trace)
