@@ -91,3 +91,42 @@ def sweep_chart(x: Sequence[float], series: Mapping[str, Sequence[float]], *, xl
     if title:
         ax.set_title(title, fontsize=11, fontweight="bold")
     return fig
+
+
+def goodput_chart(curve: Sequence, *, young_s: float | None = None, daly_s: float | None = None,
+                  chosen_s: float | None = None, title: str = "goodput vs checkpoint interval",
+                  width: float = 8.0) -> Figure:
+    """Goodput (useful / wall time) against the checkpoint interval tau, from a list of
+    `simulator.cost.goodput.Goodput` points, with what is lost per useful second: checkpoints
+    C/tau, lost work (tau + C)/(2M), restarts R/M (Young 1974). Vertical lines mark Young's
+    sqrt(2CM) and Daly's optimum, and `chosen_s` (e.g. the interval the user picked)."""
+    pts = sorted(curve, key=lambda g: g.interval_s)
+    if not pts:
+        return message_figure("no goodput points to draw")
+    span = max(p.interval_s for p in pts)
+    unit, scale = ("h", 1 / 3600) if span >= 3 * 3600 else (("min", 1 / 60) if span >= 180 else ("s", 1.0))
+    xs = [p.interval_s * scale for p in pts]
+    fig = new_figure(width, 4.2)
+    ax = fig.add_subplot()
+    style_axes(ax)
+    ax.plot(xs, [p.goodput * 100 for p in pts], color="#4C78A8", linewidth=2.6, label="goodput", gid="goodput")
+    for attr, label, color in (("checkpoint_overhead", "checkpoint writes C/τ", "#B279A2"),
+                               ("lost_work", "lost work (τ+C)/2M", "#E45756"),
+                               ("restart", "restarts R/M", "#9D755D")):
+        ax.plot(xs, [getattr(p, attr) * 100 for p in pts], color=color, linewidth=1.3, linestyle="--", label=label)
+    best = max(pts, key=lambda p: p.goodput)
+    marks = [(young_s, "Young √(2CM)", "#54A24B", ":"), (daly_s, "Daly", "#2E8B57", "-."),
+             (chosen_s, "chosen", "#333333", "-")]
+    for x, label, color, style in marks:
+        if x is not None:
+            ax.axvline(x * scale, color=color, linestyle=style, linewidth=1.4, label=f"{label} {x * scale:.3g} {unit}")
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(lambda x, _: f"{x:g}")
+    ax.set_ylim(0, 100)
+    ax.set_xlabel(f"checkpoint interval τ ({unit} of useful work)")
+    ax.set_ylabel("% (goodput; losses per useful second)")
+    ax.grid(color="#DDDDDD", linewidth=0.6)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
+    fig.suptitle(f"{title} · best {best.goodput:.1%} at τ = {best.interval_s * scale:.3g} {unit}",
+                 fontsize=11, fontweight="bold")
+    return fig
