@@ -21,52 +21,42 @@ RESULT_PREFIX = "PARASIM_CLUSTER_RESULT "
 
 
 def run_demo(steps: int = 4, timeout_s: float = 20.0) -> dict:
-    import ray
-    from ray.cluster_utils import Cluster
-
     from ..models import MLPConfig
     from ..parallel.config import TrainConfig
+    from ..parallel.train import train
     from ..runtime.faulty import FaultyDevice
+    from ..runtime.local_cluster import LocalCluster
     from ..runtime.ray_runtime import RayRuntime
     from .recovery import train_resilient
 
     cfg = TrainConfig(MLPConfig(in_dim=6, hidden=8, layers=4, classes=3), strategy="pp", devices=4, dp=2, pp=2,
                       microbatches=2, batch_size=8, steps=steps)
-    system = {"health_check_period_ms": 500, "health_check_failure_threshold": 4,
-              "health_check_initial_delay_ms": 0}
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False,
-                                                            "_system_config": system})
-    worker = cluster.add_node(num_cpus=1)
+    cluster = LocalCluster(workers=1, num_cpus=1)
     runtime = None
     try:
-        cluster.wait_for_nodes(timeout=60)
-        ray.init(address=cluster.address, log_to_driver=False, logging_level="WARNING")
         runtime = RayRuntime(4, address=cluster.address, timeout_s=timeout_s, devices_per_node=2,
                              device_class=FaultyDevice)
         nodes = runtime.node_of()
-        worker_id = worker.node_id
+        worker_id = cluster.worker_ids()[0]
         on_worker = [r for r, n in enumerate(nodes) if n == worker_id]
 
         def lose_node(step, rt) -> bool:
             if step != 2:
                 return False
-            cluster.remove_node(worker, allow_graceful=False)  # its raylet and actors die
+            cluster.remove_worker(0)  # its raylet and actors die
             return True
 
         with tempfile.TemporaryDirectory(prefix="parasim-cluster-") as root:
             result = train_resilient(cfg, runtime=runtime, checkpoint_every=1, checkpoint_dir=root,
                                      before_step=lose_node)
-        from ..parallel.train import train
-
         baseline = train(cfg).params
         identical = all(
             (result.train.params[li][n] == baseline[li][n]).all() for li in range(len(baseline)) for n in baseline[li])
         return {
-            "ray_nodes": len({n for n in nodes}), "placement": nodes, "worker_node": worker_id,
-            "devices_on_worker": on_worker,
-            "same_node_pairs": [nodes[0] == nodes[1], nodes[2] == nodes[3]],
-            "placement_after": runtime.node_of(),
-            "alive_nodes": [n["NodeID"] for n in ray.nodes() if n.get("Alive")], "failures": result.reports, "recoveries": result.recoveries,
+            "ray_nodes": len(set(nodes)), "placement": nodes, "worker_node": worker_id,
+            "devices_on_worker": on_worker, "same_node_pairs": [nodes[0] == nodes[1], nodes[2] == nodes[3]],
+            "placement_after": runtime.node_of(), "alive_nodes": cluster.alive_nodes(),
+            "failures": result.reports, "recoveries": result.recoveries,
             "faults_injected": result.faults_injected, "faults_recovered": result.faults_recovered,
             "replayed_steps": result.replayed_steps, "identical_to_fault_free": bool(identical),
             "max_rel_weight_diff_vs_single": result.train.max_rel_weight_diff_vs_single,
@@ -77,7 +67,6 @@ def run_demo(steps: int = 4, timeout_s: float = 20.0) -> dict:
                 runtime.close()
             except Exception:
                 pass
-        ray.shutdown()
         cluster.shutdown()
 
 
