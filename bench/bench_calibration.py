@@ -27,7 +27,10 @@ from simulator.cost.device_model import HardwareDeviceModel  # noqa: E402
 from simulator.cost.hardware import load_local  # noqa: E402
 from simulator.models import GPTConfig  # noqa: E402
 from simulator.parallel.config import TrainConfig  # noqa: E402
-from simulator.parallel.train import train  # noqa: E402
+try:  # noqa: E402
+    from simulator.training import train
+except ImportError:
+    from simulator.parallel.train import train
 
 RUNS = (("single", 1, {}), ("dp", 2, {}))
 

@@ -17,7 +17,8 @@ import time
 from simulator.cost.analytic import estimate
 from simulator.cost.clock import SimpleDeviceModel, simulate
 from simulator.cost.paper import simulate_paper
-from simulator.cost.parallel_config import ParallelConfig
+from simulator.cost.model_presets import PUBLISHED_RUNS
+from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.parallel.schedule_sim import simulate as simulate_schedule
 from simulator.parallel.schedules import make_schedule
 from simulator.program import Compute, Program, Recv, Send
@@ -78,6 +79,17 @@ def main() -> None:
     print(f"paper program GPT-3 175B, one replica ({pap.simulated_ranks} ranks, {pap.instructions:,} "
           f"instructions): {w_p:.2f} s wall / {c_p:.2f} s CPU; step {pap.step_time_s:.2f} s, "
           f"bubble {pap.bubble_fraction:.1%}, exposed comm {pap.exposed_comm_s:.2f} s")
+
+    print("paper program vs closed form on Megatron-LM Table 1 (gradient reduce overlapped in both):")
+    A = Assumptions(overlap_grad_reduce=True)
+    for run in PUBLISHED_RUNS:
+        cfg = ParallelConfig(tp=run.tp, pp=run.pp, dp=run.dp, global_batch=run.global_batch, recompute="full")
+        sim, w, c = timed(lambda: simulate_paper(run.model, cfg, "a100-80gb", A, fold_tp=True))
+        ana = estimate(run.model, cfg, "a100-80gb", A)
+        print(f"  {run.model:16s} {sim.instructions:>9,} instr {c:6.2f} s CPU: clock {sim.step_time_s:7.3f} s, "
+              f"closed form {ana.step_time_s:7.3f} s, ratio {sim.step_time_s / ana.step_time_s:.4f}; "
+              f"{sim.tflops_per_gpu:.0f} TFLOP/s/GPU (published {run.tflops_per_gpu:.0f}); bubble "
+              f"{sim.bubble_fraction:.1%} vs {ana.bubble_fraction:.1%}")
 
 
 if __name__ == "__main__":

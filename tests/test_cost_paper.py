@@ -28,7 +28,7 @@ def _cfg(run, **kw):
     return ParallelConfig(**base)
 
 
-@pytest.mark.parametrize("run", TABLE1[:7], ids=lambda r: r.model)
+@pytest.mark.parametrize("run", TABLE1[:8], ids=lambda r: r.model)
 def test_simulated_program_agrees_with_the_closed_form_on_table1(run):
     cfg = _cfg(run)
     sim = simulate_paper(run.model, cfg, "a100-80gb", OVERLAP, fold_tp=True)
