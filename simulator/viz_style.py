@@ -20,9 +20,15 @@ PHASE_COLORS = {
     "optimizer": "#B279A2",  # purple
     "comm": "#E45756",       # red
     "other": "#9D755D",      # brown
+    "lost": "#F4B6B4",       # pale red: work of a failed attempt, thrown away (faults)
+    "failure": "#1A1A1A",    # black: the instruction where a device failed
+    "recovery": "#17BECF",   # cyan: restart and restore
     "idle": "#EDEDED",       # light grey background: every gap left showing is idle time
 }
-PHASE_LETTERS = {"forward": "F", "backward": "B", "wgrad": "W", "optimizer": "O", "comm": "", "other": ""}
+PHASE_LETTERS = {"forward": "F", "backward": "B", "wgrad": "W", "optimizer": "O", "comm": "", "other": "",
+                 "lost": "", "failure": "✕", "recovery": "R"}
+FAULT_PHASES = ("lost", "failure", "recovery")
+REPLAY_HATCH = "////"  # events of a replayed step (attempt > 0) are hatched
 
 # Pipeline actions use the phase colours: BW (fused backward) is a backward.
 ACTION_COLORS = {"F": PHASE_COLORS["forward"], "B": PHASE_COLORS["backward"],

@@ -16,8 +16,8 @@ from matplotlib.patches import Patch
 
 from .trace import Trace, TraceEvent
 from .units import fmt_time
-from .viz_style import (MEMORY_CATEGORIES, MEMORY_COLORS, MEMORY_LABELS, PHASE_COLORS, PHASE_LETTERS,
-                        byte_unit, memory_category, message_figure, new_figure, style_axes, time_unit)
+from .viz_style import (FAULT_PHASES, MEMORY_CATEGORIES, MEMORY_COLORS, MEMORY_LABELS, PHASE_COLORS, PHASE_LETTERS,
+                        REPLAY_HATCH, byte_unit, memory_category, message_figure, new_figure, style_axes, time_unit)
 
 LANE_Y = {"compute": (0.0, 0.58), "comm": (0.62, 0.30)}  # (offset, height) inside a device row
 ROW_PITCH = 1.15  # distance between device rows
@@ -30,6 +30,8 @@ _KIND_SHORT = {"all_reduce": "AR", "reduce_scatter": "RS", "all_gather": "AG", "
 def event_label(e: TraceEvent) -> str:
     """Short text drawn inside a bar: F3 / B3 / W3 for compute, AR / AG / →3 for communication."""
     mb = "" if e.microbatch is None else str(e.microbatch)
+    if e.phase in FAULT_PHASES:
+        return PHASE_LETTERS[e.phase]
     if e.lane == "compute":
         letter = PHASE_LETTERS.get(e.phase, "")
         return f"{letter}{mb}" if (letter or mb) else ""
@@ -38,6 +40,8 @@ def event_label(e: TraceEvent) -> str:
 
 
 def _bar_color(e: TraceEvent) -> str:
+    if e.phase in FAULT_PHASES:
+        return PHASE_COLORS[e.phase]
     if e.lane == "comm":
         return PHASE_COLORS["comm"]
     return PHASE_COLORS.get(e.phase, PHASE_COLORS["other"])
@@ -48,7 +52,9 @@ def timeline(trace: Trace, *, title: str | None = None, labels: bool = True, wid
     """Gantt chart of `trace`: per device a compute lane and a comm lane on the simulated clock.
 
     Grey background = idle. The title gives the step time and the bubble fraction
-    1 - sum(compute busy) / (devices x step) (Trace.bubble_fraction)."""
+    1 - sum(compute busy) / (devices x step) (Trace.bubble_fraction). After failures (simulator.faults):
+    work of a failed attempt is pale red ("lost"), the failed instruction black, recovery cyan, and
+    the events of replayed steps (attempt > 0) are hatched."""
     devices = list(range(trace.n_devices)) if devices is None else list(devices)
     if not trace.events:
         return message_figure("empty trace: nothing ran")
@@ -60,18 +66,19 @@ def timeline(trace: Trace, *, title: str | None = None, labels: bool = True, wid
     style_axes(ax)
     row_of = {d: i for i, d in enumerate(devices)}
 
-    groups: dict[tuple[int, str, str], list[tuple[float, float]]] = defaultdict(list)
+    groups: dict[tuple[int, str, str, str | None], list[tuple[float, float]]] = defaultdict(list)
     for e in trace.events:
         if e.device in row_of:
-            groups[(e.device, e.lane, _bar_color(e))].append((e.start_s * scale, e.duration_s * scale))
+            hatch = REPLAY_HATCH if e.attempt > 0 and e.phase not in FAULT_PHASES else None
+            groups[(e.device, e.lane, _bar_color(e), hatch)].append((e.start_s * scale, e.duration_s * scale))
     for d in devices:  # idle background for both lanes
         for lane, (off, h) in LANE_Y.items():
             ax.broken_barh([(0.0, span * scale)], (row_of[d] * ROW_PITCH + off, h),
                            facecolors=PHASE_COLORS["idle"], edgecolor="none", zorder=1)
-    for (d, lane, color), bars in groups.items():
+    for (d, lane, color, hatch), bars in groups.items():
         off, h = LANE_Y[lane]
-        ax.broken_barh(bars, (row_of[d] * ROW_PITCH + off, h), facecolors=color,
-                       edgecolor="white", linewidth=0.4, zorder=2)
+        ax.broken_barh(bars, (row_of[d] * ROW_PITCH + off, h), facecolors=color, edgecolor="white",
+                       linewidth=0.4, zorder=2, hatch=hatch, gid="replayed" if hatch else None)
 
     if labels:
         min_w = span * scale / 60.0  # a label needs about 1/60 of the axis
@@ -103,12 +110,16 @@ def timeline(trace: Trace, *, title: str | None = None, labels: bool = True, wid
 
     present = []
     for e in trace.events:
-        key = "comm" if e.lane == "comm" else (e.phase if e.phase in PHASE_COLORS else "other")
+        key = e.phase if e.phase in FAULT_PHASES else (
+            "comm" if e.lane == "comm" else (e.phase if e.phase in PHASE_COLORS else "other"))
         if key not in present:
             present.append(key)
     order = [p for p in PHASE_COLORS if p in present] + ["idle"]
-    ax.legend(handles=[Patch(color=PHASE_COLORS[p], label=p) for p in order], loc="lower center",
-              bbox_to_anchor=(0.5, 1.0), ncol=len(order), frameon=False, fontsize=8)
+    handles = [Patch(color=PHASE_COLORS[p], label=p) for p in order]
+    if any(e.attempt > 0 for e in trace.events):
+        handles.append(Patch(facecolor="#BBBBBB", edgecolor="white", hatch=REPLAY_HATCH, label="replayed"))
+    ax.legend(handles=handles, loc="lower center",
+              bbox_to_anchor=(0.5, 1.0), ncol=len(handles), frameon=False, fontsize=8)
     head = title if title is not None else (trace.name or "timeline")
     fig.suptitle(f"{head} · step {fmt_time(span)} · bubble {trace.bubble_fraction():.1%}",
                  fontsize=11, fontweight="bold")

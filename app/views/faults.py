@@ -1,16 +1,108 @@
-"""Fault tolerance: what a failed device costs, and how checkpoints bring training back."""
-
-import importlib.util
+"""Fault tolerance: inject a device failure into a real run and watch the recovery on the timeline."""
 
 import streamlit as st
-from ui import coming_soon, intro
+from ui import figure, friendly_errors, intro, show_code, trace_downloads
+
+from simulator import GPTConfig, HardwareDeviceModel, MLPConfig, TrainConfig, train, viz
+from simulator.faults import Fault, train_resilient
+from simulator.units import fmt_time
+
+MODELS = {"MLP, 8 layers (64 → 256 → 8 classes)": MLPConfig(64, 256, 8, 8),
+          "tiny GPT (2 blocks, h=32, 4 heads, s=16, V=64)": GPTConfig(2, 32, 4, 16, 64)}
+STRATEGIES = {"dp": "data parallel (replicas can restore a lost device)",
+              "pp": "pipeline (no replicas: restore from the checkpoint)",
+              "zero1": "ZeRO-1 (sharded optimizer state: restore from the checkpoint)",
+              "hybrid": "dp 2 × pp 2"}
+KINDS = {"kill": "kill: the device dies (its actor is gone)", "fail": "fail: it crashes at an instruction",
+         "slow": "slow: a straggler (no failure)", "drop": "drop: a message is lost (pipeline sends only)"}
 
 intro("Fault tolerance",
-      "Devices fail. A run that checkpoints every k steps loses at most k steps of work plus the restart; "
-      "checkpointing too often costs time on every step. This page injects faults into a real run.")
+      "Devices fail. The driver detects the failure, restarts the device and restores its state: from a "
+      "**replica** when a data-parallel peer still holds it (only the failed step is retried), otherwise from the "
+      "last **checkpoint** (every step since then is replayed). Replays use the same batches, so the final "
+      "weights equal a fault-free run exactly. The timeline shows the **lost** work (pale red), the failure "
+      "(black), the recovery (cyan) and the **replayed** steps (hatched).")
 
-if importlib.util.find_spec("simulator.faults") is None:
-    coming_soon("Inject a device failure into a training run, restore from a checkpoint (also onto a different "
-                "device count) and compare the lost work with the checkpoint cost.", "simulator.faults")
-else:
-    st.info("`simulator.faults` has landed; this page is being wired to it.")
+with st.sidebar:
+    st.subheader("Run")
+    model_name = st.selectbox("Model", list(MODELS), key="model")
+    strategy = st.selectbox("Strategy", list(STRATEGIES), format_func=lambda s: f"{s} · {STRATEGIES[s]}",
+                            key="strategy")
+    devices = 4
+    steps = st.slider("Steps", 2, 8, 6, key="steps")
+    checkpoint_every = st.slider("Checkpoint every k steps (0: never)", 0, 4, 2, key="ckpt")
+    replicas = st.toggle("Restore from replicas when possible", value=True, key="replicas")
+    st.subheader("Fault")
+    kind = st.selectbox("Kind", list(KINDS), format_func=KINDS.get, key="kind")
+    device = st.slider("Device", 0, devices - 1, 1, key="device")
+    step = st.slider("At step", 0, 7, 3, key="fault_step")
+    at_ins = st.number_input("At instruction # (-1: the kind's default place)", -1, 10_000, -1, key="ins")
+    run = st.button("Run with the fault", type="primary", key="run", width="stretch")
+
+
+def make_config(model_name: str, strategy: str, steps: int) -> TrainConfig:
+    kw = {"dp": 2, "pp": 2} if strategy == "hybrid" else {}
+    return TrainConfig(MODELS[model_name], strategy=strategy, devices=4, microbatches=4, batch_size=64,
+                       steps=steps, **kw)
+
+
+@st.cache_data(show_spinner="Training with an injected fault ...", max_entries=16)
+def run_with_fault(model_name, strategy, steps, ckpt, replicas, kind, device, step, ins) -> dict:
+    """train_resilient() with one Fault, and the same run without it (for the lost time)."""
+    cfg = make_config(model_name, strategy, steps)
+    dm = HardwareDeviceModel("local", 4, dtype="fp64")
+    fault = Fault(device, step, kind, None if ins < 0 else ins)
+    res = train_resilient(cfg, faults=(fault,), checkpoint_every=ckpt, replicas=replicas, device_model=dm)
+    clean = train(cfg, device_model=dm, check=False)
+    t = res.train
+    return {"trace": t.trace, "diff": t.max_rel_weight_diff_vs_single, "clean_s": clean.trace.makespan_s,
+            "injected": res.faults_injected, "recovered": res.faults_recovered, "replayed": res.replayed_steps,
+            "reports": res.reports, "recoveries": res.recoveries, "checkpoints": res.checkpoints,
+            "fault": repr(fault), "same_as_clean": max(
+                abs(a - b) for a, b in zip(t.losses, clean.losses)) if t.losses else 0.0}
+
+
+request = (model_name, strategy, steps, checkpoint_every, replicas, kind, device, step, int(at_ins))
+if run:
+    st.session_state["fault_request"] = request
+if "fault_request" not in st.session_state:
+    st.info("Choose a fault in the sidebar and press **Run with the fault**. "
+            "Try a kill on `dp` (restored from a replica) and then on `pp` (restored from the checkpoint).")
+    show_code(train_resilient, key="code")
+    st.stop()
+
+req = st.session_state["fault_request"]
+if req != request:
+    st.caption("Showing the last run; press **Run with the fault** to run the current settings.")
+with friendly_errors():
+    out = run_with_fault(*req)
+trace = out["trace"]
+
+c = st.columns(6)
+c[0].metric("fault", out["fault"])
+c[1].metric("recovered", f"{out['recovered']} of {out['injected']}")
+c[2].metric("replayed steps", out["replayed"])
+c[3].metric("simulated time", fmt_time(trace.makespan_s),
+            f"+{fmt_time(trace.makespan_s - out['clean_s'])}" if trace.makespan_s > out["clean_s"] else None,
+            delta_color="inverse", help="against the same run without the fault")
+c[4].metric("checkpoints at steps", ", ".join(map(str, out["checkpoints"])) or "none")
+c[5].metric("vs one device", f"{out['diff']:.1e}", help="max relative weight difference after training")
+
+for line in out["reports"]:
+    st.error(f"Detected: {line}")
+for r in out["recoveries"]:
+    st.success(f"Recovered: restarted device(s) {r['restarted']}, restored from {r['from']}, resumed at step "
+               f"{r['resume_step']} (replaying {r['step'] - r['resume_step'] + 1} step(s)).")
+st.caption(f"Losses of the recovered run differ from the fault-free run by at most {out['same_as_clean']:.1e}.")
+if not out["reports"]:
+    st.info("Nothing failed: a slow device only lengthens its instruction on the timeline.")
+
+png = figure(viz.timeline(trace), "Pale red: work of the failed attempt, thrown away. Black: the failed "
+             "instruction. Cyan: restart and restore. Hatched: steps replayed after the recovery.")
+trace_downloads(trace, png, f"faults-{req[1]}-{out['fault']}", key="faults")
+st.markdown("**Events of the failure and the recovery**")
+rows = [{"device": e.device, "phase": e.phase, "name": e.name, "step": e.step, "attempt": e.attempt,
+         "start": fmt_time(e.start_s), "duration": fmt_time(e.duration_s)}
+        for e in trace.events if e.phase in ("failure", "recovery")]
+st.dataframe(rows, hide_index=True, width="stretch")
+show_code(train_resilient, key="code")
