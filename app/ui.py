@@ -13,6 +13,11 @@ import streamlit as st
 
 from simulator import ParasimError, viz
 
+# Page titles (as main.py registers them, and as lessons name them in `app_pages`) -> files
+PAGE_FILES = {"Collectives": "views/collectives.py", "Sharding & auto-parallel": "views/sharding.py",
+              "Training playground": "views/training.py", "Pipeline schedules": "views/pipelines.py",
+              "Scale explorer": "views/scale.py", "Fault tolerance": "views/faults.py", "Lessons": "views/lessons.py"}
+
 
 @contextmanager
 def friendly_errors():

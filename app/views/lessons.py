@@ -1,37 +1,92 @@
-"""Lessons: short exercises, each with a README, an exercise to fill in and a checker."""
+"""Lessons: short exercises, each with a README, an exercise to fill in, a checker, and the app pages it uses."""
 
+import re
 from pathlib import Path
 
 import streamlit as st
-from ui import coming_soon, intro
+from streamlit.errors import StreamlitAPIException
+from ui import PAGE_FILES, intro, show_code
 
-LESSONS_DIR = Path(__file__).resolve().parents[2] / "lessons"
+from simulator.lessons import list_lessons, run_check
 
-intro("Lessons", "Short guided exercises: read, fill in `exercise.py`, then run `check.py` to see if it "
-                 "matches the simulator.")
+intro("Lessons", "Short guided exercises: read the README, fill in the TODOs of `exercise.py`, then "
+                 "`parasim lesson check N` compares your functions with the simulator's own results, item by "
+                 "item. Each lesson links to the app pages it uses.")
 
 
 @st.cache_data(show_spinner=False)
-def list_lessons(root: str) -> list[tuple[str, str, str]]:
-    """(folder name, README text, exercise source) of every lessons/NN_topic folder."""
+def lessons() -> list[dict]:
+    """Every lessons/NN_topic folder: metadata, README and exercise (plain data)."""
     out = []
-    for d in sorted(p for p in Path(root).glob("[0-9]*_*") if p.is_dir()):
-        readme, exercise = d / "README.md", d / "exercise.py"
-        out.append((d.name, readme.read_text() if readme.exists() else "",
-                    exercise.read_text() if exercise.exists() else ""))
+    for info in list_lessons():
+        readme, exercise = info.folder / "README.md", info.folder / "exercise.py"
+        out.append({**info.to_dict(), "readme": readme.read_text() if readme.exists() else "",
+                    "exercise": exercise.read_text() if exercise.exists() else ""})
     return out
 
 
-lessons = list_lessons(str(LESSONS_DIR))
-if not lessons:
-    coming_soon("Each lesson will appear here with its README, its exercise and the command that checks it.",
-                "lessons/NN_topic/")
+def page_links(titles, key: str) -> None:
+    """st.page_link to each app page the lesson uses (inside the router; plain names otherwise)."""
+    cols = st.columns(max(len(titles), 1) + 1)
+    for col, title in zip(cols, titles):
+        path = PAGE_FILES.get(title)
+        with col:
+            try:
+                st.page_link(path, label=title, icon=":material/open_in_new:")
+            except StreamlitAPIException:  # a page file run on its own (tests) has no router to link through
+                st.markdown(f"→ **{title}**")
+
+
+IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
+
+
+def show_readme(text: str, folder: Path) -> None:
+    """The README as markdown, with its relative images (figures/*.png) shown from the lesson folder."""
+    if not text:
+        st.markdown("_(no README yet)_")
+        return
+    pos = 0
+    for m in IMAGE.finditer(text):
+        st.markdown(text[pos:m.start()])
+        path = (folder / m.group(2)).resolve()
+        if path.is_file() and folder.resolve() in path.parents:
+            st.image(str(path), caption=m.group(1), width=480)
+        pos = m.end()
+    st.markdown(text[pos:])
+
+
+items = lessons()
+if not items:
+    st.info("No lessons found in lessons/.")
     st.stop()
 
-name = st.selectbox("Lesson", [n for n, _, _ in lessons], key="lesson")
-_, readme, exercise = next(item for item in lessons if item[0] == name)
-st.markdown(readme or "_(no README yet)_")
-if exercise:
-    with st.expander("exercise.py", expanded=False):
-        st.code(exercise, language="python")
-    st.caption(f"Check your answer: `python lessons/{name}/check.py`")
+st.dataframe([{"#": d["number"], "lesson": d["title"], "minutes": d["minutes"],
+               "after": ", ".join(map(str, d["prerequisites"])) or "-", "app pages": ", ".join(d["app_pages"]),
+               "status": d["status"]} for d in items], hide_index=True, width="stretch",
+             height=36 * (len(items) + 1) + 4)
+
+labels = {d["number"]: f"{d['number']:02d} · {d['title']}" for d in items}
+number = st.selectbox("Open lesson", list(labels), format_func=labels.get, key="lesson")
+d = next(x for x in items if x["number"] == number)
+st.subheader(labels[number])
+c = st.columns([3, 1])
+with c[0]:
+    st.markdown("**You will**\n" + "\n".join(f"- {g}" for g in d["goals"]))
+with c[1]:
+    st.metric("minutes", d["minutes"])
+    st.caption(f"status: {d['status']}")
+st.markdown("**Open in the app**")
+page_links(d["app_pages"], key=f"links-{number}")
+st.code(f"parasim lesson check {number}      # check your exercise.py\n"
+        f"parasim lesson check {number} lessons/{d['folder'].split('/')[-1]}/solution.py   # the reference", language="bash")
+tab_readme, tab_ex, tab_check = st.tabs(["README", "exercise.py", "Check the reference solution"])
+with tab_readme:
+    show_readme(d["readme"], Path(d["folder"]))
+with tab_ex:
+    st.code(d["exercise"], language="python")
+with tab_check:
+    if st.button("Run the checker on solution.py", key="check"):
+        report = run_check(number, file=f"{d['folder']}/solution.py")
+        st.dataframe([r.to_dict() for r in report.items], hide_index=True, width="stretch")
+        (st.success if report.ok else st.error)(f"{report.passed} of {report.total} items pass")
+show_code(list_lessons, run_check, key="code")
