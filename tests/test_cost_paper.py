@@ -140,3 +140,15 @@ def test_memory_per_device_follows_the_schedule():
     assert one[1] - one[2] == pytest.approx(act) and gp[1] - one[1] == pytest.approx((m - (p - 1)) * act)
     res = simulate_paper(SMALL, ParallelConfig(pp=p, global_batch=m), "a100-80gb")
     assert res.memory_per_device_bytes == one and max(one) <= res.memory.total_bytes * 1.0001
+
+
+@pytest.mark.parametrize("schedule,v", [("gpipe", 1), ("1f1b", 1), ("interleaved", 2), ("zb-h1", 1), ("zb-h2", 1)])
+@pytest.mark.parametrize("zero,sp,recompute", [(0, False, "full"), (1, True, "selective"), (3, True, "none")])
+def test_every_schedule_zero_and_sp_runs_close_to_the_closed_form(schedule, v, zero, sp, recompute):
+    cfg = ParallelConfig(tp=2, pp=2, dp=2, global_batch=8, schedule=schedule, virtual_stages=v, zero_stage=zero,
+                         sequence_parallel=sp, recompute=recompute)
+    sim = simulate_paper(SMALL, cfg, "a100-80gb", OVERLAP)
+    assert sim.step_time_s == pytest.approx(estimate(SMALL, cfg, "a100-80gb", OVERLAP).step_time_s, rel=0.10)
+    kinds = set(sim.time_by_collective)
+    # reduce-scatter only for ZeRO gradients or SP; all-gather always (stage-boundary gather, SP, ZeRO params)
+    assert ("reduce_scatter" in kinds) == (zero > 0 or sp) and "all_gather" in kinds
