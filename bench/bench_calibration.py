@@ -39,7 +39,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--output", default=None)
     ap.add_argument("--steps", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=3, help="best of this many runs per configuration")
+    ap.add_argument("--repeats", type=int, default=5, help="best of this many runs per configuration")
     args = ap.parse_args()
     path = args.output or tempfile.mkstemp(suffix=".json")[1]
     t0 = time.perf_counter()
