@@ -25,7 +25,8 @@ def test_router_lists_every_page():
     assert not at.exception
     assert at.title[0].value == "Collectives"  # the default page
     for name, title in [("pipelines", "Pipeline schedules"), ("training", "Training playground"),
-                        ("scale", "Scale explorer"), ("sharding", "Sharding & auto-parallel")]:
+                        ("scale", "Scale explorer"), ("sharding", "Sharding & auto-parallel"),
+                        ("faults", "Fault tolerance"), ("lessons", "Lessons")]:
         at.switch_page(str(APP / "views" / f"{name}.py")).run()
         assert not at.exception and at.title[0].value == title
 
@@ -49,12 +50,63 @@ def test_collectives_show_the_code_toggle_prints_sources():
     assert any("def make_plan" in c.value for c in at.code)
 
 
+def tab_metrics(at, tab: int) -> dict:
+    return {m.label: m.value for m in at.tabs[tab].metric}
+
+
+def test_sharding_explains_a_mindspore_matmul():
+    at = page("sharding")
+    assert {"net", "device_num_auto", "mode_auto", "s1", "out1", "M", "K", "N"} <= {
+        w.key for kind in ("radio", "number_input", "selectbox", "text_input") for w in at.get(kind)}
+    m = tab_metrics(at, 0)
+    assert m["device matrix"] == "[2, 4, 1]" and m["collectives inserted"] == "3"  # ((2,4),(4,1)) on 8 devices
+    moves = at.tabs[0].table[0].value
+    assert list(moves["collective"]) == ["AllReduce"] * 3
+    assert list(moves["groups"])[0] == "{0,1,2,3} {4,5,6,7}"  # forward partial sums over k
+    assert list(moves["groups"])[2] == "{0,4} {1,5} {2,6} {3,7}"  # the weight's mirror
+    assert all(moves["reason"])
+    layouts = at.tabs[0].dataframe[1].value
+    assert list(layouts["MindSpore"]) == ["(2, 4)", "(4, 1)", "(2, 1)"]
+    assert list(layouts["PartitionSpec"])[0] == "P('d0', 'd1')"
+    at.text_input(key="out1").input("((8, 1),)").run()  # a*k rows: ReduceScatter instead of AllReduce
+    assert list(at.tabs[0].table[0].value["collective"])[0] == "ReduceScatter"
+    at.text_input(key="out1").input("").run()
+    at.text_input(key="s1").input("((2, 1), (1, 4))").run()
+    moves = at.tabs[0].table[0].value  # no contracting cut: nothing in the forward pass
+    assert list(moves["phase"]) == ["backward", "parameter gradient"]  # dx partial over the c cut; w's mirror
+    assert list(moves["groups"]) == ["{0,1,2,3} {4,5,6,7}", "{0,4} {1,5} {2,6} {3,7}"]
+
+
+def test_sharding_invalid_strategies_are_one_line_errors():
+    at = page("sharding")
+    for bad, words in [("((2, 8), (8, 1))", "16 devices"), ("((2, 4), (2, 1))", "must be cut alike"),
+                       ("__import__('os')", "tuple of integer tuples"), ("((3, 1), (1, 1))", "cannot cut 3 ways")]:
+        at.text_input(key="s1").input(bad).run()
+        assert not at.exception
+        assert len(at.error) == 1 and words in at.error[0].value and "\n" not in at.error[0].value
+    assert tab_metrics(at, 1)["textbook"] == "X[I_dp, J_tp]"  # the other tab still renders
+
+
+def test_sharding_two_layer_network_and_propagation():
+    at = page("sharding")
+    at.radio(key="net").set_value("2-layer MLP: MatMul → ReLU → MatMul").run()
+    ops = at.tabs[0].dataframe[0].value
+    assert list(ops["device matrix"]) == ["[2, 1, 4]", "[2, 4]", "[2, 4, 1]"]  # Megatron column then row
+    phases = list(at.tabs[0].table[0].value["phase"])
+    assert phases.count("forward") == 1 and phases.count("parameter gradient") == 2
+    at.text_input(key="s_act").input("").run()  # unset ReLU in semi-auto: data parallel -> AllToAll
+    assert "AllToAll" in list(at.tabs[0].table[0].value["collective"])
+    at.selectbox(key="mode_auto").set_value("auto_parallel").run()  # propagation picks ((2, 4),)
+    assert "AllToAll" not in list(at.tabs[0].table[0].value["collective"])
+    assert list(at.tabs[0].dataframe[0].value["set by"])[1] == "propagation"
+
+
 def test_sharding_layout_and_uneven_cut():
     at = page("sharding")
-    assert metrics(at)["textbook"] == "X[I_dp, J_tp]"
+    assert tab_metrics(at, 1)["textbook"] == "X[I_dp, J_tp]"
     at.selectbox(key="dim1").set_value("not split").run()
-    assert metrics(at)["textbook"] == "X[I_dp, J]"
-    assert metrics(at)["copies of each block"] == "4"  # replicated over tp=4
+    assert tab_metrics(at, 1)["textbook"] == "X[I_dp, J]"
+    assert tab_metrics(at, 1)["copies of each block"] == "4"  # replicated over tp=4
     at.number_input(key="rows").set_value(3).run()
     assert "cannot be split 2 ways" in at.error[0].value
 
@@ -62,25 +114,30 @@ def test_sharding_layout_and_uneven_cut():
 def test_sharding_mindspore_strategy_text_is_parsed_safely():
     at = page("sharding")
     at.radio(key="mode").set_value("MindSpore strategy").run()
-    assert metrics(at)["MindSpore strategy"] == "(2, 4)"
+    assert tab_metrics(at, 1)["MindSpore strategy"] == "(2, 4)"
     at.text_input(key="strategy").input("__import__('os')").run()
     assert "write integers" in at.error[0].value
 
 
-def test_faults_page_says_what_it_waits_for_or_renders():
-    import importlib.util
-    at = page("faults")
-    assert at.title[0].value == "Fault tolerance"
-    if importlib.util.find_spec("simulator.faults") is None:
-        assert "Coming soon" in at.info[0].value and "simulator.faults" in at.info[0].value
+def test_lessons_page_lists_lessons_and_links_their_pages():
+    from simulator.lessons import list_lessons
 
-
-def test_lessons_page_lists_the_lesson_folders():
     at = page("lessons")
-    folders = sorted(p.name for p in (APP.parent / "lessons").glob("[0-9]*_*") if p.is_dir())
-    if not folders:
-        assert "Coming soon" in at.info[0].value
-        return
-    assert at.selectbox(key="lesson").options == folders
-    at.selectbox(key="lesson").set_value(folders[-1]).run()
-    assert not at.exception and at.markdown
+    lessons = list_lessons()
+    assert at.selectbox(key="lesson").options == [f"{x.number:02d} · {x.title}" for x in lessons]
+    table = at.dataframe[0].value
+    assert list(table["#"]) == [x.number for x in lessons]
+    assert "Sharding & auto-parallel" in table["app pages"][0]
+    at.selectbox(key="lesson").set_value(2).run()
+    assert not at.exception and at.subheader[0].value.startswith("02")
+    assert any("Collectives" in m.value for m in at.markdown)  # the page it links to (plain outside the router)
+    at.button(key="check").click().run()
+    assert "items pass" in at.success[0].value
+
+
+def test_lessons_link_through_the_router():
+    at = AppTest.from_file(str(APP / "main.py"), default_timeout=60).run()
+    at.switch_page(str(APP / "views" / "lessons.py")).run()
+    assert not at.exception
+    links = at.get("page_link")
+    assert links and links[0].proto.page == "sharding" and links[0].proto.label == "Sharding & auto-parallel"

@@ -30,3 +30,20 @@ def test_pipelines_bubble_follows_p_and_invalid_interleaving_is_one_line():
     assert not at.exception
     assert any("multiple of p" in e.value for e in at.error)
     assert "\n" not in at.error[0].value
+
+
+def test_pipelines_show_zb_h2_with_bubble_and_peak_memory():
+    from simulator import make_schedule, simulate_schedule
+
+    at = page("pipelines")
+    assert "zb-h2" in at.multiselect(key="schedules").value
+    names = [m.value for m in at.markdown if m.value.startswith("**")]
+    assert names == ["**gpipe**", "**1f1b**", "**interleaved**", "**zb-h1**", "**zb-h2**"]
+    peaks = [m.value for m in at.metric if m.label == "peak memory"]
+    expect = {n: max(simulate_schedule(make_schedule(n, 4, 8), 1.0, 1.0, 1.0).peak_in_flight) for n in
+              ("gpipe", "1f1b", "zb-h1", "zb-h2")}
+    assert peaks[0] == f"{expect['gpipe']:.3g} M_B" and peaks[1] == f"{expect['1f1b']:.3g} M_B"
+    assert peaks[4] == f"{expect['zb-h2']:.3g} M_B"  # ZB-H2 holds more than 1F1B's p micro-batches
+    assert expect["zb-h2"] > expect["1f1b"]
+    at.multiselect(key="schedules").set_value(["1f1b", "zb-h2"]).run()
+    assert len([m for m in at.metric if m.label == "bubble"]) == 2

@@ -1,12 +1,15 @@
-"""App page tests (scale): renders without exceptions, key widgets, controls change results."""
+"""App page tests (scale): renders without exceptions, key widgets, controls change results, fast reruns."""
 
 import sys
+import time
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
 APP = Path(__file__).resolve().parents[1] / "app"
 sys.path.insert(0, str(APP))  # the pages import app/ui.py as `ui`
+
+EST, SEARCH, CMP, GOOD = range(4)
 
 
 def page(name: str) -> AppTest:
@@ -16,14 +19,74 @@ def page(name: str) -> AppTest:
     return at
 
 
-def metrics(at) -> dict:
-    return {m.label: m.value for m in at.metric}
+def metrics(at, tab: int, skip: int = 0, count: int = 6) -> dict:
+    ms = list(at.tabs[tab].metric)[skip:skip + count]
+    return {m.label: m.value for m in ms}
 
 
-def test_scale_explorer_memory_follows_tensor_parallelism():
+def gb(value: str) -> float:
+    return float(value.split()[0])
+
+
+def test_scale_explorer_memory_follows_tensor_parallelism_and_reruns_fast():
+    from simulator import ParallelConfig, estimate
+
     at = page("scale")
-    gb = float(metrics(at)["memory per GPU"].split()[0])
+    m = metrics(at, EST)
+    ref = estimate("gpt3-175b", ParallelConfig(tp=8, pp=8, dp=8, global_batch=512, recompute="full"), "a100-80gb")
+    assert gb(m["memory per GPU"]) == round(ref.memory_per_gpu_bytes / 1e9, 1)
+    assert m["MFU"] == f"{ref.mfu:.1%}"
+    t0 = time.perf_counter()
     at.select_slider(key="tp").set_value(4).run()
-    assert float(metrics(at)["memory per GPU"].split()[0]) > gb  # fewer shards per layer, more bytes
+    assert time.perf_counter() - t0 < 2.0  # cost-model pages rerun in under 2 s
+    assert gb(metrics(at, EST)["memory per GPU"]) > gb(m["memory per GPU"])  # fewer shards per layer
     at.radio(key="zero").set_value(3).run()
-    assert not at.exception
+    assert gb(metrics(at, EST)["memory per GPU"]) < gb(m["memory per GPU"])
+
+
+def test_scale_explorer_warns_out_of_memory_and_custom_models():
+    at = page("scale")
+    at.selectbox(key="recompute").set_value("none").run()
+    assert metrics(at, EST)["memory per GPU"] and any("Out of memory" in w.value for w in at.tabs[EST].warning)
+    at.selectbox(key="model").set_value("custom ...").run()
+    assert not at.exception and "custom" in at.caption[0].value
+    at.number_input(key="c_a").set_value(60).run()  # 8192 / 60 is not an integer head size
+    assert len(at.error) == 1 and "not divisible by heads 60" in at.error[0].value
+
+
+def test_scale_search_ranks_and_says_why_alternatives_lose():
+    at = page("scale")
+    at.number_input(key="s_gpus").set_value(64).run()
+    at.selectbox(key="model").set_value("megatron-7.5b").run()
+    at.button(key="search").click().run()
+    assert not at.exception, at.exception
+    ranked, alternatives = (d.value for d in at.tabs[SEARCH].dataframe)
+    times = list(ranked["step time (s)"])
+    assert times == sorted(times) and len(times) == 10
+    reasons = list(alternatives["why it loses"])
+    assert reasons and all(r.startswith(("slower by", "OOM by")) for r in reasons)
+    assert "Best of" in at.tabs[SEARCH].success[0].value
+
+
+def test_scale_compare_two_configurations():
+    at = page("scale")
+    a = metrics(at, CMP)
+    b = metrics(at, CMP, skip=6)
+    assert a["step time"] != b["step time"]
+    at.select_slider(key="b_tp").set_value(8).run()
+    at.select_slider(key="b_pp").set_value(8).run()
+    at.selectbox(key="b_schedule").set_value("1f1b").run()
+    at.selectbox(key="b_recompute").set_value("full").run()
+    at.toggle(key="b_sp").set_value(False).run()
+    at.radio(key="b_zero").set_value(0).run()
+    assert metrics(at, CMP, skip=6) == metrics(at, CMP)  # B set equal to A: the same numbers
+
+
+def test_scale_goodput_follows_the_failure_rate():
+    at = page("scale")
+    g = metrics(at, GOOD)
+    assert float(g["goodput at best"].rstrip("%")) > 90
+    at.number_input(key="g_mtbf").set_value(5000).run()  # ten times the failures
+    g2 = metrics(at, GOOD)
+    assert float(g2["goodput at best"].rstrip("%")) < float(g["goodput at best"].rstrip("%"))
+    assert g2["best interval (Daly)"] != g["best interval (Daly)"]
