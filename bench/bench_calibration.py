@@ -22,7 +22,7 @@ import argparse  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 
-from simulator.cost.calibrate import measure_local, predicted_vs_measured, save_local  # noqa: E402
+from simulator.calibrate import measure_local, predicted_vs_measured, save_local  # noqa: E402
 from simulator.cost.device_model import HardwareDeviceModel  # noqa: E402
 from simulator.cost.hardware import load_local  # noqa: E402
 from simulator.models import GPTConfig  # noqa: E402
@@ -30,7 +30,7 @@ from simulator.parallel.config import TrainConfig  # noqa: E402
 try:  # noqa: E402
     from simulator.training import train
 except ImportError:
-    from simulator.parallel.train import train
+    from simulator.training import train
 
 RUNS = (("single", 1, {}), ("dp", 2, {}))
 

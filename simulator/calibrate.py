@@ -32,6 +32,11 @@ import numpy as np
 from simulator.cost.compute import MATMUL_PEAK_FRACTION
 from simulator.cost.hardware import LOCAL_PATH
 from simulator.errors import ParasimError
+from simulator.models import GPTConfig
+from simulator.parallel.config import TrainConfig
+from simulator.program import ProgramBuilder
+from simulator.runtime import make_runtime
+from simulator.training import train
 
 MATMUL_SIZES = (64, 128, 256, 512, 1024)
 LINK_SIZES_BYTES = (8_000, 80_000, 800_000, 8_000_000, 32_000_000)
@@ -100,7 +105,6 @@ def copy_bandwidth_Bps(nbytes: int = 64_000_000, repeats: int = 3) -> float:
 
 def transfer_program(nbytes: int):
     """Two devices: device 0 sends a float64 vector of `nbytes` to device 1."""
-    from simulator.program import ProgramBuilder
     b = ProgramBuilder(2, f"send {nbytes} B")
     b.send(0, 1, "x", nbytes=nbytes)
     return b.build()
@@ -108,7 +112,6 @@ def transfer_program(nbytes: int):
 
 def measure_link(kind: str = "local", sizes_bytes=LINK_SIZES_BYTES, repeats: int = 5, address=None) -> tuple:
     """Run `transfer_program` of each size on a runtime; returns (AlphaBeta, sizes, median times)."""
-    from simulator.runtime import make_runtime   # the runtime sits above cost/ in the layering
     rt = make_runtime(kind, 2, address=address) if address else make_runtime(kind, 2)
     times = []
     try:
@@ -132,23 +135,10 @@ def training_rate_flops_per_s(steps: int = 2, batch_size: int = 8, repeats: int 
     """(R, FLOPs, wall seconds) of a small single-device training run on the LocalRuntime:
     R = FLOPs its instructions carry / measured wall time (all steps), best of `repeats` runs
     (on a shared machine the fastest run is the least disturbed one)."""
-    from simulator.models import GPTConfig
-    from simulator.parallel.config import TrainConfig
-    train = _train_function()
     cfg = TrainConfig(GPTConfig(**CALIBRATION_GPT), strategy="single", devices=1, batch_size=batch_size, steps=steps)
     res = min((train(cfg, check=False) for _ in range(max(1, repeats))), key=lambda r: r.wall_time_s)
     flops = sum(e.flops for e in res.trace.events)
     return flops / res.wall_time_s, flops, res.wall_time_s
-
-
-def _train_function():
-    """`train` (it drives the runtime, above cost/ in the layering, hence imported when called):
-    simulator.training after the planned move, simulator.parallel.train before it."""
-    try:
-        from simulator.training import train
-    except ImportError:
-        from simulator.parallel.train import train
-    return train
 
 
 def local_memory_bytes() -> float:

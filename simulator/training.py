@@ -19,13 +19,14 @@ from typing import Callable
 
 import numpy as np
 
-from ..cost.clock import DeviceModel, simulate
-from ..cost.device_model import HardwareDeviceModel
-from ..models import build_model, get_batch
-from ..trace import Trace
-from .config import TrainConfig
-from .replicated import Compiled, make_optimizer
-from .strategies import compile_strategy
+from .cost.clock import DeviceModel, simulate
+from .cost.device_model import HardwareDeviceModel
+from .models import build_model, get_batch
+from .parallel.config import TrainConfig
+from .parallel.replicated import Compiled, make_optimizer
+from .parallel.strategies import compile_strategy
+from .runtime import make_runtime
+from .trace import Trace
 
 
 @dataclass
@@ -110,7 +111,6 @@ def gather_params(compiled: Compiled, runtime) -> list[dict]:
 def train(cfg: TrainConfig, runtime=None, device_model: DeviceModel | None = None,
           progress: Callable[[int, int], None] | None = None, check: bool = True) -> TrainResult:
     """Compile, run `cfg.steps` real steps, trace them, and compare with one device."""
-    from ..runtime import make_runtime  # the runtime sits above parallel/ in the layering
 
     cfg = cfg.resolved()
     compiled = compile_strategy(cfg)

@@ -6,7 +6,7 @@ the same training without faults (zero lost updates) and within 1e-9 of one devi
 import numpy as np
 import pytest
 
-from simulator.parallel.train import train
+from simulator.training import train
 
 
 def identical(a, b) -> bool:

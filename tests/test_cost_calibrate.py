@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from simulator.cost.calibrate import AlphaBeta, fit_alpha_beta, predicted_vs_measured, save_local, transfer_program
+from simulator.calibrate import AlphaBeta, fit_alpha_beta, predicted_vs_measured, save_local, transfer_program
 from simulator.cost.hardware import get_hardware, load_local
 from simulator.errors import ParasimError
 from simulator.program import Recv, Send

@@ -19,7 +19,7 @@ LAYERS = [
     {"parallel"},
     {"cost"},
     {"auto"},
-    {"training", "faults", "viz", "lessons"},
+    {"training", "calibrate", "faults", "viz", "lessons"},
     {"commands", "cli", "__main__", "__init__"},
 ]
 

@@ -9,7 +9,7 @@ from simulator.cli import main
 from simulator.errors import ParasimError
 from simulator.models import GPTConfig, MLPConfig
 from simulator.parallel.config import TrainConfig
-from simulator.parallel.train import train
+from simulator.training import train
 
 GPT = GPTConfig(layers=3, hidden=16, heads=2, seq_len=8, vocab=16)  # 5 model layers: emb, 3 blocks, head
 MLP = MLPConfig(in_dim=8, hidden=16, layers=4, classes=4)

@@ -8,7 +8,7 @@ from simulator.errors import ParasimError
 from simulator.models import GPTConfig, MLPConfig, build_model, get_batch
 from simulator.parallel.config import TrainConfig
 from simulator.parallel.strategies import compile_strategy
-from simulator.parallel.train import train
+from simulator.training import train
 from simulator.parallel.zero import (expected_model_state_bytes, model_state_formula_bytes, model_state_report,
                                      shard_sizes)
 from simulator.program import Collective

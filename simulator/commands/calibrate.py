@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 
-from ..cost.calibrate import measure_local, save_local
+from ..calibrate import measure_local, save_local
 from ..errors import ParasimError
 
 

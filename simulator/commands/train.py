@@ -10,7 +10,7 @@ from ..errors import ParasimError
 from ..models import GPTConfig, MLPConfig
 from ..parallel.experts import MoEGPTConfig
 from ..parallel.config import GRAD_DTYPES, SCHEDULES, STRATEGIES, TrainConfig
-from ..parallel.train import train
+from ..training import train
 
 MODELS = {
     "gpt": lambda a: GPTConfig(layers=a.layers, hidden=a.hidden, heads=a.heads, seq_len=a.seq, vocab=a.vocab),

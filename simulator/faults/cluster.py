@@ -23,7 +23,7 @@ RESULT_PREFIX = "PARASIM_CLUSTER_RESULT "
 def run_demo(steps: int = 4, timeout_s: float = 20.0) -> dict:
     from ..models import MLPConfig
     from ..parallel.config import TrainConfig
-    from ..parallel.train import train
+    from ..training import train
     from ..runtime.faulty import FaultyDevice
     from ..runtime.local_cluster import LocalCluster
     from ..runtime.ray_runtime import RayRuntime

@@ -2,7 +2,7 @@
 
     result = train_resilient(cfg, faults=parse_faults("1@2"), checkpoint_every=2)
 
-The step loop is `parallel.train`'s (load the batch, run the Program, read the loss, price the
+The step loop is `simulator.training`'s (load the batch, run the Program, read the loss, price the
 step on the clock) with failure handling around each step:
 
 1. Detection: the runtime raises DeviceFailure naming the device and the instruction (an
@@ -36,7 +36,7 @@ from ..errors import DeviceFailure, ParasimError
 from ..models import get_batch
 from ..parallel.config import TrainConfig
 from ..parallel.strategies import compile_strategy
-from ..parallel.train import TrainResult, gather_params, max_rel_diff, reference_train
+from ..training import TrainResult, gather_params, max_rel_diff, reference_train
 from ..program import Compute, Free
 from ..trace import Trace, TraceEvent
 from .checkpoint import Checkpoint, latest_checkpoint, restore, save_checkpoint
@@ -120,7 +120,7 @@ def train_resilient(cfg: TrainConfig, runtime=None, faults: tuple[Fault, ...] = 
                     checkpoint_dir=None, replicas: bool = True, device_model: DeviceModel | None = None,
                     max_failures: int = 20, check: bool = True, resume_from=None,
                     before_step=None) -> ResilientResult:
-    """Train like `parallel.train.train`, surviving the injected (and any real) device failures.
+    """Train like `simulator.training.train`, surviving the injected (and any real) device failures.
     resume_from: a checkpoint (any strategy and device count, same model) to continue from.
     before_step(step, runtime) -> bool: called once before each step's first attempt; True means
     it injected a fault of its own (e.g. removed a cluster node), counted in faults_injected."""
