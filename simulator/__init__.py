@@ -22,8 +22,12 @@ from .cost.hardware import Hardware, get_hardware, hardware_names
 from .cost.memory import activation_bytes_per_layer, in_flight_microbatches, model_state_bytes_per_device
 from .cost.model_presets import ModelSpec, get_model, model_names
 from .cost.parallel_config import Assumptions, ParallelConfig
-from .cost.search import search_configs
+from .cost.goodput import FailureModel, Goodput, daly_interval_s, goodput, goodput_curve, young_interval_s
+from .cost.paper import PaperResult, simulate_paper
+from .cost.search import SearchResult, search_configs, search_training
 from .errors import DeviceFailure, ParasimError, ProgramError
+from .faults import (Checkpoint, Fault, ResilientResult, convert_checkpoint, latest_checkpoint, parse_faults,
+                     random_faults, restore, save_checkpoint, train_resilient)
 from .layout import Layout
 from .layout_convert import P, Partial, PartitionSpec, Replicate, Shard
 from .mesh import DeviceMesh
