@@ -207,3 +207,40 @@ def test_memory_breakdown_accepts_cost_model_keys():
     fig = memory_breakdown({"ZeRO-1": {"model_state": 40e9, "activations": 20e9, "logits": 5e9}}, 80e9)
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert "model states (params + grads + optimizer)" in labels and "activations" in labels
+
+
+def test_timeline_marks_lost_work_failure_recovery_and_replays():
+    from simulator import MLPConfig, TrainConfig
+    from simulator.faults import Fault, train_resilient
+
+    cfg = TrainConfig(MLPConfig(8, 16, 4, 4), strategy="pp", devices=2, microbatches=2, batch_size=8, steps=3)
+    res = train_resilient(cfg, faults=(Fault(1, 1),), checkpoint_every=1)
+    trace = res.train.trace
+    ax = timeline(trace).axes[0]
+    faces = {tuple(round(c, 3) for c in col.get_facecolor()[0]) for col in ax.collections}
+    from matplotlib.colors import to_rgba
+    for phase in ("lost", "failure", "recovery"):
+        assert any(e.phase == phase for e in trace.events)
+        assert tuple(round(c, 3) for c in to_rgba(PHASE_COLORS[phase])) in faces
+    hatched = [c for c in ax.collections if c.get_gid() == "replayed"]
+    assert hatched and all(c.get_hatch() for c in hatched)  # the replayed step's bars
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert {"lost", "failure", "recovery", "replayed"} <= set(labels)
+
+
+def test_goodput_chart_marks_the_optimum():
+    from simulator.cost.goodput import FailureModel, daly_interval_s, goodput_curve, young_interval_s
+    from simulator.viz import goodput_chart
+
+    fm = FailureModel(1024, 50_000, 2.4e12, 50e9, restart_s=600)
+    curve = goodput_curve(fm)
+    fig = goodput_chart(curve, young_s=young_interval_s(fm), daly_s=daly_interval_s(fm))
+    ax = fig.axes[0]
+    line = next(l for l in ax.lines if l.get_gid() == "goodput")
+    ys = list(line.get_ydata())
+    best = max(curve, key=lambda g: g.goodput)
+    assert max(ys) == pytest.approx(best.goodput * 100, rel=1e-12)
+    assert ys[0] < max(ys) > ys[-1]  # too often and too rarely both lose
+    assert f"{best.goodput:.1%}" in fig._suptitle.get_text()
+    assert any(t.get_text().startswith("Young") for t in ax.get_legend().get_texts())
+    assert png_bytes(fig).startswith(PNG_MAGIC)
