@@ -25,5 +25,5 @@ from .viz_style import MEMORY_COLORS, PHASE_COLORS, device_color, png_bytes
 from .viz_trace import device_breakdown, memory_over_time, timeline
 
 __all__ = ["timeline", "device_breakdown", "memory_over_time", "collective_steps", "layout_grid", "schedule_chart",
-           "schedule_compare", "schedule_trace", "memory_breakdown", "sweep_chart", "goodput_chart", "png_bytes", "PHASE_COLORS",
-           "MEMORY_COLORS", "device_color"]
+           "schedule_compare", "schedule_trace", "memory_breakdown", "sweep_chart", "goodput_chart", "png_bytes",
+           "PHASE_COLORS", "MEMORY_COLORS", "device_color"]

@@ -4,13 +4,11 @@ import numpy as np
 import streamlit as st
 from ui import figure, friendly_errors, intro, show_code
 
-from simulator.collectives.algorithms import algorithms, make_plan
+from simulator import (algorithms, bus_bandwidth_factor, collective_time_s, get_hardware, hardware_names, make_plan,
+                       plan_time, reference, viz)
 from simulator.collectives.execute import collective
-from simulator.collectives.reference import reference
-from simulator.cost.comm import KINDS, bus_bandwidth_factor, collective_time_s, plan_time
-from simulator.cost.hardware import get_hardware, hardware_names
+from simulator.cost.comm import KINDS
 from simulator.units import fmt_bytes, fmt_time
-from simulator.viz import collective_steps, sweep_chart
 
 SIZES = {"1 kB": 1e3, "64 kB": 64e3, "1 MB": 1e6, "16 MB": 16e6, "256 MB": 256e6, "1 GB": 1e9}
 WORLD = (2, 4, 8, 16, 32, 64, 128)
@@ -57,19 +55,19 @@ c[4].metric("bus bandwidth factor", f"{res['busbw_factor']:.3g}", help="busbw = 
 
 tab_steps, tab_bytes, tab_n, tab_s = st.tabs(["Steps", "Bytes per rank", "Time vs world size", "Time vs size"])
 with tab_steps:
-    figure(collective_steps(plan), "Each cell: the chunk a rank receives at that step and from whom; hatched = "
+    figure(viz.collective_steps(plan), "Each cell: the chunk a rank receives at that step and from whom; hatched = "
                                    "added into its slot (reduce), plain = copied. Colour = chunk.")
 with tab_bytes:
     st.bar_chart({"bytes sent": sent}, x_label="rank", y_label="bytes sent", height=280)
     st.caption(f"Ring all-reduce sends 2(n-1)/n·S = {2 * (n - 1) / n * SIZES[size_name]:.4g} B per rank; "
                "every plan's bytes are counted transfer by transfer.")
 with tab_n:
-    figure(sweep_chart(WORLD, res["by_n"], xlabel="ranks n", ylabel="time", logx=True, logy=True, y_is_time=True,
+    figure(viz.sweep_chart(WORLD, res["by_n"], xlabel="ranks n", ylabel="time", logx=True, logy=True, y_is_time=True,
                        title=f"{kind} of {size_name} on {hw_name}"),
            f"Cost model (topology-aware): groups up to {res['per_node']} ranks stay inside one node (fast links); "
            "larger groups cross nodes and are priced hierarchically.")
 with tab_s:
-    figure(sweep_chart(list(SIZES.values()), res["by_s"], xlabel="message size S (bytes)", ylabel="time",
+    figure(viz.sweep_chart(list(SIZES.values()), res["by_s"], xlabel="message size S (bytes)", ylabel="time",
                        logx=True, logy=True, y_is_time=True, title=f"{kind} over {n} ranks on {hw_name}"),
            "Small messages pay latency (steps × α), large ones pay bandwidth (bytes / β).")
 
