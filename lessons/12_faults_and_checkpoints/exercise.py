@@ -1,0 +1,97 @@
+# %% [markdown]
+# # Lesson 12 (EXERCISE): faults and checkpoints — losing a device without losing the run
+#
+# Fill in every function that raises `NotImplementedError("TODO ...")`, then run
+# `parasim lesson check 12`. Experiments sit under `if __name__ == "__main__":`.
+
+# %%
+import math
+import tempfile
+
+import numpy as np
+
+from simulator import (FailureModel, GPTConfig, TrainConfig, convert_checkpoint, goodput_curve, parse_faults,
+                       train_resilient, young_interval_s)
+
+GPT = GPTConfig(layers=2, hidden=8, heads=2, seq_len=4, vocab=8)
+DP2 = TrainConfig(GPT, strategy="dp", devices=2, batch_size=4, steps=4)
+
+
+# %% [markdown]
+# ## 1. How much work runs twice?
+# A device dies during step `fail_step`. Recovery restores a consistent state and replays:
+# - from a **data-parallel replica** (a surviving peer still holds the state at the start of the
+#   failed step): only the failed step runs again;
+# - from a **checkpoint** saved before step 0, k, 2k, ... (`checkpoint_every=k`): every step
+#   since the last checkpoint, and the failed step itself, run again.
+
+# %%
+def steps_replayed(fail_step: int, checkpoint_every: int, from_replicas: bool) -> int:
+    """Steps that run a second time after one failure during `fail_step`."""
+    raise NotImplementedError("TODO: 1 from a replica; from a checkpoint every k steps, count back to the last one")
+
+
+# %% [markdown]
+# ## 2. Recovered weights equal fault-free weights, bit for bit
+# `result.train.params` is a list (one per layer) of {name: array}. Return the largest absolute
+# difference over every parameter of two such lists (0.0 means identical).
+
+# %%
+def max_weight_difference(params_a: list[dict], params_b: list[dict]) -> float:
+    """max |a - b| over every parameter array of two trained models of the same shape."""
+    raise NotImplementedError("TODO: loop over layers and names, np.max(np.abs(a - b))")
+
+
+# %% [markdown]
+# ## 3. Resume on another strategy and device count
+# A checkpoint records, per tensor, its global shape and which block every rank holds (a strategy
+# file). `convert_checkpoint(src, dst, target)` re-cuts it for `target`;
+# `train_resilient(target, resume_from=dst)` continues training from the checkpoint's step.
+
+# %%
+def resume_elsewhere(checkpoint_root, target: TrainConfig, workdir):
+    """Convert the latest checkpoint under `checkpoint_root` for `target` into `workdir`, then
+    train `target` from it; return the ResilientResult."""
+    raise NotImplementedError("TODO: convert_checkpoint, then train_resilient(..., resume_from=...)")
+
+
+# %% [markdown]
+# ## 4. How often to checkpoint: Young's interval
+# n devices, each failing on average every `device_mtbf_h` hours: the job fails every
+# M = device_mtbf_h x 3600 / n seconds. Writing the checkpoint takes C = bytes / bandwidth.
+# Checkpointing every tau seconds wastes C/tau, a failure loses (tau + C)/2 on average:
+# minimising C/tau + tau/(2M) gives Young's interval tau* = sqrt(2 C M).
+
+# %%
+def young_interval(n_devices: int, device_mtbf_h: float, checkpoint_nbytes: float, write_Bps: float) -> float:
+    """Young's optimal checkpoint interval sqrt(2 C M), in seconds."""
+    raise NotImplementedError("TODO: M from the MTBF per device, C from the bytes, then sqrt(2 C M)")
+
+
+def best_interval(fm: FailureModel, n_points: int = 400) -> float:
+    """The interval of goodput_curve(fm, n_points=n_points) with the highest goodput."""
+    raise NotImplementedError("TODO: the argmax of the curve")
+
+
+def checkpoint_every_steps(fm: FailureModel, step_time_s: float) -> int:
+    """Young's interval as a whole number of training steps (at least 1): the value to pass as
+    `checkpoint_every`."""
+    raise NotImplementedError("TODO: round tau* / step time, never below 1")
+
+
+# %%
+if __name__ == "__main__":
+    for spec, every, replicas in (("kill:1@3#10", 2, False), ("kill:1@3#10", 0, True)):
+        r = train_resilient(DP2, faults=parse_faults(spec), checkpoint_every=every, replicas=replicas)
+        print(spec, r.recoveries[0]["from"], "replayed", r.replayed_steps,
+              "predicted", steps_replayed(3, every or 1, replicas))
+    clean = train_resilient(DP2)
+    print("difference to the fault-free run:", max_weight_difference(r.train.params, clean.train.params))
+    with tempfile.TemporaryDirectory() as tmp:
+        train_resilient(DP2, checkpoint_every=2, checkpoint_dir=f"{tmp}/dp2")
+        pp = TrainConfig(GPT, strategy="pp", devices=4, pp=2, dp=2, microbatches=2, batch_size=4, steps=4)
+        resumed = resume_elsewhere(f"{tmp}/dp2", pp, f"{tmp}/pp4")
+        print("resumed on pp=2 x dp=2:", resumed.train.losses, "vs", clean.train.losses[2:])
+    fm = FailureModel(1536, 50_000.0, 175e9 * 14, 50e9, restart_s=600.0)  # GPT-3 on 1536 GPUs
+    print(f"Young {young_interval(1536, 50_000.0, 175e9 * 14, 50e9):.0f} s, curve optimum {best_interval(fm):.0f} s, "
+          f"every {checkpoint_every_steps(fm, 30.0)} steps of 30 s")
