@@ -130,6 +130,8 @@ def test_training_playground_runs_and_draws_the_timeline(server, browser, tmp_pa
     assert float(metric_values(page, "vs one device")[0]) < 1e-9  # same math as one device
     assert charts(page).count() >= 2
     assert page.get_by_role("button", name="Chrome trace (JSON)").count() == 1
+    assert page.locator('[data-testid="stProgress"]').count() == 1  # the run's progress bar, completed
+    assert page.get_by_text("checked against one device", exact=True).count() == 1
     assert page.locator('[data-testid="stException"]').count() == 0
     shot = tmp_path / "training.png"
     page.screenshot(path=str(shot), full_page=True)
