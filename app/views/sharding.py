@@ -91,8 +91,7 @@ def show_explanation(info: dict, mlp: bool) -> None:
 
     st.markdown("**Every inserted collective**, in the order the compiler inserts it")
     if moves:
-        st.dataframe(moves, hide_index=True, width="stretch",
-                     column_config={"reason": st.column_config.TextColumn(width="large")})
+        st.table(moves)
     else:
         st.success("No communication at all: every operator finds its inputs where it needs them.")
     if info["local"]:
