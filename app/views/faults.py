@@ -3,8 +3,7 @@
 import streamlit as st
 from ui import figure, friendly_errors, intro, show_code, trace_downloads
 
-from simulator import GPTConfig, HardwareDeviceModel, MLPConfig, TrainConfig, train, viz
-from simulator.faults import Fault, train_resilient
+from simulator import Fault, GPTConfig, HardwareDeviceModel, MLPConfig, TrainConfig, train, train_resilient, viz
 from simulator.units import fmt_time
 
 MODELS = {"MLP, 8 layers (64 → 256 → 8 classes)": MLPConfig(64, 256, 8, 8),

@@ -4,10 +4,9 @@ configuration search and why the alternatives lose; two configurations side by s
 import streamlit as st
 from ui import figure, intro, or_error, show_code
 
-from simulator import ModelSpec, ParallelConfig, estimate, get_hardware, get_model, hardware_names, model_names, viz
-from simulator.cost.goodput import FailureModel, checkpoint_nbytes, daly_interval_s, goodput, goodput_curve, \
-    young_interval_s
-from simulator.cost.search import search_training
+from simulator import (FailureModel, ModelSpec, ParallelConfig, daly_interval_s, estimate, get_hardware, get_model,
+                       goodput, goodput_curve, hardware_names, model_names, search_training, viz, young_interval_s)
+from simulator.cost.goodput import checkpoint_nbytes
 from simulator.units import fmt_time
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2")
