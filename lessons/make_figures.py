@@ -152,6 +152,28 @@ def lesson_11() -> None:
                                                     title="18.4B on 64 A100s: the 6 fastest configurations that fit"))
 
 
+def lesson_12() -> None:
+    f = "12_faults_and_checkpoints"
+    cfg = ps.TrainConfig(tiny_gpt(2), strategy="dp", devices=2, batch_size=4, steps=4)
+    r = ps.train_resilient(cfg, faults=ps.parse_faults("kill:1@3#40"), checkpoint_every=2, replicas=False,
+                           device_model=clock())
+    save(f, "recovered_timeline.png",
+         viz.timeline(r.train.trace, labels=False,
+                      title="device 1 dies in step 3: lost work (red), restore from the step-2 checkpoint, "
+                            "steps 2-3 replayed (hatched)"))
+    fm = ps.FailureModel(1536, 50_000.0, 175e9 * 14, 50e9, restart_s=600.0)  # GPT-3 175B on 1536 GPUs
+    curve = ps.goodput_curve(fm, n_points=40)
+    xs = [g.interval_s / 60 for g in curve]
+    save(f, "goodput_vs_interval.png",
+         viz.sweep_chart(xs, {"goodput": [g.goodput for g in curve],
+                              "checkpoint cost C/tau": [g.checkpoint_overhead for g in curve],
+                              "lost work (tau+C)/2M": [g.lost_work for g in curve]},
+                         xlabel="checkpoint interval tau (minutes)", ylabel="fraction of wall time",
+                         title=f"GPT-3 on 1536 GPUs, C = {fm.checkpoint_time_s:.0f} s, M = "
+                               f"{fm.system_mtbf_s / 3600:.1f} h: Young's sqrt(2CM) = "
+                               f"{ps.young_interval_s(fm) / 60:.0f} min", logx=True))
+
+
 def main(argv: list[str]) -> int:
     figures = {name[len("lesson_"):]: fn for name, fn in globals().items() if name.startswith("lesson_")}
     wanted = [a.zfill(2) for a in argv] or sorted(figures)
