@@ -17,8 +17,11 @@ from dataclasses import dataclass, field, replace
 LANES = ("compute", "comm")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class TraceEvent:
+    """One bar of the timeline. Treated as a value (never mutated; use dataclasses.replace), but
+    not frozen: a frozen dataclass is 7x slower to build, and a paper-scale trace holds ~1e6."""
+
     device: int
     lane: str  # compute | comm
     name: str

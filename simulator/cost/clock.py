@@ -34,6 +34,7 @@ from typing import Protocol
 from ..collectives.algorithms import make_plan
 from ..collectives.plan import Plan
 from .comm import plan_time
+from ..program import no_gc
 from ..program import Collective, Compute, Free, Program, Recv, Send
 from ..trace import MemorySample, Trace, TraceEvent
 
@@ -82,7 +83,11 @@ def simulate(program: Program, model: DeviceModel | None = None, *, step: int = 
              memory: dict[tuple[int, int], dict[str, int]] | None = None, name: str = "") -> Trace:
     """Price `program` on `model`. `memory` maps (rank, instruction index) to the bytes a real run
     measured after that instruction; the samples are placed at the instruction's simulated end."""
-    model = model or SimpleDeviceModel()
+    with no_gc():
+        return _simulate(program, model or SimpleDeviceModel(), step, memory, name)
+
+
+def _simulate(program: Program, model: DeviceModel, step: int, memory, name: str) -> Trace:
     code = program.code
     n = program.n_devices
     t_comp = [0.0] * n
