@@ -1,18 +1,26 @@
-"""Autograder of lesson 11: the student's brute-force search against search_configs."""
+"""Autograder of lesson 11: the student's brute-force search against search_configs, and the
+operator-level search (predictions, candidates, brute force) against auto_search."""
+
+from math import prod
 
 import numpy as np
 
-from simulator import estimate, get_model, search_configs
+from simulator import (AutoParallelContext, OpCostModel, auto, auto_search, estimate, explain, get_model, plan_cost,
+                       reset_auto_parallel_context, search_configs)
 from simulator.lessons import compare, expect, ok
 
 LESSON = {
     "title": "Auto-parallel search: how a framework decides where to cut",
     "goals": ["enumerate the space of (t, p, d, b) configurations and its divisibility rules",
               "let a cost model price every candidate, drop those that do not fit, keep the fastest",
-              "compare a hand-written search with parasim's search_configs"],
+              "compare a hand-written search with parasim's search_configs",
+              "run MindSpore's operator-level search (auto_parallel, dynamic/recursive programming)",
+              "predict when the search picks data parallel and when it shards the weights",
+              "check dynamic programming against brute force on a tiny chain"],
     "app_pages": ["Scale explorer", "Sharding & auto-parallel"],
-    "requires": ["search_configs", "estimate", "get_hardware"],
-    "minutes": 45,
+    "requires": ["search_configs", "estimate", "get_hardware", "auto_search", "OpCostModel", "plan_cost",
+                 "explain", "set_auto_parallel_context", "module:simulator.auto.search_nets"],
+    "minutes": 75,
     "prerequisites": [9, 10],
 }
 
@@ -57,4 +65,113 @@ def check_best(s):
             return compare(f"{want.config!r}: {want.result.step_time_s:.4g} s",
                            f"{cfg!r}: {got.step_time_s:.4g} s{' OOM' if got.oom else ''}",
                            f"{name} on {gpus} GPUs: did you drop OOM candidates and use SP when t > 1?")
+    return ok()
+
+
+# ---- operator-level search ------------------------------------------------------------------
+DP, REC = "dynamic_programming", "recursive_programming"
+LARGE_BATCH, HUGE_WEIGHTS, MIDDLE = (2 ** 16, 128, 128, 128), (8, 2048, 2048, 16), (1024, 256, 256, 16)
+
+
+def _first_layer(n, d, f, c, D, mode):
+    net, _ = auto.mlp_network(n=n, d=d, f=f, c=c, bias=False, x_grad=True)
+    ctx = AutoParallelContext("auto_parallel", D, search_mode=mode, cost_model=OpCostModel())
+    return auto_search(net, ctx).strategies["MatMul-0"]
+
+
+def _chain(n, d, f, c):
+    return lambda: auto.mlp_network(n=n, d=d, f=f, c=c, bias=False)[0]
+
+
+CHAINS = [((16, 8, 16, 4), 4), ((8, 4, 8, 2), 2)]
+
+
+def check_kind_of(s):
+    "kind_of names data parallel, weight sharded and mixed MatMul strategies"
+    cases = [(((8, 1), (1, 1)), 8, "data parallel"), (((1, 2), (2, 4)), 8, "weight sharded"),
+             (((1, 1), (1, 8)), 8, "weight sharded"), (((4, 1), (1, 2)), 8, "mixed"),
+             (((2, 2), (2, 2)), 8, "mixed"), (((4, 1), (1, 1)), 4, "data parallel")]
+    for strategy, D, want in cases:
+        got = s.kind_of(strategy, D)
+        if got != want:
+            return compare(want, got, f"{strategy} on {D} devices: a = D alone is data parallel; k x c = D is "
+                                      "weight sharded")
+    return ok()
+
+
+def check_searched_first_layer(s):
+    "searched_first_layer returns auto_search's MatMul-0 strategy (both search modes)"
+    try:
+        for case, D, mode in ((LARGE_BATCH, 8, DP), (HUGE_WEIGHTS, 8, DP), (MIDDLE, 8, REC), (MIDDLE, 4, DP)):
+            got = s.searched_first_layer(*case, D, mode)
+            want = _first_layer(*case, D, mode)
+            if tuple(map(tuple, got)) != want:
+                return compare(want, got, f"mlp_network{case} on {D} devices, {mode}: parallel_mode='auto_parallel'")
+    finally:
+        reset_auto_parallel_context()
+    return ok()
+
+
+def check_prediction(s):
+    "predict_first_layer agrees with the search on the two extreme MLPs"
+    for case in (LARGE_BATCH, HUGE_WEIGHTS):
+        strategy = _first_layer(*case, 8, DP)
+        (a, k), (_, c) = strategy
+        want = "data parallel" if a == 8 else "weight sharded"
+        got = s.predict_first_layer(*case)
+        if got != want:
+            return compare(want, got, f"n, d, f, c = {case}: the search chose {strategy}; which moves fewer bytes?")
+    return ok()
+
+
+def check_op_candidates(s):
+    "op_candidates: valid power-of-two strategies using all D devices, as many as auto_search counts"
+    for case, D in CHAINS:
+        net = _chain(*case)()
+        total = 0
+        for node in net.nodes:
+            shapes = [net.tensors[x].shape for x in node.inputs]
+            cands = s.op_candidates(node.op.name, shapes, D)
+            for strategy in cands:
+                cuts = [v for dims in strategy for v in dims]
+                good = all(v & (v - 1) == 0 for v in cuts) and all(
+                    n % v == 0 for dims, shape in zip(strategy, shapes) for v, n in zip(dims, shape))
+                if node.op.name == "MatMul":
+                    good = good and strategy[0][1] == strategy[1][0] and prod(strategy[0]) * strategy[1][1] == D
+                elif node.op.name == "GeLU":
+                    good = good and prod(strategy[0]) == D
+                else:
+                    good = good and strategy[0][1] == 1 and strategy[0][0] == strategy[1][0] == D
+                if not good:
+                    return expect(False, "powers of two dividing each dim, equal k, product = D", strategy,
+                                  f"{node.label} {shapes} on {D} devices")
+            if len(set(map(tuple, cands))) != len(cands):
+                return expect(False, "no duplicates", cands, node.label)
+            total += len(cands)
+        want = auto_search(net, AutoParallelContext("auto_parallel", D, search_mode=DP,
+                                                    cost_model=OpCostModel())).n_candidates
+        if total != want:
+            return compare(want, total, f"mlp_network{case} on {D} devices: candidates over all operators")
+    return ok()
+
+
+def check_brute_force(s):
+    "brute_force finds the dynamic-programming optimum; recursive programming is never better"
+    model = OpCostModel()
+    for case, D in CHAINS:
+        make = _chain(*case)
+        ctx = AutoParallelContext("auto_parallel", D, search_mode=DP, cost_model=model)
+        want = auto_search(make(), ctx)
+        objective, strategies = s.brute_force(make, D, model)
+        if not np.isclose(objective, want.objective, rtol=1e-9):
+            return compare(want.objective, objective, f"mlp_network{case} on {D} devices: DP chose {want.strategies}")
+        net = make()
+        for node in net.nodes:
+            node.op.shard(strategies[node.label])
+        priced = plan_cost(explain(net, AutoParallelContext("semi_auto_parallel", D)).plan, model).objective
+        if not np.isclose(priced, objective, rtol=1e-9):
+            return compare(objective, priced, "the strategies you return must cost the objective you return")
+        rec = auto_search(make(), AutoParallelContext("auto_parallel", D, search_mode=REC, cost_model=model))
+        if rec.objective < objective * (1 - 1e-9):
+            return expect(False, "recursive programming >= the brute-force optimum", rec.objective)
     return ok()

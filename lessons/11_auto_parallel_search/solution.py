@@ -5,7 +5,11 @@
 # `parasim lesson check 11`. Experiments sit under `if __name__ == "__main__":`.
 
 # %%
-from simulator import ParallelConfig, estimate, get_hardware, get_model, search_configs
+import itertools
+from math import prod
+
+from simulator import (AutoParallelContext, OpCostModel, ParallelConfig, auto, auto_search, estimate, explain,
+                       get_hardware, get_model, plan_cost, search_configs, set_auto_parallel_context)
 
 MODEL, HARDWARE, GPUS, BATCH = "megatron-18.4b", "a100-80gb", 64, 256
 
@@ -55,6 +59,99 @@ def best_config(model_name: str, hardware: str, gpus: int, global_batch: int) ->
     # END SOLUTION
 
 
+# %% [markdown]
+# ## 3. Operator-level search (MindSpore's auto_parallel)
+# Sections 1-2 searched a handful of *global* knobs. MindSpore searches a strategy for *every
+# operator*: `set_auto_parallel_context(parallel_mode="auto_parallel", search_mode=...,
+# device_num=D, cost_model=OpCostModel(...))`, then `auto_search(net, ctx)`. Its objective is
+# alpha x compute + beta x (comm + gamma x parameter comm); `auto.mlp_network(n, d, f, c)` builds
+# x (n, d) @ w1 (d, f) -> GeLU -> @ w2 (f, c) -> SoftmaxCrossEntropy.
+#
+# **Predict first.** Data parallel cuts the batch: nothing moves in the forward pass, but every
+# step all-reduces the weights' gradients (about d f + f c numbers). Sharding the weights keeps
+# them whole nowhere, but moves activations (about n f numbers). Write the rule of thumb, then
+# let the search decide what the first MatMul does.
+
+# %%
+def predict_first_layer(n: int, d: int, f: int, c: int) -> str:
+    """Your guess for MatMul-0: "data parallel" (batch cut, weights whole) or "weight sharded"."""
+    # BEGIN SOLUTION: compare the weights' elements with the activations' elements
+    return "data parallel" if n * f > d * f + f * c else "weight sharded"
+    # END SOLUTION
+
+
+def searched_first_layer(n: int, d: int, f: int, c: int, device_num: int, search_mode: str) -> tuple:
+    """MatMul-0's strategy ((a, k), (k, c)) chosen by auto_search on mlp_network(n, d, f, c,
+    bias=False, x_grad=True) with the default OpCostModel()."""
+    # BEGIN SOLUTION: set_auto_parallel_context(parallel_mode='auto_parallel', ...), then auto_search
+    net, _ = auto.mlp_network(n=n, d=d, f=f, c=c, bias=False, x_grad=True)
+    ctx = set_auto_parallel_context(parallel_mode="auto_parallel", search_mode=search_mode,
+                                    device_num=device_num, cost_model=OpCostModel())
+    return auto_search(net, ctx).strategies["MatMul-0"]
+    # END SOLUTION
+
+
+def kind_of(strategy: tuple, device_num: int) -> str:
+    """"data parallel" if only the batch is cut (a = D), "weight sharded" if the weight's cuts
+    k x c use all D devices, "mixed" otherwise."""
+    # BEGIN SOLUTION: read a, k, c off ((a, k), (k, c))
+    (a, k), (_, c) = strategy
+    if a == device_num and k == c == 1:
+        return "data parallel"
+    return "weight sharded" if k * c == device_num else "mixed"
+    # END SOLUTION
+
+
+# %% [markdown]
+# ## 4. Dynamic programming vs brute force on a tiny chain
+# The candidates of an operator (MindSpore's defaults): every dimension cut a power of two that
+# divides it, the product of all cuts exactly D (`fully_use_devices`). MatMul ((a, k), (k, c)):
+# both k equal. GeLU ((a, b),). SoftmaxCrossEntropy ((a, 1), (a,)): the class dimension whole.
+# A network's operators are `net.nodes` (`node.label`, `node.op.name`, `node.inputs`; a tensor's
+# shape is `net.tensors[name].shape`). To price one combination: shard every operator of a fresh
+# network (`node.op.shard(strategy)`), build the plan with a semi_auto_parallel context
+# (`explain(net, ctx).plan`) and price it: `plan_cost(plan, cost_model).objective`.
+
+# %%
+def op_candidates(op_name: str, shapes: list[tuple], device_num: int) -> list[tuple]:
+    """Every candidate strategy of one operator (MatMul, GeLU or SoftmaxCrossEntropy)."""
+    # BEGIN SOLUTION: powers of two per letter, divisibility, product == D
+    pows = [p for p in (1 << i for i in range(device_num.bit_length())) if device_num % p == 0]
+    if op_name == "MatMul":
+        (n, d), (_, f) = shapes
+        return [((a, k), (k, c)) for a in pows for k in pows for c in pows
+                if n % a == 0 and d % k == 0 and f % c == 0 and a * k * c == device_num]
+    if op_name == "GeLU":
+        (n, f), = shapes
+        return [((a, b),) for a in pows for b in pows if n % a == 0 and f % b == 0 and a * b == device_num]
+    if op_name == "SoftmaxCrossEntropy":
+        n = shapes[0][0]
+        return [((a, 1), (a,)) for a in pows if n % a == 0 and a == device_num]
+    raise ValueError(f"no candidates for {op_name}")
+    # END SOLUTION
+
+
+def brute_force(make_net, device_num: int, cost_model: OpCostModel) -> tuple[float, dict]:
+    """Try every combination of candidates of the network `make_net()` builds; return the lowest
+    objective and its {label: strategy}."""
+    # BEGIN SOLUTION: itertools.product over the candidate lists, price each plan
+    net = make_net()
+    labels = [node.label for node in net.nodes]
+    spaces = [op_candidates(node.op.name, [net.tensors[x].shape for x in node.inputs], device_num)
+              for node in net.nodes]
+    semi = AutoParallelContext("semi_auto_parallel", device_num)
+    best = (float("inf"), {})
+    for combo in itertools.product(*spaces):
+        net = make_net()
+        for node, strategy in zip(net.nodes, combo):
+            node.op.shard(strategy)
+        objective = plan_cost(explain(net, semi).plan, cost_model).objective
+        if objective < best[0]:
+            best = (objective, dict(zip(labels, combo)))
+    return best
+    # END SOLUTION
+
+
 # %%
 if __name__ == "__main__":
     model = get_model(MODEL)
@@ -63,3 +160,13 @@ if __name__ == "__main__":
     print("mine:  ", mine, estimate(model, mine, HARDWARE))
     print("parasim:", search_configs(MODEL, HARDWARE, GPUS, BATCH, recomputes=("selective",),
                                      micro_batch_sizes=(1, 2), top=1)[0])
+    for n, d, f, c in ((2 ** 16, 128, 128, 128), (8, 2048, 2048, 16), (1024, 256, 256, 16)):
+        s = searched_first_layer(n, d, f, c, 8, "dynamic_programming")
+        print(f"n={n} d={d} f={f}: predicted {predict_first_layer(n, d, f, c)}, searched {s} = {kind_of(s, 8)}")
+    chain = lambda: auto.mlp_network(n=16, d=8, f=16, c=4, bias=False)[0]  # noqa: E731
+    ctx = set_auto_parallel_context(parallel_mode="auto_parallel", search_mode="dynamic_programming",
+                                    device_num=4, cost_model=OpCostModel())
+    dp = auto_search(chain(), ctx)
+    print("DP:         ", dp.objective, dp.strategies)
+    print("brute force:", *brute_force(chain, 4, OpCostModel()))
+    print(explain(chain(), ctx))                  # the collectives the searched strategies insert
