@@ -155,3 +155,11 @@ def test_cli_refuses_bad_tp(capsys):
     code = main(["train", "--strategy", "sp", "--devices", "3", "--layers", "1", "--hidden", "16",
                  "--heads", "4", "--seq", "8", "--vocab", "16", "--batch", "4", "--steps", "1"])
     assert code == 2 and "tensor-parallel degree 3" in capsys.readouterr().err
+
+
+def test_mixture_of_experts_models_are_refused_with_a_pointer_to_ep():
+    from simulator import MoEGPTConfig
+    moe = MoEGPTConfig(layers=2, hidden=8, heads=2, seq_len=4, vocab=8, experts=2)
+    for strategy, kw in (("tp", {}), ("sp", {}), ("hybrid", {"dp": 2, "tp": 2})):
+        with pytest.raises(ParasimError, match="use --strategy ep"):
+            train(TrainConfig(moe, strategy=strategy, devices=4 if kw else 2, batch_size=4, **kw))
