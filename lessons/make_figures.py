@@ -150,6 +150,19 @@ def lesson_11() -> None:
             for c in found}
     save(f, "top_configs.png", viz.memory_breakdown(bars, capacity_bytes=80e9,
                                                     title="18.4B on 64 A100s: the 6 fastest configurations that fit"))
+    ns = [2 ** k for k in range(3, 17, 2)]  # batch rows of an MLP with 1024 x 1024 weights
+    model, series = ps.OpCostModel(), {"searched (dynamic programming)": [], "data parallel": []}
+    for n in ns:
+        net, _ = ps.auto.mlp_network(n=n, d=1024, f=1024, c=16, bias=False, x_grad=True)
+        ctx = ps.AutoParallelContext("auto_parallel", 8, search_mode="dynamic_programming", cost_model=model)
+        series["searched (dynamic programming)"].append(ps.auto_search(net, ctx).objective)
+        net, _ = ps.auto.mlp_network(n=n, d=1024, f=1024, c=16, bias=False, x_grad=True)
+        plan = ps.explain(net, ps.AutoParallelContext("data_parallel", 8)).plan
+        series["data parallel"].append(ps.plan_cost(plan, model).objective)
+    save(f, "op_search_vs_batch.png",
+         viz.sweep_chart(ns, series, xlabel="batch rows n (weights 1024 x 1024)", ylabel="objective (step time)",
+                         title="MLP on 8 A100s: the operator-level search shards weights until the batch dominates",
+                         logx=True, y_is_time=True))
 
 
 def lesson_12() -> None:
