@@ -13,7 +13,7 @@ from .auto import (AutoParallelContext, Explanation, MsLayout, Network, OpCostMo
                    get_auto_parallel_context, init, plan_cost, reset_auto_parallel_context, set_auto_parallel_context)
 from .auto import search as auto_search
 from .auto import train as auto_train
-from .collectives import DEFAULT_ALGO, Plan, Step, Transfer, algorithms, make_plan, reference, run_plan
+from .collectives import DEFAULT_ALGO, KINDS as COLLECTIVE_KINDS, collective, Plan, Step, Transfer, algorithms, make_plan, reference, run_plan
 from .cost.analytic import AnalyticResult, estimate
 from .cost.clock import SimpleDeviceModel, simulate
 from .cost.comm import bus_bandwidth_factor, collective_time_s, plan_time
@@ -22,13 +22,14 @@ from .cost.hardware import Hardware, get_hardware, hardware_names
 from .cost.memory import activation_bytes_per_layer, in_flight_microbatches, model_state_bytes_per_device
 from .cost.model_presets import ModelSpec, get_model, model_names
 from .cost.parallel_config import Assumptions, ParallelConfig
-from .cost.goodput import FailureModel, Goodput, daly_interval_s, goodput, goodput_curve, young_interval_s
+from .cost.goodput import FailureModel, checkpoint_nbytes, Goodput, daly_interval_s, goodput, goodput_curve, young_interval_s
 from .cost.paper import PaperResult, simulate_paper
 from .cost.search import SearchResult, search_configs, search_training
 from .errors import DeviceFailure, ParasimError, ProgramError
 from .faults import (Checkpoint, Fault, ResilientResult, convert_checkpoint, latest_checkpoint, parse_faults,
                      random_faults, restore, save_checkpoint, train_resilient)
 from .layout import Layout
+from .lessons import list_lessons, run_check
 from .layout_convert import P, Partial, PartitionSpec, Replicate, Shard
 from .mesh import DeviceMesh
 from .models import (SGD, Adam, GPTConfig, MLPConfig, Model, build_model, get_batch, gpt_iteration_flops,

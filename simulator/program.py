@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, NamedTuple, Union
 
+from .collectives.reference import KINDS as COLLECTIVE_KINDS
 from .errors import ProgramError
 
-COLLECTIVE_KINDS = ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "reduce", "all_to_all", "barrier")
 PHASES = ("forward", "backward", "wgrad", "optimizer", "comm", "other")
 
 

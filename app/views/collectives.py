@@ -6,8 +6,7 @@ from ui import figure, friendly_errors, intro, show_code
 
 from simulator import (algorithms, bus_bandwidth_factor, collective_time_s, get_hardware, hardware_names, make_plan,
                        plan_time, reference, viz)
-from simulator.collectives.execute import collective
-from simulator.cost.comm import KINDS
+from simulator import COLLECTIVE_KINDS as KINDS, collective
 from simulator.units import fmt_bytes, fmt_time
 
 SIZES = {"1 kB": 1e3, "64 kB": 64e3, "1 MB": 1e6, "16 MB": 16e6, "256 MB": 256e6, "1 GB": 1e9}
@@ -20,7 +19,7 @@ intro("Collectives",
 
 with st.sidebar:
     st.subheader("Collective")
-    kind = st.selectbox("Kind", KINDS, key="kind")
+    kind = st.selectbox("Kind", [k for k in KINDS if k != "barrier"], key="kind")  # a barrier moves no data
     algo = st.selectbox("Algorithm", algorithms(kind), key="algo")
     n = st.slider("Ranks n", 2, 16, 4, key="n")
     size_name = st.select_slider("Message size S", list(SIZES), value="16 MB", key="size")
