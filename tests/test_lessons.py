@@ -29,6 +29,17 @@ def test_lessons_are_listed_in_order_with_metadata():
     assert get_lesson("2").number == 2 and get_lesson("02").number == 2
 
 
+def test_faults_and_auto_search_lessons_are_ready():
+    """Lessons 11 and 12 need the exported faults, goodput and operator-level search: a missing
+    export would silently drop them from READY, so say it here."""
+    for number in (11, 12):
+        lesson = get_lesson(number)
+        assert not lesson.missing, (number, lesson.status)
+    assert get_lesson(12).title.startswith("Faults and checkpoints") and 12 > max(get_lesson(12).prerequisites)
+    guide = (ROOT / "lessons" / "README.md").read_text(encoding="utf-8")
+    assert "| 12 | Faults and checkpoints" in guide and "not written yet" not in guide
+
+
 @pytest.mark.parametrize("lesson", READY, ids=lambda x: x.folder.name)
 def test_solution_passes_and_exercise_fails_with_feedback(lesson):
     good = run_check(lesson.number, lesson.folder / "solution.py")
@@ -96,3 +107,27 @@ def test_grade_writes_a_csv(tmp_path):
     assert set(rows) == {"alice.py", "bob.py"}
     assert rows["alice.py"]["passed"] == rows["alice.py"]["total"] != "0" and rows["alice.py"]["score"] == "1.0"
     assert rows["bob.py"]["passed"] == "0" and rows["bob.py"]["failed_items"].split() == ["1", "2", "3", "4", "5", "6"]
+
+
+def _edited(tmp_path, number, old, new):
+    sol = (get_lesson(number).folder / "solution.py").read_text(encoding="utf-8")
+    assert old in sol
+    path = tmp_path / f"wrong{number}.py"
+    path.write_text(sol.replace(old, new), encoding="utf-8")
+    return {i.number: i for i in run_check(number, path).items}
+
+
+def test_lesson_12_catches_an_off_by_one_replay_and_a_fake_zero(tmp_path):
+    items = _edited(tmp_path, 12, "return fail_step - last + 1", "return fail_step - last")
+    assert not items[1].passed and items[1].expected == "2" and items[1].found == "1" and "checkpoint" in items[1].hint
+    assert all(items[k].passed for k in range(2, 7))
+    items = _edited(tmp_path, 12, "    return worst\n", "    return 0.0\n")
+    assert not items[2].passed and items[1].passed  # a function that always says "identical" fails
+
+
+def test_lesson_11_catches_a_brute_force_over_too_few_candidates(tmp_path):
+    items = _edited(tmp_path, 11, "and a * k * c == device_num]", "and a * k * c == device_num and k == 1]")
+    names = {i.name.split(":")[0].split()[0]: i for i in items.values()}
+    assert not names["op_candidates"].passed and int(names["op_candidates"].found) < int(names["op_candidates"].expected)
+    assert not names["brute_force"].passed  # the optimum cuts k: without it the objective is higher
+    assert names["kind_of"].passed and names["searched_first_layer"].passed
