@@ -1,22 +1,10 @@
 """App page tests (scale): renders without exceptions, key widgets, controls change results, fast reruns."""
 
-import sys
 import time
-from pathlib import Path
 
-from streamlit.testing.v1 import AppTest
-
-APP = Path(__file__).resolve().parents[1] / "app"
-sys.path.insert(0, str(APP))  # the pages import app/ui.py as `ui`
+from app_helpers import page
 
 EST, SEARCH, CMP, GOOD = range(4)
-
-
-def page(name: str) -> AppTest:
-    at = AppTest.from_file(str(APP / "views" / f"{name}.py"), default_timeout=60)
-    at.run()
-    assert not at.exception, at.exception
-    return at
 
 
 def metrics(at, tab: int, skip: int = 0, count: int = 6) -> dict:
