@@ -10,7 +10,8 @@ from simulator.auto.run import standalone, train
 from simulator.auto.strategy import MsLayout
 from simulator.runtime import LocalRuntime
 
-RTOL = 1e-9
+from auto_helpers import RTOL, assert_same
+
 
 
 def mlp(s1=None, s2=None, s3=None, s_loss=None, out2=None, seed=0, n=16, d=8, f=12, c=4):
@@ -39,14 +40,6 @@ def mlp(s1=None, s2=None, s3=None, s_loss=None, out2=None, seed=0, n=16, d=8, f=
     loss(y, lab)
     feeds = {"x": rng.standard_normal((n, d)), "labels": rng.integers(0, c, n)}
     return net, feeds
-
-
-def assert_same(res, ref):
-    np.testing.assert_allclose(res.losses, ref.losses, rtol=RTOL)
-    np.testing.assert_allclose(res.output, ref.output, rtol=RTOL)
-    for p in ref.params:
-        np.testing.assert_allclose(res.grads[p], ref.grads[p], rtol=RTOL, atol=1e-13)
-        np.testing.assert_allclose(res.params[p], ref.params[p], rtol=RTOL, atol=1e-13)
 
 
 @pytest.fixture(scope="module")

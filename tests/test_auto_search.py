@@ -20,20 +20,13 @@ from simulator.auto.search_ops import build_problem, power_of_two_strategies, se
 from simulator.errors import ParasimError
 from simulator.runtime import LocalRuntime
 
-RTOL = 1e-9
+from auto_helpers import RTOL, assert_same
+
 DP, REC = "dynamic_programming", "recursive_programming"
 
 
 def ctx_of(mode, D=8, **model):
     return AutoParallelContext("auto_parallel", D, search_mode=mode, cost_model=OpCostModel(**model))
-
-
-def assert_same(res, ref):
-    np.testing.assert_allclose(res.losses, ref.losses, rtol=RTOL)
-    np.testing.assert_allclose(res.output, ref.output, rtol=RTOL)
-    for p in ref.params:
-        np.testing.assert_allclose(res.grads[p], ref.grads[p], rtol=RTOL, atol=1e-13)
-        np.testing.assert_allclose(res.params[p], ref.params[p], rtol=RTOL, atol=1e-13)
 
 
 def test_candidates_are_powers_of_two_with_equal_contraction_cuts():

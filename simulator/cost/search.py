@@ -37,6 +37,19 @@ def _powers_of_two(limit: int) -> list[int]:
     return out
 
 
+def _layouts(model: ModelSpec, gpus: int, global_batch: int, max_tp: int, micro_batch_sizes=None):
+    """Every (t, p, d, b): t a power of two dividing the heads and the GPUs, p dividing the layers
+    and gpus / t, d = gpus / (t p), b a micro-batch size with b d dividing the global batch."""
+    for t in _powers_of_two(min(max_tp, gpus)):
+        if model.heads % t or gpus % t:
+            continue
+        for p in (p for p in range(1, gpus // t + 1) if (gpus // t) % p == 0 and model.layers % p == 0):
+            d = gpus // (t * p)
+            for b in micro_batch_sizes or _powers_of_two(global_batch):
+                if global_batch % (b * d) == 0:
+                    yield t, p, d, b
+
+
 def search_configs(model: ModelSpec | str, hardware: Hardware | str, gpus: int, global_batch: int, *,
                    max_tp: int | None = None, schedules=("1f1b",), recomputes=("none", "selective", "full"),
                    micro_batch_sizes=None, sequence_parallel: bool = True, zero_stages=(0,),
@@ -45,29 +58,20 @@ def search_configs(model: ModelSpec | str, hardware: Hardware | str, gpus: int, 
     model, hw = get_model(model), get_hardware(hardware)
     if gpus < 1 or global_batch < 1:
         raise ParasimError(f"gpus and global batch must be >= 1, got {gpus} and {global_batch}")
-    max_tp = max_tp or hw.devices_per_node
     found = []
-    for t in _powers_of_two(min(max_tp, gpus)):
-        if model.heads % t or gpus % t:
-            continue
-        for p in (p for p in range(1, gpus // t + 1) if (gpus // t) % p == 0 and model.layers % p == 0):
-            d = gpus // (t * p)
-            for b in micro_batch_sizes or _powers_of_two(global_batch):
-                if global_batch % (b * d):
-                    continue
-                for sched in schedules:
-                    for rc in recomputes:
-                        for z in zero_stages:
-                            try:
-                                cfg = ParallelConfig(tp=t, pp=p, dp=d, micro_batch_size=b,
-                                                     global_batch=global_batch, schedule=sched,
-                                                     recompute=rc, zero_stage=z,
-                                                     sequence_parallel=sequence_parallel and t > 1)
-                            except ParasimError:
-                                continue
-                            res = estimate(model, cfg, hw, assumptions)
-                            if not res.oom:
-                                found.append(Candidate(cfg, res))
+    for t, p, d, b in _layouts(model, gpus, global_batch, max_tp or hw.devices_per_node, micro_batch_sizes):
+        for sched in schedules:
+            for rc in recomputes:
+                for z in zero_stages:
+                    try:
+                        cfg = ParallelConfig(tp=t, pp=p, dp=d, micro_batch_size=b, global_batch=global_batch,
+                                             schedule=sched, recompute=rc, zero_stage=z,
+                                             sequence_parallel=sequence_parallel and t > 1)
+                    except ParasimError:
+                        continue
+                    res = estimate(model, cfg, hw, assumptions)
+                    if not res.oom:
+                        found.append(Candidate(cfg, res))
     found.sort(key=lambda c: c.result.step_time_s)
     return found[:top]
 
@@ -165,42 +169,34 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
     if top < 1:
         raise ParasimError(f"top must be >= 1, got {top}")
     order = [rc for rc in ("none", "selective", "full") if rc in recomputes]
-    max_tp = max_tp or hw.devices_per_node
     fits, evaluated, considered = [], 0, 0
     oom_fastest, oom_least = {}, None   # per layout the fastest config that does not fit; overall the smallest
-    for t in _powers_of_two(min(max_tp, gpus)):
-        if model.heads % t or gpus % t:
-            continue
-        for p in (p for p in range(1, gpus // t + 1) if (gpus // t) % p == 0 and model.layers % p == 0):
-            d = gpus // (t * p)
-            for b in micro_batch_sizes or _powers_of_two(global_batch):
-                if global_batch % (b * d):
-                    continue
-                m = global_batch // (b * d)
-                scheds = []
-                for s in schedules:
-                    if s == "interleaved":
-                        scheds += [(s, v) for v in _interleave_options(model, p, m, max_virtual_stages)]
-                    elif p > 1 or s == "1f1b":        # one stage: every schedule is the same
-                        scheds.append((s, 1))
-                for sched, v in scheds:
-                    for sp in sorted({bool(x) and t > 1 for x in sequence_parallel}):
-                        for z in (z for z in zero_stages if d > 1 or z == 0):
-                            considered += len(order)
-                            for rc in order:
-                                cfg = ParallelConfig(tp=t, pp=p, dp=d, micro_batch_size=b, global_batch=global_batch,
-                                                     schedule=sched, virtual_stages=v, recompute=rc,
-                                                     sequence_parallel=sp, zero_stage=z)
-                                res = estimate(model, cfg, hw, assumptions)
-                                evaluated += 1
-                                if not res.oom:
-                                    fits.append(Candidate(cfg, res))
-                                    break
-                                key = (t, p, d)
-                                if key not in oom_fastest or res.step_time_s < oom_fastest[key].result.step_time_s:
-                                    oom_fastest[key] = Candidate(cfg, res)
-                                if oom_least is None or res.memory_per_gpu_bytes < oom_least.result.memory_per_gpu_bytes:
-                                    oom_least = Candidate(cfg, res)
+    for t, p, d, b in _layouts(model, gpus, global_batch, max_tp or hw.devices_per_node, micro_batch_sizes):
+        m = global_batch // (b * d)
+        scheds = []
+        for s in schedules:
+            if s == "interleaved":
+                scheds += [(s, v) for v in _interleave_options(model, p, m, max_virtual_stages)]
+            elif p > 1 or s == "1f1b":        # one stage: every schedule is the same
+                scheds.append((s, 1))
+        for sched, v in scheds:
+            for sp in sorted({bool(x) and t > 1 for x in sequence_parallel}):
+                for z in (z for z in zero_stages if d > 1 or z == 0):
+                    considered += len(order)
+                    for rc in order:
+                        cfg = ParallelConfig(tp=t, pp=p, dp=d, micro_batch_size=b, global_batch=global_batch,
+                                             schedule=sched, virtual_stages=v, recompute=rc,
+                                             sequence_parallel=sp, zero_stage=z)
+                        res = estimate(model, cfg, hw, assumptions)
+                        evaluated += 1
+                        if not res.oom:
+                            fits.append(Candidate(cfg, res))
+                            break
+                        key = (t, p, d)
+                        if key not in oom_fastest or res.step_time_s < oom_fastest[key].result.step_time_s:
+                            oom_fastest[key] = Candidate(cfg, res)
+                        if oom_least is None or res.memory_per_gpu_bytes < oom_least.result.memory_per_gpu_bytes:
+                            oom_least = Candidate(cfg, res)
     if not fits:
         least = oom_least
         detail = f"; the least memory needs {least.result.memory!r} with {least.config!r}" if least else ""
