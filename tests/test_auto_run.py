@@ -130,3 +130,14 @@ def test_feed_errors():
     net, feeds = mlp()
     with pytest.raises(Exception, match="labels"):
         standalone(net, {"x": feeds["x"]})
+
+
+@pytest.mark.ray
+def test_init_starts_ray_devices_by_default(ray_session):
+    from simulator.auto import init
+
+    rt = init(device_num=2)
+    try:
+        assert rt.name == "ray" and rt.n_devices == 2
+    finally:
+        rt.close()

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..errors import ParasimError
+from ..runtime import make_runtime
 
 PARALLEL_MODES = ("stand_alone", "data_parallel", "semi_auto_parallel", "auto_parallel")
 SEARCH_MODES = ("sharding_propagation", "dynamic_programming", "recursive_programming")
@@ -92,11 +93,10 @@ def reset_auto_parallel_context() -> AutoParallelContext:
     return _CURRENT.ctx
 
 
-def init(runtime: str = "local", address: str | None = None, device_num: int | None = None):
-    """Like mindspore.communication.init: start the devices and return the runtime handle
-    ("local": in-process devices; "ray": one actor per device, `address` joins a cluster).
-    device_num defaults to the current context's."""
-    from ..runtime import make_runtime  # the runtime layer sits above auto; import when used
+def init(runtime: str = "ray", address: str | None = None, device_num: int | None = None):
+    """Like mindspore.communication.init: start the devices and return the runtime handle.
+    Default: one Ray actor per device on an embedded local Ray (or the cluster at `address`);
+    "local": in-process devices that behave identically. device_num defaults to the context's."""
 
     n = get_auto_parallel_context().device_num if device_num is None else int(device_num)
     return make_runtime(runtime, n, address=address)

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import ParasimError
 from ..program import Program
+from ..runtime import make_runtime
 from .compile import compile_plan, local_name
 from .context import AutoParallelContext
 from .graph import Network
@@ -54,8 +55,6 @@ def train(net: Network, ctx: AutoParallelContext, feeds: Mapping[str, np.ndarray
     D = plan.device_num
     own = runtime is None
     if own:
-        from ..runtime import make_runtime  # runtimes sit above auto: import when used
-
         runtime = make_runtime("local", D)
     if runtime.n_devices != D:
         raise ParasimError(f"the runtime has {runtime.n_devices} devices but the context needs "
