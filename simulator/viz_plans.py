@@ -115,17 +115,22 @@ def layout_grid(layout: Layout, shape: Sequence[int], *, name: str = "X", width:
     ax.set_xticks([])
     ax.set_yticks([])
     dim_names = [f"dim {i} ({s})" for i, s in enumerate(shape)]
-    ax.set_xlabel(f"{dim_names[-1]} · cut {col_splits[0]} ways")
+    ax.set_xlabel(f"{dim_names[-1]} · {_cut(col_splits[0])}")
     if layout.ndim > 1:
-        ax.set_ylabel(f"{' × '.join(dim_names[:-1])} · cut {n_rows} ways")
+        ax.set_ylabel(f"{' × '.join(dim_names[:-1])} · {_cut(n_rows)}")
     parts = [f"mesh {layout.mesh!r}", f"block {local}"]
     if layout.replicated_axes:
-        parts.append(f"replicated over {', '.join(layout.replicated_axes)}")
+        parts.append(f"replicated over {', '.join(layout.replicated_axes)} (one stripe per copy)")
     if layout.partial:
         parts.append(f"partial sums over {', '.join(layout.partial)} (addends)")
     ax.set_title(" · ".join(parts), fontsize=9, color="#444444")
     fig.suptitle(f"{layout.notation(name)}  shape {shape}", fontsize=12, fontweight="bold")
     return fig
+
+
+def _cut(parts: int) -> str:
+    """'not cut', 'cut in 2', ...: the axis label of a dimension cut into `parts` blocks."""
+    return "not cut" if parts == 1 else f"cut in {parts}"
 
 
 def _mixed_radix(idx: Sequence[int], radices: Sequence[int]) -> int:

@@ -120,6 +120,16 @@ def test_lessons_page_lists_lessons_and_links_their_pages():
     assert "items pass" in at.success[0].value
 
 
+def test_lessons_readme_folds_the_quiz_answers_and_shows_table_figures():
+    at = page("lessons")  # lesson 01: two figures in a table row, answers in <details>
+    assert not any("<details>" in m.value or "</details>" in m.value for m in at.markdown)
+    assert [e.label for e in at.expander] == ["Answers"]
+    assert any("5 and 7" in m.value for m in at.expander[0].markdown)  # the answers live inside the fold
+    assert not any("![" in m.value for m in at.markdown)  # every figure is an image, none left as markdown
+    captions = [img.proto.imgs[0].caption for img in at.get("image")]
+    assert {"X split two ways", "W split along tp"} <= set(captions)
+
+
 def test_lessons_link_through_the_router():
     at = AppTest.from_file(str(APP / "main.py"), default_timeout=60).run()
     at.switch_page(str(APP / "views" / "lessons.py")).run()

@@ -38,21 +38,64 @@ def page_links(titles, key: str) -> None:
 
 
 IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
+DETAILS = re.compile(r"<details>\s*<summary>(.*?)</summary>(.*?)</details>", re.S)
+IMAGE_ROW = re.compile(r"^\|(\s*!\[[^\]]*\]\([^)\s]+\)\s*\|)+\s*$")  # | ![a](x.png) | ![b](y.png) |
+TABLE_RULE = re.compile(r"^\|(\s*:?-+:?\s*\|)+\s*$")  # |---|---|
+
+
+def show_image(path: str, caption: str, folder: Path, width: int = 480) -> None:
+    """A README figure from the lesson folder (never a path outside it)."""
+    file = (folder / path).resolve()
+    if file.is_file() and folder.resolve() in file.parents:
+        st.image(str(file), caption=caption, width=width)
+
+
+def show_markdown(text: str, folder: Path) -> None:
+    """Markdown with its relative images shown; a table row of images becomes figures side by side
+    under their header cells (Streamlit markdown cannot show local images inside a table)."""
+    lines, buf = text.splitlines(), []
+
+    def flush():
+        chunk, pos = "\n".join(buf), 0
+        for m in IMAGE.finditer(chunk):
+            st.markdown(chunk[pos:m.start()])
+            show_image(m.group(2), m.group(1), folder)
+            pos = m.end()
+        if chunk[pos:].strip():
+            st.markdown(chunk[pos:])
+        buf.clear()
+
+    for line in lines:
+        if not IMAGE_ROW.match(line.strip()):
+            buf.append(line)
+            continue
+        header = []
+        if len(buf) >= 2 and TABLE_RULE.match(buf[-1].strip()) and buf[-2].strip().startswith("|"):
+            header = [c.strip() for c in buf[-2].strip().strip("|").split("|")]
+            del buf[-2:]
+        flush()
+        images = IMAGE.findall(line)
+        for i, (col, (alt, path)) in enumerate(zip(st.columns(len(images)), images)):
+            with col:
+                if i < len(header) and header[i]:
+                    st.markdown(f"**{header[i]}**")
+                show_image(path, alt, folder, width=420)
+    flush()
 
 
 def show_readme(text: str, folder: Path) -> None:
-    """The README as markdown, with its relative images (figures/*.png) shown from the lesson folder."""
+    """The README as markdown, its figures shown from the lesson folder, and each
+    <details><summary>..</summary>..</details> (the quiz answers) folded into an expander."""
     if not text:
         st.markdown("_(no README yet)_")
         return
     pos = 0
-    for m in IMAGE.finditer(text):
-        st.markdown(text[pos:m.start()])
-        path = (folder / m.group(2)).resolve()
-        if path.is_file() and folder.resolve() in path.parents:
-            st.image(str(path), caption=m.group(1), width=480)
+    for m in DETAILS.finditer(text):
+        show_markdown(text[pos:m.start()], folder)
+        with st.expander(m.group(1).strip() or "Details"):
+            show_markdown(m.group(2), folder)
         pos = m.end()
-    st.markdown(text[pos:])
+    show_markdown(text[pos:], folder)
 
 
 items = lessons()
