@@ -147,3 +147,18 @@ def test_dp_with_zero_flag_runs_zero(capsys):
 
     out = json.loads(capsys.readouterr().out)
     assert out["zero"] == 2 and set(out["bytes_by_collective"]) == {"reduce_scatter", "all_gather"}
+
+
+@pytest.mark.parametrize("strategy, kw", [("hybrid", dict(dp=2, pp=2)), ("pp", dict(dp=2)), ("tp", {}),
+                                          ("sp", {}), ("layer", {})])
+def test_zero_flag_on_a_strategy_without_zero_is_refused_not_ignored(strategy, kw, capsys):
+    """--zero on pp/tp/sp/layer/hybrid used to run plain replicas and report "zero": S anyway."""
+    with pytest.raises(ParasimError, match=f"ZeRO stage 1 runs with strategies dp and zero1-3 only.*strategy {strategy}"):
+        TrainConfig(GPT, strategy=strategy, devices=4, zero=1, batch_size=4, **kw).resolved()
+    from simulator.cli import main
+
+    argv = ["train", "--model", "gpt", "--strategy", strategy, "--devices", "4", "--zero", "1", "--batch", "4",
+            "--steps", "1", "--json"] + [x for k, v in kw.items() for x in (f"--{k}", str(v))]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ZeRO stage 1") and "drop --zero" in err[0]

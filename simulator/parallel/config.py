@@ -100,6 +100,10 @@ class TrainConfig:
         stage = int(s[-1]) if s.startswith("zero") else self.zero
         _check(stage == self.zero or self.zero == 0,
                f"strategy {s} means ZeRO stage {stage}, but --zero {self.zero} was given")
+        # only the ZeRO compiler shards model states; elsewhere a stage would be silently ignored
+        _check(stage == 0 or s in ("dp", "zero1", "zero2", "zero3"),
+               f"ZeRO stage {stage} runs with strategies dp and zero1-3 only (pp=1, tp=1); "
+               f"strategy {s} (dp={dp}, pp={pp}, tp={tp}) does not shard model states: drop --zero")
         return replace(self, dp=dp, pp=pp, tp=tp, zero=stage)
 
     @property
