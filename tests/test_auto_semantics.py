@@ -147,3 +147,19 @@ def test_explain_lists_moves_with_reasons():
     assert "K is cut 4 ways" in fwd["reason"]
     assert d["parameter_gradient"][0]["groups"] == [[0, 4], [1, 5], [2, 6], [3, 7]]
     assert "AllReduce" in e.to_text() and '"backward"' in e.to_json()
+
+
+def test_redistribution_reason_tells_apart_layouts_on_different_device_matrices():
+    # LayerNorm stores its output cut 8 ways on d0 of Mesh(d0=8, d1=1); MatMul-1 needs it cut
+    # (2, 4) on Mesh(d0=2, d1=4, d2=1): both print as [I_d0, J_d1], so the reason names the meshes
+    from simulator.auto.graph import Network
+    net = Network()
+    x = net.input("x", (16, 12))
+    w, w2 = net.parameter("w", np.zeros((12, 8))), net.parameter("w2", np.zeros((8, 4)))
+    g, b = net.parameter("g", np.ones(8)), net.parameter("b", np.zeros(8))
+    h = ops.LayerNorm()(ops.MatMul()(x, w), g, b)
+    ops.MatMul().shard(((2, 4), (4, 1)))(h, w2)
+    move = next(m for m in explain(net, CTX8).phase("forward") if m.tensor == "layernorm0")
+    needed, stored = move.reason.split(";")[0].split(" but it is stored as ")
+    assert needed != stored
+    assert "Mesh(d0=2, d1=4, d2=1)" in needed and "Mesh(d0=8, d1=1)" in stored

@@ -130,8 +130,10 @@ def _moves(plan: ParallelPlan):
     for np_ in plan.nodes:
         node, s = np_.node, np_.sharding
         for i, (x, steps) in enumerate(zip(node.inputs, np_.in_steps)):
-            ctx = (f"{node.label} needs input {i} as {s.inputs[i].notation(x)} but it is stored as "
-                   f"{plan.stored[x].notation(x)}")
+            need, have = s.inputs[i], plan.stored[x]
+            on = (lambda lay: f" on {lay.mesh!r}") if need.mesh != have.mesh else (lambda lay: "")
+            ctx = (f"{node.label} needs input {i} as {need.notation(x)}{on(need)} but it is stored as "
+                   f"{have.notation(x)}{on(have)}")
             yield from _entries("forward", node.label, x, steps, ctx)
         cut = {c.upper(): prod(s.mesh.axis_size(a) for a in axes)
                for c, axes in s.letter_axes.items() if set(axes) & set(s.raw.partial)}
