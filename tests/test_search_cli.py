@@ -73,3 +73,19 @@ def test_search_cli_text_and_refusal(capsys):
     assert main(["search", "--model", "megatron-1.7b", "--gpus", "8", "--global-batch", "16",
                  "--schedules", "bogus"]) == 2
     assert "unknown schedule" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("max_tp", [0, -2])
+def test_max_tp_below_one_is_refused_not_replaced_by_the_default(max_tp, capsys):
+    with pytest.raises(ParasimError, match=f"max_tp must be an integer >= 1, got {max_tp}"):
+        search_training("megatron-1.7b", "a100-80gb", 8, 16, max_tp=max_tp)
+    assert main(["search", "--model", "megatron-1.7b", "--gpus", "8", "--global-batch", "16",
+                 "--max-tp", str(max_tp)]) == 2
+    assert "max_tp must be an integer >= 1" in capsys.readouterr().err
+
+
+def test_no_layout_at_all_says_why_not_that_nothing_fits():
+    # 7 GPUs, 24 heads and layers, batch 16: tp and pp can only be 1, then dp = 7 does not divide 16
+    with pytest.raises(ParasimError, match="no parallel layout of megatron-1.7b on 7 GPUs") as e:
+        search_training("megatron-1.7b", "a100-80gb", 7, 16)
+    assert "24 heads" in str(e.value) and "24 layers" in str(e.value) and "16" in str(e.value)

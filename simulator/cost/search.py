@@ -50,6 +50,15 @@ def _layouts(model: ModelSpec, gpus: int, global_batch: int, max_tp: int, micro_
                     yield t, p, d, b
 
 
+def _check_max_tp(max_tp, hw: Hardware) -> int:
+    """The largest tensor-parallel size: `max_tp`, or one node's devices when None."""
+    if max_tp is None:
+        return hw.devices_per_node
+    if isinstance(max_tp, bool) or not isinstance(max_tp, int) or max_tp < 1:
+        raise ParasimError(f"max_tp must be an integer >= 1, got {max_tp}")
+    return max_tp
+
+
 def search_configs(model: ModelSpec | str, hardware: Hardware | str, gpus: int, global_batch: int, *,
                    max_tp: int | None = None, schedules=("1f1b",), recomputes=("none", "selective", "full"),
                    micro_batch_sizes=None, sequence_parallel: bool = True, zero_stages=(0,),
@@ -59,7 +68,7 @@ def search_configs(model: ModelSpec | str, hardware: Hardware | str, gpus: int, 
     if gpus < 1 or global_batch < 1:
         raise ParasimError(f"gpus and global batch must be >= 1, got {gpus} and {global_batch}")
     found = []
-    for t, p, d, b in _layouts(model, gpus, global_batch, max_tp or hw.devices_per_node, micro_batch_sizes):
+    for t, p, d, b in _layouts(model, gpus, global_batch, _check_max_tp(max_tp, hw), micro_batch_sizes):
         for sched in schedules:
             for rc in recomputes:
                 for z in zero_stages:
@@ -168,10 +177,17 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
         raise ParasimError(f"gpus and global batch must be positive integers, got {gpus} and {global_batch}")
     if top < 1:
         raise ParasimError(f"top must be >= 1, got {top}")
+    max_tp = _check_max_tp(max_tp, hw)
+    layouts = list(_layouts(model, gpus, global_batch, max_tp, micro_batch_sizes))
+    if not layouts:
+        raise ParasimError(
+            f"no parallel layout of {model.name} on {gpus} GPUs: tp must be a power of two <= {max_tp} "
+            f"dividing the {model.heads} heads and the GPUs, pp must divide the {model.layers} layers, and "
+            f"b x dp must divide the global batch {global_batch}; none of these combinations exists")
     order = [rc for rc in ("none", "selective", "full") if rc in recomputes]
     fits, evaluated, considered = [], 0, 0
     oom_fastest, oom_least = {}, None   # per layout the fastest config that does not fit; overall the smallest
-    for t, p, d, b in _layouts(model, gpus, global_batch, max_tp or hw.devices_per_node, micro_batch_sizes):
+    for t, p, d, b in layouts:
         m = global_batch // (b * d)
         scheds = []
         for s in schedules:
