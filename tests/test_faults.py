@@ -143,3 +143,13 @@ def test_cli_fail_adds_fault_fields(capsys, tmp_path):
     assert "lost" in (tmp_path / "t.json").read_text()
     assert main(argv[:-7] + ["--fail", "9@0"]) == 2
     assert "device 9 does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, words", [(["--address", "127.0.0.1:1", "--runtime", "local"], "need --runtime ray"),
+                                          (["--devices-per-node", "2"], "need --runtime ray"),
+                                          (["--runtime", "ray", "--devices-per-node", "0"], "must be >= 1, got 0")])
+def test_cli_ray_placement_flags_refused_without_ray(capsys, extra, words):
+    argv = ["train", "--model", "mlp", "--strategy", "dp", "--devices", "2", "--batch", "4", "--steps", "1", "--json"]
+    assert main(argv + extra) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and words in err[0]

@@ -37,3 +37,29 @@ def test_node_loss_on_a_real_multi_node_cluster():
     assert out["faults_injected"] == 1 and out["faults_recovered"] == 1
     assert out["identical_to_fault_free"] and out["max_rel_weight_diff_vs_single"] < 1e-9
     print(f"\n[test_multinode] faults survived: 1 node loss ({len(lost)} devices), 0 lost updates")
+
+
+def test_train_cli_address_places_devices_by_simulated_node(ray_session, capsys, monkeypatch):
+    """`parasim train --address ADDR` runs on Ray (no --runtime needed) and places the actors with a
+    placement group of one bundle per simulated node (--devices-per-node; default the preset's)."""
+    from simulator.cli import main
+    from simulator.runtime import ray_runtime
+
+    made = []
+
+    class Spy(ray_runtime.RayRuntime):
+        def __init__(self, *args, **kw):
+            super().__init__(*args, **kw)
+            pg = self.placement_group
+            made.append((self.devices_per_node, pg.bundle_count if pg is not None else 0))
+
+    monkeypatch.setattr(ray_runtime, "RayRuntime", Spy)
+    address = ray_session.get_runtime_context().gcs_address
+    base = ["train", "--model", "mlp", "--strategy", "dp", "--devices", "4", "--batch", "4", "--steps", "1",
+            "--layers", "2", "--hidden", "4", "--address", address, "--json"]
+    assert main(base + ["--devices-per-node", "2"]) == 0
+    assert json.loads(capsys.readouterr().out)["max_rel_weight_diff_vs_single"] < 1e-9
+    assert main(base) == 0
+    capsys.readouterr()
+    assert made == [(2, 2), (8, 1)]  # 4 ranks: 2 nodes of 2; the local preset's 8 per node: one bundle
+    assert ray_session.is_initialized()  # the shared session is reused, not shut down

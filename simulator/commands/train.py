@@ -54,8 +54,13 @@ def add_parser(sub) -> None:
     p.add_argument("--capacity-factor", type=float, default=1.25, help="expert capacity factor (--model moe)")
     p.add_argument("--in-dim", type=int, default=16)
     p.add_argument("--classes", type=int, default=4)
-    p.add_argument("--runtime", choices=("local", "ray"), default="local")
+    p.add_argument("--runtime", choices=("local", "ray"), default=None,
+                   help="in-process devices or Ray actors (default: local; ray when --address is given)")
     p.add_argument("--address", default=None, help="Ray cluster address (default: embedded local Ray)")
+    p.add_argument("--devices-per-node", type=int, default=None, metavar="N",
+                   help="Ray placement group, one bundle per simulated node of N consecutive ranks, so "
+                        "intra-node groups stay on one Ray node (default: none; with --address the "
+                        "local hardware preset's node size)")
     p.add_argument("--trace", default=None, help="write the Chrome trace JSON (Perfetto) here")
     p.add_argument("--fail", default=None, metavar="DEVICE@STEP[,...]",
                    help="inject faults: [KIND:]DEVICE@STEP[#INSTRUCTION], kinds kill (default), fail, slow, drop")
@@ -107,6 +112,16 @@ def run(a) -> int:
     if a.timeout_s is not None and not a.timeout_s > 0:
         raise ParasimError(f"--timeout-s must be > 0 seconds, got {a.timeout_s}")
     kw = {"timeout_s": a.timeout_s} if a.timeout_s else {}
+    a.runtime = a.runtime or ("ray" if a.address else "local")
+    if a.runtime != "ray" and (a.address or a.devices_per_node is not None):
+        raise ParasimError("--address and --devices-per-node place Ray actors: they need --runtime ray, "
+                           f"not --runtime {a.runtime}")
+    if a.devices_per_node is not None and a.devices_per_node < 1:
+        raise ParasimError(f"--devices-per-node must be >= 1, got {a.devices_per_node}")
+    if a.runtime == "ray" and (a.devices_per_node or a.address):
+        from ..cost.hardware import get_hardware
+
+        kw["devices_per_node"] = a.devices_per_node or get_hardware("local").devices_per_node
     if resilient and a.runtime == "ray":
         from ..runtime.faulty import FaultyDevice
 
