@@ -41,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `parasim ... | head`: the reader left; say nothing more
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":
