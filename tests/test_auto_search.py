@@ -178,3 +178,20 @@ def test_search_refuses_bad_cost_model():
     net, _ = mlp_network()
     with pytest.raises(ParasimError, match="OpCostModel"):
         search(net, AutoParallelContext("auto_parallel", 8, search_mode=DP, cost_model="fast"))
+
+
+@pytest.mark.parametrize("mode", ["sharding_propagation", DP, REC])
+def test_user_strategy_on_six_devices_is_not_followed_by_a_layout_that_cannot_be_reached(mode):
+    # the user cuts dims 3 and 2 ways (device matrix [3, 1, 2, 1]); a neighbour cut 2 ways with
+    # repeat 3 ([1, 1, 2, 3]) does not nest with it: no redistribution exists, so the searches
+    # must not pick it (they did, and the plan was refused)
+    rng = np.random.default_rng(1)
+    net = Network()
+    x = net.input("x", (12, 6, 8))
+    w = net.parameter("w", rng.standard_normal((8, 12)) / 3)
+    h = ops.ReLU()(ops.BatchMatMul().shard(((3, 1, 2), (2, 1)))(x, w))
+    ops.MSELoss()(h, net.input("t", (12, 6, 12)))
+    feeds = {"x": rng.standard_normal((12, 6, 8)), "t": rng.standard_normal((12, 6, 12))}
+    ctx = AutoParallelContext("auto_parallel", 6, search_mode=mode,
+                              cost_model=OpCostModel(hardware="local", dtype="fp64"))
+    assert_same(train(net, ctx, feeds, runtime=LocalRuntime(6), steps=2), standalone(net, feeds, steps=2))

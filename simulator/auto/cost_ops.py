@@ -29,6 +29,7 @@ prices the same terms per operator and per edge, and the two agree (tests/test_a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from math import prod
 from typing import Sequence
@@ -110,7 +111,10 @@ class Cost:
                 self.comm_bytes, self.param_comm_bytes)
 
     def objective(self, model: OpCostModel) -> float:
-        """alpha * compute + beta * (comm + gamma * param_comm)  (MindSpore's objective)."""
+        """alpha * compute + beta * (comm + gamma * param_comm)  (MindSpore's objective);
+        infinite for a move that cannot be made (INFEASIBLE), whatever the weights."""
+        if self.comm_s == math.inf:
+            return math.inf
         return model.alpha * self.compute_s + model.beta * (self.comm_s + model.gamma * self.param_comm_s)
 
     def as_param(self) -> "Cost":
@@ -124,6 +128,7 @@ class Cost:
 
 
 ZERO = Cost()
+INFEASIBLE = Cost(comm_s=math.inf)  # a redistribution between device matrices that do not nest
 
 
 def step_time_s(step: Step, topology: Topology, scale: float = 1.0) -> float:

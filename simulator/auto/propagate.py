@@ -167,15 +167,18 @@ def _best(net: Network, node: Node, D: int, done: dict[int, OpSharding]) -> OpSh
             cand = sharding_of(net, node, D, strat)
         except ParasimError:
             continue
-        cost = cost_bytes(redistribute(cand.raw, cand.out, net.tensors[node.output].shape))
-        for i, x in enumerate(node.inputs):
-            p = net.producer(x)
-            if p is not None and p.index in done:
-                cost += cost_bytes(redistribute(done[p.index].out, cand.inputs[i], net.tensors[x].shape))
-        for c, j in net.consumers(node.output):
-            if c.index in done:
-                cost += cost_bytes(redistribute(cand.out, done[c.index].inputs[j],
-                                                net.tensors[node.output].shape))
+        try:  # device matrices that do not nest (e.g. cuts 3 x 2 against 2 x 3): no move exists
+            cost = cost_bytes(redistribute(cand.raw, cand.out, net.tensors[node.output].shape))
+            for i, x in enumerate(node.inputs):
+                p = net.producer(x)
+                if p is not None and p.index in done:
+                    cost += cost_bytes(redistribute(done[p.index].out, cand.inputs[i], net.tensors[x].shape))
+            for c, j in net.consumers(node.output):
+                if c.index in done:
+                    cost += cost_bytes(redistribute(cand.out, done[c.index].inputs[j],
+                                                    net.tensors[node.output].shape))
+        except ParasimError:
+            continue
         key = (cost, cand.repeat, rank_)
         if best_key is None or key < best_key:
             best, best_key = cand, key

@@ -13,7 +13,9 @@ objective (cost_ops.py) splits into
 - a unary term per operator: compute, its output's partial-sum communication (and its
   adjoint), the mirror AllReduce and memory of the parameters stored in its layout;
 - a pairwise term per edge: redistributing a tensor from where it is stored (its producer's
-  output, or a leaf's first consumer) to where a consumer needs it, forward and backward.
+  output, or a leaf's first consumer) to where a consumer needs it, forward and backward;
+  infinite when the two device matrices do not nest (no redistribution exists, e.g. cuts 3 x 2
+  against 2 x 3 on 6 devices), so no search picks such a pair.
 Memory is a unary sum, limited per device (`OpCostModel.memory_limit_bytes`).
 search_dp.py and search_rec.py minimise it; `assign_searched` hands the choice to plan.py.
 """
@@ -29,7 +31,7 @@ import numpy as np
 from ..errors import ParasimError
 from ..layout import Layout
 from .context import AutoParallelContext
-from .cost_ops import (ZERO, Cost, OpCostModel, compute_cost, mirror_cost, output_cost,
+from .cost_ops import (INFEASIBLE, ZERO, Cost, OpCostModel, compute_cost, mirror_cost, output_cost,
                        param_memory, transfer_cost)
 from .graph import Network, Node
 from .ops import Reshape
@@ -221,9 +223,14 @@ def build_problem(net: Network, D: int, model: OpCostModel, fully_use_devices: b
 def _edge(prob: Problem, src, dst, shape, back, priced, unary_fn, tables, model) -> None:
     (ra, fa), (rb, fb) = src, dst
 
+    def move(la: Layout, lb: Layout) -> Cost:
+        try:
+            return transfer_cost(la, lb, shape, back, model, model.topology(prob.D))
+        except ParasimError:  # device matrices that do not nest: no redistribution exists
+            return INFEASIBLE
+
     def cost(la: Layout, lb: Layout) -> Cost:
-        return priced(("move", la, lb, shape, back),
-                      lambda: transfer_cost(la, lb, shape, back, model, model.topology(prob.D)))
+        return priced(("move", la, lb, shape, back), lambda: move(la, lb))
 
     if ra is None and rb is None:
         prob.const = prob.const + cost(fa(None), fb(None))

@@ -14,7 +14,8 @@ parasim's interpretation, on the same cost tables as dynamic_programming:
   with the neighbours at their current strategies (those already visited this round at their
   new ones). Costs are priced on all D devices, so the devices not yet used repeat the work;
 - an operator with no letter left to cut (all whole or too small) keeps its strategy, i.e.
-  repeated calculation on the remaining factor.
+  repeated calculation on the remaining factor; so does one whose every doubling would need a
+  redistribution between device matrices that do not nest (infinite cost, search_ops.py).
 The result uses D devices wherever the shapes allow. Greedy: fast, not always optimal.
 """
 
@@ -52,6 +53,8 @@ def solve_recursive(prob: Problem) -> dict[int, int]:
                 continue
             score = np.array([prob.unary[v][k] + sum(prob.pair_of(v, w)[k, choice[w]] for w in nb[v])
                               for k in options])
+            if not np.isfinite(score).any():
+                continue  # every doubling needs a redistribution that cannot be made: keep it
             choice[v] = options[int(np.argmin(score))]
     return choice
 
