@@ -14,7 +14,7 @@ from simulator.faults import Checkpoint, convert_checkpoint, latest_checkpoint, 
 from simulator.faults.shards import state_shapes
 from simulator.models import GPTConfig, MLPConfig
 from simulator.parallel.config import TrainConfig
-from simulator.parallel.strategies import COMPILERS, compile_strategy
+from simulator.parallel.strategies import compile_strategy
 from simulator.training import gather_params, train
 from simulator.runtime.local import LocalRuntime
 
@@ -29,8 +29,9 @@ def _trained(cfg, root, every=2):
 
 def test_strategy_file_records_layouts_and_shards(tmp_path):
     _trained(BIG, tmp_path)
-    ck = Checkpoint.open(tmp_path)
-    assert ck.step == 2 and ck.path.name == "step_00000002"
+    ck = Checkpoint.open(tmp_path)  # the latest: the trained state after the last step
+    assert ck.step == 4 and ck.path.name == "step_00000004"
+    assert Checkpoint.open(tmp_path / "step_00000002").step == 2  # and the periodic ones
     record = json.loads((ck.path / "strategy.json").read_text())
     assert record["devices"] == 8 and record["mesh"] == "Mesh(pp=2, dp=4, tp=1)"
     w0 = record["tensors"]["param/0/w"]
@@ -47,7 +48,7 @@ def test_reshard_8_devices_to_4_identical_weights(tmp_path):
     """Save on 8 devices (pp=2 x dp=4), resume on 4 (pp=2 x dp=2): the loaded weights are the
     saved ones bit for bit, and the continued training matches one device."""
     first = _trained(BIG, tmp_path / "big")
-    ck = Checkpoint.open(tmp_path / "big")
+    ck = Checkpoint.open(tmp_path / "big" / "step_00000002")
     compiled = compile_strategy(SMALL.resolved())
     rt = LocalRuntime(4)
     restore(rt, compiled, ck)
@@ -58,7 +59,7 @@ def test_reshard_8_devices_to_4_identical_weights(tmp_path):
         got = rt.fetch(r, list(compiled.initial[r]))
         for name, value in got.items():
             assert np.array_equal(value, ck.array(name)), (r, name)
-    resumed = train_resilient(SMALL, resume_from=tmp_path / "big")
+    resumed = train_resilient(SMALL, resume_from=ck.path)
     assert resumed.train.max_rel_weight_diff_vs_single < 1e-9
     assert len(resumed.train.losses) == 2
     np.testing.assert_allclose(resumed.train.losses, first.train.losses[2:], rtol=1e-12)
@@ -77,22 +78,17 @@ def test_convert_between_strategies(tmp_path, src, dst):
     _trained(a, tmp_path / "a")
     path = convert_checkpoint(tmp_path / "a", tmp_path / "b", b.resolved())
     src_ck, dst_ck = Checkpoint.open(tmp_path / "a"), Checkpoint.open(path)
-    assert dst_ck.config.strategy == dst["strategy"] and dst_ck.step == src_ck.step == 2
+    assert dst_ck.config.strategy == dst["strategy"] and dst_ck.step == src_ck.step == 3  # saved after the last step
     for name in state_shapes(a):
         assert np.array_equal(src_ck.array(name), dst_ck.array(name)), name
     resumed = train_resilient(b, resume_from=path)
     assert resumed.train.max_rel_weight_diff_vs_single < 1e-9
 
 
-def test_tensor_parallel_checkpoints_when_available(tmp_path):
-    """tp is another engineer's strategy: when it is registered, save tp=4 x dp=2 on 8 devices and
-    resume on pp=2 x dp=2; until then the refusal names it."""
+def test_tensor_parallel_checkpoint_resumes_on_a_pipeline(tmp_path):
+    """Save tp=4 x dp=2 on 8 devices and resume on pp=2 x dp=2 on 4 devices: identical weights."""
     cfg = TrainConfig(GPTConfig(layers=2, hidden=8, heads=4, seq_len=4, vocab=8), strategy="hybrid", devices=8,
                       tp=4, dp=2, pp=1, batch_size=4, steps=3)
-    if "hybrid" not in COMPILERS:
-        with pytest.raises(ParasimError, match="not available yet"):
-            _trained(cfg, tmp_path / "tp")
-        return
     _trained(cfg, tmp_path / "tp")
     target = TrainConfig(cfg.model, strategy="pp", devices=4, dp=2, pp=2, batch_size=4, steps=3)
     path = convert_checkpoint(tmp_path / "tp", tmp_path / "pp", target.resolved())
@@ -159,8 +155,8 @@ def test_cli_checkpoint_show_and_convert(tmp_path, capsys):
                  "--devices", "8", "--dp", "4", "--pp", "2", "--microbatches", "2", "--batch", "16", "--steps", "4",
                  "--checkpoint-every", "2", "--checkpoint-dir", str(tmp_path / "big"), "--json"]) == 0
     capsys.readouterr()
-    assert main(["checkpoint", "convert", str(tmp_path / "big"), str(tmp_path / "small"), "--to-strategy", "pp",
-                 "--devices", "4", "--dp", "2", "--pp", "2", "--json"]) == 0
+    assert main(["checkpoint", "convert", str(tmp_path / "big" / "step_00000002"), str(tmp_path / "small"),
+                 "--to-strategy", "pp", "--devices", "4", "--dp", "2", "--pp", "2", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["step"] == 2 and out["to"] == "pp on 4"
     assert main(["checkpoint", "show", str(tmp_path / "small"), "--json"]) == 0

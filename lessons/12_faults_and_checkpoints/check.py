@@ -70,7 +70,7 @@ def check_resume_elsewhere(s):
         targets = [TrainConfig(GPT, strategy="pp", devices=4, pp=2, dp=2, microbatches=2, batch_size=4, steps=5),
                    TrainConfig(GPT, strategy="zero2", devices=2, batch_size=4, steps=5)]
         for k, target in enumerate(targets):
-            r = s.resume_elsewhere(f"{tmp}/dp4", target, f"{tmp}/out{k}")
+            r = s.resume_elsewhere(f"{tmp}/dp4/step_00000003", target, f"{tmp}/out{k}")
             if r is None or not hasattr(r, "train"):
                 return compare("a ResilientResult", r, "return what train_resilient returns")
             saved = Checkpoint.open(f"{tmp}/out{k}")

@@ -90,7 +90,7 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
         train_resilient(DP2, checkpoint_every=2, checkpoint_dir=f"{tmp}/dp2")
         pp = TrainConfig(GPT, strategy="pp", devices=4, pp=2, dp=2, microbatches=2, batch_size=4, steps=4)
-        resumed = resume_elsewhere(f"{tmp}/dp2", pp, f"{tmp}/pp4")
+        resumed = resume_elsewhere(f"{tmp}/dp2/step_00000002", pp, f"{tmp}/pp4")  # the one saved before step 2
         print("resumed on pp=2 x dp=2:", resumed.train.losses, "vs", clean.train.losses[2:])
     fm = FailureModel(1536, 50_000.0, 175e9 * 14, 50e9, restart_s=600.0)  # GPT-3 on 1536 GPUs
     print(f"Young {young_interval(1536, 50_000.0, 175e9 * 14, 50e9):.0f} s, curve optimum {best_interval(fm):.0f} s, "

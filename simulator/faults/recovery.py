@@ -211,6 +211,9 @@ def train_resilient(cfg: TrainConfig, runtime=None, faults: tuple[Fault, ...] = 
             sent = [a + b for a, b in zip(sent, result.bytes_sent)]
             messages += sum(result.messages_sent)
             step += 1
+        if checkpoint_dir is not None and step not in saved:  # the trained state too, as Megatron saves at the end
+            save_checkpoint(runtime, compiled, step, root)
+            saved.append(step)
         params = gather_params(compiled, runtime)
     finally:
         if own:
