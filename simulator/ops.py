@@ -82,6 +82,11 @@ def split(a, parts: int, index: int, axis: int = 0):
     return np.array_split(a, parts, axis=axis)[index].copy()
 
 
+@kernel("reshape")
+def reshape(a, shape: tuple):
+    return np.reshape(a, shape).copy()
+
+
 @kernel("concat")
 def concat(*arrays, axis: int = 0):
     return np.concatenate(arrays, axis=axis)

@@ -77,3 +77,31 @@ def test_hybrid_on_ray_equals_one_device_and_the_local_runtime(ray_runtime):
     assert on_ray.max_rel_weight_diff_vs_single < 1e-9
     assert on_ray.losses == local.losses
     assert on_ray.trace.makespan_s == local.trace.makespan_s
+
+
+def _opt_bytes(result, device):
+    return max(s.bytes_by_category.get("opt", 0) for s in result.trace.memory if s.device == device)
+
+
+@pytest.mark.parametrize("kw", [dict(devices=8, dp=2, tp=2, pp=2, microbatches=2),
+                                dict(devices=6, dp=3, tp=2, pp=1, batch_size=12),
+                                dict(devices=4, dp=2, tp=2, strategy="sp")])
+def test_zero1_over_the_data_axis_shards_optimizer_state_and_keeps_the_math(kw):
+    """Megatron's distributed optimizer in 3-D: same weights as one device, the optimizer state of
+    each rank cut N_d ways, and the data-parallel bytes of one AllReduce split into RS + AG."""
+    cfg = TrainConfig(GPT, **{"strategy": "hybrid", "batch_size": 8, "steps": 2, **kw})
+    plain, zero = train(cfg), train(TrainConfig(**{**cfg.__dict__, "zero": 1}))
+    assert zero.max_rel_weight_diff_vs_single < 1e-9
+    dp = cfg.dp
+    for d in range(cfg.devices):  # Adam's m and v, cut dp ways (+ the 8-byte step counter)
+        assert abs((_opt_bytes(zero, d) - 8) - (_opt_bytes(plain, d) - 8) / dp) <= 16 * 8 * dp
+    pb, zb = plain.trace.bytes_by_collective(), zero.trace.bytes_by_collective()
+    dp_bytes = pb["all_reduce"] - zb.get("all_reduce", 0)  # what the data axis moved
+    assert dp_bytes > 0
+    added = sum(zb[k] - pb.get(k, 0) for k in ("reduce_scatter", "all_gather"))  # sp has its own RS/AG
+    assert added == pytest.approx(dp_bytes, rel=0.05)
+
+
+def test_zero_stages_2_and_3_are_refused_with_pipelines_or_tensor_parallelism():
+    with pytest.raises(Exception, match="stage 1 \\(the distributed optimizer\\)"):
+        TrainConfig(GPT, strategy="hybrid", devices=8, dp=2, tp=2, pp=2, zero=2).resolved()

@@ -149,16 +149,18 @@ def test_dp_with_zero_flag_runs_zero(capsys):
     assert out["zero"] == 2 and set(out["bytes_by_collective"]) == {"reduce_scatter", "all_gather"}
 
 
-@pytest.mark.parametrize("strategy, kw", [("hybrid", dict(dp=2, pp=2)), ("pp", dict(dp=2)), ("tp", {}),
-                                          ("sp", {}), ("layer", {})])
-def test_zero_flag_on_a_strategy_without_zero_is_refused_not_ignored(strategy, kw, capsys):
-    """--zero on pp/tp/sp/layer/hybrid used to run plain replicas and report "zero": S anyway."""
-    with pytest.raises(ParasimError, match=f"ZeRO stage 1 runs with strategies dp and zero1-3 only.*strategy {strategy}"):
-        TrainConfig(GPT, strategy=strategy, devices=4, zero=1, batch_size=4, **kw).resolved()
+@pytest.mark.parametrize("strategy, kw, zero, words", [
+    ("tp", {}, 1, "dp=1"), ("sp", {}, 1, "dp=1"), ("layer", {}, 1, "cannot use stage 1"),
+    ("hybrid", dict(dp=2, pp=2), 2, "cannot use stage 2"), ("pp", dict(dp=2), 3, "cannot use stage 3")])
+def test_zero_flag_where_it_cannot_apply_is_refused_not_ignored(strategy, kw, zero, words, capsys):
+    """--zero used to run plain replicas and report "zero": S anyway. Stage 1 over dp > 1 now runs
+    with pp/tp/sp/hybrid (tests/test_parallel_hybrid.py); everything else is refused in one line."""
+    with pytest.raises(ParasimError, match=words):
+        TrainConfig(GPT, strategy=strategy, devices=4, zero=zero, batch_size=4, **kw).resolved()
     from simulator.cli import main
 
-    argv = ["train", "--model", "gpt", "--strategy", strategy, "--devices", "4", "--zero", "1", "--batch", "4",
+    argv = ["train", "--model", "gpt", "--strategy", strategy, "--devices", "4", "--zero", str(zero), "--batch", "4",
             "--steps", "1", "--json"] + [x for k, v in kw.items() for x in (f"--{k}", str(v))]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: ZeRO stage 1") and "drop --zero" in err[0]
+    assert len(err) == 1 and err[0].startswith(f"error: ZeRO stage {zero}") and "--zero" in err[0]

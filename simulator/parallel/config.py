@@ -101,9 +101,13 @@ class TrainConfig:
         _check(stage == self.zero or self.zero == 0,
                f"strategy {s} means ZeRO stage {stage}, but --zero {self.zero} was given")
         # only the ZeRO compiler shards model states; elsewhere a stage would be silently ignored
-        _check(stage == 0 or s in ("dp", "zero1", "zero2", "zero3"),
-               f"ZeRO stage {stage} runs with strategies dp and zero1-3 only (pp=1, tp=1); "
-               f"strategy {s} (dp={dp}, pp={pp}, tp={tp}) does not shard model states: drop --zero")
+        _check(stage == 0 or s in ("dp", "zero1", "zero2", "zero3") or (stage == 1 and s in ("pp", "tp", "sp", "hybrid")),
+               f"ZeRO stage {stage} runs with strategies dp and zero1-3 (pp=1, tp=1), and stage 1 (the distributed "
+               f"optimizer) also with pp, tp, sp and hybrid; strategy {s} (dp={dp}, pp={pp}, tp={tp}) cannot use "
+               f"stage {stage}: drop --zero")
+        _check(stage == 0 or dp > 1 or s.startswith("zero"),
+               f"ZeRO stage {stage} shards model states over the data-parallel group, but strategy {s} has dp=1 "
+               f"(pp={pp}, tp={tp}): raise --dp or drop --zero")
         return replace(self, dp=dp, pp=pp, tp=tp, zero=stage)
 
     @property

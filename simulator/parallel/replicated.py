@@ -26,6 +26,7 @@ from .grad_sync import GradSync
 from .kernels import layer_of, optimizer_state_names
 from .schedule_check import parse_schedule, validate
 from .schedules import make_schedule
+from .zero_hybrid import emit_zero1_optimizer, shard_optimizer_state
 
 
 def split_layers(n_layers: int, stages: int) -> tuple[tuple[int, ...], ...]:
@@ -147,7 +148,10 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     schedule = pipeline_schedule(cfg)
     optimizer = make_optimizer(cfg)
     group_of = {r: g for g in mesh.groups("dp") for r in g}
-    sync = GradSync(b, cfg.model, group_of, None if cfg.bucket_mb is None else cfg.bucket_mb * 1e6,
+    zero1 = cfg.zero == 1 and dp > 1  # Megatron's distributed optimizer: ZeRO-1 over the data axis
+    if zero1 and (cfg.bucket_mb is not None or cfg.grad_dtype != "float64"):
+        raise ParasimError("ZeRO-1 here moves float64 per-parameter collectives: drop --bucket-mb and --grad-dtype")
+    sync = GradSync(b, cfg.model, {} if zero1 else group_of, None if cfg.bucket_mb is None else cfg.bucket_mb * 1e6,
                     cfg.grad_dtype, cfg.gradients_mean, shapes=placement.shapes)
     mbs = cfg.microbatch_size
     rows_per_replica = cfg.batch_size // dp
@@ -168,9 +172,13 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
         sync.finish(r)
         s, t = mesh.coord(r, "pp"), mesh.coord(r, "tp")
         held = [li for k in range(s, len(stages), pp) for li in stages[k]]
-        emit_optimizer(b, r, held, cfg.model, optimizer, placement.shapes)
         initial[r] = initial_state(cfg.model, held, optimizer, cfg.seed,
                                    lambda li, n, value, t=t: placement.shard(li, n, value, t))
+        if zero1:
+            emit_zero1_optimizer(b, r, held, placement.shapes, optimizer, group_of[r], cfg.gradients_mean)
+            initial[r] = shard_optimizer_state(initial[r], dp, group_of[r].index(r))
+        else:
+            emit_optimizer(b, r, held, cfg.model, optimizer, placement.shapes)
         if mesh.coord(r, "dp") == 0:
             for li in held:
                 for n in layer_of(cfg.model, li).param_shapes():
@@ -178,4 +186,4 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
                     if t == 0:
                         param_home[(li, n)] = (r, param(li, n))
     return Compiled(cfg, b.build(), initial, feeds, param_home, loss_tensors, count * dp, mesh,
-                    {"stages": stages, "schedule": schedule.name}, placement.gather(homes))
+                    {"stages": stages, "schedule": schedule.name, "zero": cfg.zero}, placement.gather(homes))
