@@ -30,3 +30,10 @@ def test_pipelines_show_zb_h2_with_bubble_and_peak_memory():
     assert expect["zb-h2"] > expect["1f1b"]
     at.multiselect(key="schedules").set_value(["1f1b", "zb-h2"]).run()
     assert len([m for m in at.metric if m.label == "bubble"]) == 2
+
+
+def test_pipelines_bubble_deltas_name_their_baseline():
+    at = page("pipelines")  # p=4, m=8: GPipe and 1F1B share the bubble (p-1)/(m+p-1)
+    deltas = [m.proto.delta for m in at.metric if m.label == "bubble"]
+    assert deltas[:2] == ["same as 1f1b", "baseline"]  # never a red "+0.0%"
+    assert all(d.endswith("vs 1f1b") and d.startswith("-") for d in deltas[2:])  # interleaved, ZB-H1, ZB-H2 gain

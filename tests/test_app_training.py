@@ -75,3 +75,16 @@ def test_training_refuses_bad_degrees_with_one_line():
     at.selectbox(key="strategy").set_value("tp").run()  # the MLP has no transformer layers to cut
     at.button(key="run").click().run()
     assert len(at.error) == 1 and "tensor parallelism" in at.error[0].value
+
+
+def test_training_refusal_leaves_no_empty_progress_bar():
+    at = page("training")
+    at.selectbox(key="strategy").set_value("hybrid").run()
+    at.selectbox(key="h_tp").set_value(2).run()  # dp 2 x pp 2 x tp 2 = 8 on 4 devices
+    at.button(key="run").click().run()
+    assert not at.exception
+    assert len(at.error) == 1 and "do not multiply to 4 devices" in at.error[0].value
+    assert not at.get("progress")  # the bar of a run that never started is gone
+    at.selectbox(key="strategy").set_value("tp").run()  # refused while compiling, after the bar appeared
+    at.button(key="run").click().run()
+    assert len(at.error) == 1 and not at.get("progress")

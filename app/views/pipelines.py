@@ -68,9 +68,14 @@ base = next((res for name, res in good if name == "1f1b"), None)
 for col, (name, res) in zip(cols, good):
     with col:
         st.markdown(f"**{name}**")
-        delta = None if base is None or name == "1f1b" else f"{res.bubble_fraction - base.bubble_fraction:+.1%}"
-        st.metric("bubble", f"{res.bubble_fraction:.1%}", delta, delta_color="inverse",
-                  help="idle share of p x step time")
+        diff = None if base is None else res.bubble_fraction - base.bubble_fraction
+        if diff is None or name == "1f1b" or abs(diff) < 5e-4:  # the baseline, or no visible change
+            delta = None if base is None else ("baseline" if name == "1f1b" else "same as 1f1b")
+            st.metric("bubble", f"{res.bubble_fraction:.1%}", delta, delta_color="off", delta_arrow="off",
+                      help="idle share of p x step time")
+        else:
+            st.metric("bubble", f"{res.bubble_fraction:.1%}", f"{diff:+.1%} vs 1f1b", delta_color="inverse",
+                      help="idle share of p x step time")
         v_res = res.schedule.v
         st.metric("peak memory", f"{max(res.peak_in_flight) / v_res:.3g} M_B",
                   help="activations held at once by the busiest stage, in units of M_B (one micro-batch's "
@@ -87,5 +92,7 @@ st.caption(f"Textbook check: GPipe and 1F1B bubble (p-1)/(m+p-1) = {(p - 1) / (m
 
 pick = st.selectbox("Download the timeline of", [name for name, _ in good], key="download_pick")
 trace = viz.schedule_trace(dict(good)[pick])
+if len(good) > 1:  # the PNG, like the JSON and CSV, holds the chosen schedule only
+    png = viz.png_bytes(viz.schedule_chart(dict(good)[pick]), dpi=120)
 trace_downloads(trace, png, f"pipeline-{pick}-p{p}-m{m}", key="pipe")
 show_code(simulate, one_f_one_b, zb_h1, zb_h2, key="code")

@@ -85,8 +85,8 @@ def explore(model: ModelSpec, hw: str, B: int, kw: tuple) -> dict:
 
 
 def time_parts(r: dict) -> dict:
-    return {"compute": r["compute_time_s"], "pipeline bubble": r["bubble_time_s"],
-            "exposed communication": r["exposed_comm_s"], "optimizer": r["optimizer_time_s"]}
+    return {"compute": r["compute_time_s"], "bubble": r["bubble_time_s"],
+            "exposed comm": r["exposed_comm_s"], "optimizer": r["optimizer_time_s"]}
 
 
 def memory_bar(r: dict) -> dict:

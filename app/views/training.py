@@ -4,8 +4,8 @@ price its program on the simulated clock."""
 import streamlit as st
 from ui import figure, friendly_errors, intro, show_code, trace_downloads
 
-from simulator import (SCHEDULES, STRATEGIES, GPTConfig, HardwareDeviceModel, MLPConfig, MoEGPTConfig, TrainConfig,
-                       compile_strategy, hardware_names, simulate, train, viz)
+from simulator import (SCHEDULES, STRATEGIES, GPTConfig, HardwareDeviceModel, MLPConfig, MoEGPTConfig, ParasimError,
+                       TrainConfig, compile_strategy, hardware_names, simulate, train, viz)
 from simulator.units import fmt_bytes, fmt_time
 
 MODELS = {"MLP, 8 layers (64 → 256 → 8 classes)": MLPConfig(64, 256, 8, 8),
@@ -97,19 +97,24 @@ def price_only(cfg: TrainConfig, price_on: str) -> dict:
 
 
 def run_for_real(cfg: TrainConfig, price_on: str, on_ray: bool) -> dict:
-    """Run `cfg.steps` real steps with a progress bar, price them, compare with one device."""
+    """Run `cfg.steps` real steps with a progress bar, price them, compare with one device.
+    A refused configuration leaves no progress bar behind (only its one-line error)."""
+    cfg.resolved()  # refuse bad degrees before drawing a bar or starting Ray
     bar = st.progress(0.0, text="compiling ...")
     rt = None
-    if on_ray:
-        from ray_session import get_ray
-
-        from simulator import make_runtime
-
-        get_ray()
-        rt = make_runtime("ray", cfg.devices)
     try:
+        if on_ray:
+            from ray_session import get_ray
+
+            from simulator import make_runtime
+
+            get_ray()
+            rt = make_runtime("ray", cfg.devices)
         res = train(cfg, runtime=rt, device_model=device_model(price_on, cfg.devices),
                     progress=lambda k, n: bar.progress(k / n, text=f"step {k} of {n} done"))
+    except ParasimError:
+        bar.empty()
+        raise
     finally:
         if rt is not None:
             rt.close()
@@ -164,7 +169,7 @@ png = figure(viz.timeline(trace), "Each device has a compute lane (forward blue,
 trace_downloads(trace, png, f"train-{req[1]}-{req[2]}dev", key="train")
 
 st.markdown("**Every bar of the timeline** (what hovering would show), for the chosen devices")
-ev_left, ev_right = st.columns([1, 5])
+ev_left, ev_right = st.columns([3, 10])
 with ev_left:
     shown = st.multiselect("Devices", list(range(trace.n_devices)), default=[min(1, trace.n_devices - 1)],
                            key="event_devices")
@@ -198,7 +203,7 @@ with left:
     by = trace.bytes_by_collective()
     if by:
         st.bar_chart({"collective": list(by), "bytes": list(by.values())}, x="collective", y="bytes",
-                     horizontal=True, height=70 + 40 * len(by))
+                     horizontal=True, x_label="bytes", y_label="", height=70 + 40 * len(by))
         st.caption(" · ".join(f"{k} {fmt_bytes(b)}" for k, b in by.items()))
     else:
         st.caption("No communication: a single device.")
