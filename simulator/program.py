@@ -268,9 +268,16 @@ def _walk(prog: Program) -> list[Event]:
                 raise ProgramError(f"device {r} instruction #{pc} is not an instruction: {ins!r}")
             pc += 1
         pcs[r] = pc
-    stuck = [r for r in range(n) if pcs[r] < len(code[r]) or pending[r]]
+    # a collective that some members never issue leaves the others waiting on it
+    in_collective: dict[int, list[str]] = defaultdict(list)
+    for (group, _), members in posted.items():
+        missing = [m for m in group if m not in members]
+        for r, i in members.items():
+            in_collective[r].append(f"{prog.describe(r, i)} waits for device(s) {missing}, which never reach it")
+    stuck = sorted({r for r in range(n) if pcs[r] < len(code[r]) or pending[r]} | set(in_collective))
     if stuck:
-        waits = "; ".join(prog.describe(r, min(pcs[r], len(code[r]) - 1)) + " waits" for r in stuck)
+        waits = "; ".join("; ".join(in_collective[r]) if r in in_collective else
+                          prog.describe(r, min(pcs[r], len(code[r]) - 1)) + " waits" for r in stuck)
         raise ProgramError(f"deadlock: {len(stuck)} device(s) can never finish: {waits}")
     unreceived = [pos for q in mailbox.values() for pos in q]
     if unreceived:

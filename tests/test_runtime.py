@@ -122,6 +122,23 @@ def test_unmatched_recv_fails_fast_naming_device_and_instruction():
     assert rt.devices[0].memory == {}  # refused before any instruction ran
 
 
+def test_collective_a_member_never_issues_is_a_deadlock_not_a_silent_no_op():
+    # device 0's AllReduce is its last instruction; device 1 never issues it
+    last = Program(2, ((Collective("all_reduce", "grad/g", "grad/g", (0, 1)),), ()))
+    with pytest.raises(ProgramError, match=r"device 0 instruction #0 Collective\(all_reduce.*waits for "
+                                           r"device\(s\) \[1\], which never reach it"):
+        last.validate()
+    rt = LocalRuntime(2)
+    rt.load({0: {"grad/g": np.ones(2)}, 1: {"grad/g": np.ones(2)}})
+    with pytest.raises(ProgramError, match="deadlock"):
+        rt.run(last)
+    # the message names the collective, not the instruction after it
+    follow = Program(2, ((Collective("all_reduce", "grad/g", "grad/g", (0, 1)),
+                          Compute("copy", ("grad/g",), ("act/y",))), ()))
+    with pytest.raises(ProgramError, match=r"device 0 instruction #0 Collective"):
+        follow.validate()
+
+
 def test_runtime_errors_name_device_and_instruction():
     rt = LocalRuntime(2)
     rt.load({1: {"act/a": np.ones((2, 3)), "act/b": np.ones((2, 3))}})
