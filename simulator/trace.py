@@ -163,7 +163,9 @@ class Trace:
                        "ts": e.start_s * 1e6, "dur": e.duration_s * 1e6, "args": args})
             if e.flow is not None and e.kind in ("send", "recv"):
                 ph = "s" if e.kind == "send" else "f"
-                ts = e.start_s if e.kind == "send" else e.end_s
+                # Perfetto binds "s" (and "f" with bp=e) to the slice enclosing ts on its thread: the
+                # midpoint is strictly inside this send/recv, its edges touch back-to-back neighbours
+                ts = e.start_s + e.duration_s / 2
                 flow = {"ph": ph, "name": "p2p", "cat": "p2p", "id": e.flow, "pid": e.device, "tid": tid,
                         "ts": ts * 1e6}
                 if ph == "f":
