@@ -46,7 +46,12 @@ def test_trace_file_and_text_output(capsys, tmp_path):
 @pytest.mark.parametrize("argv,msg", [(("gather",), "valid kinds"),
                                       (("all_gather", "--algo", "tree"), "valid: ring, direct"),
                                       (("reduce", "--root", "9", "--devices", "4"), "--root 9"),
-                                      (("all_reduce", "--op", "prod"), "valid ops")])
+                                      (("all_reduce", "--op", "prod"), "valid ops"),
+                                      (("all_reduce", "--devices", "100000"), "more than the 256 devices"),
+                                      (("all_reduce", "--devices", "8", "--size", "10000000000"),
+                                       "8 x --size 10000000000 x 8 B = 640 GB of inputs is more than the 2 GB"),
+                                      (("all_gather", "--devices", "8", "--size", "10000000000"),
+                                       "1 x --size 10000000000 x 8 B = 80 GB")])
 def test_bad_input_is_one_line_exit_2(capsys, argv, msg):
     assert main(["collective", *argv]) == 2
     err = capsys.readouterr().err

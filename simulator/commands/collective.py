@@ -20,6 +20,11 @@ from ..collectives.reference import KINDS, OPS
 from ..errors import ParasimError
 from ..units import fmt_bytes, fmt_time
 
+# A real run moves every chunk between emulated devices: a ring all_reduce sends 2n(n-1) chunks, so
+# n = 256 takes seconds and n = 1000 minutes; the inputs (n x size elements) are really allocated.
+MAX_DEVICES = 256
+MAX_INPUT_NBYTES = 2_000_000_000
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("collective", help="run one collective on emulated devices, check and price it")
@@ -46,6 +51,14 @@ def _check(args) -> None:
         raise ParasimError(f"--devices must be at least 1, got {args.devices}")
     if args.size < 0:
         raise ParasimError(f"--size must be >= 0 elements, got {args.size}")
+    if args.devices > MAX_DEVICES:
+        raise ParasimError(f"--devices {args.devices} is more than the {MAX_DEVICES} devices a real run emulates "
+                           f"(a ring moves 2n(n-1) chunks); price larger groups with simulator.collective_time_s")
+    itemsize = np.dtype(args.dtype).itemsize
+    per = 1 if args.kind == "all_gather" else args.devices  # all_gather: --size is the gathered total
+    if per * args.size * itemsize > MAX_INPUT_NBYTES:
+        raise ParasimError(f"{per} x --size {args.size} x {itemsize} B = {fmt_bytes(per * args.size * itemsize)} "
+                           f"of inputs is more than the {fmt_bytes(MAX_INPUT_NBYTES)} a real run may allocate")
     if args.algo is not None and args.algo not in algorithms(args.kind):
         raise ParasimError(f"unknown algorithm {args.algo!r} for {args.kind}; valid: "
                            f"{', '.join(algorithms(args.kind))}")
