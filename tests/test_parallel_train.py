@@ -109,7 +109,8 @@ def test_layer_parallel_devices_wait_for_each_other():
 
 
 @pytest.mark.parametrize("kw,words", [
-    (dict(strategy="pp", devices=8), "exceeds the model's 5 layers"),
+    (dict(strategy="pp", devices=8), r"exceeds the model's 5 layers \(Embedding, 3 x TransformerBlock, LMHead\)"),
+    (dict(strategy="dp", devices=4, accumulate=3), r"dp=4 x micro-batches=1 x accumulate=3 = 12 equal parts"),
     (dict(strategy="pp", devices=2, microbatches=3), "cannot be split"),
     (dict(strategy="hybrid", devices=8, dp=3, pp=2), "do not multiply to 8 devices"),
     (dict(strategy="pp", devices=2, microbatches=3, schedule="interleaved", virtual_stages=2, batch_size=6),
@@ -119,6 +120,14 @@ def test_layer_parallel_devices_wait_for_each_other():
 def test_bad_configurations_are_refused_with_a_reason(kw, words):
     with pytest.raises(ParasimError, match=words):
         TrainConfig(GPT, **kw).resolved()
+
+
+def test_train_cli_refuses_a_model_too_big_for_memory_in_one_line(capsys):
+    # a (1e6, 3e6) float64 QKV weight is 22 TiB: numpy refuses it at once; the CLI says so in one line
+    assert main(["train", "--strategy", "dp", "--devices", "2", "--hidden", "1000000", "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1
+    assert captured.err.startswith("error: the real run does not fit in this machine's memory (Unable to allocate")
 
 
 def test_train_cli_json(capsys):

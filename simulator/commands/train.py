@@ -6,7 +6,6 @@ import json
 import sys
 
 from ..errors import ParasimError
-from ..errors import ParasimError
 from ..models import GPTConfig, MLPConfig
 from ..parallel.experts import MoEGPTConfig
 from ..parallel.config import GRAD_DTYPES, SCHEDULES, STRATEGIES, TrainConfig
@@ -140,6 +139,9 @@ def run(a) -> int:
                                      checkpoint_dir=a.checkpoint_dir, resume_from=a.resume)
         else:
             result = train(cfg, runtime=runtime, progress=progress)
+    except MemoryError as e:
+        raise ParasimError(f"the real run does not fit in this machine's memory ({e}); shrink --hidden, --layers, "
+                           f"--seq or --batch, or price the configuration with `parasim simulate`") from None
     finally:
         if runtime is not None:
             runtime.close()

@@ -86,17 +86,21 @@ class TrainConfig:
                f"degrees dp={dp} x pp={pp} x tp={tp} = {dp * pp * tp} do not multiply to {n} devices")
         if s == "layer":
             _check(self.m == 1, f"layer-wise model parallelism uses no micro-batches, got {self.m}")
-        layers = self.n_layers
+        kinds = [type(layer).__name__ for layer in build_model(self.model).layers]
+        layers = len(kinds)
         _check(pp * self.virtual_stages <= layers,
-               f"{pp} stages x {self.virtual_stages} virtual stages = {pp * self.virtual_stages} exceeds the model's {layers} layers")
+               f"{pp} stages x {self.virtual_stages} virtual stages = {pp * self.virtual_stages} exceeds the model's "
+               f"{layers} layers ({_describe_layers(kinds)}); each stage holds at least one")
         if self.schedule == "interleaved" and pp > 1:
             _check(self.microbatches % pp == 0,
                    f"interleaved schedule needs micro-batches ({self.microbatches}) to be a multiple of stages ({pp})")
         _check(self.virtual_stages == 1 or self.schedule == "interleaved",
                f"virtual stages ({self.virtual_stages}) need the interleaved schedule, not {self.schedule}")
         per = dp * self.m
+        parts = f"micro-batches={self.microbatches} x accumulate={self.accumulate}" if self.accumulate > 1 \
+            else f"micro-batches={self.m}"
         _check(self.batch_size % per == 0,
-               f"batch {self.batch_size} cannot be split into dp={dp} x micro-batches={self.m} equal parts")
+               f"batch {self.batch_size} cannot be split into dp={dp} x {parts} = {per} equal parts")
         stage = int(s[-1]) if s.startswith("zero") else self.zero
         _check(stage == self.zero or self.zero == 0,
                f"strategy {s} means ZeRO stage {stage}, but --zero {self.zero} was given")
@@ -113,6 +117,17 @@ class TrainConfig:
     @property
     def microbatch_size(self) -> int:
         return self.batch_size // (max(self.dp, 1) * self.m)
+
+
+def _describe_layers(kinds: list[str]) -> str:
+    """['Embedding', 'TransformerBlock', 'TransformerBlock', 'LMHead'] -> 'Embedding, 2 x TransformerBlock, LMHead'."""
+    runs: list[list] = []
+    for k in kinds:
+        if runs and runs[-1][0] == k:
+            runs[-1][1] += 1
+        else:
+            runs.append([k, 1])
+    return ", ".join(k if n == 1 else f"{n} x {k}" for k, n in runs)
 
 
 def _check(ok: bool, message: str) -> None:
