@@ -52,24 +52,24 @@ def model_spec():
     return ModelSpec("custom", L, h, a, s, V)
 
 
-def config_widgets(prefix: str, defaults: dict) -> dict:
-    """t, p, d, b, schedule, v, recompute, SP and ZeRO widgets (keys prefixed) -> ParallelConfig kwargs."""
-    c = st.columns(4)
-    kw = {"tp": c[0].select_slider("Tensor parallel t", TP, value=defaults["tp"], key=f"{prefix}tp"),
-          "pp": c[1].select_slider("Pipeline stages p", PP, value=defaults["pp"], key=f"{prefix}pp"),
-          "dp": c[2].select_slider("Data parallel d", DP, value=defaults["dp"], key=f"{prefix}dp"),
-          "micro_batch_size": c[3].select_slider("Micro-batch b", [1, 2, 4, 8], value=1, key=f"{prefix}b")}
-    c = st.columns(4)
-    kw["schedule"] = c[0].selectbox("Schedule", SCHEDULES, index=SCHEDULES.index(defaults["schedule"]),
-                                    key=f"{prefix}schedule")
-    kw["virtual_stages"] = c[1].slider("Chunks v (interleaved)", 1, 4, defaults.get("v", 1), key=f"{prefix}v",
-                                       disabled=kw["schedule"] != "interleaved")
+def config_widgets(prefix: str, defaults: dict, per_row: int = 4) -> dict:
+    """t, p, d, b, schedule, v, recompute, SP and ZeRO widgets (keys prefixed) -> ParallelConfig kwargs.
+    `per_row` = 2 in the half-width columns of "Compare two", so no label is cut off."""
+    cells = [c for _ in range(8 // per_row) for c in st.columns(per_row)]
+    kw = {"tp": cells[0].select_slider("Tensor parallel t", TP, value=defaults["tp"], key=f"{prefix}tp"),
+          "pp": cells[1].select_slider("Pipeline stages p", PP, value=defaults["pp"], key=f"{prefix}pp"),
+          "dp": cells[2].select_slider("Data parallel d", DP, value=defaults["dp"], key=f"{prefix}dp"),
+          "micro_batch_size": cells[3].select_slider("Micro-batch b", [1, 2, 4, 8], value=1, key=f"{prefix}b")}
+    kw["schedule"] = cells[4].selectbox("Schedule", SCHEDULES, index=SCHEDULES.index(defaults["schedule"]),
+                                        key=f"{prefix}schedule")
+    kw["virtual_stages"] = cells[5].slider("Chunks v (interleaved)", 1, 4, defaults.get("v", 1), key=f"{prefix}v",
+                                           disabled=kw["schedule"] != "interleaved")
     if kw["schedule"] != "interleaved":
         kw["virtual_stages"] = 1
-    kw["recompute"] = c[2].selectbox("Recompute", RECOMPUTE, index=RECOMPUTE.index(defaults["recompute"]),
-                                     key=f"{prefix}recompute")
-    kw["sequence_parallel"] = c[3].toggle("Sequence parallel", value=defaults.get("sp", False), key=f"{prefix}sp",
-                                          disabled=kw["tp"] == 1) and kw["tp"] > 1
+    kw["recompute"] = cells[6].selectbox("Recompute", RECOMPUTE, index=RECOMPUTE.index(defaults["recompute"]),
+                                         key=f"{prefix}recompute")
+    kw["sequence_parallel"] = cells[7].toggle("Sequence parallel", value=defaults.get("sp", False),
+                                              key=f"{prefix}sp", disabled=kw["tp"] == 1) and kw["tp"] > 1
     return kw
 
 
@@ -200,12 +200,12 @@ with tab_cmp:
     left, right = st.columns(2, gap="large")
     with left:
         st.markdown("#### Configuration A")
-        kw_a = config_widgets("a_", {"tp": 8, "pp": 8, "dp": 8, "schedule": "1f1b", "recompute": "full"})
+        kw_a = config_widgets("a_", {"tp": 8, "pp": 8, "dp": 8, "schedule": "1f1b", "recompute": "full"}, 2)
         zero_a = st.radio("ZeRO (A)", [0, 1, 2, 3], horizontal=True, key="a_zero")
     with right:
         st.markdown("#### Configuration B")
         kw_b = config_widgets("b_", {"tp": 4, "pp": 16, "dp": 8, "schedule": "interleaved", "v": 2,
-                                     "recompute": "selective", "sp": True})
+                                     "recompute": "selective", "sp": True}, 2)
         zero_b = st.radio("ZeRO (B)", [0, 1, 2, 3], horizontal=True, index=1, key="b_zero")
     ra = or_error(explore, spec, hw, B, tuple(sorted(kw_a.items())))
     rb = or_error(explore, spec, hw, B, tuple(sorted(kw_b.items())))
@@ -224,6 +224,7 @@ with tab_cmp:
             st.markdown("**Where a step goes (seconds)**")
             st.bar_chart({"part": list(pa), "A": list(pa.values()), "B": list(pb.values())}, x="part", y=["A", "B"],
                          stack=False, horizontal=True, height=280, y_label="seconds")
+    show_code(estimate, key="code_cmp")
 
 with tab_good:
     c = st.columns(4)

@@ -203,7 +203,7 @@ with left:
     by = trace.bytes_by_collective()
     if by:
         st.bar_chart({"collective": list(by), "bytes": list(by.values())}, x="collective", y="bytes",
-                     horizontal=True, x_label="bytes", y_label="", height=70 + 40 * len(by))
+                     horizontal=True, x_label="", y_label="bytes", height=70 + 40 * len(by))
         st.caption(" · ".join(f"{k} {fmt_bytes(b)}" for k, b in by.items()))
     else:
         st.caption("No communication: a single device.")
