@@ -35,7 +35,6 @@ from .mesh import DeviceMesh
 from .models import (SGD, Adam, GPTConfig, MLPConfig, Model, build_model, get_batch, gpt_iteration_flops,
                      gpt_param_count)
 from .parallel.config import SCHEDULES, STRATEGIES, TrainConfig
-from .parallel.experts import MoEGPTConfig
 from .parallel.schedule_check import format_schedule, parse_schedule
 from .parallel.experts import MoEGPTConfig
 from .parallel.schedule_check import validate as validate_schedule

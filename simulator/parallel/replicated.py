@@ -186,4 +186,4 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
                     if t == 0:
                         param_home[(li, n)] = (r, param(li, n))
     return Compiled(cfg, b.build(), initial, feeds, param_home, loss_tensors, count * dp, mesh,
-                    {"stages": stages, "schedule": schedule.name, "zero": cfg.zero}, placement.gather(homes))
+                    {"stages": stages, "schedule": schedule.name if pp > 1 or v > 1 else None, "zero": cfg.zero}, placement.gather(homes))
