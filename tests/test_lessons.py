@@ -107,6 +107,23 @@ def test_grade_writes_a_csv(tmp_path):
     assert set(rows) == {"alice.py", "bob.py"}
     assert rows["alice.py"]["passed"] == rows["alice.py"]["total"] != "0" and rows["alice.py"]["score"] == "1.0"
     assert rows["bob.py"]["passed"] == "0" and rows["bob.py"]["failed_items"].split() == ["1", "2", "3", "4", "5", "6"]
+    assert rows["alice.py"]["error"] == rows["bob.py"]["error"] == ""  # a TODO is a failed item, not an error
+
+
+def test_grade_names_a_file_that_does_not_import(tmp_path):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    (folder / "carol.py").write_text("def rank_of(coords:\n", encoding="utf-8")
+    out = tmp_path / "scores.csv"
+    assert cli_main(["lesson", "grade", "01", str(folder), "--csv", str(out)]) == 0
+    (row,) = csv.DictReader(out.open())
+    assert row["passed"] == "0" and "SyntaxError" in row["error"]
+
+
+def test_lesson_list_prints_whole_titles(capsys):
+    assert cli_main(["lesson", "list"]) == 0
+    out = capsys.readouterr().out
+    assert all(x.title in out for x in LESSONS)
 
 
 def _edited(tmp_path, number, old, new):

@@ -62,8 +62,9 @@ def _list(args) -> int:
     if getattr(args, "json", False):
         print(json.dumps({"lessons": [x.to_dict() for x in lessons]}))
         return 0
+    width = max((len(x.title) for x in lessons), default=0)  # whole titles, aligned columns
     for x in lessons:
-        print(f"{x.number:02d}  {x.title:<62.62} {x.minutes:>3} min  {x.status}")
+        print(f"{x.number:02d}  {x.title:<{width}} {x.minutes:>3} min  {x.status}")
     return 0
 
 
@@ -86,6 +87,9 @@ def grade_folder(lesson, folder: Path, timeout_s: float = 120.0) -> list[dict]:
                 row.update(passed=report["passed"], total=report["total"],
                            score=round(report["passed"] / max(report["total"], 1), 4),
                            failed_items=" ".join(str(i["number"]) for i in report["items"] if not i["passed"]))
+                load = [i["found"] for i in report["items"] if not i["passed"] and i["expected"] == "the file imports"]
+                if load:  # the file itself failed (syntax error, exit at import): say so in the error column
+                    row["error"] = load[0][:200]
         except subprocess.TimeoutExpired:
             row["error"] = f"timed out after {timeout_s:g} s"
         except (json.JSONDecodeError, KeyError) as e:
