@@ -106,7 +106,7 @@ if not items:
 st.dataframe([{"#": d["number"], "lesson": d["title"], "minutes": d["minutes"],
                "after": ", ".join(map(str, d["prerequisites"])) or "-", "app pages": ", ".join(d["app_pages"]),
                "status": d["status"]} for d in items], hide_index=True, width="stretch",
-             height=36 * (len(items) + 1) + 4)
+             height=35 * (len(items) + 1) + 3)
 
 labels = {d["number"]: f"{d['number']:02d} · {d['title']}" for d in items}
 number = st.selectbox("Open lesson", list(labels), format_func=labels.get, key="lesson")
