@@ -82,7 +82,17 @@ class _Emitter:
 
 def compile_plan(plan: ParallelPlan, train: bool = True) -> Program:
     """The Program of one step: forward, and with `train` and a scalar loss, backward + SGD."""
-    em, net = _Emitter(plan), plan.net
+    em = _Emitter(plan)
+    op_inputs = forward_pass(em, plan)
+    loss = plan.loss
+    if train and loss is not None:
+        _backward(em, plan, op_inputs, loss)
+    return em.b.build()
+
+
+def forward_pass(em: _Emitter, plan: ParallelPlan) -> dict:
+    """Emit every operator's input moves, kernel and output moves; node index -> input names."""
+    net = plan.net
     cur = {x: local_name(net, x) for x, t in net.tensors.items() if t.kind != "activation"}
     op_inputs = {}
     for np_ in plan.nodes:
@@ -98,17 +108,27 @@ def compile_plan(plan: ParallelPlan, train: bool = True) -> Program:
                    flops=node.op.flops(local_in, local_out),
                    nbytes=ITEMSIZE * sum(prod(sh) for sh in local_in))
         cur[node.output] = em.steps(raw, np_.out_steps, "forward", final=f"act/{node.output}")
-    loss = plan.loss
-    if train and loss is not None:
-        _backward(em, plan, op_inputs, loss)
-    return em.b.build()
+    return op_inputs
 
 
 def _backward(em: _Emitter, plan: ParallelPlan, op_inputs: dict, loss: str) -> None:
     net, D = plan.net, plan.device_num
-    grad = {loss: f"grad/{loss}"}
-    em.compute("fill", [], [grad[loss]], dict(shape=(), value=1.0 / D), phase="backward",
+    em.compute("fill", [], [f"grad/{loss}"], dict(shape=(), value=1.0 / D), phase="backward",
                label="seed 1/D")
+    grad = backward_pass(em, plan, op_inputs, {loss: f"grad/{loss}"})
+    for x in plan.mirrors:
+        if x in grad:
+            resolve_grad(em, plan, x, grad[x])
+    for p in net.params:
+        if p in grad:
+            sgd(em, plan, p)
+
+
+def backward_pass(em: _Emitter, plan: ParallelPlan, op_inputs: dict, grad: dict) -> dict:
+    """Reverse-mode pass from the seeded gradients `grad` (tensor -> local name, in the grad
+    layout); returns tensor -> local gradient name (replicated axes still pending sums)."""
+    net, D = plan.net, plan.device_num
+    grad = dict(grad)
     for np_ in reversed(plan.nodes):
         node = np_.node
         if not plan.needs[node.output] or node.output not in grad:
@@ -132,27 +152,31 @@ def _backward(em: _Emitter, plan: ParallelPlan, op_inputs: dict, loss: str) -> N
                 em.compute("add", [grad[x], g], [acc], phase="backward", label=f"accumulate d{x}")
                 g = acc
             grad[x] = g
-    for x, steps in plan.mirrors.items():
-        if x not in grad:
-            continue
-        src, op = grad[x], "sum"
-        is_param = net.tensors[x].kind == "parameter"
-        reduce = [s for s in steps if s.kind == "all_reduce"]
-        if plan.ctx.gradients_mean and is_param and reduce:
-            g = reduce[0].group_size
-            scaled = em.fresh(f"grad/{x}")
-            em.compute("scale", [src], [scaled], dict(factor=float(g)), phase="backward",
-                       label=f"d{x} x {g} (gradients_mean)")
-            src, op = scaled, "mean"
-        final = f"grad/{x}"
-        if steps:
-            em.steps(src, steps, "backward", final=final, op=op)
-        elif src != final:
-            em.compute("copy", [src], [final], phase="backward", label=f"d{x}")
-    for p in net.params:
-        if p in grad:
-            em.compute("auto.sgd", [f"param/{p}", f"grad/{p}"], [f"param/{p}"],
-                       dict(lr=plan.ctx.learning_rate), phase="optimizer", label=f"sgd {p}")
+    return grad
+
+
+def resolve_grad(em: _Emitter, plan: ParallelPlan, x: str, src: str) -> str:
+    """The mirror of parameter/input `x`: its gradient summed over the ranks holding the same
+    slice (mean with gradients_mean, parameters only), written to `grad/<x>`."""
+    steps, op = plan.mirrors[x], "sum"
+    reduce = [s for s in steps if s.kind == "all_reduce"]
+    if plan.ctx.gradients_mean and plan.net.tensors[x].kind == "parameter" and reduce:
+        g = reduce[0].group_size
+        scaled = em.fresh(f"grad/{x}")
+        em.compute("scale", [src], [scaled], dict(factor=float(g)), phase="backward",
+                   label=f"d{x} x {g} (gradients_mean)")
+        src, op = scaled, "mean"
+    final = f"grad/{x}"
+    if steps:
+        em.steps(src, steps, "backward", final=final, op=op)
+    elif src != final:
+        em.compute("copy", [src], [final], phase="backward", label=f"d{x}")
+    return final
+
+
+def sgd(em: _Emitter, plan: ParallelPlan, p: str) -> None:
+    em.compute("auto.sgd", [f"param/{p}", f"grad/{p}"], [f"param/{p}"],
+               dict(lr=plan.ctx.learning_rate), phase="optimizer", label=f"sgd {p}")
 
 
 def redistribution_program(steps, device_num: int, src: str = "act/x", dst: str = "act/y",

@@ -13,6 +13,10 @@ cuts dim 0 of its first input), semi_auto_parallel (user strategies, data parall
 auto_parallel (strategies searched: sharding_propagation from the user-sharded operators;
 dynamic_programming and recursive_programming minimise the cost model of `cost_model`, an
 auto.cost_ops.OpCostModel, see auto/search_ops.py).
+
+Pipeline (MindSpore docs "pipeline_parallel"; auto/pipeline.py): pipeline_stages=S splits the
+device_num ranks into S contiguous blocks of D/S; `micro_size` micro-batches (>= S) run through
+them under `pipeline_scheduler` ("gpipe" or "1f1b").
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from ..runtime import make_runtime
 
 PARALLEL_MODES = ("stand_alone", "data_parallel", "semi_auto_parallel", "auto_parallel")
 SEARCH_MODES = ("sharding_propagation", "dynamic_programming", "recursive_programming")
+PIPELINE_SCHEDULERS = ("gpipe", "1f1b")
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,8 @@ class AutoParallelContext:
     gradients_mean: bool = False  # divide the mirrored gradient by its group size
     search_mode: str = "sharding_propagation"
     pipeline_stages: int = 1
+    micro_size: int = 1  # micro-batches per step (MindSpore PipelineCell's micro_size), >= stages
+    pipeline_scheduler: str = "gpipe"  # or "1f1b" (MindSpore pipeline_config's pipeline_scheduler)
     learning_rate: float = 0.1  # the SGD step compiled after the backward pass
     cost_model: object = None  # search_ops' OpCostModel (hardware, alpha/beta/gamma, memory limit)
 
@@ -43,16 +50,23 @@ class AutoParallelContext:
         if self.search_mode not in SEARCH_MODES:
             raise ParasimError(f"search_mode {self.search_mode!r} is not one of "
                                f"{', '.join(SEARCH_MODES)}")
-        for name in ("device_num", "pipeline_stages"):
+        for name in ("device_num", "pipeline_stages", "micro_size"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ParasimError(f"{name} must be an integer >= 1, got {v!r}")
         if self.device_num % self.pipeline_stages:
             raise ParasimError(f"device_num {self.device_num} is not a multiple of "
                                f"pipeline_stages {self.pipeline_stages}")
-        if self.pipeline_stages > 1:
-            raise ParasimError(f"pipeline_stages={self.pipeline_stages}: pipeline parallelism "
-                               f"is not compiled by simulator.auto yet (use simulator.parallel)")
+        if self.pipeline_scheduler not in PIPELINE_SCHEDULERS:
+            raise ParasimError(f"pipeline_scheduler {self.pipeline_scheduler!r} is not one of "
+                               f"{', '.join(PIPELINE_SCHEDULERS)}")
+        if self.pipeline_stages > 1 and self.parallel_mode == "stand_alone":
+            raise ParasimError(f"pipeline_stages={self.pipeline_stages} needs a parallel_mode other "
+                               f"than stand_alone (one device has no stages)")
+        if self.pipeline_stages > 1 and self.micro_size < self.pipeline_stages:
+            raise ParasimError(f"micro_size {self.micro_size} < pipeline_stages "
+                               f"{self.pipeline_stages}: a pipeline needs at least one micro-batch "
+                               f"per stage (MindSpore: micro_size >= stages)")
 
     @property
     def stage_devices(self) -> int:
@@ -60,8 +74,10 @@ class AutoParallelContext:
         return 1 if self.parallel_mode == "stand_alone" else self.device_num // self.pipeline_stages
 
     def __repr__(self) -> str:
+        pipe = (f", pipeline_stages={self.pipeline_stages}, micro_size={self.micro_size}, "
+                f"{self.pipeline_scheduler}" if self.pipeline_stages > 1 else "")
         return (f"AutoParallelContext({self.parallel_mode}, device_num={self.device_num}, "
-                f"gradients_mean={self.gradients_mean}, search_mode={self.search_mode})")
+                f"gradients_mean={self.gradients_mean}, search_mode={self.search_mode}{pipe})")
 
 
 class _Holder:

@@ -27,7 +27,8 @@ from .redistribution import Step
 
 KIND_NAMES = {"all_reduce": "AllReduce", "reduce_scatter": "ReduceScatter",
               "all_gather": "AllGather", "all_to_all": "AllToAll", "split": "Split (local)",
-              "pad": "Pad (local)", "zero": "Zero copies (local)"}
+              "pad": "Pad (local)", "zero": "Zero copies (local)", "send": "Send/Recv"}
+PHASES = ("forward", "backward", "parameter_gradient", "pipeline")
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,11 @@ class Explanation:
         if len(self.operators) == 1:  # a single operator: its form at the top level too
             out.update({k: self.operators[0][k] for k in
                         ("device_matrix", "tensor_maps", "strategy", "output_strategy")})
-        for ph in ("forward", "backward", "parameter_gradient"):
+        if self.ctx.pipeline_stages > 1:
+            out.update(pipeline_stages=self.ctx.pipeline_stages, micro_size=self.ctx.micro_size,
+                       pipeline_scheduler=self.ctx.pipeline_scheduler,
+                       stage_ranks=[list(self.plan.ranks(k)) for k in range(self.plan.n_stages)])
+        for ph in PHASES[:3] + (PHASES[3:] if self.ctx.pipeline_stages > 1 else ()):
             out[ph] = [m.to_dict() for m in self.phase(ph)]
         out["local"] = [m.to_dict() for m in self.moves if m.local]
         return out
@@ -75,9 +80,10 @@ class Explanation:
     def to_text(self) -> str:
         lines = [f"{self.ctx!r}"]
         for o in self.operators:
-            lines.append(f"{o['op']}: strategy {o['strategy']}, device matrix {o['device_matrix']}, "
+            where = f"[stage {o['stage']}, ranks {o['ranks'][0]}-{o['ranks'][-1]}] " if "stage" in o else ""
+            lines.append(f"{where}{o['op']}: strategy {o['strategy']}, device matrix {o['device_matrix']}, "
                          f"tensor maps {o['tensor_maps']}, output {o['output']}")
-        for ph in ("forward", "backward", "parameter_gradient"):
+        for ph in PHASES[:3] + (PHASES[3:] if self.ctx.pipeline_stages > 1 else ()):
             moves = [m for m in self.moves if m.phase == ph]
             lines.append(f"{ph}:" + (" nothing inserted" if not moves else ""))
             for m in moves:
@@ -97,6 +103,10 @@ def explain(target, ctx: AutoParallelContext, shapes=None) -> Explanation:
         target = single_op_network(target, shapes)
     elif not isinstance(target, Network):
         raise ParasimError(f"explain() takes a Network or an operator, got {type(target).__name__}")
+    if ctx.pipeline_stages > 1:
+        from .pipeline_explain import explain_pipeline  # it builds on this module's pieces
+
+        return explain_pipeline(target, ctx)
     plan = build_plan(target, ctx)
     return Explanation(ctx, tuple(_operator(plan, np_) for np_ in plan.nodes), tuple(_moves(plan)), plan)
 

@@ -12,6 +12,7 @@ Nothing is computed here: plan.py gives every node its parallel form, compile.py
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -44,6 +45,7 @@ class Node:
     inputs: tuple[str, ...]
     output: str
     label: str
+    stage: int | None = None  # pipeline stage (MindSpore `cell.pipeline_stage`); None: not set
 
 
 class Network:
@@ -54,6 +56,20 @@ class Network:
         self.tensors: dict[str, Tensor] = {}
         self.params: dict[str, np.ndarray] = {}
         self.nodes: list[Node] = []
+        self._stage: int | None = None  # the stage of `with net.pipeline_stage(k):`
+
+    @contextmanager
+    def pipeline_stage(self, k: int):
+        """Operators called inside `with net.pipeline_stage(k):` belong to pipeline stage k
+        (MindSpore sets `cell.pipeline_stage = k` on a cell; an operator's own
+        `op.pipeline_stage` wins)."""
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise ParasimError(f"pipeline stage must be an integer >= 0, got {k!r}")
+        before, self._stage = self._stage, k
+        try:
+            yield self
+        finally:
+            self._stage = before
 
     def _new(self, t: Tensor) -> Tensor:
         if not t.name or "/" in t.name or "@" in t.name:
@@ -78,15 +94,24 @@ class Network:
         self.params[name] = arr
         return t
 
-    def add_node(self, op, inputs: Sequence[Tensor], out_shape: tuple[int, ...]) -> Tensor:
+    def add_node(self, op, inputs: Sequence[Tensor], out_shape: tuple[int, ...],
+                 name: str | None = None, label: str | None = None,
+                 stage: int | None = None) -> Tensor:
+        """Record `op`(inputs); name/label/stage default to the next free ones (a pipeline stage
+        sub-network passes the original network's)."""
         count = sum(1 for n in self.nodes if n.op.name == op.name)
-        label = f"{op.name}-{count}"
-        name = f"{op.name.lower()}{count}"
-        while name in self.tensors:
-            name += "_"
+        label = label or f"{op.name}-{count}"
+        if name is None:
+            name = f"{op.name.lower()}{count}"
+            while name in self.tensors:
+                name += "_"
+        if stage is None:
+            own = getattr(op, "pipeline_stage", None)
+            stage = own if own is not None else self._stage
         dtype = "float64"
         out = self._new(Tensor(self, name, out_shape, dtype, "activation"))
-        self.nodes.append(Node(len(self.nodes), op, tuple(t.name for t in inputs), out.name, label))
+        self.nodes.append(Node(len(self.nodes), op, tuple(t.name for t in inputs), out.name, label,
+                               stage))
         return out
 
     # ---- queries ---------------------------------------------------------------------------------

@@ -27,6 +27,7 @@ class Primitive:
     n_inputs = 1
     grad_inputs: tuple[int, ...] = (0,)
     fwd = bwd = ""
+    pipeline_stage: int | None = None  # set `op.pipeline_stage = k` (MindSpore's cell attribute)
 
     def __init__(self):
         self.in_strategy = None

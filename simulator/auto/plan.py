@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import ParasimError
 from ..layout import Layout
 from .context import AutoParallelContext
 from .graph import Network, Node
@@ -68,6 +69,9 @@ class ParallelPlan:
 
 
 def build_plan(net: Network, ctx: AutoParallelContext) -> ParallelPlan:
+    if ctx.pipeline_stages > 1:
+        raise ParasimError(f"build_plan plans one stage; with pipeline_stages="
+                           f"{ctx.pipeline_stages} use auto.pipeline.build_pipeline_plan")
     shard = assign(net, ctx)
     D = ctx.stage_devices
     stored: dict[str, Layout] = {}

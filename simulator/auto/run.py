@@ -30,7 +30,7 @@ class AutoRunResult:
     grads: dict = field(repr=False)  # parameter -> gradient of the last step
     params: dict = field(repr=False)  # parameter -> value after the last step
     program: Program = field(repr=False)
-    plan: ParallelPlan = field(repr=False)
+    plan: ParallelPlan = field(repr=False)  # a pipeline.PipelinePlan with pipeline_stages > 1
     runs: tuple = field(repr=False, default=())  # the runtime's RunResult per step
 
 
@@ -48,8 +48,13 @@ def _check_feeds(net: Network, feeds: Mapping[str, np.ndarray]) -> dict:
 
 def train(net: Network, ctx: AutoParallelContext, feeds: Mapping[str, np.ndarray],
           runtime=None, steps: int = 1, train: bool = True) -> AutoRunResult:
-    """Compile `net` under `ctx`, load the shards, run `steps` steps, gather the results."""
+    """Compile `net` under `ctx`, load the shards, run `steps` steps, gather the results.
+    With pipeline_stages > 1 the pipelined program of auto/pipeline_compile.py runs instead."""
     feeds = _check_feeds(net, feeds)
+    if ctx.pipeline_stages > 1:
+        from .pipeline_run import train_pipeline  # it builds on this module's result type
+
+        return train_pipeline(net, ctx, feeds, runtime=runtime, steps=steps, train=train)
     plan = build_plan(net, ctx)
     program = compile_plan(plan, train=train)
     D = plan.device_num

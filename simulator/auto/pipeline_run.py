@@ -1,0 +1,77 @@
+"""Run a pipelined auto-parallel network and gather its results (called by run.train).
+
+Loading: stage k's parameter shards go to its ranks k D/S + i; every network input is cut into
+micro_size slices along dim 0 and each slice is sharded on the stages that read it. Results:
+the loss is the mean of the micro-batch losses (each a mean over its rows), a non-scalar output
+the micro-batch outputs concatenated along dim 0; gradients and weights come from the stage that
+owns the parameter. Replicas are checked to agree, as in run.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ParasimError
+from ..runtime import make_runtime
+from .compile import local_name
+from .pipeline import PipelinePlan, build_pipeline_plan
+from .pipeline_compile import compile_pipeline
+
+
+def train_pipeline(net, ctx, feeds: dict, runtime=None, steps: int = 1, train: bool = True):
+    from .run import AutoRunResult  # run.py dispatches here; the result type lives there
+
+    pplan = build_pipeline_plan(net, ctx)
+    program = compile_pipeline(pplan, train=train)
+    D, Ds, m = pplan.device_num, pplan.stage_devices, pplan.micro_size
+    own = runtime is None
+    if own:
+        runtime = make_runtime("local", D)
+    if runtime.n_devices != D:
+        raise ParasimError(f"the runtime has {runtime.n_devices} devices but the context needs "
+                           f"{D} (device_num)")
+    try:
+        runtime.clear()
+        arrays = {r: {} for r in range(D)}
+        for k, sub in enumerate(pplan.stages):
+            off = k * Ds
+            for p, value in sub.net.params.items():
+                if p in sub.stored:
+                    for r, block in sub.stored[p].shard(value).items():
+                        arrays[off + r][f"param/{p}"] = block
+            for t in sub.net.inputs:
+                if t.name not in feeds:  # received from an earlier stage
+                    continue
+                n = t.shape[0]
+                for j in range(m):
+                    part = feeds[t.name][j * n:(j + 1) * n]
+                    for r, block in sub.stored[t.name].shard(part).items():
+                        arrays[off + r][f"{local_name(sub.net, t.name)}~mb{j}"] = block
+        runtime.load(arrays)
+        losses, runs = [], []
+        loss, last = pplan.loss, pplan.loss_stage
+        for _ in range(steps):
+            runs.append(runtime.run(program))
+            if loss is not None:
+                losses.append(float(np.mean([_gather(runtime, pplan, last, loss, f"act/{loss}~mb{j}")
+                                             for j in range(m)])))
+        out = net.output.name
+        outs = [_gather(runtime, pplan, last, out, f"act/{out}~mb{j}") for j in range(m)]
+        output = np.mean(outs) if loss is not None else np.concatenate(outs, axis=0)
+        grads, params = {}, {p: v.copy() for p, v in net.params.items()}
+        for k, sub in enumerate(pplan.stages):
+            for p in sub.net.params:
+                if p in sub.stored:
+                    params[p] = _gather(runtime, pplan, k, p, f"param/{p}")
+                    if train and loss is not None:
+                        grads[p] = _gather(runtime, pplan, k, p, f"grad/{p}")
+    finally:
+        if own:
+            runtime.close()
+    return AutoRunResult(tuple(losses), output, grads, params, program, pplan, tuple(runs))
+
+
+def _gather(runtime, pplan: PipelinePlan, k: int, tensor: str, name: str) -> np.ndarray:
+    off = k * pplan.stage_devices
+    blocks = {r: runtime.fetch(off + r, [name])[name] for r in range(pplan.stage_devices)}
+    return pplan.stages[k].stored[tensor].unshard(blocks)
