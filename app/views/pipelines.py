@@ -88,7 +88,9 @@ png = figure(viz.schedule_compare([res for _, res in good]), "Blue F forward, or
 
 st.caption(f"Textbook check: GPipe and 1F1B bubble (p-1)/(m+p-1) = {(p - 1) / (m + p - 1):.1%} of the step "
            "with fused backward and free transfers (Narayanan et al. 2021); ZB-H1 cuts the bubble to "
-           "(p-1)(F+B-W) and ZB-H2 to (p-1)(F+B-2W) (Qi et al. 2023).")
+           "(p-1)(F+B-W) and ZB-H2 to (p-1)(F+B-2W) (Qi et al. 2023), but with a synchronised step no schedule "
+           "idles less than (p-1)F: the last stage's first input arrives only then (the paper removes that "
+           "synchronisation with its optimizer post-validation).")
 
 pick = st.selectbox("Download the timeline of", [name for name, _ in good], key="download_pick")
 trace = viz.schedule_trace(dict(good)[pick])
