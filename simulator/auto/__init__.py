@@ -10,6 +10,8 @@ from .context import (AutoParallelContext, get_auto_parallel_context, init,
                       reset_auto_parallel_context, set_auto_parallel_context)
 from .explain import Explanation, explain
 from .graph import Network, Tensor
+from .pipeline import PipelinePlan, build_pipeline_plan
+from .pipeline_compile import compile_pipeline
 from .plan import ParallelPlan, build_plan
 from .redistribution import Step, redistribute, unify
 from .run import AutoRunResult, standalone, train
@@ -21,6 +23,6 @@ Layout = MsLayout  # MindSpore's name: Layout((2, 4), ("dp", "mp")); parasim's o
 
 __all__ = ["AutoParallelContext", "AutoRunResult", "OpCostModel", "SearchResult", "mlp_network", "plan_cost",
            "search", "transformer_network", "Explanation", "Layout", "MsLayout", "Network",
-           "OpSharding", "ParallelPlan", "Step", "Tensor", "build_plan", "compile_plan", "explain",
+           "OpSharding", "ParallelPlan", "PipelinePlan", "build_pipeline_plan", "compile_pipeline", "Step", "Tensor", "build_plan", "compile_plan", "explain",
            "get_auto_parallel_context", "init", "ops", "redistribute", "redistribution_program",
            "reset_auto_parallel_context", "set_auto_parallel_context", "standalone", "train", "unify"]
