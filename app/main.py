@@ -15,6 +15,10 @@ if str(APP_DIR) not in sys.path:  # pages import the helpers in app/ui.py
 
 st.set_page_config(page_title="parasim", page_icon="🧮", layout="wide")
 
+from ray_session import get_ray  # noqa: E402  (app/ is on the path from here on)
+
+get_ray()  # the emulated devices' embedded local Ray (or --address): once per server
+
 PAGES = {
     "Learn": [
         st.Page(APP_DIR / "views/collectives.py", title="Collectives", icon=":material/sync_alt:", default=True),

@@ -1,4 +1,4 @@
-"""One Ray session per app server, started only when a page asks for a real run.
+"""One Ray session per app server, started when the server starts (app/main.py).
 
 `streamlit run app/main.py -- --address ray://host:10001` (or `parasim app --address ...`)
 connects to an existing cluster; otherwise an embedded local Ray starts with 2 CPUs and no
@@ -23,14 +23,14 @@ def cli_address(argv: list[str] | None = None) -> str | None:
 
 @st.cache_resource(show_spinner="Starting Ray ...")
 def ray_session(address: str | None = None):
-    """Initialise Ray once per server process and return the module (cached across reruns)."""
+    """Initialise Ray once per server process and return the module (cached across reruns).
+    `ensure_ray` starts it from a long-lived thread: a Streamlit script thread ends after each
+    run, and Ray's head processes would die with the thread that started them."""
     import ray
 
-    if not ray.is_initialized():
-        if address:
-            ray.init(address=address)
-        else:
-            ray.init(num_cpus=2, include_dashboard=False)
+    from simulator import ensure_ray
+
+    ensure_ray(address)
     return ray
 
 

@@ -45,6 +45,7 @@ from .parallel.strategies import compile_strategy
 from .training import TrainResult, reference_train, train
 from .program import Collective, Compute, Free, Program, ProgramBuilder, Recv, Send
 from .runtime import LocalRuntime, RunResult, Runtime, make_runtime
+from .runtime.ray_runtime import ensure_ray
 from .topology import Link, Topology
 from .trace import MemorySample, Trace, TraceEvent
 

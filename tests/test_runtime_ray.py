@@ -85,3 +85,26 @@ def test_ray_fails_fast_and_names_device_and_instruction(ray_runtime):
     ray_runtime.inject_failure(5, 0, "injected")
     with pytest.raises(DeviceFailure, match="device 5 failed at instruction #0"):
         ray_runtime.run(b.build())
+
+
+def test_ray_started_from_a_short_lived_thread_outlives_it():
+    """A Streamlit script thread ends after every run; Ray's head processes die with the thread that
+    started them (PR_SET_PDEATHSIG), so ensure_ray starts them from a parked thread. A fresh process:
+    the shared test session must not be touched."""
+    import subprocess
+    import sys
+
+    code = """
+import threading, time
+import ray
+from simulator import ensure_ray
+t = threading.Thread(target=ensure_ray)
+t.start(); t.join()
+time.sleep(3)  # the starting thread is gone
+@ray.remote(num_cpus=0)
+def f(): return 41 + 1
+print("ALIVE", ray.get(f.remote(), timeout=60))
+ray.shutdown()
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=240)
+    assert "ALIVE 42" in proc.stdout, proc.stderr[-2000:]

@@ -20,7 +20,7 @@ ABOUT = {"single": "one device: the reference", "dp": "data parallel: replicas, 
          "zero1": "ZeRO-1: optimizer state sharded", "zero2": "ZeRO-2: + gradients sharded",
          "zero3": "ZeRO-3: + parameters sharded, gathered when used",
          "hybrid": "dp × pp × tp on a 3-D mesh"}
-MODES = ("run in-process", "run on Ray actors", "simulated clock only")
+MODES = ("run on Ray actors", "run in-process", "simulated clock only")
 PIPELINED = ("pp", "hybrid")
 
 
@@ -68,7 +68,8 @@ with st.sidebar:
                             index=hws.index("local") if "local" in hws else 0,
                             help="local = this machine (parasim calibrate); the others are datasheet presets")
     mode = st.radio("How", MODES, key="mode",
-                    help="Ray starts once per server (2 CPUs) the first time you ask for it; the simulated "
+                    help="Ray starts once when the app server starts (2 CPUs, one actor per device); in-process "
+                         "devices behave identically; the simulated "
                          "clock compiles and prices one step without executing it")
     run = st.button("Run training" if mode != MODES[2] else "Price on the clock", type="primary", key="run",
                     width="stretch")
@@ -129,7 +130,7 @@ request = (model_name, strategy, devices, dp, pp, tp, ep, microbatches, schedule
 if run:
     with friendly_errors():
         cfg = make_config(*request[:12])
-        out = price_only(cfg, price_on) if mode == MODES[2] else run_for_real(cfg, price_on, mode == MODES[1])
+        out = price_only(cfg, price_on) if mode == MODES[2] else run_for_real(cfg, price_on, on_ray=mode == MODES[0])
     st.session_state["train_run"] = (request, out)
 if "train_run" not in st.session_state:
     st.info("Pick a model and a strategy in the sidebar and press **Run training** (or choose "

@@ -16,6 +16,7 @@ initialised Ray is reused (and then not shut down by `close`).
 from __future__ import annotations
 
 import logging
+import threading
 from typing import Any
 
 from ..errors import DeviceFailure, ParasimError
@@ -53,17 +54,44 @@ class _DeviceActor:
 
 
 def ensure_ray(address: str | None = None, num_cpus: int = 2) -> bool:
-    """Initialise Ray unless it already is; True if this call started it."""
+    """Initialise Ray unless it already is; True if this call started it.
+
+    Called from a thread other than the main one (a Streamlit script run, say), Ray is started
+    from a parked daemon thread instead: Ray's head processes are started with PR_SET_PDEATHSIG,
+    which Linux fires when the *thread* that started them exits, so a Ray started from a
+    short-lived thread dies with it (and takes the process down)."""
     import ray
 
     if ray.is_initialized():
         return False
+    if threading.current_thread() is threading.main_thread():
+        _init(address, num_cpus)
+        return True
+    started, failure = threading.Event(), []
+
+    def keeper():
+        try:
+            _init(address, num_cpus)
+        except Exception as e:  # handed to the caller below
+            failure.append(e)
+        started.set()
+        threading.Event().wait()  # park for the life of the process: Ray's processes stay alive
+
+    threading.Thread(target=keeper, name="parasim-ray-keeper", daemon=True).start()
+    if not started.wait(timeout=300):
+        raise ParasimError("Ray did not start within 300 s")
+    if failure:
+        raise failure[0]
+    return True
+
+
+def _init(address: str | None, num_cpus: int) -> None:
+    import ray
+
     if address:
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
     else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
-                 logging_level=logging.WARNING)
-    return True
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
 
 
 class RayRuntime(Runtime):
