@@ -124,7 +124,7 @@ def lesson_09() -> None:
                                                                               recompute="selective"),
                "t4 p16 d16": dict(tp=4, pp=16, dp=16), "t8 p16 d8": dict(tp=8, pp=16, dp=8),
                "t2 p32 d16": dict(tp=2, pp=32, dp=16)}
-    bars, mfu = {}, {}
+    bars = {}
     for label, kw in configs.items():
         r = ps.estimate(model, ps.ParallelConfig(micro_batch_size=1, global_batch=1536, **kw), "a100-80gb")
         bars[f"{label}\nMFU {r.mfu:.0%}"] = {"param+grad+opt": r.memory.model_state_bytes,

@@ -11,25 +11,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ParasimError
-from ..runtime import make_runtime
 from .compile import local_name
 from .pipeline import PipelinePlan, build_pipeline_plan
 from .pipeline_compile import compile_pipeline
 
 
 def train_pipeline(net, ctx, feeds: dict, runtime=None, steps: int = 1, train: bool = True):
-    from .run import AutoRunResult  # run.py dispatches here; the result type lives there
+    from .run import AutoRunResult, runtime_for  # run.py dispatches here; the result type lives there
 
     pplan = build_pipeline_plan(net, ctx)
     program = compile_pipeline(pplan, train=train)
     D, Ds, m = pplan.device_num, pplan.stage_devices, pplan.micro_size
     own = runtime is None
-    if own:
-        runtime = make_runtime("local", D)
-    if runtime.n_devices != D:
-        raise ParasimError(f"the runtime has {runtime.n_devices} devices but the context needs "
-                           f"{D} (device_num)")
+    runtime = runtime_for(runtime, D)
     try:
         runtime.clear()
         arrays = {r: {} for r in range(D)}

@@ -46,6 +46,15 @@ def _check_feeds(net: Network, feeds: Mapping[str, np.ndarray]) -> dict:
     return out
 
 
+def runtime_for(runtime, device_num: int):
+    """The given runtime, checked against the context's device count, or in-process devices."""
+    runtime = runtime or make_runtime("local", device_num)
+    if runtime.n_devices != device_num:
+        raise ParasimError(f"the runtime has {runtime.n_devices} devices but the context needs "
+                           f"{device_num} (device_num)")
+    return runtime
+
+
 def train(net: Network, ctx: AutoParallelContext, feeds: Mapping[str, np.ndarray],
           runtime=None, steps: int = 1, train: bool = True) -> AutoRunResult:
     """Compile `net` under `ctx`, load the shards, run `steps` steps, gather the results.
@@ -59,11 +68,7 @@ def train(net: Network, ctx: AutoParallelContext, feeds: Mapping[str, np.ndarray
     program = compile_plan(plan, train=train)
     D = plan.device_num
     own = runtime is None
-    if own:
-        runtime = make_runtime("local", D)
-    if runtime.n_devices != D:
-        raise ParasimError(f"the runtime has {runtime.n_devices} devices but the context needs "
-                           f"{D} (device_num)")
+    runtime = runtime_for(runtime, D)
     try:
         runtime.clear()
         arrays = {r: {} for r in range(D)}
