@@ -1,6 +1,6 @@
 """App page tests (faults): inject a failure, see the recovery; bad faults are one-line errors."""
 
-from app_helpers import APP, metrics, page
+from app_helpers import metrics, page
 
 
 def test_faults_kill_is_recovered_from_a_replica_then_from_a_checkpoint():

@@ -1,6 +1,6 @@
 """App page tests (pipelines): renders without exceptions, key widgets, controls change results."""
 
-from app_helpers import APP, metrics, page
+from app_helpers import page
 
 
 def test_pipelines_bubble_follows_p_and_invalid_interleaving_is_one_line():

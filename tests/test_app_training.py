@@ -1,6 +1,6 @@
 """App page tests (training): renders without exceptions, key widgets, controls change results."""
 
-from app_helpers import APP, metrics, page
+from app_helpers import metrics, page
 
 GPT = "tiny GPT (2 blocks, h=32, 4 heads, s=16, V=64)"
 

@@ -10,7 +10,7 @@ from simulator.auto.run import standalone, train
 from simulator.auto.strategy import MsLayout
 from simulator.runtime import LocalRuntime
 
-from auto_helpers import RTOL, assert_same
+from auto_helpers import assert_same
 
 
 

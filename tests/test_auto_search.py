@@ -20,7 +20,7 @@ from simulator.auto.search_ops import build_problem, power_of_two_strategies, se
 from simulator.errors import ParasimError
 from simulator.runtime import LocalRuntime
 
-from auto_helpers import RTOL, assert_same
+from auto_helpers import assert_same
 
 DP, REC = "dynamic_programming", "recursive_programming"
 

@@ -15,7 +15,7 @@ from simulator.faults.shards import state_shapes
 from simulator.models import GPTConfig, MLPConfig
 from simulator.parallel.config import TrainConfig
 from simulator.parallel.strategies import compile_strategy
-from simulator.training import gather_params, train
+from simulator.training import gather_params
 from simulator.runtime.local import LocalRuntime
 
 MLP = MLPConfig(in_dim=6, hidden=8, layers=4, classes=3)

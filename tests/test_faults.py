@@ -3,14 +3,13 @@ fault-free run (tests/fault_tally.py counts the faults survived)."""
 
 import json
 
-import numpy as np
 import pytest
 
 from fault_tally import tally_fixture
 from simulator.cli import main
 from simulator.errors import DeviceFailure, ParasimError
 from simulator.faults import Fault, parse_faults, random_faults, train_resilient
-from simulator.models import GPTConfig, MLPConfig
+from simulator.models import MLPConfig
 from simulator.parallel.config import TrainConfig
 from simulator.parallel.strategies import compile_strategy
 from simulator.runtime.faulty import FaultyDevice

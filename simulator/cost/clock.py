@@ -35,7 +35,7 @@ from ..collectives.algorithms import make_plan
 from ..collectives.plan import Plan
 from .comm import plan_time
 from ..program import no_gc
-from ..program import Collective, Compute, Free, Program, Recv, Send
+from ..program import Collective, Compute, Free, Program
 from ..trace import MemorySample, Trace, TraceEvent
 
 
