@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+import time
 
 RESULT_PREFIX = "PARASIM_CLUSTER_RESULT "
 
@@ -43,7 +44,10 @@ def run_demo(steps: int = 4, timeout_s: float = 20.0) -> dict:
         def lose_node(step, rt) -> bool:
             if step != 2:
                 return False
-            cluster.remove_worker(0)  # its raylet and actors die
+            cluster.remove_worker(0)  # its raylet and actors die ...
+            deadline = time.monotonic() + 60  # ... asynchronously: wait (bounded) until their death shows,
+            while any(rt.alive(r) for r in on_worker) and time.monotonic() < deadline:  # or a busy machine may
+                time.sleep(0.5)  # run the remaining steps on the dying actors and notice only at the end
             return True
 
         with tempfile.TemporaryDirectory(prefix="parasim-cluster-") as root:
