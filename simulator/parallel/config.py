@@ -95,7 +95,7 @@ class TrainConfig:
         _check(dp * pp * tp * cp == n,
                f"degrees dp={dp}{cps} x pp={pp} x tp={tp} = {dp * pp * tp * cp} do not multiply to {n} devices")
         if cp > 1:
-            check_context_parallel(self.model, cp, self.cp_kind)
+            check_context_parallel(self.model, cp, self.cp_kind, tp)
             _check(self.schedule not in ("zb-h1", "zb-h2") or pp == 1,
                    f"schedule {self.schedule} splits backward into B and W; the context-parallel layers emit them "
                    "together: use gpipe, 1f1b or interleaved with cp > 1")

@@ -54,25 +54,50 @@ def _scores(qh, kh, q_pos, k_pos, causal):
 
 
 # ---- the block around attention: ln1 + qkv projection, and W_o + residual + ln2 + MLP --------------
+@kernel("cp_qkv_fwd")
+def cp_qkv_fwd(a, w_qkv, b_qkv):
+    """qkv = a W_qkv + b.  (B, Tl, h) @ (h, 3w) -> q (B, Tl, w), kv (2, B, Tl, w); w = h, or h/tp
+    for the columns of a tensor rank's heads."""
+    w = w_qkv.shape[1] // 3
+    qkv, _ = K.linear_forward(a, w_qkv, b_qkv)
+    return qkv[..., :w].copy(), np.stack([qkv[..., w:2 * w], qkv[..., 2 * w:]])
+
+
+@kernel("cp_qkv_bwd")
+def cp_qkv_bwd(a, dq, dkv, w_qkv, *existing):
+    """-> (da (B, Tl, h), a partial sum over tensor ranks when tp > 1; dW_qkv, db_qkv)."""
+    dqkv = np.concatenate([dq, dkv[0], dkv[1]], axis=-1)  # (B, Tl, 3w)
+    return (K.linear_backward_input(dqkv, w_qkv),) + _acc(K.linear_backward_weight(a, dqkv), existing)
+
+
 @kernel("cp_pre_fwd")
 def cp_pre_fwd(x, ln1_g, ln1_b, w_qkv, b_qkv):
     """a = LN1(x); qkv = a W_qkv + b.  (B, Tl, h) -> q (B, Tl, h), kv (2, B, Tl, h), cache."""
-    h = x.shape[-1]
     a, c_ln = K.layer_norm_forward(x, ln1_g, ln1_b)
-    qkv, _ = K.linear_forward(a, w_qkv, b_qkv)  # (B, Tl, h) @ (h, 3h)
-    return qkv[..., :h].copy(), np.stack([qkv[..., h:2 * h], qkv[..., 2 * h:]]), (c_ln, a)
+    return cp_qkv_fwd(a, w_qkv, b_qkv) + ((c_ln, a),)
 
 
 @kernel("cp_pre_bwd")
 def cp_pre_bwd(cache, dq, dkv, dx1, ln1_g, w_qkv, *existing):
     """dx = dx1 + LN1'(dqkv W_qkv^T); grads (ln1_g, ln1_b, w_qkv, b_qkv)."""
     c_ln, a = cache
-    dqkv = np.concatenate([dq, dkv[0], dkv[1]], axis=-1)  # (B, Tl, 3h)
-    da = K.linear_backward_input(dqkv, w_qkv)
+    da, dw, dbq = cp_qkv_bwd(a, dq, dkv, w_qkv)
     dx = dx1 + K.layer_norm_backward_input(c_ln, da, ln1_g)
     dg, db = K.layer_norm_backward_weight(c_ln, da)
-    dw, dbq = K.linear_backward_weight(a, dqkv)
     return (dx,) + _acc((dg, db, dw, dbq), existing)
+
+
+@kernel("cp_o_fwd")
+def cp_o_fwd(att, w_o):
+    """Row-parallel output projection of a tensor rank's heads: (B, Tl, h/tp) @ (h/tp, h), a partial sum."""
+    return att @ w_o
+
+
+@kernel("cp_o_bwd")
+def cp_o_bwd(att, dout, w_o, *existing):
+    """dout (B, Tl, h) -> (datt (B, Tl, h/tp), dW_o (h/tp, h))."""
+    return (K.linear_backward_input(dout, w_o),) + _acc((K.linear_backward_weight(att, dout, has_bias=False)[0],),
+                                                         existing)
 
 
 @kernel("cp_post_fwd")
@@ -207,6 +232,25 @@ def ulysses_unpack_grads(recv):
 def cp_embed_fwd(tokens, wte, wpe, positions: tuple):
     """y[b, t] = wte[tokens[b, t]] + wpe[positions[t]].  tokens (B, Tl) -> (B, Tl, h), cache tokens."""
     return wte[tokens] + wpe[np.asarray(positions)], np.array(tokens, copy=True)
+
+
+@kernel("cp_embed_pos")
+def cp_embed_pos(e, wpe, positions: tuple):
+    """y = e + wpe[positions] (after the vocabulary-parallel lookup's AllReduce)."""
+    return e + wpe[np.asarray(positions)]
+
+
+@kernel("cp_tp_embed_bwd")
+def cp_tp_embed_bwd(tokens, dy, *existing, start: int, rows: int, seq: int, positions: tuple):
+    """The rows [start, start + rows) of dwte this tensor rank holds; dwpe on this rank's positions."""
+    ids = tokens - start
+    inside = (ids >= 0) & (ids < rows)
+    h = dy.shape[-1]
+    dwte = np.zeros((rows, h), dtype=dy.dtype)
+    np.add.at(dwte, ids[inside], dy[inside].reshape(-1, h))
+    dwpe = np.zeros((seq, h), dtype=dy.dtype)
+    dwpe[np.asarray(positions)] = dy.sum(axis=0)
+    return _acc((dwte, dwpe), existing)
 
 
 @kernel("cp_embed_bwd")

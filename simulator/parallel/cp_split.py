@@ -20,7 +20,7 @@ def chunk_positions(seq_len: int, cp: int, kind: str = "ring") -> list[tuple[int
     return [tuple(range(i * c, (i + 1) * c)) for i in range(cp)]
 
 
-def check_context_parallel(model, cp: int, kind: str) -> None:
+def check_context_parallel(model, cp: int, kind: str, tp: int = 1) -> None:
     """One line naming the rule and the numbers when the sequence or heads cannot be split."""
     if cp == 1:
         return
@@ -31,9 +31,10 @@ def check_context_parallel(model, cp: int, kind: str) -> None:
         raise ParasimError(f"ring context parallelism cuts the sequence into 2*cp = {2 * cp} chunks (load-balanced "
                            f"causal split); sequence length {s} is not divisible by {2 * cp}")
     if kind == "all-to-all":
-        if a % cp:
+        if a % (cp * tp):
+            ways = f"{cp} ways" if tp == 1 else f"tp x cp = {tp} x {cp} = {tp * cp} ways"
             raise ParasimError(f"all-to-all context parallelism gives each rank heads/cp heads; {a} heads cannot be "
-                               f"split {cp} ways")
+                               f"split {ways}")
         if s % cp:
             raise ParasimError(f"all-to-all context parallelism splits the sequence {cp} ways; sequence length {s} "
                                f"is not divisible by {cp}")

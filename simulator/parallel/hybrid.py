@@ -24,6 +24,7 @@ from dataclasses import replace
 from ..mesh import DeviceMesh
 from .config import TrainConfig
 from .replicated import Compiled
+from .context_parallel import compile_context_parallel
 from .tensor_parallel import compile_tensor_parallel
 
 
@@ -40,4 +41,7 @@ def axis_groups(cfg: TrainConfig) -> dict[str, list[tuple[int, ...]]]:
 
 
 def compile_hybrid(cfg: TrainConfig) -> Compiled:
-    return compile_tensor_parallel(replace(cfg, strategy="hybrid"))
+    cfg = replace(cfg, strategy="hybrid").resolved()
+    if cfg.cp > 1:
+        return compile_context_parallel(cfg)
+    return compile_tensor_parallel(cfg)
