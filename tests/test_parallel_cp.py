@@ -100,3 +100,32 @@ def test_context_parallel_on_ray_equals_one_device_and_the_local_runtime(ray_run
     on_ray = train(cfg, runtime=ray_runtime)
     assert on_ray.max_rel_weight_diff_vs_single < 1e-9
     assert on_ray.losses == train(cfg).losses
+
+
+def test_megatron_rank_order_tensor_fastest_then_context_then_data_then_pipeline():
+    from simulator import DeviceMesh
+    mesh = DeviceMesh.megatron(tp=2, cp=2, dp=2, pp=2)
+    assert repr(mesh) == "Mesh(pp=2, dp=2, ep=1, cp=2, tp=2)"
+    assert mesh.groups("tp")[:2] == [(0, 1), (2, 3)]
+    assert mesh.groups("cp")[:2] == [(0, 2), (1, 3)]
+    assert mesh.groups("dp")[:2] == [(0, 4), (1, 5)]
+    assert mesh.groups("pp")[0] == (0, 8)
+
+
+@pytest.mark.parametrize("kind", ["ring", "all-to-all"])
+@pytest.mark.parametrize("kw", [dict(devices=4, cp=2, tp=2), dict(devices=16, dp=2, cp=2, tp=2, pp=2, microbatches=2)])
+def test_hybrid_with_context_axis_equals_one_device(kind, kw):
+    g = GPTConfig(layers=2, hidden=16, heads=4, seq_len=8, vocab=16)
+    r = train(TrainConfig(g, strategy="hybrid", cp_kind=kind, batch_size=4, steps=2, **kw))
+    assert r.max_rel_weight_diff_vs_single < 1e-9
+    assert r.compiled.mesh.axes == {"pp": kw.get("pp", 1), "dp": kw.get("dp", 1), "ep": 1, "cp": 2, "tp": 2}
+    kinds = set(r.trace.bytes_by_collective())
+    assert ("send" if kind == "ring" else "all_to_all") in kinds and "all_reduce" in kinds
+
+
+def test_hybrid_refuses_expert_parallelism_and_indivisible_heads_in_one_line():
+    with pytest.raises(ParasimError, match="ep=2") as e:
+        TrainConfig(GPT, strategy="hybrid", devices=4, ep=2, cp=2).resolved()
+    assert "\n" not in str(e.value)
+    with pytest.raises(ParasimError, match="4 heads cannot be split tp x cp = 4 x 2 = 8 ways"):
+        TrainConfig(GPT, strategy="hybrid", devices=8, cp=2, tp=4, cp_kind="all-to-all").resolved()

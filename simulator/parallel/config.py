@@ -91,6 +91,9 @@ class TrainConfig:
         else:
             dp = dp or max(1, n // max(1, (pp or 1) * tp * cp))
             pp = pp or max(1, n // (dp * tp * cp))
+        _check(self.ep == 1 or s != "hybrid",
+               f"expert parallelism (ep={self.ep}) runs with strategy ep (data x expert over all devices); the hybrid "
+               f"strategy combines dp, cp, tp and pp with ep=1")
         cps = f" x cp={cp}" if cp > 1 else ""
         _check(dp * pp * tp * cp == n,
                f"degrees dp={dp}{cps} x pp={pp} x tp={tp} = {dp * pp * tp * cp} do not multiply to {n} devices")

@@ -149,7 +149,7 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     cfg = cfg.resolved()
     dp, cp, pp, tp, m, v = cfg.dp, cfg.cp, cfg.pp, cfg.tp, cfg.m, cfg.virtual_stages
     placement = placement or WholeLayers(cfg.model)
-    mesh = DeviceMesh({"pp": pp, "dp": dp, "cp": cp, "tp": tp})  # Megatron's order: tensor fastest
+    mesh = DeviceMesh.megatron(tp=tp, cp=cp, dp=dp, pp=pp)  # Megatron's order: tensor fastest
     tps = (f" cp={cp}" if cp > 1 else "") + (f" tp={tp}" if tp > 1 else "")
     b = ProgramBuilder(cfg.devices, name=f"{cfg.strategy} dp={dp}{tps} pp={pp} m={m} {cfg.schedule if pp > 1 else ''}".strip())
     stages = split_layers(cfg.n_layers, pp * v)
@@ -170,7 +170,7 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     feeds, loss_tensors, initial, param_home, homes = [], {}, {}, {}, {}
     for i, c, t in itertools.product(range(dp), range(cp), range(tp)):
         # every tensor (and context) rank runs the same schedule: their collectives match
-        ranks = tuple(mesh.rank_at({"pp": s, "dp": i, "cp": c, "tp": t}) for s in range(pp))
+        ranks = tuple(mesh.rank_at({"pp": s, "dp": i, "ep": 0, "cp": c, "tp": t}) for s in range(pp))
         placement.replica(b, stages, ranks, t, mbs, scale, sync.ready, c=c).run_schedule(schedule)
         first, last = ranks[0], ranks[(len(stages) - 1) % pp]
         cols = placement.positions(c)

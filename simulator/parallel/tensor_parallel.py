@@ -296,7 +296,7 @@ class TensorParallel:
     @property
     def tp_group_of(self) -> dict[int, tuple[int, ...]]:
         c = self.cfg
-        mesh = DeviceMesh({"pp": c.pp, "dp": c.dp, "cp": c.cp, "tp": c.tp})  # the mesh of compile_replicated
+        mesh = DeviceMesh.megatron(tp=c.tp, cp=c.cp, dp=c.dp, pp=c.pp)  # the mesh of compile_replicated
         return {r: g for g in mesh.groups("tp") for r in g}
 
     def replica(self, builder, stages, ranks, t, mbs, scale, ready, c: int = 0) -> Replica:
