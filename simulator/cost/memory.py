@@ -21,6 +21,7 @@ Output layer: fp32 logits, 4 s b V / t (Korthikanti Sec. 4.3).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from simulator.errors import ParasimError
@@ -114,12 +115,14 @@ class MemoryBreakdown:
         return self.total_bytes > self.capacity_bytes
 
     def as_dict(self) -> dict:
+        """Bytes per component; capacity and headroom None when no device was given."""
+        cap = None if math.isinf(self.capacity_bytes) else self.capacity_bytes
         return {"model_state_bytes": self.model_state_bytes, "parameter_bytes": self.parameter_bytes,
                 "gradient_bytes": self.gradient_bytes, "optimizer_bytes": self.optimizer_bytes,
                 "activation_bytes": self.activation_bytes, "logits_bytes": self.logits_bytes,
                 "buffer_bytes": self.buffer_bytes, "allowance_bytes": self.allowance_bytes,
-                "total_bytes": self.total_bytes, "capacity_bytes": self.capacity_bytes,
-                "headroom_bytes": self.capacity_bytes - self.total_bytes, "stage": self.stage}
+                "total_bytes": self.total_bytes, "capacity_bytes": cap,
+                "headroom_bytes": None if cap is None else cap - self.total_bytes, "stage": self.stage}
 
     def __repr__(self) -> str:
         extra = "".join(f" + {n} {v / 1e9:.3g}" for n, v in (("buffers", self.buffer_bytes),
