@@ -115,6 +115,19 @@ def lesson_08() -> None:
                                                          title="7.5B parameters on 64 GPUs, mixed-precision Adam"))
     r = ps.train(ps.TrainConfig(tiny_mlp(), strategy="zero3", devices=4, batch_size=16), device_model=clock())
     save(f, "zero3_memory.png", viz.memory_over_time(r.trace, devices=[0, 1]))
+    # Megatron-LM's count for Llama 3 8B (s = 8192, b = 1) on 8 H100s: 18 bytes per parameter
+    h100 = ps.get_hardware("h100-sxm")
+    setups = {"DP": dict(dp=8), "dist. optimizer": dict(dp=8, zero_stage=1), "ZeRO-2": dict(dp=8, zero_stage=2),
+              "ZeRO-3": dict(dp=8, zero_stage=3), "dist. opt.\nt2 + SP": dict(tp=2, dp=4, zero_stage=1,
+                                                                             sequence_parallel=True)}
+    bars = {}
+    for label, kw in setups.items():
+        cfg = ps.ParallelConfig(global_batch=kw["dp"], recompute="selective", **kw)
+        m = ps.memory_report("llama3-8b", cfg, h100)
+        bars[label] = {"param": m.parameter_bytes, "grad": m.gradient_bytes, "opt": m.optimizer_bytes,
+                       "act": m.activation_bytes + m.logits_bytes + m.allowance_bytes, "other": m.buffer_bytes}
+    save(f, "megatron_llama3_8b.png", viz.memory_breakdown(bars, capacity_bytes=h100.memory_bytes,
+                                                           title="Llama 3 8B, s=8192, 8 x H100 80GB (Megatron-LM's count)"))
 
 
 def lesson_09() -> None:
@@ -127,9 +140,10 @@ def lesson_09() -> None:
     bars = {}
     for label, kw in configs.items():
         r = ps.estimate(model, ps.ParallelConfig(micro_batch_size=1, global_batch=1536, **kw), "a100-80gb")
-        bars[f"{label}\nMFU {r.mfu:.0%}"] = {"param+grad+opt": r.memory.model_state_bytes,
-                                              "act": r.memory.activation_bytes + r.memory.logits_bytes}
-    save(f, "gpt3_memory.png", viz.memory_breakdown(bars, capacity_bytes=80e9,
+        m = r.memory
+        bars[f"{label}\nMFU {r.mfu:.0%}"] = {"param": m.parameter_bytes, "grad": m.gradient_bytes,
+                                              "opt": m.optimizer_bytes, "act": m.activation_bytes + m.logits_bytes}
+    save(f, "gpt3_memory.png", viz.memory_breakdown(bars, capacity_bytes=ps.get_hardware("a100-80gb").memory_bytes,
                                                     title="GPT-3 175B on 1024 A100-80GB, batch 1536"))
 
 

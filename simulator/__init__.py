@@ -19,7 +19,10 @@ from .cost.clock import SimpleDeviceModel, simulate
 from .cost.comm import bus_bandwidth_factor, collective_time_s, plan_time
 from .cost.device_model import HardwareDeviceModel
 from .cost.hardware import Hardware, get_hardware, hardware_names
-from .cost.memory import activation_bytes_per_layer, in_flight_microbatches, model_state_bytes_per_device
+from .cost.deepspeed_memory import deepspeed_estimates
+from .cost.megatron_args import MegatronRun, megatron_run, parse_megatron_args
+from .cost.memory import MemoryBreakdown, activation_bytes_per_layer, in_flight_microbatches, model_state_bytes_per_device
+from .cost.memory_report import memory_report
 from .cost.model_presets import ModelSpec, get_model, model_names
 from .cost.parallel_config import Assumptions, ParallelConfig
 from .cost.goodput import FailureModel, checkpoint_nbytes, Goodput, daly_interval_s, goodput, goodput_curve, young_interval_s

@@ -29,7 +29,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:   # commands that take Megatron-LM's flags (`megatron_flags`) parse the rest themselves
+        if not getattr(args, "megatron_flags", False):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.megatron_argv = extra
     if not getattr(args, "func", None):
         parser.print_help()
         return 1

@@ -63,8 +63,9 @@ def test_one_f_one_b_first_stage_holds_the_whole_model_with_sp():
     per_layer = activation_bytes_per_layer(S, 1, H, A, t, sequence_parallel=True)
     total = per_layer * (L // p) * in_flight_microbatches("1f1b", p, m)
     assert total == pytest.approx(S * H * L / t * (34 + 5 * A * S / H), rel=1e-12)
-    inter = per_layer * (L // p) * in_flight_microbatches("interleaved", p, m, v=2)
-    assert inter == pytest.approx(total * (1 + (p - 1) / (p * m)), rel=1e-12)
+    for v in (1, 2, 3):   # Korthikanti Sec. 4.2.3 and Megatron-LM: the penalty shrinks with v, not m
+        inter = per_layer * (L // p) * in_flight_microbatches("interleaved", p, m, v=v)
+        assert inter == pytest.approx(total * (1 + (p - 1) / (p * v)), rel=1e-12)
 
 
 def test_in_flight_per_schedule():
@@ -82,3 +83,13 @@ def test_logits_and_megatron_estimate():
     assert logits_bytes(2048, 2, 51200, 8) == 4 * 2048 * 2 * 51200 / 8
     assert megatron_bytes_per_param() == 18
     assert megatron_bytes_per_param(8, distributed_optimizer=True) == 6 + 12 / 8
+
+
+def test_megatron_per_layer_constant_for_any_ffn_and_flash_attention():
+    """Megatron-LM theoretical_memory_usage: s b h (18 + 4 f / h) / t with SP; FlashAttention keeps
+    no s^2 scores, so recompute none with flash equals selective."""
+    f = 14336
+    sel = activation_bytes_per_layer(S, B, 4096, 32, 8, True, "selective", ffn=f)
+    assert sel == pytest.approx(S * B * 4096 / 8 * (18 + 4 * f / 4096), rel=1e-12)
+    assert activation_bytes_per_layer(S, B, 4096, 32, 8, True, "none", ffn=f, flash_attention=True) == sel
+    assert activation_bytes_per_layer(S, B, 4096, 32, 8, True, "none", ffn=f) > sel

@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[1] / "simulator"
 
 # lowest first
 LAYERS = [
-    {"units", "errors", "trace"},
+    {"units", "errors", "trace", "model_states"},
     {"mesh", "topology"},
     {"layout", "layout_convert"},
     {"collectives"},

@@ -31,12 +31,13 @@ def microbatches(global_batch: int, micro_batch_size: int, d: int) -> int:
 
 # %% [markdown]
 # ## 2. Does it fit?
-# Model states (lesson 08, no ZeRO): 16 bytes per parameter, and each GPU holds 1/(t p) of them.
+# Model states (lesson 08, no ZeRO): Megatron-LM keeps 18 bytes per parameter (bf16 weights 2,
+# fp32 main gradients 4, fp32 master weights and Adam moments 12); each GPU holds 1/(t p) of them.
 
 # %%
 def model_state_bytes_per_gpu(params: float, t: int, p: int) -> float:
-    """Approximate mixed-precision Adam model states per GPU under t-way TP and p stages."""
-    raise NotImplementedError("TODO: 16 bytes per parameter, cut t p ways")
+    """Approximate Megatron-LM model states (bf16, fp32 main gradients, Adam) per GPU under t-way TP and p stages."""
+    raise NotImplementedError("TODO: 18 bytes per parameter, cut t p ways")
 
 
 # %% [markdown]

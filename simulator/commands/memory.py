@@ -1,7 +1,14 @@
-"""`parasim memory`: ZeRO model-state memory per device (Rajbhandari et al. 2020).
+"""`parasim memory`: memory per device, per component, as Megatron-LM and DeepSpeed estimate it.
 
-    parasim memory --params 7.5B --dp 64 --zero 3 --json
-    {"model_state_bytes_per_device": 1875000000.0, ...}
+    parasim memory --params 7.5B --dp 64 --zero 3 --json            # ZeRO paper, model states only
+    parasim memory --model llama3-8b --gpus 8 --tensor-model-parallel-size 2 --sequence-parallel \\
+        --recompute-granularity selective --use-distributed-optimizer --json
+    parasim memory --model llama3-70b --deepspeed --gpus-per-node 8 --nodes 4
+
+With a model (a preset and/or Megatron-LM's model flags), the configuration is given with
+Megatron-LM's own flags (`simulator.cost.megatron_args`) and the peak memory of the most loaded
+device is reported per component (`simulator.cost.memory_report`); `--deepspeed` prints DeepSpeed's
+ZeRO-2/3 estimator rows (`simulator.cost.deepspeed_memory`). JSON: `memory` holds the components.
 """
 
 from __future__ import annotations
@@ -9,8 +16,14 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import replace
 
+from ..cost.deepspeed_memory import deepspeed_estimates
+from ..cost.hardware import get_hardware, hardware_names
+from ..cost.megatron_args import megatron_run, parse_megatron_args
 from ..cost.memory import PRECISION_BYTES, model_state_bytes_per_device
+from ..cost.memory_report import memory_report
+from ..cost.model_presets import model_names
 from ..errors import ParasimError
 from ..units import fmt_bytes
 
@@ -30,30 +43,101 @@ def parse_count(text) -> float:
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("memory", help="model-state memory per device under ZeRO stages 0-3")
-    p.add_argument("--params", required=True, help="parameter count Psi: 7.5e9, 7.5B, 175M, 1T")
-    p.add_argument("--dp", type=int, default=1, help="data-parallel size N_d (default 1)")
-    p.add_argument("--zero", type=int, default=0, help="ZeRO stage 0-3 (default 0)")
-    p.add_argument("--precision", default="mixed", choices=sorted(PRECISION_BYTES),
-                   help="mixed: 2+2+12 bytes/param (default); fp32: 4+4+8")
+    p = sub.add_parser("memory", help="memory per device per component (Megatron-LM, ZeRO, DeepSpeed estimators); "
+                                      "takes Megatron-LM's flags")
+    p.add_argument("--params", default=None, help="parameter count Psi for the ZeRO formula alone: 7.5e9, 7.5B")
+    p.add_argument("--dp", type=int, default=1, help="with --params: data-parallel size N_d (default 1)")
+    p.add_argument("--zero", type=int, default=None, help="ZeRO stage 0-3 (with a model: overrides "
+                   "--use-distributed-optimizer, which is stage 1)")
+    p.add_argument("--precision", default=None, choices=sorted(PRECISION_BYTES),
+                   help="bytes per parameter: megatron 2+4+12 (default with a model), mixed 2+2+12 (default with "
+                        "--params), fp32 4+4+8, fp64 8+8+16")
+    p.add_argument("--model", default=None, help=f"model preset: {', '.join(model_names())}; Megatron-LM "
+                   "model flags (--num-layers ...) override its fields or describe a custom model")
+    p.add_argument("--gpus", type=int, default=None, help="world size (default tp x pp x cp)")
+    p.add_argument("--hardware", default=None, help=f"compare with this device's memory: {', '.join(hardware_names())}")
+    p.add_argument("--deepspeed", action="store_true", help="DeepSpeed's ZeRO-2/3 estimator rows for the model")
+    p.add_argument("--gpus-per-node", dest="gpus_per_node", type=int, default=8, help="with --deepspeed (default 8)")
+    p.add_argument("--nodes", type=int, default=1, help="with --deepspeed (default 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, megatron_flags=True)
 
 
-def run(args) -> int:
-    params = parse_count(getattr(args, "params"))
-    dp, zero = int(getattr(args, "dp", 1)), int(getattr(args, "zero", 0))
-    precision = getattr(args, "precision", "mixed")
+def _zero_formula(args) -> int:
+    params = parse_count(args.params)
+    dp, zero = int(args.dp), int(args.zero or 0)
+    precision = args.precision or "mixed"
     if dp < 1:
         raise ParasimError(f"--dp must be >= 1, got {dp}")
     nbytes = model_state_bytes_per_device(params, dp, zero, precision)
     stages = {str(z): model_state_bytes_per_device(params, dp, z, precision) for z in range(4)}
-    if getattr(args, "json", False):
-        print(json.dumps({"model_state_bytes_per_device": nbytes, "params": params, "dp": dp,
-                          "zero_stage": zero, "precision": precision, "all_stages_bytes": stages}))
+    if args.json:
+        print(json.dumps({"model_state_bytes_per_device": nbytes, "params": params, "dp": dp, "zero_stage": zero,
+                          "precision": precision, "all_stages_bytes": stages,
+                          "memory": {"model_state_bytes": nbytes, "activation_bytes": 0.0}}))
         return 0
     print(f"Psi = {params:.4g} parameters, N_d = {dp}, {precision} precision")
     for z, b in stages.items():
-        mark = "  <-" if int(z) == zero else ""
-        print(f"  ZeRO stage {z}: {fmt_bytes(b)} per device{mark}")
+        print(f"  ZeRO stage {z}: {fmt_bytes(b)} per device{'  <-' if int(z) == zero else ''}")
+    return 0
+
+
+def _deepspeed(args, model) -> int:
+    rows = deepspeed_estimates(model, args.gpus_per_node, args.nodes)
+    if args.json:
+        print(json.dumps({"model": model.name, "params": model.params(), "gpus_per_node": args.gpus_per_node,
+                          "nodes": args.nodes, "deepspeed": [r.as_dict() for r in rows]}))
+        return 0
+    print(f"{model!r}: DeepSpeed's model-state estimates, {args.nodes} node(s) x {args.gpus_per_node} GPUs")
+    print("  per CPU     per GPU     options")
+    for r in rows:
+        opts = (f"ZeRO-{r.stage} offload_param={'cpu' if r.offload_param else 'none'}, "
+                f"offload_optimizer={'cpu' if r.offload_optimizer else 'none'}"
+                + ("" if r.zero_init is None else f", zero_init={int(r.zero_init)}"))
+        print(f"  {fmt_bytes(r.cpu_bytes):>10}  {fmt_bytes(r.gpu_bytes):>10}  {opts}")
+    return 0
+
+
+_DEFAULTS = {"params": None, "dp": 1, "zero": None, "precision": None, "model": None, "gpus": None, "hardware": None,
+             "deepspeed": False, "gpus_per_node": 8, "nodes": 1, "json": False, "megatron_argv": None}
+
+
+def run(args) -> int:
+    for name, default in _DEFAULTS.items():      # callers may pass a bare Namespace
+        if not hasattr(args, name):
+            setattr(args, name, default)
+    extra = list(args.megatron_argv or [])
+    if args.params is not None:
+        if extra or args.model or args.deepspeed:
+            raise ParasimError("--params computes the ZeRO formula alone; give no model, Megatron flags or --deepspeed")
+        return _zero_formula(args)
+    mega = parse_megatron_args(extra)
+    run_ = megatron_run(mega, gpus=args.gpus, model=args.model)
+    if args.deepspeed:
+        return _deepspeed(args, run_.model)
+    cfg = run_.config
+    if args.zero is not None:
+        cfg = replace(cfg, zero_stage=int(args.zero))
+    mem = memory_report(run_.model, cfg, args.hardware, recipe=args.precision or run_.recipe,
+                        flash_attention=run_.flash_attention)
+    if args.json:
+        print(json.dumps({"model": run_.model.name, "params": run_.model.params(), "config": repr(cfg),
+                          "precision": args.precision or run_.recipe, "flash_attention": run_.flash_attention,
+                          "memory": mem.as_dict(), "ignored": list(run_.ignored), "notes": list(run_.notes)}))
+        return 0
+    print(f"{run_.model!r}\n{cfg!r}")
+    parts = (("parameters", mem.parameter_bytes), ("gradients", mem.gradient_bytes),
+             ("optimizer states", mem.optimizer_bytes), ("activations", mem.activation_bytes),
+             ("output layer (logits)", mem.logits_bytes), ("communication buffers", mem.buffer_bytes),
+             ("temporaries (Megatron 5%)", mem.allowance_bytes))
+    for name, value in parts:
+        if value:
+            print(f"  {name:26s} {fmt_bytes(value):>10}")
+    cap = "" if math.isinf(mem.capacity_bytes) else f" of {fmt_bytes(mem.capacity_bytes)}" + (
+        "  OUT OF MEMORY" if mem.oom else f" ({fmt_bytes(mem.capacity_bytes - mem.total_bytes)} free)")
+    print(f"  {'total (stage ' + str(mem.stage) + ')':26s} {fmt_bytes(mem.total_bytes):>10}{cap}")
+    for line in run_.notes:
+        print(f"  note: {line}")
+    if run_.ignored:
+        print(f"  ignored (no effect on memory): {' '.join(run_.ignored)}")
     return 0

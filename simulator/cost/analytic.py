@@ -39,8 +39,8 @@ from types import MappingProxyType
 from simulator.cost.comm import NVLS, collective_time_s
 from simulator.cost.compute import memory_time_s
 from simulator.cost.hardware import Hardware, get_hardware
-from simulator.cost.memory import (MemoryBreakdown, activation_bytes_per_layer, in_flight_microbatches,
-                                   logits_bytes, model_state_bytes_per_device)
+from simulator.cost.memory import MemoryBreakdown
+from simulator.cost.memory_report import memory_report
 from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.paper_kernels import expert_tokens, layer_kernels, padded_vocab
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
@@ -81,10 +81,7 @@ class AnalyticResult:
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("memory", "comm_time_by_kind")}
         d["comm_time_by_kind"] = dict(self.comm_time_by_kind)
         d["memory_per_gpu_bytes"] = self.memory_per_gpu_bytes
-        d["memory"] = {"model_state_bytes": self.memory.model_state_bytes,
-                       "activation_bytes": self.memory.activation_bytes,
-                       "logits_bytes": self.memory.logits_bytes,
-                       "capacity_bytes": self.memory.capacity_bytes}
+        d["memory"] = self.memory.as_dict()
         d["oom"] = self.oom
         return d
 
@@ -292,22 +289,6 @@ def _dp_sync(cfg: ParallelConfig, A: Assumptions, topo, dense: float, expert: fl
 
 def _memory(model: ModelSpec, cfg: ParallelConfig, hw: Hardware, stage_params: float, Ls: int,
             A: Assumptions = Assumptions()) -> MemoryBreakdown:
-    """Peak of the first stage (most micro-batches in flight) and the last (logits); approximation:
-    the last stage holds one micro-batch (m for GPipe), full recompute adds one layer recomputed.
-    Context parallelism keeps s/c tokens per rank; FlashAttention keeps no s^2 scores (the
-    selective-recompute count of Korthikanti et al. 2022)."""
-    s, b, h, a, t = model.seq / cfg.cp, cfg.micro_batch_size, model.hidden, model.heads, cfg.tp
-    p, m = cfg.pp, cfg.microbatches
-    states = model_state_bytes_per_device(stage_params, cfg.dp * cfg.cp, cfg.zero_stage)
-    rc = "selective" if A.flash_attention and cfg.recompute == "none" else cfg.recompute
-    per_layer = activation_bytes_per_layer(s, b, h, a, t, cfg.sequence_parallel, rc)
-    working = 0.0
-    if cfg.recompute != "none":   # the layer being recomputed holds its full activations
-        working = activation_bytes_per_layer(s, b, h, a, t, cfg.sequence_parallel,
-                                             "selective" if A.flash_attention else "none")
-    first = per_layer * Ls * in_flight_microbatches(cfg.schedule, p, m, cfg.virtual_stages) + working
-    last = per_layer * Ls * (m if cfg.schedule == "gpipe" else 1) + working
-    logit = logits_bytes(s, b, padded_vocab(model, t), t)
-    if p == 1 or first >= last + logit:
-        return MemoryBreakdown(states, first, logit if p == 1 else 0.0, hw.memory_bytes)
-    return MemoryBreakdown(states, last, logit, hw.memory_bytes)
+    """Peak memory per component of the most loaded stage, as Megatron-LM counts it
+    (`simulator.cost.memory_report`); FlashAttention keeps no s^2 scores."""
+    return memory_report(model, cfg, hw, flash_attention=A.flash_attention)

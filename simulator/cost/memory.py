@@ -1,29 +1,33 @@
-"""Memory per device: model states (ZeRO), activations (Korthikanti et al.), in-flight micro-batches.
+"""Memory formulas per device: model states, activations per layer, in-flight micro-batches.
 
-Model states (Rajbhandari et al. 2020, Fig. 1 and Sec. 5), Psi parameters, N_d data-parallel
-ranks, K optimizer bytes per parameter:
-  mixed precision: 2 (fp16/bf16 params) + 2 (grads) + K = 12 (fp32 master, momentum, variance)
-  fp32 variant:    4 (params) + 4 (grads) + K = 8 (momentum, variance)
-  stage 0: (p + g + K) Psi;  1: (p + g) Psi + K Psi/N_d;  2: p Psi + (g + K) Psi/N_d;
-  stage 3: (p + g + K) Psi / N_d.
-  Psi = 7.5e9, N_d = 64: 120, 31.4, 16.6, 1.9 GB.
+Model states: `simulator.model_states` (precision recipes x ZeRO stage; ZeRO Fig. 1; Megatron-LM's
+18 bytes per parameter, 6 + 12/N_d with the distributed optimizer).
 
-Activations of one transformer layer, 16-bit (Korthikanti et al. 2022, Sec. 4, eqs. 1-6):
-  none, t = 1:        s b h (34 + 5 a s / h)
-  tensor parallel:    s b h (10 + 24/t + 5 a s / (h t))
-  tensor + sequence:  s b h / t (34 + 5 a s / h)
-  selective recompute drops the 5 a s/h term (34 sbh/t with SP, sbh (10 + 24/t) without);
-  full recompute keeps the layer input, 2 s b h (/t with SP).
-Output layer: logits in fp32, 4 s b V / t (Korthikanti Sec. 4.3).
+Activations of one transformer layer, 16-bit, as Megatron-LM computes them
+(`megatron/training/theoretical_memory_usage.py`, from Korthikanti et al. 2022 Table 2, with the
+MLP written for any f: 2sbh input + 2sbf + 2sbf (GeLU in, out) + sbh mask = 3sbh + 4sbf):
+  tensor + sequence parallel, attention scores not stored:  s b h / t (18 + 4 f / h)
+  tensor parallel only (Megatron's `compute_activation_memory_without_sp`, which keeps
+  Korthikanti's f = 4h constant for every model):           s b h (10 + 24 / t)
+  (34 s b h / t at f = 4h: Korthikanti eqs. 4-5). Megatron's
+  estimator does not model the rest; parasim adds, from Korthikanti et al. 2022 Sec. 4-5:
+  - attention scores 5 a s^2 b / t (softmax output, dropout mask and output) when neither
+    selective recomputation nor FlashAttention (Dao et al. 2022: no s^2 tensor is kept) removes them;
+  - full recomputation keeps only each layer's input, 2 s b h (/ t with sequence parallelism).
+Megatron counts neither GQA (K, V of kv < h columns) nor the gated MLP's extra 2sbf: we keep its
+per-layer constant so the numbers agree with the tool practitioners run.
+Output layer: fp32 logits, 4 s b V / t (Korthikanti Sec. 4.3).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from simulator.errors import ParasimError
+from simulator.model_states import RECIPES, model_state_bytes
 
-PRECISION_BYTES = {"mixed": (2, 2, 12), "fp32": (4, 4, 8)}   # (params, grads, optimizer K)
+PRECISION_BYTES = dict(RECIPES)     # recipe -> (params, grads, optimizer) bytes per parameter
 RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2")
 
@@ -36,32 +40,27 @@ def _positive(**kw) -> None:
 
 def model_state_bytes_per_device(params: float, dp: int = 1, zero_stage: int = 0,
                                  precision: str = "mixed") -> float:
-    """ZeRO model-state bytes on one device (module docstring)."""
+    """ZeRO model-state bytes on one device (`simulator.model_states.model_state_bytes`)."""
     _positive(params=params, dp=dp)
-    if precision not in PRECISION_BYTES:
-        raise ParasimError(f"unknown precision {precision!r}; known {sorted(PRECISION_BYTES)}")
-    if zero_stage not in (0, 1, 2, 3):
-        raise ParasimError(f"ZeRO stage must be 0, 1, 2 or 3, got {zero_stage}")
-    p, g, k = PRECISION_BYTES[precision]
-    return {0: (p + g + k) * params,
-            1: (p + g) * params + k * params / dp,
-            2: p * params + (g + k) * params / dp,
-            3: (p + g + k) * params / dp}[zero_stage]
+    return model_state_bytes(params, int(dp), zero_stage, precision)
 
 
 def activation_bytes_per_layer(s: int, b: int, h: int, a: int, t: int = 1,
-                               sequence_parallel: bool = False, recompute: str = "none") -> float:
-    """Bytes one transformer layer keeps for its backward (Korthikanti et al. 2022, module docstring)."""
+                               sequence_parallel: bool = False, recompute: str = "none",
+                               ffn: int | None = None, flash_attention: bool = False) -> float:
+    """Bytes one transformer layer keeps for its backward (module docstring: Megatron-LM's
+    theoretical_memory_usage per-layer terms, Korthikanti et al. 2022 Table 2; f = `ffn`, 4h if None)."""
     _positive(s=s, b=b, h=h, a=a, t=t)
     if recompute not in RECOMPUTE:
         raise ParasimError(f"unknown recompute {recompute!r}; known {RECOMPUTE}")
     sbh = s * b * h
     if recompute == "full":
         return 2 * sbh / (t if sequence_parallel else 1)
-    attn = 0.0 if recompute == "selective" else 5 * a * s / h
+    f_h = 4.0 if ffn is None else ffn / h
+    scores = 0.0 if recompute == "selective" or flash_attention else 5 * a * s / h
     if sequence_parallel:
-        return sbh / t * (34 + attn)
-    return sbh * (10 + 24 / t + attn / t)
+        return sbh / t * (18 + 4 * f_h + scores)
+    return sbh * (10 + 24 / t + scores / t)
 
 
 def logits_bytes(s: int, b: int, vocab: int, t: int = 1) -> float:
@@ -71,11 +70,11 @@ def logits_bytes(s: int, b: int, vocab: int, t: int = 1) -> float:
 
 
 def in_flight_microbatches(schedule: str, p: int, m: int, v: int = 1) -> float:
-    """Micro-batches whose activations stage 0 holds at its peak (REFERENCES sections 3-4).
+    """Micro-batches whose activations stage 0 holds at its peak, in whole-stage units (L/p layers).
 
-    GPipe m; 1F1B min(p, m); interleaved p (1 + (p-1)/(p m)) (Korthikanti eq. for interleaving,
-    counted in whole-stage units: v chunks of L/(p v) layers); ZB-H1 min(p, m); ZB-H2 min(2p-1, m)
-    (Qi et al. 2023).
+    GPipe m; 1F1B min(p, m); interleaved with v chunks p (1 + (p-1)/(p v)) (Korthikanti et al.
+    2022 Sec. 4.2.3; Megatron-LM theoretical_memory_usage's interleaved penalty); ZB-H1 min(p, m);
+    ZB-H2 min(2p-1, m) (Qi et al. 2023).
     """
     _positive(p=p, m=m, v=v)
     if schedule not in SCHEDULES:
@@ -86,34 +85,55 @@ def in_flight_microbatches(schedule: str, p: int, m: int, v: int = 1) -> float:
         return float(min(p, m))
     if schedule == "zb-h2":
         return float(min(2 * p - 1, m))
-    return p * (1 + (p - 1) / (p * m))
+    return p * (1 + (p - 1) / (p * v))
 
 
 @dataclass(frozen=True)
 class MemoryBreakdown:
-    """Peak bytes on the most loaded device; `oom` when the total exceeds `capacity_bytes`."""
+    """Peak bytes on the most loaded device, per component; `oom` when the total exceeds
+    `capacity_bytes`. model_state = parameters + gradients + optimizer states (when those three are
+    given; older callers give only the sum); activations = transformer layers + embedding."""
 
     model_state_bytes: float
     activation_bytes: float
     logits_bytes: float
     capacity_bytes: float
+    parameter_bytes: float = 0.0
+    gradient_bytes: float = 0.0
+    optimizer_bytes: float = 0.0
+    buffer_bytes: float = 0.0          # communication buffers (ZeRO-3 gathered layer)
+    allowance_bytes: float = 0.0       # Megatron-LM's 5 % for temporaries (no-SP estimate)
+    stage: int = 0                     # pipeline stage of the peak
 
     @property
     def total_bytes(self) -> float:
-        return self.model_state_bytes + self.activation_bytes + self.logits_bytes
+        return (self.model_state_bytes + self.activation_bytes + self.logits_bytes + self.buffer_bytes
+                + self.allowance_bytes)
 
     @property
     def oom(self) -> bool:
         return self.total_bytes > self.capacity_bytes
 
+    def as_dict(self) -> dict:
+        """Bytes per component; capacity and headroom None when no device was given."""
+        cap = None if math.isinf(self.capacity_bytes) else self.capacity_bytes
+        return {"model_state_bytes": self.model_state_bytes, "parameter_bytes": self.parameter_bytes,
+                "gradient_bytes": self.gradient_bytes, "optimizer_bytes": self.optimizer_bytes,
+                "activation_bytes": self.activation_bytes, "logits_bytes": self.logits_bytes,
+                "buffer_bytes": self.buffer_bytes, "allowance_bytes": self.allowance_bytes,
+                "total_bytes": self.total_bytes, "capacity_bytes": cap,
+                "headroom_bytes": None if cap is None else cap - self.total_bytes, "stage": self.stage}
+
     def __repr__(self) -> str:
+        extra = "".join(f" + {n} {v / 1e9:.3g}" for n, v in (("buffers", self.buffer_bytes),
+                                                               ("temporaries", self.allowance_bytes)) if v)
         return (f"Memory({self.total_bytes / 1e9:.3g} GB = states {self.model_state_bytes / 1e9:.3g} + "
-                f"activations {self.activation_bytes / 1e9:.3g} + logits {self.logits_bytes / 1e9:.3g}"
+                f"activations {self.activation_bytes / 1e9:.3g} + logits {self.logits_bytes / 1e9:.3g}{extra}"
                 f"{' OOM' if self.oom else ''} of {self.capacity_bytes / 1e9:.3g} GB)")
 
 
 def megatron_bytes_per_param(dp: int = 1, distributed_optimizer: bool = False) -> float:
     """Megatron-LM's estimate: 18 bytes/param, or 6 + 12/N_d with the distributed optimizer
-    (Megatron-LM docs; fp32 gradients 4 + bf16 params 2 + fp32 master/m/v 12)."""
+    (`simulator.model_states`, recipe "megatron", ZeRO stage 1 for the distributed optimizer)."""
     _positive(dp=dp)
-    return 6 + 12 / dp if distributed_optimizer else 18.0
+    return model_state_bytes(1.0, int(dp), 1 if distributed_optimizer else 0, "megatron")

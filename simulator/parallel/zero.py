@@ -15,7 +15,7 @@ Every parameter is one flat vector; data-parallel rank i of N_d owns the element
 Model-state bytes per device with Psi parameters (paper, Fig. 1: 2 + 2 + K with K = 12 in mixed
 precision). Here everything is float64 and the optimizer is Adam: 8 (param) + 8 (grad) + K = 16
 (m and v), so stage 0: 32 Psi; 1: 16 Psi + 16 Psi/N_d; 2: 8 Psi + 24 Psi/N_d; 3: 32 Psi/N_d.
-(Equal to `cost.memory.model_state_bytes_per_device(2 Psi, N_d, stage, "fp32")`: fp32 is 4+4+8.)
+(`simulator.model_states.model_state_bytes(Psi, N_d, stage, "fp64")`, the formula's one home.)
 Ring communication per device per step (Sec. 7): stages 0, 1, 2 move 2 Psi (AllReduce, or
 ReduceScatter + AllGather), stage 3 moves 3 Psi (two AllGathers + one ReduceScatter); the ring
 sends exactly (N_d - 1)/N_d of that.
@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..errors import ParasimError
+from ..model_states import model_state_bytes
 from ..models import build_model
 from ..program import Collective, ProgramBuilder
 from .config import TrainConfig
@@ -172,9 +173,9 @@ def _gather(config, layers, stage: int, group: tuple[int, ...]):
 
 def model_state_formula_bytes(psi: float, dp: int, stage: int, p: int = 8, g: int = 8, k: int = 16) -> float:
     """ZeRO per-device model states (paper, Sec. 5): stage 0 (p+g+k) Psi; 1 (p+g) Psi + k Psi/N_d;
-    2 p Psi + (g+k) Psi/N_d; 3 (p+g+k) Psi/N_d. Defaults: float64 Adam, 8 + 8 + 16."""
-    return {0: (p + g + k) * psi, 1: (p + g) * psi + k * psi / dp,
-            2: p * psi + (g + k) * psi / dp, 3: (p + g + k) * psi / dp}[stage]
+    2 p Psi + (g+k) Psi/N_d; 3 (p+g+k) Psi/N_d. Defaults: float64 Adam, 8 + 8 + 16
+    (`simulator.model_states`, the one home of the formula)."""
+    return model_state_bytes(psi, dp, stage, (p, g, k))
 
 
 def expected_model_state_bytes(config, dp: int, stage: int, rank: int, state_arrays: int = 2) -> dict[str, int]:

@@ -1,0 +1,223 @@
+"""Megatron-LM's own command-line flags -> (model, parallel configuration, precision and overlap options).
+
+`parse_megatron_args(["--num-layers", "32", ...])` reads the flags of a Megatron-LM launch script
+as they are (`--flag value`, `--flag=value`). The flags that change time or memory are typed and
+validated (`FLAGS`); every other Megatron-LM flag (names in `megatron_flags.txt`, taken from
+`megatron/training/arguments.py`) is accepted and listed in `ignored`; anything else is refused
+with the closest known name. Nothing is evaluated.
+
+`megatron_run(args, gpus=...)` turns them into a `MegatronRun`. Defaults are Megatron-LM's:
+tp = pp = cp = ep = 1, micro-batch 1, global batch = micro-batch x dp, no recomputation, no
+sequence parallelism, no FlashAttention, no overlap, bf16 with fp32 main gradients (the
+"megatron" recipe, 18 bytes per parameter), f = 4h (SwiGLU: int(8h/3 / 64) x 64), one query group
+per head, learned absolute positions, linear biases, LayerNorm, tied embeddings. As Megatron-LM does
+(`validate_args`), sequence parallelism is switched off when tp = 1 and reported in `notes`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from simulator.cost.model_presets import ModelSpec, get_model
+from simulator.cost.parallel_config import Assumptions, ParallelConfig
+from simulator.errors import ParasimError
+
+_BOOL, _INT = "flag", int
+# flag -> (type or choices, default) for what changes time or memory
+FLAGS = {
+    "num-layers": (_INT, None), "hidden-size": (_INT, None), "num-attention-heads": (_INT, None),
+    "ffn-hidden-size": (_INT, None), "seq-length": (_INT, None), "vocab-size": (_INT, None),
+    "make-vocab-size-divisible-by": (_INT, 128),
+    "group-query-attention": (_BOOL, False), "num-query-groups": (_INT, 1), "swiglu": (_BOOL, False),
+    "untie-embeddings-and-output-weights": (_BOOL, False), "disable-bias-linear": (_BOOL, False),
+    "normalization": (("LayerNorm", "RMSNorm"), "LayerNorm"),
+    "position-embedding-type": (("learned_absolute", "rope", "mrope", "relative", "none"), "learned_absolute"),
+    "num-experts": (_INT, None), "moe-router-topk": (_INT, 2), "moe-ffn-hidden-size": (_INT, None),
+    "tensor-model-parallel-size": (_INT, 1), "pipeline-model-parallel-size": (_INT, 1),
+    "num-layers-per-virtual-pipeline-stage": (_INT, None), "num-virtual-stages-per-pipeline-rank": (_INT, None),
+    "decoder-first-pipeline-num-layers": (_INT, None), "decoder-last-pipeline-num-layers": (_INT, None),
+    "context-parallel-size": (_INT, 1), "expert-model-parallel-size": (_INT, 1),
+    "micro-batch-size": (_INT, 1), "global-batch-size": (_INT, None),
+    "sequence-parallel": (_BOOL, False),
+    "recompute-granularity": (("full", "selective"), None), "recompute-method": (("uniform", "block"), None),
+    "recompute-num-layers": (_INT, None),
+    "use-distributed-optimizer": (_BOOL, False), "overlap-grad-reduce": (_BOOL, False),
+    "overlap-param-gather": (_BOOL, False), "tp-comm-overlap": (_BOOL, False),
+    "use-flash-attn": (_BOOL, False), "attention-backend": (("auto", "flash", "fused", "unfused", "local"), "auto"),
+    "bf16": (_BOOL, False), "fp16": (_BOOL, False), "fp8-format": (("e4m3", "hybrid"), None),
+}
+_KNOWN = frozenset(line.strip() for line in (Path(__file__).with_name("megatron_flags.txt")).read_text().splitlines()
+                   if line.strip() and not line.startswith("#")) | frozenset(FLAGS)
+
+
+@dataclass(frozen=True)
+class MegatronArgs:
+    """Typed values of the flags in `FLAGS` (Megatron-LM defaults where not given), by flag name,
+    and the other Megatron-LM flags seen, ignored because they change neither time nor memory."""
+
+    values: dict
+    given: tuple[str, ...]
+    ignored: tuple[str, ...] = ()
+
+    def __getitem__(self, flag: str):
+        return self.values[flag]
+
+
+@dataclass(frozen=True)
+class MegatronRun:
+    model: ModelSpec
+    config: ParallelConfig
+    assumptions: Assumptions
+    recipe: str = "megatron"                 # model-state bytes (simulator.model_states)
+    flash_attention: bool = False
+    fp8: bool = False
+    ignored: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+
+def _closest(name: str) -> str:
+    near = difflib.get_close_matches(name, sorted(_KNOWN), n=1, cutoff=0.6)
+    return f"; did you mean --{near[0]}?" if near else ""
+
+
+def _typed(flag: str, kind, text: str):
+    if kind is _INT:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ParasimError(f"--{flag} takes an integer, got {text!r}") from None
+        if value < 1 and flag != "recompute-num-layers":
+            raise ParasimError(f"--{flag} must be a positive integer, got {value}")
+        return value
+    if text not in kind:
+        raise ParasimError(f"--{flag} must be one of {', '.join(kind)}, got {text!r}")
+    return text
+
+
+def parse_megatron_args(argv) -> MegatronArgs:
+    """Megatron-LM flags -> `MegatronArgs` (module docstring); a string is split on whitespace."""
+    tokens = argv.split() if isinstance(argv, str) else list(argv)
+    values = {flag: default for flag, (_k, default) in FLAGS.items()}
+    given, ignored, i = [], [], 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if not tok.startswith("--"):
+            raise ParasimError(f"unexpected argument {tok!r}: Megatron-LM flags start with --")
+        name, eq, inline = tok[2:].partition("=")
+        name_key = name.replace("_", "-")
+        if name_key not in _KNOWN:
+            raise ParasimError(f"unknown Megatron-LM flag --{name}{_closest(name_key)}")
+        i += 1
+        if name_key not in FLAGS:      # accepted, ignored: skip its values
+            ignored.append(f"--{name_key}")
+            while not eq and i < len(tokens) and not tokens[i].startswith("--"):
+                i += 1
+            continue
+        kind, _default = FLAGS[name_key]
+        if kind == _BOOL:
+            if eq:
+                raise ParasimError(f"--{name_key} is a switch and takes no value, got {inline!r}")
+            values[name_key] = True
+        else:
+            if not eq:
+                if i >= len(tokens) or tokens[i].startswith("--"):
+                    raise ParasimError(f"--{name_key} needs a value")
+                inline, i = tokens[i], i + 1
+            values[name_key] = _typed(name_key, kind, inline)
+        given.append(name_key)
+    return MegatronArgs(values, tuple(given), tuple(ignored))
+
+
+def _model(a: MegatronArgs, base: ModelSpec | str | None) -> ModelSpec:
+    shape = {"num-layers": "layers", "hidden-size": "hidden", "num-attention-heads": "heads",
+             "seq-length": "seq", "vocab-size": "vocab"}
+    over = {}
+    for flag, key in shape.items():
+        if flag in a.given:
+            over[key] = a[flag]
+    for flag, key in (("ffn-hidden-size", "ffn_hidden"), ("make-vocab-size-divisible-by", "vocab_divisible_by"),
+                      ("num-experts", "num_experts"), ("moe-router-topk", "moe_router_topk"),
+                      ("moe-ffn-hidden-size", "moe_ffn_hidden")):
+        if flag in a.given:
+            over[key] = a[flag]
+    if "group-query-attention" in a.given:
+        over["kv_heads"] = a["num-query-groups"]
+    elif "num-query-groups" in a.given:
+        raise ParasimError("--num-query-groups needs --group-query-attention (Megatron-LM ignores it otherwise)")
+    for flag, key, value in (("swiglu", "gated_mlp", True), ("untie-embeddings-and-output-weights", "tied_embeddings", False),
+                             ("disable-bias-linear", "biases", False)):
+        if flag in a.given:
+            over[key] = value
+    if "normalization" in a.given and a["normalization"] == "RMSNorm":
+        over["biases"] = False
+    if "position-embedding-type" in a.given:
+        over["position_embedding"] = a["position-embedding-type"] == "learned_absolute"
+    if base is not None:
+        return get_model(base, **over)
+    missing = [f"--{f}" for f in ("num-layers", "hidden-size", "num-attention-heads", "seq-length", "vocab-size")
+               if f not in a.given]
+    if missing:
+        raise ParasimError(f"no model: give a preset or all of --num-layers --hidden-size --num-attention-heads "
+                           f"--seq-length --vocab-size (missing {' '.join(missing)})")
+    if over.get("gated_mlp") and "ffn_hidden" not in over:   # Megatron-LM validate_args
+        over["ffn_hidden"] = int(4 * over["hidden"] * 2 / 3 / 64) * 64
+    return ModelSpec("custom", **over)
+
+
+def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | str | None = None) -> MegatronRun:
+    """`MegatronArgs` -> model, `ParallelConfig`, `Assumptions` and precision (module docstring).
+    `gpus` is Megatron's world size (default tp x pp x cp: one data-parallel replica)."""
+    spec = _model(a, model)
+    tp, pp, cp, ep = (a["tensor-model-parallel-size"], a["pipeline-model-parallel-size"],
+                      a["context-parallel-size"], a["expert-model-parallel-size"])
+    per_replica = tp * pp * cp
+    gpus = per_replica if gpus is None else gpus
+    if gpus % per_replica:
+        raise ParasimError(f"world size {gpus} is not divisible by tp x pp x cp = {tp} x {pp} x {cp} = {per_replica}")
+    dp, notes = gpus // per_replica, []
+    sp = a["sequence-parallel"]
+    if sp and tp == 1:
+        sp = False
+        notes.append("--sequence-parallel ignored with tensor-model-parallel-size 1 (as Megatron-LM does)")
+    v = 1
+    if a["num-layers-per-virtual-pipeline-stage"] is not None:
+        per_stage = spec.layers // pp
+        n = a["num-layers-per-virtual-pipeline-stage"]
+        if spec.layers % pp or per_stage % n:
+            raise ParasimError(f"--num-layers-per-virtual-pipeline-stage {n} must divide the {spec.layers} / pp={pp} "
+                               f"layers of a stage")
+        v = per_stage // n
+    elif a["num-virtual-stages-per-pipeline-rank"] is not None:
+        v = a["num-virtual-stages-per-pipeline-rank"]
+    if v > 1 and pp == 1:
+        raise ParasimError("virtual pipeline stages need --pipeline-model-parallel-size > 1")
+    if a["recompute-method"] and a["recompute-granularity"] != "full":
+        raise ParasimError("--recompute-method needs --recompute-granularity full (Megatron-LM validate_args)")
+    if a["overlap-param-gather"] and not (a["use-distributed-optimizer"] and a["overlap-grad-reduce"]):
+        raise ParasimError("--overlap-param-gather needs --use-distributed-optimizer and --overlap-grad-reduce "
+                           "(Megatron-LM validate_args)")
+    if a["bf16"] and a["fp16"]:
+        raise ParasimError("give --bf16 or --fp16, not both")
+    b = a["micro-batch-size"]
+    B = a["global-batch-size"] or b * dp
+    kw = dict(tp=tp, pp=pp, dp=dp, micro_batch_size=b, global_batch=B,
+              schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v,
+              recompute=a["recompute-granularity"] or "none", sequence_parallel=sp,
+              zero_stage=1 if a["use-distributed-optimizer"] else 0, cp=cp, ep=ep,
+              first_stage_layers=a["decoder-first-pipeline-num-layers"],
+              last_stage_layers=a["decoder-last-pipeline-num-layers"])
+    cfg_fields = {f.name for f in fields(ParallelConfig)}
+    unsupported = [k for k, val in kw.items() if k not in cfg_fields and val not in (None, 1)]
+    if unsupported:
+        raise ParasimError(f"this cost model does not price {', '.join(unsupported)} yet")
+    cfg = ParallelConfig(**{k: val for k, val in kw.items() if k in cfg_fields})
+    flash = a["use-flash-attn"] or a["attention-backend"] in ("flash", "fused")
+    fp8 = a["fp8-format"] is not None
+    akw = dict(dtype="fp16" if a["fp16"] else "bf16", overlap_grad_reduce=a["overlap-grad-reduce"],
+               overlap_param_gather=a["overlap-param-gather"], overlap_tp_comm=a["tp-comm-overlap"],
+               flash_attention=flash, fp8=fp8)
+    a_fields = {f.name for f in fields(Assumptions)}
+    assumptions = Assumptions(**{k: val for k, val in akw.items() if k in a_fields})
+    return MegatronRun(spec, cfg, assumptions, "megatron", flash, fp8, a.ignored, tuple(notes))

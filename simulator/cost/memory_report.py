@@ -1,0 +1,134 @@
+"""Peak memory per device of a training configuration, per component, as Megatron-LM counts it.
+
+`memory_report(model, config, hardware, recipe=..., flash_attention=...)` follows Megatron-LM's
+`megatron/training/theoretical_memory_usage.py` (the estimator its users run) term by term:
+
+Parameters on a pipeline stage (Megatron: `compute_weight_and_optimizer_memory`): its L_k layers
+(attention 2h^2 (1 + kv/a) + MLP (2 or 3) h f, split t ways; two norms replicated), the word
+embedding V_pad h / t on the first stage, the output matrix V_pad h / t on the last one (tied or
+not: with p > 1 Megatron keeps a copy there; with p = 1 an untied model holds both matrices) and
+the final norm on the last stage; MoE experts split over ep x t. V_pad is the vocabulary padded to
+a multiple of 128 t (`ModelSpec.padded_vocab`). Bytes: the precision recipe and ZeRO stage of
+`simulator.model_states` (Megatron: 18, or 6 + 12/d with --use-distributed-optimizer = stage 1);
+the optimizer shards over d x cp ranks.
+
+Activations of the first stage (Megatron: `compute_activation_memory`, Korthikanti et al. 2022):
+  layers:    per-layer bytes (`cost.memory.activation_bytes_per_layer`) x L_1 x in-flight
+             micro-batches (`cost.memory.in_flight_microbatches`: min(p, m) for 1F1B, p (1 + (p-1)/(p v))
+             interleaved);
+  embedding: (8 s b + s b h) x in-flight (token ids in int64, the embedding dropout mask);
+             / t with sequence parallelism;
+  pp = 1:    the output layer: 4 s b h (1 + V_pad / h) / t with SP (fp32 final-norm output and
+             logits); without SP Megatron counts 2 (s b V_pad / t + s b h);
+  without SP Megatron adds 5 % of the activations for temporaries (`allowance_bytes`).
+With p > 1 the last stage holds one micro-batch (m for GPipe) and the logits 4 s b V_pad / t; the
+report gives the stage whose total is larger. Context parallelism divides s by cp. Full
+recomputation adds one layer's un-recomputed activations (the layer being recomputed).
+ZeRO-3 adds the gathered largest layer, 4 bytes per parameter (DeepSpeed's
+`estimate_zero3_model_states_mem_needs` `largest_layer_memory`).
+"""
+
+from __future__ import annotations
+
+from simulator.cost.hardware import Hardware, get_hardware
+from simulator.cost.memory import MemoryBreakdown, activation_bytes_per_layer, in_flight_microbatches
+from simulator.cost.model_presets import ModelSpec, get_model
+from simulator.errors import ParasimError
+from simulator.model_states import model_state_parts
+
+
+def _stage_layers(model: ModelSpec, cfg) -> tuple[int, ...]:
+    """Layers per pipeline stage: the configuration's split (uneven first/last stages,
+    `ParallelConfig.stage_layers`) where it has one, else L / p each."""
+    if hasattr(cfg, "stage_layers"):
+        return tuple(cfg.stage_layers(model.layers))
+    if model.layers % (cfg.pp * cfg.virtual_stages):
+        raise ParasimError(f"{model.layers} layers cannot be split evenly into pp x v = "
+                           f"{cfg.pp * cfg.virtual_stages} chunks")
+    return (model.layers // cfg.pp,) * cfg.pp
+
+
+def layer_params_split(model: ModelSpec) -> tuple[float, float, float]:
+    """(t-sharded, replicated, expert) parameters of one layer (Megatron's split: weights and
+    biases of attention and dense MLP are t-sharded; norms replicated; routed experts ep x t)."""
+    h = model.hidden
+    norms = 2 * (2 * h if model.biases else h)
+    if model.num_experts:
+        experts = model.num_experts * model.mlp_params(model.moe_ffn_hidden)
+        return model.attention_params(), norms + h * model.num_experts, experts
+    return model.attention_params() + model.mlp_params(), norms, 0.0
+
+
+def stage_params(model: ModelSpec, tp: int, layers: int, first: bool, last: bool, ep: int = 1) -> float:
+    """Parameters one device of a stage holds (module docstring)."""
+    h, V = model.hidden, model.padded_vocab(tp)
+    sharded, replicated, experts = layer_params_split(model)
+    n = layers * (sharded / tp + replicated + experts / (ep * tp))
+    if first:
+        n += V * h / tp + (model.seq * h if model.position_embedding else 0)
+    if last and (not first or not model.tied_embeddings):
+        n += V * h / tp
+    if last:
+        n += 2 * h if model.biases else h
+    return n
+
+
+def largest_layer_params(model: ModelSpec) -> float:
+    """Largest single module (one weight matrix and its bias) as DeepSpeed's `model_to_params` finds
+    it in a Hugging Face implementation: the embedding V h, the fused QKV h (h + 2 kv), or one MLP
+    projection h f (gate and up are separate modules in Llama)."""
+    h, f = model.hidden, model.moe_ffn_hidden if model.num_experts else model.ffn_hidden
+    bias = model.biases
+    return float(max(model.vocab * h, h * (h + 2 * model.kv_dim) + (h + 2 * model.kv_dim) * bias,
+                     h * f + f * bias))
+
+
+def _activations(model: ModelSpec, cfg, L_k: int, in_flight: float, first: bool, last: bool,
+                 flash_attention: bool) -> tuple[float, float, float]:
+    """(layer + embedding activations, output-layer activations, 5 % allowance) of one stage."""
+    cp = getattr(cfg, "cp", 1)
+    s, b, h, t, sp = model.seq // cp, cfg.micro_batch_size, model.hidden, cfg.tp, cfg.sequence_parallel
+    V = model.padded_vocab(t)
+    per_layer = activation_bytes_per_layer(s, b, h, model.heads, t, sp, cfg.recompute, model.ffn_hidden,
+                                           flash_attention)
+    acts = per_layer * L_k * in_flight
+    if cfg.recompute == "full":
+        acts += activation_bytes_per_layer(s, b, h, model.heads, t, sp, "none", model.ffn_hidden, flash_attention)
+    if first:
+        acts += (8 * s * b + s * b * h) * in_flight / (t if sp else 1)
+    out = 0.0
+    if last:
+        out = 4 * s * b * h * (1 + V / h) / t if sp else 2 * (s * b * V / t + s * b * h)
+    allowance = 0.0 if sp else 0.05 * (acts + out)
+    return acts, out, allowance
+
+
+def memory_report(model: ModelSpec | str, config, hardware: Hardware | str | None = None, *,
+                  recipe: str = "megatron", flash_attention: bool = False) -> MemoryBreakdown:
+    """Peak bytes per component on the most loaded device (module docstring)."""
+    model, cfg = get_model(model), config
+    capacity = get_hardware(hardware).memory_bytes if hardware is not None else float("inf")
+    p, t, m, v = cfg.pp, cfg.tp, cfg.microbatches, cfg.virtual_stages
+    ep, cp = getattr(cfg, "ep", 1), getattr(cfg, "cp", 1)
+    if model.heads % t:
+        raise ParasimError(f"tp={t} must divide the {model.heads} attention heads")
+    if model.seq % cp:
+        raise ParasimError(f"cp={cp} must divide the sequence length {model.seq}")
+    layers = _stage_layers(model, cfg)
+    shard_over = cfg.dp * cp
+    buffers = 4 * largest_layer_params(model) / t if cfg.zero_stage == 3 else 0.0
+    candidates = []
+    for k in sorted({0, p - 1}):
+        first, last = k == 0, k == p - 1
+        if p == 1:
+            in_flight = 1.0                  # one micro-batch at a time (gradient accumulation)
+        elif first:
+            in_flight = in_flight_microbatches(cfg.schedule, p, m, v)
+        else:
+            in_flight = float(m) if cfg.schedule == "gpipe" else 1.0
+        params = stage_params(model, t, layers[k], first, last, ep)
+        par, grad, opt = model_state_parts(params, shard_over, cfg.zero_stage, recipe)
+        acts, out, allowance = _activations(model, cfg, layers[k], in_flight, first, last, flash_attention)
+        candidates.append(MemoryBreakdown(par + grad + opt, acts, out, capacity, par, grad, opt, buffers,
+                                          allowance, k))
+    return max(candidates, key=lambda r: r.total_bytes)
