@@ -61,7 +61,7 @@ def test_simulate_text_output(capsys):
     (["--model", "megatron-1.7b", "--hardware", "tpu-v9"], "unknown hardware preset"),
     (["--layers", "2", "--hidden", "64"], "missing"),
     (["--layers", "0", "--hidden", "64", "--heads", "4", "--seq", "8", "--vocab", "10"], "layers"),
-    (["--model", "megatron-1.7b", "--layers", "3"], "not both"),
+    (["--model", "megatron-1.7b", "--cp", "3"], "divisible by 2c = 6"),
 ])
 def test_simulate_refusals(argv, match):
     args = _parse(simulate_cmd, ["simulate", *argv])

@@ -17,9 +17,16 @@ from ..cost.hardware import get_hardware, hardware_names
 from ..cost.memory import SCHEDULES
 from ..cost.model_presets import model_names
 from ..cost.search import search_training
-from .simulate import _SHAPE, _model, add_assumption_flags, assumptions_from_args
+from .simulate import _SHAPE, _model, add_assumption_flags, assumptions_from_args, megatron_argv
 from ..errors import ParasimError
 from ..units import fmt_bytes, fmt_time
+
+
+# Megatron-LM flags that fix what the search explores
+_SEARCHED = {"tensor-model-parallel-size", "pipeline-model-parallel-size", "context-parallel-size",
+             "expert-model-parallel-size", "micro-batch-size", "num-layers-per-virtual-pipeline-stage",
+             "num-virtual-stages-per-pipeline-rank", "recompute-granularity", "use-distributed-optimizer",
+             "sequence-parallel"}
 
 
 def add_parser(sub) -> None:
@@ -29,7 +36,8 @@ def add_parser(sub) -> None:
         p.add_argument(f"--{name}", type=int, default=None, help=f"custom model: {name} (instead of --model)")
     p.add_argument("--gpus", type=int, required=True, help="number of devices")
     p.add_argument("--hardware", default="a100-80gb", help=f"preset: {', '.join(hardware_names())}")
-    p.add_argument("--global-batch", dest="global_batch", type=int, required=True, help="B sequences per step")
+    p.add_argument("--global-batch", dest="global_batch", type=int, default=None,
+                   help="B sequences per step (or Megatron's --global-batch-size)")
     p.add_argument("--top", type=int, default=5, help="how many configurations to list (default 5)")
     p.add_argument("--schedules", default=",".join(SCHEDULES),
                    help=f"comma-separated subset of {','.join(SCHEDULES)}")
@@ -40,12 +48,26 @@ def add_parser(sub) -> None:
                    "powers of two up to 32 for sequences of 16k tokens or more)")
     add_assumption_flags(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, megatron_flags=True)
 
 
 def run(args) -> int:
-    model, hw = _model(args), get_hardware(getattr(args, "hardware", "a100-80gb"))
-    A = assumptions_from_args(args, model)
+    hw = get_hardware(getattr(args, "hardware", "a100-80gb"))
+    extra, notes = megatron_argv(args), []
+    if extra:      # Megatron-LM flags: the model and the software stack; the parallel layout is searched
+        from ..cost.megatron_args import megatron_run, parse_megatron_args
+        mega = parse_megatron_args(extra)
+        searched = [f"--{f}" for f in mega.given if f in _SEARCHED]
+        base = _model(args) if getattr(args, "model", None) else None
+        run_ = megatron_run(mega, model=base)
+        model, A = run_.model, run_.assumptions
+        notes = list(run_.notes) + ([f"searched, not fixed: {' '.join(searched)}"] if searched else [])
+        ignored = list(run_.ignored)
+        if args.global_batch is None and "global-batch-size" in mega.given:
+            args.global_batch = mega["global-batch-size"]
+    else:
+        model, ignored = _model(args), []
+        A = assumptions_from_args(args, model)
     cps = None
     if getattr(args, "cp", None):
         try:
@@ -58,6 +80,8 @@ def run(args) -> int:
     unknown = [s for s in schedules if s not in SCHEDULES]
     if unknown or not schedules:
         raise ParasimError(f"unknown schedule(s) {unknown or schedules}; choose from {', '.join(SCHEDULES)}")
+    if getattr(args, "global_batch", None) is None:
+        raise ParasimError("no global batch: give --global-batch B (or Megatron's --global-batch-size)")
     top, n_alt = int(getattr(args, "top", 5)), int(getattr(args, "alternatives", 10))
     if n_alt < 0:
         raise ParasimError(f"--alternatives must be >= 0, got {n_alt}")
@@ -67,7 +91,7 @@ def run(args) -> int:
         out = res.as_dict()
         out["alternatives"] = out["alternatives"][:n_alt]
         out.update(model=model.name, params=model.params(), hardware=hw.name, gpus=args.gpus,
-                   global_batch=args.global_batch)
+                   global_batch=args.global_batch, ignored=ignored, notes=notes)
         print(json.dumps(out))
         return 0
     print(f"{model!r} on {args.gpus} x {hw.name}, global batch {args.global_batch}: "

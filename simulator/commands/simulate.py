@@ -9,6 +9,17 @@
 The software-stack switches (`Assumptions`) carry Megatron-LM's flag names. FlashAttention is on by
 default for models with rotary positions (the Llama family) and off for GPT-style presets (the
 2021 papers ran without it); --use-flash-attn / --no-flash-attn decide explicitly.
+
+Megatron-LM's own flags can be pasted as they are (`simulator.cost.megatron_args`):
+
+    parasim simulate --gpus 64 --hardware h100-sxm --num-layers 32 --hidden-size 4096 \\
+        --num-attention-heads 32 --seq-length 4096 --vocab-size 32000 --swiglu \\
+        --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 --micro-batch-size 1 \\
+        --global-batch-size 256 --use-distributed-optimizer --overlap-grad-reduce --bf16 --json
+
+Then the defaults are Megatron-LM's (no FlashAttention, no overlap unless given); --model PRESET
+gives the shape the flags override; parasim's own parallel flags (--tp, --pp, ...) cannot be mixed
+in. Megatron flags that change neither time nor memory are listed under `ignored` in the JSON.
 """
 
 from __future__ import annotations
@@ -53,7 +64,7 @@ def add_parser(sub) -> None:
     p.add_argument("--trace-all-tp-ranks", dest="trace_all_tp_ranks", action="store_true",
                    help="with --trace: simulate every tensor-parallel rank (default: one per stage)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, megatron_flags=True)
 
 
 def add_parallel_extras(p) -> None:
@@ -112,12 +123,12 @@ def assumptions_from_args(args, model: ModelSpec) -> Assumptions:
 
 
 def _model(args) -> ModelSpec:
+    """--model PRESET with any of --layers/--hidden/--heads/--seq/--vocab overriding its fields, or
+    a custom model from all five."""
     shape = {n: getattr(args, n, None) for n in _SHAPE}
     name = getattr(args, "model", None)
-    if name and any(v is not None for v in shape.values()):
-        raise ParasimError("give either --model PRESET or --layers/--hidden/--heads/--seq/--vocab, not both")
     if name:
-        return get_model(name)
+        return get_model(name, **{k: v for k, v in shape.items() if v is not None})
     missing = [f"--{n}" for n, v in shape.items() if v is None]
     if missing:
         raise ParasimError(f"no model: give --model PRESET or all of --layers --hidden --heads --seq --vocab "
@@ -158,11 +169,53 @@ def config_from_args(args) -> ParallelConfig:
                           balance_embedding=bool(getattr(args, "balance_embedding", False)))
 
 
+# parasim flags that carry Megatron-LM's names: with Megatron flags they go back to its parser
+_SHARED = (("sequence_parallel", "--sequence-parallel"), ("overlap_grad_reduce", "--overlap-grad-reduce"),
+           ("overlap_param_gather", "--overlap-param-gather"), ("overlap_tp_comm", "--tp-comm-overlap"),
+           ("flash_attention", "--use-flash-attn"), ("fp8", "--fp8-format"), ("cp", "--context-parallel-size"),
+           ("ep", "--expert-model-parallel-size"), ("first_stage_layers", "--decoder-first-pipeline-num-layers"),
+           ("last_stage_layers", "--decoder-last-pipeline-num-layers"))
+# parasim-only knobs that Megatron flags replace: (dest, default, flag)
+_NATIVE = (("tp", 1, "--tp"), ("pp", 1, "--pp"), ("dp", None, "--dp"), ("microbatch_size", 1, "--microbatch-size"),
+           ("global_batch", None, "--global-batch"), ("schedule", "1f1b", "--schedule"),
+           ("virtual_stages", 1, "--virtual-stages"), ("recompute", "none", "--recompute"), ("zero", 0, "--zero"))
+
+
+def megatron_argv(args) -> list[str]:
+    """The Megatron-LM flags of this command line (`simulator.cli` hands over what parasim's parser
+    does not know), with the shared-name flags parasim's parser took given back."""
+    extra = list(getattr(args, "megatron_argv", None) or [])
+    if not extra:
+        return []
+    for dest, flag in _SHARED:
+        v = getattr(args, dest, None)
+        if v is True:
+            extra.append(flag)
+        elif v not in (None, False, 1) and not isinstance(v, bool):
+            extra += [flag, str(v)]
+    return extra
+
+
+def resolve(args):
+    """(model, ParallelConfig, Assumptions, ignored Megatron flags, notes) of `simulate`'s flags:
+    parasim's own, or Megatron-LM's pasted as they are (module docstring)."""
+    extra = megatron_argv(args)
+    if not extra:
+        model = _model(args)
+        return model, config_from_args(args), assumptions_from_args(args, model), (), ()
+    from ..cost.megatron_args import megatron_run, parse_megatron_args
+    mixed = [flag for dest, default, flag in _NATIVE if getattr(args, dest, default) != default]
+    if mixed:
+        raise ParasimError(f"give Megatron-LM flags or parasim's {' '.join(mixed)}, not both (Megatron: "
+                           f"--tensor-model-parallel-size, --pipeline-model-parallel-size, --micro-batch-size, ...)")
+    base = _model(args) if getattr(args, "model", None) else None
+    run_ = megatron_run(parse_megatron_args(extra), gpus=getattr(args, "gpus", None), model=base)
+    return run_.model, run_.config, run_.assumptions, tuple(run_.ignored), tuple(run_.notes)
+
+
 def run(args) -> int:
-    model = _model(args)
+    model, cfg, A, ignored, notes = resolve(args)
     hw = get_hardware(getattr(args, "hardware", "a100-80gb"))
-    cfg = config_from_args(args)
-    A = assumptions_from_args(args, model)
     res = estimate(model, cfg, hw, A)
     paper = None
     if getattr(args, "trace", None):
@@ -173,14 +226,19 @@ def run(args) -> int:
     if getattr(args, "json", False):
         out = res.as_dict()
         out.update(model=model.name, params=model.params(), hardware=hw.name, config=repr(cfg),
-                   assumptions={f.name: getattr(A, f.name) for f in fields(A)})
+                   assumptions={f.name: getattr(A, f.name) for f in fields(A)}, ignored=list(ignored),
+                   notes=list(notes))
         if paper is not None:
             out["paper"] = paper.as_dict()
             out["trace_file"] = args.trace
         print(json.dumps(out))
         return 0
     print(f"{model!r}\n{cfg!r} on {cfg.gpus} x {hw.name}")
-    on = [f.name for f in fields(A) if getattr(A, f.name) is True]
+    for note in notes:
+        print(f"  note: {note}")
+    if ignored:
+        print(f"  ignored Megatron-LM flags (no effect on time or memory): {' '.join(ignored)}")
+    on = [f.name for f in fields(A) if getattr(A, f.name) is True and (f.name != "nvls" or hw.nvls_allreduce_gain)]
     print(f"  software stack   {', '.join(on) or 'Megatron-LM 2021 (no FlashAttention, no overlap)'}")
     print(f"  step time        {fmt_time(res.step_time_s)}  ({res.tokens_per_s:,.0f} tokens/s)")
     print(f"  TFLOP/s per GPU  {res.tflops_per_gpu:.1f} (hardware, eq. 3)  {res.model_tflops_per_gpu:.1f} (model)")
