@@ -21,6 +21,14 @@ Matmul utilisation (an assumption, documented so it can be argued with):
   `Assumptions`) every row of Megatron-LM 2021 Table 1 is predicted within 7 %
   (tests/test_cost_megatron.py). They were chosen from a coarse grid of round values
   (0.75-0.82 x 32/64/128), not fitted per row.
+- The same fraction holds on H100: the best measured bf16 matmul reaches 794.5 of 989 TFLOP/s
+  (80.3 %; A100 SXM 271 of 312, 87 %; "Maximum Achievable Matmul FLOPS" table, stas00/ml-engineering,
+  compute/accelerator), so 0.80 x f(m) f(n) f(k) serves both without a per-GPU constant.
+- FP8 (`Assumptions.fp8`): matmuls at the preset's fp8 peak (1979 TFLOP/s dense on H100) with the
+  same utilisation and 1-byte operands; element-wise kernels stay 16-bit.
+- FlashAttention's fused attention core is timed as its matmuls by this roofline (no s^2 HBM
+  traffic), x 0.5 for the causal mask and x 5/4 in the backward for the recomputed scores
+  (`simulator.cost.paper_kernels.Kernel.time_s`; Dao et al. 2022, Dao 2023).
 - MEMORY_EFFICIENCY = 0.8: element-wise kernels (layer norm, GeLU, softmax, dropout, residual
   add) stream memory at about 80 % of the HBM datasheet bandwidth (STREAM-like copy kernels).
 The same constants serve every shape, model and GPU; they are not fitted per configuration.
