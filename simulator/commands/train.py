@@ -149,11 +149,13 @@ def run(a) -> int:
         result.trace.save_chrome(a.trace) if not resilient else result.train.trace.save_chrome(a.trace)
     out = result.to_dict()
     if a.json:
-        print(json.dumps(out))
+        print(json.dumps(out, allow_nan=False))
     else:
         print(f"{cfg.strategy} on {cfg.devices} devices (dp={cfg.dp}, pp={cfg.pp}, tp={cfg.tp}, m={cfg.m})")
-        print("losses: " + " ".join(f"{x:.4f}" for x in out["losses"]))
-        print(f"max relative weight difference vs one device: {out['max_rel_weight_diff_vs_single']:.3g}")
+        print("losses: " + " ".join("nan/inf" if x is None else f"{x:.4f}" for x in out["losses"]))
+        diff = out["max_rel_weight_diff_vs_single"]
+        print(f"max relative weight difference vs one device: {'nan/inf' if diff is None else f'{diff:.3g}'}"
+              f" ({'matches' if out['matches_single_device'] else 'DOES NOT MATCH'})")
         print(f"bubble fraction: {out['bubble_fraction']:.3f}; bytes by collective: {out['bytes_by_collective']}")
         print(f"simulated step time: {out['simulated_time_s']:.4g} s; wall: {out['wall_time_s']:.4g} s")
         if resilient:
@@ -161,4 +163,12 @@ def run(a) -> int:
                 print(f"failure: {line}")
             print(f"faults injected: {out['faults_injected']}, recovered: {out['faults_recovered']}, "
                   f"replayed steps: {out['replayed_steps']}, checkpoints at steps {out['checkpoints']}")
-    return 0
+    return _verdict(out)
+
+
+def _verdict(out: dict) -> int:
+    """Exit 1 (with one line on stderr) when the run does not match one device."""
+    if out["matches_single_device"]:
+        return 0
+    print(f"error: {out['check']}", file=sys.stderr)
+    return 1
