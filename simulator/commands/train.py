@@ -67,6 +67,8 @@ def add_parser(sub) -> None:
     p.add_argument("--fail-seed", type=int, default=0, help="seed of --fail-random")
     p.add_argument("--checkpoint-every", type=int, default=0, metavar="K", help="save a checkpoint every K steps")
     p.add_argument("--checkpoint-dir", default=None, help="where checkpoints go (default: a temporary directory)")
+    p.add_argument("--keep-last", type=int, default=None, metavar="N",
+                   help="keep only the N most recent checkpoints in --checkpoint-dir (default: all)")
     p.add_argument("--resume", default=None, metavar="DIR", help="continue from a checkpoint (any strategy)")
     p.add_argument("--timeout-s", type=float, default=None, help="bounded wait of the Ray runtime per call batch")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -105,7 +107,9 @@ def run(a) -> int:
     from ..runtime import make_runtime
 
     cfg = config_from_args(a)
-    resilient = bool(a.fail or a.fail_random or a.checkpoint_every or a.checkpoint_dir or a.resume)
+    resilient = bool(a.fail or a.fail_random or a.checkpoint_every or a.checkpoint_dir is not None or a.resume)
+    if a.keep_last is not None and a.checkpoint_dir is None:
+        raise ParasimError("--keep-last prunes --checkpoint-dir: give --checkpoint-dir too")
     if a.checkpoint_every < 0 or a.fail_random < 0:
         raise ParasimError(f"--checkpoint-every and --fail-random must be >= 0, got {a.checkpoint_every} and {a.fail_random}")
     if a.timeout_s is not None and not a.timeout_s > 0:
@@ -136,7 +140,8 @@ def run(a) -> int:
             if a.fail_random:
                 faults += random_faults(a.fail_seed, a.fail_random, compile_strategy(cfg).program, cfg.steps)
             result = train_resilient(cfg, runtime=runtime, faults=faults, checkpoint_every=a.checkpoint_every,
-                                     checkpoint_dir=a.checkpoint_dir, resume_from=a.resume)
+                                     checkpoint_dir=a.checkpoint_dir, resume_from=a.resume,
+                                     keep_last=a.keep_last)
         else:
             result = train(cfg, runtime=runtime, progress=progress)
     except MemoryError as e:
