@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
+import numpy as np
+
 from ..errors import ParasimError
 from ..models import GPTConfig, MLPConfig
 from ..parallel.experts import MoEGPTConfig
@@ -131,6 +133,8 @@ def run(a) -> int:
         kw["device_class"] = FaultyDevice
     runtime = make_runtime(a.runtime, cfg.devices, address=a.address, **kw) if a.runtime == "ray" else None
     progress = _progress_bar if sys.stderr.isatty() else None
+    quiet = np.errstate(all="ignore")  # a diverging run is reported once by the check, not by numpy warnings
+    quiet.__enter__()
     try:
         if resilient:
             from ..faults import parse_faults, random_faults, train_resilient
@@ -148,6 +152,7 @@ def run(a) -> int:
         raise ParasimError(f"the real run does not fit in this machine's memory ({e}); shrink --hidden, --layers, "
                            f"--seq or --batch, or price the configuration with `parasim simulate`") from None
     finally:
+        quiet.__exit__(None, None, None)
         if runtime is not None:
             runtime.close()
     if a.trace:
