@@ -74,6 +74,7 @@ class TrainResult:
             "strategy": self.config.strategy, "devices": self.config.devices,
             "dp": self.config.dp, "pp": self.config.pp, "tp": self.config.tp, "microbatches": self.config.m,
             "schedule": self.compiled.notes.get("schedule"),
+            "cp": self.config.cp, "cp_kind": self.config.cp_kind if self.config.cp > 1 else None,
             "ep": self.config.ep, "zero": self.config.zero, "moe": self.compiled.notes.get("moe"),
             "losses": [_finite(x) for x in self.losses],
             "reference_losses": [_finite(x) for x in self.reference_losses],
