@@ -42,6 +42,9 @@ def add_parser(sub) -> None:
     p.add_argument("--address", default=None, help="Ray cluster address (default: start Ray in-process)")
     p.add_argument("--hardware", default=None, help="hardware preset for the simulated time")
     p.add_argument("--trace", default=None, metavar="FILE", help="write a Chrome/Perfetto trace JSON")
+    p.add_argument("--summary", action="store_true",
+                   help="--trace: one bar per device for the whole collective (default: every step of the "
+                        "algorithm as send/recv events with chunk ids and flow arrows)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -104,7 +107,8 @@ def run(args) -> int:
         model = HardwareDeviceModel(args.hardware, args.devices)
     else:
         model = SimpleDeviceModel()
-    trace = simulate(prog, model, memory=res.memory_by_instruction(), name=prog.name)
+    trace = simulate(prog, model, memory=res.memory_by_instruction(), name=prog.name,
+                     collective_steps=not args.summary)
     trace.wall_time_s = res.wall_time_s
     if args.trace:
         trace.save_chrome(args.trace)

@@ -66,6 +66,9 @@ def add_parser(sub) -> None:
                         "intra-node groups stay on one Ray node (default: none; with --address the "
                         "local hardware preset's node size)")
     p.add_argument("--trace", default=None, help="write the Chrome trace JSON (Perfetto) here")
+    p.add_argument("--collective-steps", action="store_true",
+                   help="--trace: draw every step of every collective as send/recv events with chunk ids and flow "
+                        "arrows (default: one bar per collective)")
     p.add_argument("--fail", default=None, metavar="DEVICE@STEP[,...]",
                    help="inject faults: [KIND:]DEVICE@STEP[#INSTRUCTION], kinds kill (default), fail, slow, drop")
     p.add_argument("--fail-random", type=int, default=0, metavar="N", help="inject N kills at random (seeded)")
@@ -137,6 +140,12 @@ def run(a) -> int:
         kw["device_class"] = FaultyDevice
     runtime = make_runtime(a.runtime, cfg.devices, address=a.address, **kw) if a.runtime == "ray" else None
     progress = _progress_bar if sys.stderr.isatty() else None
+    model = None
+    if a.collective_steps:
+        from ..cost.collective_steps import DrawSteps
+        from ..cost.device_model import HardwareDeviceModel
+
+        model = DrawSteps(HardwareDeviceModel("local", cfg.devices, dtype="fp64"))  # the loops' default model
     quiet = np.errstate(all="ignore")  # a diverging run is reported once by the check, not by numpy warnings
     quiet.__enter__()
     try:
@@ -147,11 +156,11 @@ def run(a) -> int:
             faults = parse_faults(a.fail)
             if a.fail_random:
                 faults += random_faults(a.fail_seed, a.fail_random, compile_strategy(cfg).program, cfg.steps)
-            result = train_resilient(cfg, runtime=runtime, faults=faults, checkpoint_every=a.checkpoint_every,
+            result = train_resilient(cfg, runtime=runtime, faults=faults, device_model=model, checkpoint_every=a.checkpoint_every,
                                      checkpoint_dir=a.checkpoint_dir, resume_from=a.resume,
                                      keep_last=a.keep_last)
         else:
-            result = train(cfg, runtime=runtime, progress=progress)
+            result = train(cfg, runtime=runtime, progress=progress, device_model=model)
     except MemoryError as e:
         raise ParasimError(f"the real run does not fit in this machine's memory ({e}); shrink --hidden, --layers, "
                            f"--seq or --batch, or price the configuration with `parasim simulate`") from None
