@@ -105,7 +105,7 @@ def test_sharding_mindspore_strategy_text_is_parsed_safely():
 
 
 def test_lessons_page_lists_lessons_and_links_their_pages():
-    from simulator.lessons import list_lessons
+    from simulator.grading import list_lessons
 
     at = page("lessons")
     lessons = list_lessons()

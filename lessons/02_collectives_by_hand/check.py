@@ -3,7 +3,7 @@
 import numpy as np
 
 from simulator import make_plan, make_runtime, plan_time, reference
-from simulator.lessons import compare, expect, ok
+from simulator.grading import compare, expect, ok
 
 LESSON = {
     "title": "Collectives by hand: ring all-reduce",

@@ -4,7 +4,7 @@ import numpy as np
 
 from simulator import (MLPConfig, SimpleDeviceModel, TrainConfig, format_schedule, make_schedule,
                        parse_schedule, simulate_schedule, train)
-from simulator.lessons import compare, ok
+from simulator.grading import compare, ok
 
 LESSON = {
     "title": "Pipeline bubbles: GPipe vs 1F1B",

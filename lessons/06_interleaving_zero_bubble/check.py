@@ -3,7 +3,7 @@
 import numpy as np
 
 from simulator import make_schedule, simulate_schedule
-from simulator.lessons import compare, ok
+from simulator.grading import compare, ok
 
 LESSON = {
     "title": "Interleaving and zero-bubble schedules, memory in flight",

@@ -4,7 +4,7 @@ student's design against the analytic cost model (estimate)."""
 import numpy as np
 
 from simulator import ParallelConfig, estimate, get_model
-from simulator.lessons import compare, expect, ok
+from simulator.grading import compare, expect, ok
 
 LESSON = {
     "title": "Hybrid 3-D parallelism with the cost model",
