@@ -149,3 +149,40 @@ def test_lesson_11_catches_a_brute_force_over_too_few_candidates(tmp_path):
     assert not names["op_candidates"].passed and int(names["op_candidates"].found) < int(names["op_candidates"].expected)
     assert not names["brute_force"].passed  # the optimum cuts k: without it the objective is higher
     assert names["kind_of"].passed and names["searched_first_layer"].passed
+
+
+def test_lesson_05_explains_a_deadlocking_1f1b_with_the_validator(tmp_path):
+    items = _edited(tmp_path, 5, "warm = min(p - d - 1, m)", "warm = min(d, m)")
+    written = items[4]
+    assert not written.passed and written.found.startswith("deadlock: stage") and "before stage" in written.found
+    assert "waits for" in written.hint
+    items = _edited(tmp_path, 5, "warm = min(p - d - 1, m)", "warm = min(p - d - 1, m) if d < p - 1 else 1")
+    assert not items[4].passed and "device 1 of p=2" in items[4].hint and "min(p-d-1, m) = 0" in items[4].hint
+
+
+def test_lesson_hints_teach_more_than_the_inputs(tmp_path):
+    items = _edited(tmp_path, 5, "return [min(p - d, m) for d in range(p)]", "return [min(p - d - 1, m) for d in range(p)]")
+    assert not items[3].passed and "warm-up" in items[3].hint and "first steady" in items[3].hint
+
+
+def test_lesson_figures_are_what_the_code_draws():
+    """Every figure has a data file; redrawing gives the same data (a stale figure fails)."""
+    for png in ROOT.glob("lessons/[0-9][0-9]_*/figures/*.png"):
+        assert png.with_suffix(".json").is_file(), f"{png} has no data file: run python lessons/make_figures.py"
+    assert cli_main(["lesson", "figures", "--check"]) == 0
+
+
+def test_a_stale_figure_fails_the_check(tmp_path, monkeypatch, capsys):
+    import json
+
+    data = ROOT / "lessons" / "02_collectives_by_hand" / "figures" / "all_reduce_time_vs_n.json"
+    stale = json.loads(data.read_text())
+    stale["axes"][0]["lines"][0]["y"][-1] *= 0.77  # a halving-doubling time the code no longer gives
+    copy = tmp_path / "lessons"
+    import shutil
+
+    shutil.copytree(ROOT / "lessons", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "02_collectives_by_hand" / "figures" / "all_reduce_time_vs_n.json").write_text(json.dumps(stale))
+    monkeypatch.setenv("PARASIM_LESSONS", str(copy))
+    assert cli_main(["lesson", "figures", "02", "--check"]) == 1
+    assert "stale: 02_collectives_by_hand/figures/all_reduce_time_vs_n.png" in capsys.readouterr().out

@@ -5,6 +5,7 @@
     parasim lesson check 05                    grade ./exercise.py (else the lesson's own exercise.py)
     parasim lesson check 05 my_ring.ipynb --json   grade another file (.py or .ipynb); one JSON object
     parasim lesson grade 05 submissions/ --csv scores.csv --jobs 4
+    parasim lesson figures [--check]           redraw every lesson figure (or check they are current)
 
 `check` prints which file it graded, and exits 0 when every item passes and 1 otherwise (a
 student's error is a failed item, never a traceback). Both `check` and `grade` run the submission
@@ -50,6 +51,10 @@ def add_parser(sub) -> None:
     grd.add_argument("--timeout", type=float, default=60.0, help="seconds per item and submission (default 60)")
     grd.add_argument("--memory-mb", type=int, default=2048, help="address-space limit per submission (default 2048)")
     grd.set_defaults(func=run)
+    fig = verbs.add_parser("figures", help="redraw every lesson figure and its data file (lessons/make_figures.py)")
+    fig.add_argument("lessons", nargs="*", help="lesson numbers (default: all)")
+    fig.add_argument("--check", action="store_true", help="exit 1 if a figure is not what the code draws now")
+    fig.set_defaults(func=run)
     p.set_defaults(func=lambda args: (p.print_help(), 1)[1])
 
 
@@ -61,6 +66,8 @@ def run(args) -> int:
         return _check(args)
     if verb == "grade":
         return _grade(args)
+    if verb == "figures":
+        return _figures(args)
     raise ParasimError(f"unknown verb {verb!r}; use list, check, grade or figures")
 
 
@@ -109,6 +116,16 @@ def _check(args) -> int:
         print(f"grading {path}\n  ({why})", file=sys.stderr)
         print(report.format())
     return 0 if report.ok else 1
+
+
+def _figures(args) -> int:
+    from ..grading.catalog import lessons_dir
+    from ..grading.runner import load_module
+
+    script = lessons_dir() / "make_figures.py"
+    if not script.is_file():
+        raise ParasimError(f"no {script}: the figures are drawn from a checkout of the repository")
+    return load_module(script, "_parasim_make_figures").main(list(args.lessons) + (["--check"] if args.check else []))
 
 
 def _grade(args) -> int:
