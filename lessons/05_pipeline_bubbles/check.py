@@ -18,6 +18,16 @@ LESSON = {
     "prerequisites": [4],
 }
 
+def prediction():
+    """Predict, then reveal (the app's Lessons page): the answer is simulated, not typed in."""
+    r = simulate_schedule(make_schedule("1f1b", 4, 8), t_f=1.0, t_b=2.0, t_w=0.0)
+    return {"question": "1F1B with p = 4 stages, m = 8 micro-batches and t_b = 2 t_f: what fraction of the "
+                        "step is bubble (idle)?",
+            "answer": float(r.bubble_fraction), "rel_tol": 0.02, "unit": "a fraction between 0 and 1",
+            "explain": "(p-1)/(m+p-1) = 3/11 = 0.273: fill and drain take p-1 slots of forwards and backwards "
+                       "whatever m is, so more micro-batches shrink the bubble's share (not its length)."}
+
+
 CASES = [(2, 1), (4, 8), (4, 4), (3, 7), (8, 16), (4, 2)]
 
 

@@ -12,11 +12,11 @@ from .catalog import (
            list_lessons,
            missing_requirements,
 )
-from .check import Report, grade_source, run_check, submission_status
+from .check import Report, grade_source, lesson_prediction, run_check, submission_status
 from .notebook import notebook_code, read_submission
 from .outcomes import ItemResult, Outcome, compare, expect, ok
 from .sandbox import Limits, Sandbox, shared_folder
 
 __all__ = ["ItemResult", "LessonInfo", "Limits", "Outcome", "Report", "Sandbox", "compare", "expect", "get_lesson",
-           "grade_source", "lesson_of_folder", "lessons_dir", "list_lessons", "missing_requirements",
+           "grade_source", "lesson_of_folder", "lesson_prediction", "lessons_dir", "list_lessons", "missing_requirements",
            "notebook_code", "ok", "read_submission", "run_check", "shared_folder", "submission_status"]

@@ -189,6 +189,13 @@ def grade_in_process(lesson: LessonInfo, path: Path) -> list[ItemResult]:
     return items
 
 
+def lesson_prediction(lesson: LessonInfo) -> dict | None:
+    """The lesson's predict-then-reveal question: its check.py's `prediction()` (question, answer,
+    rel_tol, unit, explain), computed by parasim; None when the lesson has none."""
+    fn = getattr(load_checker(lesson), "prediction", None)
+    return dict(fn()) if callable(fn) else None
+
+
 def submission_status(lesson: LessonInfo, source: str) -> str:
     """"empty" (no code at all), "unchanged" (the exercise as handed out) or "graded"."""
     code = [ln for ln in source.splitlines() if ln.strip() and not ln.strip().startswith("#")]
