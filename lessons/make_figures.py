@@ -23,10 +23,10 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-from matplotlib.patches import Rectangle  # noqa: E402
+from matplotlib.patches import Rectangle
 
-import simulator as ps  # noqa: E402
-from simulator import viz  # noqa: E402
+import simulator as ps
+from simulator import viz
 
 HERE = Path(__file__).resolve().parent
 MODE = {"check": False, "stale": []}
@@ -119,7 +119,7 @@ def lesson_02() -> None:
     f = "02_collectives_by_hand"
     save(f, "ring_all_reduce_steps.png", viz.collective_steps(ps.make_plan("all_reduce", "ring", 4, 4096)))
     ns = [2, 4, 8, 16, 32, 64]
-    link = lambda a, b: (5e-6, 100e9)  # noqa: E731 -- one uniform 100 GB/s link, 5 us latency
+    link = lambda a, b: (5e-6, 100e9)
     series = {algo: [ps.plan_time(ps.make_plan("all_reduce", algo, n, 2**20), link) for n in ns]
               for algo in ("ring", "tree", "halving_doubling")}
     save(f, "all_reduce_time_vs_n.png", viz.sweep_chart(ns, series, xlabel="ranks n", ylabel="time",

@@ -26,9 +26,10 @@ import csv
 import io
 import itertools
 import json
-from dataclasses import dataclass, fields, is_dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .cost.analytic import estimate
 from .cost.parallel_config import Assumptions, ParallelConfig

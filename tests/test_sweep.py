@@ -13,15 +13,27 @@ import pytest
 
 matplotlib.use("Agg")
 
-from simulator import (GPTConfig, ParallelConfig, SimpleDeviceModel, TrainConfig, estimate, goodput, make_runtime,
-                       make_schedule, search_configs, simulate_schedule, sweep, train)
+from simulator import (
+    GPTConfig,
+    ParallelConfig,
+    SimpleDeviceModel,
+    TrainConfig,
+    estimate,
+    goodput,
+    make_runtime,
+    make_schedule,
+    search_configs,
+    simulate_schedule,
+    sweep,
+    train,
+)
 from simulator.cli import main as cli_main
 from simulator.cost.goodput import FailureModel
 from simulator.cost.search import search_training
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = (ROOT / "README.md").read_text(encoding="utf-8").split("## Experiments as tables", 1)[1].split("\n## ", 1)[0]
-SNIPPETS = re.findall(r"```python\n(.*?)```", SECTION, re.S)
+SNIPPETS = re.findall(r"```python\n(.*?)```", SECTION, re.DOTALL)
 
 
 def test_readme_has_four_short_experiments():
@@ -53,14 +65,11 @@ def test_refused_points_keep_their_reason_and_tables_export(tmp_path):
     assert "64" in bad["error"] and "memory_per_gpu_bytes" not in bad
     frame = t.to_frame()
     assert list(frame["dp"]) == [2, 3] and frame.columns[0] == "dp" and "error" in frame.columns
-    rows = list(csv.DictReader(open(tmp_path / "t.csv", "w+").name and _write(t, tmp_path / "t.csv")))
+    t.to_csv(tmp_path / "t.csv")
+    with open(tmp_path / "t.csv") as f:
+        rows = list(csv.DictReader(f))
     assert [r["dp"] for r in rows] == ["2", "3"] and rows[1]["error"] == bad["error"]
     assert json.loads(json.dumps(t.to_dict()))["records"][0]["dp"] == 2 and dataclasses.asdict(t)["kind"] == "estimate"
-
-
-def _write(table, path):
-    table.to_csv(path)
-    return path.open()
 
 
 def test_train_sweep_shows_the_latency_regime_of_small_buckets():

@@ -7,8 +7,16 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 from ui import PAGE_FILES, intro, show_code
 
-from simulator import (Limits, ParasimError, get_lesson, grade_source, lesson_prediction, list_lessons,
-                       notebook_code, run_check)
+from simulator import (
+    Limits,
+    ParasimError,
+    get_lesson,
+    grade_source,
+    lesson_prediction,
+    list_lessons,
+    notebook_code,
+    run_check,
+)
 
 intro("Lessons", "Short guided exercises: read the README, fill in the TODOs of `exercise.py`, then "
                  "`parasim lesson check N` compares your functions with the simulator's own results, item by "
@@ -39,7 +47,7 @@ def page_links(titles, key: str) -> None:
 
 
 IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
-DETAILS = re.compile(r"<details>\s*<summary>(.*?)</summary>(.*?)</details>", re.S)
+DETAILS = re.compile(r"<details>\s*<summary>(.*?)</summary>(.*?)</details>", re.DOTALL)
 IMAGE_ROW = re.compile(r"^\|(\s*!\[[^\]]*\]\([^)\s]+\)\s*\|)+\s*$")  # | ![a](x.png) | ![b](y.png) |
 TABLE_RULE = re.compile(r"^\|(\s*:?-+:?\s*\|)+\s*$")  # |---|---|
 

@@ -114,9 +114,11 @@ def _student_failure(k, name, e: StudentError) -> ItemResult:
     return _failed(k, name, e.text, hint, "fail")
 
 
-def grade_isolated(lesson: LessonInfo, source: str, limits: Limits = Limits()) -> tuple[list[ItemResult], str]:
+def grade_isolated(lesson: LessonInfo, source: str,
+                   limits: Limits | None = None) -> tuple[list[ItemResult], str]:
     """The items of `lesson` against `source`, run in sandboxes (a fresh one after a timeout or
     a crash). Returns the items and the tail of the submission's output."""
+    limits = limits or Limits()
     fns = check_functions(load_checker(lesson))
     items, box, tail, load_error = [], None, "", ""
     try:
@@ -212,7 +214,7 @@ def _normalized(text: str) -> list[str]:
 
 
 def grade_source(lesson: LessonInfo, source: str, file: Path | str = "<upload>",
-                 limits: Limits = Limits()) -> Report:
+                 limits: Limits | None = None) -> Report:
     """Grade the text of a submission (a .py file's text, or a notebook's code cells) in a sandbox."""
     status = submission_status(lesson, source)
     if status in ("empty", "unchanged"):  # nothing of the student's to run
@@ -227,7 +229,7 @@ def grade_source(lesson: LessonInfo, source: str, file: Path | str = "<upload>",
 
 
 def run_check(number: int | str, file: str | Path | None = None, root: Path | None = None,
-              isolate: bool = True, limits: Limits = Limits()) -> Report:
+              isolate: bool = True, limits: Limits | None = None) -> Report:
     """Run lesson `number`'s checker against `file` (default: the lesson's exercise.py; a .py or
     an .ipynb). `isolate=False` imports the file into this process instead of a sandbox."""
     lesson = get_lesson(number, root)

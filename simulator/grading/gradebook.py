@@ -151,7 +151,7 @@ class _RowWriter:
 
 
 def grade_class(lesson: LessonInfo, folder: Path, csv_path: Path, feedback: Path | None = None,
-                limits: Limits = Limits(), jobs: int = 1, on_row=None) -> tuple[list[dict], list[dict]]:
+                limits: Limits | None = None, jobs: int = 1, on_row=None) -> tuple[list[dict], list[dict]]:
     """Grade every submission of `folder`; write the CSV, `feedback/<student>.md` and `.json`, and
     `feedback/summary.csv`. Returns (rows, summary). `on_row(row)` is called as each is graded."""
     csv_path = Path(csv_path)

@@ -47,17 +47,21 @@ from .codec import Callback, from_data
 from .runner import write_frame
 
 
-
 @dataclass(frozen=True)
 class Limits:
-    """Per submission: seconds per item (and for the import), address space in MiB, file size in MiB."""
+    """Per submission: seconds per item, seconds to start and import it (Python, numpy, parasim and
+    the file's top level: generous, as a loaded machine starts processes slowly), address space in
+    MiB, file size in MiB."""
 
     timeout_s: float = 60.0
     memory_mb: int = 2048
     file_mb: int = 256
+    import_timeout_s: float = 60.0
 
     def to_dict(self) -> dict:
-        return {"timeout_s": self.timeout_s, "memory_mb": self.memory_mb, "file_mb": self.file_mb}
+        """Plain data: every field (dataclasses.asdict gives the same)."""
+        return {"timeout_s": self.timeout_s, "memory_mb": self.memory_mb, "file_mb": self.file_mb,
+                "import_timeout_s": self.import_timeout_s}
 
 
 class StudentError(Exception):
@@ -86,8 +90,8 @@ class Sandbox:
     Start with `Sandbox(text)`; `loaded` is True when the file imported, else `load_error` says why.
     Always `close()` (or use `with`): it kills the process group and removes the scratch folder."""
 
-    def __init__(self, source: str, limits: Limits = Limits(), filename: str = "submission.py"):
-        self.limits = limits
+    def __init__(self, source: str, limits: Limits | None = None, filename: str = "submission.py"):
+        self.limits = limits = limits or Limits()
         self.scratch = Path(tempfile.mkdtemp(prefix="parasim-grade-"))
         self.file = self.scratch / filename
         self.file.write_text(source, encoding="utf-8")
@@ -108,10 +112,10 @@ class Sandbox:
         self.loaded, self.load_error = False, ""
         self._callbacks: list = []
         try:
-            hello = self._receive(time.monotonic() + limits.timeout_s)
+            hello = self._receive(time.monotonic() + limits.import_timeout_s)
             self.loaded, self.load_error = bool(hello.get("ok")), str(hello.get("error", ""))
         except SandboxTimeout:
-            self.load_error = f"importing your file took longer than {limits.timeout_s:g} s (an endless loop?)"
+            self.load_error = f"importing your file took longer than {limits.import_timeout_s:g} s (an endless loop?)"
         except SandboxCrash as e:
             self.load_error = f"your file ended the process while importing ({e})"
 

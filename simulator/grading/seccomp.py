@@ -25,10 +25,12 @@ _CLONE_THREAD = 0x00010000
 # audit arch, then syscall numbers: fork, vfork, clone, clone3, execve, execveat, kill, tgkill,
 # ptrace, process_vm_readv, process_vm_writev (-1: absent on that architecture)
 _ARCH = {
-    "x86_64": (0xC000003E, dict(fork=57, vfork=58, clone=56, clone3=435, execve=59, execveat=322, kill=62,
-                                tgkill=234, ptrace=101, process_vm_readv=310, process_vm_writev=311)),
-    "aarch64": (0xC00000B7, dict(fork=-1, vfork=-1, clone=220, clone3=435, execve=221, execveat=281, kill=129,
-                                 tgkill=131, ptrace=117, process_vm_readv=270, process_vm_writev=271)),
+    "x86_64": (0xC000003E, {"fork": 57, "vfork": 58, "clone": 56, "clone3": 435, "execve": 59, "execveat": 322,
+                            "kill": 62, "tgkill": 234, "ptrace": 101, "process_vm_readv": 310,
+                            "process_vm_writev": 311}),
+    "aarch64": (0xC00000B7, {"fork": -1, "vfork": -1, "clone": 220, "clone3": 435, "execve": 221, "execveat": 281,
+                             "kill": 129, "tgkill": 131, "ptrace": 117, "process_vm_readv": 270,
+                             "process_vm_writev": 271}),
 }
 # BPF opcodes
 _LD_W_ABS, _JEQ_K, _JSET_K, _RET_K = 0x20, 0x15, 0x45, 0x06
