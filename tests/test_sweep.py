@@ -14,10 +14,15 @@ import pytest
 matplotlib.use("Agg")
 
 from simulator import (
+    AutoParallelContext,
     GPTConfig,
+    OpCostModel,
     ParallelConfig,
     SimpleDeviceModel,
     TrainConfig,
+    auto,
+    auto_search,
+    auto_train,
     estimate,
     goodput,
     make_runtime,
@@ -107,11 +112,17 @@ def _results():
         b.send(0, 1, "x")
         run = rt.run(b.build())
     found = search_configs("megatron-1.7b", "a100-80gb", 8, 64, top=2)
+    net, feeds = auto.mlp_network(n=8, d=4, f=8, c=2, bias=False)
+    ctx = AutoParallelContext("auto_parallel", 2, search_mode="dynamic_programming", cost_model=OpCostModel())
+    searched = auto_search(net, ctx)
+    net, feeds = auto.mlp_network(n=8, d=4, f=8, c=2, bias=False)
+    ran = auto_train(net, AutoParallelContext("data_parallel", 2), feeds, steps=1)
     fm = FailureModel(n_devices=1024, device_mtbf_h=5e4, checkpoint_nbytes=1e11, write_bandwidth_Bps=1e10)
     return {"TrainResult": tr, "RunResult": run, "AnalyticResult": estimate("megatron-1.7b",
             ParallelConfig(global_batch=8), "a100-80gb"), "Candidate": found[0],
             "SearchResult": search_training("megatron-1.7b", "a100-80gb", 8, 64, top=2),
-            "SimResult": simulate_schedule(make_schedule("1f1b", 2, 4)), "Goodput": goodput(fm, 3600.0)}
+            "SimResult": simulate_schedule(make_schedule("1f1b", 2, 4)), "Goodput": goodput(fm, 3600.0),
+            "auto SearchResult": searched, "AutoRunResult": ran}
 
 
 def test_every_result_type_has_to_dict_and_asdict():
