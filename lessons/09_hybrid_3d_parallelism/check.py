@@ -37,7 +37,8 @@ def check_microbatches(s):
     for B, b, d in [(1536, 1, 16), (512, 2, 32), (64, 4, 4), (8, 1, 8)]:
         want = ParallelConfig(dp=d, micro_batch_size=b, global_batch=B).microbatches
         if s.microbatches(B, b, d) != want:
-            return compare(want, s.microbatches(B, b, d), f"B={B}, b={b}, d={d}")
+            return compare(want, s.microbatches(B, b, d), f"B={B}, b={b}, d={d}: each of the d replicas gets B/d "
+                           "sequences per step, cut into micro-batches of b")
     return ok()
 
 

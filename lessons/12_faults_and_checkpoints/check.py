@@ -115,5 +115,7 @@ def check_every_steps(s):
             want = max(1, round(young_interval_s(fm) / step_s))
             got = s.checkpoint_every_steps(fm, step_s)
             if got != want:
-                return compare(want, got, f"{fm!r}, {step_s} s per step")
+                return compare(want, got, f"{fm!r}, {step_s} s per step: Young's interval in seconds divided by "
+                               "the step time, rounded to the nearest whole step, and never 0 (checkpoint at least "
+                               "every step)")
     return ok()
