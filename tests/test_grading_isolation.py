@@ -53,8 +53,9 @@ def _plant(folder: Path, csv_path: Path) -> dict[str, str]:
         # overwrite another student's file, through the shell and directly
         "ivan.py": EXERCISE + f"\nimport os\nos.system('echo broken > {alice}')\n"
                    f"open({str(alice)!r}, 'w').write('def rank_of(:\\n')\n",
-        # a detached child that rewrites the CSV after grading ends
-        "judy.py": EXERCISE + "\nimport os, time\ntry:\n    if os.fork() == 0:\n        os.setsid()\n"
+        # rewrite the CSV while graded, and leave a detached child to rewrite it after grading ends
+        "judy.py": EXERCISE + f"\nopen({str(csv_path)!r}, 'w').write('student,passed\\njudy,6\\n')\n"
+                   "import os, time\ntry:\n    if os.fork() == 0:\n        os.setsid()\n"
                    f"        time.sleep(2)\n        open({str(csv_path)!r}, 'w').write('student,passed\\njudy,6\\n')\n"
                    "        os._exit(0)\nexcept OSError:\n    pass\n"
                    "import subprocess\ntry:\n    subprocess.Popen(['sleep', '30'], start_new_session=True)\n"
