@@ -177,7 +177,7 @@ def test_check_grades_the_current_folder_and_says_so(tmp_path, monkeypatch, caps
     assert cli_main(["lesson", "check"]) == 0
     assert cli_main(["lesson", "check", "01", "--in-process"]) == 0
     out = capsys.readouterr()
-    assert str(copy / "exercise.py") in out.out and "current folder" in out.err
+    assert f"graded file: {copy / 'exercise.py'}\n  (exercise.py of the current folder)" in out.out
     monkeypatch.chdir(tmp_path)
     assert cli_main(["lesson", "check", str(copy / "exercise.py")]) == 0  # the lesson from the folder name
     assert cli_main(["lesson", "check"]) == 2

@@ -18,7 +18,6 @@ student (Markdown and JSON: expected, found, hint per item) and a summary per it
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 from ..errors import ParasimError
@@ -113,8 +112,8 @@ def _check(args) -> int:
     if args.json:
         print(json.dumps({**report.to_dict(), "why_this_file": why}))
     else:
-        print(f"grading {path}\n  ({why})", file=sys.stderr)
-        print(report.format())
+        lines = report.format().splitlines()
+        print("\n".join(lines[:2] + [f"  ({why})"] + lines[2:]))
     return 0 if report.ok else 1
 
 
