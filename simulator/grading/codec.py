@@ -2,10 +2,11 @@
 
 The sandboxed process encodes a return value with `to_data` into JSON-able data; the grader
 rebuilds it with `from_data`, which runs no code of the submission: numbers, strings, lists,
-tuples, sets, dicts, numeric numpy arrays and scalars, and instances of parasim's own classes
-(a module under `simulator.`), rebuilt field by field. Anything else is refused with a one-line
-reason (a submission cannot send an object whose methods would run in the grader). Inside a parasim
-object, an attribute that cannot travel (a function, a runtime handle) arrives as None.
+tuples, sets, dicts, numeric numpy arrays and scalars, and instances of parasim's own dataclasses,
+named tuples and enums (a module under `simulator.`), rebuilt attribute by attribute without
+running their constructors. Anything else is refused with a one-line reason (a submission cannot
+send an object whose methods would run in the grader). Inside a parasim object, an attribute that
+cannot travel (a function, a runtime handle, a non-dataclass object) arrives as None.
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def to_data(obj, depth: int = 0):
             raise DataError(f"a {type(obj).__name__} (a subclass of {type(obj).__mro__[1].__name__})")
         return {"$": kind, "v": [enc(x) for x in obj]}
     cls = type(obj)
-    if _parasim_class(cls) and hasattr(obj, "__dict__") and not isinstance(obj, type):
+    if _parasim_class(cls) and dataclasses.is_dataclass(obj) and hasattr(obj, "__dict__") and not isinstance(obj, type):
         return {"$": "obj", "cls": _class_path(cls), "d": {k: _attr(v, depth) for k, v in vars(obj).items()}}
     if _parasim_class(cls) and dataclasses.is_dataclass(obj):
         return {"$": "dc", "cls": _class_path(cls),
@@ -154,7 +155,7 @@ def from_data(data, depth: int = 0):
             if not fields[k].init:
                 object.__setattr__(obj, k, v)
         return obj
-    if kind == "obj" and not issubclass(cls, enum.Enum):  # its attributes as they were, no __init__
+    if kind == "obj" and dataclasses.is_dataclass(cls):  # its attributes as they were, no __init__
         obj = cls.__new__(cls)
         obj.__dict__.update({str(k): dec(v) for k, v in data["d"].items()})
         return obj
