@@ -15,7 +15,7 @@ from .cp_split import check_context_parallel
 
 STRATEGIES = ("single", "dp", "layer", "pp", "tp", "sp", "cp", "ep", "zero1", "zero2", "zero3", "hybrid")
 CP_KINDS = ("ring", "all-to-all")
-SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2")
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe")
 GRAD_DTYPES = ("float64", "float32", "float16")
 OPTIMIZERS = ("adam", "sgd")
 
