@@ -179,7 +179,7 @@ def lesson_08() -> None:
             "ZeRO-1": {"param": 2 * psi, "grad": 2 * psi, "opt": 12 * psi / nd},
             "ZeRO-2": {"param": 2 * psi, "grad": 2 * psi / nd, "opt": 12 * psi / nd},
             "ZeRO-3": {"param": 2 * psi / nd, "grad": 2 * psi / nd, "opt": 12 * psi / nd}}
-    save(f, "zero_stages_7.5b.png", viz.memory_breakdown(bars, capacity_bytes=80e9,
+    save(f, "zero_stages_7.5b.png", viz.memory_breakdown(bars, capacity_bytes=ps.get_hardware("a100-80gb").memory_bytes,
                                                          title="7.5B parameters on 64 GPUs, mixed-precision Adam"))
     r = ps.train(ps.TrainConfig(tiny_mlp(), strategy="zero3", devices=4, batch_size=16), device_model=clock())
     save(f, "zero3_memory.png", viz.memory_over_time(r.trace, devices=[0, 1]))
@@ -197,7 +197,7 @@ def lesson_09() -> None:
         r = ps.estimate(model, ps.ParallelConfig(micro_batch_size=1, global_batch=1536, **kw), "a100-80gb")
         bars[f"{label}\nMFU {r.mfu:.0%}"] = {"states": r.memory.model_state_bytes,
                                               "act": r.memory.activation_bytes + r.memory.logits_bytes}
-    save(f, "gpt3_memory.png", viz.memory_breakdown(bars, capacity_bytes=80e9,
+    save(f, "gpt3_memory.png", viz.memory_breakdown(bars, capacity_bytes=r.memory.capacity_bytes,
                                                     title="GPT-3 175B on 1024 A100-80GB, batch 1536"))
 
 
@@ -214,9 +214,10 @@ def lesson_11() -> None:
     found = ps.search_configs("megatron-18.4b", "a100-80gb", 64, 256, recomputes=("selective",),
                               micro_batch_sizes=(1, 2), top=6)
     bars = {f"t{c.config.tp} p{c.config.pp} d{c.config.dp} b{c.config.micro_batch_size}\n{c.result.step_time_s:.2f} s":
-            {"states": c.result.memory.model_state_bytes, "act": c.result.memory.activation_bytes}
-            for c in found}
-    save(f, "top_configs.png", viz.memory_breakdown(bars, capacity_bytes=80e9,
+            {"states": c.result.memory.model_state_bytes,
+             "act": c.result.memory.activation_bytes + c.result.memory.logits_bytes}
+            for c in found}  # the capacity line is the one the search used (the device's reported memory)
+    save(f, "top_configs.png", viz.memory_breakdown(bars, capacity_bytes=found[0].result.memory.capacity_bytes,
                                                     title="18.4B on 64 A100s: the 6 fastest configurations that fit"))
     ns = [2 ** k for k in range(3, 17, 2)]  # batch rows of an MLP with 1024 x 1024 weights
     model, series = ps.OpCostModel(), {"searched (dynamic programming)": [], "data parallel": []}
