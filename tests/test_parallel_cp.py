@@ -148,3 +148,13 @@ def test_cli_trains_context_parallel_and_hybrid_with_dualpipe(capsys):
     assert main(["train", "--strategy", "cp", "--devices", "3", "--cp", "3", "--json"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "not divisible by 6" in err
+
+
+@pytest.mark.ray
+def test_hybrid_context_tensor_pipeline_dualpipe_on_ray_equals_one_device(ray_runtime):
+    g = GPTConfig(layers=2, hidden=16, heads=4, seq_len=8, vocab=16)
+    cfg = TrainConfig(g, strategy="hybrid", devices=8, cp=2, tp=2, pp=2, microbatches=4, schedule="dualpipe",
+                      batch_size=4, steps=1)
+    on_ray = train(cfg, runtime=ray_runtime)
+    assert on_ray.max_rel_weight_diff_vs_single < 1e-9
+    assert on_ray.losses == train(cfg).losses
