@@ -34,6 +34,7 @@ from simulator.cost.device_model import HardwareDeviceModel
 from simulator.cost.hardware import Hardware, get_hardware
 from simulator.cost.memory import (MemoryBreakdown, activation_bytes_per_layer, logits_bytes,
                                    model_state_bytes_per_device)
+from simulator.cost.memory_report import stage_params
 from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.paper_kernels import PaperDeviceModel, padded_vocab
 from simulator.cost.paper_program import DEFAULT_BUCKET_NBYTES, build_paper_program
@@ -130,7 +131,7 @@ def trace_statistics(trace: Trace) -> dict:
 
 def memory_per_device(model: ModelSpec, cfg: ParallelConfig, A: Assumptions = Assumptions()) -> tuple[float, ...]:
     """Peak bytes on each pipeline device k (every TP rank of it alike): ZeRO model states of its
-    parameters (Rajbhandari et al. 2020) + Korthikanti activations per layer x its layers per chunk
+    parameters (Megatron-LM's 18 bytes, `memory_report.stage_params`) + Korthikanti activations per layer x its layers per chunk
     x the (micro-batch, chunk) activations the schedule really holds at once on k
     (`schedule_sim.peak_in_flight`), + one layer's full activations when recomputing, + the fp32
     logits on the device of the last stage."""
@@ -139,16 +140,19 @@ def memory_per_device(model: ModelSpec, cfg: ParallelConfig, A: Assumptions = As
     s, b, h, a, t, p, v = model.seq / cfg.cp, cfg.micro_batch_size, model.hidden, model.heads, cfg.tp, cfg.pp, cfg.virtual_stages
     in_flight = simulate_schedule(make_schedule(cfg.schedule, p, cfg.microbatches, v)).peak_in_flight
     flash = "selective" if A.flash_attention else "none"     # FlashAttention keeps no s^2 scores
+    f = model.ffn_hidden
     per_layer = activation_bytes_per_layer(s, b, h, a, t, cfg.sequence_parallel,
-                                           flash if cfg.recompute == "none" else cfg.recompute)
-    working = 0.0 if cfg.recompute == "none" else activation_bytes_per_layer(s, b, h, a, t, cfg.sequence_parallel, flash)
+                                           flash if cfg.recompute == "none" else cfg.recompute, f)
+    working = 0.0 if cfg.recompute == "none" else activation_bytes_per_layer(s, b, h, a, t, cfg.sequence_parallel,
+                                                                             flash, f)
     chunks, V = cfg.chunk_layers(model.layers), padded_vocab(model, t)
     out = []
     for k in range(p):
         n = sum(chunks[c * p + k] for c in range(v))
-        params = n * model.layer_params() / t + (V * h / t if k in (0, p - 1) else 0)
+        params = stage_params(model, t, n, k == 0, k == p - 1, cfg.ep)
         # in-flight counts are (micro-batch, chunk) units of a stage's mean chunk
-        mem = model_state_bytes_per_device(params, cfg.dp * cfg.cp, cfg.zero_stage) + per_layer * n / v * in_flight[k] + working
+        mem = (model_state_bytes_per_device(params, cfg.dp * cfg.cp, cfg.zero_stage, "megatron")
+               + per_layer * n / v * in_flight[k] + working)
         out.append(mem + (logits_bytes(s, b, V, t) if k == p - 1 else 0.0))
     return tuple(out)
 
