@@ -13,7 +13,7 @@ from .auto import (AutoParallelContext, Explanation, MsLayout, Network, OpCostMo
                    get_auto_parallel_context, init, plan_cost, reset_auto_parallel_context, set_auto_parallel_context)
 from .auto import search as auto_search
 from .auto import train as auto_train
-from .collectives import DEFAULT_ALGO, KINDS as COLLECTIVE_KINDS, collective, Plan, Step, Transfer, algorithms, make_plan, reference, run_plan
+from .collectives import DEFAULT_ALGO, KINDS as COLLECTIVE_KINDS, collective, Plan, PlanStep, Transfer, algorithms, make_plan, reference, run_plan
 from .cost.analytic import AnalyticResult, estimate
 from .cost.clock import SimpleDeviceModel, simulate
 from .cost.comm import bus_bandwidth_factor, collective_time_s, plan_time
@@ -23,8 +23,8 @@ from .cost.memory import activation_bytes_per_layer, in_flight_microbatches, mod
 from .cost.model_presets import ModelSpec, get_model, model_names
 from .cost.parallel_config import Assumptions, ParallelConfig
 from .cost.goodput import FailureModel, checkpoint_nbytes, Goodput, daly_interval_s, goodput, goodput_curve, young_interval_s
-from .cost.paper import PaperResult, simulate_paper
-from .cost.search import SearchResult, search_configs, search_training
+from .cost.scale_sim import ScaleResult, simulate_at_scale
+from .cost.search import ConfigSearchResult, search_configs, search_training
 from .errors import DeviceFailure, ParasimError, ProgramError
 from .faults import (Checkpoint, Fault, ResilientResult, convert_checkpoint, latest_checkpoint, parse_faults,
                      random_faults, restore, save_checkpoint, train_resilient)
@@ -39,7 +39,7 @@ from .parallel.schedule_check import format_schedule, parse_schedule
 from .parallel.experts import MoEGPTConfig
 from .parallel.schedule_check import validate as validate_schedule
 from .parallel.schedule_sim import SimResult
-from .parallel.schedule_sim import simulate as simulate_schedule
+from .parallel.schedule_sim import simulate_schedule
 from .parallel.schedules import Action, Schedule, gpipe, interleaved, make_schedule, one_f_one_b, zb_h1, zb_h2
 from .parallel.strategies import compile_strategy
 from .training import TrainResult, reference_train, train

@@ -9,7 +9,7 @@ import pytest
 from simulator.cli import main
 from simulator.errors import ParasimError
 from simulator.models import GPTConfig, MLPConfig, build_model
-from simulator.models import kernels as K
+from simulator.models import functional as K
 from simulator.ops import run_kernel
 from simulator.parallel.config import TrainConfig
 from simulator.parallel.strategies import compile_strategy

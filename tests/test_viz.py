@@ -12,7 +12,7 @@ from simulator.cost.clock import simulate
 from simulator.errors import ParasimError
 from simulator.layout import Layout
 from simulator.mesh import DeviceMesh
-from simulator.parallel.schedule_sim import simulate as simulate_schedule
+from simulator.parallel.schedule_sim import simulate_schedule
 from simulator.parallel.schedules import make_schedule
 from simulator.program import ProgramBuilder
 from simulator.trace import Trace, TraceEvent

@@ -2,7 +2,7 @@
 
 Each forward kernel computes one rank's block from its input blocks; each backward kernel takes
 (dy, forward inputs...) and returns the gradients of the differentiable inputs, recomputing what
-it needs (no caches cross instructions). Elementwise maths reuses simulator.models.kernels.
+it needs (no caches cross instructions). Elementwise maths reuses simulator.models.functional.
 Redistribution helpers (pad, all-to-all pack/unpack) and the SGD step live here too.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..models.kernels import (gelu_backward, gelu_forward, layer_norm_backward_input,
+from ..models.functional import (gelu_backward, gelu_forward, layer_norm_backward_input,
                               layer_norm_backward_weight, layer_norm_forward, relu_backward,
                               relu_forward)
 from ..ops import kernel

@@ -39,7 +39,7 @@ def add_parser(sub) -> None:
     p.add_argument("--sequence-parallel", dest="sequence_parallel", action="store_true")
     p.add_argument("--zero", type=int, default=0, help="ZeRO stage 0-3")
     p.add_argument("--trace", default=None, metavar="FILE",
-                   help="also run the paper program on the event clock and write its Chrome trace to FILE")
+                   help="also run the scale program on the event clock and write its Chrome trace to FILE")
     p.add_argument("--trace-all-tp-ranks", dest="trace_all_tp_ranks", action="store_true",
                    help="with --trace: simulate every tensor-parallel rank (default: one per stage)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -93,16 +93,16 @@ def run(args) -> int:
     hw = get_hardware(getattr(args, "hardware", "a100-80gb"))
     cfg = config_from_args(args)
     res = estimate(model, cfg, hw)
-    paper = None
+    at_scale = None
     if getattr(args, "trace", None):
-        from ..cost.paper import simulate_paper
-        paper = simulate_paper(model, cfg, hw, fold_tp=not getattr(args, "trace_all_tp_ranks", False))
-        paper.trace.save_chrome(args.trace)
+        from ..cost.scale_sim import simulate_at_scale
+        at_scale = simulate_at_scale(model, cfg, hw, fold_tp=not getattr(args, "trace_all_tp_ranks", False))
+        at_scale.trace.save_chrome(args.trace)
     if getattr(args, "json", False):
         out = res.as_dict()
         out.update(model=model.name, params=model.params(), hardware=hw.name, config=repr(cfg))
-        if paper is not None:
-            out["paper"] = paper.as_dict()
+        if at_scale is not None:
+            out["event_clock"] = at_scale.as_dict()
             out["trace_file"] = args.trace
         print(json.dumps(out))
         return 0
@@ -115,8 +115,8 @@ def run(args) -> int:
           + ", ".join(f"{k} {fmt_time(v)}" for k, v in res.comm_time_by_kind.items() if v))
     print(f"  memory per GPU   {fmt_bytes(res.memory_per_gpu_bytes)} of {fmt_bytes(hw.memory_bytes)}"
           + ("  OUT OF MEMORY" if res.oom else ""))
-    if paper is not None:
-        print(f"  event clock      {fmt_time(paper.step_time_s)} per step, bubble {paper.bubble_fraction:.1%}, "
-              f"exposed comm {fmt_time(paper.exposed_comm_s)} ({paper.simulated_ranks} ranks simulated, "
-              f"{paper.instructions:,} instructions); Chrome trace -> {args.trace}")
+    if at_scale is not None:
+        print(f"  event clock      {fmt_time(at_scale.step_time_s)} per step, bubble {at_scale.bubble_fraction:.1%}, "
+              f"exposed comm {fmt_time(at_scale.exposed_comm_s)} ({at_scale.simulated_ranks} ranks simulated, "
+              f"{at_scale.instructions:,} instructions); Chrome trace -> {args.trace}")
     return 0

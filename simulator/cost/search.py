@@ -100,7 +100,7 @@ class Alternative:
 
 
 @dataclass(frozen=True)
-class SearchResult:
+class ConfigSearchResult:
     """`top`: the fastest configurations that fit, fastest first. `alternatives`: the best
     configuration of every other (t, p, d) layout with the reason it loses to top[0] ("slower by
     x%: ..."), then, per layout, the fastest configuration that would beat that layout's best but
@@ -165,7 +165,7 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
                     max_tp: int | None = None, schedules=("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2"),
                     max_virtual_stages: int = 4, recomputes=("none", "selective", "full"),
                     micro_batch_sizes=None, sequence_parallel=(True, False), zero_stages=(0, 1, 2, 3),
-                    assumptions: Assumptions = Assumptions(), top: int = 10) -> SearchResult:
+                    assumptions: Assumptions = Assumptions(), top: int = 10) -> ConfigSearchResult:
     """Search t, p, d = gpus/(t p), b (and so m = B/(b d)), schedule (interleaved with v = 2..max_v),
     ZeRO stage, recomputation and sequence parallelism with `analytic.estimate`.
 
@@ -230,4 +230,4 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
     alts += [Alternative(c.config, c.result, why_slower(best.result, c.result, overlap_tp))
              for key, c in sorted(oom_fastest.items(), key=lambda kv: kv[1].result.step_time_s)
              if c.result.step_time_s < layout_best.get(key, c).result.step_time_s or key not in layout_best]
-    return SearchResult(tuple(fits[:top]), tuple(alts), evaluated, considered)
+    return ConfigSearchResult(tuple(fits[:top]), tuple(alts), evaluated, considered)

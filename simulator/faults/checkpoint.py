@@ -30,7 +30,7 @@ from ..errors import ParasimError
 from ..parallel.config import TrainConfig
 from ..parallel.replicated import Compiled
 from ..parallel.strategies import compile_strategy
-from .shards import Shard, assemble, config_from_json, config_to_json, describe_layout, shard_layouts, state_shapes
+from .shards import CheckpointShard, assemble, config_from_json, config_to_json, describe_layout, shard_layouts, state_shapes
 
 FORMAT = "parasim-checkpoint/1"
 LATEST = "latest.json"
@@ -141,8 +141,8 @@ class Checkpoint:
             raise ParasimError(f"{path / STRATEGY} has format {record.get('format')!r}, expected {FORMAT!r}")
         return cls(path, int(record["step"]), config_from_json(record["config"]), record)
 
-    def shards(self, name: str) -> list[Shard]:
-        return [Shard.from_json(name, d) for d in self.record["tensors"][name]["shards"]]
+    def shards(self, name: str) -> list[CheckpointShard]:
+        return [CheckpointShard.from_json(name, d) for d in self.record["tensors"][name]["shards"]]
 
     def array(self, name: str) -> np.ndarray:
         """The global tensor, assembled from the shards (replicas checked bit for bit)."""

@@ -28,7 +28,7 @@ from ..program import Collective, ProgramBuilder
 from .config import TrainConfig
 from .emit import Replica, grad, param
 from .experts import EXPERT_PARAMS, MoEBlock, MoEGPTConfig
-from .kernels import layer_of
+from .layer_kernels import layer_of
 from .moe_kernels import dense_names
 from .replicated import Compiled, emit_optimizer, initial_state, make_optimizer, tokens_per_sample
 from .schedules import make_schedule

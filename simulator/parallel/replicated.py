@@ -23,7 +23,7 @@ from ..program import Program, ProgramBuilder
 from .config import TrainConfig
 from .emit import Replica, grad, param
 from .grad_sync import GradSync
-from .kernels import layer_of, optimizer_state_names
+from .layer_kernels import layer_of, optimizer_state_names
 from .schedule_check import parse_schedule, validate
 from .schedules import make_schedule
 from .zero_hybrid import emit_zero1_optimizer, shard_optimizer_state

@@ -1,7 +1,7 @@
 """Pipeline schedules as data: per-stage (per-device) ordered lists of actions.
 
 A schedule is a pure function of (p, m, v): nothing runs. Each device executes its list in order
-and waits for its dependencies (see `schedule_check.validate` and `schedule_sim.simulate`).
+and waits for its dependencies (see `schedule_check.validate` and `schedule_sim.simulate_schedule`).
 
 Actions: `F` forward, `BW` full backward (input and weight gradient together), and for the
 zero-bubble schedules `B` (input gradient only, on the critical path) and `W` (weight gradient

@@ -34,7 +34,7 @@ from ..models import Embedding, GPTConfig, LMHead, TransformerBlock
 from ..program import Collective
 from .config import TrainConfig
 from .emit import Replica, grad, param
-from .kernels import layer_of
+from .layer_kernels import layer_of
 from .replicated import Compiled, compile_replicated
 
 QKV = "qkv"  # q, k and v column blocks each cut by heads

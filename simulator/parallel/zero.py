@@ -32,7 +32,7 @@ from ..models import build_model
 from ..program import Collective, ProgramBuilder
 from .config import TrainConfig
 from .emit import Replica, grad, param
-from .kernels import layer_of, optimizer_state_names
+from .layer_kernels import layer_of, optimizer_state_names
 from .replicated import (Compiled, compile_replicated, emit_optimizer, initial_state, make_optimizer,
                          tokens_per_sample)
 from .schedules import make_schedule

@@ -1,4 +1,4 @@
-"""Compile a GPT training step of any size into the Program IR, without data (a "paper program").
+"""Compile a GPT training step of any size into the Program IR, without data (a "scale program").
 
 The same instructions the real strategies emit, at layer and micro-batch granularity, for one
 data-parallel replica of (t, p, d, b, B, schedule, v, recompute, SP, ZeRO):
@@ -24,14 +24,14 @@ data-parallel replica of (t, p, d, b, B, schedule, v, recompute, SP, ZeRO):
   optimizer: Adam, memory-bound, 30 bytes per (sharded) parameter (`analytic.ADAM_BYTES_PER_PARAM`).
 
 The data-parallel collectives are one-member collectives tagged "dp" that the device model prices
-for the real group (`paper_kernels.PaperDeviceModel`): replicas are symmetric, so one is simulated.
+for the real group (`scale_kernels.ScaleDeviceModel`): replicas are symmetric, so one is simulated.
 """
 
 from __future__ import annotations
 
 from simulator.cost.analytic import ADAM_BYTES_PER_PARAM
 from simulator.cost.model_presets import ModelSpec
-from simulator.cost.paper_kernels import Kernel, LayerKernels, activation_nbytes, layer_kernels
+from simulator.cost.scale_kernels import Kernel, LayerKernels, activation_nbytes, layer_kernels
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.errors import ParasimError
 from simulator.parallel.schedules import make_schedule
@@ -40,7 +40,7 @@ from simulator.program import Collective, Compute, Program, Recv, Send
 DEFAULT_BUCKET_NBYTES = 25e6   # PyTorch DDP's default bucket_cap_mb = 25
 
 
-def check_paper_config(model: ModelSpec, cfg: ParallelConfig) -> None:
+def check_scale_config(model: ModelSpec, cfg: ParallelConfig) -> None:
     if model.heads % cfg.tp:
         raise ParasimError(f"tp={cfg.tp} must divide the {model.heads} attention heads")
     chunks = cfg.pp * cfg.virtual_stages
@@ -211,11 +211,11 @@ class _Emitter:
         return out
 
 
-def build_paper_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumptions = Assumptions(), *,
+def build_scale_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumptions = Assumptions(), *,
                         fold_tp: bool = False, bucket_nbytes: float = DEFAULT_BUCKET_NBYTES,
                         overlap_grad_reduce: bool = True, logits: bool = True, optimizer: bool = True) -> Program:
     """One data-parallel replica's Program (module docstring); `fold_tp` keeps one rank per stage."""
-    check_paper_config(model, cfg)
+    check_scale_config(model, cfg)
     if not bucket_nbytes > 0:
         raise ParasimError(f"bucket_nbytes must be > 0, got {bucket_nbytes}")
     sched = make_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.virtual_stages)

@@ -14,9 +14,9 @@ from typing import Sequence
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from .trace import Trace, TraceEvent
-from .units import fmt_time
-from .viz_style import (FAULT_PHASES, MEMORY_CATEGORIES, MEMORY_COLORS, MEMORY_LABELS, PHASE_COLORS, PHASE_LETTERS,
+from ..trace import Trace, TraceEvent
+from ..units import fmt_time
+from .style import (FAULT_PHASES, MEMORY_CATEGORIES, MEMORY_COLORS, MEMORY_LABELS, PHASE_COLORS, PHASE_LETTERS,
                         REPLAY_HATCH, byte_unit, memory_category, message_figure, new_figure, style_axes, time_unit)
 
 LANE_Y = {"compute": (0.0, 0.58), "comm": (0.62, 0.30)}  # (offset, height) inside a device row
