@@ -16,9 +16,9 @@ import time
 
 from simulator.cost.analytic import estimate
 from simulator.cost.clock import SimpleDeviceModel, simulate
-from simulator.cost.scale_sim import simulate_at_scale
 from simulator.cost.model_presets import PUBLISHED_RUNS
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
+from simulator.cost.scale_sim import simulate_at_scale
 from simulator.parallel.schedule_sim import simulate as simulate_schedule
 from simulator.parallel.schedules import make_schedule
 from simulator.program import Compute, Program, Recv, Send

@@ -1,8 +1,7 @@
 """Every app page renders without exceptions, shows its key widgets, and follows its controls."""
 
-from streamlit.testing.v1 import AppTest
-
 from app_helpers import APP, metrics, page
+from streamlit.testing.v1 import AppTest
 
 
 def test_router_lists_every_page():

@@ -6,10 +6,10 @@ from math import prod
 
 import numpy as np
 import pytest
+from auto_helpers import assert_same
 
 from simulator.auto import explain, ops
-from simulator.auto.context import (AutoParallelContext, reset_auto_parallel_context,
-                                    set_auto_parallel_context)
+from simulator.auto.context import AutoParallelContext, reset_auto_parallel_context, set_auto_parallel_context
 from simulator.auto.cost_ops import OpCostModel, plan_cost
 from simulator.auto.graph import Network
 from simulator.auto.plan import build_plan
@@ -19,8 +19,6 @@ from simulator.auto.search_nets import mlp_network, transformer_network
 from simulator.auto.search_ops import build_problem, power_of_two_strategies, search
 from simulator.errors import ParasimError
 from simulator.runtime import LocalRuntime
-
-from auto_helpers import assert_same
 
 DP, REC = "dynamic_programming", "recursive_programming"
 

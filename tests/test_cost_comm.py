@@ -5,8 +5,15 @@ import math
 import pytest
 
 from simulator.collectives.plan import Plan, PlanStep, Transfer
-from simulator.cost.comm import (ALGOS, KINDS, algbw_Bps, bus_bandwidth_factor, closed_form_time_s,
-                                 collective_time_s, plan_time)
+from simulator.cost.comm import (
+    ALGOS,
+    KINDS,
+    algbw_Bps,
+    bus_bandwidth_factor,
+    closed_form_time_s,
+    collective_time_s,
+    plan_time,
+)
 from simulator.errors import ParasimError
 from simulator.topology import Link, Topology
 

@@ -8,9 +8,9 @@ from simulator.cli import main
 from simulator.cost.analytic import estimate
 from simulator.cost.hardware import Hardware
 from simulator.cost.model_presets import PUBLISHED_RUNS, ModelSpec
-from simulator.cost.scale_sim import simulate_at_scale
-from simulator.cost.scale_program import build_scale_program
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
+from simulator.cost.scale_program import build_scale_program
+from simulator.cost.scale_sim import simulate_at_scale
 from simulator.errors import ParasimError
 from simulator.program import Collective, Compute, Recv, Send
 from simulator.topology import Link

@@ -14,8 +14,8 @@ from simulator.ops import run_kernel
 from simulator.parallel.config import TrainConfig
 from simulator.parallel.strategies import compile_strategy
 from simulator.parallel.tensor_parallel import join_param, shard_param
-from simulator.training import train
 from simulator.program import Collective
+from simulator.training import train
 
 GPT = GPTConfig(layers=2, hidden=16, heads=4, seq_len=8, vocab=16)  # 4 model layers: emb, 2 blocks, head
 

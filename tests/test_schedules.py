@@ -11,7 +11,14 @@ from simulator.errors import ParasimError
 from simulator.parallel.schedule_check import format_schedule, parse_schedule, validate
 from simulator.parallel.schedule_sim import simulate_schedule
 from simulator.parallel.schedules import (
-    Action, Schedule, gpipe, interleaved, make_schedule, one_f_one_b, zb_h1, zb_h2,
+    Action,
+    Schedule,
+    gpipe,
+    interleaved,
+    make_schedule,
+    one_f_one_b,
+    zb_h1,
+    zb_h2,
 )
 
 GRID = [(p, m) for p in (1, 2, 3, 4, 5, 8) for m in (1, 2, 3, 4, 7, 8, 16)]

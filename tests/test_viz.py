@@ -16,8 +16,18 @@ from simulator.parallel.schedule_sim import simulate_schedule
 from simulator.parallel.schedules import make_schedule
 from simulator.program import ProgramBuilder
 from simulator.trace import Trace, TraceEvent
-from simulator.viz import (PHASE_COLORS, collective_steps, layout_grid, memory_breakdown, memory_over_time,
-                           png_bytes, schedule_chart, schedule_compare, sweep_chart, timeline)
+from simulator.viz import (
+    PHASE_COLORS,
+    collective_steps,
+    layout_grid,
+    memory_breakdown,
+    memory_over_time,
+    png_bytes,
+    schedule_chart,
+    schedule_compare,
+    sweep_chart,
+    timeline,
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

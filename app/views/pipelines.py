@@ -5,8 +5,18 @@ import inspect
 import streamlit as st
 from ui import figure, intro, show_code, trace_downloads
 
-from simulator import SCHEDULES, ParasimError, SimResult, interleaved, make_schedule, one_f_one_b, zb_h1, zb_h2, viz
-from simulator import simulate_schedule
+from simulator import (
+    SCHEDULES,
+    ParasimError,
+    SimResult,
+    interleaved,
+    make_schedule,
+    one_f_one_b,
+    simulate_schedule,
+    viz,
+    zb_h1,
+    zb_h2,
+)
 
 NAMES = list(SCHEDULES)  # gpipe, 1f1b, interleaved, zb-h1, zb-h2
 

@@ -4,8 +4,21 @@ price its program on the simulated clock."""
 import streamlit as st
 from ui import figure, friendly_errors, intro, show_code, trace_downloads
 
-from simulator import (SCHEDULES, STRATEGIES, GPTConfig, HardwareDeviceModel, MLPConfig, MoEGPTConfig, ParasimError,
-                       TrainConfig, compile_strategy, hardware_names, simulate, train, viz)
+from simulator import (
+    SCHEDULES,
+    STRATEGIES,
+    GPTConfig,
+    HardwareDeviceModel,
+    MLPConfig,
+    MoEGPTConfig,
+    ParasimError,
+    TrainConfig,
+    compile_strategy,
+    hardware_names,
+    simulate,
+    train,
+    viz,
+)
 from simulator.units import fmt_bytes, fmt_time
 
 MODELS = {"MLP, 8 layers (64 → 256 → 8 classes)": MLPConfig(64, 256, 8, 8),

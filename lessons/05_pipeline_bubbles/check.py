@@ -2,8 +2,16 @@
 
 import numpy as np
 
-from simulator import (MLPConfig, SimpleDeviceModel, TrainConfig, format_schedule, make_schedule,
-                       parse_schedule, simulate_schedule, train)
+from simulator import (
+    MLPConfig,
+    SimpleDeviceModel,
+    TrainConfig,
+    format_schedule,
+    make_schedule,
+    parse_schedule,
+    simulate_schedule,
+    train,
+)
 from simulator.lessons import compare, ok
 
 LESSON = {

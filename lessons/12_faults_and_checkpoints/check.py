@@ -6,8 +6,16 @@ import tempfile
 
 import numpy as np
 
-from simulator import (Checkpoint, FailureModel, GPTConfig, TrainConfig, goodput_curve, parse_faults,
-                       train_resilient, young_interval_s)
+from simulator import (
+    Checkpoint,
+    FailureModel,
+    GPTConfig,
+    TrainConfig,
+    goodput_curve,
+    parse_faults,
+    train_resilient,
+    young_interval_s,
+)
 from simulator.lessons import compare, expect, ok
 
 LESSON = {

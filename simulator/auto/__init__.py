@@ -5,9 +5,14 @@
 
 from . import ops
 from .compile import compile_plan, redistribution_program
+from .context import (
+                      AutoParallelContext,
+                      get_auto_parallel_context,
+                      init,
+                      reset_auto_parallel_context,
+                      set_auto_parallel_context,
+)
 from .cost_ops import OpCostModel, plan_cost
-from .context import (AutoParallelContext, get_auto_parallel_context, init,
-                      reset_auto_parallel_context, set_auto_parallel_context)
 from .explain import Explanation, explain
 from .graph import Network, Tensor
 from .pipeline import PipelinePlan, build_pipeline_plan

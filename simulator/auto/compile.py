@@ -15,6 +15,7 @@ from __future__ import annotations
 from math import prod
 
 from ..program import Program, ProgramBuilder
+from . import kernels  # noqa: F401 -- registers the auto.* kernels this compiler emits
 from .ops import Reshape
 from .plan import ITEMSIZE, ParallelPlan
 from .redistribution import Step

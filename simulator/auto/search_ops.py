@@ -31,8 +31,17 @@ import numpy as np
 from ..errors import ParasimError
 from ..layout import Layout
 from .context import AutoParallelContext
-from .cost_ops import (INFEASIBLE, ZERO, Cost, OpCostModel, compute_cost, mirror_cost, output_cost,
-                       param_memory, transfer_cost)
+from .cost_ops import (
+    INFEASIBLE,
+    ZERO,
+    Cost,
+    OpCostModel,
+    compute_cost,
+    mirror_cost,
+    output_cost,
+    param_memory,
+    transfer_cost,
+)
 from .graph import Network, Node
 from .ops import Reshape
 from .propagate import reshape_sharding, shapes_of, sharding_of

@@ -7,8 +7,8 @@ import sys
 
 from ..errors import ParasimError
 from ..models import GPTConfig, MLPConfig
-from ..parallel.experts import MoEGPTConfig
 from ..parallel.config import GRAD_DTYPES, SCHEDULES, STRATEGIES, TrainConfig
+from ..parallel.experts import MoEGPTConfig
 from ..training import train
 
 MODELS = {

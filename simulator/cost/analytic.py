@@ -39,8 +39,13 @@ from types import MappingProxyType
 from simulator.cost.comm import collective_time_s
 from simulator.cost.compute import matmul_time_s, memory_time_s
 from simulator.cost.hardware import Hardware, get_hardware
-from simulator.cost.memory import (MemoryBreakdown, activation_bytes_per_layer, in_flight_microbatches,
-                                   logits_bytes, model_state_bytes_per_device)
+from simulator.cost.memory import (
+    MemoryBreakdown,
+    activation_bytes_per_layer,
+    in_flight_microbatches,
+    logits_bytes,
+    model_state_bytes_per_device,
+)
 from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.errors import ParasimError

@@ -33,10 +33,9 @@ from typing import Protocol
 
 from ..collectives.algorithms import make_plan
 from ..collectives.plan import Plan
-from .comm import plan_time
-from ..program import no_gc
-from ..program import Collective, Compute, Free, Program
+from ..program import Collective, Compute, Free, Program, no_gc
 from ..trace import MemorySample, Trace, TraceEvent
+from .comm import plan_time
 
 
 class DeviceModel(Protocol):
@@ -87,7 +86,7 @@ def simulate(program: Program, model: DeviceModel | None = None, *, step: int = 
         return _simulate(program, model or SimpleDeviceModel(), step, memory, name)
 
 
-def _simulate(program: Program, model: DeviceModel, step: int, memory, name: str) -> Trace:
+def _simulate(program: Program, model: DeviceModel, step: int, memory, name: str) -> Trace:  # noqa: C901 -- TODO(issue 12): split
     code = program.code
     n = program.n_devices
     t_comp = [0.0] * n

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from simulator.cost.analytic import ADAM_BYTES_PER_PARAM
 from simulator.cost.model_presets import ModelSpec
-from simulator.cost.scale_kernels import Kernel, LayerKernels, activation_nbytes, layer_kernels
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
+from simulator.cost.scale_kernels import Kernel, LayerKernels, activation_nbytes, layer_kernels
 from simulator.errors import ParasimError
 from simulator.parallel.schedules import make_schedule
 from simulator.program import Collective, Compute, Program, Recv, Send

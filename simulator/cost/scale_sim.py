@@ -32,12 +32,16 @@ from simulator.cost.analytic import estimate
 from simulator.cost.clock import simulate
 from simulator.cost.device_model import HardwareDeviceModel
 from simulator.cost.hardware import Hardware, get_hardware
-from simulator.cost.memory import (MemoryBreakdown, activation_bytes_per_layer, logits_bytes,
-                                   model_state_bytes_per_device)
+from simulator.cost.memory import (
+    MemoryBreakdown,
+    activation_bytes_per_layer,
+    logits_bytes,
+    model_state_bytes_per_device,
+)
 from simulator.cost.model_presets import ModelSpec, get_model
+from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.scale_kernels import ScaleDeviceModel
 from simulator.cost.scale_program import DEFAULT_BUCKET_NBYTES, build_scale_program
-from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.trace import Trace
 
 

@@ -161,7 +161,7 @@ def _interleave_options(model: ModelSpec, p: int, m: int, max_v: int) -> list[in
     return [v for v in range(2, max_v + 1) if model.layers % (p * v) == 0]
 
 
-def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int, global_batch: int, *,
+def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int, global_batch: int, *,  # noqa: C901 -- TODO(issue 12): split
                     max_tp: int | None = None, schedules=("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2"),
                     max_virtual_stages: int = 4, recomputes=("none", "selective", "full"),
                     micro_batch_sizes=None, sequence_parallel=(True, False), zero_stages=(0, 1, 2, 3),

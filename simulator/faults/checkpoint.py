@@ -30,7 +30,15 @@ from ..errors import ParasimError
 from ..parallel.config import TrainConfig
 from ..parallel.replicated import Compiled
 from ..parallel.strategies import compile_strategy
-from .shards import CheckpointShard, assemble, config_from_json, config_to_json, describe_layout, shard_layouts, state_shapes
+from .shards import (
+    CheckpointShard,
+    assemble,
+    config_from_json,
+    config_to_json,
+    describe_layout,
+    shard_layouts,
+    state_shapes,
+)
 
 FORMAT = "parasim-checkpoint/1"
 LATEST = "latest.json"

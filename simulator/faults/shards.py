@@ -103,7 +103,7 @@ def state_shapes(cfg: TrainConfig) -> dict[str, tuple[int, ...]]:
     return out
 
 
-def shard_layouts(compiled: Compiled) -> dict[str, list[CheckpointShard]]:
+def shard_layouts(compiled: Compiled) -> dict[str, list[CheckpointShard]]:  # noqa: C901 -- TODO(issue 12): split
     """name -> the shards of it every rank holds at the start of a step (from `compiled.initial`)."""
     shapes = state_shapes(compiled.config)
     explicit = compiled.notes.get("layouts", {}) or {}

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import ParasimError
 from ..mesh import DeviceMesh
-from ..models import Adam, SGD, build_model
+from ..models import SGD, Adam, build_model
 from ..program import Program, ProgramBuilder
 from .config import TrainConfig
 from .emit import Replica, grad, param

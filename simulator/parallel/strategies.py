@@ -8,10 +8,10 @@ from ..errors import ParasimError
 from .config import STRATEGIES, TrainConfig
 from .data_parallel import compile_data_parallel
 from .expert_parallel import compile_expert_parallel
+from .hybrid import compile_hybrid
 from .layer_parallel import compile_layer_parallel
 from .pipeline import compile_pipeline_parallel
 from .replicated import Compiled
-from .hybrid import compile_hybrid
 from .sequence_parallel import compile_sequence_parallel
 from .single import compile_single
 from .tensor_parallel import compile_tp

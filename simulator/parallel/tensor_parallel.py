@@ -32,6 +32,7 @@ from ..errors import ParasimError
 from ..mesh import DeviceMesh
 from ..models import Embedding, GPTConfig, LMHead, TransformerBlock
 from ..program import Collective
+from . import tp_kernels  # noqa: F401 -- registers the tp_*/vp_ce_* kernels this compiler emits
 from .config import TrainConfig
 from .emit import Replica, grad, param
 from .layer_kernels import layer_of

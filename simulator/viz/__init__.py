@@ -19,8 +19,8 @@ idle light grey (`PHASE_COLORS`); one colour per device rank (`device_color`).
 """
 
 from .cost_charts import goodput_chart, memory_breakdown, sweep_chart
-from .schedule_charts import schedule_chart, schedule_compare, schedule_trace
 from .plans import collective_steps, layout_grid
+from .schedule_charts import schedule_chart, schedule_compare, schedule_trace
 from .style import MEMORY_COLORS, PHASE_COLORS, device_color, png_bytes
 from .timelines import device_breakdown, memory_over_time, timeline
 

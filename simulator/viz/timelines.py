@@ -16,8 +16,21 @@ from matplotlib.patches import Patch
 
 from ..trace import Trace, TraceEvent
 from ..units import fmt_time
-from .style import (FAULT_PHASES, MEMORY_CATEGORIES, MEMORY_COLORS, MEMORY_LABELS, PHASE_COLORS, PHASE_LETTERS,
-                        REPLAY_HATCH, byte_unit, memory_category, message_figure, new_figure, style_axes, time_unit)
+from .style import (
+    FAULT_PHASES,
+    MEMORY_CATEGORIES,
+    MEMORY_COLORS,
+    MEMORY_LABELS,
+    PHASE_COLORS,
+    PHASE_LETTERS,
+    REPLAY_HATCH,
+    byte_unit,
+    memory_category,
+    message_figure,
+    new_figure,
+    style_axes,
+    time_unit,
+)
 
 LANE_Y = {"compute": (0.0, 0.58), "comm": (0.62, 0.30)}  # (offset, height) inside a device row
 ROW_PITCH = 1.15  # distance between device rows
@@ -47,7 +60,7 @@ def _bar_color(e: TraceEvent) -> str:
     return PHASE_COLORS.get(e.phase, PHASE_COLORS["other"])
 
 
-def timeline(trace: Trace, *, title: str | None = None, labels: bool = True, width: float = 12.0,
+def timeline(trace: Trace, *, title: str | None = None, labels: bool = True, width: float = 12.0,  # noqa: C901 -- TODO(issue 12): split
              devices: Sequence[int] | None = None) -> Figure:
     """Gantt chart of `trace`: per device a compute lane and a comm lane on the simulated clock.
 
