@@ -4,7 +4,7 @@
 
 Targets: a 1F1B timeline with 128 stages and 1024 micro-batches in under 2 s; one analytic
 evaluation of a GPT-3-scale configuration in under 10 ms. The timeline is timed twice, honestly:
-by `schedule_sim.simulate` (unit-time, numpy) and by the event clock `clock.simulate` on the
+by `schedule_sim.simulate_schedule` (unit-time, numpy) and by the event clock `clock.simulate` on the
 equivalent Program (one Compute per action plus the Send/Recv of every stage boundary), whose
 walk validates and orders every instruction in Python. Wall and CPU seconds are printed (the
 machine may be shared; CPU time is the steadier figure).
@@ -19,7 +19,7 @@ from simulator.cost.clock import SimpleDeviceModel, simulate
 from simulator.cost.model_presets import PUBLISHED_RUNS
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.scale_sim import simulate_at_scale
-from simulator.parallel.schedule_sim import simulate as simulate_schedule
+from simulator.parallel.schedule_sim import simulate_schedule
 from simulator.parallel.schedules import make_schedule
 from simulator.program import Compute, Program, Recv, Send
 

@@ -10,8 +10,9 @@ from simulator.auto.context import (
     reset_auto_parallel_context,
     set_auto_parallel_context,
 )
-from simulator.auto.explain import explain, single_op_network
-from simulator.auto.plan import build_plan
+from simulator.auto.explain import explain
+from simulator.auto.explanation import single_op_network
+from simulator.auto.planner import build_plan
 from simulator.auto.strategy import MsLayout
 from simulator.errors import ParasimError
 

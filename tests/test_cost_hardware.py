@@ -12,13 +12,13 @@ from simulator.topology import Link, Topology
 
 def test_presets_carry_datasheet_numbers():
     a100 = get_hardware("a100-80gb")
-    assert a100.peak("bf16") == 312e12 and a100.memory_bytes == 80e9
+    assert a100.peak("bf16") == 312e12 and a100.memory_bytes == 80 * 2**30
     assert a100.intra.bandwidth_Bps == 300e9          # 600 GB/s bidirectional NVLink
     assert a100.inter.bandwidth_Bps == 25e9           # 200 Gb/s HDR per GPU
     h100 = get_hardware("H100-SXM")
     assert h100.peak("bf16") == 989e12 and h100.memory_bandwidth_Bps == 3.35e12
-    assert get_hardware("h200").memory_bytes == 141e9 and get_hardware("h200").memory_bandwidth_Bps == 4.8e12
-    assert get_hardware("a100-40gb").memory_bytes == 40e9
+    assert get_hardware("h200").memory_bytes == 143771 * 2**20 and get_hardware("h200").memory_bandwidth_Bps == 4.8e12
+    assert get_hardware("a100-40gb").memory_bytes == 40 * 2**30
     for name in hardware_names():
         hw = get_hardware(name)
         assert hw.source and hw.devices_per_node >= 1 and "bf16" in hw.peak_flops
@@ -104,6 +104,8 @@ def test_hardware_device_model_for_the_clock():
     assert dm.compute_time_s(mm) == pytest.approx(2 * 4096**3 / (312e12 * compute.MATMUL_PEAK_FRACTION))
     add = Compute("add", ("x", "y"), ("z",), flops=1e6, nbytes=3e9)
     assert dm.compute_time_s(add) == pytest.approx(3e9 / (2.039e12 * compute.MEMORY_EFFICIENCY))
-    assert dm.link(0, 7) == pytest.approx((2e-6, 300e9)) and dm.link(7, 8) == pytest.approx((5e-6, 25e9))
+    # links at the preset's measured NCCL efficiency (0.8), the one the closed form uses too
+    assert dm.link(0, 7) == pytest.approx((2e-6, 0.8 * 300e9)) and dm.link(7, 8) == pytest.approx((5e-6, 0.8 * 25e9))
+    assert HardwareDeviceModel("a100-80gb", 16, link_efficiency=1.0).link(0, 7) == pytest.approx((2e-6, 300e9))
     with pytest.raises(ParasimError):
         HardwareDeviceModel("tpu-v4-like", 4, dtype="fp64")
