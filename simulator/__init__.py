@@ -1,6 +1,7 @@
 """parasim: see how parallel strategies train large models.
 
-The curated public API. app/ and lessons/ import only from here (and `simulator.viz` for figures).
+The curated public API. app/ and lessons/ import only from here (and `simulator.viz` for figures,
+`simulator.lessons` for the grader, which reads this namespace and so is not re-exported by it).
 
     from simulator import DeviceMesh, Layout, TrainConfig, GPTConfig, train
     result = train(TrainConfig(GPTConfig(layers=4, hidden=32, heads=4, seq_len=16, vocab=32),
@@ -60,7 +61,6 @@ from .faults import (
 )
 from .layout import Layout
 from .layout_convert import P, Partial, PartitionSpec, Replicate, Shard
-from .lessons import list_lessons, run_check
 from .mesh import DeviceMesh
 from .models import SGD, Adam, GPTConfig, MLPConfig, Model, build_model, get_batch, gpt_iteration_flops, gpt_param_count
 from .parallel.config import SCHEDULES, STRATEGIES, TrainConfig

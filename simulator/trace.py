@@ -73,7 +73,7 @@ class Trace:
 
     def lane_busy_s(self, device: int, lane: str) -> float:
         """Union length of the device's intervals on one lane."""
-        return _union_length([(e.start_s, e.end_s) for e in self.events if e.device == device and e.lane == lane])
+        return union_length([(e.start_s, e.end_s) for e in self.events if e.device == device and e.lane == lane])
 
     def device_stats(self) -> list[dict]:
         """Per device: compute, communication (union of the comm lane), exposed communication
@@ -83,8 +83,8 @@ class Trace:
         for d in range(self.n_devices):
             comp = [(e.start_s, e.end_s) for e in self.events if e.device == d and e.lane == "compute"]
             comm = [(e.start_s, e.end_s) for e in self.events if e.device == d and e.lane == "comm"]
-            compute_s, comm_s = _union_length(comp), _union_length(comm)
-            exposed = _union_length(comp + comm) - compute_s
+            compute_s, comm_s = union_length(comp), union_length(comm)
+            exposed = union_length(comp + comm) - compute_s
             stats.append({
                 "device": d, "compute_s": compute_s, "comm_s": comm_s, "exposed_comm_s": exposed,
                 "idle_s": span - compute_s - exposed,
@@ -195,7 +195,8 @@ class Trace:
         return buf.getvalue()
 
 
-def _union_length(intervals: list[tuple[float, float]]) -> float:
+def union_length(intervals: list[tuple[float, float]]) -> float:
+    """Total length covered by possibly overlapping [start, end) intervals."""
     total, cur_s, cur_e = 0.0, None, None
     for s, e in sorted(intervals):
         if cur_e is None or s > cur_e:

@@ -7,7 +7,7 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 from ui import PAGE_FILES, intro, show_code
 
-from simulator import list_lessons, run_check
+from simulator.lessons import list_lessons, run_check
 
 intro("Lessons", "Short guided exercises: read the README, fill in the TODOs of `exercise.py`, then "
                  "`parasim lesson check N` compares your functions with the simulator's own results, item by "

@@ -24,13 +24,13 @@ from ..cost.parallel_config import CP_COMM_TYPES, Assumptions, ParallelConfig
 from ..errors import ParasimError
 from ..units import fmt_bytes, fmt_time
 
-_SHAPE = ("layers", "hidden", "heads", "seq", "vocab")
+MODEL_SHAPE_FLAGS = ("layers", "hidden", "heads", "seq", "vocab")
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("simulate", help="analytic step time / MFU / memory of a parallel training config")
     p.add_argument("--model", default=None, help=f"model preset: {', '.join(model_names())}")
-    for name in _SHAPE:
+    for name in MODEL_SHAPE_FLAGS:
         p.add_argument(f"--{name}", type=int, default=None, help=f"custom model: {name} (instead of --model)")
     p.add_argument("--hardware", default="a100-80gb", help=f"preset: {', '.join(hardware_names())}")
     p.add_argument("--gpus", type=int, default=None, help="total GPUs; must equal tp x pp x dp")
@@ -111,8 +111,8 @@ def assumptions_from_args(args, model: ModelSpec) -> Assumptions:
                        capacity_factor=getattr(args, "capacity_factor", None))
 
 
-def _model(args) -> ModelSpec:
-    shape = {n: getattr(args, n, None) for n in _SHAPE}
+def model_from_args(args) -> ModelSpec:
+    shape = {n: getattr(args, n, None) for n in MODEL_SHAPE_FLAGS}
     name = getattr(args, "model", None)
     if name and any(v is not None for v in shape.values()):
         raise ParasimError("give either --model PRESET or --layers/--hidden/--heads/--seq/--vocab, not both")
@@ -159,7 +159,7 @@ def config_from_args(args) -> ParallelConfig:
 
 
 def run(args) -> int:
-    model = _model(args)
+    model = model_from_args(args)
     hw = get_hardware(getattr(args, "hardware", "a100-80gb"))
     cfg = config_from_args(args)
     A = assumptions_from_args(args, model)

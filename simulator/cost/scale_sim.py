@@ -42,7 +42,7 @@ from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.scale_kernels import ScaleDeviceModel, padded_vocab
 from simulator.cost.scale_program import DEFAULT_BUCKET_NBYTES, build_scale_program
-from simulator.trace import Trace
+from simulator.trace import Trace, union_length
 
 
 @dataclass(frozen=True, eq=False)
@@ -105,7 +105,6 @@ def _purpose(e) -> str:
 def trace_statistics(trace: Trace) -> dict:
     """One pass over the trace: per device compute and comm busy time (interval unions), exposed
     comm, idle; per-device seconds by purpose and by collective kind (recv counted on the send)."""
-    from simulator.trace import _union_length
     comp = [[] for _ in range(trace.n_devices)]
     comm = [[] for _ in range(trace.n_devices)]
     by_purpose = [dict() for _ in range(trace.n_devices)]
@@ -123,8 +122,8 @@ def trace_statistics(trace: Trace) -> dict:
     out = {"compute_s": [], "comm_s": [], "exposed_s": [], "idle_s": [], "by_purpose": by_purpose,
            "by_kind": by_kind, "span_s": span}
     for d in range(trace.n_devices):
-        c, m = _union_length(comp[d]), _union_length(comm[d])
-        exposed = _union_length(comp[d] + comm[d]) - c
+        c, m = union_length(comp[d]), union_length(comm[d])
+        exposed = union_length(comp[d] + comm[d]) - c
         out["compute_s"].append(c)
         out["comm_s"].append(m)
         out["exposed_s"].append(exposed)
