@@ -19,8 +19,8 @@ from simulator.cost.clock import SimpleDeviceModel, simulate
 from simulator.cost.model_presets import PUBLISHED_RUNS
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.scale_sim import simulate_at_scale
+from simulator.parallel.schedule_registry import make_schedule
 from simulator.parallel.schedule_sim import simulate_schedule
-from simulator.parallel.schedules import make_schedule
 from simulator.program import Compute, Program, Recv, Send
 
 

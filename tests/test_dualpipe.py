@@ -5,8 +5,8 @@ import pytest
 from simulator import GPTConfig, TrainConfig, train
 from simulator.errors import ParasimError
 from simulator.parallel.schedule_check import validate
+from simulator.parallel.schedule_registry import make_schedule
 from simulator.parallel.schedule_sim import simulate_schedule
-from simulator.parallel.schedules import make_schedule
 
 GPT = GPTConfig(layers=6, hidden=16, heads=4, seq_len=8, vocab=16)
 

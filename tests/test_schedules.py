@@ -9,13 +9,13 @@ from hypothesis import strategies as st
 
 from simulator.errors import ParasimError
 from simulator.parallel.schedule_check import format_schedule, parse_schedule, validate
+from simulator.parallel.schedule_registry import make_schedule
 from simulator.parallel.schedule_sim import simulate_schedule
 from simulator.parallel.schedules import (
     Action,
     Schedule,
     gpipe,
     interleaved,
-    make_schedule,
     one_f_one_b,
     zb_h1,
     zb_h2,

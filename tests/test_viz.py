@@ -12,8 +12,8 @@ from simulator.cost.clock import simulate
 from simulator.errors import ParasimError
 from simulator.layout import Layout
 from simulator.mesh import DeviceMesh
+from simulator.parallel.schedule_registry import make_schedule
 from simulator.parallel.schedule_sim import simulate_schedule
-from simulator.parallel.schedules import make_schedule
 from simulator.program import ProgramBuilder
 from simulator.trace import Trace, TraceEvent
 from simulator.viz import (

@@ -6,6 +6,7 @@ import streamlit as st
 from ui import figure, intro, show_code, trace_downloads
 
 from simulator import (
+    SCHEDULE_SPECS,
     SCHEDULES,
     ParasimError,
     SimResult,
@@ -48,7 +49,7 @@ def run_schedules(names: tuple, p: int, m: int, v: int, t_f: float, t_b: float, 
         try:
             if name == "interleaved":
                 res = simulate_schedule(interleaved(p, m, v), t_f / v, t_b / v, t_w / v, t_comm)
-            elif name in ("zb-h1", "zb-h2"):
+            elif SCHEDULE_SPECS[name].splits_bw:  # the zero-bubble ones: greedy variants take the times
                 make = zb_h1 if name == "zb-h1" else zb_h2
                 times = {"t_f": t_f, "t_b": t_b, "t_w": t_w}  # greedy variants order by the times
                 kw = {k: t for k, t in times.items() if k in inspect.signature(make).parameters}

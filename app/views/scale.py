@@ -5,6 +5,7 @@ import streamlit as st
 from ui import figure, intro, or_error, show_code
 
 from simulator import (
+    PRICED_SCHEDULES,
     FailureModel,
     ModelSpec,
     ParallelConfig,
@@ -23,7 +24,7 @@ from simulator import (
 )
 from simulator.units import fmt_time
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2")
+SCHEDULES = PRICED_SCHEDULES  # the schedules the closed form prices (simulator.parallel.schedule_registry)
 RECOMPUTE = ("none", "selective", "full")
 CUSTOM = "custom ..."
 TP, PP, DP = [1, 2, 4, 8], [1, 2, 4, 8, 12, 16, 24, 32, 64], [1, 2, 4, 8, 16, 32, 64, 128]

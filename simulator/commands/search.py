@@ -14,10 +14,10 @@ from __future__ import annotations
 import json
 
 from ..cost.hardware import get_hardware, hardware_names
-from ..cost.memory import SCHEDULES
 from ..cost.model_presets import model_names
 from ..cost.search import search_training
 from ..errors import ParasimError
+from ..parallel.schedule_registry import PRICED_SCHEDULES as SCHEDULES
 from ..units import fmt_bytes, fmt_time
 from .simulate import MODEL_SHAPE_FLAGS, add_assumption_flags, assumptions_from_args, model_from_args
 

@@ -18,10 +18,11 @@ from dataclasses import fields
 
 from ..cost.analytic import estimate
 from ..cost.hardware import get_hardware, hardware_names
-from ..cost.memory import RECOMPUTE, SCHEDULES
+from ..cost.memory import RECOMPUTE
 from ..cost.model_presets import ModelSpec, get_model, model_names
 from ..cost.parallel_config import CP_COMM_TYPES, Assumptions, ParallelConfig
 from ..errors import ParasimError
+from ..parallel.schedule_registry import PRICED_SCHEDULES as SCHEDULES
 from ..units import fmt_bytes, fmt_time
 
 MODEL_SHAPE_FLAGS = ("layers", "hidden", "heads", "seq", "vocab")

@@ -4,7 +4,7 @@ The same instructions the real strategies emit, at layer and micro-batch granula
 data-parallel replica of (t, p, d, b, B, schedule, v, recompute, SP, ZeRO):
 
   program rank k w + i: pipeline device k, tensor-parallel index i (w = t, or 1 when `fold_tp`)
-  per schedule action (`simulator.parallel.schedules.make_schedule`, the real action lists):
+  per schedule action (`simulator.parallel.schedule_registry.make_schedule`, the real action lists):
     F(j, c)   model stage s = c p + k: Recv the activation from stage s-1 (Megatron's scatter /
               gather: each TP rank receives b s h / t, then an all-gather over the TP group unless
               SP keeps activations sequence-sharded); per layer: attention (Compute), TP
@@ -34,7 +34,7 @@ from simulator.cost.model_presets import ModelSpec
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.scale_kernels import Kernel, LayerKernels, activation_nbytes, layer_kernels, padded_vocab
 from simulator.errors import ParasimError
-from simulator.parallel.schedules import make_schedule
+from simulator.parallel.schedule_registry import make_schedule
 from simulator.program import Collective, Compute, Program, Recv, Send
 
 DEFAULT_BUCKET_NBYTES = 25e6   # PyTorch DDP's default bucket_cap_mb = 25

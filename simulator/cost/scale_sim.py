@@ -137,8 +137,8 @@ def memory_per_device(model: ModelSpec, cfg: ParallelConfig, A: Assumptions = As
     x the (micro-batch, chunk) activations the schedule really holds at once on k
     (`schedule_sim.peak_in_flight`), + one layer's full activations when recomputing, + the fp32
     logits on the device of the last stage."""
+    from simulator.parallel.schedule_registry import make_schedule
     from simulator.parallel.schedule_sim import simulate_schedule
-    from simulator.parallel.schedules import make_schedule
     s, b, h, a, t, p, v = model.seq, cfg.micro_batch_size, model.hidden, model.heads, cfg.tp, cfg.pp, cfg.virtual_stages
     in_flight = simulate_schedule(make_schedule(cfg.schedule, p, cfg.microbatches, v)).peak_in_flight
     flash = "selective" if A.flash_attention else "none"     # FlashAttention keeps no s^2 scores

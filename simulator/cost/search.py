@@ -19,6 +19,7 @@ from simulator.cost.hardware import Hardware, get_hardware
 from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.errors import ParasimError
+from simulator.parallel.schedule_registry import PRICED_SCHEDULES, schedule_spec
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,7 @@ def _interleave_options(model: ModelSpec, p: int, m: int, max_v: int) -> list[in
 
 
 def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int, global_batch: int, *,  # noqa: C901 -- TODO(issue 12): split
-                    max_tp: int | None = None, schedules=("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2"),
+                    max_tp: int | None = None, schedules=PRICED_SCHEDULES,
                     max_virtual_stages: int = 4, recomputes=("none", "selective", "full"),
                     micro_batch_sizes=None, sequence_parallel=(True, False), zero_stages=(0, 1, 2, 3),
                     context_parallel=None, assumptions: Assumptions = Assumptions(), top: int = 10) -> ConfigSearchResult:
@@ -219,7 +220,7 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
         m = global_batch // (b * d)
         scheds = []
         for s in schedules:
-            if s == "interleaved":
+            if schedule_spec(s, priced=True).virtual_stages:
                 scheds += [(s, v) for v in _interleave_options(model, p, m, max_virtual_stages)]
             elif p > 1 or s == "1f1b":        # one stage: every schedule is the same
                 scheds.append((s, 1))

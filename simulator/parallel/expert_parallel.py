@@ -31,7 +31,7 @@ from .experts import EXPERT_PARAMS, MoEBlock, MoEGPTConfig
 from .layer_kernels import layer_of
 from .moe_kernels import dense_names
 from .replicated import Compiled, emit_optimizer, initial_state, make_optimizer, tokens_per_sample
-from .schedules import make_schedule
+from .schedule_registry import make_schedule
 
 
 def _is_moe(config, li: int) -> bool:

@@ -26,7 +26,8 @@ from .emit import Replica, grad, param, run_bidirectional
 from .grad_sync import GradSync
 from .layer_kernels import layer_of, optimizer_state_names
 from .schedule_check import parse_schedule, validate
-from .schedules import dualpipe, make_schedule
+from .schedule_registry import make_schedule
+from .schedules import dualpipe
 from .zero_hybrid import emit_zero1_optimizer, shard_optimizer_state
 
 

@@ -384,21 +384,3 @@ def dualpipe(p: int, m: int, split: bool = True) -> Schedule:  # noqa: C901 -- T
         rows.append(tuple(row))
     return Schedule("dualpipe", p, m, 2, tuple(rows), bidirectional=True)
 
-
-GENERATORS = {
-    "gpipe": lambda p, m, v: gpipe(p, m),
-    "1f1b": lambda p, m, v: one_f_one_b(p, m),
-    "interleaved": interleaved,
-    "zb-h1": lambda p, m, v: zb_h1(p, m),
-    "zb-h2": lambda p, m, v: zb_h2(p, m),
-    "dualpipe": lambda p, m, v: dualpipe(p, m),
-}
-
-
-def make_schedule(name: str, p: int, m: int, v: int = 1) -> Schedule:
-    """Build a named schedule: "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe"."""
-    if name not in GENERATORS:
-        raise ParasimError(f"unknown schedule {name!r}; choose one of {', '.join(GENERATORS)}")
-    if v != 1 and name != "interleaved":
-        raise ParasimError(f"schedule {name!r} has one chunk per stage, got v={v}")
-    return GENERATORS[name](p, m, v)

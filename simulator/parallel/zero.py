@@ -35,7 +35,7 @@ from .config import TrainConfig
 from .emit import Replica, grad, param
 from .layer_kernels import layer_of, optimizer_state_names
 from .replicated import Compiled, compile_replicated, emit_optimizer, initial_state, make_optimizer, tokens_per_sample
-from .schedules import make_schedule
+from .schedule_registry import make_schedule
 
 F64 = 8
 
