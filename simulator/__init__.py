@@ -63,13 +63,15 @@ from .layout import Layout
 from .layout_convert import P, Partial, PartitionSpec, Replicate, Shard
 from .mesh import DeviceMesh
 from .models import SGD, Adam, GPTConfig, MLPConfig, Model, build_model, get_batch, gpt_iteration_flops, gpt_param_count
+from .models.attention import attention_forward
 from .parallel.config import SCHEDULES, STRATEGIES, TrainConfig
+from .parallel.cp_split import attention_bytes_per_step, block_activation_bytes, chunk_positions, ring_steps
 from .parallel.experts import MoEGPTConfig
 from .parallel.schedule_check import format_schedule, parse_schedule
 from .parallel.schedule_check import validate as validate_schedule
 from .parallel.schedule_registry import PRICED_SCHEDULES, SCHEDULE_SPECS, ScheduleSpec, make_schedule, schedule_spec
 from .parallel.schedule_sim import SimResult, simulate_schedule
-from .parallel.schedules import Action, Schedule, gpipe, interleaved, one_f_one_b, zb_h1, zb_h2
+from .parallel.schedules import Action, Schedule, dualpipe, gpipe, interleaved, one_f_one_b, zb_h1, zb_h2
 from .parallel.strategies import compile_strategy
 from .program import Collective, Compute, Free, Program, ProgramBuilder, Recv, Send
 from .runtime import LocalRuntime, RunResult, Runtime, make_runtime

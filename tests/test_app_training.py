@@ -88,3 +88,23 @@ def test_training_refusal_leaves_no_empty_progress_bar():
     at.selectbox(key="strategy").set_value("tp").run()  # refused while compiling, after the bar appeared
     at.button(key="run").click().run()
     assert len(at.error) == 1 and not at.get("progress")
+
+
+def test_training_accepts_context_parallel_degrees():
+    at = page("training")
+    at.selectbox(key="model").set_value(GPT).run()
+    at.radio(key="mode").set_value("run in-process").run()
+    at.selectbox(key="strategy").set_value("cp").run()
+    assert at.select_slider(key="cp").value == 4 and at.radio(key="cp_kind").value == "ring"
+    at.slider(key="microbatches").set_value(1).run()
+    m = run(at)
+    assert float(m["vs one device"]) < 1e-9 and "cp=4" in at.caption[0].value
+    at.selectbox(key="strategy").set_value("hybrid").run()
+    assert "h_cp" in {w.key for w in at.sidebar.selectbox}
+    at.selectbox(key="h_dp").set_value(1).run()
+    at.selectbox(key="h_pp").set_value(1).run()
+    at.selectbox(key="h_tp").set_value(2).run()
+    at.selectbox(key="h_cp").set_value(2).run()  # tp 2 x cp 2 on 4 devices
+    at.radio(key="cp_kind").set_value("all-to-all").run()
+    m = run(at)
+    assert float(m["vs one device"]) < 1e-9 and "cp=2" in at.caption[0].value

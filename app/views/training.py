@@ -32,9 +32,10 @@ ABOUT = {"single": "one device: the reference", "dp": "data parallel: replicas, 
          "ep": "expert parallel: experts spread over devices, AllToAll dispatch and combine",
          "zero1": "ZeRO-1: optimizer state sharded", "zero2": "ZeRO-2: + gradients sharded",
          "zero3": "ZeRO-3: + parameters sharded, gathered when used",
-         "hybrid": "dp × pp × tp on a 3-D mesh"}
+         "cp": "context parallel: each sequence split over devices, ring or all-to-all attention",
+         "hybrid": "dp × cp × pp × tp on Megatron's mesh"}
 MODES = ("run on Ray actors", "run in-process", "simulated clock only")
-PIPELINED = ("pp", "hybrid")
+PIPELINED = ("pp", "hybrid", "cp")
 
 
 def divisors(n: int) -> list[int]:
@@ -53,18 +54,28 @@ with st.sidebar:
                             format_func=lambda s: f"{s} · {ABOUT.get(s, '')}")
     devices = st.slider("Devices", 1, 8, 4, key="devices")
     dp = pp = 0
-    tp = ep = 1
-    if strategy in ("tp", "sp"):
+    tp = ep = cp = 1
+    cp_kind = "ring"
+    if strategy in ("cp", "hybrid"):
+        cp_kind = st.radio("Context-parallel attention", ("ring", "all-to-all"), key="cp_kind", horizontal=True,
+                           help="ring: K/V blocks travel round the context group (Send/Recv); all-to-all "
+                                "(Ulysses): heads <-> sequence, two AllToAlls per attention")
+    if strategy == "cp":
+        cp = st.select_slider("Context-parallel degree c", divisors(devices), value=devices, key="cp",
+                              help="each sequence is split c ways; the remaining devices are data-parallel")
+    elif strategy in ("tp", "sp"):
         tp = st.select_slider("Tensor-parallel degree t", divisors(devices), value=devices, key="tp",
                               help="the remaining devices are data-parallel replicas")
     elif strategy == "ep":
         ep = st.select_slider("Expert-parallel degree e", divisors(devices), value=devices, key="ep")
     elif strategy == "hybrid":
-        c = st.columns(3)
+        c = st.columns(4)
         dp = c[0].selectbox("dp", divisors(devices), index=min(1, len(divisors(devices)) - 1), key="h_dp")
         pp = c[1].selectbox("pp", divisors(devices), index=min(1, len(divisors(devices)) - 1), key="h_pp")
         tp = c[2].selectbox("tp", divisors(devices), key="h_tp")
-        st.caption(f"dp × pp × tp = {dp * pp * tp} (must be {devices})")
+        cp = c[3].selectbox("cp", divisors(devices), key="h_cp")
+        st.caption(f"dp × cp × pp × tp = {dp * cp * pp * tp} (must be {devices}); ranks in Megatron's order, "
+                   "tensor fastest, then context, data, pipeline")
     st.subheader("Batch and schedule")
     pipelined = strategy in PIPELINED
     microbatches = st.slider("Micro-batches", 1, 16, 4, key="microbatches",
@@ -88,8 +99,9 @@ with st.sidebar:
                     width="stretch")
 
 
-def make_config(model_name, strategy, devices, dp, pp, tp, ep, microbatches, schedule, v, batch, steps):
+def make_config(model_name, strategy, devices, dp, pp, tp, ep, cp, cp_kind, microbatches, schedule, v, batch, steps):
     return TrainConfig(MODELS[model_name], strategy=strategy, devices=devices, dp=dp, pp=pp, tp=tp, ep=ep,
+                       cp=cp, cp_kind=cp_kind,
                        microbatches=1 if strategy == "layer" else microbatches,
                        schedule=schedule if strategy in PIPELINED else "1f1b",
                        virtual_stages=v if strategy in PIPELINED and schedule == "interleaved" else 1,
@@ -139,10 +151,11 @@ def run_for_real(cfg: TrainConfig, price_on: str, on_ray: bool) -> dict:
             "config": repr(res.config)}
 
 
-request = (model_name, strategy, devices, dp, pp, tp, ep, microbatches, schedule, v, batch, steps, price_on, mode)
+request = (model_name, strategy, devices, dp, pp, tp, ep, cp, cp_kind, microbatches, schedule, v, batch, steps,
+           price_on, mode)
 if run:
     with friendly_errors():
-        cfg = make_config(*request[:12])
+        cfg = make_config(*request[:14])
         out = price_only(cfg, price_on) if mode == MODES[2] else run_for_real(cfg, price_on, on_ray=mode == MODES[0])
     st.session_state["train_run"] = (request, out)
 if "train_run" not in st.session_state:
