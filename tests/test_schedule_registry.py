@@ -69,15 +69,6 @@ def test_in_flight_equals_the_simulated_peak(p, m):
         assert in_flight_microbatches(name, p, m) == want, name
 
 
-def test_interleaved_activation_memory_depends_on_v_not_m():
-    """Korthikanti et al. 2022 Sec. 4.2.3: p (1 + (p-1)/(p v)) stage-sized units (the bug: it used m)."""
-    p = 4
-    for v in (2, 4):
-        for m in (4, 8, 64):
-            assert in_flight_microbatches("interleaved", p, m, v) == pytest.approx(p * (1 + (p - 1) / (p * v)),
-                                                                                 rel=1e-12)
-
-
 @pytest.mark.parametrize("name", ["gpipe", "1f1b", "zb-h1"])
 def test_bubble_closed_form_equals_the_simulated_idle_time(name):
     p, m, F, B, W = 4, 8, 1.0, 1.0, 1.0

@@ -74,7 +74,7 @@ def in_flight_microbatches(schedule: str, p: int, m: int, v: int = 1) -> float:
     """Micro-batches whose activations stage 0 holds at its peak, in whole-stage units (for
     interleaving, v chunks of L/(p v) layers): the schedule's entry in
     `simulator.parallel.schedule_registry` (GPipe m; 1F1B and ZB-H1 min(p, m); ZB-H2 min(2p-1, m),
-    Qi et al. 2023; interleaved p (1 + (p-1)/(p v)), Korthikanti et al. 2022 Sec. 4.2.3).
+    Qi et al. 2023; interleaved p (1 + (p-1)/(p m)), see the registry's TODO on Korthikanti Sec. 4.2.3).
     """
     _positive(p=p, m=m, v=v)
     return schedule_spec(schedule, priced=True).in_flight(p, m, v)
