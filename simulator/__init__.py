@@ -1,7 +1,6 @@
 """parasim: see how parallel strategies train large models.
 
-The curated public API. app/ and lessons/ import only from here (and `simulator.viz` for figures,
-`simulator.lessons` for the grader, which reads this namespace and so is not re-exported by it).
+The curated public API. app/ and lessons/ import only from here (and `simulator.viz` for figures).
 
     from simulator import DeviceMesh, Layout, TrainConfig, GPTConfig, train
     result = train(TrainConfig(GPTConfig(layers=4, hidden=32, heads=4, seq_len=16, vocab=32),
@@ -59,6 +58,7 @@ from .faults import (
                    save_checkpoint,
                    train_resilient,
 )
+from .grading import Limits, get_lesson, grade_source, lesson_prediction, list_lessons, notebook_code, run_check
 from .layout import Layout
 from .layout_convert import P, Partial, PartitionSpec, Replicate, Shard
 from .mesh import DeviceMesh
@@ -76,6 +76,7 @@ from .parallel.strategies import compile_strategy
 from .program import Collective, Compute, Free, Program, ProgramBuilder, Recv, Send
 from .runtime import LocalRuntime, RunResult, Runtime, make_runtime
 from .runtime.ray_runtime import ensure_ray
+from .sweep import SweepTable, sweep
 from .topology import Link, Topology
 from .trace import MemorySample, Trace, TraceEvent
 from .training import TrainResult, reference_train, train

@@ -17,7 +17,7 @@ from simulator import (
     reset_auto_parallel_context,
     search_configs,
 )
-from simulator.lessons import compare, expect, ok
+from simulator.grading import compare, expect, ok
 
 LESSON = {
     "title": "Auto-parallel search: how a framework decides where to cut",
