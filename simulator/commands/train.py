@@ -9,7 +9,9 @@ from ..errors import ParasimError
 from ..models import GPTConfig, MLPConfig
 from ..parallel.experts import MoEGPTConfig
 from ..parallel.config import GRAD_DTYPES, SCHEDULES, STRATEGIES, TrainConfig
+from ..trace import STEP_PART_LABELS
 from ..training import train
+from ..units import fmt_time
 
 MODELS = {
     "gpt": lambda a: GPTConfig(layers=a.layers, hidden=a.hidden, heads=a.heads, seq_len=a.seq, vocab=a.vocab),
@@ -154,8 +156,11 @@ def run(a) -> int:
         print(f"{cfg.strategy} on {cfg.devices} devices (dp={cfg.dp}, pp={cfg.pp}, tp={cfg.tp}, m={cfg.m})")
         print("losses: " + " ".join(f"{x:.4f}" for x in out["losses"]))
         print(f"max relative weight difference vs one device: {out['max_rel_weight_diff_vs_single']:.3g}")
-        print(f"bubble fraction: {out['bubble_fraction']:.3f}; bytes by collective: {out['bytes_by_collective']}")
-        print(f"simulated step time: {out['simulated_time_s']:.4g} s; wall: {out['wall_time_s']:.4g} s")
+        parts = out.get("step_breakdown") or {}
+        print("the step: " + ", ".join(f"{STEP_PART_LABELS[k]} {v:.1%}" for k, v in parts.items())
+              + f"; bytes by collective: {out['bytes_by_collective']}")
+        print(f"simulated time: {fmt_time(out['simulated_time_s'])} for {out.get('steps', 1)} step(s), "
+              f"{fmt_time(out.get('step_time_s', out['simulated_time_s']))} per step; wall: {out['wall_time_s']:.4g} s")
         if resilient:
             for line in out["failures"]:
                 print(f"failure: {line}")
