@@ -51,8 +51,8 @@ def timeline(trace: Trace, *, title: str | None = None, labels: bool = True, wid
              devices: Sequence[int] | None = None) -> Figure:
     """Gantt chart of `trace`: per device a compute lane and a comm lane on the simulated clock.
 
-    Grey background = idle. The title gives the step time and the bubble fraction
-    1 - sum(compute busy) / (devices x step) (Trace.bubble_fraction). After failures (simulator.faults):
+    Grey background = idle. The title gives the time per step, the pipeline bubble and the exposed
+    communication (Trace.step_breakdown). After failures (simulator.faults):
     work of a failed attempt is pale red ("lost"), the failed instruction black, recovery cyan, and
     the events of replayed steps (attempt > 0) are hatched."""
     devices = list(range(trace.n_devices)) if devices is None else list(devices)
@@ -121,7 +121,9 @@ def timeline(trace: Trace, *, title: str | None = None, labels: bool = True, wid
     ax.legend(handles=handles, loc="lower center",
               bbox_to_anchor=(0.5, 1.0), ncol=len(handles), frameon=False, fontsize=8)
     head = title if title is not None else (trace.name or "timeline")
-    fig.suptitle(f"{head} · step {fmt_time(span)} · bubble {trace.bubble_fraction():.1%}",
+    parts = trace.step_breakdown()
+    steps = f"{trace.steps} steps, {fmt_time(trace.step_time_s)} each" if trace.steps > 1 else f"step {fmt_time(span)}"
+    fig.suptitle(f"{head} · {steps} · bubble {parts['bubble']:.1%} · exposed comm {parts['exposed_comm']:.1%}",
                  fontsize=11, fontweight="bold")
     return fig
 
