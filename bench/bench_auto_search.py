@@ -5,7 +5,7 @@
     python bench/bench_auto_search.py --json
 
 Each layer: LayerNorm, Q/K/V BatchMatMuls, the two attention BatchMatMuls, Softmax, the output
-BatchMatMul, Add, LayerNorm, two MLP BatchMatMuls, GeLU, Add (simulator.auto.search_nets), 14
+BatchMatMul, Add, LayerNorm, two MLP BatchMatMuls, GeLU, Add (simulator.auto.nets), 14
 operators with parameters held as shapes only. The search prices every candidate strategy of
 every operator (MindSpore's alpha*compute + beta*(comm + gamma*param comm), a100-80gb, bf16)
 and minimises it (dynamic_programming: exact eliminations; recursive_programming: greedy
@@ -20,10 +20,10 @@ import json
 import time
 
 from simulator.auto.context import AutoParallelContext
-from simulator.auto.cost_ops import OpCostModel, plan_cost
-from simulator.auto.plan import build_plan
-from simulator.auto.search_nets import transformer_network
-from simulator.auto.search_ops import search
+from simulator.auto.nets import transformer_network
+from simulator.auto.planner import build_plan
+from simulator.auto.strategy_search import search
+from simulator.auto.strategy_search.cost import OpCostModel, plan_cost
 
 
 def main(argv=None) -> int:

@@ -16,7 +16,7 @@ import numpy as np
 from .errors import ProgramError
 
 KERNELS: dict[str, Callable] = {}
-_KERNEL_MODULES = ("simulator.parallel.kernels", "simulator.auto.kernels", "simulator.parallel.zero_kernels",
+_KERNEL_MODULES = ("simulator.parallel.kernels", "simulator.auto.op_kernels", "simulator.parallel.zero_kernels",
                   "simulator.parallel.moe_kernels", "simulator.parallel.tp_kernels")
 _loaded = False
 

@@ -3,6 +3,7 @@ stages, GPipe and 1F1B over micro-batches, equal to the stand-alone run (float64
 
 import numpy as np
 import pytest
+from auto_helpers import assert_same
 
 from simulator.auto import ops
 from simulator.auto.context import AutoParallelContext, set_auto_parallel_context
@@ -13,8 +14,6 @@ from simulator.auto.run import standalone, train
 from simulator.errors import ParasimError
 from simulator.program import Collective, Compute, Recv, Send
 from simulator.runtime import LocalRuntime
-
-from auto_helpers import assert_same
 
 
 def mlp4(strategies, seed=0, n=16, d=8, f=12, c=4, stages=None):

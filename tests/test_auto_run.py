@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from auto_helpers import assert_same
 
 from simulator.auto import ops
 from simulator.auto.context import AutoParallelContext
@@ -9,9 +10,6 @@ from simulator.auto.graph import Network
 from simulator.auto.run import standalone, train
 from simulator.auto.strategy import MsLayout
 from simulator.runtime import LocalRuntime
-
-from auto_helpers import assert_same
-
 
 
 def mlp(s1=None, s2=None, s3=None, s_loss=None, out2=None, seed=0, n=16, d=8, f=12, c=4):

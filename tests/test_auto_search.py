@@ -6,21 +6,19 @@ from math import prod
 
 import numpy as np
 import pytest
+from auto_helpers import assert_same
 
 from simulator.auto import explain, ops
-from simulator.auto.context import (AutoParallelContext, reset_auto_parallel_context,
-                                    set_auto_parallel_context)
-from simulator.auto.cost_ops import OpCostModel, plan_cost
+from simulator.auto.context import AutoParallelContext, reset_auto_parallel_context, set_auto_parallel_context
 from simulator.auto.graph import Network
-from simulator.auto.plan import build_plan
+from simulator.auto.nets import mlp_network, transformer_network
+from simulator.auto.planner import build_plan
 from simulator.auto.run import standalone, train
-from simulator.auto.search_dp import eliminate
-from simulator.auto.search_nets import mlp_network, transformer_network
-from simulator.auto.search_ops import build_problem, power_of_two_strategies, search
+from simulator.auto.strategy_search import build_problem, power_of_two_strategies, search
+from simulator.auto.strategy_search.cost import OpCostModel, plan_cost
+from simulator.auto.strategy_search.dp import eliminate
 from simulator.errors import ParasimError
 from simulator.runtime import LocalRuntime
-
-from auto_helpers import assert_same
 
 DP, REC = "dynamic_programming", "recursive_programming"
 

@@ -4,10 +4,15 @@ import numpy as np
 import pytest
 
 from simulator.auto import ops
-from simulator.auto.context import (AutoParallelContext, get_auto_parallel_context,
-                                    reset_auto_parallel_context, set_auto_parallel_context)
-from simulator.auto.explain import explain, single_op_network
-from simulator.auto.plan import build_plan
+from simulator.auto.context import (
+    AutoParallelContext,
+    get_auto_parallel_context,
+    reset_auto_parallel_context,
+    set_auto_parallel_context,
+)
+from simulator.auto.explain import explain
+from simulator.auto.explanation import single_op_network
+from simulator.auto.planner import build_plan
 from simulator.auto.strategy import MsLayout
 from simulator.errors import ParasimError
 

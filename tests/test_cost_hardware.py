@@ -12,13 +12,13 @@ from simulator.topology import Link, Topology
 
 def test_presets_carry_datasheet_numbers():
     a100 = get_hardware("a100-80gb")
-    assert a100.peak("bf16") == 312e12 and a100.memory_bytes == 80e9
+    assert a100.peak("bf16") == 312e12 and a100.memory_bytes == 80 * 2**30
     assert a100.intra.bandwidth_Bps == 300e9          # 600 GB/s bidirectional NVLink
     assert a100.inter.bandwidth_Bps == 25e9           # 200 Gb/s HDR per GPU
     h100 = get_hardware("H100-SXM")
     assert h100.peak("bf16") == 989e12 and h100.memory_bandwidth_Bps == 3.35e12
-    assert get_hardware("h200").memory_bytes == 141e9 and get_hardware("h200").memory_bandwidth_Bps == 4.8e12
-    assert get_hardware("a100-40gb").memory_bytes == 40e9
+    assert get_hardware("h200").memory_bytes == 143771 * 2**20 and get_hardware("h200").memory_bandwidth_Bps == 4.8e12
+    assert get_hardware("a100-40gb").memory_bytes == 40 * 2**30
     for name in hardware_names():
         hw = get_hardware(name)
         assert hw.source and hw.devices_per_node >= 1 and "bf16" in hw.peak_flops

@@ -19,7 +19,7 @@ LESSON = {
               "check dynamic programming against brute force on a tiny chain"],
     "app_pages": ["Scale explorer", "Sharding & auto-parallel"],
     "requires": ["search_configs", "estimate", "get_hardware", "auto_search", "OpCostModel", "plan_cost",
-                 "explain", "set_auto_parallel_context", "module:simulator.auto.search_nets"],
+                 "explain", "set_auto_parallel_context", "module:simulator.auto.nets"],
     "minutes": 75,
     "prerequisites": [9, 10],
 }

@@ -15,6 +15,7 @@ from __future__ import annotations
 from math import prod
 
 from ..program import Program, ProgramBuilder
+from . import op_kernels  # noqa: F401  (registers the auto.* kernels this module emits)
 from .ops import Reshape
 from .plan import ITEMSIZE, ParallelPlan
 from .redistribution import Step
@@ -24,7 +25,9 @@ def local_name(net, x: str) -> str:
     return f"param/{x}" if net.tensors[x].kind == "parameter" else f"act/{x}"
 
 
-class _Emitter:
+class Emitter:
+    """Emits a plan's instructions into a ProgramBuilder (also used by pipeline/compile.py)."""
+
     def __init__(self, plan: ParallelPlan | None, D: int | None = None):
         self.plan, self.D = plan, plan.device_num if plan else D
         name = f"auto-parallel {plan.net.name} on {self.D} devices" if plan else "redistribution"
@@ -82,7 +85,7 @@ class _Emitter:
 
 def compile_plan(plan: ParallelPlan, train: bool = True) -> Program:
     """The Program of one step: forward, and with `train` and a scalar loss, backward + SGD."""
-    em = _Emitter(plan)
+    em = Emitter(plan)
     op_inputs = forward_pass(em, plan)
     loss = plan.loss
     if train and loss is not None:
@@ -90,7 +93,7 @@ def compile_plan(plan: ParallelPlan, train: bool = True) -> Program:
     return em.b.build()
 
 
-def forward_pass(em: _Emitter, plan: ParallelPlan) -> dict:
+def forward_pass(em: Emitter, plan: ParallelPlan) -> dict:
     """Emit every operator's input moves, kernel and output moves; node index -> input names."""
     net = plan.net
     cur = {x: local_name(net, x) for x, t in net.tensors.items() if t.kind != "activation"}
@@ -111,7 +114,7 @@ def forward_pass(em: _Emitter, plan: ParallelPlan) -> dict:
     return op_inputs
 
 
-def _backward(em: _Emitter, plan: ParallelPlan, op_inputs: dict, loss: str) -> None:
+def _backward(em: Emitter, plan: ParallelPlan, op_inputs: dict, loss: str) -> None:
     net, D = plan.net, plan.device_num
     em.compute("fill", [], [f"grad/{loss}"], dict(shape=(), value=1.0 / D), phase="backward",
                label="seed 1/D")
@@ -124,7 +127,7 @@ def _backward(em: _Emitter, plan: ParallelPlan, op_inputs: dict, loss: str) -> N
             sgd(em, plan, p)
 
 
-def backward_pass(em: _Emitter, plan: ParallelPlan, op_inputs: dict, grad: dict) -> dict:
+def backward_pass(em: Emitter, plan: ParallelPlan, op_inputs: dict, grad: dict) -> dict:
     """Reverse-mode pass from the seeded gradients `grad` (tensor -> local name, in the grad
     layout); returns tensor -> local gradient name (replicated axes still pending sums)."""
     net, D = plan.net, plan.device_num
@@ -155,7 +158,7 @@ def backward_pass(em: _Emitter, plan: ParallelPlan, op_inputs: dict, grad: dict)
     return grad
 
 
-def resolve_grad(em: _Emitter, plan: ParallelPlan, x: str, src: str) -> str:
+def resolve_grad(em: Emitter, plan: ParallelPlan, x: str, src: str) -> str:
     """The mirror of parameter/input `x`: its gradient summed over the ranks holding the same
     slice (mean with gradients_mean, parameters only), written to `grad/<x>`."""
     steps, op = plan.mirrors[x], "sum"
@@ -174,7 +177,7 @@ def resolve_grad(em: _Emitter, plan: ParallelPlan, x: str, src: str) -> str:
     return final
 
 
-def sgd(em: _Emitter, plan: ParallelPlan, p: str) -> None:
+def sgd(em: Emitter, plan: ParallelPlan, p: str) -> None:
     em.compute("auto.sgd", [f"param/{p}", f"grad/{p}"], [f"param/{p}"],
                dict(lr=plan.ctx.learning_rate), phase="optimizer", label=f"sgd {p}")
 
@@ -182,7 +185,7 @@ def sgd(em: _Emitter, plan: ParallelPlan, p: str) -> None:
 def redistribution_program(steps, device_num: int, src: str = "act/x", dst: str = "act/y",
                            phase: str = "forward") -> Program:
     """A Program performing just these redistribution steps: `src` on every rank -> `dst`."""
-    em = _Emitter(None, device_num)
+    em = Emitter(None, device_num)
     out = em.steps(src, steps, phase, final=dst)
     if out != dst:
         em.compute("copy", [out], [dst], phase=phase, label="copy")

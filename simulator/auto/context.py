@@ -12,9 +12,9 @@ Modes (MindSpore docs "parallel_mode"): stand_alone (one device), data_parallel 
 cuts dim 0 of its first input), semi_auto_parallel (user strategies, data parallel for the rest),
 auto_parallel (strategies searched: sharding_propagation from the user-sharded operators;
 dynamic_programming and recursive_programming minimise the cost model of `cost_model`, an
-auto.cost_ops.OpCostModel, see auto/search_ops.py).
+auto.strategy_search.OpCostModel, see auto/strategy_search/).
 
-Pipeline (MindSpore docs "pipeline_parallel"; auto/pipeline.py): pipeline_stages=S splits the
+Pipeline (MindSpore docs "pipeline_parallel"; auto/pipeline/): pipeline_stages=S splits the
 device_num ranks into S contiguous blocks of D/S; `micro_size` micro-batches (>= S) run through
 them under `pipeline_scheduler` ("gpipe" or "1f1b").
 """
@@ -41,7 +41,7 @@ class AutoParallelContext:
     micro_size: int = 1  # micro-batches per step (MindSpore PipelineCell's micro_size), >= stages
     pipeline_scheduler: str = "gpipe"  # or "1f1b" (MindSpore pipeline_config's pipeline_scheduler)
     learning_rate: float = 0.1  # the SGD step compiled after the backward pass
-    cost_model: object = None  # search_ops' OpCostModel (hardware, alpha/beta/gamma, memory limit)
+    cost_model: object = None  # strategy_search's OpCostModel (hardware, alpha/beta/gamma, memory limit)
 
     def __post_init__(self):
         if self.parallel_mode not in PARALLEL_MODES:

@@ -1,7 +1,7 @@
 """Operators for auto-parallel networks, each with `.shard(in_strategy, out_strategy=None)`.
 
 Every operator declares its index letters (an einsum, see strategy.py), the numpy kernels that
-compute one rank's shard (registered in kernels.py) and which inputs take gradients. Write
+compute one rank's shard (registered in op_kernels.py) and which inputs take gradients. Write
 single-device code; the shard strategies decide the parallel form:
 
     net = Network(); x = net.input("x", (64, 32)); w = net.parameter("w", w0)
@@ -15,13 +15,14 @@ from math import prod
 from typing import Sequence
 
 from ..errors import ParasimError
+from .graph import Tensor
 
 LETTERS = "abcdefgh"
 
 
 class Primitive:
     """Base operator. Subclasses set `name`, `n_inputs`, `grad_inputs` and implement `spec`,
-    `out_shape`, and the kernel names `fwd` / `bwd` (see kernels.py)."""
+    `out_shape`, and the kernel names `fwd` / `bwd` (see op_kernels.py)."""
 
     name = "Primitive"
     n_inputs = 1
@@ -43,8 +44,6 @@ class Primitive:
         return self
 
     def __call__(self, *tensors):
-        from .graph import Tensor  # graph imports ops' names only at call time
-
         if len(tensors) != self.n_inputs:
             raise ParasimError(f"{self.name} takes {self.n_inputs} input(s), got {len(tensors)}")
         if not all(isinstance(t, Tensor) for t in tensors):

@@ -26,11 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import ParasimError
 from ..layout import Layout
 from .context import AutoParallelContext
 from .graph import Network, Node
-from .propagate import assign
 from .redistribution import Step, redistribute
 from .strategy import OpSharding
 
@@ -68,11 +66,9 @@ class ParallelPlan:
         return out.name if out.shape == () else None
 
 
-def build_plan(net: Network, ctx: AutoParallelContext) -> ParallelPlan:
-    if ctx.pipeline_stages > 1:
-        raise ParasimError(f"build_plan plans one stage; with pipeline_stages="
-                           f"{ctx.pipeline_stages} use auto.pipeline.build_pipeline_plan")
-    shard = assign(net, ctx)
+def plan_from_shardings(net: Network, ctx: AutoParallelContext, shard: dict) -> ParallelPlan:
+    """The plan of `net` given every operator's sharding (node index -> OpSharding; planner.py
+    chooses them)."""
     D = ctx.stage_devices
     stored: dict[str, Layout] = {}
     for node in net.nodes:

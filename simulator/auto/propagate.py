@@ -4,7 +4,8 @@
 - data_parallel: every operator cuts dim 0 of its first input D ways (MindSpore docs).
 - semi_auto_parallel: the user's `.shard(...)`; unset operators get the data-parallel strategy
   (REFERENCES §1).
-- auto_parallel + sharding_propagation: breadth-first from the user-sharded operators; each
+- auto_parallel + sharding_propagation (the other search modes live in strategy_search/; planner.py
+  picks): breadth-first from the user-sharded operators; each
   neighbour reached takes the candidate strategy with the least redistribution cost to its
   already-placed neighbours (plus its own forward communication), in ring wire bytes; ties go to
   the candidate with less repeated calculation, then to the first enumerated (MindSpore docs
@@ -20,6 +21,7 @@ from math import prod
 
 from ..errors import ParasimError
 from ..layout import Layout
+from ..layout_convert import mesh_from_device_matrix
 from .context import AutoParallelContext
 from .graph import Network, Node
 from .ops import Reshape
@@ -91,8 +93,6 @@ def reshape_sharding(net: Network, node: Node, D: int, source: Layout | None) ->
 
 
 def dp_mesh(D: int):
-    from ..layout_convert import mesh_from_device_matrix
-
     return mesh_from_device_matrix((D,), D)
 
 
@@ -120,10 +120,6 @@ def assign(net: Network, ctx: AutoParallelContext) -> dict[int, OpSharding]:
     """node index -> OpSharding, by the context's mode (module docstring)."""
     D = ctx.stage_devices
     mode = ctx.parallel_mode
-    if mode == "auto_parallel" and ctx.search_mode != "sharding_propagation":
-        from .search_ops import assign_searched  # the searches build on this module
-
-        return assign_searched(net, ctx)  # dynamic_programming / recursive_programming
     done: dict[int, OpSharding] = {}
     queue: deque[int] = deque()
     if mode in ("semi_auto_parallel", "auto_parallel"):

@@ -9,60 +9,25 @@ match: float64, rtol 1e-9). Every gathered array is checked: replicas must agree
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
 
-from ..errors import ParasimError
-from ..program import Program
-from ..runtime import make_runtime
 from .compile import compile_plan, local_name
 from .context import AutoParallelContext
 from .graph import Network
-from .plan import ParallelPlan, build_plan
-
-
-@dataclass(frozen=True)
-class AutoRunResult:
-    losses: tuple[float, ...]
-    output: np.ndarray  # the network's last output after the last step's forward
-    grads: dict = field(repr=False)  # parameter -> gradient of the last step
-    params: dict = field(repr=False)  # parameter -> value after the last step
-    program: Program = field(repr=False)
-    plan: ParallelPlan = field(repr=False)  # a pipeline.PipelinePlan with pipeline_stages > 1
-    runs: tuple = field(repr=False, default=())  # the runtime's RunResult per step
-
-
-def _check_feeds(net: Network, feeds: Mapping[str, np.ndarray]) -> dict:
-    out = {}
-    for t in net.inputs:
-        if t.name not in feeds:
-            raise ParasimError(f"no value fed for input {t.name!r} of shape {t.shape}")
-        arr = np.asarray(feeds[t.name])
-        if arr.shape != t.shape:
-            raise ParasimError(f"input {t.name!r} expects shape {t.shape}, got {arr.shape}")
-        out[t.name] = arr
-    return out
-
-
-def runtime_for(runtime, device_num: int):
-    """The given runtime, checked against the context's device count, or in-process devices."""
-    runtime = runtime or make_runtime("local", device_num)
-    if runtime.n_devices != device_num:
-        raise ParasimError(f"the runtime has {runtime.n_devices} devices but the context needs "
-                           f"{device_num} (device_num)")
-    return runtime
+from .pipeline.run import train_pipeline
+from .plan import ParallelPlan
+from .planner import build_plan
+from .results import AutoRunResult, check_feeds, runtime_for
 
 
 def train(net: Network, ctx: AutoParallelContext, feeds: Mapping[str, np.ndarray],
           runtime=None, steps: int = 1, train: bool = True) -> AutoRunResult:
     """Compile `net` under `ctx`, load the shards, run `steps` steps, gather the results.
-    With pipeline_stages > 1 the pipelined program of auto/pipeline_compile.py runs instead."""
-    feeds = _check_feeds(net, feeds)
+    With pipeline_stages > 1 the pipelined program of auto/pipeline/compile.py runs instead."""
+    feeds = check_feeds(net, feeds)
     if ctx.pipeline_stages > 1:
-        from .pipeline_run import train_pipeline  # it builds on this module's result type
-
         return train_pipeline(net, ctx, feeds, runtime=runtime, steps=steps, train=train)
     plan = build_plan(net, ctx)
     program = compile_plan(plan, train=train)

@@ -9,6 +9,11 @@ Bandwidth conventions (units.py: 1 GB = 1e9 bytes):
   A100, i.e. 300e9 B/s each way.
 - `inter.bandwidth_Bps` is per device: one 200 Gb/s HDR InfiniBand NIC per A100 on Selene-class
   systems is 25e9 B/s.
+- `memory_bytes` is the capacity the device reports (NVML / nvidia-smi "Total", in MiB), not the
+  datasheet's round "80 GB": A100 80GB 81,920 MiB (80 GiB = 85.9e9 B), A100 40GB 40,960 MiB,
+  H100 SXM 80GB 81,559 MiB (85.5e9 B), H200 143,771 MiB (150.8e9 B) (nvidia-smi tables in
+  "Why does an NVIDIA H100 80GB card offer 85.52 GB?", Modal blog 2024, and user reports such as
+  github.com/dexmal/dexbotic issue 41 for 81920MiB). TPU v4: 32 GiB.
 
 `local` describes this machine. `parasim calibrate` writes ~/.parasim/local.json; if the file
 exists its fields override the conservative 2-core-CPU defaults below.
@@ -73,11 +78,14 @@ class Hardware:
                 f"{self.devices_per_node}/node, intra {self.intra!r}, inter {self.inter!r})")
 
 
-def _hw(name, bf16, fp16, fp32, fp64, mem_GB, hbm_TBps, per_node, intra_GBps, intra_us,
+MiB = 2**20
+
+
+def _hw(name, bf16, fp16, fp32, fp64, memory_bytes, hbm_TBps, per_node, intra_GBps, intra_us,
         inter_GBps, inter_us, source) -> Hardware:
     flops = {k: v * 1e12 for k, v in (("bf16", bf16), ("fp16", fp16), ("fp32", fp32), ("fp64", fp64))
              if v is not None}
-    return Hardware(name, flops, mem_GB * 1e9, hbm_TBps * 1e12, per_node,
+    return Hardware(name, flops, memory_bytes, hbm_TBps * 1e12, per_node,
                     Link(intra_us * 1e-6, intra_GBps * 1e9), Link(inter_us * 1e-6, inter_GBps * 1e9), source)
 
 
@@ -91,15 +99,15 @@ _H100 = ("NVIDIA H100 Tensor Core GPU datasheet (SXM5): 989 TFLOP/s bf16/fp16 de
 
 # name -> factory (pure functions; `local` reads the calibration file when asked for)
 _PRESETS = {
-    "a100-40gb": lambda: _hw("a100-40gb", 312, 312, 19.5, 19.5, 40, 1.555, 8, 300, 2, 25, 5,
+    "a100-40gb": lambda: _hw("a100-40gb", 312, 312, 19.5, 19.5, 40960 * MiB, 1.555, 8, 300, 2, 25, 5,
                              _A100 + " 40 GB HBM2 at 1,555 GB/s."),
-    "a100-80gb": lambda: _hw("a100-80gb", 312, 312, 19.5, 19.5, 80, 2.039, 8, 300, 2, 25, 5,
+    "a100-80gb": lambda: _hw("a100-80gb", 312, 312, 19.5, 19.5, 81920 * MiB, 2.039, 8, 300, 2, 25, 5,
                              _A100 + " 80 GB HBM2e at 2,039 GB/s."),
-    "h100-sxm": lambda: _hw("h100-sxm", 989, 989, 67, 67, 80, 3.35, 8, 450, 2, 50, 5, _H100 + " 80 GB."),
-    "h200": lambda: _hw("h200", 989, 989, 67, 67, 141, 4.8, 8, 450, 2, 50, 5,
+    "h100-sxm": lambda: _hw("h100-sxm", 989, 989, 67, 67, 81559 * MiB, 3.35, 8, 450, 2, 50, 5, _H100 + " 80 GB."),
+    "h200": lambda: _hw("h200", 989, 989, 67, 67, 143771 * MiB, 4.8, 8, 450, 2, 50, 5,
                         "NVIDIA H200 datasheet: H100 SXM compute, 141 GB HBM3e at 4.8 TB/s; " + _H100),
     "tpu-v4-like": lambda: _hw(
-        "tpu-v4-like", 275, 275, 275 / 3, None, 32, 1.2, 4, 90, 5, 90, 5,
+        "tpu-v4-like", 275, 275, 275 / 3, None, 32 * 1024 * MiB, 1.2, 4, 90, 5, 90, 5,
         "Google TPU v4 (Jouppi et al. 2023; How To Scale Your Model, TPU chapter): 275 TFLOP/s bf16, "
         "32 GiB HBM at 1.2 TB/s, ICI 45 GB/s per link per direction, 4 chips per host. '-like': the 3D "
         "torus is flattened to 2 ICI links (90 GB/s) per chip both within and across hosts; fp32 "
@@ -109,7 +117,7 @@ _PRESETS = {
 
 
 def _local_defaults() -> Hardware:
-    return _hw("local", 40e-3, 40e-3, 40e-3, 20e-3, 4, 0.01, 8, 5, 50, 5, 50,
+    return _hw("local", 40e-3, 40e-3, 40e-3, 20e-3, 4e9, 0.01, 8, 5, 50, 5, 50,
                "Conservative defaults for a 2-core x86 CPU running numpy: ~20 GFLOP/s fp64, 40 fp32 "
                "(bf16/fp16 computed in fp32), 10 GB/s memory, 4 GB for emulated devices; devices "
                "exchange data by shared-memory copies (5 GB/s, 50 us). `parasim calibrate` measures "

@@ -1,53 +1,117 @@
-"""Transformer model presets (GPT-style and Llama-style) with sources, and published runs.
+"""Transformer model presets (GPT-3, Megatron-LM, Llama 1/2/3) with their real shapes and sources.
 
 `ModelSpec` describes a decoder-only transformer by (L layers, h hidden, a heads, s sequence,
-V vocabulary) plus the two Llama departures from GPT:
-- SwiGLU MLP (Shazeer 2020): three h x f matrices (gate, up, down) instead of two, with f about
-  8h/3 rounded (11008 for h = 4096), so MLP FLOPs and parameters are 3 h f instead of 8 h^2;
-- grouped-query attention (Ainslie et al. 2023): `kv_heads` < `heads`, so the K and V
-  projections are h x (h kv_heads / heads) each.
-Llama has no biases, RMSNorm (one h vector per norm), rotary positions (no position table)
-and an untied output matrix. The cost model prices these exactly as matmul shapes; what it
-approximates is the element-wise traffic (counted as for GPT: GeLU vs SiLU-and-multiply,
-LayerNorm vs RMSNorm are treated alike).
+V vocabulary) plus the departures of modern models from GPT, each a field (Megatron-LM's
+argument name in brackets; `ModelSpec` also answers to that name):
+- `ffn_hidden` [--ffn-hidden-size] f, 4h when 0 (GPT);
+- `kv_heads` [--num-query-groups] grouped-query attention (Ainslie et al. 2023): K and V
+  projections are h x (h kv_heads / heads) each; 0 means kv_heads = heads;
+- `gated_mlp` [--swiglu] SwiGLU (Shazeer 2020): three h x f matrices (gate, up, down);
+- `tied_embeddings` [not --untie-embeddings-and-output-weights]: the output layer reuses the
+  input embedding; Llama unties them (two V x h matrices);
+- `vocab_divisible_by` [--make-vocab-size-divisible-by, default 128]: Megatron-LM pads the
+  vocabulary to a multiple of 128 t (`padded_vocab(t)`; Megatron-LM
+  `megatron/core/tokenizers/utils/build_tokenizer.py: vocab_size_with_padding`);
+- `num_experts`, `moe_router_topk`, `moe_ffn_hidden` [--num-experts, --moe-router-topk,
+  --moe-ffn-hidden-size]: mixture of experts in every layer (0 experts: dense).
+Llama has no biases, RMSNorm (one h vector per norm), rotary positions (no position table).
+The cost model prices these exactly as matmul shapes; what it approximates is the
+element-wise traffic (GeLU vs SiLU-and-multiply, LayerNorm vs RMSNorm are treated alike).
+
+Any field of a preset can be overridden (`get_model("llama3-70b", seq=4096)`; Megatron names
+work too: `get_model("llama3-8b", seq_length=4096)`), and `ModelSpec(...)` builds custom models.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import difflib
+from dataclasses import dataclass, fields, replace
 
 from simulator.errors import ParasimError
+
+# Megatron-LM argument name -> ModelSpec field
+MEGATRON_NAMES = {"num_layers": "layers", "hidden_size": "hidden", "num_attention_heads": "heads",
+                  "seq_length": "seq", "vocab_size": "vocab", "ffn_hidden_size": "ffn_hidden",
+                  "num_query_groups": "kv_heads", "swiglu": "gated_mlp",
+                  "make_vocab_size_divisible_by": "vocab_divisible_by",
+                  "moe_ffn_hidden_size": "moe_ffn_hidden"}
 
 
 @dataclass(frozen=True)
 class ModelSpec:
     name: str
-    layers: int
-    hidden: int
-    heads: int
-    seq: int
-    vocab: int
-    ffn_hidden: int = 0           # 0 -> 4 h (GPT)
-    kv_heads: int = 0             # 0 -> heads (multi-head attention)
+    layers: int                   # L transformer layers
+    hidden: int                   # h
+    heads: int                    # a attention heads
+    seq: int                      # s sequence length
+    vocab: int                    # V as the tokenizer has it (padded by `padded_vocab`)
+    ffn_hidden: int = 0           # f; 0 -> 4 h (GPT)
+    kv_heads: int = 0             # query groups; 0 -> heads (multi-head attention)
     gated_mlp: bool = False       # SwiGLU: gate, up, down
-    biases: bool = True           # GPT linear biases and LayerNorm beta
-    position_embedding: bool = True
+    biases: bool = True           # GPT linear biases and LayerNorm beta (False: Llama, RMSNorm)
+    position_embedding: bool = True   # learned position table (False: rotary)
     tied_embeddings: bool = True
+    vocab_divisible_by: int = 128     # Megatron-LM --make-vocab-size-divisible-by
+    num_experts: int = 0              # 0: dense MLP
+    moe_router_topk: int = 2          # Megatron-LM default
+    moe_ffn_hidden: int = 0           # 0 -> ffn_hidden
     source: str = ""
 
     def __post_init__(self):
-        for f in ("layers", "hidden", "heads", "seq", "vocab"):
+        for f in ("layers", "hidden", "heads", "seq", "vocab", "vocab_divisible_by"):
             v = getattr(self, f)
-            if not isinstance(v, int) or v < 1:
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ParasimError(f"model {self.name}: {f} must be a positive integer, got {v!r}")
+        for f in ("ffn_hidden", "kv_heads", "num_experts", "moe_router_topk", "moe_ffn_hidden"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+                raise ParasimError(f"model {self.name}: {f} must be a non-negative integer, got {v!r}")
         if self.hidden % self.heads:
             raise ParasimError(f"model {self.name}: hidden {self.hidden} is not divisible by heads {self.heads}")
         if self.ffn_hidden == 0:
             object.__setattr__(self, "ffn_hidden", 4 * self.hidden)
         if self.kv_heads == 0:
             object.__setattr__(self, "kv_heads", self.heads)
-        if self.ffn_hidden < 1 or self.kv_heads < 1 or self.heads % self.kv_heads:
+        if self.moe_ffn_hidden == 0:
+            object.__setattr__(self, "moe_ffn_hidden", self.ffn_hidden)
+        if self.heads % self.kv_heads:
             raise ParasimError(f"model {self.name}: kv_heads {self.kv_heads} must divide heads {self.heads}")
+        if self.num_experts and not 1 <= self.moe_router_topk <= self.num_experts:
+            raise ParasimError(f"model {self.name}: moe_router_topk {self.moe_router_topk} must be in "
+                               f"1..num_experts = {self.num_experts}")
+
+    # Megatron-LM names for the same fields
+    @property
+    def num_layers(self) -> int:
+        return self.layers
+
+    @property
+    def hidden_size(self) -> int:
+        return self.hidden
+
+    @property
+    def num_attention_heads(self) -> int:
+        return self.heads
+
+    @property
+    def seq_length(self) -> int:
+        return self.seq
+
+    @property
+    def ffn_hidden_size(self) -> int:
+        return self.ffn_hidden
+
+    @property
+    def num_query_groups(self) -> int:
+        return self.kv_heads
+
+    @property
+    def swiglu(self) -> bool:
+        return self.gated_mlp
+
+    @property
+    def untie_embeddings_and_output_weights(self) -> bool:
+        return not self.tied_embeddings
 
     @property
     def head_dim(self) -> int:
@@ -57,13 +121,53 @@ class ModelSpec:
     def kv_dim(self) -> int:
         return self.kv_heads * self.head_dim
 
+    def padded_vocab(self, tp: int = 1) -> int:
+        """V rounded up to a multiple of vocab_divisible_by x tp, as Megatron-LM pads it
+        (`vocab_size_with_padding`): 128256 -> 129024 at t = 8, 32000 -> 32768, 50257 -> 51200."""
+        multiple = self.vocab_divisible_by * tp
+        return -(-self.vocab // multiple) * multiple
+
+    def with_overrides(self, **overrides) -> "ModelSpec":
+        """A copy with fields replaced (field or Megatron-LM names); unknown names are refused
+        with the closest known one."""
+        known = {f.name for f in fields(self)}
+        kw = {}
+        for key, value in overrides.items():
+            if key == "untie_embeddings_and_output_weights":
+                key, value = "tied_embeddings", not value
+            key = MEGATRON_NAMES.get(key, key)
+            if key not in known:
+                near = difflib.get_close_matches(key, sorted(known | set(MEGATRON_NAMES)), n=1)
+                hint = f"; did you mean {near[0]!r}?" if near else f"; known: {', '.join(sorted(known))}"
+                raise ParasimError(f"model {self.name}: no field {key!r}{hint}")
+            kw[key] = value
+        if "ffn_hidden" not in kw and "hidden" in kw and self.ffn_hidden == 4 * self.hidden:
+            kw["ffn_hidden"] = 0          # a GPT-shaped model keeps f = 4 h
+        if "kv_heads" not in kw and "heads" in kw and self.kv_heads == self.heads:
+            kw["kv_heads"] = 0            # multi-head attention stays multi-head
+        if "moe_ffn_hidden" not in kw and self.moe_ffn_hidden == self.ffn_hidden:
+            kw["moe_ffn_hidden"] = 0
+        return replace(self, **kw)
+
+    def mlp_params(self, ffn: int | None = None) -> int:
+        """One MLP (expert): (2 or 3) h f weights, plus f + h biases for GPT."""
+        h, f = self.hidden, self.ffn_hidden if ffn is None else ffn
+        return (3 if self.gated_mlp else 2) * h * f + ((f + h) if self.biases else 0)
+
+    def attention_params(self) -> int:
+        """QKV h (h + 2 kv) + projection h^2, plus their biases for GPT."""
+        h, kv = self.hidden, self.kv_dim
+        return h * (h + 2 * kv) + h * h + ((h + 2 * kv) + h if self.biases else 0)
+
     def layer_params(self) -> int:
-        """Per layer: QKV h(h + 2 kv) + proj h^2 + MLP (2 or 3) h f, biases, two norms."""
-        h, f, kv = self.hidden, self.ffn_hidden, self.kv_dim
-        weights = h * (h + 2 * kv) + h * h + (3 if self.gated_mlp else 2) * h * f
-        biases = (h + 2 * kv) + h + f + h if self.biases else 0
+        """Per layer: attention + MLP (num_experts experts and an h x E router with MoE) + two norms."""
+        h = self.hidden
         norms = 2 * (2 * h if self.biases else h)
-        return weights + biases + norms
+        if self.num_experts:
+            mlp = self.num_experts * self.mlp_params(self.moe_ffn_hidden) + h * self.num_experts
+        else:
+            mlp = self.mlp_params()
+        return self.attention_params() + mlp + norms
 
     def params(self) -> int:
         """All parameters. For GPT this is 12 L h^2 (1 + 13/(12h) + (V+s)/(12 L h)) (REFERENCES 5)."""
@@ -74,12 +178,19 @@ class ModelSpec:
         # the GPT formula omits the final LayerNorm (2h): kept out to match it exactly
         return self.layers * self.layer_params() + emb + pos + (0 if self.biases else final_norm)
 
+    def active_params(self) -> int:
+        """Parameters one token uses: with MoE only top-k experts' MLPs (Fedus et al. 2021)."""
+        if not self.num_experts:
+            return self.params()
+        idle = (self.num_experts - self.moe_router_topk) * self.mlp_params(self.moe_ffn_hidden)
+        return self.params() - self.layers * idle
+
     def matmul_params(self) -> int:
-        """N of PaLM's 6N: parameters that take part in matmuls (no position table, no input lookup
-        when the output matrix is untied)."""
+        """N of PaLM's 6N: active parameters that take part in matmuls (no position table, no input
+        lookup when the output matrix is untied)."""
         emb_lookup = 0 if self.tied_embeddings else self.vocab * self.hidden
         pos = self.seq * self.hidden if self.position_embedding else 0
-        return self.params() - emb_lookup - pos
+        return self.active_params() - emb_lookup - pos
 
     def model_flops_per_token(self) -> float:
         """PaLM (Chowdhery et al. 2022, App. B): 6 N + 12 L H Q T, H Q = h heads x head dim, T = s."""
@@ -89,6 +200,8 @@ class ModelSpec:
         extra = ""
         if self.gated_mlp or self.kv_heads != self.heads:
             extra = f", f={self.ffn_hidden}, kv_heads={self.kv_heads}{', SwiGLU' if self.gated_mlp else ''}"
+        if self.num_experts:
+            extra += f", experts={self.num_experts} top-{self.moe_router_topk}"
         return (f"{self.name}(L={self.layers}, h={self.hidden}, a={self.heads}, s={self.seq}, "
                 f"V={self.vocab}{extra}; {self.params() / 1e9:.4g}B params)")
 
@@ -127,25 +240,43 @@ _TABLE1 = (
 
 _MODELS = {name: ModelSpec(name, L, h, a, 2048, 51200, source=_MEGATRON)
            for name, a, h, L, *_ in _TABLE1}
+
+_GPT3 = ("Brown et al. 2020 (GPT-3) Table 2.1: n_layers, d_model, n_heads, context 2048; GPT-2 BPE "
+         "vocabulary 50257 (Megatron-LM pads it to 51200 at t = 8)")
+# (name, layers, d_model, heads); Table 2.1 prints 24 heads for XL and d_model 5140 for 13B, which
+# do not divide into its 128-wide heads: we use 16 heads (d_head 128) and 5120 (40 x 128)
+for _name, _L, _h, _a in (("gpt3-125m", 12, 768, 12), ("gpt3-350m", 24, 1024, 16), ("gpt3-760m", 24, 1536, 16),
+                          ("gpt3-1.3b", 24, 2048, 16), ("gpt3-2.7b", 32, 2560, 32), ("gpt3-6.7b", 32, 4096, 32),
+                          ("gpt3-13b", 40, 5120, 40)):
+    _MODELS[_name] = ModelSpec(_name, _L, _h, _a, 2048, 50257, source=_GPT3)
 _MODELS["gpt3-175b"] = ModelSpec(
     "gpt3-175b", 96, 12288, 96, 2048, 51200,
     source="Brown et al. 2020 Table 2.1 (96 layers, d_model 12288, 96 heads, context 2048); "
            "vocabulary padded to 51200 as in Narayanan et al. 2021 Table 2")
+
+_LLAMA = dict(gated_mlp=True, biases=False, position_embedding=False, tied_embeddings=False)
+_LLAMA2 = "Touvron et al. 2023 (Llama 2) Table 1 and model cards: context 4096, vocab 32000, SwiGLU, untied, RMSNorm"
+_LLAMA3 = ("Llama Team 2024 (The Llama 3 Herd of Models) Table 3 and the Llama 3/3.1 configs: vocab 128256, "
+           "pre-training context 8192, 8 KV heads (GQA), SwiGLU, untied, RMSNorm")
 _MODELS["llama-7b"] = ModelSpec(
-    "llama-7b", 32, 4096, 32, 2048, 32000, ffn_hidden=11008, gated_mlp=True, biases=False,
-    position_embedding=False, tied_embeddings=False,
+    "llama-7b", 32, 4096, 32, 2048, 32000, ffn_hidden=11008, **_LLAMA,
     source="Touvron et al. 2023 (LLaMA) Table 2: 32 layers, dim 4096, 32 heads, context 2048, "
            "SwiGLU 11008, vocab 32000")
-_MODELS["llama-70b"] = ModelSpec(
-    "llama-70b", 80, 8192, 64, 4096, 32000, ffn_hidden=28672, kv_heads=8, gated_mlp=True,
-    biases=False, position_embedding=False, tied_embeddings=False,
-    source="Touvron et al. 2023 (Llama 2): 80 layers, dim 8192, 64 heads, GQA 8 KV heads, context "
-           "4096, SwiGLU 28672, vocab 32000")
-_MODELS["llama-405b"] = ModelSpec(
-    "llama-405b", 126, 16384, 128, 8192, 128256, ffn_hidden=53248, kv_heads=8, gated_mlp=True,
-    biases=False, position_embedding=False, tied_embeddings=False,
-    source="Llama Team 2024 (The Llama 3 Herd of Models) Table 3: 126 layers, dim 16384, 128 heads, "
-           "8 KV heads, FFN 53248, vocab 128256, pre-training context 8192")
+# (name, layers, hidden, heads, kv heads, ffn, seq, vocab, source)
+for _name, _L, _h, _a, _kv, _f, _s, _V, _src in (
+        ("llama2-7b", 32, 4096, 32, 32, 11008, 4096, 32000, _LLAMA2),
+        ("llama2-13b", 40, 5120, 40, 40, 13824, 4096, 32000, _LLAMA2),
+        ("llama2-70b", 80, 8192, 64, 8, 28672, 4096, 32000, _LLAMA2),
+        ("llama3-8b", 32, 4096, 32, 8, 14336, 8192, 128256, _LLAMA3),
+        ("llama3-70b", 80, 8192, 64, 8, 28672, 8192, 128256, _LLAMA3),
+        ("llama3-405b", 126, 16384, 128, 8, 53248, 8192, 128256, _LLAMA3)):
+    _MODELS[_name] = ModelSpec(_name, _L, _h, _a, _s, _V, ffn_hidden=_f, kv_heads=_kv, **_LLAMA, source=_src)
+# Llama 3.1 keeps the Llama 3 shapes (its 128k context is a final continued-training stage)
+for _size in ("8b", "70b", "405b"):
+    _MODELS[f"llama3.1-{_size}"] = replace(_MODELS[f"llama3-{_size}"], name=f"llama3.1-{_size}")
+# earlier names, kept
+_MODELS["llama-70b"] = replace(_MODELS["llama2-70b"], name="llama-70b")
+_MODELS["llama-405b"] = replace(_MODELS["llama3-405b"], name="llama-405b")
 
 PUBLISHED_RUNS = tuple(PublishedRun(name, t, p, g, B, tf, _MEGATRON) for name, _a, _h, _L, t, p, g, B, tf in _TABLE1) + (
     PublishedRun("gpt3-175b", 8, 12, 1536, 1536, 141,
@@ -156,11 +287,16 @@ def model_names() -> tuple[str, ...]:
     return tuple(_MODELS)
 
 
-def get_model(name: str) -> ModelSpec:
-    """The preset called `name`; refuses unknown names, listing the known ones."""
+def get_model(name, **overrides) -> ModelSpec:
+    """The preset called `name` (or a ModelSpec), with any fields overridden
+    (`ModelSpec.with_overrides`); refuses unknown names, suggesting the closest preset."""
     if isinstance(name, ModelSpec):
-        return name
-    key = str(name).strip().lower()
-    if key not in _MODELS:
-        raise ParasimError(f"unknown model preset {name!r}; known: {', '.join(_MODELS)}")
-    return _MODELS[key]
+        spec = name
+    else:
+        key = str(name).strip().lower()
+        if key not in _MODELS:
+            near = difflib.get_close_matches(key, list(_MODELS), n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
+            raise ParasimError(f"unknown model preset {name!r}; {hint}known: {', '.join(_MODELS)}")
+        spec = _MODELS[key]
+    return spec.with_overrides(**overrides) if overrides else spec

@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..models.kernels import (gelu_backward, gelu_forward, layer_norm_backward_input,
-                              layer_norm_backward_weight, layer_norm_forward, relu_backward,
-                              relu_forward)
+from ..models.kernels import (
+    gelu_backward,
+    gelu_forward,
+    layer_norm_backward_input,
+    layer_norm_backward_weight,
+    layer_norm_forward,
+    relu_backward,
+    relu_forward,
+)
 from ..ops import kernel
 
 

@@ -15,14 +15,14 @@ except `param/<p>` and the final `grad/<p>`. Local rank i of stage k is global r
 
 from __future__ import annotations
 
-from ..parallel.schedules import gpipe, one_f_one_b
-from ..program import Program, ProgramBuilder, Recv, Send
-from .compile import _Emitter, backward_pass, forward_pass, resolve_grad, sgd
-from .pipeline import PipelinePlan
+from ...parallel.schedules import gpipe, one_f_one_b
+from ...program import Program, ProgramBuilder, Recv, Send
+from ..compile import Emitter, backward_pass, forward_pass, resolve_grad, sgd
+from .plan import PipelinePlan
 
 
 class StageBuilder:
-    """What _Emitter needs of a ProgramBuilder, for one stage block and micro-batch: local rank
+    """What Emitter needs of a ProgramBuilder, for one stage block and micro-batch: local rank
     r -> offset + r, every name but param/* suffixed with `~mb<j>` (none when mb is None)."""
 
     def __init__(self, b: ProgramBuilder, offset: int, mb: int | None):
@@ -62,7 +62,7 @@ def compile_pipeline(pplan: PipelinePlan, train: bool = True) -> Program:
         for act in sched.actions[k]:
             j = act.microbatch
             if act.kind == "F":
-                em = ems[j] = _Emitter(sub)
+                em = ems[j] = Emitter(sub)
                 em.b = StageBuilder(b, off, j)
                 for bd in pplan.boundaries:
                     if bd.dst == k:
@@ -112,7 +112,7 @@ def compile_pipeline(pplan: PipelinePlan, train: bool = True) -> Program:
 
 def _update(b: ProgramBuilder, sub, off: int, param_grads: dict) -> None:
     """Sum each parameter's micro-batch gradients, then its mirror, then SGD (stage ranks)."""
-    em = _Emitter(sub)
+    em = Emitter(sub)
     em.b = StageBuilder(b, off, None)
     for p, names in param_grads.items():
         if not names:
@@ -138,14 +138,14 @@ def _tag(bd, j: int, forward: bool) -> str:
     return f"{'' if forward else 'd'}{bd.tensor}/mb{j}"
 
 
-def _send(b: ProgramBuilder, em: _Emitter, bd, pplan: PipelinePlan, j: int, name: str,
+def _send(b: ProgramBuilder, em: Emitter, bd, pplan: PipelinePlan, j: int, name: str,
           forward: bool) -> None:
     me, peer = _peer(pplan, bd, forward)
     for i in range(pplan.stage_devices):
         b.add(me + i, Send(em.b.name(name), peer + i, _tag(bd, j, forward), bd.nbytes, j))
 
 
-def _recv(b: ProgramBuilder, em: _Emitter, bd, pplan: PipelinePlan, j: int, forward: bool) -> str:
+def _recv(b: ProgramBuilder, em: Emitter, bd, pplan: PipelinePlan, j: int, forward: bool) -> str:
     """Receive the boundary tensor (forward) or its gradient (backward); returns the stage-local
     name of the result in the layout the stage needs."""
     peer, me = _peer(pplan, bd, forward)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .explain import Explanation, Move, _entries, _moves, _operator
-from .pipeline import PipelinePlan, build_pipeline_plan
+from ..explanation import Explanation, Move, operator_entry, plan_moves, step_entries
+from .plan import PipelinePlan, build_pipeline_plan
 
 
 def explain_pipeline(net, ctx) -> Explanation:
@@ -16,8 +16,8 @@ def explain_pipeline(net, ctx) -> Explanation:
     for k, sub in enumerate(pplan.stages):
         ranks = pplan.ranks(k)
         for np_ in sub.nodes:
-            operators.append(dict(_operator(sub, np_), stage=k, ranks=list(ranks)))
-        moves += [_shift(mv, ranks[0]) for mv in _moves(sub)]
+            operators.append(dict(operator_entry(sub, np_), stage=k, ranks=list(ranks)))
+        moves += [_shift(mv, ranks[0]) for mv in plan_moves(sub)]
     moves += list(_pipeline_moves(pplan))
     return Explanation(ctx, tuple(operators), tuple(moves), pplan)
 
@@ -35,13 +35,13 @@ def _pipeline_moves(pplan: PipelinePlan):
                else f"stage {bd.src} gathers it to a replicated tensor, every rank sends it whole and "
                     f"stage {bd.dst} cuts it locally")
         label = f"stage {bd.src} -> {bd.dst}"
-        for mv in _entries("pipeline", label, x, bd.gather, f"{x} leaves stage {bd.src}"):
+        for mv in step_entries("pipeline", label, x, bd.gather, f"{x} leaves stage {bd.src}"):
             yield _shift(mv, a)
         yield Move("pipeline", label, x, "send", tuple((a + i, b + i) for i in range(Ds)),
                    bd.nbytes, f"{x} is computed in stage {bd.src} and read in stage {bd.dst}: "
                    f"{how}; once per micro-batch ({m})", False)
         if bd.needs_grad:
-            for mv in _entries("pipeline", f"stage {bd.dst} -> {bd.src}", "d" + x, bd.grad_gather,
+            for mv in step_entries("pipeline", f"stage {bd.dst} -> {bd.src}", "d" + x, bd.grad_gather,
                                f"the gradient of {x} leaves stage {bd.dst}"):
                 yield _shift(mv, b)
             yield Move("pipeline", f"stage {bd.dst} -> {bd.src}", "d" + x, "send",

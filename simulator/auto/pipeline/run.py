@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .compile import local_name
-from .pipeline import PipelinePlan, build_pipeline_plan
-from .pipeline_compile import compile_pipeline
+from ..compile import local_name
+from ..results import AutoRunResult, runtime_for
+from .compile import compile_pipeline
+from .plan import PipelinePlan, build_pipeline_plan
 
 
 def train_pipeline(net, ctx, feeds: dict, runtime=None, steps: int = 1, train: bool = True):
-    from .run import AutoRunResult, runtime_for  # run.py dispatches here; the result type lives there
-
     pplan = build_pipeline_plan(net, ctx)
     program = compile_pipeline(pplan, train=train)
     D, Ds, m = pplan.device_num, pplan.stage_devices, pplan.micro_size

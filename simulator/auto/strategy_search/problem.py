@@ -9,7 +9,7 @@ The problem (MindSpore's cost graph, `auto_parallel/graph_costmodel.cc`): one va
 operator (Reshape excepted: it follows its producer), whose domain is its candidate strategies:
 every tensor dim cut a power of two, shared letters cut alike (MatMul's two k), whole letters
 uncut, the product dividing D (exactly D with fully_use_devices, MindSpore's default). The
-objective (cost_ops.py) splits into
+objective (cost.py) splits into
 - a unary term per operator: compute, its output's partial-sum communication (and its
   adjoint), the mirror AllReduce and memory of the parameters stored in its layout;
 - a pairwise term per edge: redistributing a tensor from where it is stored (its producer's
@@ -17,26 +17,33 @@ objective (cost_ops.py) splits into
   infinite when the two device matrices do not nest (no redistribution exists, e.g. cuts 3 x 2
   against 2 x 3 on 6 devices), so no search picks such a pair.
 Memory is a unary sum, limited per device (`OpCostModel.memory_limit_bytes`).
-search_dp.py and search_rec.py minimise it; `assign_searched` hands the choice to plan.py.
+dp.py and rec.py minimise it; `assign_searched` hands the choice to plan.py.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from math import prod
 
 import numpy as np
 
-from ..errors import ParasimError
-from ..layout import Layout
-from .context import AutoParallelContext
-from .cost_ops import (INFEASIBLE, ZERO, Cost, OpCostModel, compute_cost, mirror_cost, output_cost,
-                       param_memory, transfer_cost)
-from .graph import Network, Node
-from .ops import Reshape
-from .propagate import reshape_sharding, shapes_of, sharding_of
-from .strategy import OpSharding
+from ...errors import ParasimError
+from ...layout import Layout
+from ..graph import Network, Node
+from ..ops import Reshape
+from ..propagate import reshape_sharding, shapes_of, sharding_of
+from ..strategy import OpSharding
+from .cost import (
+    INFEASIBLE,
+    ZERO,
+    Cost,
+    OpCostModel,
+    compute_cost,
+    mirror_cost,
+    output_cost,
+    param_memory,
+    transfer_cost,
+)
 
 
 def power_of_two_strategies(net: Network, node: Node, D: int, fully_use_devices: bool = False):
@@ -253,52 +260,3 @@ def _edge(prob: Problem, src, dst, shape, back, priced, unary_fn, tables, model)
         m = tables[key] if ra == a else tables[key].T
         prob.pair[(a, b)] = prob.pair.get((a, b), 0) + m
         prob.terms.append(((ra, rb), lambda ch: cost(la[ch[ra]], lb[ch[rb]])))
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    """The strategies a search chose, their objective and cost, and how long the search took."""
-
-    mode: str
-    strategies: dict  # operator label -> strategy tuple
-    objective: float  # alpha*compute + beta*(comm + gamma*param_comm), seconds
-    cost: Cost
-    model: OpCostModel
-    n_operators: int
-    n_candidates: int  # candidate strategies over all operators
-    search_time_s: float
-    shardings: dict = field(repr=False, compare=False)  # node index -> OpSharding
-
-    def __repr__(self) -> str:
-        return (f"SearchResult({self.mode}: {self.n_operators} operators, {self.n_candidates} "
-                f"candidates, objective {self.objective * 1e3:.6g} ms, "
-                f"{self.cost.memory_bytes / 1e6:.4g} MB per device, {self.search_time_s:.3g} s)")
-
-
-def search(net: Network, ctx: AutoParallelContext, model: OpCostModel | None = None,
-           mode: str | None = None) -> SearchResult:
-    """Run the context's search mode (or `mode`) with the context's cost model (or `model`)."""
-    from .search_dp import solve_dp  # the solvers build on this module
-    from .search_rec import solve_recursive
-
-    mode = mode or ctx.search_mode
-    model = model or getattr(ctx, "cost_model", None) or OpCostModel()
-    if not isinstance(model, OpCostModel):
-        raise ParasimError(f"cost_model must be an OpCostModel, got {type(model).__name__}")
-    solvers = {"dynamic_programming": solve_dp, "recursive_programming": solve_recursive}
-    if mode not in solvers:
-        raise ParasimError(f"search mode {mode!r} is not one of {sorted(solvers)}")
-    t0 = time.perf_counter()
-    D = ctx.stage_devices
-    prob = build_problem(net, D, model, None if mode == "dynamic_programming" else False)
-    choice = solvers[mode](prob)
-    elapsed = time.perf_counter() - t0
-    sh = prob.shardings(choice)
-    return SearchResult(mode, {net.nodes[v].label: sh[v].strategy for v in prob.order},
-                        prob.objective(choice) + prob.const.objective(model), prob.evaluate(choice),
-                        model, len(prob.order), sum(len(c) for c in prob.cands.values()), elapsed, sh)
-
-
-def assign_searched(net: Network, ctx: AutoParallelContext) -> dict[int, OpSharding]:
-    """propagate.assign's hook for the dynamic_programming and recursive_programming modes."""
-    return search(net, ctx).shardings

@@ -8,7 +8,7 @@ MindSpore semantics (REFERENCES §1, "Pipeline"; MindSpore docs "pipeline_parall
   (MindSpore's `cell.pipeline_stage = k`). Either every operator is placed or none is; with none,
   the operator sequence is cut into S contiguous parts of equal operator COUNT (the first
   n mod S parts get one more) -- predictable, like MindSpore's equal-layer split.
-- Shard strategies apply within a stage: each stage is planned by plan.build_plan as its own
+- Shard strategies apply within a stage: each stage is planned by planner.build_plan as its own
   network on D/S devices (local ranks 0..D/S-1, laid on the block's ranks by compile).
 - A tensor produced in stage a and consumed in stage b > a crosses with Send/Recv, rank
   a D/S + i -> b D/S + i. If both stages keep it in the same layout, each rank sends its own block
@@ -28,13 +28,14 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, replace
 
-from ..errors import ParasimError
-from ..layout import Layout
-from .context import AutoParallelContext
-from .graph import Network
-from .ops import Reshape
-from .plan import ITEMSIZE, ParallelPlan, build_plan, grad_layout
-from .redistribution import Step, redistribute
+from ...errors import ParasimError
+from ...layout import Layout
+from ..context import AutoParallelContext
+from ..graph import Network
+from ..ops import Reshape
+from ..plan import ITEMSIZE, ParallelPlan, grad_layout
+from ..planner import build_plan
+from ..redistribution import Step, redistribute
 
 
 @dataclass(frozen=True)

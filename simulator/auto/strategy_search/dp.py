@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ParasimError
-from ..units import fmt_bytes
-from .search_ops import Problem
+from ...errors import ParasimError
+from ...units import fmt_bytes
+from .problem import Problem
 
 
 def eliminate(prob: Problem, lam: float = 0.0) -> dict[int, int]:

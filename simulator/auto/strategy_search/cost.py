@@ -23,7 +23,7 @@ makes the objective the serialised step time.
 - memory per device: each parameter's stored shard twice (value and gradient) plus each
   operator's output shard (kept for the backward pass). Reshape outputs are views.
 
-`plan_cost(plan, model)` prices a built ParallelPlan step by step; the search (search_ops.py)
+`plan_cost(plan, model)` prices a built ParallelPlan step by step; the search (problem.py)
 prices the same terms per operator and per edge, and the two agree (tests/test_auto_search.py).
 """
 
@@ -34,15 +34,15 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Sequence
 
-from ..cost.comm import collective_time_s
-from ..cost.compute import matmul_time_s, memory_time_s
-from ..cost.hardware import DTYPE_NBYTES, Hardware, get_hardware
-from ..errors import ParasimError
-from ..layout import Layout
-from ..topology import Topology
-from .ops import BatchMatMul, MatMul, Reshape
-from .plan import ITEMSIZE, ParallelPlan, grad_layout
-from .redistribution import Step, redistribute
+from ...cost.comm import collective_time_s
+from ...cost.compute import matmul_time_s, memory_time_s
+from ...cost.hardware import DTYPE_NBYTES, Hardware, get_hardware
+from ...errors import ParasimError
+from ...layout import Layout
+from ...topology import Topology
+from ..ops import BatchMatMul, MatMul, Reshape
+from ..plan import ITEMSIZE, ParallelPlan, grad_layout
+from ..redistribution import Step, redistribute
 
 BACKWARD_FACTOR = 3.0  # forward + backward = 3 x forward (Narayanan et al. 2021)
 STATE_COPIES = 2  # a parameter shard and its gradient
