@@ -90,7 +90,7 @@ class Trace:
             pipelined_steps = {e.step for e in self.events if e.kind in ("send", "recv")}
         else:
             pipelined_steps = {e.step for e in self.events} if self.pipelined else set()
-        step_spans = _step_windows(self.events)
+        step_spans = step_windows(self.events)
         by_device: dict[int, list[TraceEvent]] = {d: [] for d in range(self.n_devices)}
         for e in self.events:
             by_device.setdefault(e.device, []).append(e)
@@ -103,7 +103,7 @@ class Trace:
             compute_s = _union_length(work)
             busy_compute = _union_length(work + opt)
             busy = _union_length(work + opt + comm)
-            idle = _gaps(sorted(work + opt + comm), 0.0, span)
+            idle = uncovered(sorted(work + opt + comm), 0.0, span)
             bubble_s = sum(_overlap(idle, w) for k, w in step_spans.items() if k in pipelined_steps)
             idle_s = max(span - busy, 0.0)
             row = {"device": d, "compute_s": compute_s, "optimizer_s": busy_compute - compute_s,
@@ -273,7 +273,7 @@ def _union_length(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def _step_windows(events) -> dict[int, tuple[float, float]]:
+def step_windows(events) -> dict[int, tuple[float, float]]:
     """Per step: (first start, last end) over all devices."""
     out: dict[int, tuple[float, float]] = {}
     for e in events:
@@ -282,7 +282,7 @@ def _step_windows(events) -> dict[int, tuple[float, float]]:
     return out
 
 
-def _gaps(sorted_intervals: list[tuple[float, float]], lo: float, hi: float) -> list[tuple[float, float]]:
+def uncovered(sorted_intervals: list[tuple[float, float]], lo: float, hi: float) -> list[tuple[float, float]]:
     """The parts of [lo, hi] that no interval covers."""
     out, cur = [], lo
     for s, e in sorted_intervals:
