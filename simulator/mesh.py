@@ -64,6 +64,16 @@ class DeviceMesh:
         object.__setattr__(self, "_positions", {d: i for i, d in enumerate(ids)})
 
     @classmethod
+    def megatron(cls, tp: int = 1, cp: int = 1, ep: int = 1, dp: int = 1, pp: int = 1) -> "DeviceMesh":
+        """The 5-D training mesh in Megatron-LM's rank order "tp-cp-ep-dp-pp" (tensor fastest, then
+        context, then expert, then data, then pipeline: megatron/core/parallel_state.py,
+        initialize_model_parallel(order="tp-cp-ep-dp-pp")), so tensor groups are neighbouring ranks
+        that share a node's fast links. Axes print slowest first:
+
+            DeviceMesh.megatron(tp=2, cp=2, dp=2, pp=2) -> Mesh(pp=2, dp=2, ep=1, cp=2, tp=2)"""
+        return cls({"pp": pp, "dp": dp, "ep": ep, "cp": cp, "tp": tp})
+
+    @classmethod
     def from_shape(cls, shape: Sequence[int], axis_names: Sequence[str],
                    device_ids: Sequence[int] | None = None) -> "DeviceMesh":
         """DeviceMesh.from_shape((2, 4), ("dp", "tp")) == DeviceMesh({"dp": 2, "tp": 4})."""

@@ -12,7 +12,8 @@ A `Link` is the alpha-beta pair: a message of n bytes takes `latency_s + n / ban
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Mapping
 
 from simulator.errors import ParasimError
 
@@ -46,12 +47,15 @@ class Link:
 
 @dataclass(frozen=True)
 class Topology:
-    """`n_devices` ranks in nodes of `devices_per_node` consecutive ranks (last node may be short)."""
+    """`n_devices` ranks in nodes of `devices_per_node` consecutive ranks (last node may be short).
+    `nvls_allreduce_gain`: group size -> in-switch (NVLink SHARP) all-reduce bus bandwidth over the
+    ring's inside one node, when the node has it (`simulator.cost.hardware`)."""
 
     n_devices: int
     devices_per_node: int
     intra: Link
     inter: Link
+    nvls_allreduce_gain: Mapping[int, float] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self):
         if self.n_devices < 1:

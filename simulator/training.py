@@ -49,6 +49,7 @@ class TrainResult:
             "strategy": self.config.strategy, "devices": self.config.devices,
             "dp": self.config.dp, "pp": self.config.pp, "tp": self.config.tp, "microbatches": self.config.m,
             "schedule": self.compiled.notes.get("schedule"),
+            "cp": self.config.cp, "cp_kind": self.config.cp_kind if self.config.cp > 1 else None,
             "ep": self.config.ep, "zero": self.config.zero, "moe": self.compiled.notes.get("moe"),
             "losses": self.losses, "reference_losses": self.reference_losses,
             "max_rel_weight_diff_vs_single": self.max_rel_weight_diff_vs_single,

@@ -21,7 +21,7 @@ def test_pipelines_show_zb_h2_with_bubble_and_peak_memory():
     at = page("pipelines")
     assert "zb-h2" in at.multiselect(key="schedules").value
     names = [m.value for m in at.markdown if m.value.startswith("**")]
-    assert names == ["**gpipe**", "**1f1b**", "**interleaved**", "**zb-h1**", "**zb-h2**"]
+    assert names == ["**gpipe**", "**1f1b**", "**interleaved**", "**zb-h1**", "**zb-h2**", "**dualpipe**"]
     peaks = [m.value for m in at.metric if m.label == "peak memory"]
     expect = {n: max(simulate_schedule(make_schedule(n, 4, 8), 1.0, 1.0, 1.0).peak_in_flight) for n in
               ("gpipe", "1f1b", "zb-h1", "zb-h2")}
@@ -37,3 +37,18 @@ def test_pipelines_bubble_deltas_name_their_baseline():
     deltas = [m.proto.delta for m in at.metric if m.label == "bubble"]
     assert deltas[:2] == ["same as 1f1b", "baseline"]  # never a red "+0.0%"
     assert all(d.endswith("vs 1f1b") and d.startswith("-") for d in deltas[2:])  # interleaved, ZB-H1, ZB-H2 gain
+
+
+def test_pipelines_show_dualpipe_beside_the_others():
+    from simulator import make_schedule, simulate_schedule
+
+    at = page("pipelines")  # p=4, m=8
+    bubbles = dict(zip([m.value.strip("*") for m in at.markdown if m.value.startswith("**")],
+                       [m.value for m in at.metric if m.label == "bubble"]))
+    want = simulate_schedule(make_schedule("dualpipe", 4, 8), 1.0, 1.0, 1.0)
+    assert bubbles["dualpipe"] == f"{want.bubble_fraction:.1%}"
+    assert float(bubbles["dualpipe"].rstrip("%")) < float(bubbles["zb-h1"].rstrip("%"))
+    assert [m.value for m in at.metric if m.label == "peak memory"][-1] == "5 M_B"  # p + 1
+    assert any("DualPipe" in c.value for c in at.caption)
+    at.slider(key="p").set_value(5).run()
+    assert any(e.value.startswith("dualpipe:") and "even number of stages; got 5" in e.value for e in at.error)

@@ -33,7 +33,7 @@ def test_strategy_file_records_layouts_and_shards(tmp_path):
     assert ck.step == 4 and ck.path.name == "step_00000004"
     assert Checkpoint.open(tmp_path / "step_00000002").step == 2  # and the periodic ones
     record = json.loads((ck.path / "strategy.json").read_text())
-    assert record["devices"] == 8 and record["mesh"] == "Mesh(pp=2, dp=4, tp=1)"
+    assert record["devices"] == 8 and record["mesh"] == "Mesh(pp=2, dp=4, ep=1, cp=1, tp=1)"
     w0 = record["tensors"]["param/0/w"]
     assert w0["global_shape"] == [6, 8] and w0["layout"] == "replicated on ranks [0, 1, 2, 3]"
     assert [s["rank"] for s in w0["shards"]] == [0, 1, 2, 3] and w0["shards"][0]["box"] == [[0, 6], [0, 8]]

@@ -104,6 +104,8 @@ def test_hardware_device_model_for_the_clock():
     assert dm.compute_time_s(mm) == pytest.approx(2 * 4096**3 / (312e12 * compute.MATMUL_PEAK_FRACTION))
     add = Compute("add", ("x", "y"), ("z",), flops=1e6, nbytes=3e9)
     assert dm.compute_time_s(add) == pytest.approx(3e9 / (2.039e12 * compute.MEMORY_EFFICIENCY))
-    assert dm.link(0, 7) == pytest.approx((2e-6, 300e9)) and dm.link(7, 8) == pytest.approx((5e-6, 25e9))
+    # links at the preset's measured NCCL efficiency (0.8), the one the closed form uses too
+    assert dm.link(0, 7) == pytest.approx((2e-6, 0.8 * 300e9)) and dm.link(7, 8) == pytest.approx((5e-6, 0.8 * 25e9))
+    assert HardwareDeviceModel("a100-80gb", 16, link_efficiency=1.0).link(0, 7) == pytest.approx((2e-6, 300e9))
     with pytest.raises(ParasimError):
         HardwareDeviceModel("tpu-v4-like", 4, dtype="fp64")

@@ -39,7 +39,7 @@ def test_hybrid_without_tensor_axis_is_data_x_pipeline_for_any_model():
 
 def test_mesh_order_tensor_fastest_then_data_then_pipeline():
     cfg = TrainConfig(GPT, strategy="hybrid", devices=8, dp=2, tp=2, pp=2)
-    assert repr(hybrid_mesh(cfg)) == "Mesh(pp=2, dp=2, tp=2)"
+    assert repr(hybrid_mesh(cfg)) == "Mesh(pp=2, dp=2, ep=1, cp=1, tp=2)"
     assert axis_groups(cfg) == {"tp": [(0, 1), (2, 3), (4, 5), (6, 7)], "dp": [(0, 2), (1, 3), (4, 6), (5, 7)],
                                 "pp": [(0, 4), (1, 5), (2, 6), (3, 7)]}
 

@@ -25,9 +25,12 @@ def test_gpt3_search_fits_and_beats_the_published_megatron_choice(gpt3):
     assert best.result.tokens_per_s >= published.tokens_per_s
     times = [c.result.step_time_s for c in gpt3.top]
     assert times == sorted(times) and len(gpt3.top) == 5
-    # the published layout is among the alternatives, and the reason names the gap
-    alt = next(a for a in gpt3.alternatives if (a.config.tp, a.config.pp, a.config.dp) == (8, 12, 16))
-    assert alt.reason.startswith("slower by")
+    # the published layout wins (with ZeRO-3 refused under a pipeline it no longer "looks free"),
+    # or it is among the alternatives and the reason names the gap
+    if (best.config.tp, best.config.pp, best.config.dp) != (8, 12, 16):
+        alt = next(a for a in gpt3.alternatives if (a.config.tp, a.config.pp, a.config.dp) == (8, 12, 16))
+        assert alt.reason.startswith("slower by")
+    assert all(c.config.zero_stage < 2 or c.config.pp == 1 for c in gpt3.top)
 
 
 def test_search_explores_every_knob(gpt3):

@@ -1,4 +1,4 @@
-"""Pipeline schedules: GPipe, 1F1B, interleaved, ZB-H1 and ZB-H2 side by side."""
+"""Pipeline schedules: GPipe, 1F1B, interleaved, ZB-H1, ZB-H2 and DualPipe side by side."""
 
 import inspect
 
@@ -8,7 +8,7 @@ from ui import figure, intro, show_code, trace_downloads
 from simulator import SCHEDULES, ParasimError, SimResult, interleaved, make_schedule, one_f_one_b, zb_h1, zb_h2, viz
 from simulator import simulate_schedule as simulate
 
-NAMES = list(SCHEDULES)  # gpipe, 1f1b, interleaved, zb-h1, zb-h2
+NAMES = list(SCHEDULES)  # gpipe, 1f1b, interleaved, zb-h1, zb-h2, dualpipe
 
 intro("Pipeline schedules",
       "A pipeline splits the layers into **p stages**; each step pushes **m micro-batches** through them. "
@@ -76,7 +76,7 @@ for col, (name, res) in zip(cols, good):
         else:
             st.metric("bubble", f"{res.bubble_fraction:.1%}", f"{diff:+.1%} vs 1f1b", delta_color="inverse",
                       help="idle share of p x step time")
-        v_res = res.schedule.v
+        v_res = 1 if res.schedule.bidirectional else res.schedule.v  # DualPipe's chunks are whole stages
         st.metric("peak memory", f"{max(res.peak_in_flight) / v_res:.3g} M_B",
                   help="activations held at once by the busiest stage, in units of M_B (one micro-batch's "
                        f"activations for a whole stage); {max(res.peak_in_flight)} micro-batch"
@@ -90,7 +90,10 @@ st.caption(f"Textbook check: GPipe and 1F1B bubble (p-1)/(m+p-1) = {(p - 1) / (m
            "with fused backward and free transfers (Narayanan et al. 2021); ZB-H1 cuts the bubble to "
            "(p-1)(F+B-W) and ZB-H2 to (p-1)(F+B-2W) (Qi et al. 2023), but with a synchronised step no schedule "
            "idles less than (p-1)F: the last stage's first input arrives only then (the paper removes that "
-           "synchronisation with its optimizer post-validation).")
+           "synchronisation with its optimizer post-validation). DualPipe (DeepSeek-V3, Sec. 3.2.1) feeds two "
+           "copies of the model from both ends (chunk .1 runs the copy fed from the last device): bubble at most "
+           f"(p/2-1)(F&B+B-3W) = {max(p / 2 - 1, 0) * ((t_f + t_b + t_w) + (t_b + t_w) - 3 * t_w):.3g} with B the "
+           "full backward, p+1 micro-batches in flight, twice the parameters; it needs p even and m >= 2p.")
 
 pick = st.selectbox("Download the timeline of", [name for name, _ in good], key="download_pick")
 trace = viz.schedule_trace(dict(good)[pick])

@@ -75,9 +75,10 @@ def config_widgets(prefix: str, defaults: dict, per_row: int = 4) -> dict:
 
 @st.cache_data(show_spinner=False)
 def explore(model: ModelSpec, hw: str, B: int, kw: tuple) -> dict:
-    """estimate() of one configuration under ZeRO stages 0..3 (plain dicts, cheap to cache)."""
+    """estimate() of one configuration under ZeRO stages 0..3 (plain dicts, cheap to cache); with a
+    pipeline only 0 and 1 (ZeRO-2/3 with pp > 1 are refused, as DeepSpeed refuses them)."""
     out = {}
-    for z in range(4):
+    for z in range(4 if dict(kw)["pp"] == 1 else 2):
         cfg = ParallelConfig(global_batch=B, zero_stage=z, **dict(kw))
         out[z] = estimate(model, cfg, hw).as_dict()
         out[z]["config"] = repr(cfg)
@@ -122,7 +123,8 @@ with tab_est:
     kw = config_widgets("", {"tp": 8, "pp": 8, "dp": 8, "schedule": "1f1b", "recompute": "full"})
     res = or_error(explore, spec, hw, B, tuple(sorted(kw.items())))
     if res is not None:
-        zero = st.radio("ZeRO stage for the numbers below", [0, 1, 2, 3], horizontal=True, key="zero")
+        zero = st.radio("ZeRO stage for the numbers below", list(res["by_zero"]), horizontal=True, key="zero",
+                        help="ZeRO-2/3 need pp = 1: DeepSpeed refuses them with a pipeline")
         r = res["by_zero"][zero]
         show_metrics(r)
         st.caption(r["config"])

@@ -15,15 +15,18 @@ import json
 
 from ..cost.hardware import get_hardware, hardware_names
 from ..cost.memory import SCHEDULES
-from ..cost.model_presets import get_model, model_names
+from ..cost.model_presets import model_names
 from ..cost.search import search_training
+from .simulate import _SHAPE, _model, add_assumption_flags, assumptions_from_args
 from ..errors import ParasimError
 from ..units import fmt_bytes, fmt_time
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("search", help="search tp/pp/dp, micro-batch, schedule, ZeRO, recompute for the fastest fit")
-    p.add_argument("--model", required=True, help=f"model preset: {', '.join(model_names())}")
+    p.add_argument("--model", default=None, help=f"model preset: {', '.join(model_names())}")
+    for name in _SHAPE:
+        p.add_argument(f"--{name}", type=int, default=None, help=f"custom model: {name} (instead of --model)")
     p.add_argument("--gpus", type=int, required=True, help="number of devices")
     p.add_argument("--hardware", default="a100-80gb", help=f"preset: {', '.join(hardware_names())}")
     p.add_argument("--global-batch", dest="global_batch", type=int, required=True, help="B sequences per step")
@@ -33,12 +36,24 @@ def add_parser(sub) -> None:
     p.add_argument("--max-tp", dest="max_tp", type=int, default=None, help="largest tensor-parallel size "
                    "(default: devices per node)")
     p.add_argument("--alternatives", type=int, default=10, help="how many losing layouts to explain (default 10)")
+    p.add_argument("--cp", default=None, help="comma-separated context-parallel sizes to try (default: 1, and "
+                   "powers of two up to 32 for sequences of 16k tokens or more)")
+    add_assumption_flags(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    model, hw = get_model(args.model), get_hardware(getattr(args, "hardware", "a100-80gb"))
+    model, hw = _model(args), get_hardware(getattr(args, "hardware", "a100-80gb"))
+    A = assumptions_from_args(args, model)
+    cps = None
+    if getattr(args, "cp", None):
+        try:
+            cps = tuple(int(x) for x in str(args.cp).split(",") if x.strip())
+        except ValueError:
+            raise ParasimError(f"--cp must be comma-separated positive integers, got {args.cp!r}") from None
+        if not cps or min(cps) < 1:
+            raise ParasimError(f"--cp must be comma-separated positive integers, got {args.cp!r}")
     schedules = tuple(s.strip() for s in str(getattr(args, "schedules", ",".join(SCHEDULES))).split(",") if s.strip())
     unknown = [s for s in schedules if s not in SCHEDULES]
     if unknown or not schedules:
@@ -47,7 +62,7 @@ def run(args) -> int:
     if n_alt < 0:
         raise ParasimError(f"--alternatives must be >= 0, got {n_alt}")
     res = search_training(model, hw, int(args.gpus), int(args.global_batch), schedules=schedules,
-                          max_tp=getattr(args, "max_tp", None), top=top)
+                          max_tp=getattr(args, "max_tp", None), top=top, assumptions=A, context_parallel=cps)
     if getattr(args, "json", False):
         out = res.as_dict()
         out["alternatives"] = out["alternatives"][:n_alt]
@@ -60,9 +75,11 @@ def run(args) -> int:
     for i, c in enumerate(res.top, 1):
         r = c.result
         print(f"  {i}. {c.config!r}\n     {fmt_time(r.step_time_s)} per step, {r.tokens_per_s:,.0f} tokens/s, "
-              f"MFU {r.mfu:.1%}, bubble {r.bubble_fraction:.1%}, memory {fmt_bytes(r.memory_per_gpu_bytes)}")
+              f"MFU {r.mfu:.1%}, bubble {r.bubble_fraction:.1%}, memory {fmt_bytes(r.memory_per_gpu_bytes)} "
+              f"({fmt_bytes(r.memory.capacity_bytes - r.memory_per_gpu_bytes)} headroom)")
     if res.alternatives and n_alt:
         print("why other layouts lose:")
         for a in res.alternatives[:n_alt]:
-            print(f"  t={a.config.tp} p={a.config.pp} d={a.config.dp}: {a.reason}")
+            cp = f" c={a.config.cp}" if a.config.cp > 1 else ""
+            print(f"  t={a.config.tp}{cp} p={a.config.pp} d={a.config.dp}: {a.reason}")
     return 0

@@ -2,17 +2,25 @@
 
     parasim simulate --model megatron-1t --hardware a100-80gb --tp 8 --pp 64 --dp 6 \\
         --microbatch-size 1 --global-batch 3072 --recompute full --json
+    parasim simulate --model llama-405b --hardware h100-sxm --gpus 8192 --tp 8 --pp 16 \\
+        --schedule interleaved --virtual-stages 2 --balance-embedding --global-batch 2048 \\
+        --sequence-parallel --overlap-grad-reduce --overlap-param-gather --tp-comm-overlap --zero 1
+
+The software-stack switches (`Assumptions`) carry Megatron-LM's flag names. FlashAttention is on by
+default for models with rotary positions (the Llama family) and off for GPT-style presets (the
+2021 papers ran without it); --use-flash-attn / --no-flash-attn decide explicitly.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 
 from ..cost.analytic import estimate
 from ..cost.hardware import get_hardware, hardware_names
 from ..cost.memory import RECOMPUTE, SCHEDULES
 from ..cost.model_presets import ModelSpec, get_model, model_names
-from ..cost.parallel_config import ParallelConfig
+from ..cost.parallel_config import CP_COMM_TYPES, Assumptions, ParallelConfig
 from ..errors import ParasimError
 from ..units import fmt_bytes, fmt_time
 
@@ -38,12 +46,69 @@ def add_parser(sub) -> None:
     p.add_argument("--recompute", default="none", choices=RECOMPUTE)
     p.add_argument("--sequence-parallel", dest="sequence_parallel", action="store_true")
     p.add_argument("--zero", type=int, default=0, help="ZeRO stage 0-3")
+    add_parallel_extras(p)
+    add_assumption_flags(p)
     p.add_argument("--trace", default=None, metavar="FILE",
                    help="also run the paper program on the event clock and write its Chrome trace to FILE")
     p.add_argument("--trace-all-tp-ranks", dest="trace_all_tp_ranks", action="store_true",
                    help="with --trace: simulate every tensor-parallel rank (default: one per stage)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
+
+
+def add_parallel_extras(p) -> None:
+    """Context and expert parallelism and the pipeline stage split (flags of `simulate` and `search`)."""
+    p.add_argument("--cp", "--context-parallel-size", dest="cp", type=int, default=1, help="context-parallel size")
+    p.add_argument("--cp-comm-type", dest="cp_comm_type", default="p2p", choices=CP_COMM_TYPES,
+                   help="ring attention (p2p) or Ulysses all-to-all (a2a)")
+    p.add_argument("--ep", "--expert-model-parallel-size", dest="ep", type=int, default=1,
+                   help="expert-parallel size (MoE models; divides dp)")
+    p.add_argument("--decoder-first-pipeline-num-layers", dest="first_stage_layers", type=int, default=None,
+                   help="layers of the first pipeline stage (the rest split evenly)")
+    p.add_argument("--decoder-last-pipeline-num-layers", dest="last_stage_layers", type=int, default=None,
+                   help="layers of the last pipeline stage")
+    p.add_argument("--balance-embedding", dest="balance_embedding", action="store_true",
+                   help="count the embedding and LM head as a layer each when splitting stages (Megatron "
+                        "--account-for-embedding/loss-in-pipeline-split)")
+
+
+def add_assumption_flags(p) -> None:
+    """The software stack (`Assumptions`), with Megatron-LM's flag names."""
+    fa = p.add_mutually_exclusive_group()
+    fa.add_argument("--use-flash-attn", dest="flash_attention", action="store_true", default=None,
+                    help="FlashAttention (default: on for rotary-position models such as Llama)")
+    fa.add_argument("--no-flash-attn", dest="flash_attention", action="store_false")
+    p.add_argument("--fp8", "--fp8-format", dest="fp8", nargs="?", const="hybrid", default=None,
+                   help="FP8 matmuls at the hardware's fp8 peak (Transformer Engine; e4m3 or hybrid)")
+    p.add_argument("--overlap-grad-reduce", dest="overlap_grad_reduce", action="store_true",
+                   help="reduce gradient buckets during the backward")
+    p.add_argument("--overlap-param-gather", dest="overlap_param_gather", action="store_true",
+                   help="all-gather parameters under the forward (ZeRO-3: prefetch)")
+    p.add_argument("--tp-comm-overlap", dest="overlap_tp_comm", action="store_true",
+                   help="overlap tensor-parallel collectives with the GEMMs (Transformer Engine)")
+    p.add_argument("--no-nvls", dest="nvls", action="store_false", help="no NVLink SHARP all-reduce")
+    p.add_argument("--moe-expert-capacity-factor", dest="capacity_factor", type=float, default=None,
+                   help="MoE tokens per expert x this factor (default: dropless)")
+
+
+def default_flash_attention(model: ModelSpec) -> bool:
+    """Modern presets (rotary positions: the Llama family) train with FlashAttention; GPT-style ones
+    reproduce the 2021-22 papers, which ran without it."""
+    return not model.position_embedding
+
+
+def assumptions_from_args(args, model: ModelSpec) -> Assumptions:
+    fa = getattr(args, "flash_attention", None)
+    fp8 = getattr(args, "fp8", None)
+    if fp8 is not None and fp8 not in ("e4m3", "hybrid"):
+        raise ParasimError(f"--fp8-format must be e4m3 or hybrid, got {fp8!r}")
+    return Assumptions(flash_attention=default_flash_attention(model) if fa is None else bool(fa),
+                       fp8=fp8 is not None,
+                       overlap_grad_reduce=bool(getattr(args, "overlap_grad_reduce", False)),
+                       overlap_param_gather=bool(getattr(args, "overlap_param_gather", False)),
+                       overlap_tp_comm=bool(getattr(args, "overlap_tp_comm", False)),
+                       nvls=bool(getattr(args, "nvls", True)),
+                       capacity_factor=getattr(args, "capacity_factor", None))
 
 
 def _model(args) -> ModelSpec:
@@ -61,20 +126,21 @@ def _model(args) -> ModelSpec:
 
 
 def config_from_args(args) -> ParallelConfig:
-    tp, pp = int(getattr(args, "tp", 1)), int(getattr(args, "pp", 1))
+    tp, pp, cp = int(getattr(args, "tp", 1)), int(getattr(args, "pp", 1)), int(getattr(args, "cp", 1) or 1)
     gpus, dp = getattr(args, "gpus", None), getattr(args, "dp", None)
-    for name, v in (("tp", tp), ("pp", pp), ("gpus", gpus), ("dp", dp)):
+    for name, v in (("tp", tp), ("pp", pp), ("cp", cp), ("gpus", gpus), ("dp", dp)):
         if v is not None and v < 1:
             raise ParasimError(f"--{name} must be a positive integer, got {v}")
+    mp = tp * pp * cp
     if dp is None:
         if gpus is None:
             dp = 1
-        elif gpus % (tp * pp):
-            raise ParasimError(f"--gpus {gpus} is not divisible by tp x pp = {tp} x {pp} = {tp * pp}")
+        elif gpus % mp:
+            raise ParasimError(f"--gpus {gpus} is not divisible by tp x pp x cp = {tp} x {pp} x {cp} = {mp}")
         else:
-            dp = gpus // (tp * pp)
-    if gpus is not None and tp * pp * dp != gpus:
-        raise ParasimError(f"tp x pp x dp = {tp} x {pp} x {dp} = {tp * pp * dp} must equal --gpus {gpus}")
+            dp = gpus // mp
+    if gpus is not None and mp * dp != gpus:
+        raise ParasimError(f"tp x pp x cp x dp = {tp} x {pp} x {cp} x {dp} = {mp * dp} must equal --gpus {gpus}")
     b = int(getattr(args, "microbatch_size", 1))
     if b < 1:
         raise ParasimError(f"--microbatch-size must be a positive integer, got {b}")
@@ -85,28 +151,37 @@ def config_from_args(args) -> ParallelConfig:
                           virtual_stages=int(getattr(args, "virtual_stages", 1)),
                           recompute=getattr(args, "recompute", "none"),
                           sequence_parallel=bool(getattr(args, "sequence_parallel", False)),
-                          zero_stage=int(getattr(args, "zero", 0)))
+                          zero_stage=int(getattr(args, "zero", 0)), cp=cp, ep=int(getattr(args, "ep", 1) or 1),
+                          cp_comm_type=getattr(args, "cp_comm_type", "p2p") or "p2p",
+                          first_stage_layers=getattr(args, "first_stage_layers", None),
+                          last_stage_layers=getattr(args, "last_stage_layers", None),
+                          balance_embedding=bool(getattr(args, "balance_embedding", False)))
 
 
 def run(args) -> int:
     model = _model(args)
     hw = get_hardware(getattr(args, "hardware", "a100-80gb"))
     cfg = config_from_args(args)
-    res = estimate(model, cfg, hw)
+    A = assumptions_from_args(args, model)
+    res = estimate(model, cfg, hw, A)
     paper = None
     if getattr(args, "trace", None):
         from ..cost.paper import simulate_paper
-        paper = simulate_paper(model, cfg, hw, fold_tp=not getattr(args, "trace_all_tp_ranks", False))
+        paper = simulate_paper(model, cfg, hw, A, fold_tp=not getattr(args, "trace_all_tp_ranks", False),
+                               overlap_grad_reduce=A.overlap_grad_reduce)
         paper.trace.save_chrome(args.trace)
     if getattr(args, "json", False):
         out = res.as_dict()
-        out.update(model=model.name, params=model.params(), hardware=hw.name, config=repr(cfg))
+        out.update(model=model.name, params=model.params(), hardware=hw.name, config=repr(cfg),
+                   assumptions={f.name: getattr(A, f.name) for f in fields(A)})
         if paper is not None:
             out["paper"] = paper.as_dict()
             out["trace_file"] = args.trace
         print(json.dumps(out))
         return 0
     print(f"{model!r}\n{cfg!r} on {cfg.gpus} x {hw.name}")
+    on = [f.name for f in fields(A) if getattr(A, f.name) is True]
+    print(f"  software stack   {', '.join(on) or 'Megatron-LM 2021 (no FlashAttention, no overlap)'}")
     print(f"  step time        {fmt_time(res.step_time_s)}  ({res.tokens_per_s:,.0f} tokens/s)")
     print(f"  TFLOP/s per GPU  {res.tflops_per_gpu:.1f} (hardware, eq. 3)  {res.model_tflops_per_gpu:.1f} (model)")
     print(f"  MFU              {res.mfu:.1%}")

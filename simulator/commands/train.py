@@ -8,7 +8,7 @@ import sys
 from ..errors import ParasimError
 from ..models import GPTConfig, MLPConfig
 from ..parallel.experts import MoEGPTConfig
-from ..parallel.config import GRAD_DTYPES, SCHEDULES, STRATEGIES, TrainConfig
+from ..parallel.config import CP_KINDS, GRAD_DTYPES, SCHEDULES, STRATEGIES, TrainConfig
 from ..trace import STEP_PART_LABELS
 from ..training import train
 from ..units import fmt_time
@@ -30,6 +30,9 @@ def add_parser(sub) -> None:
     p.add_argument("--pp", type=int, default=0, help="pipeline stages (default: derived)")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
     p.add_argument("--ep", type=int, default=1, help="expert-parallel degree")
+    p.add_argument("--cp", type=int, default=1, help="context-parallel degree: each sequence split cp ways")
+    p.add_argument("--cp-kind", choices=CP_KINDS, default="ring",
+                   help="ring attention (K/V blocks around the ring) or all-to-all (Ulysses)")
     p.add_argument("--zero", type=int, default=0, help="ZeRO stage 0-3")
     p.add_argument("--microbatches", type=int, default=1)
     p.add_argument("--schedule", choices=SCHEDULES, default="1f1b")
@@ -78,6 +81,7 @@ def add_parser(sub) -> None:
 def config_from_args(a) -> TrainConfig:
     return TrainConfig(
         MODELS[a.model](a), strategy=a.strategy, devices=a.devices, dp=a.dp, pp=a.pp, tp=a.tp, ep=a.ep,
+        cp=a.cp, cp_kind=a.cp_kind,
         zero=a.zero, batch_size=a.batch, microbatches=a.microbatches, schedule=a.schedule,
         virtual_stages=a.virtual_stages, bucket_mb=a.bucket_mb, accumulate=a.accumulate, grad_dtype=a.grad_dtype,
         gradients_mean=not a.no_gradients_mean, schedule_text=_read_schedule(a.schedule_file), optimizer=a.optimizer, lr=a.lr, steps=a.steps, seed=a.seed,

@@ -36,12 +36,13 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from types import MappingProxyType
 
-from simulator.cost.comm import collective_time_s
-from simulator.cost.compute import matmul_time_s, memory_time_s
+from simulator.cost.comm import NVLS, collective_time_s
+from simulator.cost.compute import memory_time_s
 from simulator.cost.hardware import Hardware, get_hardware
 from simulator.cost.memory import (MemoryBreakdown, activation_bytes_per_layer, in_flight_microbatches,
                                    logits_bytes, model_state_bytes_per_device)
 from simulator.cost.model_presets import ModelSpec, get_model
+from simulator.cost.paper_kernels import expert_tokens, layer_kernels, padded_vocab
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.errors import ParasimError
 
@@ -93,54 +94,67 @@ class AnalyticResult:
                 f"{self.exposed_comm_s:.3g} s, {self.memory!r})")
 
 
-@dataclass(frozen=True)
-class _Layer:
-    """Times of one layer for one micro-batch on one TP rank (seconds)."""
-    fwd: float
-    bwd_input: float
-    bwd_weight: float
-    attn_fwd: float       # attention core forward (what selective recompute repeats)
-    tp_comm_fwd: float    # exposed TP collectives of one forward
-
-
 def _check(model: ModelSpec, cfg: ParallelConfig) -> None:
-    t, chunks = cfg.tp, cfg.pp * cfg.virtual_stages
+    t, c = cfg.tp, cfg.cp
     if model.heads % t:
         raise ParasimError(f"tp={t} must divide the {model.heads} attention heads")
-    if model.layers % chunks:
-        raise ParasimError(f"{model.layers} layers cannot be split evenly into pp x v = {chunks} chunks")
+    if model.kv_heads % t:
+        raise ParasimError(f"tp={t} must divide the {model.kv_heads} key/value heads (query groups)")
+    if c > 1 and cfg.cp_comm_type == "p2p" and model.seq % (2 * c):
+        raise ParasimError(f"context parallelism c={c} needs the sequence {model.seq} divisible by 2c = {2 * c} "
+                           f"(load-balanced causal chunks, Megatron-Core)")
+    if c > 1 and cfg.cp_comm_type == "a2a" and model.heads % (t * c):
+        raise ParasimError(f"Ulysses (a2a) context parallelism needs tp x cp = {t * c} to divide the "
+                           f"{model.heads} heads")
+    experts = getattr(model, "num_experts", 0)
+    if cfg.ep > 1 and not experts:
+        raise ParasimError(f"expert parallelism ep={cfg.ep} needs a mixture-of-experts model (num_experts > 0)")
+    if experts and experts % cfg.ep:
+        raise ParasimError(f"ep={cfg.ep} must divide the {experts} experts")
+    cfg.chunk_layers(model.layers)          # refuses layer splits that do not exist
 
 
-def _layer(model: ModelSpec, cfg: ParallelConfig, hw: Hardware, A: Assumptions, tp_ar_s: float) -> _Layer:
-    s, b, h, t = model.seq, cfg.micro_batch_size, model.hidden, cfg.tp
-    T, hd, f = b * s, model.head_dim, model.ffn_hidden
-    dt = A.dtype
-    mm = lambda m, n, k, batch=1: matmul_time_s(m, n, k, hw, dt, batch)  # noqa: E731
-    linears = [(T, (h + 2 * model.kv_dim) / t, h),                     # QKV
-               (T, h, h / t),                                          # output projection
-               (T, (2 if model.gated_mlp else 1) * f / t, h),          # MLP up (+ gate)
-               (T, h, f / t)]                                          # MLP down
-    heads = b * model.heads / t
-    fwd_mm = sum(mm(*x) for x in linears)
-    attn_mm = mm(s, s, hd, heads) + mm(s, hd, s, heads)                # scores, context
-    bwd_in = sum(mm(m, k, n) for m, n, k in linears)
-    bwd_w = sum(mm(k, n, m) for m, n, k in linears)
-    attn_bwd = 2 * mm(s, hd, s, heads) + mm(s, s, hd, heads) + mm(s, hd, s, heads)
-    rep = 1 / t if cfg.sequence_parallel else 1.0
-    softmax_bytes = 9 * model.heads * b * s * s / t
-    ew_fwd_bytes = 22 * s * b * h * rep + (6 if model.gated_mlp else 4) * s * b * f / t + softmax_bytes
-    attn_fwd = attn_mm + memory_time_s(softmax_bytes, hw)
-    fwd = fwd_mm + attn_mm + memory_time_s(ew_fwd_bytes, hw)
-    bwd_input = bwd_in + attn_bwd + memory_time_s(2 * ew_fwd_bytes, hw)
-    comm = 0.0 if A.overlap_tp_comm else 2 * tp_ar_s
-    return _Layer(fwd, bwd_input, bwd_w, attn_fwd, comm)
+def _slowest_link(topo, ranks):
+    return topo.inter if topo.spans_nodes(ranks) else topo.intra
 
 
-def _logits(model: ModelSpec, cfg: ParallelConfig, hw: Hardware, A: Assumptions) -> tuple[float, float, float]:
-    T, h, Vt = cfg.micro_batch_size * model.seq, model.hidden, model.vocab / cfg.tp
-    mm = lambda m, n, k: matmul_time_s(m, n, k, hw, A.dtype)  # noqa: E731
-    ce = memory_time_s(12 * T * Vt, hw)     # fp32 logits written, read for softmax, written again
-    return mm(T, Vt, h) + ce, mm(T, h, Vt) + 2 * ce / 3, mm(h, Vt, T)
+def _layer_comm(model, cfg, hw, A, K, topo) -> dict:
+    """Seconds of one layer's communication for one micro-batch, forward and backward, exposed
+    after the overlaps of `Assumptions` (module docstring)."""
+    t, c, b, s, h = cfg.tp, cfg.cp, cfg.micro_batch_size, model.seq, model.hidden
+    T = b * s / c
+    act = 2 * T * h                                                # one (s/c, b, h) 16-bit tensor
+    ar_algo = NVLS if A.nvls else A.collective_algo
+    half = 0.0
+    if t > 1:
+        grp = cfg.tp_group()
+        half = (collective_time_s("all_gather", act, grp, topo, A.collective_algo)
+                + collective_time_s("reduce_scatter", act, grp, topo, A.collective_algo)
+                if cfg.sequence_parallel else collective_time_s("all_reduce", act, grp, topo, ar_algo))
+    tp = 2 * half
+    if A.overlap_tp_comm:      # chunks pipelined with the layer's linear GEMMs (weight-gradient shapes)
+        tp = max(0.0, tp - K.attn_w.time_s(hw, A.matmul_dtype) - K.mlp_w.time_s(hw, A.matmul_dtype))
+    cp_f = cp_b = cp_total = 0.0
+    if c > 1:
+        grp = cfg.cp_group()
+        if cfg.cp_comm_type == "p2p":   # ring: c-1 steps passing K and V; backward also dK, dV
+            kv = 2 * 2 * T * model.kv_dim / t
+            step = _slowest_link(topo, grp).time_s(kv)
+            core = K.core_fwd.time_s(hw, A.matmul_dtype)
+            cp_total = 3 * (c - 1) * step
+            cp_f = max(0.0, (c - 1) * step - core)
+            cp_b = max(0.0, 2 * (c - 1) * step - 2.5 * core)
+        else:                           # Ulysses: q, k, v in and the output back, each way
+            x = (collective_time_s("all_to_all", 2 * T * (h + 2 * model.kv_dim) / t, grp, topo, A.collective_algo)
+                 + collective_time_s("all_to_all", act / t, grp, topo, A.collective_algo))
+            cp_f = cp_b = x
+            cp_total = 2 * x
+    moe = 0.0
+    if getattr(model, "num_experts", 0) and cfg.ep > 1:   # dispatch + combine all-to-all (16-bit)
+        tokens = expert_tokens(model, T, A) / (t if cfg.sequence_parallel else 1)
+        moe = 2 * collective_time_s("all_to_all", 2 * tokens * h, cfg.ep_group(), topo, A.collective_algo)
+    return {"tp_fwd": tp, "tp_total_fwd": 2 * half, "cp_fwd": cp_f, "cp_bwd": cp_b, "cp_total": cp_total,
+            "moe": moe}
 
 
 def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware | str,
@@ -148,75 +162,85 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     """Closed-form step time, throughput and memory of one configuration (module docstring)."""
     model, hw, cfg, A = get_model(model), get_hardware(hardware), config, assumptions
     _check(model, cfg)
-    t, p, d, v, m = cfg.tp, cfg.pp, cfg.dp, cfg.virtual_stages, cfg.microbatches
-    s, b, h, L = model.seq, cfg.micro_batch_size, model.hidden, model.layers
+    t, p, d, v, m, c = cfg.tp, cfg.pp, cfg.dp, cfg.virtual_stages, cfg.microbatches, cfg.cp
+    s, h, L = model.seq, model.hidden, model.layers
     topo = hw.topology(cfg.gpus, A.link_efficiency)
-    algo = A.collective_algo
-    act_bytes = 2 * b * s * h                                       # one (s, b, h) 16-bit tensor
-
-    tp_ar = collective_time_s("all_reduce", act_bytes, cfg.tp_group(), topo, algo)
-    lay = _layer(model, cfg, hw, A, tp_ar)
-    Ls = L // p
-    rc_extra = {"none": 0.0, "selective": lay.attn_fwd, "full": lay.fwd + lay.tp_comm_fwd}[cfg.recompute]
-    F = Ls * (lay.fwd + lay.tp_comm_fwd)
-    Bw = Ls * (lay.bwd_input + lay.tp_comm_fwd + rc_extra)
-    W = Ls * lay.bwd_weight
-    lf, lb, lw = _logits(model, cfg, hw, A)
-    stages = [(F, Bw, W)] * p
-    stages[-1] = (F + lf, Bw + lb, W + lw)
-    slowest = max(sum(x) for x in stages)
+    algo, dt = A.collective_algo, A.matmul_dtype
+    K = layer_kernels(model, cfg, A)
+    kt = lambda k: k.time_s(hw, dt)  # noqa: E731
+    cm = _layer_comm(model, cfg, hw, A, K, topo)
+    f_l = kt(K.attn_fwd) + kt(K.mlp_fwd) + cm["tp_fwd"] + cm["cp_fwd"] + cm["moe"]
+    rc_extra = {"none": 0.0, "selective": 0.0 if A.flash_attention else kt(K.core_fwd), "full": f_l}[cfg.recompute]
+    b_l = kt(K.attn_b) + kt(K.mlp_b) + cm["tp_fwd"] + cm["cp_bwd"] + cm["moe"] + rc_extra
+    w_l = kt(K.attn_w) + kt(K.mlp_w)
+    layers = cfg.stage_layers(L)
+    lf, lb, lw = kt(K.logits_fwd), kt(K.logits_b), kt(K.logits_w)
+    stages = [[n * f_l, n * b_l, n * w_l] for n in layers]
+    for i, x in enumerate((lf, lb, lw)):
+        stages[-1][i] += x
+    slowest_k = max(range(p), key=lambda k: sum(stages[k]))
+    slowest = sum(stages[slowest_k])
     Fm, Bm, Wm = (sum(x[i] for x in stages) / p for i in range(3))
     bubble = (p - 1) * {"gpipe": Fm + Bm + Wm, "1f1b": Fm + Bm + Wm, "interleaved": (Fm + Bm + Wm) / v,
                         "zb-h1": max(0.0, Fm + Bm - Wm), "zb-h2": max(0.0, Fm + Bm - 2 * Wm)}[cfg.schedule]
     compute = m * slowest
 
     # pipeline p2p: each TP rank sends its 1/t slice over the stage boundary, then all-gathers
+    act_bytes = 2 * cfg.micro_batch_size * s * h / c
     p2p = 0.0
     if p > 1:
-        src, dst = cfg.rank(0, 0, 0), cfg.rank(0, 0, 1)
-        p2p = topo.link(src, dst).time_s(act_bytes / t)
-        if t > 1:
+        p2p = topo.link(cfg.rank(0, 0, 0), cfg.rank(0, 0, 1)).time_s(act_bytes / t)
+        if t > 1 and not cfg.sequence_parallel:
             p2p += collective_time_s("all_gather", act_bytes, cfg.tp_group(), topo, algo)
     p2p_total = 2 * (m * v + p - 1) * p2p if p > 1 else 0.0
 
-    # data-parallel synchronisation of the largest stage's gradients
-    emb = model.vocab * h / t
-    stage_params = model.layer_params() / t * Ls + emb
-    grad_b, param_b = A.grad_reduce_bytes * stage_params, 2 * stage_params
-    grp = cfg.dp_group()
-    if cfg.zero_stage == 0:
-        dp_by = {"all_reduce": collective_time_s("all_reduce", grad_b, grp, topo, algo)}
-    else:
-        n_ag = 2 if cfg.zero_stage == 3 else 1
-        dp_by = {"reduce_scatter": collective_time_s("reduce_scatter", grad_b, grp, topo, algo),
-                 "all_gather": n_ag * collective_time_s("all_gather", param_b, grp, topo, algo)}
+    # data-parallel synchronisation of the largest stage's gradients (module docstring)
+    emb = padded_vocab(model, t) * h / t
+    heads_on = [(k == 0) + (k == p - 1 and (p > 1 or not model.tied_embeddings)) for k in range(p)]
+    experts = getattr(model, "num_experts", 0)
+    expert_layer = experts * model.mlp_params(model.moe_ffn_hidden) if experts else 0
+    dense_layer = model.layer_params() - expert_layer
+    k_big = max(range(p), key=lambda k: layers[k] * model.layer_params() + heads_on[k] * emb * t)
+    dense = (layers[k_big] * dense_layer + heads_on[k_big] * emb * t) / t
+    expert = layers[k_big] * expert_layer / (t * cfg.ep)
+    stage_params = dense + expert
+    dp_by, dp_exposed = _dp_sync(cfg, A, topo, dense, expert, stages[k_big], m)
     dp_time = sum(dp_by.values())
-    last_bwd = stages[-1][1] + stages[-1][2]
-    dp_exposed = max(0.0, dp_time - last_bwd) if A.overlap_grad_reduce else dp_time
     emb_ar = 0.0
     if p > 1 and model.tied_embeddings:   # first and last stage sum their embedding gradients
         emb_ar = collective_time_s("all_reduce", A.grad_reduce_bytes * emb,
                                    [cfg.rank(0, 0, 0), cfg.rank(0, 0, p - 1)], topo, algo)
-    shard = d if cfg.zero_stage >= 1 else 1
+    shard = d * c if cfg.zero_stage >= 1 else 1
     optimizer = memory_time_s(ADAM_BYTES_PER_PARAM * stage_params / shard, hw)
 
-    tp_total = m * 2 * Ls * tp_ar * (3 if cfg.recompute == "full" else 2)
+    n_fwd = 3 if cfg.recompute == "full" else 2
+    tp_total = m * sum(layers) / p * cm["tp_total_fwd"] * n_fwd
     step = compute + bubble + p2p_total + dp_exposed + emb_ar + optimizer
     by_kind = {"tensor_parallel": tp_total, "pipeline_p2p": p2p_total,
                "data_parallel": dp_time, "embedding_all_reduce": emb_ar}
+    if c > 1:
+        by_kind["context_parallel"] = m * layers[slowest_k] * cm["cp_total"]
+    if experts and cfg.ep > 1:
+        by_kind["expert_all_to_all"] = m * layers[slowest_k] * cm["moe"] * n_fwd
     comm_total = sum(by_kind.values())
-    exposed = (0.0 if A.overlap_tp_comm else tp_total) + p2p_total + dp_exposed + emb_ar
+    tp_exposed = m * layers[slowest_k] * cm["tp_fwd"] * n_fwd
+    exposed = tp_exposed + p2p_total + dp_exposed + emb_ar
 
-    # FLOPs: forward matmul FLOPs per token, times 3 (fwd + bwd) plus recomputation
-    per_tok_layer = 2 * (h * (h + 2 * model.kv_dim) + h * h + (3 if model.gated_mlp else 2) * h * model.ffn_hidden)
+    # FLOPs: forward matmul FLOPs per token, times 3 (fwd + bwd) plus recomputation (eq. 3)
+    gate = 3 if model.gated_mlp else 2
+    if experts:   # top-k experts per token (padded to the capacity factor) and the h x E router
+        mlp_w = expert_tokens(model, 1.0, A) * gate * h * model.moe_ffn_hidden + h * experts
+    else:
+        mlp_w = gate * h * model.ffn_hidden
+    per_tok_layer = 2 * (h * (h + 2 * model.kv_dim) + h * h + mlp_w)
     attn_tok = 4 * s * h
-    rc = {"none": 0.0, "selective": attn_tok, "full": per_tok_layer + attn_tok}[cfg.recompute]
+    rc = {"none": 0.0, "selective": 0.0 if A.flash_attention else attn_tok, "full": per_tok_layer + attn_tok}[cfg.recompute]
     tokens = cfg.global_batch * s
-    hw_flops = tokens * (L * (3 * (per_tok_layer + attn_tok) + rc) + 3 * 2 * h * model.vocab)
+    hw_flops = tokens * (L * (3 * (per_tok_layer + attn_tok) + rc) + 3 * 2 * h * padded_vocab(model, t))
     model_flops = tokens * model.model_flops_per_token()
     peak = hw.peak(A.dtype)
 
-    memory = _memory(model, cfg, hw, stage_params, Ls)
+    memory = _memory(model, cfg, hw, stage_params, layers[0], A)
     return AnalyticResult(
         step_time_s=step, tokens_per_s=tokens / step,
         tflops_per_gpu=hw_flops / step / cfg.gpus / 1e12,
@@ -227,19 +251,63 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
         optimizer_time_s=optimizer, memory=memory, microbatches=m, gpus=cfg.gpus, flops_per_step=hw_flops)
 
 
-def _memory(model: ModelSpec, cfg: ParallelConfig, hw: Hardware, stage_params: float, Ls: int) -> MemoryBreakdown:
+def _dp_sync(cfg: ParallelConfig, A: Assumptions, topo, dense: float, expert: float, stage, m: int):
+    """(seconds by collective kind, exposed seconds) of one step's data-parallel synchronisation of
+    `dense` parameters over the data x context group and `expert` ones over dp c / ep ranks.
+
+    ZeRO 0: all-reduce of fp32 gradients once per step; 1: reduce-scatter once per step, then an
+    all-gather of 16-bit parameters; 2 (DeepSpeed): gradients reduce-scattered at every micro-batch;
+    3: every micro-batch all-gathers the parameters for its forward and again for its backward and
+    reduce-scatters its gradients (Rajbhandari et al. 2020 Sec. 5-7). Overlap (`Assumptions`):
+    gradient reduction hides under the backward it follows (the last micro-batch's for ZeRO 0-1,
+    each one's for 2-3), parameter gathers under the forward (ZeRO-3: prefetched one layer ahead
+    under each forward and backward)."""
+    F, B, W = stage
+    algo = A.collective_algo
+    ar_algo = NVLS if A.nvls else algo
+    groups = [(dense, cfg.dp_cp_group())]
+    if expert:
+        groups.append((expert, cfg.dp_cp_group()[::cfg.ep]))
+    rs = ag = 0.0
+    for params, grp in groups:
+        if cfg.zero_stage == 0:
+            rs += collective_time_s("all_reduce", A.grad_reduce_bytes * params, grp, topo, ar_algo)
+        else:
+            rs += collective_time_s("reduce_scatter", A.grad_reduce_bytes * params, grp, topo, algo)
+            ag += collective_time_s("all_gather", 2 * params, grp, topo, algo)
+    z = cfg.zero_stage
+    bwd, mb = B + W, F + B + W                      # one micro-batch's backward, and its whole work
+    if z <= 1:
+        by = {"all_reduce": rs} if z == 0 else {"reduce_scatter": rs, "all_gather": ag}
+        exposed = max(0.0, rs - bwd) if A.overlap_grad_reduce else rs
+        exposed += max(0.0, ag - F) if A.overlap_param_gather else ag
+        return by, exposed
+    if z == 2:   # reduce-scatters of micro-batch j run under the work of j+1; the last under its backward
+        grads = max(0.0, rs - bwd) + (m - 1) * max(0.0, rs - mb) if A.overlap_grad_reduce else m * rs
+        return {"reduce_scatter": m * rs, "all_gather": ag}, grads + (max(0.0, ag - F) if A.overlap_param_gather else ag)
+    hidden = (2 * ag if A.overlap_param_gather else 0.0) + (rs if A.overlap_grad_reduce else 0.0)
+    exposed = m * (2 * ag + rs - hidden) + m * max(0.0, hidden - mb)
+    return {"reduce_scatter": m * rs, "all_gather": 2 * m * ag}, exposed
+
+
+def _memory(model: ModelSpec, cfg: ParallelConfig, hw: Hardware, stage_params: float, Ls: int,
+            A: Assumptions = Assumptions()) -> MemoryBreakdown:
     """Peak of the first stage (most micro-batches in flight) and the last (logits); approximation:
-    the last stage holds one micro-batch (m for GPipe), full recompute adds one layer recomputed."""
-    s, b, h, a, t = model.seq, cfg.micro_batch_size, model.hidden, model.heads, cfg.tp
+    the last stage holds one micro-batch (m for GPipe), full recompute adds one layer recomputed.
+    Context parallelism keeps s/c tokens per rank; FlashAttention keeps no s^2 scores (the
+    selective-recompute count of Korthikanti et al. 2022)."""
+    s, b, h, a, t = model.seq / cfg.cp, cfg.micro_batch_size, model.hidden, model.heads, cfg.tp
     p, m = cfg.pp, cfg.microbatches
-    states = model_state_bytes_per_device(stage_params, cfg.dp, cfg.zero_stage)
-    per_layer = activation_bytes_per_layer(s, b, h, a, t, cfg.sequence_parallel, cfg.recompute)
+    states = model_state_bytes_per_device(stage_params, cfg.dp * cfg.cp, cfg.zero_stage)
+    rc = "selective" if A.flash_attention and cfg.recompute == "none" else cfg.recompute
+    per_layer = activation_bytes_per_layer(s, b, h, a, t, cfg.sequence_parallel, rc)
     working = 0.0
     if cfg.recompute != "none":   # the layer being recomputed holds its full activations
-        working = activation_bytes_per_layer(s, b, h, a, t, cfg.sequence_parallel, "none")
+        working = activation_bytes_per_layer(s, b, h, a, t, cfg.sequence_parallel,
+                                             "selective" if A.flash_attention else "none")
     first = per_layer * Ls * in_flight_microbatches(cfg.schedule, p, m, cfg.virtual_stages) + working
     last = per_layer * Ls * (m if cfg.schedule == "gpipe" else 1) + working
-    logit = logits_bytes(s, b, model.vocab, t)
+    logit = logits_bytes(s, b, padded_vocab(model, t), t)
     if p == 1 or first >= last + logit:
         return MemoryBreakdown(states, first, logit if p == 1 else 0.0, hw.memory_bytes)
     return MemoryBreakdown(states, last, logit, hw.memory_bytes)

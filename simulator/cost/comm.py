@@ -21,6 +21,12 @@ ranks (NCCL's tree/CollNet and Megatron's layout): intra-node reduce-scatter, th
 inter-node collectives of S/g each (one NIC per device), then intra-node all-gather. With one
 rank per node the flat algorithm runs on the inter-node link; with uneven nodes, the flat
 algorithm runs at the slowest link (inter-node). all_to_all is always flat at the slowest link.
+
+NVLink SHARP (`algo="nvls"`, NCCL_ALGO=NVLS): an all-reduce inside one node whose switches reduce
+in the network runs at the ring's bus bandwidth times the node's measured gain g(n)
+(`Topology.nvls_allreduce_gain`, from nccl-tests on H100, `simulator.cost.hardware`):
+    2 a + 2 (n-1)/n S / (B g(n)).
+Every other kind, a group spanning nodes, or a node without NVLS falls back to "ring".
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from simulator.topology import Link, Topology
 
 KINDS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "reduce")
 ALGOS = ("ring", "tree", "halving_doubling", "direct")
+NVLS = "nvls"
 
 
 def bus_bandwidth_factor(kind: str, n: int) -> float:
@@ -125,7 +132,13 @@ def collective_time_s(kind: str, nbytes: float, ranks: Sequence[int], topology: 
     if n <= 1:
         return 0.0
     nodes = topology.nodes_of(ranks)
+    gain = topology.nvls_allreduce_gain.get(n, 1.0) if algo == NVLS else 1.0
+    if algo == NVLS:
+        algo = "ring"
     if len(nodes) == 1:
+        if kind == "all_reduce" and gain > 1.0:
+            link = topology.intra
+            return 2 * link.latency_s + 2 * (n - 1) / n * float(nbytes) / (link.bandwidth_Bps * gain)
         return closed_form_time_s(kind, algo, nbytes, n, topology.intra)
     sizes = {len(v) for v in nodes.values()}
     g, k = len(ranks) // len(nodes), len(nodes)

@@ -7,7 +7,9 @@ ranks. Compute time is the roofline (Williams et al. 2009) on the preset:
 
 An instruction carries only its flops and bytes, not its matmul shape, so the utilisation is
 one number (default `MATMUL_PEAK_FRACTION`, the large-GEMM plateau of `simulator.cost.compute`).
-Links come from the preset's Topology (nodes of `devices_per_node` consecutive ranks).
+Links come from the preset's Topology (nodes of `devices_per_node` consecutive ranks), derated by
+the preset's measured `link_efficiency` unless one is given -- the same efficiency the closed form
+uses, so `parasim collective --hardware` and `simulate` price a collective alike.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ class HardwareDeviceModel:
     n_devices: int
     dtype: str = "bf16"
     utilisation: float = MATMUL_PEAK_FRACTION
-    link_efficiency: float = 1.0
+    link_efficiency: float | None = None      # None: the preset's (`Hardware.link_efficiency`)
 
     def __post_init__(self):
         object.__setattr__(self, "hardware", get_hardware(self.hardware))

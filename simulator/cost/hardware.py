@@ -2,7 +2,20 @@
 
 Every number is a vendor datasheet figure (dense, no sparsity), cited in `source`. What the
 hardware *achieves* (fractions of these peaks) is not stored here: see `simulator.cost.compute`
-(matmul and memory efficiency) and `simulator.cost.analytic.Assumptions` (link efficiency).
+(matmul and memory efficiency) -- except two measured network figures that belong to the
+cluster and are shared by every pricing path (`parasim collective --hardware`, the closed form,
+the event clock):
+
+- `link_efficiency` (LINK_EFFICIENCY = 0.8 for the datasheet presets): NCCL's bus bandwidth in
+  nccl-tests reaches ~80 % of the line rate: ~370 of 450 GB/s NVLink 4 per direction on H100
+  ("450GB/s is the line rate. With the protocol overhead (~20%) NCCL can get an effective NVLink
+  bandwidth of 370GB/s", NVIDIA/nccl-tests issue #212), ~230-240 of 300 GB/s on DGX A100, ~22 of
+  25 GB/s HDR InfiniBand. `local` is measured by `parasim calibrate`, so its efficiency is 1.
+- `nvls_allreduce_gain`: NVLink SHARP (NVLS, NVSwitch 3 in-network reduction, H100/H200): an
+  all-reduce inside one node reaches a bus bandwidth this many times the ring's, by group size.
+  Measured with nccl-tests on 8 x H100 SXM (NVIDIA/nccl issue #1455): ring 365-370 GB/s for 2-8
+  GPUs; NVLS 370 (2-4 GPUs), 420 (5), 440 (6), 460 (7), 480 GB/s (8); "a 30% improvement using
+  NVLink SHARP" (NCCL maintainer, NVIDIA/nccl issue #1442). Gains = NVLS / ring busbw.
 
 Bandwidth conventions (units.py: 1 GB = 1e9 bytes):
 - `intra.bandwidth_Bps` is per device, per direction: NVLink 3 is "600 GB/s" bidirectional per
@@ -23,15 +36,18 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 
 from simulator.errors import ParasimError
 from simulator.topology import Link, Topology
 
-DTYPES = ("bf16", "fp16", "fp32", "fp64")
-DTYPE_NBYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8}
+DTYPES = ("fp8", "bf16", "fp16", "fp32", "fp64")
+DTYPE_NBYTES = {"fp8": 1, "bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8}
+LINK_EFFICIENCY = 0.8
+# NVLS all-reduce busbw / ring busbw by group size inside one node (nccl issue #1455, module docstring)
+NVLS_GAIN_H100 = {2: 1.0, 3: 1.0, 4: 1.0, 5: 420 / 370, 6: 440 / 370, 7: 460 / 370, 8: 480 / 370}
 LOCAL_PATH = Path("~/.parasim/local.json")
 
 
@@ -47,6 +63,8 @@ class Hardware:
     intra: Link                           # per device per direction
     inter: Link                           # per device
     source: str = ""
+    link_efficiency: float = LINK_EFFICIENCY   # NCCL busbw / line rate (module docstring)
+    nvls_allreduce_gain: MappingProxyType = field(default_factory=dict)   # group size -> NVLS/ring busbw
 
     def __post_init__(self):
         flops = dict(self.peak_flops)
@@ -56,6 +74,9 @@ class Hardware:
             if not value > 0:
                 raise ParasimError(f"hardware {self.name}: peak_flops[{dtype}] must be > 0, got {value}")
         object.__setattr__(self, "peak_flops", MappingProxyType(flops))
+        object.__setattr__(self, "nvls_allreduce_gain", MappingProxyType(dict(self.nvls_allreduce_gain)))
+        if not 0 < self.link_efficiency <= 1:
+            raise ParasimError(f"hardware {self.name}: link_efficiency must be in (0, 1], got {self.link_efficiency}")
         for attr in ("memory_bytes", "memory_bandwidth_Bps"):
             if not getattr(self, attr) > 0:
                 raise ParasimError(f"hardware {self.name}: {attr} must be > 0, got {getattr(self, attr)}")
@@ -67,10 +88,16 @@ class Hardware:
             raise ParasimError(f"hardware {self.name} has no {dtype} peak; it has {sorted(self.peak_flops)}")
         return self.peak_flops[dtype]
 
-    def topology(self, n_devices: int, bandwidth_efficiency: float = 1.0) -> Topology:
-        """Nodes of `devices_per_node` consecutive ranks; links derated by `bandwidth_efficiency`."""
-        return Topology(n_devices, self.devices_per_node,
-                        self.intra.scaled(bandwidth_efficiency), self.inter.scaled(bandwidth_efficiency))
+    def topology(self, n_devices: int, bandwidth_efficiency: float | None = None) -> Topology:
+        """Nodes of `devices_per_node` consecutive ranks; links derated by `bandwidth_efficiency`
+        (default: the preset's measured `link_efficiency`), with the node's NVLS gains if any."""
+        eff = self.link_efficiency if bandwidth_efficiency is None else bandwidth_efficiency
+        return Topology(n_devices, self.devices_per_node, self.intra.scaled(eff), self.inter.scaled(eff),
+                        nvls_allreduce_gain=self.nvls_allreduce_gain)
+
+    def nvls_gain(self, n: int) -> float:
+        """NVLS all-reduce busbw over ring busbw for a group of n ranks inside one node (1: none)."""
+        return float(self.nvls_allreduce_gain.get(n, 1.0))
 
     def __repr__(self) -> str:
         return (f"Hardware({self.name}: {self.peak('bf16') / 1e12 if 'bf16' in self.peak_flops else 0:.4g} "
@@ -82,20 +109,22 @@ MiB = 2**20
 
 
 def _hw(name, bf16, fp16, fp32, fp64, memory_bytes, hbm_TBps, per_node, intra_GBps, intra_us,
-        inter_GBps, inter_us, source) -> Hardware:
-    flops = {k: v * 1e12 for k, v in (("bf16", bf16), ("fp16", fp16), ("fp32", fp32), ("fp64", fp64))
-             if v is not None}
+        inter_GBps, inter_us, source, fp8=None, nvls=None, link_efficiency=LINK_EFFICIENCY) -> Hardware:
+    flops = {k: v * 1e12 for k, v in (("fp8", fp8), ("bf16", bf16), ("fp16", fp16), ("fp32", fp32),
+                                      ("fp64", fp64)) if v is not None}
     return Hardware(name, flops, memory_bytes, hbm_TBps * 1e12, per_node,
-                    Link(intra_us * 1e-6, intra_GBps * 1e9), Link(inter_us * 1e-6, inter_GBps * 1e9), source)
+                    Link(intra_us * 1e-6, intra_GBps * 1e9), Link(inter_us * 1e-6, inter_GBps * 1e9), source,
+                    link_efficiency, nvls or {})
 
 
 _A100 = ("NVIDIA A100 Tensor Core GPU datasheet (2021): 312 TFLOP/s bf16/fp16 dense, 19.5 fp32 "
          "(non-tensor; TF32 156), 19.5 fp64 tensor; NVLink 3 600 GB/s bidirectional per GPU; "
          "DGX A100 / Selene: 8 GPUs per node, one 200 Gb/s HDR InfiniBand NIC per GPU. "
          "Latencies (alpha) are typical NCCL per-step figures, an assumption.")
-_H100 = ("NVIDIA H100 Tensor Core GPU datasheet (SXM5): 989 TFLOP/s bf16/fp16 dense, 67 fp32, "
-         "67 fp64 tensor; 3.35 TB/s HBM3; NVLink 4 900 GB/s bidirectional; DGX H100: 8 GPUs per node, "
-         "one 400 Gb/s ConnectX-7 NIC per GPU.")
+_H100 = ("NVIDIA H100 Tensor Core GPU datasheet (SXM5): 989 TFLOP/s bf16/fp16 dense, 1979 fp8 dense, "
+         "67 fp32, 67 fp64 tensor; 3.35 TB/s HBM3; NVLink 4 900 GB/s bidirectional; DGX H100: 8 GPUs per "
+         "node, one 400 Gb/s ConnectX-7 NIC per GPU; NVLink SHARP in the NVSwitch (NVLS gains measured, "
+         "module docstring).")
 
 # name -> factory (pure functions; `local` reads the calibration file when asked for)
 _PRESETS = {
@@ -103,9 +132,11 @@ _PRESETS = {
                              _A100 + " 40 GB HBM2 at 1,555 GB/s."),
     "a100-80gb": lambda: _hw("a100-80gb", 312, 312, 19.5, 19.5, 81920 * MiB, 2.039, 8, 300, 2, 25, 5,
                              _A100 + " 80 GB HBM2e at 2,039 GB/s."),
-    "h100-sxm": lambda: _hw("h100-sxm", 989, 989, 67, 67, 81559 * MiB, 3.35, 8, 450, 2, 50, 5, _H100 + " 80 GB."),
+    "h100-sxm": lambda: _hw("h100-sxm", 989, 989, 67, 67, 81559 * MiB, 3.35, 8, 450, 2, 50, 5, _H100 + " 80 GB.",
+                            fp8=1979, nvls=NVLS_GAIN_H100),
     "h200": lambda: _hw("h200", 989, 989, 67, 67, 143771 * MiB, 4.8, 8, 450, 2, 50, 5,
-                        "NVIDIA H200 datasheet: H100 SXM compute, 141 GB HBM3e at 4.8 TB/s; " + _H100),
+                        "NVIDIA H200 datasheet: H100 SXM compute, 141 GB HBM3e at 4.8 TB/s; " + _H100,
+                        fp8=1979, nvls=NVLS_GAIN_H100),
     "tpu-v4-like": lambda: _hw(
         "tpu-v4-like", 275, 275, 275 / 3, None, 32 * 1024 * MiB, 1.2, 4, 90, 5, 90, 5,
         "Google TPU v4 (Jouppi et al. 2023; How To Scale Your Model, TPU chapter): 275 TFLOP/s bf16, "
@@ -127,7 +158,7 @@ def _local_defaults() -> Hardware:
                "Conservative defaults for a 2-core x86 CPU running numpy: ~20 GFLOP/s fp64, 40 fp32 "
                "(bf16/fp16 computed in fp32), 10 GB/s memory, 4 GB for emulated devices; devices "
                "exchange data by shared-memory copies (5 GB/s, 50 us). `parasim calibrate` measures "
-               "and writes ~/.parasim/local.json.")
+               "and writes ~/.parasim/local.json.", link_efficiency=1.0)
 
 
 def load_local(path: str | os.PathLike | None = None) -> Hardware:

@@ -35,7 +35,7 @@ from simulator.cost.hardware import Hardware, get_hardware
 from simulator.cost.memory import (MemoryBreakdown, activation_bytes_per_layer, logits_bytes,
                                    model_state_bytes_per_device)
 from simulator.cost.model_presets import ModelSpec, get_model
-from simulator.cost.paper_kernels import PaperDeviceModel
+from simulator.cost.paper_kernels import PaperDeviceModel, padded_vocab
 from simulator.cost.paper_program import DEFAULT_BUCKET_NBYTES, build_paper_program
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.trace import Trace
@@ -128,7 +128,7 @@ def trace_statistics(trace: Trace) -> dict:
     return out
 
 
-def memory_per_device(model: ModelSpec, cfg: ParallelConfig) -> tuple[float, ...]:
+def memory_per_device(model: ModelSpec, cfg: ParallelConfig, A: Assumptions = Assumptions()) -> tuple[float, ...]:
     """Peak bytes on each pipeline device k (every TP rank of it alike): ZeRO model states of its
     parameters (Rajbhandari et al. 2020) + Korthikanti activations per layer x its layers per chunk
     x the (micro-batch, chunk) activations the schedule really holds at once on k
@@ -138,14 +138,18 @@ def memory_per_device(model: ModelSpec, cfg: ParallelConfig) -> tuple[float, ...
     from simulator.parallel.schedules import make_schedule
     s, b, h, a, t, p, v = model.seq, cfg.micro_batch_size, model.hidden, model.heads, cfg.tp, cfg.pp, cfg.virtual_stages
     in_flight = simulate_schedule(make_schedule(cfg.schedule, p, cfg.microbatches, v)).peak_in_flight
-    per_layer = activation_bytes_per_layer(s, b, h, a, t, cfg.sequence_parallel, cfg.recompute)
-    working = 0.0 if cfg.recompute == "none" else activation_bytes_per_layer(s, b, h, a, t, cfg.sequence_parallel)
-    Lc = model.layers // (p * v)
+    flash = "selective" if A.flash_attention else "none"     # FlashAttention keeps no s^2 scores
+    per_layer = activation_bytes_per_layer(s, b, h, a, t, cfg.sequence_parallel,
+                                           flash if cfg.recompute == "none" else cfg.recompute)
+    working = 0.0 if cfg.recompute == "none" else activation_bytes_per_layer(s, b, h, a, t, cfg.sequence_parallel, flash)
+    chunks, V = cfg.chunk_layers(model.layers), padded_vocab(model, t)
     out = []
     for k in range(p):
-        params = Lc * v * model.layer_params() / t + (model.vocab * h / t if k in (0, p - 1) else 0)
-        mem = model_state_bytes_per_device(params, cfg.dp, cfg.zero_stage) + per_layer * Lc * in_flight[k] + working
-        out.append(mem + (logits_bytes(s, b, model.vocab, t) if k == p - 1 else 0.0))
+        n = sum(chunks[c * p + k] for c in range(v))
+        params = n * model.layer_params() / t + (V * h / t if k in (0, p - 1) else 0)
+        # in-flight counts are (micro-batch, chunk) units of a stage's mean chunk
+        mem = model_state_bytes_per_device(params, cfg.dp, cfg.zero_stage) + per_layer * n / v * in_flight[k] + working
+        out.append(mem + (logits_bytes(s, b, V, t) if k == p - 1 else 0.0))
     return tuple(out)
 
 
@@ -157,8 +161,8 @@ def simulate_paper(model: ModelSpec | str, config: ParallelConfig, hardware: Har
     model, hw, cfg, A = get_model(model), get_hardware(hardware), config, assumptions
     prog = build_paper_program(model, cfg, A, fold_tp=fold_tp, bucket_nbytes=bucket_nbytes,
                                overlap_grad_reduce=overlap_grad_reduce, logits=logits, optimizer=optimizer)
-    dm = PaperDeviceModel(HardwareDeviceModel(hw, cfg.gpus, A.dtype, link_efficiency=A.link_efficiency), cfg,
-                          fold_tp=fold_tp, collective_algo=A.collective_algo)
+    dm = PaperDeviceModel(HardwareDeviceModel(hw, cfg.gpus, A.matmul_dtype, link_efficiency=A.link_efficiency), cfg,
+                          fold_tp=fold_tp, collective_algo=A.collective_algo, nvls=A.nvls)
     trace = simulate(prog, dm)
     st = trace_statistics(trace)
     step = st["span_s"]
@@ -171,7 +175,7 @@ def simulate_paper(model: ModelSpec | str, config: ParallelConfig, hardware: Har
     peak = hw.peak(A.dtype)
     busiest = max(range(n), key=lambda d: st["comm_s"][d])
     memory = estimate(model, cfg, hw, A).memory
-    per_device = memory_per_device(model, cfg)
+    per_device = memory_per_device(model, cfg, A)
     return PaperResult(
         step_time_s=step, tokens_per_s=tokens / step,
         model_tflops_per_gpu=model_flops / step / cfg.gpus / 1e12, mfu=model_flops / step / cfg.gpus / peak,

@@ -34,32 +34,45 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from simulator.cost.comm import bus_bandwidth_factor, collective_time_s
+from simulator.cost.comm import NVLS, bus_bandwidth_factor, collective_time_s
 from simulator.cost.compute import matmul_time_s, memory_time_s
 from simulator.cost.device_model import HardwareDeviceModel
 from simulator.cost.hardware import DTYPE_NBYTES
 from simulator.cost.model_presets import ModelSpec
-from simulator.cost.parallel_config import ParallelConfig
+from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.errors import ParasimError
 
 
 @dataclass(frozen=True, eq=False)
 class Kernel:
-    """A fused piece of work: matmuls (m, n, k, batch) and element-wise bytes. Compared and hashed
-    by identity: a program shares one Kernel among all instructions that do the same work, and
-    the device model caches its time per Kernel."""
+    """A fused piece of work: matmuls (m, n, k, batch[, time_scale]) and element-wise bytes.
+    `time_scale` (default 1) multiplies a matmul's time but not its counted FLOPs: FlashAttention
+    skips the blocks a causal mask hides (0.5) and recomputes the scores in its backward (5/4 of
+    the 4 attention-core backward matmuls), while FLOPs stay counted as Megatron counts them
+    (Narayanan et al. 2021 eq. 3). Compared and hashed by identity: a program shares one Kernel
+    among all instructions that do the same work, and the device model caches its time per Kernel."""
 
     name: str
-    matmuls: tuple[tuple[float, float, float, float], ...] = ()
+    matmuls: tuple[tuple[float, ...], ...] = ()
     ew_nbytes: float = 0.0
 
     @property
     def flops(self) -> float:
-        return sum(2.0 * m * n * k * bt for m, n, k, bt in self.matmuls)
+        return sum(2.0 * mm[0] * mm[1] * mm[2] * mm[3] for mm in self.matmuls)
 
     def nbytes(self, itemsize: int = 2) -> float:
         """Memory traffic: matmul operands (m k + k n + m n per batch) plus element-wise bytes."""
-        return self.ew_nbytes + sum(itemsize * (m * k + k * n + m * n) * bt for m, n, k, bt in self.matmuls)
+        return self.ew_nbytes + sum(itemsize * (mm[0] * mm[2] + mm[2] * mm[1] + mm[0] * mm[1]) * mm[3]
+                                    for mm in self.matmuls)
+
+    def time_s(self, hw, dtype: str = "bf16") -> float:
+        """Sum over its matmuls of the shape-aware roofline (x time_scale) + element-wise bytes at
+        the memory bound (`simulator.cost.compute`): the one pricing of a kernel, for the closed
+        form and the event clock alike."""
+        t = memory_time_s(self.ew_nbytes, hw)
+        for mm in self.matmuls:
+            t += matmul_time_s(mm[0], mm[1], mm[2], hw, dtype, mm[3]) * (mm[4] if len(mm) > 4 else 1.0)
+        return t
 
     def __add__(self, other: "Kernel") -> "Kernel":
         return Kernel(f"{self.name}+{other.name}", self.matmuls + other.matmuls, self.ew_nbytes + other.ew_nbytes)
@@ -70,7 +83,8 @@ class Kernel:
 
 @dataclass(frozen=True)
 class LayerKernels:
-    """The kernels of one transformer layer for one micro-batch on one TP rank, and the logits."""
+    """The kernels of one transformer layer for one micro-batch on one TP rank, and the logits.
+    `core_fwd`: the attention core's forward (what selective recomputation repeats)."""
 
     attn_fwd: Kernel
     mlp_fwd: Kernel
@@ -81,21 +95,48 @@ class LayerKernels:
     logits_fwd: Kernel
     logits_b: Kernel
     logits_w: Kernel
+    core_fwd: Kernel = Kernel("core")
 
 
-def layer_kernels(model: ModelSpec, cfg: ParallelConfig) -> LayerKernels:
-    """Shapes of `analytic._layer` and `analytic._logits`, split into the attention and MLP halves."""
-    s, b, h, t = model.seq, cfg.micro_batch_size, model.hidden, cfg.tp
-    T, hd, f, a = b * s, model.head_dim, model.ffn_hidden, model.heads
+def expert_tokens(model: ModelSpec, tokens: float, assumptions: Assumptions) -> float:
+    """Tokens one rank's experts process for `tokens` routed tokens: tokens x top-k x capacity
+    factor (dropless: 1, balanced routing; Fedus et al. 2021 eq. 3, Megatron-Core
+    --moe-expert-capacity-factor)."""
+    cf = assumptions.capacity_factor or 1.0
+    return tokens * model.moe_router_topk * cf
+
+
+def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumptions = Assumptions()) -> LayerKernels:
+    """One layer's work on one rank of (t, c): T = b s / c tokens (module docstring). With context
+    parallelism the rank's s/c queries meet all s keys (ring attention, p2p) or its a/c heads see
+    the whole sequence (Ulysses, a2a): either way 1/c of the attention core. With FlashAttention
+    the core has no s^2 element-wise traffic, runs at half time for the causal mask and its
+    backward recomputes the scores (Kernel.time_scale). MoE: the MLP is the top-k experts of the
+    rank's tokens (`expert_tokens`), with an h x E router."""
+    A = assumptions
+    s, b, h, t, c = model.seq, cfg.micro_batch_size, model.hidden, cfg.tp, cfg.cp
+    T, hd, a = b * s / c, model.head_dim, model.heads
     rep = 1 / t if cfg.sequence_parallel else 1.0
-    heads = b * a / t
+    if cfg.cp_comm_type == "a2a":
+        sq, heads = s, b * a / (t * c)
+    else:
+        sq, heads = s / c, b * a / t
     qkv, proj = (T, (h + 2 * model.kv_dim) / t, h), (T, h, h / t)
-    up, down = (T, (2 if model.gated_mlp else 1) * f / t, h), (T, h, f / t)
-    core_fwd = ((s, s, hd, heads), (s, hd, s, heads))                      # scores, context
-    core_bwd = ((s, hd, s, heads), (s, hd, s, heads), (s, s, hd, heads), (s, hd, s, heads))
-    softmax = 9 * a * b * s * s / t
-    ew_attn = 11 * s * b * h * rep + softmax
-    ew_mlp = 11 * s * b * h * rep + (6 if model.gated_mlp else 4) * s * b * f / t
+    experts = getattr(model, "num_experts", 0)
+    gate = 2 if model.gated_mlp else 1
+    if experts:
+        Te, f = expert_tokens(model, T, A), model.moe_ffn_hidden
+        up, down, router = (Te, gate * f / t, h), (Te, h, f / t), ((T, experts, h),)
+    else:
+        Te, f = T, model.ffn_hidden
+        up, down, router = (T, gate * f / t, h), (T, h, f / t), ()
+    flash = A.flash_attention
+    fs, bs = (0.5, 0.5 * 5 / 4) if flash else (1.0, 1.0)
+    core_fwd = ((sq, s, hd, heads, fs), (sq, hd, s, heads, fs))                      # scores, context
+    core_bwd = tuple((*x, bs) for x in ((sq, hd, s, heads), (sq, hd, s, heads), (sq, s, hd, heads), (s, hd, sq, heads)))
+    softmax = 0.0 if flash else 9 * heads * sq * s
+    ew_attn = 11 * T * h * rep + softmax
+    ew_mlp = 11 * T * h * rep + (6 if model.gated_mlp else 4) * Te * f / t
 
     def lin(shapes, which):  # forward (m, n, k); input grad (m, k, n); weight grad (k, n, m)
         out = []
@@ -104,18 +145,25 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig) -> LayerKernels:
         return tuple(out)
 
     attn_fwd = Kernel("attn_fwd", lin((qkv,), "f") + core_fwd + lin((proj,), "f"), ew_attn)
-    mlp_fwd = Kernel("mlp_fwd", lin((up, down), "f"), ew_mlp)
-    selective = core_fwd if cfg.recompute == "selective" else ()
-    attn_b = Kernel("attn_bgrad", selective + lin((proj,), "b") + core_bwd + lin((qkv,), "b"),
-                    2 * ew_attn + (softmax if cfg.recompute == "selective" else 0.0))
-    mlp_b = Kernel("mlp_bgrad", lin((down, up), "b"), 2 * ew_mlp)
+    mlp_fwd = Kernel("mlp_fwd", lin(router + (up, down), "f"), ew_mlp)
+    selective = cfg.recompute == "selective" and not flash     # FlashAttention recomputes the core anyway
+    attn_b = Kernel("attn_bgrad", (core_fwd if selective else ()) + lin((proj,), "b") + core_bwd + lin((qkv,), "b"),
+                    2 * ew_attn + (softmax if selective else 0.0))
+    mlp_b = Kernel("mlp_bgrad", lin((down, up) + router, "b"), 2 * ew_mlp)
     attn_w = Kernel("attn_wgrad", lin((proj, qkv), "w"))
-    mlp_w = Kernel("mlp_wgrad", lin((down, up), "w"))
-    Vt = model.vocab / t
+    mlp_w = Kernel("mlp_wgrad", lin((down, up) + router, "w"))
+    Vt = padded_vocab(model, t) / t
     ce = 12 * T * Vt                     # fp32 logits written, read for softmax, written again
     return LayerKernels(attn_fwd, mlp_fwd, attn_b, mlp_b, attn_w, mlp_w,
                         Kernel("logits_fwd", ((T, Vt, h, 1),), ce), Kernel("logits_bgrad", ((T, h, Vt, 1),), 2 * ce / 3),
-                        Kernel("logits_wgrad", ((h, Vt, T, 1),)))
+                        Kernel("logits_wgrad", ((h, Vt, T, 1),)),
+                        Kernel("core_fwd", core_fwd, softmax))
+
+
+def padded_vocab(model: ModelSpec, tp: int) -> int:
+    """The vocabulary the logits layer multiplies by (Megatron pads it, `ModelSpec.padded_vocab`)."""
+    pad = getattr(model, "padded_vocab", None)
+    return pad(tp) if pad is not None else model.vocab
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,6 +177,7 @@ class PaperDeviceModel:
     config: ParallelConfig
     fold_tp: bool = False
     collective_algo: str = "ring"
+    nvls: bool = True        # all-reduces inside one node use NVLink SHARP where the hardware has it
     _cache: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
@@ -153,9 +202,7 @@ class PaperDeviceModel:
             return self.base.compute_time_s(ins)
         t = self._cache.get(kern)
         if t is None:
-            hw, dt = self.base.hardware, self.base.dtype
-            t = sum(matmul_time_s(m, n, k, hw, dt, bt) for m, n, k, bt in kern.matmuls) + memory_time_s(kern.ew_nbytes, hw)
-            self._cache[kern] = t
+            t = self._cache[kern] = kern.time_s(self.base.hardware, self.base.dtype)
         return t
 
     def link(self, src: int, dst: int) -> tuple[float, float]:
@@ -177,11 +224,15 @@ class PaperDeviceModel:
         if key in self._cache:
             return self._cache[key]
         group = self.real_group(ins)
+        algo = ins.algo or self.collective_algo
+        nvls = self.nvls and ins.kind == "all_reduce" and not ins.algo
         if group is None:
-            return None
+            if not (nvls and len(ins.group) > 1 and self._topology.nvls_allreduce_gain.get(len(ins.group), 1.0) > 1):
+                return None
+            group = [self.global_rank(r) for r in ins.group]   # an in-node all-reduce with NVLS
         n = len(group)
         whole = ins.nbytes * n if ins.kind == "all_gather" else ins.nbytes
-        t = collective_time_s(ins.kind, whole, group, self._topology, ins.algo or self.collective_algo)
+        t = collective_time_s(ins.kind, whole, group, self._topology, NVLS if nvls else algo)
         sent = int(bus_bandwidth_factor(ins.kind, n) * whole) if n > 1 else 0
         self._cache[key] = (t, sent)
         return t, sent

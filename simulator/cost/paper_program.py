@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from simulator.cost.analytic import ADAM_BYTES_PER_PARAM
 from simulator.cost.model_presets import ModelSpec
-from simulator.cost.paper_kernels import Kernel, LayerKernels, activation_nbytes, layer_kernels
+from simulator.cost.paper_kernels import Kernel, LayerKernels, activation_nbytes, layer_kernels, padded_vocab
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.errors import ParasimError
 from simulator.parallel.schedules import make_schedule
@@ -43,9 +43,10 @@ DEFAULT_BUCKET_NBYTES = 25e6   # PyTorch DDP's default bucket_cap_mb = 25
 def check_paper_config(model: ModelSpec, cfg: ParallelConfig) -> None:
     if model.heads % cfg.tp:
         raise ParasimError(f"tp={cfg.tp} must divide the {model.heads} attention heads")
-    chunks = cfg.pp * cfg.virtual_stages
-    if model.layers % chunks:
-        raise ParasimError(f"{model.layers} layers cannot be split evenly into pp x v = {chunks} chunks")
+    cfg.chunk_layers(model.layers)      # refuses splits that do not exist
+    if cfg.cp > 1 or cfg.ep > 1:
+        raise ParasimError(f"the scale program on the event clock does not simulate context (c={cfg.cp}) or "
+                           f"expert (ep={cfg.ep}) parallelism yet; the closed form (`estimate`) prices both")
 
 
 class _Emitter:
@@ -57,21 +58,52 @@ class _Emitter:
         self.fold_tp, self.bucket_nbytes, self.overlap = fold_tp, bucket_nbytes, overlap
         self.logits, self.optimizer = logits, optimizer
         p, v = cfg.pp, cfg.virtual_stages
-        self.S, self.Ls = p * v, model.layers // (p * v)
+        self.S, self.chunks = p * v, cfg.chunk_layers(model.layers)
+        self.per_mb_grads = cfg.zero_stage >= 2          # DeepSpeed reduces at every micro-batch
         self.act = activation_nbytes(model, cfg, A.dtype)
         self.p2p = self.act // cfg.tp
         self.layer_grad = A.grad_reduce_bytes * model.layer_params() / cfg.tp
-        self.emb_params = model.vocab * model.hidden / cfg.tp
+        self.emb_params = padded_vocab(model, cfg.tp) * model.hidden / cfg.tp
         K = kernels
         self._priced: dict = {}      # kernel -> (flops, nbytes, attrs), shared by its instructions
         self.bw = {K.mlp_b: K.mlp_b + K.mlp_w, K.attn_b: K.attn_b + K.attn_w}   # fused B + W
 
     # ---- helpers ------------------------------------------------------------------------------
-    def comp(self, out, kern: Kernel, x: str, phase: str, j, label: str, extra=()):
+    def comp(self, out, kern: Kernel, x: str, phase: str, j, label: str, extra=(), needs=()):
         got = self._priced.get(kern)
         if got is None:
             got = self._priced[kern] = (kern.flops, int(kern.nbytes()), {"kernel": kern})
-        out.append(Compute(kern.name, (x,), (x,) + extra, got[0], got[1], got[2], phase, j, label))
+        out.append(Compute(kern.name, (x,) + needs, (x,) + extra, got[0], got[1], got[2], phase, j, label))
+
+    def gather_layer(self, out, r, c, l, j, which) -> tuple:
+        """ZeRO-3: all-gather one layer's 16-bit parameters over the data-parallel group before
+        its forward and again before its backward (non-blocking = prefetched, `overlap_param_gather`)."""
+        if self.cfg.zero_stage < 3 or self.cfg.dp == 1:
+            return ()
+        w = f"w{which}{c}.{l}.{j}"
+        out.append(Collective("all_gather", "params", w, (r,), tag="dp", microbatch=j,
+                              nbytes=int(2 * self.model.layer_params() / self.cfg.tp / self.cfg.dp),
+                              blocking=not self.A.overlap_param_gather))
+        return (w,)
+
+    def gathered(self, out, r, c, j, which, order):
+        """Per layer of `order`, the gathered parameters its compute needs; with prefetch
+        (`overlap_param_gather`) the next layer's gather is issued before this layer computes, so
+        a gradient reduce-scatter queued on the same stream does not delay it (DeepSpeed / FSDP)."""
+        order = list(order)
+        if not self.A.overlap_param_gather:
+            for l in order:
+                yield l, self.gather_layer(out, r, c, l, j, which)
+            return
+        nxt = self.gather_layer(out, r, c, order[0], j, which) if order else ()
+        for i, l in enumerate(order):
+            cur = nxt
+            if i + 1 < len(order):
+                nxt = self.gather_layer(out, r, c, order[i + 1], j, which)
+            yield l, cur
+
+    def grad_name(self, c, l, j) -> str:
+        return f"grad{c}.{l}.{j}" if self.per_mb_grads else f"grad{c}.{l}"
 
     def tp_comm(self, out, r, x, j, kinds, dst=None):
         if self.cfg.tp == 1:
@@ -97,9 +129,9 @@ class _Emitter:
         """The forward (or backward) collectives of one layer half."""
         return ("all_gather", "reduce_scatter") if self.cfg.sequence_parallel else ("all_reduce",)
 
-    def layer_fwd(self, out, r, x, j, s, l, label="F"):
+    def layer_fwd(self, out, r, x, j, s, l, label="F", needs=()):
         for kern in (self.K.attn_fwd, self.K.mlp_fwd):
-            self.comp(out, kern, x, "forward", j, f"{label}{j} s{s} L{l} {kern.name}")
+            self.comp(out, kern, x, "forward", j, f"{label}{j} s{s} L{l} {kern.name}", needs=needs)
             self.tp_comm(out, r, x, j, self.tp_pair())
 
     # ---- actions ------------------------------------------------------------------------------
@@ -108,8 +140,8 @@ class _Emitter:
         x = f"a{s}.{j}"
         if s > 0:
             self.recv(out, r, x, ((s - 1) % p) * w + r % w, f"f{s}.{j}", j)
-        for l in range(self.Ls):
-            self.layer_fwd(out, r, x, j, s, l)
+        for l, needs in self.gathered(out, r, c, j, "f", range(self.chunks[s])):
+            self.layer_fwd(out, r, x, j, s, l, needs=needs)
         if s == self.S - 1:
             if self.logits:
                 self.comp(out, self.K.logits_fwd, x, "forward", j, f"F{j} logits")
@@ -120,37 +152,37 @@ class _Emitter:
         """kind BW (input and weight gradients) or B (input gradients only)."""
         s, p, w = c * self.cfg.pp + k, self.cfg.pp, self.w
         g = f"g{s}.{j}"
-        last_mb = kind == "BW" and j == self.cfg.microbatches - 1
+        last_mb = kind == "BW" and (j == self.cfg.microbatches - 1 or self.per_mb_grads)
         if s < self.S - 1:
             self.recv(out, r, g, ((s + 1) % p) * w + r % w, f"b{s}.{j}", j)
         elif self.logits:
             kern = self.K.logits_b + self.K.logits_w if kind == "BW" else self.K.logits_b
             out.append(Compute(kern.name, (f"a{s}.{j}",), (g,), kern.flops, int(kern.nbytes()), {"kernel": kern},
                                "backward", j, f"B{j} logits"))
-        for l in reversed(range(self.Ls)):
+        for l, needs in self.gathered(out, r, c, j, "b", reversed(range(self.chunks[s]))):
             if self.cfg.recompute == "full":
-                self.layer_fwd(out, r, g, j, s, l, label="R")
+                self.layer_fwd(out, r, g, j, s, l, label="R", needs=needs)
             for kb, kw in ((self.K.mlp_b, self.K.mlp_w), (self.K.attn_b, self.K.attn_w)):
                 kern = self.bw[kb] if kind == "BW" else kb
-                done = (f"grad{c}.{l}",) if last_mb and kb is self.K.attn_b else ()
-                self.comp(out, kern, g, "backward", j, f"{kind}{j} s{s} L{l} {kb.name}", done)
+                done = (self.grad_name(c, l, j),) if last_mb and kb is self.K.attn_b else ()
+                self.comp(out, kern, g, "backward", j, f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
                 self.tp_comm(out, r, g, j, self.tp_pair())
             if last_mb:
-                grads_done(out, r, c, l)
+                grads_done(out, r, c, l, j)
         if s > 0:
             out.append(Send(g, ((s - 1) % p) * w + r % w, f"b{s - 1}.{j}", self.p2p, j))
 
     def wgrad(self, out, r, j, c, grads_done):
         s = c * self.cfg.pp + (r // self.w)
-        last_mb = j == self.cfg.microbatches - 1
+        last_mb = j == self.cfg.microbatches - 1 or self.per_mb_grads
         if s == self.S - 1 and self.logits:
             self.comp(out, self.K.logits_w, f"g{s}.{j}", "wgrad", j, f"W{j} logits")
-        for l in reversed(range(self.Ls)):
+        for l in reversed(range(self.chunks[s])):
             for kern in (self.K.mlp_w, self.K.attn_w):
-                done = (f"grad{c}.{l}",) if last_mb and kern is self.K.attn_w else ()
+                done = (self.grad_name(c, l, j),) if last_mb and kern is self.K.attn_w else ()
                 self.comp(out, kern, f"g{s}.{j}", "wgrad", j, f"W{j} s{s} L{l} {kern.name}", done)
             if last_mb:
-                grads_done(out, r, c, l)
+                grads_done(out, r, c, l, j)
 
     # ---- one device ---------------------------------------------------------------------------
     def device(self, k: int, r: int, actions) -> list:
@@ -172,11 +204,15 @@ class _Emitter:
             buckets.append(name)
             pending["bytes"], pending["names"] = 0.0, []
 
-        def grads_done(out_, r_, c, l):
+        def grads_done(out_, r_, c, l, j):
             pending["bytes"] += self.layer_grad
-            pending["names"].append(f"grad{c}.{l}")
+            pending["names"].append(self.grad_name(c, l, j))
             flush()
 
+        if zero in (1, 2) and d > 1 and self.A.overlap_param_gather:
+            # the previous step's parameter all-gather, overlapping this step's first forward
+            out.append(Collective("all_gather", "params", "params_next", (r,), nbytes=int(2 * self._params(k) / d),
+                                  tag="dp", blocking=False))
         for a in actions:
             if a.kind == "F":
                 self.forward(out, k, r, a.microbatch, a.chunk)
@@ -186,9 +222,8 @@ class _Emitter:
                 self.wgrad(out, r, a.microbatch, a.chunk, grads_done)
         flush(force=True)
         holds_emb = k == 0 or k == cfg.pp - 1
-        params = self.Ls * cfg.virtual_stages * self.model.layer_params() / cfg.tp
+        params = self._params(k)
         if holds_emb:
-            params += self.emb_params
             emb, tied = "emb", cfg.pp > 1 and self.model.tied_embeddings
             out.append(Compute("embedding_grad", (), ("tied" if tied else emb,), 0.0, 0,
                                {"kernel": Kernel("embedding_grad")}, "backward", None, "embedding grad"))
@@ -205,10 +240,15 @@ class _Emitter:
             kern = Kernel("adam", (), ADAM_BYTES_PER_PARAM * params / shard)
             out.append(Compute("adam", tuple(buckets), ("params",), 0.0, int(kern.ew_nbytes), {"kernel": kern},
                                "optimizer", None, "optimizer"))
-        if zero >= 1 and d > 1:
-            for n_ag in range(2 if zero == 3 else 1):
-                out.append(Collective("all_gather", "params", "params", (r,), nbytes=int(2 * params / d), tag="dp"))
+        if zero in (1, 2) and d > 1 and not self.A.overlap_param_gather:
+            out.append(Collective("all_gather", "params", "params", (r,), nbytes=int(2 * params / d), tag="dp"))
         return out
+
+    def _params(self, k: int) -> float:
+        """Parameters of pipeline device k on one TP rank: its layers, and the embedding / LM head."""
+        cfg = self.cfg
+        n = sum(self.chunks[c * cfg.pp + k] for c in range(cfg.virtual_stages))
+        return n * self.model.layer_params() / cfg.tp + (self.emb_params if k in (0, cfg.pp - 1) else 0.0)
 
 
 def build_paper_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumptions = Assumptions(), *,
@@ -219,7 +259,7 @@ def build_paper_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assu
     if not bucket_nbytes > 0:
         raise ParasimError(f"bucket_nbytes must be > 0, got {bucket_nbytes}")
     sched = make_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.virtual_stages)
-    em = _Emitter(model, cfg, assumptions, layer_kernels(model, cfg), fold_tp, bucket_nbytes,
+    em = _Emitter(model, cfg, assumptions, layer_kernels(model, cfg, assumptions), fold_tp, bucket_nbytes,
                   overlap_grad_reduce, logits, optimizer)
     code = []
     for k in range(cfg.pp):

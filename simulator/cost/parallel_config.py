@@ -1,8 +1,20 @@
 """The parallel configuration of one GPT training step (Megatron-LM's knobs) and the cost assumptions.
 
-Rank layout (Megatron-LM `parallel_state`): tensor-parallel ranks are consecutive (fastest),
-then data-parallel, then pipeline: rank = k (t d) + j t + i for tp index i, dp index j, stage k.
-So a TP group of t <= devices_per_node ranks lives inside one node, and a DP group has stride t.
+Rank layout (Megatron-LM `parallel_state`, order tp-cp-ep-dp-pp): tensor-parallel ranks are
+consecutive (fastest), then context-parallel, then data-parallel, then pipeline:
+rank = k (t c d) + j (t c) + q t + i for tp index i, cp index q, dp index j, stage k. So a TP
+group of t <= devices_per_node ranks lives inside one node, a CP group has stride t and a DP
+group stride t c. Expert parallelism (Megatron-Core, ep dividing dp) takes ep consecutive
+data-parallel ranks (stride t c) for the experts' all-to-all.
+
+Layers per stage (Megatron `--decoder-first-pipeline-num-layers` / `--decoder-last-...`): the
+first and last stages may hold a given number of layers and the rest are split evenly over the
+middle stages; with the interleaved schedule every stage's layers split evenly into v chunks.
+Bad combinations are refused with the rule and the numbers (`stage_layers`).
+
+ZeRO-2/3 with a pipeline is refused as DeepSpeed refuses it ("ZeRO-2 and ZeRO-3 are incompatible
+with pipeline parallelism", deepspeed/runtime/pipe/engine.py): gradients would be partitioned and
+reduced at every micro-batch of every stage.
 """
 
 from __future__ import annotations
@@ -11,6 +23,8 @@ from dataclasses import dataclass
 
 from simulator.cost.memory import RECOMPUTE, SCHEDULES
 from simulator.errors import ParasimError
+
+CP_COMM_TYPES = ("p2p", "a2a")
 
 
 @dataclass(frozen=True)
@@ -25,9 +39,15 @@ class ParallelConfig:
     recompute: str = "none"          # none | selective | full
     sequence_parallel: bool = False
     zero_stage: int = 0              # 0-3 over the data-parallel group
+    cp: int = 1                      # context-parallel size c (sequence split over c ranks)
+    ep: int = 1                      # expert-parallel size (divides dp; MoE models only)
+    first_stage_layers: int | None = None   # Megatron --decoder-first-pipeline-num-layers
+    last_stage_layers: int | None = None    # Megatron --decoder-last-pipeline-num-layers
+    cp_comm_type: str = "p2p"        # p2p (ring attention) | a2a (Ulysses), Megatron --cp-comm-type
+    balance_embedding: bool = False  # embedding and LM head count as a layer each in the stage split
 
     def __post_init__(self):
-        for f in ("tp", "pp", "dp", "micro_batch_size", "global_batch", "virtual_stages"):
+        for f in ("tp", "pp", "dp", "micro_batch_size", "global_batch", "virtual_stages", "cp", "ep"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ParasimError(f"{f} must be a positive integer, got {v!r}")
@@ -40,6 +60,23 @@ class ParallelConfig:
         if self.virtual_stages > 1 and self.schedule != "interleaved":
             raise ParasimError(f"virtual_stages {self.virtual_stages} > 1 needs schedule 'interleaved', "
                                f"got {self.schedule!r}")
+        if self.zero_stage >= 2 and self.pp > 1:
+            raise ParasimError(f"ZeRO stage {self.zero_stage} with pp={self.pp} pipeline stages is refused, as "
+                               f"DeepSpeed refuses it: ZeRO-2/3 partition gradients, which a pipeline accumulates "
+                               f"over its micro-batches; use ZeRO-1 (the distributed optimizer) with a pipeline")
+        if self.dp % self.ep:
+            raise ParasimError(f"expert-parallel size ep={self.ep} must divide dp={self.dp} (Megatron-Core "
+                               f"carves the expert-parallel group out of the data-parallel ranks)")
+        if self.cp_comm_type not in CP_COMM_TYPES:
+            raise ParasimError(f"unknown cp_comm_type {self.cp_comm_type!r}; known {', '.join(CP_COMM_TYPES)}")
+        for f in ("first_stage_layers", "last_stage_layers"):
+            v = getattr(self, f)
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
+                raise ParasimError(f"{f} must be a positive integer, got {v!r}")
+            if v is not None and self.pp == 1:
+                raise ParasimError(f"{f}={v} needs a pipeline (pp > 1)")
+            if v is not None and self.balance_embedding:
+                raise ParasimError(f"give either {f} or balance_embedding, not both")
         if self.sequence_parallel and self.tp == 1:
             raise ParasimError("sequence parallel needs tp > 1 (it shards along the tensor-parallel group)")
         per_step = self.micro_batch_size * self.dp
@@ -52,15 +89,16 @@ class ParallelConfig:
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.pp * self.dp * self.cp
 
     @property
     def microbatches(self) -> int:
         """m = B / (b d) micro-batches per pipeline per step."""
         return self.global_batch // (self.micro_batch_size * self.dp)
 
-    def rank(self, tp_index: int, dp_index: int, stage: int) -> int:
-        return stage * self.tp * self.dp + dp_index * self.tp + tp_index
+    def rank(self, tp_index: int, dp_index: int, stage: int, cp_index: int = 0) -> int:
+        tc = self.tp * self.cp
+        return stage * tc * self.dp + dp_index * tc + cp_index * self.tp + tp_index
 
     def tp_group(self, dp_index: int = 0, stage: int = 0) -> list[int]:
         return [self.rank(i, dp_index, stage) for i in range(self.tp)]
@@ -68,33 +106,132 @@ class ParallelConfig:
     def dp_group(self, tp_index: int = 0, stage: int = 0) -> list[int]:
         return [self.rank(tp_index, j, stage) for j in range(self.dp)]
 
+    def cp_group(self, tp_index: int = 0, dp_index: int = 0, stage: int = 0) -> list[int]:
+        return [self.rank(tp_index, dp_index, stage, q) for q in range(self.cp)]
+
+    def dp_cp_group(self, tp_index: int = 0, stage: int = 0) -> list[int]:
+        """The ranks that average a dense parameter's gradient: data- and context-parallel."""
+        return [self.rank(tp_index, j, stage, q) for j in range(self.dp) for q in range(self.cp)]
+
+    def ep_group(self, tp_index: int = 0, stage: int = 0) -> list[int]:
+        """ep consecutive data-parallel ranks: the experts' all-to-all group."""
+        return [self.rank(tp_index, j, stage) for j in range(self.ep)]
+
+    def stage_layers(self, layers: int) -> tuple[int, ...]:
+        """Layers held by each pipeline stage (module docstring); refuses what cannot be split."""
+        chunks = self.chunk_layers(layers)
+        p = self.pp
+        return tuple(sum(chunks[c * p + k] for c in range(self.virtual_stages)) for k in range(p))
+
+    def chunk_layers(self, layers: int) -> tuple[int, ...]:
+        """Layers of each of the p v model chunks in model order (chunk c p + k on stage k).
+        `balance_embedding`: the embedding and the LM head count as one layer each, so L + 2 slots
+        split evenly and the first and last chunks hold one layer fewer (Megatron-LM
+        --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split)."""
+        p, v = self.pp, self.virtual_stages
+        if self.balance_embedding:
+            if (layers + 2) % (p * v) or (layers + 2) // (p * v) < 2 and p * v > 1:
+                raise ParasimError(f"{layers} layers + embedding + LM head = {layers + 2} slots cannot be split "
+                                   f"evenly into pp x v = {p * v} chunks of at least 2")
+            per = (layers + 2) // (p * v)
+            out = [per] * (p * v)
+            out[0] -= 1
+            out[-1] -= 1
+            return tuple(out)
+        stages = self._stage_split(layers)
+        if any(x % v for x in stages):
+            raise ParasimError(f"stage layers {stages} must each split evenly into v={v} interleaved chunks")
+        return tuple(stages[k] // v for c in range(v) for k in range(p))
+
+    def _stage_split(self, layers: int) -> tuple[int, ...]:
+        p, v = self.pp, self.virtual_stages
+        first, last = self.first_stage_layers, self.last_stage_layers
+        if first is None and last is None:
+            if layers % (p * v):
+                raise ParasimError(f"{layers} layers cannot be split evenly into pp x v = {p * v} chunks; give "
+                                   f"first_stage_layers / last_stage_layers (Megatron --decoder-first-pipeline-"
+                                   f"num-layers) for an uneven split")
+            return (layers // p,) * p
+        ends = (first or 0) + (last or 0)
+        middle = p - (first is not None) - (last is not None)
+        rest = layers - ends
+        if rest < 0 or (middle == 0 and rest) or (middle and (rest % middle or rest == 0)):
+            raise ParasimError(f"{layers} layers minus first {first} and last {last} stage layers leaves {rest} "
+                               f"for {middle} middle stages; it must split evenly and leave each at least one")
+        mid = rest // middle if middle else 0
+        return tuple([first if first is not None else mid] + [mid] * (p - 2) + [last if last is not None else mid])
+
     def __repr__(self) -> str:
         v = f", v={self.virtual_stages}" if self.virtual_stages > 1 else ""
         sp = "+SP" if self.sequence_parallel else ""
-        return (f"Parallel(t={self.tp}{sp}, p={self.pp}, d={self.dp}, b={self.micro_batch_size}, "
+        cp = f", c={self.cp}" + ("" if self.cp_comm_type == "p2p" else f" {self.cp_comm_type}") if self.cp > 1 else ""
+        ep = f", e={self.ep}" if self.ep > 1 else ""
+        if self.first_stage_layers is not None or self.last_stage_layers is not None:
+            v += f", layers first/last {self.first_stage_layers}/{self.last_stage_layers}"
+        if self.balance_embedding:
+            v += ", embedding/head balanced"
+        return (f"Parallel(t={self.tp}{sp}{cp}, p={self.pp}, d={self.dp}{ep}, b={self.micro_batch_size}, "
                 f"B={self.global_batch}, m={self.microbatches}, {self.schedule}{v}, "
                 f"recompute={self.recompute}, zero={self.zero_stage})")
 
 
 @dataclass(frozen=True)
 class Assumptions:
-    """What the closed-form model assumes about the software stack (defaults: Megatron-LM 2021).
+    """What the cost model assumes about the software stack (defaults: Megatron-LM 2021 on A100,
+    which is also what Megatron-LM does today unless told otherwise).
 
     - dtype: matmul/activation dtype (bf16 on A100).
+    - fp8 = False: matmuls at the hardware's fp8 peak (Transformer Engine FP8 GEMMs, Micikevicius
+      et al. 2022); element-wise traffic, activations and communication stay 16-bit; MFU is still
+      reported against the 16-bit peak (as NeMo/Megatron report it).
     - grad_reduce_bytes = 4: Megatron accumulates gradients in an fp32 `main_grad` buffer and
       all-reduces it in fp32 for bf16 training.
-    - link_efficiency = 0.8: NCCL reaches ~80 % of the datasheet link bandwidth in nccl-tests bus
-      bandwidth (e.g. ~230-240 of 300 GB/s NVLink per direction on DGX A100, ~22 of 25 GB/s HDR IB).
-    - overlap_grad_reduce = False: Megatron-LM 2021 reduced gradients after the backward pass; if
-      True, buckets overlap only the last micro-batch's backward (gradients accumulate before).
-    - overlap_tp_comm = False: tensor-parallel all-reduces sit on the critical path (no
-      communication/compute overlap in Megatron-LM 2021).
+    - link_efficiency = None: the hardware preset's measured NCCL efficiency
+      (`Hardware.link_efficiency`, 0.8 on the datasheet presets), the same one `parasim
+      collective --hardware` uses; a number overrides it.
+    - nvls = True: an all-reduce inside one node uses NVLink SHARP where the hardware has it
+      (H100/H200 NVSwitch; `simulator.cost.comm`), as NCCL does by default.
+    - overlap_grad_reduce = False (Megatron --overlap-grad-reduce): gradient buckets are reduced
+      while the backward of the last micro-batch (ZeRO-2/3: of every micro-batch) runs; only the
+      part longer than that backward is exposed.
+    - overlap_param_gather = False (Megatron --overlap-param-gather; DeepSpeed ZeRO-3 prefetch):
+      parameter all-gathers run under the forward (ZeRO-1/2: the first micro-batch's forward of
+      the next step; ZeRO-3: each micro-batch's forward and backward, one layer ahead).
+    - overlap_tp_comm = False (Megatron --tp-comm-overlap, Transformer Engine userbuffers): each
+      TP collective is split into chunks pipelined with the GEMM next to it, so only the part
+      longer than the layer's linear GEMMs is exposed.
+    - flash_attention = False (Megatron --use-flash-attn; Dao et al. 2022, Dao 2023): the
+      attention core is one fused kernel: no s^2 softmax/dropout traffic to HBM, the backward
+      recomputes the scores (5 instead of 4 attention-core matmuls in fwd + bwd), and a causal
+      mask skips the blocks above the diagonal (half the core's time).
+    - capacity_factor = None: MoE tokens per expert; None is dropless (each expert gets exactly
+      its share T k / E under balanced routing), c > 1 pads every expert to c T k / E.
     - collective_algo: the algorithm priced by `simulator.cost.comm` (ring, as NCCL for large S).
     """
 
     dtype: str = "bf16"
     grad_reduce_bytes: int = 4
-    link_efficiency: float = 0.8
+    link_efficiency: float | None = None
     overlap_grad_reduce: bool = False
     overlap_tp_comm: bool = False
     collective_algo: str = "ring"
+    overlap_param_gather: bool = False
+    flash_attention: bool = False
+    fp8: bool = False
+    nvls: bool = True
+    capacity_factor: float | None = None
+
+    def __post_init__(self):
+        if self.capacity_factor is not None and not self.capacity_factor >= 1:
+            raise ParasimError(f"capacity_factor must be >= 1 (or None for dropless), got {self.capacity_factor}")
+        if self.link_efficiency is not None and not 0 < self.link_efficiency <= 1:
+            raise ParasimError(f"link_efficiency must be in (0, 1], got {self.link_efficiency}")
+
+    @property
+    def matmul_dtype(self) -> str:
+        return "fp8" if self.fp8 else self.dtype
+
+
+MODERN = Assumptions(overlap_grad_reduce=True, overlap_param_gather=True, overlap_tp_comm=True,
+                     flash_attention=True)
+"""What a Megatron-Core / NeMo run of a modern model turns on (FlashAttention, all three overlaps)."""

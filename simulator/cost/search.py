@@ -1,8 +1,11 @@
 """Brute-force search over Megatron-style parallel configurations with the analytic model.
 
-Enumerates t (powers of two dividing the heads, at most `max_tp`), p (dividing the layers),
-d = gpus / (t p), micro-batch size b (powers of two with B divisible by b d), schedule and
-recompute, keeps those that fit in memory and returns them fastest first. Each evaluation is
+Enumerates t (powers of two dividing the heads, at most `max_tp`), c (context-parallel sizes,
+powers of two; by default only for sequences of 16k tokens and more), p (dividing the layers),
+d = gpus / (t c p), micro-batch size b (powers of two with B divisible by b d), expert-parallel
+sizes e (MoE models: dividing the experts and d), schedule and recompute, keeps those that fit in
+memory and returns them fastest first. ZeRO-2/3 are tried without a pipeline only (refused with
+one, as DeepSpeed does). Each evaluation is
 `simulator.cost.analytic.estimate` (well under a millisecond), so a few thousand candidates
 cost about a second.
 """
@@ -37,17 +40,38 @@ def _powers_of_two(limit: int) -> list[int]:
     return out
 
 
-def _layouts(model: ModelSpec, gpus: int, global_batch: int, max_tp: int, micro_batch_sizes=None):
-    """Every (t, p, d, b): t a power of two dividing the heads and the GPUs, p dividing the layers
-    and gpus / t, d = gpus / (t p), b a micro-batch size with b d dividing the global batch."""
+LONG_SEQUENCE = 16384   # from here on the search tries context parallelism by default
+
+
+def default_context_parallel(model: ModelSpec, gpus: int) -> tuple[int, ...]:
+    """c = 1, and for sequences >= LONG_SEQUENCE every power of two up to 32 with s divisible by 2c."""
+    if model.seq < LONG_SEQUENCE:
+        return (1,)
+    return tuple(c for c in _powers_of_two(min(32, gpus)) if model.seq % (2 * c) == 0)
+
+
+def _expert_parallel(model: ModelSpec, d: int) -> list[int]:
+    experts = getattr(model, "num_experts", 0)
+    return [e for e in _powers_of_two(d) if experts and experts % e == 0 and d % e == 0] or [1]
+
+
+def _layouts(model: ModelSpec, gpus: int, global_batch: int, max_tp: int, micro_batch_sizes=None,
+             context_parallel=(1,)):
+    """Every (t, p, d, b, c): t a power of two dividing the heads, KV heads and the GPUs, c a
+    context-parallel size, p dividing the layers and gpus / (t c), d = gpus / (t c p), b a
+    micro-batch size with b d dividing the global batch."""
     for t in _powers_of_two(min(max_tp, gpus)):
-        if model.heads % t or gpus % t:
+        if model.heads % t or model.kv_heads % t or gpus % t:
             continue
-        for p in (p for p in range(1, gpus // t + 1) if (gpus // t) % p == 0 and model.layers % p == 0):
-            d = gpus // (t * p)
-            for b in micro_batch_sizes or _powers_of_two(global_batch):
-                if global_batch % (b * d) == 0:
-                    yield t, p, d, b
+        for c in context_parallel:
+            if (gpus // t) % c:
+                continue
+            rest = gpus // (t * c)
+            for p in (p for p in range(1, rest + 1) if rest % p == 0 and model.layers % p == 0):
+                d = rest // p
+                for b in micro_batch_sizes or _powers_of_two(global_batch):
+                    if global_batch % (b * d) == 0:
+                        yield t, p, d, b, c
 
 
 def _check_max_tp(max_tp, hw: Hardware) -> int:
@@ -68,7 +92,7 @@ def search_configs(model: ModelSpec | str, hardware: Hardware | str, gpus: int, 
     if gpus < 1 or global_batch < 1:
         raise ParasimError(f"gpus and global batch must be >= 1, got {gpus} and {global_batch}")
     found = []
-    for t, p, d, b in _layouts(model, gpus, global_batch, _check_max_tp(max_tp, hw), micro_batch_sizes):
+    for t, p, d, b, _c in _layouts(model, gpus, global_batch, _check_max_tp(max_tp, hw), micro_batch_sizes):
         for sched in schedules:
             for rc in recomputes:
                 for z in zero_stages:
@@ -123,9 +147,11 @@ class SearchResult:
                  "micro_batch_size": c.config.micro_batch_size, "microbatches": c.config.microbatches,
                  "schedule": c.config.schedule, "virtual_stages": c.config.virtual_stages,
                  "recompute": c.config.recompute, "sequence_parallel": c.config.sequence_parallel,
-                 "zero_stage": c.config.zero_stage, "step_time_s": r.step_time_s, "tokens_per_s": r.tokens_per_s,
+                 "zero_stage": c.config.zero_stage, "cp": c.config.cp, "ep": c.config.ep,
+                 "step_time_s": r.step_time_s, "tokens_per_s": r.tokens_per_s,
                  "tflops_per_gpu": r.tflops_per_gpu, "mfu": r.mfu, "bubble_fraction": r.bubble_fraction,
-                 "exposed_comm_s": r.exposed_comm_s, "memory_per_gpu_bytes": r.memory_per_gpu_bytes, "oom": r.oom}
+                 "exposed_comm_s": r.exposed_comm_s, "memory_per_gpu_bytes": r.memory_per_gpu_bytes,
+                 "memory_headroom_bytes": r.memory.capacity_bytes - r.memory_per_gpu_bytes, "oom": r.oom}
             if reason is not None:
                 d["reason"] = reason
             return d
@@ -165,9 +191,10 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
                     max_tp: int | None = None, schedules=("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2"),
                     max_virtual_stages: int = 4, recomputes=("none", "selective", "full"),
                     micro_batch_sizes=None, sequence_parallel=(True, False), zero_stages=(0, 1, 2, 3),
-                    assumptions: Assumptions = Assumptions(), top: int = 10) -> SearchResult:
-    """Search t, p, d = gpus/(t p), b (and so m = B/(b d)), schedule (interleaved with v = 2..max_v),
-    ZeRO stage, recomputation and sequence parallelism with `analytic.estimate`.
+                    context_parallel=None, assumptions: Assumptions = Assumptions(), top: int = 10) -> SearchResult:
+    """Search t, c, p, d = gpus/(t c p), b (and so m = B/(b d)), e (MoE), schedule (interleaved with
+    v = 2..max_v), ZeRO stage, recomputation and sequence parallelism with `analytic.estimate`.
+    `context_parallel`: the c to try (default `default_context_parallel`).
 
     Pruning that cannot change the answer: for fixed other knobs, recompute none < selective <
     full in step time (each adds work), so only the least recomputation that fits is timed.
@@ -178,7 +205,8 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
     if top < 1:
         raise ParasimError(f"top must be >= 1, got {top}")
     max_tp = _check_max_tp(max_tp, hw)
-    layouts = list(_layouts(model, gpus, global_batch, max_tp, micro_batch_sizes))
+    cps = tuple(context_parallel) if context_parallel else default_context_parallel(model, gpus)
+    layouts = list(_layouts(model, gpus, global_batch, max_tp, micro_batch_sizes, cps))
     if not layouts:
         raise ParasimError(
             f"no parallel layout of {model.name} on {gpus} GPUs: tp must be a power of two <= {max_tp} "
@@ -187,7 +215,7 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
     order = [rc for rc in ("none", "selective", "full") if rc in recomputes]
     fits, evaluated, considered = [], 0, 0
     oom_fastest, oom_least = {}, None   # per layout the fastest config that does not fit; overall the smallest
-    for t, p, d, b in layouts:
+    for t, p, d, b, c in layouts:
         m = global_batch // (b * d)
         scheds = []
         for s in schedules:
@@ -197,18 +225,22 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
                 scheds.append((s, 1))
         for sched, v in scheds:
             for sp in sorted({bool(x) and t > 1 for x in sequence_parallel}):
-                for z in (z for z in zero_stages if d > 1 or z == 0):
+                for z, e in ((z, e) for z in zero_stages if (d > 1 or z == 0) and (p == 1 or z < 2)
+                             for e in _expert_parallel(model, d)):
                     considered += len(order)
                     for rc in order:
-                        cfg = ParallelConfig(tp=t, pp=p, dp=d, micro_batch_size=b, global_batch=global_batch,
-                                             schedule=sched, virtual_stages=v, recompute=rc,
-                                             sequence_parallel=sp, zero_stage=z)
-                        res = estimate(model, cfg, hw, assumptions)
+                        try:
+                            cfg = ParallelConfig(tp=t, pp=p, dp=d, micro_batch_size=b, global_batch=global_batch,
+                                                 schedule=sched, virtual_stages=v, recompute=rc,
+                                                 sequence_parallel=sp, zero_stage=z, cp=c, ep=e)
+                            res = estimate(model, cfg, hw, assumptions)
+                        except ParasimError:    # e.g. a sequence c cannot split, an fp8 peak missing
+                            break
                         evaluated += 1
                         if not res.oom:
                             fits.append(Candidate(cfg, res))
                             break
-                        key = (t, p, d)
+                        key = (t, p, d, c)
                         if key not in oom_fastest or res.step_time_s < oom_fastest[key].result.step_time_s:
                             oom_fastest[key] = Candidate(cfg, res)
                         if oom_least is None or res.memory_per_gpu_bytes < oom_least.result.memory_per_gpu_bytes:
@@ -222,7 +254,7 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
     best = fits[0]
     layout_best: dict = {}
     for c in fits:
-        layout_best.setdefault((c.config.tp, c.config.pp, c.config.dp), c)
+        layout_best.setdefault((c.config.tp, c.config.pp, c.config.dp, c.config.cp), c)
     overlap_tp = assumptions.overlap_tp_comm
     alts = [Alternative(c.config, c.result, why_slower(best.result, c.result, overlap_tp))
             for key, c in layout_best.items() if c is not best]

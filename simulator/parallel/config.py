@@ -11,9 +11,11 @@ from dataclasses import dataclass, replace
 
 from ..errors import ParasimError
 from ..models import GPTConfig, MLPConfig, build_model
+from .cp_split import check_context_parallel
 
-STRATEGIES = ("single", "dp", "layer", "pp", "tp", "sp", "ep", "zero1", "zero2", "zero3", "hybrid")
-SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2")
+STRATEGIES = ("single", "dp", "layer", "pp", "tp", "sp", "cp", "ep", "zero1", "zero2", "zero3", "hybrid")
+CP_KINDS = ("ring", "all-to-all")
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe")
 GRAD_DTYPES = ("float64", "float32", "float16")
 OPTIMIZERS = ("adam", "sgd")
 
@@ -26,6 +28,8 @@ class TrainConfig:
     dp: int = 0  # data-parallel degree (0: derived from the strategy and device count)
     pp: int = 0  # pipeline stages (0: derived)
     tp: int = 1  # tensor-parallel degree
+    cp: int = 1  # context-parallel degree (Megatron's --context-parallel-size): each sequence split cp ways
+    cp_kind: str = "ring"  # "ring" (K/V blocks around a ring) or "all-to-all" (DeepSpeed Ulysses)
     ep: int = 1  # expert-parallel degree
     zero: int = 0  # ZeRO stage over the data-parallel group
     batch_size: int = 8  # global batch, in samples (sequences for the GPT)
@@ -47,7 +51,8 @@ class TrainConfig:
         _check(self.schedule in SCHEDULES, f"unknown schedule {self.schedule!r}; known: {', '.join(SCHEDULES)}")
         _check(self.grad_dtype in GRAD_DTYPES, f"unknown grad dtype {self.grad_dtype!r}; known: {', '.join(GRAD_DTYPES)}")
         _check(self.optimizer in OPTIMIZERS, f"unknown optimizer {self.optimizer!r}; known: {', '.join(OPTIMIZERS)}")
-        for name in ("devices", "tp", "ep", "batch_size", "microbatches", "virtual_stages", "accumulate", "steps"):
+        _check(self.cp_kind in CP_KINDS, f"unknown context-parallel kind {self.cp_kind!r}; known: {', '.join(CP_KINDS)}")
+        for name in ("devices", "tp", "cp", "ep", "batch_size", "microbatches", "virtual_stages", "accumulate", "steps"):
             v = getattr(self, name)
             _check(isinstance(v, int) and v >= 1, f"{name} must be a positive integer, got {v!r}")
         for name in ("dp", "pp"):
@@ -69,9 +74,13 @@ class TrainConfig:
     def resolved(self) -> "TrainConfig":
         """Fill derived degrees (dp, pp) from the strategy and check every cross-field rule."""
         s, n = self.strategy, self.devices
-        dp, pp, tp = self.dp, self.pp, self.tp
+        dp, pp, tp, cp = self.dp, self.pp, self.tp, self.cp
         if s in ("tp", "sp") and tp == 1 and not (dp or pp):
             tp = n  # every device on the tensor axis unless degrees are given
+        if s == "cp" and cp == 1 and tp == 1 and not (dp or pp):
+            cp = n  # every device on the context axis unless degrees are given
+        _check(cp == 1 or s in ("cp", "hybrid"), f"context parallelism (cp={cp}) runs with strategies cp and hybrid, "
+                                                 f"not {s}")
         if s == "single":
             _check(n == 1, f"strategy single runs on 1 device, got --devices {n}")
             dp, pp = dp or 1, pp or 1
@@ -80,10 +89,19 @@ class TrainConfig:
         elif s in ("layer", "pp"):
             pp, dp = pp or n // max(dp, 1), dp or 1
         else:
-            dp = dp or max(1, n // max(1, (pp or 1) * tp))
-            pp = pp or max(1, n // (dp * tp))
-        _check(dp * pp * tp == n,
-               f"degrees dp={dp} x pp={pp} x tp={tp} = {dp * pp * tp} do not multiply to {n} devices")
+            dp = dp or max(1, n // max(1, (pp or 1) * tp * cp))
+            pp = pp or max(1, n // (dp * tp * cp))
+        _check(self.ep == 1 or s != "hybrid",
+               f"expert parallelism (ep={self.ep}) runs with strategy ep (data x expert over all devices); the hybrid "
+               f"strategy combines dp, cp, tp and pp with ep=1")
+        cps = f" x cp={cp}" if cp > 1 else ""
+        _check(dp * pp * tp * cp == n,
+               f"degrees dp={dp}{cps} x pp={pp} x tp={tp} = {dp * pp * tp * cp} do not multiply to {n} devices")
+        if cp > 1:
+            check_context_parallel(self.model, cp, self.cp_kind, tp)
+            _check(self.schedule not in ("zb-h1", "zb-h2") or pp == 1,
+                   f"schedule {self.schedule} splits backward into B and W; the context-parallel layers emit them "
+                   "together: use gpipe, 1f1b or interleaved with cp > 1")
         if s == "layer":
             _check(self.m == 1, f"layer-wise model parallelism uses no micro-batches, got {self.m}")
         kinds = [type(layer).__name__ for layer in build_model(self.model).layers]
@@ -112,11 +130,17 @@ class TrainConfig:
         _check(stage == 0 or dp > 1 or s.startswith("zero"),
                f"ZeRO stage {stage} shards model states over the data-parallel group, but strategy {s} has dp=1 "
                f"(pp={pp}, tp={tp}): raise --dp or drop --zero")
-        return replace(self, dp=dp, pp=pp, tp=tp, zero=stage)
+        return replace(self, dp=dp, pp=pp, tp=tp, cp=cp, zero=stage)
 
     @property
     def microbatch_size(self) -> int:
         return self.batch_size // (max(self.dp, 1) * self.m)
+
+    @property
+    def tokens_per_device(self) -> int | None:
+        """Tokens of each sequence one context rank holds (None for models without sequences)."""
+        seq = getattr(self.model, "seq_len", None)
+        return None if seq is None else seq // self.cp
 
 
 def _describe_layers(kinds: list[str]) -> str:

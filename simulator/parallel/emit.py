@@ -198,15 +198,29 @@ class Replica:
         self.m = schedule.m
         for d, actions in enumerate(schedule.actions):
             for a in actions:
-                k = a.chunk * self.p + d
-                if a.kind == "F":
-                    self.forward(k, a.microbatch)
-                elif a.kind == "BW":
-                    self.backward(k, a.microbatch)
-                elif a.kind == "B":
-                    self.backward(k, a.microbatch, split=True)
-                else:
-                    self.weight(k, a.microbatch)
+                self.run_action(a, a.chunk * self.p + d)
+
+    def run_action(self, a, k: int) -> None:
+        """One schedule action on model stage k."""
+        if a.kind == "F":
+            self.forward(k, a.microbatch)
+        elif a.kind == "BW":
+            self.backward(k, a.microbatch)
+        elif a.kind == "B":
+            self.backward(k, a.microbatch, split=True)
+        else:
+            self.weight(k, a.microbatch)
+
+
+def run_bidirectional(schedule, down: Replica, up: Replica) -> None:
+    """DualPipe: two copies of the model, `down` with stage k on ranks[k] (fed from device 0) and
+    `up` with stage k on ranks[p-1-k] (fed from device p-1); chunk 0 of device d is down's stage d,
+    chunk 1 up's stage p-1-d. Each copy runs m/2 micro-batches. Tensor names never collide on a
+    device: its two stages differ (p is even) and so do the two copies' micro-batch ids."""
+    down.m = up.m = schedule.m // 2
+    for d, actions in enumerate(schedule.actions):
+        for a in actions:
+            (down, up)[a.chunk].run_action(a, schedule.model_stage(d, a.chunk))
 
 
 def _send(tensor, dst, tag, nbytes, mb):

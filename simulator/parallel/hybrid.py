@@ -1,4 +1,4 @@
-"""Hybrid (3-D) parallelism: data x tensor x pipeline (Narayanan et al. 2021, "Efficient Large-Scale
+"""Hybrid (3-D and 4-D) parallelism: data x (context x) tensor x pipeline (Narayanan et al. 2021, "Efficient Large-Scale
 Language Model Training on GPU Clusters Using Megatron-LM", Sec. 2-3).
 
 The devices form a mesh (pp, dp, tp) laid out row-major with tensor fastest, then data, then
@@ -15,6 +15,11 @@ inside every layer, the stages exchange activations point to point along the pip
 after backward every rank AllReduces its gradient shards over its data group. Every collective
 instruction carries its group, so the trace shows which axis it runs on. Any dp x tp x pp whose
 product is the device count works; sequence parallelism is the "sp" strategy with the same degrees.
+
+With cp > 1 the mesh gains its context axis between data and tensor (Megatron's "tp-cp-ep-dp-pp",
+DeviceMesh.megatron): rank = ((s * dp + i) * cp + c) * tp + t, each sequence split over the c
+ranks (context_parallel.py), gradients reduced over data x context groups. The expert axis is
+part of the mesh (size 1 here); expert parallelism runs with the "ep" strategy.
 """
 
 from __future__ import annotations
@@ -24,20 +29,24 @@ from dataclasses import replace
 from ..mesh import DeviceMesh
 from .config import TrainConfig
 from .replicated import Compiled
+from .context_parallel import compile_context_parallel
 from .tensor_parallel import compile_tensor_parallel
 
 
 def hybrid_mesh(cfg: TrainConfig) -> DeviceMesh:
-    """The (pp, dp, tp) mesh of a resolved config, tensor fastest."""
+    """The (pp, dp, ep, cp, tp) mesh of a resolved config in Megatron's order, tensor fastest."""
     cfg = cfg.resolved()
-    return DeviceMesh({"pp": cfg.pp, "dp": cfg.dp, "tp": cfg.tp})
+    return DeviceMesh.megatron(tp=cfg.tp, cp=cfg.cp, ep=1, dp=cfg.dp, pp=cfg.pp)
 
 
 def axis_groups(cfg: TrainConfig) -> dict[str, list[tuple[int, ...]]]:
-    """{axis: its communicator groups} for the three axes."""
+    """{axis: its communicator groups} for the axes of degree > 1 (and always pp, dp, tp)."""
     mesh = hybrid_mesh(cfg)
-    return {axis: mesh.groups(axis) for axis in ("pp", "dp", "tp")}
+    return {axis: mesh.groups(axis) for axis in ("pp", "dp", "cp", "tp") if axis != "cp" or cfg.cp > 1}
 
 
 def compile_hybrid(cfg: TrainConfig) -> Compiled:
-    return compile_tensor_parallel(replace(cfg, strategy="hybrid"))
+    cfg = replace(cfg, strategy="hybrid").resolved()
+    if cfg.cp > 1:
+        return compile_context_parallel(cfg)
+    return compile_tensor_parallel(cfg)

@@ -11,6 +11,7 @@ parallel are all this compiler with different degrees and schedules (see their o
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -21,11 +22,11 @@ from ..mesh import DeviceMesh
 from ..models import Adam, SGD, build_model
 from ..program import Program, ProgramBuilder
 from .config import TrainConfig
-from .emit import Replica, grad, param
+from .emit import Replica, grad, param, run_bidirectional
 from .grad_sync import GradSync
 from .kernels import layer_of, optimizer_state_names
 from .schedule_check import parse_schedule, validate
-from .schedules import make_schedule
+from .schedules import dualpipe, make_schedule
 from .zero_hybrid import emit_zero1_optimizer, shard_optimizer_state
 
 
@@ -65,9 +66,12 @@ class Compiled:
     gather: Callable | None = None  # runtime -> per-layer params, for strategies that shard them
 
     def feed(self, x: np.ndarray, y: np.ndarray) -> dict[int, dict[str, np.ndarray]]:
+        """Rows a:b of x or y; a sixth entry, when present, picks the token positions (context
+        parallelism gives each rank its chunks of every sequence)."""
         out: dict[int, dict[str, np.ndarray]] = {}
-        for rank, name, a, b, which in self.feeds:
-            out.setdefault(rank, {})[name] = (x if which == "x" else y)[a:b]
+        for rank, name, a, b, which, *cols in self.feeds:
+            rows = (x if which == "x" else y)[a:b]
+            out.setdefault(rank, {})[name] = rows[:, list(cols[0])] if cols and cols[0] is not None else rows
         return out
 
 
@@ -110,8 +114,12 @@ class WholeLayers:
 
     model: object
 
-    def replica(self, builder, stages, ranks, t, mbs, scale, ready) -> Replica:
+    def replica(self, builder, stages, ranks, t, mbs, scale, ready, c: int = 0) -> Replica:
         return Replica(builder, self.model, stages, ranks, mbs, scale, ready)
+
+    def positions(self, c: int) -> tuple[int, ...] | None:
+        """Token positions of context rank c (None: whole sequences)."""
+        return None
 
     def shapes(self, li: int) -> dict:
         return layer_of(self.model, li).param_shapes()
@@ -126,6 +134,8 @@ class WholeLayers:
 def pipeline_schedule(cfg: TrainConfig):
     """The configured schedule, or the user's hand-written one (`cfg.schedule_text`, one line per
     stage, e.g. "F0 F1 BW0 BW1"), validated: a broken dependency is refused by name."""
+    if cfg.schedule_text is None and cfg.schedule == "dualpipe" and cfg.pp > 1:
+        return dualpipe(cfg.pp, cfg.m, split=cfg.tp == 1 and cfg.cp == 1)  # TP/CP layers emit B and W together
     if cfg.schedule_text is None:
         return make_schedule(cfg.schedule if cfg.pp > 1 or cfg.virtual_stages > 1 else "1f1b", cfg.pp, cfg.m,
                              cfg.virtual_stages)
@@ -139,15 +149,20 @@ def pipeline_schedule(cfg: TrainConfig):
 
 def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     cfg = cfg.resolved()
-    dp, pp, tp, m, v = cfg.dp, cfg.pp, cfg.tp, cfg.m, cfg.virtual_stages
+    dp, cp, pp, tp, m, v = cfg.dp, cfg.cp, cfg.pp, cfg.tp, cfg.m, cfg.virtual_stages
     placement = placement or WholeLayers(cfg.model)
-    mesh = DeviceMesh({"pp": pp, "dp": dp, "tp": tp})
-    tps = f" tp={tp}" if tp > 1 else ""
+    mesh = DeviceMesh.megatron(tp=tp, cp=cp, dp=dp, pp=pp)  # Megatron's order: tensor fastest
+    tps = (f" cp={cp}" if cp > 1 else "") + (f" tp={tp}" if tp > 1 else "")
     b = ProgramBuilder(cfg.devices, name=f"{cfg.strategy} dp={dp}{tps} pp={pp} m={m} {cfg.schedule if pp > 1 else ''}".strip())
     stages = split_layers(cfg.n_layers, pp * v)
     schedule = pipeline_schedule(cfg)
     optimizer = make_optimizer(cfg)
-    group_of = {r: g for g in mesh.groups("dp") for r in g}
+    # gradients are partial over data and context ranks alike (Megatron reduces over dp x cp), and
+    # under DualPipe over the two model copies too (device d and its mirror p-1-d hold the same stages)
+    group_of = {r: g for g in mesh.groups(("dp", "cp")) for r in g}
+    if schedule.bidirectional:
+        mirror = {r: mesh.rank_at({**dict(zip(mesh.axis_names, mesh.coords(r))), "pp": pp - 1 - mesh.coord(r, "pp")}) for r in group_of}
+        group_of = {r: tuple(sorted(set(g) | {mirror[x] for x in g})) for r, g in group_of.items()}
     zero1 = cfg.zero == 1 and dp > 1  # Megatron's distributed optimizer: ZeRO-1 over the data axis
     if zero1 and (cfg.bucket_mb is not None or cfg.grad_dtype != "float64"):
         raise ParasimError("ZeRO-1 here moves float64 per-parameter collectives: drop --bucket-mb and --grad-dtype")
@@ -156,22 +171,35 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     mbs = cfg.microbatch_size
     rows_per_replica = cfg.batch_size // dp
     count = rows_per_replica * tokens_per_sample(cfg.model)
+    # each cp rank's loss is scaled by cp so that the mean over dp x cp ranks is the replica mean
+    copies = 2 if schedule.bidirectional else 1
+    scale = (cp * copies if cfg.gradients_mean else 1) / count
     feeds, loss_tensors, initial, param_home, homes = [], {}, {}, {}, {}
-    for i in range(dp):
-        for t in range(tp):  # every tensor rank runs the same schedule: their collectives match
-            ranks = tuple(mesh.rank_at({"pp": s, "dp": i, "tp": t}) for s in range(pp))
-            placement.replica(b, stages, ranks, t, mbs, 1.0 / count, sync.ready).run_schedule(schedule)
-            first, last = ranks[0], ranks[(len(stages) - 1) % pp]
-            for j in range(m):
-                a = i * rows_per_replica + j * mbs
-                feeds.append((first, f"data/x/mb{j}", a, a + mbs, "x"))
-                feeds.append((last, f"data/y/mb{j}", a, a + mbs, "y"))
+    for i, c, t in itertools.product(range(dp), range(cp), range(tp)):
+        # every tensor (and context) rank runs the same schedule: their collectives match
+        ranks = tuple(mesh.rank_at({"pp": s, "dp": i, "ep": 0, "cp": c, "tp": t}) for s in range(pp))
+        lane = placement.replica(b, stages, ranks, t, mbs, scale, sync.ready, c=c)
+        if schedule.bidirectional:
+            run_bidirectional(schedule, lane, placement.replica(b, stages, ranks[::-1], t, mbs, scale, sync.ready, c=c))
+        else:
+            lane.run_schedule(schedule)
+        cols = placement.positions(c)
+        for j in range(m):
+            # the first half of the micro-batches enters at ranks[0]; under DualPipe the rest at ranks[-1]
+            up = schedule.bidirectional and j >= m // 2
+            first, last = (ranks[-1], ranks[0]) if up else (ranks[0], ranks[(len(stages) - 1) % pp])
+            a = i * rows_per_replica + j * mbs
+            feeds.append((first, f"data/x/mb{j}", a, a + mbs, "x", cols))
+            feeds.append((last, f"data/y/mb{j}", a, a + mbs, "y", cols))
             if t == 0:
-                loss_tensors[last] = [f"out/loss/mb{j}" for j in range(m)]
+                loss_tensors.setdefault(last, []).append(f"out/loss/mb{j}")
     for r in range(cfg.devices):
         sync.finish(r)
         s, t = mesh.coord(r, "pp"), mesh.coord(r, "tp")
         held = [li for k in range(s, len(stages), pp) for li in stages[k]]
+        home = held  # the copy read back (DualPipe's first copy)
+        if schedule.bidirectional:
+            held = sorted(held + list(stages[pp - 1 - s]))
         initial[r] = initial_state(cfg.model, held, optimizer, cfg.seed,
                                    lambda li, n, value, t=t: placement.shard(li, n, value, t))
         if zero1:
@@ -179,8 +207,8 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
             initial[r] = shard_optimizer_state(initial[r], dp, group_of[r].index(r))
         else:
             emit_optimizer(b, r, held, cfg.model, optimizer, placement.shapes)
-        if mesh.coord(r, "dp") == 0:
-            for li in held:
+        if mesh.coord(r, "dp") == 0 and mesh.coord(r, "cp") == 0:
+            for li in home:
                 for n in layer_of(cfg.model, li).param_shapes():
                     homes.setdefault((li, n), []).append((r, param(li, n)))  # in tensor-rank order
                     if t == 0:

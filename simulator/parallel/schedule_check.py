@@ -32,7 +32,7 @@ def action_arrays(schedule: Schedule):
     offset of each device's list. Shapes (n_actions,), offsets (p + 1,)."""
     p, codes = schedule.p, _CODES
     kind = [codes[a.kind] for row in schedule.actions for a in row]
-    stage = [a.chunk * p + d for d, row in enumerate(schedule.actions) for a in row]
+    stage = [schedule.model_stage(d, a.chunk) for d, row in enumerate(schedule.actions) for a in row]
     mb = [a.microbatch for row in schedule.actions for a in row]
     lengths = [len(row) for row in schedule.actions]
     dev = np.repeat(np.arange(p), lengths)
@@ -102,8 +102,9 @@ def execute(schedule: Schedule, durations: dict, t_comm: float = 0.0, arrays=Non
     grad_next = np.where(stage < S - 1, (S + stage + 1) * m + mb, NONE)
     dep1 = np.where(is_f, fwd_prev, np.where(is_b, stage * m + mb, (S + stage) * m + mb))
     dep2 = np.where(is_b, grad_next, NONE)
-    comm1 = np.where(is_f & (stage > 0) & ((stage - 1) % p != dev), t_comm, 0.0)
-    comm2 = np.where(is_b & (stage < S - 1) & ((stage + 1) % p != dev), t_comm, 0.0)
+    bi = schedule.bidirectional  # neighbouring stages of a DualPipe copy are always on other devices
+    comm1 = np.where(is_f & (stage > 0) & (bi | ((stage - 1) % p != dev)), t_comm, 0.0)
+    comm2 = np.where(is_b & (stage < S - 1) & (bi | ((stage + 1) % p != dev)), t_comm, 0.0)
     produced = np.where(is_f, stage * m + mb, np.where(is_b, (S + stage) * m + mb, SINK))
     dur = np.array([durations[k] for k in ("F", "B", "W", "BW")], dtype=float)[kind]
     # one tuple per action, in device order: (dep1, dep2, comm1, comm2, produced, duration)

@@ -64,6 +64,7 @@ class Schedule:
     m: int
     v: int
     actions: tuple  # tuple (length p) of tuples of Action
+    bidirectional: bool = False  # DualPipe: chunk c is a direction; see model_stage
 
     def __post_init__(self):
         _check_sizes(self.p, self.m, self.v)
@@ -81,11 +82,15 @@ class Schedule:
 
     @property
     def n_stages(self) -> int:
-        """Model stages p*v."""
-        return self.p * self.v
+        """Model stages p*v (p for a bidirectional schedule: two copies of p stages)."""
+        return self.p if self.bidirectional else self.p * self.v
 
     def model_stage(self, device: int, chunk: int) -> int:
-        """Megatron interleaving: chunk c of device d is model stage c*p + d."""
+        """Megatron interleaving: chunk c of device d is model stage c*p + d. Bidirectional
+        (DualPipe): chunk 0 of device d is stage d of the copy fed from device 0, chunk 1 stage
+        p-1-d of the copy fed from device p-1."""
+        if self.bidirectional:
+            return device if chunk == 0 else self.p - 1 - device
         return chunk * self.p + device
 
     def __repr__(self) -> str:
@@ -298,17 +303,100 @@ def zb_h2(p: int, m: int, t_f: float = 1.0, t_b: float = 1.0, t_w: float = 1.0) 
     return _zero_bubble("zb-h2", p, m, [2 * p - 1] * p, t_f, t_b, t_w)
 
 
+def dualpipe(p: int, m: int, split: bool = True) -> Schedule:
+    """DualPipe (DeepSeek-V3 technical report, Sec. 3.2.1; github.com/deepseek-ai/DualPipe,
+    dualpipe.py `step`): two copies of the p-stage model, one fed from device 0 (chunk 0 of device
+    d is its stage d) and one from device p-1 (chunk 1 of device d is its stage p-1-d), each taking
+    m/2 micro-batches (ids 0..m/2-1 and m/2..m-1). Every device runs the repository's eight steps,
+    "phase 0" being the direction whose first stage is nearer (its half of the devices):
+
+        1 nF0   2 nF0F1   3 nB1W1F1 (zero bubble)   4 nF0B1F1B0 (main: F and B of different
+        micro-batches paired)   5 nB1F1B0   6 nB1B0 (second half zero bubble)   7 nWB0   8 nW
+
+    A zero-bubble backward is B now and W queued (first in, first out); `split=False` turns every
+    backward into BW (for layers that emit both together). Needs p even and m >= 2p, m even.
+    Bubble (p/2 - 1)(F&B + B - 3W), 2x parameters, p + 1 micro-batches of activations
+    (the report's Table 2)."""
+    if p < 2 or p % 2:
+        raise ParasimError(f"DualPipe pairs device d with device p-1-d, so it needs an even number of stages; "
+                           f"got {p}")
+    if m % 2 or m < 2 * p:
+        raise ParasimError(f"DualPipe splits the micro-batches between its two directions and needs m >= 2p: "
+                           f"m = {m} with p = {p} (need an even m >= {2 * p})")
+    half, hp = m // 2, p // 2
+    rows = []
+    for rank in range(p):
+        hr, second = min(rank, p - 1 - rank), rank >= hp
+        nf, nb, wq, row = [0, 0], [0, 0], [], []
+        phase = "warmup"
+
+        def F(ph):
+            d = ph ^ 1 if second else ph
+            row.append(Action("F", d * half + nf[d], d, phase))
+            nf[d] += 1
+
+        def B(ph, zb=False):
+            d = ph ^ 1 if second else ph
+            mb = d * half + nb[d]
+            nb[d] += 1
+            row.append(Action("B" if zb and split else "BW", mb, d, phase))
+            if zb and split:
+                wq.append((mb, d))
+
+        def W():
+            if wq:
+                mb, d = wq.pop(0)
+                row.append(Action("W", mb, d, phase))
+
+        for _ in range((hp - hr - 1) * 2):  # 1: nF0
+            F(0)
+        for _ in range(hr + 1):  # 2: nF0F1
+            F(0)
+            F(1)
+        for _ in range(hp - hr - 1):  # 3: nB1W1F1
+            B(1, zb=True)
+            W()
+            F(1)
+        phase = "steady"
+        for _ in range(half - p + hr + 1):  # 4: nF0B1F1B0
+            F(0)
+            B(1)
+            F(1)
+            B(0)
+        phase = "cooldown"
+        for _ in range(hp - hr - 1):  # 5: nB1F1B0
+            B(1)
+            F(1)
+            B(0)
+        zb = False
+        for i in range(hr + 1):  # 6: nB1B0, the second half zero bubble
+            zb = zb or (i == (hr + 1) // 2 and hr % 2 == 1)
+            B(1, zb)
+            zb = zb or (i == (hr + 1) // 2 and hr % 2 == 0)
+            B(0, zb)
+        for _ in range(hp - hr - 1):  # 7: nWB0
+            W()
+            B(0, zb=True)
+        for _ in range(hr + 1):  # 8: nW
+            W()
+        while wq:
+            W()
+        rows.append(tuple(row))
+    return Schedule("dualpipe", p, m, 2, tuple(rows), bidirectional=True)
+
+
 GENERATORS = {
     "gpipe": lambda p, m, v: gpipe(p, m),
     "1f1b": lambda p, m, v: one_f_one_b(p, m),
     "interleaved": interleaved,
     "zb-h1": lambda p, m, v: zb_h1(p, m),
     "zb-h2": lambda p, m, v: zb_h2(p, m),
+    "dualpipe": lambda p, m, v: dualpipe(p, m),
 }
 
 
 def make_schedule(name: str, p: int, m: int, v: int = 1) -> Schedule:
-    """Build a named schedule: "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2"."""
+    """Build a named schedule: "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe"."""
     if name not in GENERATORS:
         raise ParasimError(f"unknown schedule {name!r}; choose one of {', '.join(GENERATORS)}")
     if v != 1 and name != "interleaved":

@@ -6,6 +6,7 @@ from typing import Callable
 
 from ..errors import ParasimError
 from .config import STRATEGIES, TrainConfig
+from .context_parallel import compile_context_parallel
 from .data_parallel import compile_data_parallel
 from .expert_parallel import compile_expert_parallel
 from .layer_parallel import compile_layer_parallel
@@ -28,6 +29,7 @@ COMPILERS: dict[str, Callable[[TrainConfig], Compiled]] = {
     "ep": compile_expert_parallel,
     "tp": compile_tp,
     "sp": compile_sequence_parallel,
+    "cp": compile_context_parallel,
     "hybrid": compile_hybrid,
 }
 

@@ -146,6 +146,27 @@ class TensorParallelReplica(Replica):
     def _names(self, li, j):
         return f"act/cache/{li}/mb{j}", f"act/tp/{li}/mb{j}"
 
+    # ---- attention: column-parallel q, k, v of a/n heads, row-parallel W_o (a context-parallel
+    # replica overrides these two with ring or all-to-all attention over its context group) --------
+    def emit_attention_forward(self, r, li, lyr, a, j):
+        """act/tp/{li}/mb{j}/o_part (a partial sum over the tensor group) from the LN output a."""
+        c, T = self._names(li, j)
+        P = lambda n: param(li, n)  # noqa: E731
+        self.builder.compute(r, "tp_attn_fwd", [a, P("w_qkv"), P("b_qkv"), P("w_o")], [f"{T}/o_part", f"{c}/attn"],
+                             attrs={"heads": lyr.heads // self.tp, "causal": lyr.causal}, flops=self._fl("attn"),
+                             label=f"F{j} {lyr.name} attn", phase="forward", microbatch=j)
+
+    def emit_attention_backward(self, r, li, lyr, a, dout, j, accumulate):
+        """act/tp/{li}/mb{j}/da_part and the gradients of w_qkv, b_qkv, w_o from d(output)."""
+        c, T = self._names(li, j)
+        names = ("w_qkv", "b_qkv", "w_o")
+        G = [grad(li, n) for n in names]
+        self.builder.compute(r, "tp_attn_bwd", [f"{c}/attn", a, dout, param(li, "w_qkv"), param(li, "w_o"),
+                                                *(G if accumulate else [])],
+                             [f"{T}/da_part", *G], flops=self._fl("attn_b"), label=f"B{j} {lyr.name} attn",
+                             phase="backward", microbatch=j)
+        self._drop(r, f"{c}/attn")
+
     # ---- forward ----------------------------------------------------------------------------------
     def emit_layer_forward(self, r, li, x, y, j):
         b, lyr = self.builder, layer_of(self.config, li)
@@ -164,9 +185,7 @@ class TensorParallelReplica(Replica):
         elif isinstance(lyr, TransformerBlock):
             b.compute(r, "tp_ln_fwd", [x, P("ln1_g"), P("ln1_b")], [f"{c}/a", f"{c}/ln1"], label=f"F{j} {lyr.name} ln1", **kw)
             a = self._gather(r, f"{c}/a", f"{T}/a", j, f"{li}/a/mb{j}")
-            b.compute(r, "tp_attn_fwd", [a, P("w_qkv"), P("b_qkv"), P("w_o")], [f"{T}/o_part", f"{c}/attn"],
-                      attrs={"heads": lyr.heads // self.tp, "causal": lyr.causal}, flops=self._fl("attn"),
-                      label=f"F{j} {lyr.name} attn", **kw)
+            self.emit_attention_forward(r, li, lyr, a, j)
             if self.sp:
                 self._drop(r, a)
             self._reduce(r, f"{T}/o_part", f"{T}/o", j, f"{li}/o/mb{j}")
@@ -193,7 +212,7 @@ class TensorParallelReplica(Replica):
         b, T, yv = self.builder, f"act/tp/loss/mb{j}", f"data/y/mb{j}"
         kw = dict(phase="forward", microbatch=j)
         start = self.t * self.config.vocab // self.tp
-        nb = 8 * self.microbatch_size * self.config.seq_len
+        nb = self._full_nbytes(1)
         b.compute(r, "vp_ce_max", [x], [f"{T}/max"], label=f"F{j} loss max", **kw)
         self._coll(r, "all_reduce", f"{T}/max", f"{T}/max", j, f"loss/max/mb{j}", nb, op="max")
         b.compute(r, "vp_ce_stats", [x, f"{T}/max", yv], [f"{T}/sumexp", f"{T}/zt"], attrs={"start": start},
@@ -237,10 +256,8 @@ class TensorParallelReplica(Replica):
             self._drop(r, f"{c}/ln2", f"{T}/dm")
             dx1f = self._gather(r, f"{T}/dx1", f"{T}/dx1_full", j, f"{li}/dx1/mb{j}")
             a = self._gather(r, f"{c}/a", f"{T}/a", j, f"{li}/a/mb{j}")
-            b.compute(r, "tp_attn_bwd", [f"{c}/attn", a, dx1f, P("w_qkv"), P("w_o"), *acc("w_qkv", "b_qkv", "w_o")],
-                      [f"{T}/da_part", *G("w_qkv", "b_qkv", "w_o")], flops=self._fl("attn_b"),
-                      label=f"B{j} {lyr.name} attn", **kw)
-            self._drop(r, f"{c}/attn", f"{c}/a", *sp_only(a, dx1f))
+            self.emit_attention_backward(r, li, lyr, a, dx1f, j, accumulate)
+            self._drop(r, f"{c}/a", *sp_only(a, dx1f))
             self._reduce(r, f"{T}/da_part", f"{T}/da", j, f"{li}/da/mb{j}")
             b.compute(r, "tp_res_ln_bwd", [f"{c}/ln1", f"{T}/dx1", f"{T}/da", P("ln1_g"), *acc("ln1_g", "ln1_b", "b_o")],
                       [dx, *G("ln1_g", "ln1_b", "b_o")], label=f"B{j} {lyr.name} ln1", **kw)
@@ -279,12 +296,15 @@ class TensorParallel:
     @property
     def tp_group_of(self) -> dict[int, tuple[int, ...]]:
         c = self.cfg
-        mesh = DeviceMesh({"pp": c.pp, "dp": c.dp, "tp": c.tp})  # the mesh of compile_replicated
+        mesh = DeviceMesh.megatron(tp=c.tp, cp=c.cp, dp=c.dp, pp=c.pp)  # the mesh of compile_replicated
         return {r: g for g in mesh.groups("tp") for r in g}
 
-    def replica(self, builder, stages, ranks, t, mbs, scale, ready) -> Replica:
+    def replica(self, builder, stages, ranks, t, mbs, scale, ready, c: int = 0) -> Replica:
         return TensorParallelReplica(builder, self.cfg.model, stages, ranks, mbs, scale, ready,
                                      tp=self.cfg.tp, t=t, sp=self.sp, tp_group_of=self.tp_group_of)
+
+    def positions(self, c: int) -> None:
+        return None
 
     def shapes(self, li: int) -> dict:
         lyr = layer_of(self.cfg.model, li)

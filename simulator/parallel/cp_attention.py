@@ -1,0 +1,139 @@
+"""Emitting context-parallel attention on one rank: the ring (K/V blocks passed on with Send/Recv,
+dK/dV passed on in backward) or the two all-to-alls of Ulysses. A mixin shared by the plain
+context-parallel replica and the context x tensor one (context_parallel.py); the kernels are in
+cp_kernels.py.
+
+Names on a rank for layer li, micro-batch j: act/cache/{li}/mb{j}/{q,kv,att,lse,uly} are kept for
+backward, act/cp/{li}/mb{j}/... are temporaries (blocks in flight, datt, dq, dkv). The ring sends
+go to the next rank of the context group and arrive from the previous one; at step s rank i holds
+the block of rank (i - s) mod cp.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..program import Collective, Recv, Send
+
+
+@dataclass
+class ContextAttention:
+    """Fields and emitters of a context-parallel lane (mixed into a Replica)."""
+
+    cp: int = 1
+    c: int = 0
+    kind: str = "ring"  # or "all-to-all"
+    cp_group_of: dict = field(default_factory=dict)  # rank -> its context group
+    positions: list = field(default_factory=list)  # cp rank -> token positions
+
+    def emit_cp_attention_forward(self, r, li, lyr, j):
+        """{c}/q, {c}/kv -> {c}/att (B, T/cp, w) and what backward keeps."""
+        c = f"act/cache/{li}/mb{j}"
+        (self._ring_forward if self.kind == "ring" else self._a2a_forward)(r, li, lyr, j, c)
+
+    def emit_cp_attention_backward(self, r, li, lyr, j):
+        """act/cp/{li}/mb{j}/datt -> act/cp/{li}/mb{j}/dq, dkv; frees the kept attention tensors."""
+        c, T = f"act/cache/{li}/mb{j}", f"act/cp/{li}/mb{j}"
+        (self._ring_backward if self.kind == "ring" else self._a2a_backward)(r, li, lyr, j, c, T)
+
+    def _ring(self, r):
+        g = self.cp_group_of[r]
+        i = g.index(r)
+        return g, i, g[(i + 1) % len(g)], g[(i - 1) % len(g)]
+
+    @property
+    def _width(self) -> int:
+        """Columns of q (and of k, v) on this rank: h, or h/tp for a tensor rank's heads."""
+        return self.config.hidden // getattr(self, "tp", 1)
+
+    def _kv_nbytes(self) -> int:
+        return 8 * 2 * self.microbatch_size * (self.config.seq_len // self.cp) * self._width  # (2, B, T/cp, w)
+
+    def _heads(self, lyr) -> int:
+        return lyr.heads // getattr(self, "tp", 1)
+
+    def _attn_kw(self, lyr, q_rank, k_rank):
+        return {"heads": self._heads(lyr), "q_pos": self.positions[q_rank], "k_pos": self.positions[k_rank]}
+
+    def _step_flops(self, k: float) -> float:
+        """k B Tq Tk w: QK^T and PV are 2 B Tq Tk w each (forward k = 4, backward k = 8)."""
+        tl = self.config.seq_len // self.cp
+        return k * self.microbatch_size * tl * tl * self._width
+
+    def _ring_forward(self, r, li, lyr, j, c):
+        b, (g, i, nxt, prv) = self.builder, self._ring(r)
+        n, T, kw = len(g), f"act/cp/{li}/mb{j}", dict(phase="forward", microbatch=j)
+        kv, state = f"{c}/kv", f"{T}/state"
+        for s in range(n):
+            if s < n - 1:
+                b.add(r, Send(kv, nxt, f"cp/{li}/mb{j}/kv{s}", self._kv_nbytes(), j))
+            b.compute(r, "ring_attn_fwd_step", [f"{c}/q", kv] + ([state] if s else []), [state],
+                      attrs=self._attn_kw(lyr, i, (i - s) % n), flops=self._step_flops(4.0),
+                      label=f"F{j} {lyr.name} ring {s}: kv of cp{(i - s) % n}", **kw)
+            if s:
+                b.free(r, kv)
+            if s < n - 1:
+                kv = f"{T}/kv{s + 1}"
+                b.add(r, Recv(kv, prv, f"cp/{li}/mb{j}/kv{s}", self._kv_nbytes(), j))
+        b.compute(r, "ring_attn_finish", [state], [f"{c}/att", f"{c}/lse"], label=f"F{j} {lyr.name} softmax /l", **kw)
+        b.free(r, state)
+
+    def _cp_a2a(self, r, src, out, j, tag, nbytes):
+        self.builder.add(r, Collective("all_to_all", src, out, self.cp_group_of[r], axis=0, nbytes=nbytes, tag=tag,
+                                       microbatch=j))
+        self.builder.free(r, src)
+
+    def _a2a_forward(self, r, li, lyr, j, c):
+        b, T, kw = self.builder, f"act/cp/{li}/mb{j}", dict(phase="forward", microbatch=j)
+        nb = self._kv_nbytes() // 2
+        b.compute(r, "ulysses_pack", [f"{c}/q", f"{c}/kv"], [f"{T}/send"], attrs={"cp": self.cp},
+                  label=f"F{j} {lyr.name} pack qkv", **kw)
+        b.free(r, f"{c}/q", f"{c}/kv")
+        self._cp_a2a(r, f"{T}/send", f"{T}/recv", j, f"cp/{li}/mb{j}/qkv", 3 * nb)
+        b.compute(r, "ulysses_attn_fwd", [f"{T}/recv"], [f"{T}/osend", f"{c}/uly"],
+                  attrs={"heads": self._heads(lyr) // self.cp, "positions": sum(self.positions, ())},
+                  flops=self._step_flops(4.0), label=f"F{j} {lyr.name} attn (a/cp heads, all tokens)", **kw)
+        b.free(r, f"{T}/recv")
+        self._cp_a2a(r, f"{T}/osend", f"{T}/orecv", j, f"cp/{li}/mb{j}/out", nb)
+        b.compute(r, "ulysses_unpack", [f"{T}/orecv"], [f"{c}/att"], label=f"F{j} {lyr.name} unpack", **kw)
+        b.free(r, f"{T}/orecv")
+
+    def _ring_backward(self, r, li, lyr, j, c, T):
+        b, (g, i, nxt, prv) = self.builder, self._ring(r)
+        n, kw = len(g), dict(phase="backward", microbatch=j)
+        kv, dkv = f"{c}/kv", None
+        ins = [f"{c}/q", None, f"{c}/att", f"{T}/datt", f"{c}/lse"]
+        for s in range(n):
+            if s < n - 1:
+                b.add(r, Send(kv, nxt, f"cp/{li}/mb{j}/bkv{s}", self._kv_nbytes(), j))
+            ins[1] = kv
+            out = f"{T}/dkv" if n == 1 else f"{T}/dkv_out{s}"
+            b.compute(r, "ring_attn_bwd_step", ins + ([f"{T}/dq"] if s else []) + ([dkv] if dkv else []),
+                      [f"{T}/dq", out], attrs={**self._attn_kw(lyr, i, (i - s) % n), "has_dq": s > 0},
+                      flops=self._step_flops(8.0), label=f"B{j} {lyr.name} ring {s}: kv of cp{(i - s) % n}", **kw)
+            b.free(r, *([kv] if s else []), *([dkv] if dkv else []))
+            if n > 1:  # dK/dV of this block travel on; after the last hop they reach their owner
+                b.add(r, Send(out, nxt, f"cp/{li}/mb{j}/dkv{s}", self._kv_nbytes(), j))
+                b.free(r, out)
+                dkv = f"{T}/dkv" if s == n - 1 else f"{T}/dkv{s + 1}"
+                b.add(r, Recv(dkv, prv, f"cp/{li}/mb{j}/dkv{s}", self._kv_nbytes(), j))
+            if s < n - 1:
+                kv = f"{T}/bkv{s + 1}"
+                b.add(r, Recv(kv, prv, f"cp/{li}/mb{j}/bkv{s}", self._kv_nbytes(), j))
+        b.free(r, f"{c}/q", f"{c}/kv", f"{c}/att", f"{c}/lse", f"{T}/datt")
+
+    def _a2a_backward(self, r, li, lyr, j, c, T):
+        b, kw = self.builder, dict(phase="backward", microbatch=j)
+        nb = self._kv_nbytes() // 2
+        b.compute(r, "ulysses_split_heads", [f"{T}/datt"], [f"{T}/dsend"], attrs={"cp": self.cp},
+                  label=f"B{j} {lyr.name} pack dO", **kw)
+        b.free(r, f"{T}/datt", f"{c}/att")
+        self._cp_a2a(r, f"{T}/dsend", f"{T}/drecv", j, f"cp/{li}/mb{j}/dout", nb)
+        b.compute(r, "ulysses_attn_bwd", [f"{c}/uly", f"{T}/drecv"], [f"{T}/gsend"],
+                  attrs={"heads": self._heads(lyr) // self.cp, "positions": sum(self.positions, ())},
+                  flops=self._step_flops(8.0), label=f"B{j} {lyr.name} attn bwd", **kw)
+        b.free(r, f"{c}/uly", f"{T}/drecv")
+        self._cp_a2a(r, f"{T}/gsend", f"{T}/grecv", j, f"cp/{li}/mb{j}/dqkv", 3 * nb)
+        b.compute(r, "ulysses_unpack_grads", [f"{T}/grecv"], [f"{T}/dq", f"{T}/dkv"], label=f"B{j} {lyr.name} unpack",
+                  **kw)
+        b.free(r, f"{T}/grecv")

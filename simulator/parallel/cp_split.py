@@ -1,0 +1,64 @@
+"""How context parallelism splits a sequence, the rules it imposes, and its activation formula
+(pure functions shared by the config check, the compiler, the cost view and the app)."""
+
+from __future__ import annotations
+
+from ..errors import ParasimError
+from ..models import GPTConfig
+
+
+def chunk_positions(seq_len: int, cp: int, kind: str = "ring") -> list[tuple[int, ...]]:
+    """Token positions held by each cp rank. Ring: 2cp chunks, rank i holds chunks i and 2cp-1-i
+    (load-balanced causal split, Megatron-LM's get_batch_on_this_cp_rank); all-to-all: chunk i.
+
+        chunk_positions(8, 2) -> [(0, 1, 6, 7), (2, 3, 4, 5)]"""
+    if kind == "ring":
+        c = seq_len // (2 * cp)
+        return [tuple(range(i * c, (i + 1) * c)) + tuple(range((2 * cp - 1 - i) * c, (2 * cp - i) * c))
+                for i in range(cp)]
+    c = seq_len // cp
+    return [tuple(range(i * c, (i + 1) * c)) for i in range(cp)]
+
+
+def check_context_parallel(model, cp: int, kind: str, tp: int = 1) -> None:
+    """One line naming the rule and the numbers when the sequence or heads cannot be split."""
+    if cp == 1:
+        return
+    if not isinstance(model, GPTConfig):
+        raise ParasimError(f"context parallelism splits sequences; the {model!r} model has none: use --strategy dp")
+    s, a = model.seq_len, model.heads
+    if kind == "ring" and s % (2 * cp):
+        raise ParasimError(f"ring context parallelism cuts the sequence into 2*cp = {2 * cp} chunks (load-balanced "
+                           f"causal split); sequence length {s} is not divisible by {2 * cp}")
+    if kind == "all-to-all":
+        if a % (cp * tp):
+            ways = f"{cp} ways" if tp == 1 else f"tp x cp = {tp} x {cp} = {tp * cp} ways"
+            raise ParasimError(f"all-to-all context parallelism gives each rank heads/cp heads; {a} heads cannot be "
+                               f"split {ways}")
+        if s % cp:
+            raise ParasimError(f"all-to-all context parallelism splits the sequence {cp} ways; sequence length {s} "
+                               f"is not divisible by {cp}")
+
+
+def block_activation_bytes(model: GPTConfig, microbatch: int, cp: int, kind: str = "ring") -> int:
+    """Float64 bytes one transformer block keeps for backward on one cp rank for one micro-batch:
+    per token ln1 (h + 1), its output h, q h, k v 2h, attention output h, lse a, ln2 (h + 1),
+    its output h, fc 4h, gelu 4h = 16h + 2 + a (ring); all-to-all also keeps the output of its
+    heads over the whole sequence (h more per local token)."""
+    h, a = model.hidden, model.heads
+    per_token = 16 * h + 2 + a + (h if kind == "all-to-all" else 0)
+    return 8 * microbatch * (model.seq_len // cp) * per_token
+
+
+def attention_bytes_per_step(model: GPTConfig, blocks: int, microbatch: int, microbatches: int, cp: int,
+                             kind: str = "ring") -> int:
+    """Bytes one cp rank sends per training step for the attention of its `blocks` transformer
+    blocks (float64), summed over micro-batches. A K/V block is 2 B (s/cp) h values.
+    ring: forward cp-1 K/V hops, backward cp-1 K/V hops and cp dK/dV hops: (3cp - 2) blocks;
+    all-to-all: q, k, v and the output forward, dO and dq, dk, dv backward, each an all-to-all
+    of which a rank keeps 1/cp: 8 (cp-1)/cp x B (s/cp) h values (Jacobs et al. 2023, Sec. 3.1)."""
+    if cp == 1:
+        return 0
+    per_layer = microbatch * (model.seq_len // cp) * model.hidden * 8  # one (B, s/cp, h) float64 tensor
+    hops = 2 * (3 * cp - 2) if kind == "ring" else 8 * (cp - 1) / cp
+    return int(round(blocks * microbatches * per_layer * hops))

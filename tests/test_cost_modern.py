@@ -1,0 +1,134 @@
+"""What modern runs rely on, in the cost model: FlashAttention, overlap, NVLink SHARP, FP8, one link
+efficiency, uneven pipeline stages, context and expert parallelism (each against its formula)."""
+
+import json
+
+import pytest
+
+from simulator.cli import main
+from simulator.cost.analytic import estimate
+from simulator.cost.comm import collective_time_s
+from simulator.cost.hardware import get_hardware
+from simulator.cost.model_presets import ModelSpec
+from simulator.cost.paper import simulate_paper
+from simulator.cost.parallel_config import MODERN, Assumptions, ParallelConfig
+from simulator.errors import ParasimError
+
+LLAMA = ModelSpec("llama-ish", layers=8, hidden=4096, heads=32, seq=8192, vocab=32000, ffn_hidden=11008,
+                  kv_heads=8, gated_mlp=True, biases=False, position_embedding=False, tied_embeddings=False)
+
+
+def test_flash_attention_removes_the_s2_softmax_traffic_and_is_faster_at_long_sequences():
+    cfg = ParallelConfig(tp=8, global_batch=1)
+    plain = estimate(LLAMA, cfg, "h100-sxm")
+    flash = estimate(LLAMA, cfg, "h100-sxm", Assumptions(flash_attention=True))
+    assert flash.step_time_s < 0.8 * plain.step_time_s
+    assert flash.flops_per_step == plain.flops_per_step          # FLOPs counted as Megatron counts them
+    assert flash.memory.activation_bytes < plain.memory.activation_bytes   # no s^2 scores kept
+
+
+def test_fp8_uses_the_fp8_peak_and_is_refused_where_there_is_none():
+    cfg = ParallelConfig(tp=8, global_batch=8)
+    bf16 = estimate(LLAMA, cfg, "h100-sxm", Assumptions(flash_attention=True))
+    fp8 = estimate(LLAMA, cfg, "h100-sxm", Assumptions(flash_attention=True, fp8=True))
+    assert 1.2 < bf16.step_time_s / fp8.step_time_s < 2.0        # matmuls at 2x, element-wise as before
+    with pytest.raises(ParasimError, match="no fp8 peak"):
+        estimate(LLAMA, cfg, "a100-80gb", Assumptions(fp8=True))
+
+
+def test_nvls_all_reduce_runs_at_the_measured_busbw_inside_one_node():
+    hw = get_hardware("h100-sxm")
+    topo, S = hw.topology(8), 1e9
+    ring = collective_time_s("all_reduce", S, range(8), topo, "ring")
+    nvls = collective_time_s("all_reduce", S, range(8), topo, "nvls")
+    # nccl-tests on 8 x H100: ring busbw ~370 GB/s, NVLS ~480 GB/s (NVIDIA/nccl issue #1455)
+    busbw = lambda t: 2 * 7 / 8 * S / t  # noqa: E731
+    assert busbw(ring) / 1e9 == pytest.approx(360, rel=0.05)
+    assert busbw(nvls) / 1e9 == pytest.approx(480 * 360 / 370, rel=0.05)
+    assert collective_time_s("all_reduce", S, range(4), topo, "nvls") == ring * 0 + collective_time_s(
+        "all_reduce", S, range(4), topo, "ring")                   # no gain for 4 GPUs, as measured
+    a100 = get_hardware("a100-80gb").topology(8)
+    assert collective_time_s("all_reduce", S, range(8), a100, "nvls") == collective_time_s(
+        "all_reduce", S, range(8), a100, "ring")
+    cfg = ParallelConfig(tp=8, global_batch=8)
+    assert (estimate(LLAMA, cfg, "h100-sxm").comm_time_by_kind["tensor_parallel"]
+            < estimate(LLAMA, cfg, "h100-sxm", Assumptions(nvls=False)).comm_time_by_kind["tensor_parallel"])
+
+
+def test_collective_command_and_cost_model_price_a_collective_alike(capsys):
+    n, size = 8, 1 << 20                                        # float64 elements per device
+    assert main(["collective", "all_reduce", "--devices", str(n), "--size", str(size), "--algo", "ring",
+                 "--hardware", "h100-sxm", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    hw = get_hardware("h100-sxm")
+    want = collective_time_s("all_reduce", 8 * size, range(n), hw.topology(n), "ring")
+    assert out["simulated_time_s"] == pytest.approx(want, rel=1e-9)
+    assert hw.topology(n).intra.bandwidth_Bps == hw.intra.bandwidth_Bps * hw.link_efficiency == 0.8 * 450e9
+
+
+def test_overlap_flags_hide_communication():
+    cfg = ParallelConfig(tp=8, pp=2, dp=8, global_batch=64, zero_stage=1, sequence_parallel=True)
+    base = estimate(LLAMA, cfg, "h100-sxm", Assumptions(flash_attention=True))
+    over = estimate(LLAMA, cfg, "h100-sxm", MODERN)
+    assert over.exposed_comm_s < base.exposed_comm_s and over.step_time_s < base.step_time_s
+    assert over.comm_time_s == pytest.approx(base.comm_time_s, rel=1e-12)   # the same traffic, hidden
+
+
+def test_uneven_pipeline_stages_llama3_405b_split():
+    cfg = ParallelConfig(tp=8, pp=16, dp=64, global_batch=2048, first_stage_layers=7, last_stage_layers=7)
+    assert cfg.stage_layers(126) == (7,) + (8,) * 14 + (7,)
+    bal = ParallelConfig(tp=8, pp=16, dp=64, global_batch=2048, schedule="interleaved", virtual_stages=2,
+                         balance_embedding=True)
+    chunks = bal.chunk_layers(126)
+    assert chunks[0] == chunks[-1] == 3 and set(chunks[1:-1]) == {4} and sum(chunks) == 126
+    with pytest.raises(ParasimError, match="126 layers cannot be split evenly into pp x v = 16"):
+        ParallelConfig(pp=16, global_batch=16).stage_layers(126)
+    with pytest.raises(ParasimError, match="middle stages"):
+        ParallelConfig(pp=4, global_batch=4, first_stage_layers=5, last_stage_layers=6).stage_layers(12)
+
+
+def test_uneven_stages_on_the_event_clock_agree_with_the_closed_form():
+    model = ModelSpec("odd", layers=10, hidden=1024, heads=16, seq=1024, vocab=8192)
+    cfg = ParallelConfig(pp=4, global_batch=8, balance_embedding=True)       # 12 slots: 2, 3, 3, 2 layers
+    assert cfg.stage_layers(10) == (2, 3, 3, 2)
+    sim = simulate_paper(model, cfg, "a100-80gb", Assumptions(overlap_grad_reduce=True))
+    ana = estimate(model, cfg, "a100-80gb", Assumptions(overlap_grad_reduce=True))
+    assert sim.step_time_s == pytest.approx(ana.step_time_s, rel=0.10)
+
+
+def test_context_parallel_splits_the_sequence_and_prices_ring_attention():
+    long = ModelSpec("long", layers=8, hidden=4096, heads=32, seq=65536, vocab=32000, ffn_hidden=11008,
+                     kv_heads=8, gated_mlp=True, biases=False, position_embedding=False, tied_embeddings=False)
+    A = Assumptions(flash_attention=True)
+    one = estimate(long, ParallelConfig(tp=8, dp=4, global_batch=4), "h100-sxm", A)
+    cp4 = estimate(long, ParallelConfig(tp=8, cp=4, global_batch=1), "h100-sxm", A)
+    assert cp4.gpus == one.gpus == 32 and cp4.comm_time_by_kind["context_parallel"] > 0
+    assert cp4.memory.activation_bytes == pytest.approx(one.memory.activation_bytes / 4, rel=1e-9)
+    assert cp4.tokens_per_s == pytest.approx(one.tokens_per_s, rel=0.15)   # ring hidden under the core
+    a2a = estimate(long, ParallelConfig(tp=8, cp=4, global_batch=1, cp_comm_type="a2a"), "h100-sxm", A)
+    assert a2a.comm_time_by_kind["context_parallel"] > 0
+    with pytest.raises(ParasimError, match="divisible by 2c"):
+        estimate(ModelSpec("odd", 2, 512, 8, 1004, 100), ParallelConfig(cp=4, global_batch=1), "h100-sxm")
+
+
+def test_search_reports_memory_headroom_and_takes_the_assumption_flags(capsys):
+    assert main(["search", "--layers", "8", "--hidden", "2048", "--heads", "16", "--seq", "4096", "--vocab",
+                 "32000", "--gpus", "16", "--hardware", "h100-sxm", "--global-batch", "64", "--top", "2",
+                 "--use-flash-attn", "--overlap-grad-reduce", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    best = out["top"][0]
+    capacity = get_hardware("h100-sxm").memory_bytes
+    assert best["memory_headroom_bytes"] == pytest.approx(capacity - best["memory_per_gpu_bytes"], rel=1e-9)
+
+
+def test_simulate_flags_reach_the_assumptions(capsys):
+    base = ["simulate", "--model", "llama-70b", "--hardware", "h100-sxm", "--gpus", "64", "--tp", "8", "--pp", "4",
+            "--global-batch", "64", "--sequence-parallel", "--json"]
+    assert main(base) == 0
+    plain = json.loads(capsys.readouterr().out)
+    assert plain["assumptions"]["flash_attention"] is True          # a Llama preset: FlashAttention by default
+    assert main(base + ["--overlap-grad-reduce", "--overlap-param-gather", "--tp-comm-overlap", "--zero", "1"]) == 0
+    over = json.loads(capsys.readouterr().out)
+    assert over["assumptions"]["overlap_tp_comm"] and over["step_time_s"] < plain["step_time_s"]
+    assert main(["simulate", "--model", "gpt3-175b", "--tp", "8", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["assumptions"]["flash_attention"] is False
