@@ -36,8 +36,8 @@ PART_HELP = {
     "other_idle": "it is idle outside a pipeline: waiting for a slower device (beige on the timeline)",
     "optimizer": "it updates the weights",
 }
-KEYS = ("model", "strategy", "devices", "tp", "ep", "h_dp", "h_pp", "h_tp", "microbatches", "schedule", "v", "batch",
-        "steps", "bucket", "bucket_mb", "grad_dtype", "price_on", "mode")
+KEYS = ("net_model", "strategy", "devices", "tp", "ep", "h_dp", "h_pp", "h_tp", "microbatches", "schedule", "v", "batch",
+        "steps", "bucket", "bucket_mb", "grad_dtype", "price_on", "run_mode")
 
 
 def divisors(n: int) -> list[int]:
@@ -58,7 +58,7 @@ intro("Training playground",
 restore("training")
 with st.sidebar:
     st.subheader("Model and strategy")
-    model_name = st.selectbox("Model", list(MODELS), key="model", help=MODEL_HELP, **BIND)
+    model_name = st.selectbox("Model", list(MODELS), key="net_model", help=MODEL_HELP, **BIND)
     strategy = st.selectbox("Strategy", STRATEGIES, index=STRATEGIES.index("pp"), key="strategy", **BIND)
     st.caption(ABOUT.get(strategy, ""))
     devices = st.slider("Devices", 1, 8, 4, key="devices", disabled=strategy == "single",
@@ -108,7 +108,7 @@ with st.sidebar:
                             help="teaching: an invented device on which these tiny models compute about as long "
                                  "as they communicate; local = this machine (parasim calibrate); the others are "
                                  "datasheet presets (there the tiny models' kernels last nanoseconds)", **BIND)
-    mode = st.radio("How", MODES, key="mode", **BIND,
+    mode = st.radio("How", MODES, key="run_mode", **BIND,
                     help="Ray starts once when the app server starts (2 CPUs, one actor per device); in-process "
                          "devices behave identically; the simulated clock compiles and prices the steps "
                          "without executing them")
