@@ -25,6 +25,7 @@ PAGES = {
         st.Page(APP_DIR / "views/sharding.py", title="Sharding & auto-parallel", icon=":material/grid_view:"),
         st.Page(APP_DIR / "views/training.py", title="Training playground", icon=":material/model_training:"),
         st.Page(APP_DIR / "views/pipelines.py", title="Pipeline schedules", icon=":material/view_timeline:"),
+        st.Page(APP_DIR / "views/context.py", title="Context parallelism", icon=":material/view_week:"),
     ],
     "Plan at scale": [
         st.Page(APP_DIR / "views/scale.py", title="Scale explorer", icon=":material/trending_up:"),

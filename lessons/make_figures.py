@@ -187,6 +187,24 @@ def lesson_12() -> None:
                                f"{ps.young_interval_s(fm) / 60:.0f} min", logx=True))
 
 
+def lesson_13() -> None:
+    f = "13_context_parallelism"
+    save(f, "ring_steps.png", viz.ring_chart(16, 4))
+    gpt = ps.GPTConfig(layers=2, hidden=16, heads=8, seq_len=32, vocab=32)
+    cps = [1, 2, 4, 8]
+    series = {}
+    for kind in ("ring", "all-to-all"):
+        runs = [ps.train(ps.TrainConfig(gpt, strategy="cp", devices=c, cp=c, cp_kind=kind, batch_size=4),
+                         device_model=clock()) for c in cps]
+        series[f"{kind}: measured"] = [max(s.bytes_by_category.get("act", 0) for s in r.trace.memory) / 1e3
+                                       for r in runs]
+        series[f"{kind}: blocks, formula"] = [gpt.layers * ps.block_activation_bytes(gpt, 4, c, kind) / 1e3
+                                              for c in cps]
+    save(f, "activations_vs_cp.png",
+         viz.sweep_chart(cps, series, xlabel="context-parallel degree c", ylabel="activation kB per device (peak)",
+                         title="A 32-token GPT: activations per device fall as 1/c", logx=True))
+
+
 def main(argv: list[str]) -> int:
     figures = {name[len("lesson_"):]: fn for name, fn in globals().items() if name.startswith("lesson_")}
     wanted = [a.zfill(2) for a in argv] or sorted(figures)

@@ -34,13 +34,16 @@ from .layout_convert import P, Partial, PartitionSpec, Replicate, Shard
 from .mesh import DeviceMesh
 from .models import (SGD, Adam, GPTConfig, MLPConfig, Model, build_model, get_batch, gpt_iteration_flops,
                      gpt_param_count)
+from .models.attention import attention_forward
 from .parallel.config import SCHEDULES, STRATEGIES, TrainConfig
+from .parallel.cp_split import attention_bytes_per_step, block_activation_bytes, chunk_positions, ring_steps
 from .parallel.schedule_check import format_schedule, parse_schedule
 from .parallel.experts import MoEGPTConfig
 from .parallel.schedule_check import validate as validate_schedule
 from .parallel.schedule_sim import SimResult
 from .parallel.schedule_sim import simulate as simulate_schedule
-from .parallel.schedules import Action, Schedule, gpipe, interleaved, make_schedule, one_f_one_b, zb_h1, zb_h2
+from .parallel.schedules import (Action, Schedule, dualpipe, gpipe, interleaved, make_schedule, one_f_one_b, zb_h1,
+                                 zb_h2)
 from .parallel.strategies import compile_strategy
 from .training import TrainResult, price_training, reference_train, train
 from .program import Collective, Compute, Free, Program, ProgramBuilder, Recv, Send

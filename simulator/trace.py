@@ -19,6 +19,10 @@ LANES = ("compute", "comm")
 STEP_PARTS = ("compute", "exposed_comm", "bubble", "other_idle", "optimizer")
 STEP_PART_LABELS = {"compute": "compute", "exposed_comm": "exposed communication", "bubble": "pipeline bubble",
                     "other_idle": "other idle", "optimizer": "optimizer"}
+# The steps of a collective, expanded (simulate(collective_steps=True)): each chunk transfer as a
+# send on the source's "send" lane and a receive on the destination's "recv" lane, one flow
+# arrow between them. Apart from "comm" so its statistics (bytes, busy time) count each byte once.
+STEP_LANES = ("send", "recv")
 
 
 @dataclass(slots=True)
@@ -44,6 +48,7 @@ class TraceEvent:
     def replayed(self) -> bool:
         return self.attempt > 0
     group: tuple[int, ...] = ()  # a collective's ranks (which mesh axis it runs on)
+    chunk: int | None = None  # the chunk (slot) a collective step moves (send/recv lanes)
 
     @property
     def end_s(self) -> float:
@@ -209,10 +214,13 @@ class Trace:
         k = self.chrome_time_scale() if time_scale is None else float(time_scale)
         us = 1e6 * k
         ev = []
+        used = {e.lane for e in self.events}
+        lanes = LANES + tuple(lane for lane in STEP_LANES if lane in used)
         for d in range(self.n_devices):
             ev.append({"ph": "M", "name": "process_name", "pid": d, "args": {"name": f"device {d}"}})
-            for tid, lane in enumerate(LANES):
-                ev.append({"ph": "M", "name": "thread_name", "pid": d, "tid": tid, "args": {"name": lane}})
+            for tid, lane in enumerate(lanes):
+                name = lane if lane in LANES else f"comm steps: {lane}"
+                ev.append({"ph": "M", "name": "thread_name", "pid": d, "tid": tid, "args": {"name": name}})
         for e in self.events:
             args = {"phase": e.phase, "kind": e.kind, "nbytes": e.nbytes, "flops": e.flops, "step": e.step}
             if e.microbatch is not None:
@@ -221,7 +229,9 @@ class Trace:
                 args["attempt"], args["replayed"] = e.attempt, True
             if e.group:
                 args["group"] = list(e.group)
-            tid = LANES.index(e.lane)
+            if e.chunk is not None:
+                args["chunk"] = e.chunk
+            tid = lanes.index(e.lane)
             ev.append({"ph": "X", "name": e.name, "cat": e.phase, "pid": e.device, "tid": tid,
                        "ts": e.start_s * us, "dur": e.duration_s * us, "args": args})
             if e.flow is not None and e.kind in ("send", "recv"):

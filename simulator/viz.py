@@ -20,10 +20,11 @@ idle light grey (`PHASE_COLORS`); one colour per device rank (`device_color`).
 
 from .viz_cost import goodput_chart, memory_breakdown, sweep_chart
 from .viz_pipeline import schedule_chart, schedule_compare, schedule_trace
+from .viz_cp import ring_chart
 from .viz_plans import collective_steps, layout_grid
 from .viz_style import MEMORY_COLORS, PHASE_COLORS, device_color, png_bytes
 from .viz_trace import device_breakdown, memory_over_time, timeline
 
-__all__ = ["timeline", "device_breakdown", "memory_over_time", "collective_steps", "layout_grid", "schedule_chart",
+__all__ = ["ring_chart", "timeline", "device_breakdown", "memory_over_time", "collective_steps", "layout_grid", "schedule_chart",
            "schedule_compare", "schedule_trace", "memory_breakdown", "sweep_chart", "goodput_chart", "png_bytes",
            "PHASE_COLORS", "MEMORY_COLORS", "device_color"]

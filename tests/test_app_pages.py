@@ -136,3 +136,17 @@ def test_lessons_link_through_the_router():
     assert not at.exception
     links = at.get("page_link")
     assert links and links[0].proto.page == "sharding" and links[0].proto.label == "Sharding & auto-parallel"
+
+
+def test_context_page_shows_the_ring_and_a_real_run_equal_to_one_device():
+    at = page("context")  # c = 4, s = 32, ring
+    m = metrics(at)
+    assert float(m["vs one device"]) < 1e-9
+    assert m["attention bytes sent"] == m["formula"]
+    assert at.metric[1].proto.delta.startswith("4.00x")  # activations shrink as 1/c
+    pairs = at.dataframe[0].value
+    assert pairs.sum(axis=1).nunique() == 1  # the load-balanced split: equal work per device
+    at.radio(key="kind").set_value("all-to-all").run()
+    assert not at.exception and float(metrics(at)["vs one device"]) < 1e-9
+    at.select_slider(key="cp").set_value(8).run()  # 8 heads split 8 ways: still fine
+    assert not at.exception

@@ -143,3 +143,23 @@ def test_training_reads_its_configuration_from_the_url_and_keeps_results_beside_
     at.button(key="run").click().run()
     assert len(at.error) == 1 and "\n" not in at.error[0].value
     assert metrics(at)["time per step"] == first["time per step"]  # the last good run stays on the page
+
+
+def test_training_accepts_context_parallel_degrees():
+    at = page("training")
+    at.selectbox(key="net_model").set_value(GPT).run()
+    at.radio(key="run_mode").set_value("run in-process").run()
+    at.selectbox(key="strategy").set_value("cp").run()
+    assert at.select_slider(key="cp").value == 4 and at.radio(key="cp_kind").value == "ring"
+    at.slider(key="microbatches").set_value(1).run()
+    m = run(at)
+    assert float(m["vs one device"]) < 1e-9 and "cp=4" in summary(at)
+    at.selectbox(key="strategy").set_value("hybrid").run()
+    assert "h_cp" in {w.key for w in at.sidebar.selectbox}
+    at.selectbox(key="h_dp").set_value(1).run()
+    at.selectbox(key="h_pp").set_value(1).run()
+    at.selectbox(key="h_tp").set_value(2).run()
+    at.selectbox(key="h_cp").set_value(2).run()  # tp 2 x cp 2 on 4 devices
+    at.radio(key="cp_kind").set_value("all-to-all").run()
+    m = run(at)
+    assert float(m["vs one device"]) < 1e-9 and "cp=2" in summary(at)

@@ -132,3 +132,52 @@ def test_simulate_flags_reach_the_assumptions(capsys):
     assert over["assumptions"]["overlap_tp_comm"] and over["step_time_s"] < plain["step_time_s"]
     assert main(["simulate", "--model", "gpt3-175b", "--tp", "8", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["assumptions"]["flash_attention"] is False
+
+
+MOE = ModelSpec("moe", layers=4, hidden=2048, heads=16, seq=2048, vocab=32000, ffn_hidden=5632, kv_heads=4,
+                gated_mlp=True, biases=False, position_embedding=False, tied_embeddings=False,
+                num_experts=8, moe_router_topk=2)
+
+
+@pytest.mark.parametrize("cfg", [
+    ParallelConfig(tp=2, cp=4, dp=2, global_batch=4, sequence_parallel=True),
+    ParallelConfig(tp=2, cp=2, dp=2, global_batch=4, cp_comm_type="a2a"),
+    ParallelConfig(tp=2, pp=2, dp=4, ep=4, global_batch=8, sequence_parallel=True),
+    ParallelConfig(tp=1, dp=8, ep=8, global_batch=16, zero_stage=1),
+], ids=["ring-cp", "ulysses-cp", "moe-ep-pp", "moe-ep8"])
+def test_context_and_expert_parallel_on_the_event_clock_agree_with_the_closed_form(cfg):
+    model = MOE if cfg.ep > 1 else LLAMA
+    A = Assumptions(flash_attention=True, overlap_grad_reduce=True)
+    sim = simulate_paper(model, cfg, "h100-sxm", A, fold_tp=True)
+    ana = estimate(model, cfg, "h100-sxm", A)
+    assert sim.step_time_s == pytest.approx(ana.step_time_s, rel=0.10)
+    kinds = set(sim.time_by_collective)
+    if cfg.ep > 1:
+        assert "all_to_all" in kinds and ana.comm_time_by_kind["expert_all_to_all"] > 0
+    else:
+        assert ("all_to_all" in kinds) == (cfg.cp_comm_type == "a2a") and ana.comm_time_by_kind["context_parallel"] > 0
+
+
+def test_moe_expert_parallel_prices_the_dispatch_and_refuses_bad_splits():
+    cfg = ParallelConfig(dp=8, ep=8, global_batch=16)
+    one = estimate(MOE, ParallelConfig(dp=8, global_batch=16), "h100-sxm")
+    ep8 = estimate(MOE, cfg, "h100-sxm")
+    assert ep8.memory.model_state_bytes < one.memory.model_state_bytes      # experts sharded 8 ways
+    assert ep8.comm_time_by_kind["expert_all_to_all"] > 0
+    padded = estimate(MOE, cfg, "h100-sxm", Assumptions(capacity_factor=1.5))
+    assert padded.step_time_s > ep8.step_time_s                            # capacity padding costs time
+    with pytest.raises(ParasimError, match="ep=3 must divide the 8 experts"):
+        estimate(MOE, ParallelConfig(dp=3, ep=3, global_batch=3), "h100-sxm")
+    with pytest.raises(ParasimError, match="needs a mixture-of-experts"):
+        estimate(LLAMA, ParallelConfig(dp=2, ep=2, global_batch=2), "h100-sxm")
+
+
+def test_search_explores_context_and_expert_parallelism():
+    from simulator.cost.search import search_training
+    res = search_training(MOE, "h100-sxm", 16, 32, schedules=("1f1b",), zero_stages=(0, 1), top=50)
+    seen = {c.config.ep for c in res.top} | {a.config.ep for a in res.alternatives}
+    assert max(seen) > 1
+    long = ModelSpec("long", layers=4, hidden=2048, heads=16, seq=32768, vocab=32000, position_embedding=False)
+    res = search_training(long, "h100-sxm", 16, 4, schedules=("1f1b",), zero_stages=(1,), top=50,
+                          assumptions=Assumptions(flash_attention=True))
+    assert max(c.config.cp for c in res.top) > 1

@@ -129,3 +129,32 @@ def test_hybrid_refuses_expert_parallelism_and_indivisible_heads_in_one_line():
     assert "\n" not in str(e.value)
     with pytest.raises(ParasimError, match="4 heads cannot be split tp x cp = 4 x 2 = 8 ways"):
         TrainConfig(GPT, strategy="hybrid", devices=8, cp=2, tp=4, cp_kind="all-to-all").resolved()
+
+
+def test_cli_trains_context_parallel_and_hybrid_with_dualpipe(capsys):
+    import json
+
+    from simulator.cli import main
+
+    assert main(["train", "--strategy", "cp", "--devices", "4", "--cp", "4", "--cp-kind", "all-to-all", "--steps", "1",
+                 "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["cp"] == 4 and d["cp_kind"] == "all-to-all" and d["max_rel_weight_diff_vs_single"] < 1e-9
+    assert {"peak_memory_bytes_per_device", "bytes_by_collective", "bubble_fraction"} <= set(d)
+    assert main(["train", "--strategy", "hybrid", "--devices", "8", "--dp", "1", "--cp", "2", "--tp", "2", "--pp", "2",
+                 "--ep", "1", "--schedule", "dualpipe", "--microbatches", "4", "--steps", "1", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["schedule"] == "dualpipe" and d["max_rel_weight_diff_vs_single"] < 1e-9
+    assert main(["train", "--strategy", "cp", "--devices", "3", "--cp", "3", "--json"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "not divisible by 6" in err
+
+
+@pytest.mark.ray
+def test_hybrid_context_tensor_pipeline_dualpipe_on_ray_equals_one_device(ray_runtime):
+    g = GPTConfig(layers=2, hidden=16, heads=4, seq_len=8, vocab=16)
+    cfg = TrainConfig(g, strategy="hybrid", devices=8, cp=2, tp=2, pp=2, microbatches=4, schedule="dualpipe",
+                      batch_size=4, steps=1)
+    on_ray = train(cfg, runtime=ray_runtime)
+    assert on_ray.max_rel_weight_diff_vs_single < 1e-9
+    assert on_ray.losses == train(cfg).losses

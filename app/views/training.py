@@ -22,9 +22,10 @@ ABOUT = {"single": "one device: the reference", "dp": "data parallel: replicas, 
          "ep": "expert parallel: experts spread over devices, AllToAll dispatch and combine",
          "zero1": "ZeRO-1: optimizer state sharded", "zero2": "ZeRO-2: + gradients sharded",
          "zero3": "ZeRO-3: + parameters sharded, gathered when used",
-         "hybrid": "dp × pp × tp on a 3-D mesh"}
+         "cp": "context parallel: each sequence split over devices, ring or all-to-all attention",
+         "hybrid": "dp × cp × pp × tp on Megatron's mesh"}
 MODES = ("run on Ray actors", "run in-process", "simulated clock only")
-PIPELINED = ("pp", "hybrid")
+PIPELINED = ("pp", "hybrid", "cp")
 BUCKETS = (0.01, 0.05, 0.25, 1.0, 4.0)
 # The definitions of Trace.step_breakdown, shown as the help of each part
 PART_HELP = {
@@ -36,7 +37,7 @@ PART_HELP = {
     "other_idle": "it is idle outside a pipeline: waiting for a slower device (beige on the timeline)",
     "optimizer": "it updates the weights",
 }
-KEYS = ("net_model", "strategy", "devices", "tp", "ep", "h_dp", "h_pp", "h_tp", "microbatches", "schedule", "v", "batch",
+KEYS = ("net_model", "strategy", "devices", "tp", "ep", "cp", "cp_kind", "h_cp", "h_dp", "h_pp", "h_tp", "microbatches", "schedule", "v", "batch",
         "steps", "bucket", "bucket_mb", "grad_dtype", "price_on", "run_mode")
 
 
@@ -66,8 +67,16 @@ with st.sidebar:
     if strategy == "single":
         devices = 1
     dp = pp = 0
-    tp = ep = 1
-    if strategy in ("tp", "sp"):
+    tp = ep = cp = 1
+    cp_kind = "ring"
+    if strategy in ("cp", "hybrid"):
+        cp_kind = st.radio("Context-parallel attention", ("ring", "all-to-all"), key="cp_kind", horizontal=True,
+                           help="ring: K/V blocks travel round the context group (Send/Recv); all-to-all "
+                                "(Ulysses): heads <-> sequence, two AllToAlls per attention", **BIND)
+    if strategy == "cp":
+        cp = st.select_slider("Context-parallel degree c", divisors(devices), value=devices, key="cp",
+                              help="each sequence is split c ways; the remaining devices are data-parallel", **BIND)
+    elif strategy in ("tp", "sp"):
         degrees = tp_degrees(MODELS[model_name], devices)
         tp = st.select_slider("Tensor-parallel degree t", degrees, value=degrees[-1], key="tp",
                               help="divides the devices and the heads; the remaining devices are data-parallel "
@@ -75,13 +84,15 @@ with st.sidebar:
     elif strategy == "ep":
         ep = st.select_slider("Expert-parallel degree e", divisors(devices), value=devices, key="ep", **BIND)
     elif strategy == "hybrid":
-        c = st.columns(3)
+        c = st.columns(4)
         ds = divisors(devices)
         pp0 = 2 if devices % 2 == 0 else 1
         dp = c[0].selectbox("dp", ds, index=ds.index(devices // pp0), key="h_dp", **BIND)
         pp = c[1].selectbox("pp", ds, index=ds.index(pp0), key="h_pp", **BIND)
         tp = c[2].selectbox("tp", tp_degrees(MODELS[model_name], devices), key="h_tp", **BIND)
-        st.caption(f"dp × pp × tp = {dp * pp * tp} (must be {devices})")
+        cp = c[3].selectbox("cp", ds, key="h_cp", **BIND)
+        st.caption(f"dp × cp × pp × tp = {dp * cp * pp * tp} (must be {devices}); ranks in Megatron's order, "
+                   "tensor fastest, then context, data, pipeline")
     st.subheader("Batch and schedule")
     pipelined = strategy in PIPELINED
     microbatches = st.slider("Micro-batches", 1, 16, 4, key="microbatches", disabled=strategy in ("layer", "single"),
@@ -117,9 +128,10 @@ with st.sidebar:
 remember("training", *KEYS)
 
 
-def make_config(model_name, strategy, devices, dp, pp, tp, ep, microbatches, schedule, v, batch, steps, bucket_mb,
-                grad_dtype):
+def make_config(model_name, strategy, devices, dp, pp, tp, ep, cp, cp_kind, microbatches, schedule, v, batch, steps,
+                bucket_mb, grad_dtype):
     return TrainConfig(MODELS[model_name], strategy=strategy, devices=devices, dp=dp, pp=pp, tp=tp, ep=ep,
+                       cp=cp, cp_kind=cp_kind,
                        microbatches=1 if strategy in ("layer", "single") else microbatches,
                        schedule=schedule if strategy in PIPELINED else "1f1b",
                        virtual_stages=v if strategy in PIPELINED and schedule == "interleaved" else 1,
@@ -133,7 +145,7 @@ def device_model(price_on: str, devices: int) -> HardwareDeviceModel:
 def summary(cfg: TrainConfig, notes: dict) -> str:
     """One readable line: the strategy, the resolved degrees, the batch and the schedule."""
     parts = [f"{cfg.strategy} on {cfg.devices} device{'s' if cfg.devices > 1 else ''}",
-             f"dp={cfg.dp} · pp={cfg.pp} · tp={cfg.tp}" + (f" · ep={cfg.ep}" if cfg.ep > 1 else "")
+             f"dp={cfg.dp} · pp={cfg.pp} · tp={cfg.tp}" + (f" · ep={cfg.ep}" if cfg.ep > 1 else "") + (f" · cp={cfg.cp}" if getattr(cfg, "cp", 1) > 1 else "")
              + (f" · zero={cfg.zero}" if cfg.zero else ""),
              f"batch {cfg.batch_size} in {cfg.m} micro-batch{'es' if cfg.m > 1 else ''}"]
     if cfg.pp > 1:
@@ -191,11 +203,11 @@ def run_for_real(cfg: TrainConfig, price_on: str, on_ray: bool) -> dict:
             "stages": stage_map(res.config)}
 
 
-request = (model_name, strategy, devices, dp, pp, tp, ep, microbatches, schedule, v, batch, steps,
+request = (model_name, strategy, devices, dp, pp, tp, ep, cp, cp_kind, microbatches, schedule, v, batch, steps,
            bucket_mb if bucket else None, grad_dtype, price_on, mode)
 if run:
     try:
-        cfg = make_config(*request[:14])
+        cfg = make_config(*request[:16])
         out = price_only(cfg, price_on) if mode == MODES[2] else run_for_real(cfg, price_on, on_ray=mode == MODES[0])
         out["png"] = None
         st.session_state["train_run"] = (request, out)
@@ -217,13 +229,13 @@ real = out["diff"] is not None
 parts = trace.step_breakdown()
 
 st.markdown(f"**Where the step goes** · {trace.steps} step{'s' if trace.steps > 1 else ''} of "
-            f"{fmt_time(trace.step_time_s)} on {req[14]}, {fmt_time(trace.makespan_s)} simulated in all "
+            f"{fmt_time(trace.step_time_s)} on {req[16]}, {fmt_time(trace.makespan_s)} simulated in all "
             "(shares of devices × time; they add up to 100%)")
 c = st.columns(5)
 for col, (k, share) in zip(c, parts.items()):
     col.metric(STEP_PART_LABELS[k], f"{share:.1%}", help=PART_HELP[k])
 c = st.columns(5)
-c[0].metric("time per step", fmt_time(trace.step_time_s), help=f"simulated on {req[14]}: {fmt_time(trace.makespan_s)} "
+c[0].metric("time per step", fmt_time(trace.step_time_s), help=f"simulated on {req[16]}: {fmt_time(trace.makespan_s)} "
             f"for {trace.steps} step(s), the same whether run or only priced")
 c[1].metric("bytes sent per step", fmt_bytes(sum(trace.bytes_by_collective().values()) / trace.steps),
             help="by all devices together, every collective and send counted")

@@ -136,7 +136,7 @@ def memory_per_device(model: ModelSpec, cfg: ParallelConfig, A: Assumptions = As
     logits on the device of the last stage."""
     from simulator.parallel.schedule_sim import simulate as simulate_schedule
     from simulator.parallel.schedules import make_schedule
-    s, b, h, a, t, p, v = model.seq, cfg.micro_batch_size, model.hidden, model.heads, cfg.tp, cfg.pp, cfg.virtual_stages
+    s, b, h, a, t, p, v = model.seq / cfg.cp, cfg.micro_batch_size, model.hidden, model.heads, cfg.tp, cfg.pp, cfg.virtual_stages
     in_flight = simulate_schedule(make_schedule(cfg.schedule, p, cfg.microbatches, v)).peak_in_flight
     flash = "selective" if A.flash_attention else "none"     # FlashAttention keeps no s^2 scores
     per_layer = activation_bytes_per_layer(s, b, h, a, t, cfg.sequence_parallel,
@@ -148,7 +148,7 @@ def memory_per_device(model: ModelSpec, cfg: ParallelConfig, A: Assumptions = As
         n = sum(chunks[c * p + k] for c in range(v))
         params = n * model.layer_params() / t + (V * h / t if k in (0, p - 1) else 0)
         # in-flight counts are (micro-batch, chunk) units of a stage's mean chunk
-        mem = model_state_bytes_per_device(params, cfg.dp, cfg.zero_stage) + per_layer * n / v * in_flight[k] + working
+        mem = model_state_bytes_per_device(params, cfg.dp * cfg.cp, cfg.zero_stage) + per_layer * n / v * in_flight[k] + working
         out.append(mem + (logits_bytes(s, b, V, t) if k == p - 1 else 0.0))
     return tuple(out)
 

@@ -210,12 +210,16 @@ class PaperDeviceModel:
 
     def real_group(self, ins) -> list[int] | None:
         """The global ranks a one-member collective tagged dp/tp stands for (None: price as written)."""
-        if len(ins.group) != 1 or ins.tag not in ("dp", "tp"):
+        if len(ins.group) != 1 or ins.tag not in ("dp", "tp", "cp", "ep"):
             return None
         cfg = self.config
         k, i = divmod(ins.group[0], self.width)
         if ins.tag == "dp":
-            return cfg.dp_group(i, k)
+            return cfg.dp_cp_group(i, k)
+        if ins.tag == "cp":
+            return cfg.cp_group(i, 0, k)
+        if ins.tag == "ep":
+            return cfg.ep_group(i, k)
         return cfg.tp_group(0, k) if self.fold_tp else None
 
     def price_collective(self, ins) -> tuple[float, int] | None:
@@ -239,5 +243,5 @@ class PaperDeviceModel:
 
 
 def activation_nbytes(model: ModelSpec, cfg: ParallelConfig, dtype: str = "bf16") -> int:
-    """One (s, b, h) activation in the training dtype: what crosses a stage boundary."""
-    return int(DTYPE_NBYTES[dtype] * cfg.micro_batch_size * model.seq * model.hidden)
+    """One (s/c, b, h) activation in the training dtype: what crosses a stage boundary."""
+    return int(DTYPE_NBYTES[dtype] * cfg.micro_batch_size * model.seq * model.hidden / cfg.cp)

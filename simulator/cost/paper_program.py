@@ -31,7 +31,8 @@ from __future__ import annotations
 
 from simulator.cost.analytic import ADAM_BYTES_PER_PARAM
 from simulator.cost.model_presets import ModelSpec
-from simulator.cost.paper_kernels import Kernel, LayerKernels, activation_nbytes, layer_kernels, padded_vocab
+from simulator.cost.paper_kernels import (Kernel, LayerKernels, activation_nbytes, expert_tokens, layer_kernels,
+                                         padded_vocab)
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.errors import ParasimError
 from simulator.parallel.schedules import make_schedule
@@ -44,9 +45,6 @@ def check_paper_config(model: ModelSpec, cfg: ParallelConfig) -> None:
     if model.heads % cfg.tp:
         raise ParasimError(f"tp={cfg.tp} must divide the {model.heads} attention heads")
     cfg.chunk_layers(model.layers)      # refuses splits that do not exist
-    if cfg.cp > 1 or cfg.ep > 1:
-        raise ParasimError(f"the scale program on the event clock does not simulate context (c={cfg.cp}) or "
-                           f"expert (ep={cfg.ep}) parallelism yet; the closed form (`estimate`) prices both")
 
 
 class _Emitter:
@@ -62,7 +60,17 @@ class _Emitter:
         self.per_mb_grads = cfg.zero_stage >= 2          # DeepSpeed reduces at every micro-batch
         self.act = activation_nbytes(model, cfg, A.dtype)
         self.p2p = self.act // cfg.tp
-        self.layer_grad = A.grad_reduce_bytes * model.layer_params() / cfg.tp
+        experts = getattr(model, "num_experts", 0)
+        expert = experts * model.mlp_params(model.moe_ffn_hidden) if experts else 0
+        self.layer_local = (model.layer_params() - expert + expert / cfg.ep) / cfg.tp   # this rank's share
+        self.layer_grad = A.grad_reduce_bytes * self.layer_local
+        T = cfg.micro_batch_size * model.seq / cfg.cp
+        self.kv_local = int(2 * 2 * T * model.kv_dim / cfg.tp)                        # K and V, 16-bit
+        self.qkv_a2a = int(2 * T * (model.hidden + 2 * model.kv_dim) / cfg.tp)
+        self.out_a2a = int(2 * T * model.hidden / cfg.tp)
+        tokens = expert_tokens(model, T, A) / (cfg.tp if cfg.sequence_parallel else 1) if experts else 0
+        self.moe_a2a = int(2 * tokens * model.hidden)
+        self._needs: tuple = ()       # outputs of overlapped CP collectives the next compute waits for
         self.emb_params = padded_vocab(model, cfg.tp) * model.hidden / cfg.tp
         K = kernels
         self._priced: dict = {}      # kernel -> (flops, nbytes, attrs), shared by its instructions
@@ -73,16 +81,48 @@ class _Emitter:
         got = self._priced.get(kern)
         if got is None:
             got = self._priced[kern] = (kern.flops, int(kern.nbytes()), {"kernel": kern})
+        needs, self._needs = needs + self._needs, ()
         out.append(Compute(kern.name, (x,) + needs, (x,) + extra, got[0], got[1], got[2], phase, j, label))
+
+    def group_comm(self, out, r, x, j, tag, kind, nbytes, blocking=True):
+        """A collective over this rank's real context- ("cp") or expert-parallel ("ep") group,
+        written as a one-member collective the device model prices for that group. Non-blocking
+        ones (ring attention's K/V exchange) overlap the attention kernel; the next compute waits."""
+        if nbytes <= 0:
+            return
+        y = f"{tag}{kind[0]}{len(out)}.{x}"
+        out.append(Collective(kind, x, y, (r,), nbytes=nbytes, tag=tag, microbatch=j, blocking=blocking))
+        if not blocking:
+            self._needs += (y,)
+
+    def attn_comm(self, out, r, x, j, where):
+        """Context parallelism around the attention kernel (`analytic._layer_comm`): ring attention
+        gathers K and V over the group (c - 1 ring steps) under the forward kernel, and in the
+        backward also reduce-scatters dK, dV; Ulysses all-to-alls q, k, v before and the output after."""
+        cfg = self.cfg
+        if cfg.cp == 1:
+            return
+        if cfg.cp_comm_type == "a2a":
+            self.group_comm(out, r, x, j, "cp", "all_to_all", self.qkv_a2a if where == "before" else self.out_a2a)
+        elif where == "before":
+            self.group_comm(out, r, x, j, "cp", "all_gather", self.kv_local, blocking=False)
+        elif where == "before_b":
+            self.group_comm(out, r, x, j, "cp", "all_gather", self.kv_local, blocking=False)
+            self.group_comm(out, r, x, j, "cp", "reduce_scatter", self.kv_local * cfg.cp, blocking=False)
+
+    def mlp_comm(self, out, r, x, j):
+        """Expert parallelism: the dispatch (before) or combine (after) all-to-all over the ep group."""
+        if self.cfg.ep > 1:
+            self.group_comm(out, r, x, j, "ep", "all_to_all", self.moe_a2a)
 
     def gather_layer(self, out, r, c, l, j, which) -> tuple:
         """ZeRO-3: all-gather one layer's 16-bit parameters over the data-parallel group before
         its forward and again before its backward (non-blocking = prefetched, `overlap_param_gather`)."""
-        if self.cfg.zero_stage < 3 or self.cfg.dp == 1:
+        if self.cfg.zero_stage < 3 or self.cfg.dp * self.cfg.cp == 1:
             return ()
         w = f"w{which}{c}.{l}.{j}"
         out.append(Collective("all_gather", "params", w, (r,), tag="dp", microbatch=j,
-                              nbytes=int(2 * self.model.layer_params() / self.cfg.tp / self.cfg.dp),
+                              nbytes=int(2 * self.layer_local / (self.cfg.dp * self.cfg.cp)),
                               blocking=not self.A.overlap_param_gather))
         return (w,)
 
@@ -130,9 +170,15 @@ class _Emitter:
         return ("all_gather", "reduce_scatter") if self.cfg.sequence_parallel else ("all_reduce",)
 
     def layer_fwd(self, out, r, x, j, s, l, label="F", needs=()):
-        for kern in (self.K.attn_fwd, self.K.mlp_fwd):
-            self.comp(out, kern, x, "forward", j, f"{label}{j} s{s} L{l} {kern.name}", needs=needs)
-            self.tp_comm(out, r, x, j, self.tp_pair())
+        self.attn_comm(out, r, x, j, "before")
+        self.comp(out, self.K.attn_fwd, x, "forward", j, f"{label}{j} s{s} L{l} attn_fwd", needs=needs)
+        if self.cfg.cp_comm_type == "a2a":
+            self.attn_comm(out, r, x, j, "after")
+        self.tp_comm(out, r, x, j, self.tp_pair())
+        self.mlp_comm(out, r, x, j)
+        self.comp(out, self.K.mlp_fwd, x, "forward", j, f"{label}{j} s{s} L{l} mlp_fwd", needs=needs)
+        self.mlp_comm(out, r, x, j)
+        self.tp_comm(out, r, x, j, self.tp_pair())
 
     # ---- actions ------------------------------------------------------------------------------
     def forward(self, out, k, r, j, c):
@@ -165,7 +211,15 @@ class _Emitter:
             for kb, kw in ((self.K.mlp_b, self.K.mlp_w), (self.K.attn_b, self.K.attn_w)):
                 kern = self.bw[kb] if kind == "BW" else kb
                 done = (self.grad_name(c, l, j),) if last_mb and kb is self.K.attn_b else ()
+                if kb is self.K.mlp_b:
+                    self.mlp_comm(out, r, g, j)
+                else:
+                    self.attn_comm(out, r, g, j, "before" if self.cfg.cp_comm_type == "a2a" else "before_b")
                 self.comp(out, kern, g, "backward", j, f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
+                if kb is self.K.mlp_b:
+                    self.mlp_comm(out, r, g, j)
+                elif self.cfg.cp_comm_type == "a2a":
+                    self.attn_comm(out, r, g, j, "after")
                 self.tp_comm(out, r, g, j, self.tp_pair())
             if last_mb:
                 grads_done(out, r, c, l, j)
@@ -187,7 +241,7 @@ class _Emitter:
     # ---- one device ---------------------------------------------------------------------------
     def device(self, k: int, r: int, actions) -> list:
         cfg, out = self.cfg, []
-        d, zero = cfg.dp, cfg.zero_stage
+        d, zero = cfg.dp * cfg.cp, cfg.zero_stage     # gradients average over data x context ranks
         dp_kind = "all_reduce" if zero == 0 else "reduce_scatter"
         buckets, pending = [], {"bytes": 0.0, "names": []}
 
@@ -248,7 +302,7 @@ class _Emitter:
         """Parameters of pipeline device k on one TP rank: its layers, and the embedding / LM head."""
         cfg = self.cfg
         n = sum(self.chunks[c * cfg.pp + k] for c in range(cfg.virtual_stages))
-        return n * self.model.layer_params() / cfg.tp + (self.emb_params if k in (0, cfg.pp - 1) else 0.0)
+        return n * self.layer_local + (self.emb_params if k in (0, cfg.pp - 1) else 0.0)
 
 
 def build_paper_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumptions = Assumptions(), *,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from simulator.cost.analytic import AnalyticResult, estimate
 from simulator.cost.hardware import Hardware, get_hardware
 from simulator.cost.model_presets import ModelSpec, get_model
-from simulator.cost.parallel_config import Assumptions, ParallelConfig
+from simulator.cost.parallel_config import MAX_GLOBAL_BATCH, MAX_GPUS, Assumptions, ParallelConfig
 from simulator.errors import ParasimError
 
 
@@ -202,6 +202,9 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
     model, hw = get_model(model), get_hardware(hardware)
     if not isinstance(gpus, int) or gpus < 1 or not isinstance(global_batch, int) or global_batch < 1:
         raise ParasimError(f"gpus and global batch must be positive integers, got {gpus} and {global_batch}")
+    if gpus > MAX_GPUS or global_batch > MAX_GLOBAL_BATCH:
+        raise ParasimError(f"search is bounded to {MAX_GPUS:,} GPUs and a global batch of {MAX_GLOBAL_BATCH:,}; "
+                           f"got {gpus:,} GPUs and {global_batch:,}")
     if top < 1:
         raise ParasimError(f"top must be >= 1, got {top}")
     max_tp = _check_max_tp(max_tp, hw)

@@ -13,12 +13,12 @@ import numpy as np
 from ..errors import ParasimError
 
 
-def _split_heads(x, n_heads):
+def split_heads(x, n_heads):
     B, T, H = x.shape
     return x.reshape(B, T, n_heads, H // n_heads).transpose(0, 2, 1, 3)  # (B, a, T, d)
 
 
-def _merge_heads(x):
+def merge_heads(x):
     B, a, T, d = x.shape
     return x.transpose(0, 2, 1, 3).reshape(B, T, a * d)  # (B, T, a*d)
 
@@ -34,7 +34,7 @@ def attention_forward(q, k, v, n_heads, causal=True):
         raise ParasimError(f"attention: q, k, v must share one (B, T, H) shape, got {q.shape}, {k.shape}, {v.shape}")
     if n_heads <= 0 or q.shape[-1] % n_heads:
         raise ParasimError(f"attention: {n_heads} heads must divide the width {q.shape[-1]}")
-    qh, kh, vh = (_split_heads(x, n_heads) for x in (q, k, v))
+    qh, kh, vh = (split_heads(x, n_heads) for x in (q, k, v))
     d = qh.shape[-1]
     scores = qh @ kh.transpose(0, 1, 3, 2) / np.sqrt(d)  # (B, a, T, d) @ (B, a, d, T) -> (B, a, T, T)
     if causal:
@@ -43,7 +43,7 @@ def attention_forward(q, k, v, n_heads, causal=True):
     e = np.exp(scores)
     probs = e / e.sum(axis=-1, keepdims=True)  # (B, a, T, T), rows sum to 1, masked entries 0
     out = probs @ vh  # (B, a, T, T) @ (B, a, T, d) -> (B, a, T, d)
-    return _merge_heads(out), (qh, kh, vh, probs)
+    return merge_heads(out), (qh, kh, vh, probs)
 
 
 def attention_backward(cache, dout):
@@ -54,10 +54,10 @@ def attention_backward(cache, dout):
     """
     qh, kh, vh, probs = cache
     n_heads, d = qh.shape[1], qh.shape[-1]
-    do = _split_heads(dout, n_heads)  # (B, a, T, d)
+    do = split_heads(dout, n_heads)  # (B, a, T, d)
     dv = probs.transpose(0, 1, 3, 2) @ do  # (B, a, T, T) @ (B, a, T, d)
     dp = do @ vh.transpose(0, 1, 3, 2)  # (B, a, T, d) @ (B, a, d, T) -> (B, a, T, T)
     ds = probs * (dp - (dp * probs).sum(axis=-1, keepdims=True)) / np.sqrt(d)
     dq = ds @ kh  # (B, a, T, T) @ (B, a, T, d)
     dk = ds.transpose(0, 1, 3, 2) @ qh
-    return _merge_heads(dq), _merge_heads(dk), _merge_heads(dv)
+    return merge_heads(dq), merge_heads(dk), merge_heads(dv)

@@ -28,21 +28,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..models import kernels as K
+from ..models.attention import merge_heads as _merge
+from ..models.attention import split_heads as _heads
 from ..ops import kernel
 
 
 def _acc(grads: tuple, existing: tuple) -> tuple:
     return tuple(g + e for g, e in zip(grads, existing)) if existing else grads
-
-
-def _heads(x, heads):
-    B, T, H = x.shape
-    return x.reshape(B, T, heads, H // heads).transpose(0, 2, 1, 3)  # (B, a, T, d)
-
-
-def _merge(x):
-    B, a, T, d = x.shape
-    return x.transpose(0, 2, 1, 3).reshape(B, T, a * d)  # (B, T, a*d)
 
 
 def _scores(qh, kh, q_pos, k_pos, causal):

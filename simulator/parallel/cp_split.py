@@ -62,3 +62,25 @@ def attention_bytes_per_step(model: GPTConfig, blocks: int, microbatch: int, mic
     per_layer = microbatch * (model.seq_len // cp) * model.hidden * 8  # one (B, s/cp, h) float64 tensor
     hops = 2 * (3 * cp - 2) if kind == "ring" else 8 * (cp - 1) / cp
     return int(round(blocks * microbatches * per_layer * hops))
+
+
+def ring_steps(seq_len: int, cp: int) -> list[dict]:
+    """What each device of a ring does at each step (load-balanced causal split): at step s device
+    i holds the K/V block of device (i - s) mod cp and scores its queries against it; `pairs` counts
+    the unmasked (query, key) pairs, the work of that step. One row per (step, device)."""
+    pos = chunk_positions(seq_len, cp, "ring")
+    rows = []
+    for s in range(cp):
+        for i in range(cp):
+            owner = (i - s) % cp
+            pairs = sum(1 for q in pos[i] for k in pos[owner] if k <= q)
+            rows.append({"step": s, "device": i, "queries": _chunks(pos[i], seq_len, cp), "kv_of": owner,
+                         "keys": _chunks(pos[owner], seq_len, cp), "pairs": pairs,
+                         "sends_to": (i + 1) % cp if s < cp - 1 else None})
+    return rows
+
+
+def _chunks(positions: tuple[int, ...], seq_len: int, cp: int) -> str:
+    """(0, 1, 14, 15) of 16 tokens in 8 chunks -> 'c0+c7'."""
+    size = seq_len // (2 * cp)
+    return "+".join(f"c{c}" for c in sorted({p // size for p in positions}))

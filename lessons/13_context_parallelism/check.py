@@ -1,0 +1,77 @@
+"""Autograder of lesson 13: online softmax, ring positions and bytes against parasim, and a real run."""
+
+import numpy as np
+
+from simulator import GPTConfig, attention_bytes_per_step, attention_forward, chunk_positions, ring_steps
+from simulator.lessons import compare, expect, ok
+
+LESSON = {
+    "title": "Context parallelism: ring attention by hand, then the load-balanced causal split",
+    "goals": ["compute causal attention one key block at a time with an online softmax",
+              "say which K/V block each device holds at each ring step",
+              "split a sequence into 2c chunks so every device does the same causal work",
+              "predict the bytes ring attention sends per step, and check them on a real run"],
+    "app_pages": ["Context parallelism", "Training playground"],
+    "requires": ["attention_forward", "chunk_positions", "ring_steps", "attention_bytes_per_step", "strategy:cp"],
+    "minutes": 50,
+    "prerequisites": [2, 7],
+}
+
+
+def check_online_softmax(s):
+    "online_softmax_attention equals causal softmax attention for 1, 2, 4 and 8 blocks"
+    rng = np.random.default_rng(13)
+    for T, d in [(8, 4), (16, 2)]:
+        q, k, v = (rng.standard_normal((T, d)) * 3 for _ in range(3))
+        want = attention_forward(q[None], k[None], v[None], 1)[0][0]
+        for blocks in (1, 2, 4, 8):
+            got = np.asarray(s.online_softmax_attention(q, k, v, blocks))
+            if got.shape != want.shape or not np.allclose(got, want, rtol=1e-9, atol=1e-12):
+                return compare(want[:2].round(4).tolist(), got[:2].round(4).tolist() if got.shape == want.shape else
+                               got.shape, f"T={T}, {blocks} blocks: rescale o and l by exp(m_old - m_new)")
+    return ok()
+
+
+def check_ring_blocks(s):
+    "kv_block_at matches the ring of parasim's ring attention"
+    for cp in (1, 2, 4, 8):
+        for row in ring_steps(2 * cp, cp):
+            got = s.kv_block_at(row["step"], row["device"], cp)
+            if got != row["kv_of"]:
+                return compare(row["kv_of"], got, f"cp={cp}, step {row['step']}, device {row['device']}")
+    return ok()
+
+
+def check_balanced_split(s):
+    "balanced_positions equals chunk_positions(..., 'ring') and gives equal causal work"
+    for seq, cp in [(8, 2), (16, 4), (32, 4), (16, 8)]:
+        want = chunk_positions(seq, cp, "ring")
+        got = [tuple(int(x) for x in ps) for ps in s.balanced_positions(seq, cp)]
+        if got != want:
+            return compare(want, got, f"s={seq}, c={cp}: device i holds chunks i and 2c-1-i")
+        work = s.causal_work(want)
+        if len(set(work)) != 1 or sum(work) != seq * (seq + 1) // 2:
+            return expect(False, f"equal work, total {seq * (seq + 1) // 2}", work, "a query at t sees t + 1 keys")
+    return ok()
+
+
+def check_ring_bytes(s):
+    "ring_bytes_per_step equals attention_bytes_per_step"
+    for L, B, m, seq, h, cp in [(2, 4, 1, 16, 16, 4), (3, 2, 2, 32, 8, 2), (1, 1, 4, 64, 32, 8), (2, 2, 1, 8, 4, 1)]:
+        gpt = GPTConfig(layers=L, hidden=h, heads=1, seq_len=seq, vocab=8)
+        want = attention_bytes_per_step(gpt, L, B, m, cp, "ring")
+        got = s.ring_bytes_per_step(L, B, m, seq, h, cp)
+        if got != want:
+            return compare(want, got, f"L={L} B={B} m={m} s={seq} h={h} c={cp}: (3c - 2) blocks of 2 B (s/c) h x 8")
+    return ok()
+
+
+def check_real_run(s):
+    "train_context_parallel(4) equals one device and sends what the formula says"
+    r = s.train_context_parallel(4)
+    if r.max_rel_weight_diff_vs_single > 1e-9:
+        return expect(False, "max_rel_weight_diff_vs_single < 1e-9", r.max_rel_weight_diff_vs_single)
+    sent = r.trace.bytes_by_collective().get("send", 0)
+    want = r.config.steps * 4 * attention_bytes_per_step(r.config.model, r.config.model.layers,
+                                                         r.config.microbatch_size, r.config.m, 4)
+    return compare(want, sent, "strategy='cp', cp=4, cp_kind='ring': the ring's Send bytes over all steps")
