@@ -85,3 +85,15 @@ def test_stopping_parasim_app_stops_the_server():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_page_url_builds_the_links_lessons_use():
+    sys.path.insert(0, str(ROOT / "app"))
+    from ui import page_url
+
+    assert page_url("Training playground", strategy="dp", bucket=True, bucket_mb=0.05) == \
+        "/training?strategy=dp&bucket=true&bucket_mb=0.05"
+    assert page_url("pipelines", base="http://localhost:8501/", schedules=["gpipe", "1f1b"]) == \
+        "http://localhost:8501/pipelines?schedules=gpipe&schedules=1f1b"
+    with pytest.raises(ValueError, match="unknown page"):
+        page_url("nowhere")
