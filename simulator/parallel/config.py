@@ -42,7 +42,9 @@ class TrainConfig:
     schedule: str = "1f1b"  # pipeline schedule
     schedule_text: str | None = None  # a hand-written schedule, one line per stage ("F0 F1 BW0 BW1")
     virtual_stages: int = 1  # model chunks per device (interleaved schedule)
-    bucket_mb: float | None = None  # gradient bucket size in MB (None: one AllReduce per parameter)
+    # gradient buckets of about this many MB, each AllReduced as soon as the backward fills it (overlap);
+    # None (default): one AllReduce per parameter after the whole backward pass
+    bucket_mb: float | None = None
     accumulate: int = 1  # gradient-accumulation micro-steps before one AllReduce
     grad_dtype: str = "float64"  # dtype of gradients on the wire
     gradients_mean: bool = True  # average (True) or sum (False) gradients over data-parallel replicas
