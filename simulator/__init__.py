@@ -45,7 +45,7 @@ from .parallel.schedule_sim import simulate as simulate_schedule
 from .parallel.schedules import (Action, Schedule, dualpipe, gpipe, interleaved, make_schedule, one_f_one_b, zb_h1,
                                  zb_h2)
 from .parallel.strategies import compile_strategy
-from .training import TrainResult, reference_train, train
+from .training import TrainResult, price_training, reference_train, train
 from .sweep import SweepTable, sweep
 from .program import Collective, Compute, Free, Program, ProgramBuilder, Recv, Send
 from .runtime import LocalRuntime, RunResult, Runtime, make_runtime
