@@ -79,7 +79,7 @@ from .runtime.ray_runtime import ensure_ray
 from .sweep import SweepTable, sweep
 from .topology import Link, Topology
 from .trace import MemorySample, Trace, TraceEvent
-from .training import TrainResult, reference_train, train
+from .training import TrainResult, price_training, reference_train, train
 
 __version__ = "0.1.0"
 

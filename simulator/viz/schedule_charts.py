@@ -100,4 +100,5 @@ def schedule_trace(result, time_unit_s: float = 1e-3) -> Trace:
                          a.kind, microbatch=a.microbatch)
               for d, row in enumerate(result.timeline) for a, s, e in row]
     sched = result.schedule
-    return Trace(sched.p, events, name=f"{sched.name} p={sched.p} m={sched.m} v={sched.v}")
+    return Trace(sched.p, events, name=f"{sched.name} p={sched.p} m={sched.m} v={sched.v}",
+                 pipelined=True)
