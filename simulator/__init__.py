@@ -29,6 +29,7 @@ from .collectives import KINDS as COLLECTIVE_KINDS
 from .cost.analytic import AnalyticResult, estimate
 from .cost.clock import SimpleDeviceModel, simulate
 from .cost.comm import bus_bandwidth_factor, collective_time_s, plan_time
+from .cost.deepspeed_memory import deepspeed_estimates
 from .cost.device_model import HardwareDeviceModel
 from .cost.goodput import (
                    FailureModel,
@@ -40,9 +41,13 @@ from .cost.goodput import (
                    young_interval_s,
 )
 from .cost.hardware import Hardware, get_hardware, hardware_names
-from .cost.deepspeed_memory import deepspeed_estimates
 from .cost.megatron_args import MegatronRun, megatron_run, parse_megatron_args
-from .cost.memory import MemoryBreakdown, activation_bytes_per_layer, in_flight_microbatches, model_state_bytes_per_device
+from .cost.memory import (
+                   MemoryBreakdown,
+                   activation_bytes_per_layer,
+                   in_flight_microbatches,
+                   model_state_bytes_per_device,
+)
 from .cost.memory_report import memory_report
 from .cost.model_presets import ModelSpec, get_model, model_names
 from .cost.parallel_config import Assumptions, ParallelConfig
