@@ -1,7 +1,13 @@
 """Draw every lesson's figures with parasim and save them as PNGs in lessons/NN_topic/figures/.
 
-    python lessons/make_figures.py          # all lessons
+    python lessons/make_figures.py          # all lessons (or: parasim lesson figures)
     python lessons/make_figures.py 05 06    # some lessons
+    python lessons/make_figures.py --check  # exit 1 if a figure is not what the code draws now
+
+Next to each NAME.png goes NAME.json: the data the figure shows, read back from the drawn figure
+(every line's points, every bar's and block's rectangle, every title, label, legend entry and
+text). `--check` redraws without saving and compares that data with the JSON (numbers to 1e-6
+relative), so a figure that the current code would draw differently fails (tests/test_lessons.py).
 
 Only the public API is used (`simulator` and `simulator.viz`); sizes are tiny so the whole run
 takes seconds. Lessons whose API is not in parasim yet are skipped with a note.
@@ -9,20 +15,82 @@ takes seconds. Lessons whose API is not in parasim yet are skipped with a note.
 
 from __future__ import annotations
 
+import json
+import math
 import sys
 from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+from matplotlib.patches import Rectangle
 
 import simulator as ps
 from simulator import viz
 
 HERE = Path(__file__).resolve().parent
+MODE = {"check": False, "stale": []}
+
+
+def _num(v) -> float | None:
+    v = float(v)
+    return None if math.isnan(v) else float(f"{v:.10g}")
+
+
+def _nums(values) -> list:
+    out = []
+    for v in values:
+        try:
+            out.append(_num(v))
+        except (TypeError, ValueError):
+            out.append(str(v))
+    return out
+
+
+def figure_data(fig) -> dict:
+    """What a figure shows, as numbers and texts (see the module docstring)."""
+    axes = []
+    for ax in fig.axes:
+        legend = ax.get_legend()
+        axes.append({"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(),
+                     "lines": [{"label": ln.get_label(), "x": _nums(ln.get_xdata()), "y": _nums(ln.get_ydata())}
+                               for ln in ax.get_lines()],
+                     "rects": [_nums((p.get_x(), p.get_y(), p.get_width(), p.get_height())) for p in ax.patches
+                               if isinstance(p, Rectangle)],
+                     "texts": [t.get_text() for t in ax.texts],
+                     "legend": [t.get_text() for t in legend.get_texts()] if legend else []})
+    suptitle = getattr(fig, "_suptitle", None)
+    return {"suptitle": suptitle.get_text() if suptitle else "", "axes": axes}
+
+
+def same(a, b, rtol: float = 1e-6) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k], rtol) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y, rtol) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, (int, float)) or isinstance(b, float) and isinstance(a, (int, float)):
+        return math.isclose(a, b, rel_tol=rtol, abs_tol=1e-12)
+    return a == b
 
 
 def save(folder: str, name: str, fig) -> None:
+    """Write NAME.png and NAME.json (or, with --check, compare the data with NAME.json)."""
+    import matplotlib.pyplot as plt
+
     out = HERE / folder / "figures"
+    data_file = (out / name).with_suffix(".json")
+    data = json.loads(json.dumps(figure_data(fig)))
+    if MODE["check"]:
+        stored = json.loads(data_file.read_text(encoding="utf-8")) if data_file.is_file() else None
+        if stored is None or not same(stored, data):
+            MODE["stale"].append(str((out / name).relative_to(HERE)))
+        plt.close(fig)
+        return
     out.mkdir(parents=True, exist_ok=True)
     fig.savefig(out / name, dpi=110, bbox_inches="tight")
-    print("wrote", (out / name).relative_to(HERE))
+    data_file.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    plt.close(fig)
+    print("wrote", (out / name).relative_to(HERE), "and its .json")
 
 
 def tiny_gpt(layers: int = 4) -> ps.GPTConfig:
@@ -51,7 +119,7 @@ def lesson_02() -> None:
     f = "02_collectives_by_hand"
     save(f, "ring_all_reduce_steps.png", viz.collective_steps(ps.make_plan("all_reduce", "ring", 4, 4096)))
     ns = [2, 4, 8, 16, 32, 64]
-    link = lambda a, b: (5e-6, 100e9)  # noqa: E731 -- one uniform 100 GB/s link, 5 us latency
+    link = lambda a, b: (5e-6, 100e9)
     series = {algo: [ps.plan_time(ps.make_plan("all_reduce", algo, n, 2**20), link) for n in ns]
               for algo in ("ring", "tree", "halving_doubling")}
     save(f, "all_reduce_time_vs_n.png", viz.sweep_chart(ns, series, xlabel="ranks n", ylabel="time",
@@ -111,7 +179,7 @@ def lesson_08() -> None:
             "ZeRO-1": {"param": 2 * psi, "grad": 2 * psi, "opt": 12 * psi / nd},
             "ZeRO-2": {"param": 2 * psi, "grad": 2 * psi / nd, "opt": 12 * psi / nd},
             "ZeRO-3": {"param": 2 * psi / nd, "grad": 2 * psi / nd, "opt": 12 * psi / nd}}
-    save(f, "zero_stages_7.5b.png", viz.memory_breakdown(bars, capacity_bytes=80e9,
+    save(f, "zero_stages_7.5b.png", viz.memory_breakdown(bars, capacity_bytes=ps.get_hardware("a100-80gb").memory_bytes,
                                                          title="7.5B parameters on 64 GPUs, mixed-precision Adam"))
     r = ps.train(ps.TrainConfig(tiny_mlp(), strategy="zero3", devices=4, batch_size=16), device_model=clock())
     save(f, "zero3_memory.png", viz.memory_over_time(r.trace, devices=[0, 1]))
@@ -127,9 +195,9 @@ def lesson_09() -> None:
     bars = {}
     for label, kw in configs.items():
         r = ps.estimate(model, ps.ParallelConfig(micro_batch_size=1, global_batch=1536, **kw), "a100-80gb")
-        bars[f"{label}\nMFU {r.mfu:.0%}"] = {"param+grad+opt": r.memory.model_state_bytes,
+        bars[f"{label}\nMFU {r.mfu:.0%}"] = {"states": r.memory.model_state_bytes,
                                               "act": r.memory.activation_bytes + r.memory.logits_bytes}
-    save(f, "gpt3_memory.png", viz.memory_breakdown(bars, capacity_bytes=80e9,
+    save(f, "gpt3_memory.png", viz.memory_breakdown(bars, capacity_bytes=r.memory.capacity_bytes,
                                                     title="GPT-3 175B on 1024 A100-80GB, batch 1536"))
 
 
@@ -146,9 +214,10 @@ def lesson_11() -> None:
     found = ps.search_configs("megatron-18.4b", "a100-80gb", 64, 256, recomputes=("selective",),
                               micro_batch_sizes=(1, 2), top=6)
     bars = {f"t{c.config.tp} p{c.config.pp} d{c.config.dp} b{c.config.micro_batch_size}\n{c.result.step_time_s:.2f} s":
-            {"param+grad+opt": c.result.memory.model_state_bytes, "act": c.result.memory.activation_bytes}
-            for c in found}
-    save(f, "top_configs.png", viz.memory_breakdown(bars, capacity_bytes=80e9,
+            {"states": c.result.memory.model_state_bytes,
+             "act": c.result.memory.activation_bytes + c.result.memory.logits_bytes}
+            for c in found}  # the capacity line is the one the search used (the device's reported memory)
+    save(f, "top_configs.png", viz.memory_breakdown(bars, capacity_bytes=found[0].result.memory.capacity_bytes,
                                                     title="18.4B on 64 A100s: the 6 fastest configurations that fit"))
     ns = [2 ** k for k in range(3, 17, 2)]  # batch rows of an MLP with 1024 x 1024 weights
     model, series = ps.OpCostModel(), {"searched (dynamic programming)": [], "data parallel": []}
@@ -233,13 +302,19 @@ def lesson_14() -> None:
 
 
 def main(argv: list[str]) -> int:
+    MODE["check"], MODE["stale"] = "--check" in argv, []
     figures = {name[len("lesson_"):]: fn for name, fn in globals().items() if name.startswith("lesson_")}
-    wanted = [a.zfill(2) for a in argv] or sorted(figures)
+    wanted = [a.zfill(2) for a in argv if a != "--check"] or sorted(figures)
+    if unknown := [k for k in wanted if k not in figures]:
+        print(f"error: no figures for lesson {unknown[0]}; known: {', '.join(sorted(figures))}", file=sys.stderr)
+        return 2
     for key in wanted:
-        try:
-            figures[key]()
-        except (AttributeError, ps.ParasimError) as e:  # an API another engineer has not landed yet
-            print(f"lesson {key}: skipped ({e})")
+        figures[key]()
+    if MODE["check"]:
+        for name in MODE["stale"]:
+            print(f"stale: {name} (the code now draws it differently; run python lessons/make_figures.py)")
+        print(f"checked the figures of {len(wanted)} lesson(s): {len(MODE['stale'])} stale")
+        return 1 if MODE["stale"] else 0
     return 0
 
 

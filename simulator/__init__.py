@@ -29,7 +29,7 @@ from .errors import DeviceFailure, ParasimError, ProgramError
 from .faults import (Checkpoint, Fault, ResilientResult, convert_checkpoint, latest_checkpoint, parse_faults,
                      random_faults, restore, save_checkpoint, train_resilient)
 from .layout import Layout
-from .lessons import list_lessons, run_check
+from .grading import Limits, get_lesson, grade_source, lesson_prediction, list_lessons, notebook_code, run_check
 from .layout_convert import P, Partial, PartitionSpec, Replicate, Shard
 from .mesh import DeviceMesh
 from .models import (SGD, Adam, GPTConfig, MLPConfig, Model, build_model, get_batch, gpt_iteration_flops,
@@ -46,6 +46,7 @@ from .parallel.schedules import (Action, Schedule, dualpipe, gpipe, interleaved,
                                  zb_h2)
 from .parallel.strategies import compile_strategy
 from .training import TrainResult, reference_train, train
+from .sweep import SweepTable, sweep
 from .program import Collective, Compute, Free, Program, ProgramBuilder, Recv, Send
 from .runtime import LocalRuntime, RunResult, Runtime, make_runtime
 from .runtime.ray_runtime import ensure_ray

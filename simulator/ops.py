@@ -16,8 +16,8 @@ import numpy as np
 from .errors import ProgramError
 
 KERNELS: dict[str, Callable] = {}
-_KERNEL_MODULES = ("simulator.parallel.kernels", "simulator.auto.op_kernels", "simulator.parallel.zero_kernels",
-                  "simulator.parallel.moe_kernels", "simulator.parallel.tp_kernels",
+_KERNEL_MODULES = ("simulator.parallel.kernels", "simulator.auto.op_kernels", "simulator.auto.op_kernels_nn",
+                  "simulator.parallel.zero_kernels", "simulator.parallel.moe_kernels", "simulator.parallel.tp_kernels",
                   "simulator.parallel.cp_kernels")
 _loaded = False
 

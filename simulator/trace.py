@@ -15,6 +15,10 @@ import json
 from dataclasses import dataclass, field, replace
 
 LANES = ("compute", "comm")
+# The steps of a collective, expanded (simulate(collective_steps=True)): each chunk transfer as a
+# send on the source's "send" lane and a receive on the destination's "recv" lane, one flow
+# arrow between them. Apart from "comm" so its statistics (bytes, busy time) count each byte once.
+STEP_LANES = ("send", "recv")
 
 
 @dataclass(slots=True)
@@ -40,6 +44,7 @@ class TraceEvent:
     def replayed(self) -> bool:
         return self.attempt > 0
     group: tuple[int, ...] = ()  # a collective's ranks (which mesh axis it runs on)
+    chunk: int | None = None  # the chunk (slot) a collective step moves (send/recv lanes)
 
     @property
     def end_s(self) -> float:
@@ -146,10 +151,13 @@ class Trace:
         """Chrome trace event format: one process per device, one thread per lane, times in us;
         flow events ("s"/"f") draw an arrow from each send to its receive; "C" counters draw memory."""
         ev = []
+        used = {e.lane for e in self.events}
+        lanes = LANES + tuple(lane for lane in STEP_LANES if lane in used)
         for d in range(self.n_devices):
             ev.append({"ph": "M", "name": "process_name", "pid": d, "args": {"name": f"device {d}"}})
-            for tid, lane in enumerate(LANES):
-                ev.append({"ph": "M", "name": "thread_name", "pid": d, "tid": tid, "args": {"name": lane}})
+            for tid, lane in enumerate(lanes):
+                name = lane if lane in LANES else f"comm steps: {lane}"
+                ev.append({"ph": "M", "name": "thread_name", "pid": d, "tid": tid, "args": {"name": name}})
         for e in self.events:
             args = {"phase": e.phase, "kind": e.kind, "nbytes": e.nbytes, "flops": e.flops, "step": e.step}
             if e.microbatch is not None:
@@ -158,7 +166,9 @@ class Trace:
                 args["attempt"], args["replayed"] = e.attempt, True
             if e.group:
                 args["group"] = list(e.group)
-            tid = LANES.index(e.lane)
+            if e.chunk is not None:
+                args["chunk"] = e.chunk
+            tid = lanes.index(e.lane)
             ev.append({"ph": "X", "name": e.name, "cat": e.phase, "pid": e.device, "tid": tid,
                        "ts": e.start_s * 1e6, "dur": e.duration_s * 1e6, "args": args})
             if e.flow is not None and e.kind in ("send", "recv"):

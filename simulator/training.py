@@ -13,6 +13,7 @@ math (float64; only a lower-precision gradient wire format introduces a measured
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -42,17 +43,42 @@ class TrainResult:
     wall_time_s: float
     params: list[dict] = field(repr=False, default_factory=list)
 
+    @property
+    def tolerance(self) -> float | None:
+        """The largest relative weight difference vs one device that still counts as equal: 1e-9
+        in float64 (the project's equivalence tolerance: only the summation order differs). A
+        lower-precision gradient wire format (float32/float16) changes the math by design: its
+        error is measured and reported, not held to a bound (None)."""
+        return 1e-9 if self.config.grad_dtype == "float64" else None
+
+    def check_failure(self) -> str | None:
+        """None when the run matches one device, else one line saying how it does not. A NaN or
+        infinite loss or weight always fails (it never compares as 'no difference')."""
+        bad = next((i for i, x in enumerate(self.losses) if not math.isfinite(x)), None)
+        if bad is not None:
+            return (f"the loss became {self.losses[bad]} at step {self.config.steps - len(self.losses) + bad}: "
+                    "the run diverged (check --lr and the data), it does not match one device")
+        diff = self.max_rel_weight_diff_vs_single
+        if not math.isfinite(diff):
+            return "the trained weights (or the one-device reference's) contain NaN or inf: no match with one device"
+        if self.tolerance is not None and diff > self.tolerance:
+            return (f"the trained weights differ from one device by {diff:.3g} (relative), more than the "
+                    f"{self.tolerance:g} float64 allows: the parallel run is wrong")
+        return None
+
     def to_dict(self) -> dict:
-        """The fields the CLI prints with --json."""
+        """The fields the CLI prints with --json (NaN and inf as null: the output stays pure JSON)."""
         stats = self.trace.device_stats()
-        return {
+        failure = self.check_failure()
+        return {"matches_single_device": failure is None, "check": failure or "ok",
             "strategy": self.config.strategy, "devices": self.config.devices,
             "dp": self.config.dp, "pp": self.config.pp, "tp": self.config.tp, "microbatches": self.config.m,
             "schedule": self.compiled.notes.get("schedule"),
             "cp": self.config.cp, "cp_kind": self.config.cp_kind if self.config.cp > 1 else None,
             "ep": self.config.ep, "zero": self.config.zero, "moe": self.compiled.notes.get("moe"),
-            "losses": self.losses, "reference_losses": self.reference_losses,
-            "max_rel_weight_diff_vs_single": self.max_rel_weight_diff_vs_single,
+            "losses": [_finite(x) for x in self.losses],
+            "reference_losses": [_finite(x) for x in self.reference_losses],
+            "max_rel_weight_diff_vs_single": _finite(self.max_rel_weight_diff_vs_single),
             "bytes_by_collective": self.trace.bytes_by_collective(),
             "bytes_sent_per_device": self.bytes_sent_per_device, "messages": self.messages,
             "bubble_fraction": self.trace.bubble_fraction(),
@@ -60,6 +86,10 @@ class TrainResult:
             "idle_fraction_per_device": [s["idle_fraction"] for s in stats],
             "simulated_time_s": self.trace.makespan_s, "wall_time_s": self.wall_time_s,
         }
+
+
+def _finite(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
 
 
 def reference_train(cfg: TrainConfig) -> tuple[list[dict], list[float]]:
@@ -84,12 +114,22 @@ def reference_train(cfg: TrainConfig) -> tuple[list[dict], list[float]]:
 
 
 def max_rel_diff(a: list[dict], b: list[dict]) -> float:
-    """max over parameters of ||a - b||_inf / max(||b||_inf, tiny)."""
+    """max over parameters of ||a - b||_inf / max(||b||_inf, tiny); inf when a NaN or inf appears
+    on either side, or the two sets of parameters differ in names or shapes (Python's max() and
+    numpy comparisons drop NaN silently: a diverged run must never read as 'difference 0')."""
+    if len(a) != len(b):
+        return math.inf
     worst = 0.0
     for pa, pb in zip(a, b):
+        if pa.keys() != pb.keys():
+            return math.inf
         for n in pb:
-            denom = max(float(np.max(np.abs(pb[n]))), 1e-300)
-            worst = max(worst, float(np.max(np.abs(pa[n] - pb[n]))) / denom)
+            x, y = np.asarray(pa[n], dtype=np.float64), np.asarray(pb[n], dtype=np.float64)
+            if x.shape != y.shape or not (np.isfinite(x).all() and np.isfinite(y).all()):
+                return math.inf
+            if y.size:
+                denom = max(float(np.max(np.abs(y))), 1e-300)
+                worst = max(worst, float(np.max(np.abs(x - y))) / denom)
     return worst
 
 

@@ -102,9 +102,10 @@ def layout_grid(layout: Layout, shape: Sequence[int], *, name: str = "X", width:
         holders = layout.devices_holding(block)
         x0, y0 = col * bw, row * bh
         sw = bw / len(holders)
-        for k, r in enumerate(holders):
-            ax.add_patch(Rectangle((x0 + k * sw, y0), sw, bh, facecolor=device_color(r), edgecolor="none",
-                                   alpha=0.9, gid="stripe"))
+        for k, r in enumerate(holders):  # copies: hatched stripes with thin dotted seams (cuts are thick white)
+            ax.add_patch(Rectangle((x0 + k * sw, y0), sw, bh, facecolor=device_color(r),
+                                   edgecolor="white" if len(holders) > 1 else "none", linewidth=0.6, linestyle=":",
+                                   hatch="///" if len(holders) > 1 else None, alpha=0.9, gid="stripe"))
         ax.add_patch(Rectangle((x0, y0), bw, bh, facecolor="none", edgecolor="white", linewidth=2.0, gid="block"))
         text = ",".join(map(str, holders)) if len(holders) <= 8 else f"{holders[0]}..{holders[-1]} ({len(holders)})"
         ax.text(x0 + bw / 2, y0 + bh / 2, text, ha="center", va="center",
@@ -119,8 +120,9 @@ def layout_grid(layout: Layout, shape: Sequence[int], *, name: str = "X", width:
     if layout.ndim > 1:
         ax.set_ylabel(f"{' × '.join(dim_names[:-1])} · {_cut(n_rows)}")
     parts = [f"mesh {layout.mesh!r}", f"block {local}"]
-    if layout.replicated_axes:
-        parts.append(f"replicated over {', '.join(layout.replicated_axes)} (one stripe per copy)")
+    copies = [a for a in layout.replicated_axes if layout.mesh.axis_size(a) > 1]  # a size-1 axis makes no copy
+    if copies:
+        parts.append(f"replicated over {', '.join(copies)} (one hatched stripe per copy)")
     if layout.partial:
         parts.append(f"partial sums over {', '.join(layout.partial)} (addends)")
     ax.set_title(" · ".join(parts), fontsize=9, color="#444444")

@@ -1,5 +1,7 @@
 """Every app page renders without exceptions, shows its key widgets, and follows its controls."""
 
+import json
+
 from streamlit.testing.v1 import AppTest
 
 from app_helpers import APP, metrics, page
@@ -105,7 +107,7 @@ def test_sharding_mindspore_strategy_text_is_parsed_safely():
 
 
 def test_lessons_page_lists_lessons_and_links_their_pages():
-    from simulator.lessons import list_lessons
+    from simulator.grading import list_lessons
 
     at = page("lessons")
     lessons = list_lessons()
@@ -136,6 +138,30 @@ def test_lessons_link_through_the_router():
     assert not at.exception
     links = at.get("page_link")
     assert links and links[0].proto.page == "sharding" and links[0].proto.label == "Sharding & auto-parallel"
+
+
+def test_lessons_page_grades_an_upload_in_a_sandbox_and_reveals_a_prediction():
+    from simulator.grading import get_lesson
+
+    at = page("lessons")  # lesson 01
+    solution = (get_lesson(1).folder / "solution.py").read_text(encoding="utf-8")
+    wrong = solution.replace("rank = rank * size + c", "rank = rank + c * size")
+    at.file_uploader(key="upload-1").upload("exercise.py", wrong.encode(), "text/x-python").run()
+    at.button(key="check-mine").click().run()
+    assert not at.exception and "5 of 6 items pass" in at.error[0].value
+    table = at.dataframe[-1].value
+    assert list(table["result"])[:2] == ["fail", "pass"] and table["hint"][0] and table["expected"][0]
+    notebook = json.dumps({"cells": [{"cell_type": "code", "source": solution.splitlines(keepends=True)}]})
+    at.file_uploader(key="upload-1").upload("mine.ipynb", notebook.encode()).run()
+    at.button(key="check-mine").click().run()
+    assert "6 of 6 items pass" in at.success[0].value
+    at.selectbox(key="lesson").set_value(5).run()
+    at.number_input(key="guess-5").set_value(0.25).run()
+    at.button(key="reveal").click().run()
+    assert "Not quite" in at.warning[0].value and "0.272727" in at.warning[0].value
+    at.number_input(key="guess-5").set_value(0.27).run()
+    at.button(key="reveal").click().run()
+    assert "Right" in at.success[0].value
 
 
 def test_context_page_shows_the_ring_and_a_real_run_equal_to_one_device():

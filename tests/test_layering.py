@@ -19,7 +19,7 @@ LAYERS = [
     {"parallel"},
     {"cost"},
     {"auto"},
-    {"training", "calibrate", "faults", "viz", "lessons"},
+    {"training", "calibrate", "faults", "viz", "grading", "sweep"},
     {"commands", "cli", "__main__", "__init__"},
 ]
 

@@ -40,7 +40,9 @@ def test_trace_file_and_text_output(capsys, tmp_path):
     assert "all_gather/ring over 3 devices" in text and "correct" in text
     events = json.loads(path.read_text())
     events = events["traceEvents"] if isinstance(events, dict) else events
-    assert sum(1 for e in events if e.get("ph") == "X") == 3  # one collective slice per device
+    slices = [e for e in events if e.get("ph") == "X"]
+    assert sum(1 for e in slices if e["args"]["kind"] == "all_gather") == 3  # one collective bar per device
+    assert sum(1 for e in slices if e["args"]["kind"] == "send") == 6  # and its 2 ring steps x 3 transfers
 
 
 @pytest.mark.parametrize("argv,msg", [(("gather",), "valid kinds"),

@@ -131,7 +131,7 @@ def test_layout_grid_blocks_and_holders(dims, partial, shape):
 def test_layout_grid_axis_labels_say_how_each_dimension_is_cut():
     ax = layout_grid(Layout(DeviceMesh({"dp": 2, "tp": 4}), [None, "tp"]), (8, 16)).axes[0]
     assert ax.get_xlabel() == "dim 1 (16) · cut in 4" and ax.get_ylabel() == "dim 0 (8) · not cut"
-    assert "one stripe per copy" in ax.get_title()  # replicated over dp: each block striped by its 2 holders
+    assert "one hatched stripe per copy" in ax.get_title()  # replicated over dp: each block striped by its 2 holders
 
 
 def test_layout_grid_refuses_uneven_cut():

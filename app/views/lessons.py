@@ -7,7 +7,16 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 from ui import PAGE_FILES, intro, show_code
 
-from simulator import list_lessons, run_check
+from simulator import (
+    Limits,
+    ParasimError,
+    get_lesson,
+    grade_source,
+    lesson_prediction,
+    list_lessons,
+    notebook_code,
+    run_check,
+)
 
 intro("Lessons", "Short guided exercises: read the README, fill in the TODOs of `exercise.py`, then "
                  "`parasim lesson check N` compares your functions with the simulator's own results, item by "
@@ -38,7 +47,7 @@ def page_links(titles, key: str) -> None:
 
 
 IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
-DETAILS = re.compile(r"<details>\s*<summary>(.*?)</summary>(.*?)</details>", re.S)
+DETAILS = re.compile(r"<details>\s*<summary>(.*?)</summary>(.*?)</details>", re.DOTALL)
 IMAGE_ROW = re.compile(r"^\|(\s*!\[[^\]]*\]\([^)\s]+\)\s*\|)+\s*$")  # | ![a](x.png) | ![b](y.png) |
 TABLE_RULE = re.compile(r"^\|(\s*:?-+:?\s*\|)+\s*$")  # |---|---|
 
@@ -98,6 +107,28 @@ def show_readme(text: str, folder: Path) -> None:
     show_markdown(text[pos:], folder)
 
 
+def graded(number: int, source: str, name: str):
+    """The same grading as `parasim lesson grade`: a sandbox, the lesson's checker in this process."""
+    return grade_source(get_lesson(number), source, name, Limits(timeout_s=30.0))
+
+
+def show_report(report) -> None:
+    """Per item: pass, or expected / found / hint (the feedback a gradebook writes)."""
+    if report.status in ("empty", "unchanged"):
+        st.warning("This is " + ("an empty file" if report.status == "empty" else "the exercise as handed out")
+                   + ": fill in the TODOs first.")
+    st.dataframe([{"#": i.number, "item": i.name, "result": "pass" if i.passed else i.status, "expected": i.expected,
+                   "found": i.found, "hint": i.hint} for i in report.items], hide_index=True, width="stretch")
+    (st.success if report.ok else st.error)(f"{report.passed} of {report.total} items pass")
+    if report.output:
+        st.caption(f"your program's last output: {report.output}")
+
+
+@st.cache_data(show_spinner=False)
+def prediction(number: int) -> dict | None:
+    return lesson_prediction(get_lesson(number))
+
+
 items = lessons()
 if not items:
     st.info("No lessons found in lessons/.")
@@ -122,14 +153,44 @@ st.markdown("**Open in the app**")
 page_links(d["app_pages"], key=f"links-{number}")
 st.code(f"parasim lesson check {number}      # check your exercise.py\n"
         f"parasim lesson check {number} lessons/{d['folder'].split('/')[-1]}/solution.py   # the reference", language="bash")
-tab_readme, tab_ex, tab_check = st.tabs(["README", "exercise.py", "Check the reference solution"])
+tab_readme, tab_ex, tab_mine, tab_check, tab_predict = st.tabs(
+    ["README", "exercise.py", "Check your exercise", "Check the reference solution", "Predict, then reveal"])
 with tab_readme:
     show_readme(d["readme"], Path(d["folder"]))
 with tab_ex:
     st.code(d["exercise"], language="python")
+with tab_mine:
+    st.markdown("Upload your `exercise.py` (or a notebook) or paste your code: it runs in a sandbox (its own "
+                "process, a time limit per item, a memory limit, no new processes), and the checker compares "
+                "what your functions return with parasim's own results, item by item.")
+    upload = st.file_uploader("Your exercise.py or .ipynb", type=["py", "ipynb"], key=f"upload-{number}")
+    pasted = st.text_area("…or paste your code", key=f"paste-{number}", height=160)
+    if st.button("Check my code", key="check-mine", disabled=upload is None and not pasted.strip()):
+        name = upload.name if upload is not None else "pasted code"
+        try:
+            raw = upload.getvalue().decode("utf-8", "replace") if upload is not None else pasted
+            source = notebook_code(raw, name) if name.endswith(".ipynb") else raw
+            with st.spinner("grading in a sandbox..."):
+                report = graded(number, source, name)
+        except ParasimError as e:
+            st.error(str(e))
+        else:
+            show_report(report)
 with tab_check:
     if st.button("Run the checker on solution.py", key="check"):
         report = run_check(number, file=f"{d['folder']}/solution.py")
         st.dataframe([r.to_dict() for r in report.items], hide_index=True, width="stretch")
         (st.success if report.ok else st.error)(f"{report.passed} of {report.total} items pass")
-show_code(list_lessons, run_check, key="code")
+with tab_predict:
+    question = prediction(number)
+    if question is None:
+        st.info("This lesson has no predict-then-reveal question; its README ends with a pop quiz.")
+    else:
+        st.markdown(f"**{question['question']}**  \n_{question['unit']}_")
+        guess = st.number_input("Your prediction", key=f"guess-{number}", value=None, format="%.6g")
+        if st.button("Reveal", key="reveal", disabled=guess is None):
+            right = abs(guess - question["answer"]) <= question["rel_tol"] * abs(question["answer"])
+            (st.success if right else st.warning)(
+                f"{'Right' if right else 'Not quite'}: parasim gives {question['answer']:.6g} (you said {guess:.6g}).")
+            st.markdown(question["explain"])
+show_code(list_lessons, run_check, grade_source, key="code")

@@ -3,7 +3,7 @@
 import numpy as np
 
 from simulator import DeviceMesh, Layout
-from simulator.lessons import compare, ok
+from simulator.grading import compare, ok
 
 LESSON = {
     "title": "Device mesh and sharding notation",

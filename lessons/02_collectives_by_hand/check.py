@@ -3,7 +3,7 @@
 import numpy as np
 
 from simulator import make_plan, make_runtime, plan_time, reference
-from simulator.lessons import compare, expect, ok
+from simulator.grading import compare, expect, ok
 
 LESSON = {
     "title": "Collectives by hand: ring all-reduce",
@@ -15,6 +15,17 @@ LESSON = {
     "minutes": 60,
     "prerequisites": [1],
 }
+
+
+def prediction():
+    """Predict, then reveal (the app's Lessons page): the answer is parasim's ring plan."""
+    n, size = 8, 1_000_000
+    sent = make_plan("all_reduce", "ring", n, size).bytes_sent_per_rank()[0]
+    return {"question": f"A ring all-reduce of S = {size:,} bytes on n = {n} ranks: how many bytes does each rank "
+                        "send in total?",
+            "answer": float(sent), "rel_tol": 0.01, "unit": "bytes",
+            "explain": "2(n-1) steps, each sending one chunk of S/n: 2(n-1)/n x S = 1.75 S on 8 ranks, "
+                       "almost twice the data, whatever n is (nccl-tests' bus bandwidth factor)."}
 
 
 def check_steps(s):

@@ -35,7 +35,8 @@ def ring_time_s(n: int, nbytes: float, latency_s: float, bandwidth_Bps: float) -
 # ## 2. Do: write the ring as a Program of Send/Recv + Compute
 # Each rank r starts with tensor `act/x` (1-D, `size` float64 elements, size divisible by n) and
 # must end with `act/y` = the sum over ranks. Kernels you can use in `b.compute(rank, op, inputs,
-# outputs, **attrs)`: `split` (attrs parts, index), `add`, `copy`, `concat`.
+# outputs, attrs={...})`: `split` (chunk `index` of `parts` equal chunks:
+# `b.compute(r, "split", ["act/x"], ["act/c0"], attrs={"parts": n, "index": 0})`), `add`, `copy`, `concat`.
 # `b.send(src, dst, tensor, dst_tensor)` adds the Send on src and the matching Recv on dst.
 # A Recv overwrites its tensor, so receive into a scratch name, then add.
 

@@ -3,7 +3,7 @@
 import numpy as np
 
 from simulator import MLPConfig, TrainConfig, build_model, get_batch, train
-from simulator.lessons import compare, ok
+from simulator.grading import compare, ok
 
 LESSON = {
     "title": "Data parallelism and gradient averaging",

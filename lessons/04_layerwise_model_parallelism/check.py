@@ -3,7 +3,7 @@
 import numpy as np
 
 from simulator import MLPConfig, SimpleDeviceModel, TrainConfig, make_schedule, simulate_schedule, train
-from simulator.lessons import compare, ok
+from simulator.grading import compare, ok
 
 LESSON = {
     "title": "Layer-wise model parallelism and its idle time",

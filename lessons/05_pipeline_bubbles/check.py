@@ -2,14 +2,14 @@
 
 import numpy as np
 
-from simulator import (MLPConfig, SimpleDeviceModel, TrainConfig, format_schedule, make_schedule,
-                       parse_schedule, simulate_schedule, train)
-from simulator.lessons import compare, ok
+from simulator import (MLPConfig, ParasimError, SimpleDeviceModel, TrainConfig, format_schedule, make_schedule,
+                       parse_schedule, simulate_schedule, train, validate_schedule)
+from simulator.grading import compare, expect, ok
 
 LESSON = {
     "title": "Pipeline bubbles: GPipe vs 1F1B",
     "goals": ["predict the pipeline bubble (p-1)(t_f+t_b) and its share (p-1)/(m+p-1)",
-              "predict activation memory in flight: m for GPipe, p - d for 1F1B",
+              "predict activation memory in flight: m for GPipe, min(p - d, m) for 1F1B (p-d-1 warm-up forwards + 1)",
               "write the 1F1B schedule by hand and validate it",
               "measure the bubble on a real pipelined training step"],
     "app_pages": ["Pipeline schedules", "Training playground"],
@@ -17,6 +17,16 @@ LESSON = {
     "minutes": 50,
     "prerequisites": [4],
 }
+
+def prediction():
+    """Predict, then reveal (the app's Lessons page): the answer is simulated, not typed in."""
+    r = simulate_schedule(make_schedule("1f1b", 4, 8), t_f=1.0, t_b=2.0, t_w=0.0)
+    return {"question": "1F1B with p = 4 stages, m = 8 micro-batches and t_b = 2 t_f: what fraction of the "
+                        "step is bubble (idle)?",
+            "answer": float(r.bubble_fraction), "rel_tol": 0.02, "unit": "a fraction between 0 and 1",
+            "explain": "(p-1)/(m+p-1) = 3/11 = 0.273: fill and drain take p-1 slots of forwards and backwards "
+                       "whatever m is, so more micro-batches shrink the bubble's share (not its length)."}
+
 
 CASES = [(2, 1), (4, 8), (4, 4), (3, 7), (8, 16), (4, 2)]
 
@@ -29,7 +39,9 @@ def check_bubble_time(s):
                 want = simulate_schedule(make_schedule(name, p, m), t_f=t_f, t_b=t_b, t_w=0.0).bubble_time[0]
                 got = s.bubble_time(p, m, t_f, t_b)
                 if not np.isclose(got, want, rtol=1e-9):
-                    return compare(want, got, f"{name} p={p} m={m} t_f={t_f} t_b={t_b}: fill and drain")
+                    return compare(want, got, f"{name}, p={p} stages, m={m}, t_f={t_f}, t_b={t_b}: the last stage "
+                                   "waits for p-1 forwards before its first one (fill) and the first stage waits for "
+                                   "p-1 backwards after its last forward (drain); m does not appear")
     return ok()
 
 
@@ -38,7 +50,8 @@ def check_bubble_fraction(s):
     for p, m in CASES:
         want = simulate_schedule(make_schedule("1f1b", p, m)).bubble_fraction
         if not np.isclose(s.bubble_fraction(p, m), want, rtol=1e-9):
-            return compare(want, s.bubble_fraction(p, m), f"p={p} m={m}")
+            return compare(want, s.bubble_fraction(p, m), f"p={p}, m={m}: the step is the useful work of m "
+                           "micro-batches, m (t_f + t_b), plus the bubble (p-1)(t_f + t_b); the share is bubble / step")
     return ok()
 
 
@@ -49,7 +62,11 @@ def check_peak(s):
             want = list(simulate_schedule(make_schedule(name, p, m)).peak_in_flight)
             got = [int(x) for x in s.peak_in_flight(name, p, m)]
             if got != want:
-                return compare(want, got, f"{name} p={p} m={m}: count forwards not yet matched by a backward")
+                why = ("GPipe runs all m forwards before the first backward" if name == "gpipe" else
+                       "1F1B stage d holds its p-d-1 warm-up forwards plus the forward of its first steady pair "
+                       "before its first backward frees one (never more than m)")
+                return compare(want, got, f"{name}, p={p}, m={m}: count the forwards not yet matched by their "
+                               f"backward; {why}")
     return ok()
 
 
@@ -57,10 +74,20 @@ def check_written_1f1b(s):
     "your 1F1B text parses, validates and equals make_schedule('1f1b')"
     for p, m in [(2, 3), (4, 8), (4, 2), (3, 5)]:
         text = s.one_f_one_b_text(p, m)
-        mine = parse_schedule(text, name="yours")
-        want = format_schedule(make_schedule("1f1b", p, m))
-        if format_schedule(mine) != want:
-            return compare(want, format_schedule(mine), f"p={p} m={m}: warm-up min(p-d-1, m) forwards")
+        want = make_schedule("1f1b", p, m)
+        try:
+            mine = parse_schedule(text, name="yours")
+            validate_schedule(mine)  # names the action that waits for what (a deadlock) or what is missing
+        except ParasimError as e:
+            return expect(False, "a schedule every stage can run to the end", str(e),
+                          f"p={p}, m={m}: a stage's F waits for the previous stage's F of that micro-batch, its BW "
+                          "for the next stage's BW; run a forward before any stage needs its activation")
+        for d, (a, b) in enumerate(zip(format_schedule(want).splitlines(), format_schedule(mine).splitlines())):
+            if a != b:
+                return compare(a, b, f"device {d} of p={p}, m={m}: min(p-d-1, m) = {min(p - d - 1, m)} warm-up "
+                               "forwards, then pairs of one F and one BW, then the remaining BWs")
+        if format_schedule(mine) != format_schedule(want):
+            return compare(format_schedule(want), format_schedule(mine), f"p={p}: one line per device, {p} lines")
     return ok()
 
 

@@ -37,7 +37,7 @@ def bubble_fraction(p: int, m: int) -> float:
 # %%
 def peak_in_flight(schedule: str, p: int, m: int) -> list[int]:
     """Per device d = 0..p-1: the most micro-batches whose activations it holds at once."""
-    # BEGIN SOLUTION: GPipe m everywhere; 1F1B stage d does p - d warm-up forwards (at most m)
+    # BEGIN SOLUTION: GPipe m everywhere; 1F1B stage d: its p-d-1 warm-up forwards plus the first steady forward (at most m)
     if schedule == "gpipe":
         return [m] * p
     return [min(p - d, m) for d in range(p)]

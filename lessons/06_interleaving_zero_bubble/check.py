@@ -3,7 +3,7 @@
 import numpy as np
 
 from simulator import make_schedule, simulate_schedule
-from simulator.lessons import compare, ok
+from simulator.grading import compare, ok
 
 LESSON = {
     "title": "Interleaving and zero-bubble schedules, memory in flight",
@@ -57,6 +57,8 @@ def check_zb_memory(s):
             want = max(simulate_schedule(make_schedule(name, p, m)).peak_in_flight)
             got = s.zb_peak_in_flight(name, p, m)
             if got != want:
-                return compare(want, got, f"{name} p={p} m={m}")
+                return compare(want, got, f"{name}, p={p}, m={m}: the most micro-batches any device holds; ZB-H1 "
+                               "fills the bubble with W steps and holds no more than 1F1B's first stage; ZB-H2 "
+                               "runs extra warm-up forwards to fill the drain too, and holds more")
     return ok()
 

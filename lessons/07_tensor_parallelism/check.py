@@ -3,7 +3,7 @@
 import numpy as np
 
 from simulator import DeviceMesh, GPTConfig, Layout, TrainConfig, train
-from simulator.lessons import compare, ok
+from simulator.grading import compare, ok
 
 LESSON = {
     "title": "Tensor parallelism: the Megatron MLP",

@@ -3,7 +3,7 @@
 import numpy as np
 
 from simulator import MLPConfig, TrainConfig, build_model, model_state_bytes_per_device, train
-from simulator.lessons import compare, ok
+from simulator.grading import compare, ok
 
 LESSON = {
     "title": "ZeRO and memory",

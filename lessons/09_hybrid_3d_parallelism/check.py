@@ -4,7 +4,7 @@ student's design against the analytic cost model (estimate)."""
 import numpy as np
 
 from simulator import ParallelConfig, estimate, get_model
-from simulator.lessons import compare, expect, ok
+from simulator.grading import compare, expect, ok
 
 LESSON = {
     "title": "Hybrid 3-D parallelism with the cost model",
@@ -37,7 +37,8 @@ def check_microbatches(s):
     for B, b, d in [(1536, 1, 16), (512, 2, 32), (64, 4, 4), (8, 1, 8)]:
         want = ParallelConfig(dp=d, micro_batch_size=b, global_batch=B).microbatches
         if s.microbatches(B, b, d) != want:
-            return compare(want, s.microbatches(B, b, d), f"B={B}, b={b}, d={d}")
+            return compare(want, s.microbatches(B, b, d), f"B={B}, b={b}, d={d}: each of the d replicas gets B/d "
+                           "sequences per step, cut into micro-batches of b")
     return ok()
 
 

@@ -1,7 +1,7 @@
 """Autograder of lesson 10: MindSpore semi-auto rules against parasim's explain()."""
 
 from simulator import AutoParallelContext, auto, explain
-from simulator.lessons import compare, ok
+from simulator.grading import compare, ok
 
 LESSON = {
     "title": "MindSpore semi-auto parallel: shard strategies and inserted operators",

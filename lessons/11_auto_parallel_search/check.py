@@ -7,7 +7,7 @@ import numpy as np
 
 from simulator import (AutoParallelContext, OpCostModel, auto, auto_search, estimate, explain, get_model, plan_cost,
                        reset_auto_parallel_context, search_configs)
-from simulator.lessons import compare, expect, ok
+from simulator.grading import compare, expect, ok
 
 LESSON = {
     "title": "Auto-parallel search: how a framework decides where to cut",

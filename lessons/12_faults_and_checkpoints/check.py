@@ -2,13 +2,12 @@
 against the goodput model."""
 
 import math
-import tempfile
 
 import numpy as np
 
 from simulator import (Checkpoint, FailureModel, GPTConfig, TrainConfig, goodput_curve, parse_faults,
                        train_resilient, young_interval_s)
-from simulator.lessons import compare, expect, ok
+from simulator.grading import compare, expect, ok, shared_folder
 
 LESSON = {
     "title": "Faults and checkpoints: losing a device without losing the run",
@@ -65,7 +64,7 @@ def check_weight_difference(s):
 
 def check_resume_elsewhere(s):
     "resume_elsewhere: 4-device dp checkpoint -> pp=2 x dp=2 and -> zero2 on 2; the run goes on unchanged"
-    with tempfile.TemporaryDirectory() as tmp:
+    with shared_folder() as tmp:  # the submission writes its converted checkpoint here
         full = train_resilient(DP4, checkpoint_every=3, checkpoint_dir=f"{tmp}/dp4", check=False)
         targets = [TrainConfig(GPT, strategy="pp", devices=4, pp=2, dp=2, microbatches=2, batch_size=4, steps=5),
                    TrainConfig(GPT, strategy="zero2", devices=2, batch_size=4, steps=5)]
@@ -116,5 +115,7 @@ def check_every_steps(s):
             want = max(1, round(young_interval_s(fm) / step_s))
             got = s.checkpoint_every_steps(fm, step_s)
             if got != want:
-                return compare(want, got, f"{fm!r}, {step_s} s per step")
+                return compare(want, got, f"{fm!r}, {step_s} s per step: Young's interval in seconds divided by "
+                               "the step time, rounded to the nearest whole step, and never 0 (checkpoint at least "
+                               "every step)")
     return ok()

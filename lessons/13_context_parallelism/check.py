@@ -3,7 +3,7 @@
 import numpy as np
 
 from simulator import GPTConfig, attention_bytes_per_step, attention_forward, chunk_positions, ring_steps
-from simulator.lessons import compare, expect, ok
+from simulator.grading import compare, expect, ok
 
 LESSON = {
     "title": "Context parallelism: ring attention by hand, then the load-balanced causal split",

@@ -15,7 +15,7 @@ from __future__ import annotations
 from math import prod
 
 from ..program import Program, ProgramBuilder
-from . import op_kernels  # noqa: F401  (registers the auto.* kernels this module emits)
+from . import op_kernels, op_kernels_nn  # noqa: F401  (register the auto.* kernels emitted here)
 from .ops import Reshape
 from .plan import ITEMSIZE, ParallelPlan
 from .redistribution import Step
@@ -105,13 +105,29 @@ def forward_pass(em: Emitter, plan: ParallelPlan) -> dict:
         shapes = [net.tensors[x].shape for x in node.inputs]
         local_in = [lay.local_shape(sh) for lay, sh in zip(s.inputs, shapes)]
         local_out = s.raw.local_shape(net.tensors[node.output].shape)
-        attrs = {"shape": local_out} if isinstance(node.op, Reshape) else node.op.attrs(shapes)
+        attrs = kernel_attrs(np_, shapes, local_out)
+        for kern, st, op in np_.inner:  # the operator's own collectives (fused cross-entropy)
+            part = em.fresh(f"act/{node.output}")
+            em.compute(kern, names, [part], attrs, phase="forward", label=f"{node.label} {kern}")
+            names = names + [em.steps(part, (st,), "forward", op=op) if st is not None else part]
+        op_inputs[node.index] = names
         raw = f"act/{node.output}" if not np_.out_steps else em.fresh(f"act/{node.output}")
         em.compute(node.op.fwd, names, [raw], attrs, phase="forward", label=node.label,
                    flops=node.op.flops(local_in, local_out),
                    nbytes=ITEMSIZE * sum(prod(sh) for sh in local_in))
         cur[node.output] = em.steps(raw, np_.out_steps, "forward", final=f"act/{node.output}")
     return op_inputs
+
+
+def kernel_attrs(np_, shapes, local_out):
+    """The operator's kernel attributes: global ones, plus per-rank ones (offsets) as a function
+    of the rank when the operator has them."""
+    node = np_.node
+    if isinstance(node.op, Reshape) or node.op.fwd == "auto.reshape":
+        return {"shape": local_out}
+    attrs = node.op.attrs(shapes)
+    per_rank = node.op.rank_attrs(np_.sharding, shapes)
+    return attrs if per_rank is None else (lambda r: dict(attrs, **per_rank(r)))
 
 
 def _backward(em: Emitter, plan: ParallelPlan, op_inputs: dict, loss: str) -> None:
@@ -138,8 +154,7 @@ def backward_pass(em: Emitter, plan: ParallelPlan, op_inputs: dict, grad: dict) 
             continue
         dy = em.steps(grad[node.output], np_.grad_out_steps, "backward")
         shapes = [net.tensors[x].shape for x in node.inputs]
-        attrs = ({"shape": np_.sharding.raw.local_shape(net.tensors[node.output].shape)}
-                 if isinstance(node.op, Reshape) else node.op.attrs(shapes))
+        attrs = kernel_attrs(np_, shapes, np_.sharding.raw.local_shape(net.tensors[node.output].shape))
         outs = [em.fresh(f"grad/{node.inputs[i]}") for i in node.op.grad_inputs]
         em.compute(node.op.bwd, [dy] + op_inputs[node.index], outs, attrs, phase="backward",
                    label=f"{node.label} backward")

@@ -130,6 +130,8 @@ def plan_moves(plan: ParallelPlan):
             ctx = (f"{node.label} needs input {i} as {need.notation(x)}{on(need)} but it is stored as "
                    f"{have.notation(x)}{on(have)}")
             yield from step_entries("forward", node.label, x, steps, ctx)
+        yield from step_entries("forward", node.label, node.inputs[0], np_.inner_steps,
+                                f"inside {node.label}")
         cut = {c.upper(): prod(s.mesh.axis_size(a) for a in axes)
                for c, axes in s.letter_axes.items() if set(axes) & set(s.raw.partial)}
         ctx = ", ".join(f"{c} is cut {n} ways" for c, n in cut.items() if n > 1)

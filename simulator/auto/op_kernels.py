@@ -1,29 +1,30 @@
-"""Local shard kernels of the auto-parallel operators, registered in `simulator.ops`.
+"""Local shard kernels of the auto-parallel math and shape operators, registered in
+`simulator.ops` (compile.py imports this module and op_kernels_nn.py).
 
 Each forward kernel computes one rank's block from its input blocks; each backward kernel takes
 (dy, forward inputs...) and returns the gradients of the differentiable inputs, recomputing what
-it needs (no caches cross instructions). Elementwise maths reuses simulator.models.kernels.
-Redistribution helpers (pad, all-to-all pack/unpack) and the SGD step live here too.
+it needs (no caches cross instructions). Redistribution helpers (pad, all-to-all pack/unpack)
+and the SGD step live here too.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..models.kernels import (
-    gelu_backward,
-    gelu_forward,
-    layer_norm_backward_input,
-    layer_norm_backward_weight,
-    layer_norm_forward,
-    relu_backward,
-    relu_forward,
-)
+from ..models.kernels import gelu_backward, gelu_forward
 from ..ops import kernel
 
 
 def _t(a, flag):
     return np.swapaxes(a, -1, -2) if flag else a
+
+
+def unbroadcast(g, shape):
+    """Sum g over the dims numpy broadcasting added or stretched to reach g's shape."""
+    shape = tuple(shape)
+    g = g.sum(axis=tuple(range(g.ndim - len(shape)))) if g.ndim > len(shape) else g
+    axes = tuple(d for d, n in enumerate(shape) if n == 1 and g.shape[d] != 1)
+    return g.sum(axis=axes, keepdims=True) if axes else g
 
 
 @kernel("auto.matmul")
@@ -42,66 +43,71 @@ def matmul_bwd(dy, a, b, transpose_a=False, transpose_b=False):
     return _t(dA, transpose_a), _t(dB, transpose_b)
 
 
-@kernel("auto.add_bwd")
-def add_bwd(dy, a, b):
-    """Broadcast add: db sums dy over the leading dims b lacks."""
-    return dy.copy(), dy.reshape((-1,) + b.shape).sum(axis=0) if b.ndim < dy.ndim else dy.copy()
+_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
 
 
-@kernel("auto.relu")
-def relu(x):
-    return relu_forward(x)[0]
+@kernel("auto.binary")
+def binary(a, b, kind):
+    return _BINARY[kind](a, b)
 
 
-@kernel("auto.relu_bwd")
-def relu_bwd(dy, x):
-    return relu_backward(x, dy)
+@kernel("auto.binary_bwd")
+def binary_bwd(dy, a, b, kind):
+    if kind == "add":
+        da, db = dy, dy
+    elif kind == "sub":
+        da, db = dy, -dy
+    elif kind == "mul":
+        da, db = dy * b, dy * a
+    else:
+        da, db = dy / b, -dy * a / (b * b)
+    return unbroadcast(np.asarray(da), a.shape).copy(), unbroadcast(np.asarray(db), b.shape).copy()
 
 
-@kernel("auto.gelu")
-def gelu(x):
-    return gelu_forward(x)[0]
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
 
 
-@kernel("auto.gelu_bwd")
-def gelu_bwd(dy, x):
-    return gelu_backward(x, dy)
+@kernel("auto.unary")
+def unary(x, kind, dtype="float64"):
+    if kind == "relu":
+        return np.maximum(x, 0.0)
+    if kind == "gelu":
+        return gelu_forward(x)[0]
+    if kind == "sigmoid":
+        return _sigmoid(x)
+    if kind == "tanh":
+        return np.tanh(x)
+    return x.astype(dtype).astype(x.dtype)  # cast: round to dtype, keep the reference dtype
 
 
-@kernel("auto.softmax")
-def softmax(x):
-    z = np.exp(x - x.max(axis=-1, keepdims=True))
-    return z / z.sum(axis=-1, keepdims=True)
+@kernel("auto.unary_bwd")
+def unary_bwd(dy, x, kind, dtype="float64"):
+    if kind == "relu":
+        return dy * (x > 0)
+    if kind == "gelu":
+        return gelu_backward(x, dy)
+    if kind == "sigmoid":
+        s = _sigmoid(x)
+        return dy * s * (1.0 - s)
+    if kind == "tanh":
+        return dy * (1.0 - np.tanh(x) ** 2)
+    return dy.astype(dtype).astype(dy.dtype)
 
 
-@kernel("auto.softmax_bwd")
-def softmax_bwd(dy, x):
-    """dx = y (dy - sum(dy y)) over the last dim."""
-    y = softmax(x)
-    return y * (dy - (dy * y).sum(axis=-1, keepdims=True))
+def _dropout_mask(shape, keep_prob, seed, start, local):
+    full = np.random.default_rng(seed).random(tuple(shape)) < keep_prob
+    return full[tuple(slice(s, s + n) for s, n in zip(start, local))] / keep_prob
 
 
-@kernel("auto.layer_norm")
-def layer_norm(x, gamma, beta):
-    return layer_norm_forward(x, gamma, beta)[0]
+@kernel("auto.dropout")
+def dropout(x, keep_prob, seed, shape, start):
+    return x * _dropout_mask(shape, keep_prob, seed, start, x.shape)
 
 
-@kernel("auto.layer_norm_bwd")
-def layer_norm_bwd(dy, x, gamma, beta):
-    _, cache = layer_norm_forward(x, gamma, beta)
-    dg, db = layer_norm_backward_weight(cache, dy)
-    return layer_norm_backward_input(cache, dy, gamma), dg, db
-
-
-@kernel("auto.reduce_sum")
-def reduce_sum(x, axis, keep_dims=False, scale=1.0):
-    return x.sum(axis=axis, keepdims=keep_dims) * scale
-
-
-@kernel("auto.reduce_sum_bwd")
-def reduce_sum_bwd(dy, x, axis, keep_dims=False, scale=1.0):
-    d = dy if keep_dims else np.expand_dims(dy, axis)
-    return np.broadcast_to(d * scale, x.shape).copy()
+@kernel("auto.dropout_bwd")
+def dropout_bwd(dy, x, keep_prob, seed, shape, start):
+    return dy * _dropout_mask(shape, keep_prob, seed, start, x.shape)
 
 
 @kernel("auto.transpose")
@@ -124,31 +130,38 @@ def reshape_bwd(dy, x, shape=None):
     return dy.reshape(x.shape).copy()
 
 
-@kernel("auto.softmax_ce")
-def softmax_ce(logits, labels, scale):
-    """scale * sum over this block's rows of logsumexp(z) - z[label] (scale = 1 / global N)."""
-    zmax = logits.max(axis=-1, keepdims=True)
-    logz = zmax[:, 0] + np.log(np.exp(logits - zmax).sum(axis=-1))
-    picked = logits[np.arange(len(labels)), np.asarray(labels, dtype=np.int64)]
-    return np.asarray((logz - picked).sum() * scale)
+@kernel("auto.tile")
+def tile(x, multiples):
+    return np.tile(x, multiples)
 
 
-@kernel("auto.softmax_ce_bwd")
-def softmax_ce_bwd(dy, logits, labels, scale):
-    d = softmax(logits)
-    d[np.arange(len(labels)), np.asarray(labels, dtype=np.int64)] -= 1.0
-    return d * (scale * dy)
+@kernel("auto.tile_bwd")
+def tile_bwd(dy, x, multiples):
+    """Sum the copies: dim d of dy is (copies, x.shape[d]) in np.tile's order."""
+    shape = [v for m, n in zip(multiples, x.shape) for v in (m, n)]
+    return dy.reshape(shape).sum(axis=tuple(range(0, 2 * x.ndim, 2)))
 
 
-@kernel("auto.mse")
-def mse(y, t, scale):
-    return np.asarray(((y - t) ** 2).sum() * scale)
+@kernel("auto.concat")
+def concat(*xs, axis, sizes):
+    return np.concatenate(xs, axis=axis)
 
 
-@kernel("auto.mse_bwd")
-def mse_bwd(dy, y, t, scale):
-    d = 2.0 * (y - t) * (scale * dy)
-    return d, -d
+@kernel("auto.concat_bwd")
+def concat_bwd(dy, *xs, axis, sizes):
+    return tuple(np.split(dy, np.cumsum(sizes)[:-1], axis=axis))
+
+
+@kernel("auto.strided_slice")
+def strided_slice(x, begin, end, strides):
+    return x[tuple(slice(b, e, s) for b, e, s in zip(begin, end, strides))].copy()
+
+
+@kernel("auto.strided_slice_bwd")
+def strided_slice_bwd(dy, x, begin, end, strides):
+    out = np.zeros_like(x)
+    out[tuple(slice(b, e, s) for b, e, s in zip(begin, end, strides))] = dy
+    return out
 
 
 # ---- redistribution and optimizer helpers ---------------------------------------------------

@@ -48,6 +48,11 @@ class NodePlan:
     out_steps: tuple[Step, ...]  # raw output (partial sums) -> stored output layout
     grad_out_steps: tuple[Step, ...]  # backward of out_steps
     grad_in_steps: dict  # input index -> steps from the local input gradient to the stored grad
+    inner: tuple = ()  # collectives inside the operator: (kernel, Step or None, reduce op)
+
+    @property
+    def inner_steps(self) -> tuple[Step, ...]:
+        return tuple(st for _, st, _ in self.inner if st is not None)
 
 
 @dataclass(frozen=True)
@@ -95,7 +100,8 @@ def plan_from_shardings(net: Network, ctx: AutoParallelContext, shard: dict) -> 
                     grad_in[i] = tuple(redistribute(grad_layout(s.inputs[i]),
                                                     grad_layout(stored[x]), net.tensors[x].shape,
                                                     ITEMSIZE, "d" + x))
-        plans.append(NodePlan(node, s, in_steps, out_steps, grad_out, grad_in))
+        inner = tuple(node.op.inner_steps(s, [net.tensors[x].shape for x in node.inputs], node.inputs[0]))
+        plans.append(NodePlan(node, s, in_steps, out_steps, grad_out, grad_in, inner))
     mirrors = {x: tuple(redistribute(grad_layout(stored[x]), stored[x], t.shape, ITEMSIZE, "d" + x))
                for x, t in net.tensors.items() if t.kind != "activation" and t.requires_grad
                and x in stored}

@@ -37,27 +37,36 @@ def sharding_of(net: Network, node: Node, D: int, strategy, out_strategy=None,
                 user_set: bool = False) -> OpSharding:
     shapes = shapes_of(net, node)
     letters, out, order, whole = node.op.spec(shapes)
-    return build_sharding(node.label, letters, out, order, shapes, D, strategy, out_strategy,
-                          whole, user_set)
+    sh = build_sharding(node.label, letters, out, order, shapes, D, strategy, out_strategy,
+                        whole, user_set, view=node.op.strategy_view(shapes),
+                        default_out=lambda raw: node.op.out_layout(raw, shapes))
+    node.op.check(sh)
+    return sh
+
+
+def strategy_letters(net: Network, node: Node):
+    """(letters of each strategy tuple, letter -> size, device-matrix order, whole letters)."""
+    shapes = shapes_of(net, node)
+    _, _, order, whole = node.op.spec(shapes)
+    letters, vshapes = node.op.strategy_view(shapes)
+    size = {c: n for s, shape in zip(letters, vshapes) for c, n in zip(s, shape)}
+    return letters, size, order, whole
 
 
 def dp_strategy(net: Network, node: Node, D: int) -> tuple[tuple[int, ...], ...]:
     """Dim 0 of the first input cut by the largest divisor of D that divides it (D if it can)."""
-    shapes = shapes_of(net, node)
-    letters, _, _, whole = node.op.spec(shapes)
-    first = letters[0][0] if letters[0] else None
+    letters, size, order, whole = strategy_letters(net, node)
+    b = node.op.batch_input
+    first = letters[b][0] if letters[b] else None
     cut = 1
-    if first is not None and first not in whole:
-        sizes = [shape[s.index(first)] for s, shape in zip(letters, shapes) if first in s]
-        cut = max(c for c in range(1, D + 1) if D % c == 0 and all(n % c == 0 for n in sizes))
+    if first is not None and first not in whole and first in order:
+        cut = max(c for c in range(1, D + 1) if D % c == 0 and size[first] % c == 0)
     return tuple(tuple(cut if ch == first else 1 for ch in s) for s in letters)
 
 
 def candidates(net: Network, node: Node, D: int, limit: int = 4096) -> list[tuple]:
     """Every strategy whose cuts divide D (product too) and their dims."""
-    shapes = shapes_of(net, node)
-    letters, _, order, whole = node.op.spec(shapes)
-    size = {c: n for s, shape in zip(letters, shapes) for c, n in zip(s, shape)}
+    letters, size, order, whole = strategy_letters(net, node)
     divisors = [d for d in range(1, D + 1) if D % d == 0]
     options = [[1] if c in whole else [d for d in divisors if size[c] % d == 0] for c in order]
     out = []
@@ -65,7 +74,7 @@ def candidates(net: Network, node: Node, D: int, limit: int = 4096) -> list[tupl
         if D % prod(combo):
             continue
         cut = dict(zip(order, combo))
-        out.append(tuple(tuple(cut[c] for c in s) for s in letters))
+        out.append(tuple(tuple(cut.get(c, 1) for c in s) for s in letters))
         if len(out) >= limit:
             break
     return out

@@ -27,6 +27,14 @@ class AutoRunResult:
     plan: ParallelPlan = field(repr=False)  # a pipeline.PipelinePlan with pipeline_stages > 1
     runs: tuple = field(repr=False, default=())  # the runtime's RunResult per step
 
+    def to_dict(self) -> dict:
+        """Plain data: losses, the last output and the parameters after the last step (as lists),
+        and each step's run (RunResult.to_dict); the program and plan are left out
+        (dataclasses.asdict keeps everything)."""
+        return {"losses": list(self.losses), "output": np.asarray(self.output).tolist(),
+                "params": {k: np.asarray(v).tolist() for k, v in self.params.items()},
+                "runs": [r.to_dict() for r in self.runs]}
+
 
 def check_feeds(net: Network, feeds: Mapping[str, np.ndarray]) -> dict:
     out = {}

@@ -113,34 +113,48 @@ def _is_int(v) -> bool:
 
 def build_sharding(op: str, letters: Sequence[str], out_letters: str, order: str,
                    shapes: Sequence[tuple[int, ...]], device_num: int, in_strategy,
-                   out_strategy=None, unsplittable: str = "", user_set: bool = True) -> OpSharding:
+                   out_strategy=None, unsplittable: str = "", user_set: bool = True,
+                   view=None, default_out=None) -> OpSharding:
     """Validate `in_strategy` (tuples or TensorLayouts) for an operator and build its OpSharding.
 
     letters: one index string per input ("mk", "kn"); out_letters: "mn"; order: the letters in
-    device-matrix order; unsplittable: letters that must stay whole (a softmax axis)."""
+    device-matrix order; unsplittable: letters that must stay whole (a softmax axis). A letter
+    outside `order` (a broadcast, sliced or concatenated dim) is never cut. view: (letters,
+    shapes) the strategy tuples refer to when not the inputs' (OneHot, Tile); default_out(raw):
+    the operator's own output layout when no out_strategy is given (None: sums resolved)."""
     in_strategy = tuple(in_strategy)
-    if len(in_strategy) != len(letters):
+    vletters, vshapes = view if view is not None else (letters, shapes)
+    if len(in_strategy) != len(vletters):
         raise ParasimError(f"{op}: the strategy has {len(in_strategy)} tuple(s) but the operator "
-                           f"has {len(letters)} input(s); give one tuple per input")
+                           f"has {len(vletters)} input(s); give one tuple per input")
     kinds = {isinstance(s, TensorLayout) for s in in_strategy}
     if kinds == {True}:
-        mesh, axes_of = _from_layouts(op, letters, shapes, device_num, in_strategy)
+        mesh, axes_of = _from_layouts(op, vletters, vshapes, device_num, in_strategy)
     elif kinds == {False}:
-        mesh, axes_of = _from_tuples(op, letters, order, shapes, device_num, in_strategy)
+        mesh, axes_of = _from_tuples(op, vletters, order, vshapes, device_num, in_strategy)
     else:
         raise ParasimError(f"{op}: mix of strategy tuples and Layouts; use one kind for all inputs")
+    for i, s in enumerate(vletters):
+        for d, ch in enumerate(s):
+            cut = prod(mesh.axis_size(a) for a in axes_of.get(ch, ()))
+            if ch not in order and cut > 1:
+                raise ParasimError(f"{op}: input {i} dim {d} may not be split (a broadcast, sliced "
+                                   f"or concatenated dim), but the strategy cuts it {cut} ways")
     for ch in unsplittable:
         if ch in axes_of and prod(mesh.axis_size(a) for a in axes_of[ch]) > 1:
             i, d = next((i, s.index(ch)) for i, s in enumerate(letters) if ch in s)
             raise ParasimError(f"{op}: input {i} dim {d} may not be split (the operator works "
                                f"along it), but the strategy cuts it "
                                f"{prod(mesh.axis_size(a) for a in axes_of[ch])} ways")
-    ins = tuple(Layout(mesh, [axes_of[c] for c in s]) for s in letters)
+    ins = tuple(Layout(mesh, [axes_of.get(c, ()) if c in order else () for c in s]) for s in letters)
     for i, (lay, shape) in enumerate(zip(ins, shapes)):
         _check_divides(op, i, shape, lay.splits)
     contracted = [a for c in order if c not in out_letters for a in axes_of.get(c, ())]
     raw = Layout(mesh, [axes_of.get(c, ()) for c in out_letters], contracted)
-    out = raw.reduced() if out_strategy is None else _out_layout(op, raw, out_strategy)
+    if out_strategy is not None:
+        out = _out_layout(op, raw, out_strategy)
+    else:
+        out = (default_out(raw) if default_out else None) or raw.reduced()
     return OpSharding(op, mesh, axes_of, ins, raw, out, user_set)
 
 
@@ -170,6 +184,10 @@ def _from_tuples(op, letters, order, shapes, device_num, strategies):
                                    f"('{ch}') and must be cut alike")
             cuts.setdefault(ch, (int(v), i, d))
         _check_divides(op, i, shape, s)
+    for ch, (v, i, d) in cuts.items():
+        if ch not in order and v > 1:
+            raise ParasimError(f"{op}: input {i} dim {d} may not be split (a broadcast, sliced or "
+                               f"concatenated dim), but the strategy cuts it {v} ways")
     matrix = tuple(cuts[c][0] for c in order)
     try:
         check_device_matrix(matrix, device_num)

@@ -168,6 +168,23 @@ def chunk_nbytes(kind: str, n: int, n_chunks: int, nbytes: int, sizes: Sequence[
     return [e * itemsize for e in elems]
 
 
+# A plan is a list of Transfer objects (~200 B each): bound it so a large n is refused, not an OOM.
+MAX_TRANSFERS = 2_000_000
+
+
+def max_transfers(kind: str, algo: str, n: int) -> int:
+    """An upper bound on the transfers of a plan, known before building it: trees move n - 1 per
+    direction, dissemination n per round, all_to_all by ring n^2 (n-1) / 2, every other plan at
+    most 2 n (n - 1) (ring / direct all_reduce; chains and halving-doubling move fewer)."""
+    if algo == "tree":
+        return 2 * n
+    if algo == "dissemination":
+        return n * max(1, (n - 1).bit_length())
+    if kind == "all_to_all" and algo == "ring":
+        return n * n * (n - 1) // 2
+    return 2 * n * (n - 1)
+
+
 def make_plan(kind: str, algo: str | None, n: int, nbytes: int = 0, *, sizes: Sequence[int] | None = None,
               itemsize: int = 1, root: int = 0) -> Plan:
     """The plan of collective `kind` by `algo` over a group of n ranks.
@@ -187,8 +204,16 @@ def make_plan(kind: str, algo: str | None, n: int, nbytes: int = 0, *, sizes: Se
     if not 0 <= root < n:
         raise ParasimError(f"root {root} is not a rank of a group of {n}")
     if sizes is not None:
+        if any(int(s) < 0 for s in sizes):
+            raise ParasimError(f"part sizes must be >= 0 elements, got {list(sizes)}")
         nbytes = sum(int(s) for s in sizes) * itemsize
     nbytes = int(nbytes)
+    if nbytes < 0:
+        raise ParasimError(f"a collective moves >= 0 bytes, got {nbytes}")
+    bound = max_transfers(kind, algo, n)
+    if bound > MAX_TRANSFERS:
+        raise ParasimError(f"{kind}/{algo} over {n} ranks is a plan of up to {bound:,} chunk transfers, more than "
+                           f"the {MAX_TRANSFERS:,} a plan may hold; price large groups with collective_time_s")
     n_chunks_of, build = reg[kind][algo]
     n_chunks = n_chunks_of(n)
     c = chunk_nbytes(kind, n, n_chunks, nbytes, sizes, itemsize)

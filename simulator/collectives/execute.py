@@ -110,6 +110,7 @@ def collective(kind: str, arrays: Sequence[np.ndarray | None], algo: str | None 
                root: int = 0, axis: int | None = None) -> tuple[list[np.ndarray | None], Plan, list[int]]:
     """Run collective `kind` by `algo` on per-rank arrays: (outputs, plan, bytes really sent per rank)."""
     n = len(arrays)
+    _check_arrays(kind, arrays, root)
     src = arrays[root] if kind == "broadcast" else arrays[0]
     itemsize = np.asarray(src).dtype.itemsize if src is not None and kind != "barrier" else 1
     if kind == "all_gather":
@@ -123,3 +124,24 @@ def collective(kind: str, arrays: Sequence[np.ndarray | None], algo: str | None 
     bufs = run_plan(plan, bufs, op, sent)
     outs = [join_output(kind, n, r, bufs[r], op, root, axis, arrays[r]) for r in range(n)]
     return outs, plan, sent
+
+
+def _check_arrays(kind: str, arrays: Sequence[np.ndarray | None], root: int) -> None:
+    """Refuse up front (one line) what would otherwise fail deep inside numpy: no ranks, a root
+    outside the group, missing inputs, unequal shapes or dtypes where every rank must agree."""
+    n = len(arrays)
+    if n == 0:
+        raise ParasimError("a collective needs at least one rank, got 0 arrays")
+    if isinstance(root, bool) or int(root) != root or not 0 <= root < n:
+        raise ParasimError(f"root {root} is not a rank of a group of {n}")
+    if kind == "barrier":
+        return
+    need = [root] if kind == "broadcast" else range(n)
+    missing = [r for r in need if arrays[r] is None]
+    if missing:
+        raise ParasimError(f"{kind} needs an input array on rank(s) {missing}, got None")
+    arrs = [np.asarray(arrays[r]) for r in need]
+    if len({a.dtype for a in arrs}) > 1:
+        raise ParasimError(f"{kind} needs one dtype on every rank, got {sorted({str(a.dtype) for a in arrs})}")
+    if kind != "all_gather" and len({a.shape for a in arrs}) > 1:
+        raise ParasimError(f"{kind} needs equal shapes on every rank, got {[a.shape for a in arrs]}")

@@ -22,6 +22,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    if not 1 <= args.port <= 65535:
+        raise ParasimError(f"--port must be a TCP port between 1 and 65535, got {args.port}")
     path = app_path()
     if not path.exists():
         raise ParasimError(f"the app is not found at {path}: install parasim from its source tree (pip install -e .)")

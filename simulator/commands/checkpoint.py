@@ -30,6 +30,7 @@ def add_parser(sub) -> None:
     conv.add_argument("--pp", type=int, default=0)
     conv.add_argument("--tp", type=int, default=1)
     conv.add_argument("--zero", type=int, default=0)
+    conv.add_argument("--ep", type=int, default=1, help="expert-parallel degree (--to-strategy ep)")
     conv.add_argument("--microbatches", type=int, default=None, help="default: the source's")
     conv.add_argument("--schedule", choices=SCHEDULES, default=None, help="default: the source's")
     conv.add_argument("--json", action="store_true", help="print one JSON object")
@@ -58,7 +59,7 @@ def run(a) -> int:
     if a.devices < 1:
         raise ParasimError(f"--devices must be a positive integer, got {a.devices}")
     target = replace(src.config, strategy=a.to_strategy, devices=a.devices, dp=a.dp, pp=a.pp, tp=a.tp,
-                     zero=a.zero, microbatches=a.microbatches or src.config.microbatches,
+                     zero=a.zero, ep=a.ep, microbatches=a.microbatches or src.config.microbatches,
                      schedule=a.schedule or src.config.schedule, virtual_stages=1).resolved()
     path = convert_checkpoint(a.src, a.dst, target)
     out = {"src": str(src.path), "dst": str(path), "step": src.step, "from": f"{src.config.strategy} on "

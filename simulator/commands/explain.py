@@ -14,6 +14,7 @@ import ast
 from ..errors import ParasimError
 
 OPS = ("matmul", "batchmatmul")
+MAX_DEVICES = 65_536  # the explanation lists device groups: bound the mesh it enumerates
 
 
 def add_parser(sub) -> None:
@@ -59,6 +60,8 @@ def run(args) -> int:
     from ..auto.explain import explain
     from ..auto.ops import BatchMatMul, MatMul
 
+    if not 1 <= args.devices <= MAX_DEVICES:
+        raise ParasimError(f"--devices must be between 1 and {MAX_DEVICES:,} (device_num), got {args.devices:,}")
     cls = MatMul if args.op == "matmul" else BatchMatMul
     op = cls(transpose_b=args.transpose_b)
     out = parse_strategy(args.out_strategy, "out-strategy") if args.out_strategy else None

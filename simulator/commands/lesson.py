@@ -1,27 +1,28 @@
 """`parasim lesson`: the lessons and their autograder.
 
     parasim lesson list                        number, title, minutes, API status
-    parasim lesson check 02                    grade lessons/02_*/exercise.py, item by item
-    parasim lesson check 02 my_ring.py --json  grade another file; one JSON object
-    parasim lesson grade 02 submissions/ --csv scores.csv
+    parasim lesson check                       inside a lesson folder (or a copy): grade ./exercise.py
+    parasim lesson check 05                    grade ./exercise.py (else the lesson's own exercise.py)
+    parasim lesson check 05 my_ring.ipynb --json   grade another file (.py or .ipynb); one JSON object
+    parasim lesson grade 05 submissions/ --csv scores.csv --jobs 4
+    parasim lesson figures [--check]           redraw every lesson figure (or check they are current)
 
-`check` exits 0 when every item passes and 1 otherwise (a student's error is a failed item, never
-a traceback). `grade` checks every *.py of a folder, each in its own Python process with a time
-limit (a student's endless loop costs one row, not the class), and writes one CSV row per file.
+`check` prints which file it graded, and exits 0 when every item passes and 1 otherwise (a
+student's error is a failed item, never a traceback). Both `check` and `grade` run the submission
+in a sandbox (simulator/grading/sandbox.py: its own process group, time and memory limits, a
+scratch folder, no new processes); `check --in-process` imports it here instead (faster, trusting).
+`grade` writes one CSV row per student as it goes (totals and 1/0 per item), a feedback file per
+student (Markdown and JSON: expected, found, hint per item) and a summary per item.
 """
 
 from __future__ import annotations
 
-import csv
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from ..errors import ParasimError
-from ..lessons import get_lesson, list_lessons, run_check
-
-CSV_FIELDS = ("file", "passed", "total", "score", "failed_items", "error")
+from ..grading import Limits, get_lesson, lesson_of_folder, list_lessons, run_check
+from ..grading.gradebook import grade_class
 
 
 def add_parser(sub) -> None:
@@ -31,16 +32,28 @@ def add_parser(sub) -> None:
     lst.add_argument("--json", action="store_true", help="print one JSON object")
     lst.set_defaults(func=run)
     chk = verbs.add_parser("check", help="run a lesson's autograder on a file")
-    chk.add_argument("lesson", help="lesson number, e.g. 02")
-    chk.add_argument("file", nargs="?", default=None, help="file to check (default: the lesson's exercise.py)")
+    chk.add_argument("lesson", nargs="?", default=None,
+                     help="lesson number, e.g. 05 (default: the lesson whose folder you are in)")
+    chk.add_argument("file", nargs="?", default=None,
+                     help="file to check, .py or .ipynb (default: exercise.py of the current folder)")
     chk.add_argument("--json", action="store_true", help="print one JSON object")
+    chk.add_argument("--in-process", action="store_true", help="import the file here instead of a sandbox")
+    chk.add_argument("--timeout", type=float, default=60.0, help="seconds per item (default 60)")
     chk.set_defaults(func=run)
-    grd = verbs.add_parser("grade", help="check every .py file of a folder and write a CSV of scores")
+    grd = verbs.add_parser("grade", help="grade every submission of a folder: CSV, feedback files, summary")
     grd.add_argument("lesson", help="lesson number, e.g. 02")
-    grd.add_argument("folder", help="folder of submissions (*.py)")
-    grd.add_argument("--csv", required=True, metavar="OUT", help="CSV file to write (one row per file)")
-    grd.add_argument("--timeout", type=float, default=120.0, help="seconds per submission (default 120)")
+    grd.add_argument("folder", help="folder of submissions: NAME.py, NAME.ipynb or NAME/ (a folder per student)")
+    grd.add_argument("--csv", required=True, metavar="OUT", help="CSV file to write (one row per student)")
+    grd.add_argument("--feedback", metavar="DIR", default=None,
+                     help="folder for one feedback file per student and summary.csv (default: OUT_feedback/)")
+    grd.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
+    grd.add_argument("--timeout", type=float, default=60.0, help="seconds per item and submission (default 60)")
+    grd.add_argument("--memory-mb", type=int, default=2048, help="address-space limit per submission (default 2048)")
     grd.set_defaults(func=run)
+    fig = verbs.add_parser("figures", help="redraw every lesson figure and its data file (lessons/make_figures.py)")
+    fig.add_argument("lessons", nargs="*", help="lesson numbers (default: all)")
+    fig.add_argument("--check", action="store_true", help="exit 1 if a figure is not what the code draws now")
+    fig.set_defaults(func=run)
     p.set_defaults(func=lambda args: (p.print_help(), 1)[1])
 
 
@@ -49,12 +62,12 @@ def run(args) -> int:
     if verb == "list":
         return _list(args)
     if verb == "check":
-        report = run_check(args.lesson, args.file)
-        print(json.dumps(report.to_dict()) if getattr(args, "json", False) else report.format())
-        return 0 if report.ok else 1
+        return _check(args)
     if verb == "grade":
         return _grade(args)
-    raise ParasimError(f"unknown verb {verb!r}; use list, check or grade")
+    if verb == "figures":
+        return _figures(args)
+    raise ParasimError(f"unknown verb {verb!r}; use list, check, grade or figures")
 
 
 def _list(args) -> int:
@@ -68,42 +81,60 @@ def _list(args) -> int:
     return 0
 
 
-def grade_folder(lesson, folder: Path, timeout_s: float = 120.0) -> list[dict]:
-    """One row per *.py file of `folder`: passed, total, score, failed item numbers, error."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise ParasimError(f"{folder} is not a folder of submissions")
-    info = get_lesson(lesson)
-    rows = []
-    for path in sorted(folder.glob("*.py")):
-        cmd = [sys.executable, "-m", "simulator", "lesson", "check", f"{info.number:02d}", str(path), "--json"]
-        row = {"file": path.name, "passed": 0, "total": 0, "score": 0.0, "failed_items": "", "error": ""}
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-            report = json.loads(done.stdout.strip().splitlines()[-1]) if done.stdout.strip() else None
-            if report is None:
-                row["error"] = (done.stderr.strip().splitlines() or ["no output"])[-1][:200]
-            else:
-                row.update(passed=report["passed"], total=report["total"],
-                           score=round(report["passed"] / max(report["total"], 1), 4),
-                           failed_items=" ".join(str(i["number"]) for i in report["items"] if not i["passed"]))
-                load = [i["found"] for i in report["items"] if not i["passed"] and i["expected"] == "the file imports"]
-                if load:  # the file itself failed (syntax error, exit at import): say so in the error column
-                    row["error"] = load[0][:200]
-        except subprocess.TimeoutExpired:
-            row["error"] = f"timed out after {timeout_s:g} s"
-        except (json.JSONDecodeError, KeyError) as e:
-            row["error"] = f"unreadable checker output: {e}"
-        rows.append(row)
-    return rows
+def resolve_check_target(lesson: str | None, file: str | None, cwd: Path) -> tuple[int, Path, str]:
+    """(lesson number, file to grade, a note on why that file). The file: the one given, else the
+    current folder's exercise.py, else the lesson's own exercise.py (said so in the note)."""
+    if lesson is not None and file is None and not lesson.isdigit() and Path(lesson).suffix in (".py", ".ipynb"):
+        lesson, file = None, lesson  # `parasim lesson check my_copy/exercise.py`
+    if file is not None:
+        path = Path(file)
+        if not path.is_file():
+            raise ParasimError(f"no file {path} to check")
+        here = lesson_of_folder(path.resolve().parent)
+        if lesson is None and here is None:
+            raise ParasimError(f"which lesson is {path}? give its number: parasim lesson check NN {path}")
+        number = get_lesson(lesson).number if lesson is not None else here.number
+        return number, path.resolve(), "the file given"
+    here = lesson_of_folder(cwd)
+    if lesson is None and here is None:
+        raise ParasimError(f"{cwd} is not a lesson folder; give the lesson: parasim lesson check NN [FILE]")
+    info = get_lesson(lesson) if lesson is not None else here
+    local = cwd / "exercise.py"
+    if local.is_file():
+        return info.number, local.resolve(), "exercise.py of the current folder"
+    return info.number, (info.folder / "exercise.py").resolve(), \
+        "the lesson's own exercise.py: there is no exercise.py in the current folder"
+
+
+def _check(args) -> int:
+    number, path, why = resolve_check_target(args.lesson, args.file, Path.cwd())
+    report = run_check(number, path, isolate=not args.in_process, limits=Limits(timeout_s=args.timeout))
+    if args.json:
+        print(json.dumps({**report.to_dict(), "why_this_file": why}))
+    else:
+        lines = report.format().splitlines()
+        print("\n".join(lines[:2] + [f"  ({why})"] + lines[2:]))
+    return 0 if report.ok else 1
+
+
+def _figures(args) -> int:
+    from ..grading.catalog import lessons_dir
+    from ..grading.runner import load_module
+
+    script = lessons_dir() / "make_figures.py"
+    if not script.is_file():
+        raise ParasimError(f"no {script}: the figures are drawn from a checkout of the repository")
+    return load_module(script, "_parasim_make_figures").main(list(args.lessons) + (["--check"] if args.check else []))
 
 
 def _grade(args) -> int:
-    rows = grade_folder(args.lesson, Path(args.folder), args.timeout)
-    with open(args.csv, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
+    lesson = get_lesson(args.lesson)
+    rows, summary = grade_class(lesson, Path(args.folder), Path(args.csv),
+                                Path(args.feedback) if args.feedback else None,
+                                Limits(timeout_s=args.timeout, memory_mb=args.memory_mb), jobs=args.jobs,
+                                on_row=lambda r: print(f"{r['student']}: {r['passed']}/{r['total']} {r['status']}"
+                                                       + (f" - {r['error']}" if r["error"] else ""), flush=True))
     full = sum(r["total"] > 0 and r["passed"] == r["total"] for r in rows)
-    print(f"graded {len(rows)} file(s): {full} complete; wrote {args.csv}")
+    print(f"graded {len(rows)} submission(s): {full} complete; wrote {args.csv}")
+    print("per item: " + "; ".join(f"{s['item']}. {s['passed']}/{s['graded']}" for s in summary))
     return 0

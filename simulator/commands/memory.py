@@ -14,6 +14,7 @@ from ..cost.memory import PRECISION_BYTES, model_state_bytes_per_device
 from ..errors import ParasimError
 from ..units import fmt_bytes
 
+MIN_PARAMS, MAX_PARAMS = 1.0, 1e16  # at least one parameter; 10^16 is 10^4 x today's largest models
 _SUFFIX = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 
 
@@ -24,8 +25,8 @@ def parse_count(text) -> float:
     if not match:
         raise ParasimError(f"cannot read a parameter count from {text!r}; write e.g. 7.5e9 or 7.5B")
     value = float(match.group(1)) * _SUFFIX[match.group(2)]
-    if not (value > 0 and math.isfinite(value)):
-        raise ParasimError(f"parameter count must be > 0, got {text!r}")
+    if not (MIN_PARAMS <= value <= MAX_PARAMS and math.isfinite(value)):
+        raise ParasimError(f"parameter count must be between {MIN_PARAMS:g} and {MAX_PARAMS:g}, got {text!r}")
     return value
 
 

@@ -158,6 +158,21 @@ def config_from_args(args) -> ParallelConfig:
                           balance_embedding=bool(getattr(args, "balance_embedding", False)))
 
 
+# --trace builds one instruction per layer chunk, micro-batch and pass on every simulated rank:
+# about 6 per (rank, micro-batch) cell. 250k cells (~1.5M instructions, twice 1F1B 128 x 1024)
+# keep the event clock within seconds and a few hundred MB.
+MAX_TRACE_CELLS = 250_000
+
+
+def _check_trace_size(cfg: ParallelConfig, fold_tp: bool) -> None:
+    ranks = cfg.pp * (1 if fold_tp else cfg.tp)
+    cells = ranks * cfg.microbatches * cfg.virtual_stages
+    if cells > MAX_TRACE_CELLS:
+        raise ParasimError(f"--trace would simulate {ranks} ranks x {cfg.microbatches:,} micro-batches x "
+                           f"{cfg.virtual_stages} chunks = {cells:,} cells, more than the {MAX_TRACE_CELLS:,} the "
+                           "event clock may build; lower --global-batch or drop --trace (the closed form has no limit)")
+
+
 def run(args) -> int:
     model = _model(args)
     hw = get_hardware(getattr(args, "hardware", "a100-80gb"))
@@ -166,6 +181,7 @@ def run(args) -> int:
     res = estimate(model, cfg, hw, A)
     paper = None
     if getattr(args, "trace", None):
+        _check_trace_size(cfg, fold_tp=not getattr(args, "trace_all_tp_ranks", False))
         from ..cost.paper import simulate_paper
         paper = simulate_paper(model, cfg, hw, A, fold_tp=not getattr(args, "trace_all_tp_ranks", False),
                                overlap_grad_reduce=A.overlap_grad_reduce)

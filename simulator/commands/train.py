@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
+import numpy as np
+
 from ..errors import ParasimError
 from ..models import GPTConfig, MLPConfig
 from ..parallel.experts import MoEGPTConfig
@@ -64,12 +66,17 @@ def add_parser(sub) -> None:
                         "intra-node groups stay on one Ray node (default: none; with --address the "
                         "local hardware preset's node size)")
     p.add_argument("--trace", default=None, help="write the Chrome trace JSON (Perfetto) here")
+    p.add_argument("--collective-steps", action="store_true",
+                   help="--trace: draw every step of every collective as send/recv events with chunk ids and flow "
+                        "arrows (default: one bar per collective)")
     p.add_argument("--fail", default=None, metavar="DEVICE@STEP[,...]",
                    help="inject faults: [KIND:]DEVICE@STEP[#INSTRUCTION], kinds kill (default), fail, slow, drop")
     p.add_argument("--fail-random", type=int, default=0, metavar="N", help="inject N kills at random (seeded)")
     p.add_argument("--fail-seed", type=int, default=0, help="seed of --fail-random")
     p.add_argument("--checkpoint-every", type=int, default=0, metavar="K", help="save a checkpoint every K steps")
     p.add_argument("--checkpoint-dir", default=None, help="where checkpoints go (default: a temporary directory)")
+    p.add_argument("--keep-last", type=int, default=None, metavar="N",
+                   help="keep only the N most recent checkpoints in --checkpoint-dir (default: all)")
     p.add_argument("--resume", default=None, metavar="DIR", help="continue from a checkpoint (any strategy)")
     p.add_argument("--timeout-s", type=float, default=None, help="bounded wait of the Ray runtime per call batch")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -109,7 +116,9 @@ def run(a) -> int:
     from ..runtime import make_runtime
 
     cfg = config_from_args(a)
-    resilient = bool(a.fail or a.fail_random or a.checkpoint_every or a.checkpoint_dir or a.resume)
+    resilient = bool(a.fail or a.fail_random or a.checkpoint_every or a.checkpoint_dir is not None or a.resume)
+    if a.keep_last is not None and a.checkpoint_dir is None:
+        raise ParasimError("--keep-last prunes --checkpoint-dir: give --checkpoint-dir too")
     if a.checkpoint_every < 0 or a.fail_random < 0:
         raise ParasimError(f"--checkpoint-every and --fail-random must be >= 0, got {a.checkpoint_every} and {a.fail_random}")
     if a.timeout_s is not None and not a.timeout_s > 0:
@@ -131,6 +140,14 @@ def run(a) -> int:
         kw["device_class"] = FaultyDevice
     runtime = make_runtime(a.runtime, cfg.devices, address=a.address, **kw) if a.runtime == "ray" else None
     progress = _progress_bar if sys.stderr.isatty() else None
+    model = None
+    if a.collective_steps:
+        from ..cost.collective_steps import DrawSteps
+        from ..cost.device_model import HardwareDeviceModel
+
+        model = DrawSteps(HardwareDeviceModel("local", cfg.devices, dtype="fp64"))  # the loops' default model
+    quiet = np.errstate(all="ignore")  # a diverging run is reported once by the check, not by numpy warnings
+    quiet.__enter__()
     try:
         if resilient:
             from ..faults import parse_faults, random_faults, train_resilient
@@ -139,25 +156,29 @@ def run(a) -> int:
             faults = parse_faults(a.fail)
             if a.fail_random:
                 faults += random_faults(a.fail_seed, a.fail_random, compile_strategy(cfg).program, cfg.steps)
-            result = train_resilient(cfg, runtime=runtime, faults=faults, checkpoint_every=a.checkpoint_every,
-                                     checkpoint_dir=a.checkpoint_dir, resume_from=a.resume)
+            result = train_resilient(cfg, runtime=runtime, faults=faults, device_model=model, checkpoint_every=a.checkpoint_every,
+                                     checkpoint_dir=a.checkpoint_dir, resume_from=a.resume,
+                                     keep_last=a.keep_last)
         else:
-            result = train(cfg, runtime=runtime, progress=progress)
+            result = train(cfg, runtime=runtime, progress=progress, device_model=model)
     except MemoryError as e:
         raise ParasimError(f"the real run does not fit in this machine's memory ({e}); shrink --hidden, --layers, "
                            f"--seq or --batch, or price the configuration with `parasim simulate`") from None
     finally:
+        quiet.__exit__(None, None, None)
         if runtime is not None:
             runtime.close()
     if a.trace:
         result.trace.save_chrome(a.trace) if not resilient else result.train.trace.save_chrome(a.trace)
     out = result.to_dict()
     if a.json:
-        print(json.dumps(out))
+        print(json.dumps(out, allow_nan=False))
     else:
         print(f"{cfg.strategy} on {cfg.devices} devices (dp={cfg.dp}, pp={cfg.pp}, tp={cfg.tp}, m={cfg.m})")
-        print("losses: " + " ".join(f"{x:.4f}" for x in out["losses"]))
-        print(f"max relative weight difference vs one device: {out['max_rel_weight_diff_vs_single']:.3g}")
+        print("losses: " + " ".join("nan/inf" if x is None else f"{x:.4f}" for x in out["losses"]))
+        diff = out["max_rel_weight_diff_vs_single"]
+        print(f"max relative weight difference vs one device: {'nan/inf' if diff is None else f'{diff:.3g}'}"
+              f" ({'matches' if out['matches_single_device'] else 'DOES NOT MATCH'})")
         print(f"bubble fraction: {out['bubble_fraction']:.3f}; bytes by collective: {out['bytes_by_collective']}")
         print(f"simulated step time: {out['simulated_time_s']:.4g} s; wall: {out['wall_time_s']:.4g} s")
         if resilient:
@@ -165,4 +186,12 @@ def run(a) -> int:
                 print(f"failure: {line}")
             print(f"faults injected: {out['faults_injected']}, recovered: {out['faults_recovered']}, "
                   f"replayed steps: {out['replayed_steps']}, checkpoints at steps {out['checkpoints']}")
-    return 0
+    return _verdict(out)
+
+
+def _verdict(out: dict) -> int:
+    """Exit 1 (with one line on stderr) when the run does not match one device."""
+    if out["matches_single_device"]:
+        return 0
+    print(f"error: {out['check']}", file=sys.stderr)
+    return 1

@@ -77,7 +77,8 @@ class AnalyticResult:
     def oom(self) -> bool:
         return self.memory.oom
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
+        """Plain data (JSON-able): every number of the result, tables as dicts."""
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("memory", "comm_time_by_kind")}
         d["comm_time_by_kind"] = dict(self.comm_time_by_kind)
         d["memory_per_gpu_bytes"] = self.memory_per_gpu_bytes
@@ -87,6 +88,8 @@ class AnalyticResult:
                        "capacity_bytes": self.memory.capacity_bytes}
         d["oom"] = self.oom
         return d
+
+    as_dict = to_dict  # the older name
 
     def __repr__(self) -> str:
         return (f"AnalyticResult(step {self.step_time_s:.4g} s, {self.tflops_per_gpu:.4g} TFLOP/s/GPU, "

@@ -80,11 +80,50 @@ def plan_of(ins: Collective) -> Plan:
 
 
 def simulate(program: Program, model: DeviceModel | None = None, *, step: int = 0,
-             memory: dict[tuple[int, int], dict[str, int]] | None = None, name: str = "") -> Trace:
+             memory: dict[tuple[int, int], dict[str, int]] | None = None, name: str = "",
+             collective_steps: bool = False) -> Trace:
     """Price `program` on `model`. `memory` maps (rank, instruction index) to the bytes a real run
-    measured after that instruction; the samples are placed at the instruction's simulated end."""
+    measured after that instruction; the samples are placed at the instruction's simulated end.
+    collective_steps: also draw every step of every collective's algorithm as send/recv events
+    with chunk ids and flow arrows (cost/collective_steps.py); the timing is unchanged. A device
+    model with `draw_collective_steps = True` asks for the same (the training loops pass theirs)."""
+    model = model or SimpleDeviceModel()
     with no_gc():
-        return _simulate(program, model or SimpleDeviceModel(), step, memory, name)
+        trace = _simulate(program, model, step, memory, name)
+    if collective_steps or getattr(model, "draw_collective_steps", False):
+        trace.events += _collective_step_events(program, trace, model, step)
+    return trace
+
+
+def _collective_step_events(program: Program, trace: Trace, model: DeviceModel, step: int) -> list[TraceEvent]:
+    """The step events of every collective the clock priced from its plan (not the ones a device
+    model priced itself, which have no plan), placed at the collective's start on the clock."""
+    from .collective_steps import step_events
+
+    price = getattr(model, "price_collective", None)
+    flow = max((e.flow for e in trace.events if e.flow is not None), default=0)
+    out: list[TraceEvent] = []
+    seen: dict[tuple, int] = {}
+    starts: dict[tuple, list[float]] = {}
+    for e in trace.events:
+        if e.lane == "comm" and e.group:
+            starts.setdefault((e.device, e.kind, e.name, e.microbatch), []).append(e.start_s)
+    for ev in program.walk():
+        if ev.kind != "collective":
+            continue
+        r0, i0 = ev.at[0]
+        ins = program.code[r0][i0]
+        if price is not None and price(ins) is not None:
+            continue
+        times = starts.get((r0, ins.kind, f"{ins.kind} {ins.tensor}", ins.microbatch))
+        if not times:
+            continue
+        key = (r0, ins.kind, ins.tensor, ins.microbatch)
+        k = seen[key] = seen.get(key, -1) + 1  # the k-th such collective: the k-th such bar
+        events, flow = step_events(plan_of(ins), ins.group, times[min(k, len(times) - 1)], model.link, step=step,
+                                   label=f"{ins.kind} {ins.tensor}", microbatch=ins.microbatch, first_flow=flow)
+        out += events
+    return out
 
 
 def _simulate(program: Program, model: DeviceModel, step: int, memory, name: str) -> Trace:

@@ -23,6 +23,7 @@ progress); `goodput` refuses C + R >= M.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -95,6 +96,10 @@ class Goodput:
     restart: float                    # R / M
     wall_time_s: float | None = None  # for a run of `useful_s`
     expected_failures: float | None = None
+
+    def to_dict(self) -> dict:
+        """Plain data: every field (dataclasses.asdict gives the same)."""
+        return dataclasses.asdict(self)
 
     def __repr__(self) -> str:
         return (f"Goodput({self.goodput:.2%} at tau = {self.interval_s:.4g} s: checkpoints {self.checkpoint_overhead:.2%}, "

@@ -70,7 +70,8 @@ class PaperResult:
     def oom(self) -> bool:
         return self.memory.oom or max(self.memory_per_device_bytes) > self.memory.capacity_bytes
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
+        """Plain data (JSON-able): every number of the result, tables as dicts."""
         d = {f.name: getattr(self, f.name) for f in fields(self)
              if f.name not in ("memory", "trace", "comm_time_by_kind", "time_by_collective")}
         d["comm_time_by_kind"] = dict(self.comm_time_by_kind)
@@ -79,6 +80,8 @@ class PaperResult:
         d["memory_per_device_bytes"] = list(self.memory_per_device_bytes)
         d["oom"] = self.oom
         return d
+
+    as_dict = to_dict  # the older name
 
     def __repr__(self) -> str:
         return (f"PaperResult(step {self.step_time_s:.4g} s, {self.tflops_per_gpu:.4g} TFLOP/s/GPU, MFU "

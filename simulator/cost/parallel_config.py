@@ -27,6 +27,12 @@ from simulator.errors import ParasimError
 CP_COMM_TYPES = ("p2p", "a2a")
 
 
+# Bounds on what a configuration may ask for, so the work stays bounded by the inputs: ten times
+# the largest GPU clusters built so far (~10^5 GPUs), and a global batch of 10^9 sequences.
+MAX_GPUS = 1_000_000
+MAX_GLOBAL_BATCH = 1_000_000_000
+
+
 @dataclass(frozen=True)
 class ParallelConfig:
     tp: int = 1                      # tensor-parallel size t
@@ -51,6 +57,12 @@ class ParallelConfig:
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ParasimError(f"{f} must be a positive integer, got {v!r}")
+        if self.gpus > MAX_GPUS:
+            raise ParasimError(f"tp x pp x dp = {self.tp} x {self.pp} x {self.dp} = {self.gpus:,} GPUs is more than "
+                               f"the {MAX_GPUS:,} a configuration may have")
+        if self.global_batch > MAX_GLOBAL_BATCH:
+            raise ParasimError(f"global batch {self.global_batch:,} is more than the {MAX_GLOBAL_BATCH:,} "
+                               "sequences a configuration may have")
         if self.schedule not in SCHEDULES:
             raise ParasimError(f"unknown schedule {self.schedule!r}; known {', '.join(SCHEDULES)}")
         if self.recompute not in RECOMPUTE:

@@ -12,12 +12,13 @@ cost about a second.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from simulator.cost.analytic import AnalyticResult, estimate
 from simulator.cost.hardware import Hardware, get_hardware
 from simulator.cost.model_presets import ModelSpec, get_model
-from simulator.cost.parallel_config import Assumptions, ParallelConfig
+from simulator.cost.parallel_config import MAX_GLOBAL_BATCH, MAX_GPUS, Assumptions, ParallelConfig
 from simulator.errors import ParasimError
 
 
@@ -25,6 +26,10 @@ from simulator.errors import ParasimError
 class Candidate:
     config: ParallelConfig
     result: AnalyticResult
+
+    def to_dict(self) -> dict:
+        """Plain data: the configuration's fields, then the result's (`AnalyticResult.to_dict`)."""
+        return {**dataclasses.asdict(self.config), **self.result.to_dict()}
 
     def __repr__(self) -> str:
         r = self.result
@@ -119,6 +124,10 @@ class Alternative:
     result: AnalyticResult
     reason: str
 
+    def to_dict(self) -> dict:
+        """Plain data: the configuration's fields, the result's, and the reason."""
+        return {**dataclasses.asdict(self.config), **self.result.to_dict(), "reason": self.reason}
+
     def __repr__(self) -> str:
         return f"{self.config!r}: {self.reason}"
 
@@ -140,7 +149,8 @@ class SearchResult:
     def best(self) -> Candidate:
         return self.top[0]
 
-    def as_dict(self) -> dict:
+    def to_dict(self) -> dict:
+        """Plain data (JSON-able): every number of the result, tables as dicts."""
         def row(c, reason=None):
             r = c.result
             d = {"config": repr(c.config), "tp": c.config.tp, "pp": c.config.pp, "dp": c.config.dp,
@@ -157,6 +167,8 @@ class SearchResult:
             return d
         return {"top": [row(c) for c in self.top], "alternatives": [row(a, a.reason) for a in self.alternatives],
                 "evaluated": self.evaluated, "considered": self.considered}
+
+    as_dict = to_dict  # the older name
 
 
 def step_components(r: AnalyticResult, overlap_tp: bool = False) -> dict[str, float]:
@@ -202,6 +214,9 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
     model, hw = get_model(model), get_hardware(hardware)
     if not isinstance(gpus, int) or gpus < 1 or not isinstance(global_batch, int) or global_batch < 1:
         raise ParasimError(f"gpus and global batch must be positive integers, got {gpus} and {global_batch}")
+    if gpus > MAX_GPUS or global_batch > MAX_GLOBAL_BATCH:
+        raise ParasimError(f"search is bounded to {MAX_GPUS:,} GPUs and a global batch of {MAX_GLOBAL_BATCH:,}; "
+                           f"got {gpus:,} GPUs and {global_batch:,}")
     if top < 1:
         raise ParasimError(f"top must be >= 1, got {top}")
     max_tp = _check_max_tp(max_tp, hw)

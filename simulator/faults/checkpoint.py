@@ -9,15 +9,17 @@ Layout of a checkpoint directory ROOT:
 Saving never corrupts the last good checkpoint (the write-then-rename discipline of databases and
 of PyTorch DCP / Orbax): everything is written into a hidden temporary directory, each file
 itself through a temporary name and `os.replace`; `strategy.json` is written last; only then is
-the directory renamed to step_k and `latest.json` replaced. A crash at any point leaves either
-the old `latest.json` (pointing to a complete checkpoint) or the new one.
-Loading reads with `np.load(allow_pickle=False)`; the strategy file is plain JSON.
+the directory renamed to its own name (step_k, or step_k.<hex> when step k is saved again) and
+`latest.json` replaced; superseded copies are deleted only after that. A crash at any point
+leaves `latest.json` pointing to a complete checkpoint, the old one or the new one.
+Each shard's size, dtype, shape and SHA-256 are recorded and checked on load, its path must stay
+inside the checkpoint (ckpt_files.py); `np.load(allow_pickle=False)`; the strategy file is JSON.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import re
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -30,74 +32,115 @@ from ..errors import ParasimError
 from ..parallel.config import TrainConfig
 from ..parallel.replicated import Compiled
 from ..parallel.strategies import compile_strategy
+from .ckpt_files import confined, read_json, read_shard, write_json, write_shard
 from .shards import Shard, assemble, config_from_json, config_to_json, describe_layout, shard_layouts, state_shapes
 
 FORMAT = "parasim-checkpoint/1"
 LATEST = "latest.json"
 STRATEGY = "strategy.json"
+_STEP_DIR = re.compile(r"step_(\d+)(\.[0-9a-f]+)?$")
 
 
 def _file_of(rank: int, name: str) -> str:
     return f"rank{rank}/{name.replace('/', '.')}.npy"
 
 
-def _atomic_write(path: Path, write: Callable) -> None:
-    part = path.with_name(path.name + f".part-{uuid.uuid4().hex[:8]}")
-    with open(part, "wb") as f:
-        write(f)
-    os.replace(part, path)  # atomic on POSIX: readers see the old file or the new one, never half
+def _root(root) -> Path:
+    """The checkpoint root, created if needed; one line when it cannot be (a file, read-only, /proc)."""
+    if root is None or not str(root).strip():
+        raise ParasimError("the checkpoint directory needs a name, got an empty string")
+    root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise ParasimError(f"checkpoint directory {root} is a file, not a folder")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ParasimError(f"cannot create checkpoint directory {root}: {e.strerror}") from None
+    if not os.access(root, os.W_OK | os.X_OK):
+        raise ParasimError(f"checkpoint directory {root} is not writable")
+    return root
 
 
-def _write_json(path: Path, obj) -> None:
-    _atomic_write(path, lambda f: f.write(json.dumps(obj, indent=1).encode()))
+def check_checkpoint_dir(root) -> Path:
+    """Refuse up front a checkpoint directory that cannot be written (before any training)."""
+    root = _root(root)
+    probe = root / f".tmp-probe-{uuid.uuid4().hex[:8]}"
+    try:
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as e:
+        raise ParasimError(f"cannot write into checkpoint directory {root}: {e.strerror}") from None
+    return root
 
 
 def write_checkpoint(root, step: int, compiled: Compiled, shards: dict[int, dict[str, np.ndarray]],
-                     after_file: Callable[[str], None] | None = None) -> Path:
+                     after_file: Callable[[str], None] | None = None, keep_last: int | None = None) -> Path:
     """Write rank -> {name: shard} as checkpoint `step` under `root`; returns its directory.
+
+    The new copy is written completely into a hidden temporary directory, then moved to its own
+    name (step_k, or step_k.<hex> when step k is saved again), and only then does `latest.json`
+    switch to it (atomically). Older copies are deleted after that switch, so a crash at any point
+    leaves `latest.json` pointing at a complete checkpoint (the old or the new one); the next save
+    removes the leftovers of a crashed one (never a directory `latest.json` points to).
+    keep_last: keep only the N most recently written checkpoints (the latest always among them).
     `after_file(relative path)` is called after each file (tests use it to simulate a crash)."""
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    for stale in root.glob(".tmp-*"):  # leftovers of a crashed save
-        shutil.rmtree(stale, ignore_errors=True)
+    root = _root(root)
+    for stale in [*root.glob(".tmp-*"), *root.glob("*.part-*")]:  # leftovers of a crashed save
+        shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
     layouts = shard_layouts(compiled)
     shapes = state_shapes(compiled.config)
     tmp = root / f".tmp-step_{step:08d}-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    tensors = {}
-    for name, where in layouts.items():
-        dtype = None
-        for s in where:
-            block = np.ascontiguousarray(shards[s.rank][name])
-            dtype = str(block.dtype)
-            rel = _file_of(s.rank, name)
-            (tmp / rel).parent.mkdir(exist_ok=True)
-            _atomic_write(tmp / rel, lambda f, b=block: np.save(f, b, allow_pickle=False))
-            if after_file:
-                after_file(rel)
-        tensors[name] = {"global_shape": list(shapes[name]), "dtype": dtype,
-                         "layout": describe_layout(shapes[name], where),
-                         "shards": [{**s.to_json(), "file": _file_of(s.rank, name)} for s in where]}
-    cfg = compiled.config
-    record = {"format": FORMAT, "step": int(step), "config": config_to_json(cfg),
-              "devices": cfg.devices, "strategy": cfg.strategy, "mesh": repr(compiled.mesh), "tensors": tensors}
-    _write_json(tmp / STRATEGY, record)
-    if after_file:
-        after_file(STRATEGY)
-    final = root / f"step_{step:08d}"
-    if final.exists():  # the same step saved again (after a replay): swap it out
-        old = root / f".tmp-old-{uuid.uuid4().hex[:8]}"
-        os.replace(final, old)
+    try:
+        tmp.mkdir()
+        tensors = {}
+        for name, where in layouts.items():
+            records = []
+            for s in where:
+                rec = write_shard(tmp, _file_of(s.rank, name), shards[s.rank][name])
+                records.append({**s.to_json(), **rec})
+                if after_file:
+                    after_file(rec["file"])
+            tensors[name] = {"global_shape": list(shapes[name]), "dtype": records[0]["dtype"],
+                             "layout": describe_layout(shapes[name], where), "shards": records}
+        cfg = compiled.config
+        record = {"format": FORMAT, "step": int(step), "config": config_to_json(cfg),
+                  "devices": cfg.devices, "strategy": cfg.strategy, "mesh": repr(compiled.mesh), "tensors": tensors}
+        write_json(tmp / STRATEGY, record)
+        if after_file:
+            after_file(STRATEGY)
+        final = root / f"step_{step:08d}"
+        if final.exists():  # the same step saved again (resumed in place, replayed): a new copy beside it
+            final = root / f"step_{step:08d}.{uuid.uuid4().hex[:8]}"
         os.replace(tmp, final)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, final)
-    _write_json(root / LATEST, {"step": int(step), "dir": final.name})
+        write_json(root / LATEST, {"step": int(step), "dir": final.name})
+    except OSError as e:  # a full disk, a folder that went read-only: no half checkpoint left behind
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ParasimError(f"cannot write checkpoint step {step} to {root}: {e.strerror or e}") from None
+    prune(root, keep_last)
     return final
 
 
+def prune(root, keep_last: int | None = None) -> list[Path]:
+    """Delete superseded copies of the latest step and, with keep_last, all but the N most
+    recently written checkpoints. Never the one `latest.json` points to. Returns what was deleted."""
+    if keep_last is not None and keep_last < 1:
+        raise ParasimError(f"--keep-last must be >= 1 checkpoint, got {keep_last}")
+    current = latest_checkpoint(root)
+    if current is None:
+        return []
+    step = int(_STEP_DIR.match(current.name).group(1)) if _STEP_DIR.match(current.name) else None
+    others = [d for d in Path(root).iterdir() if d != current and _STEP_DIR.match(d.name) and (d / STRATEGY).exists()]
+    drop = [d for d in others if int(_STEP_DIR.match(d.name).group(1)) == step]
+    rest = sorted((d for d in others if d not in drop), key=lambda d: (d / STRATEGY).stat().st_mtime, reverse=True)
+    if keep_last is not None:
+        drop += rest[keep_last - 1:]
+    for d in drop:
+        shutil.rmtree(d, ignore_errors=True)
+    return drop
+
+
 def save_checkpoint(runtime, compiled: Compiled, step: int, root,
-                    after_file: Callable[[str], None] | None = None) -> Path:
+                    after_file: Callable[[str], None] | None = None, keep_last: int | None = None) -> Path:
     """Every rank's state shards, read from the runtime, saved as checkpoint `step`."""
     layouts = shard_layouts(compiled)
     names: dict[int, list[str]] = {}
@@ -105,7 +148,7 @@ def save_checkpoint(runtime, compiled: Compiled, step: int, root,
         for s in where:
             names.setdefault(s.rank, []).append(name)
     shards = {r: runtime.fetch(r, ns) for r, ns in names.items()}
-    return write_checkpoint(root, step, compiled, shards, after_file)
+    return write_checkpoint(root, step, compiled, shards, after_file, keep_last)
 
 
 def latest_checkpoint(root) -> Path | None:
@@ -113,7 +156,8 @@ def latest_checkpoint(root) -> Path | None:
     path = Path(root) / LATEST
     if not path.exists():
         return None
-    d = Path(root) / json.loads(path.read_text())["dir"]
+    rec = read_json(path, "checkpoint pointer")
+    d = confined(Path(root), rec.get("dir"))
     return d if (d / STRATEGY).exists() else None
 
 
@@ -130,27 +174,42 @@ class Checkpoint:
     def open(cls, path) -> "Checkpoint":
         """`path`: a step_k directory, or a root (then its latest checkpoint)."""
         path = Path(path)
+        if not path.is_dir():
+            raise ParasimError(f"no checkpoint at {path}: {'a file' if path.exists() else 'it does not exist'}, "
+                               "not a checkpoint folder")
         if not (path / STRATEGY).exists():
             latest = latest_checkpoint(path)
             if latest is None:
                 raise ParasimError(f"no checkpoint at {path}: neither {STRATEGY} nor a {LATEST} "
                                    f"pointing to a complete checkpoint")
             path = latest
-        record = json.loads((path / STRATEGY).read_text())
+        record = read_json(path / STRATEGY, "strategy file")
         if record.get("format") != FORMAT:
             raise ParasimError(f"{path / STRATEGY} has format {record.get('format')!r}, expected {FORMAT!r}")
-        return cls(path, int(record["step"]), config_from_json(record["config"]), record)
+        try:
+            ck = cls(path, int(record["step"]), config_from_json(record["config"]), record)
+            for name, t in record["tensors"].items():
+                ck.shards(name), tuple(int(x) for x in t["global_shape"])
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            if isinstance(e, ParasimError):
+                raise
+            raise ParasimError(f"{path / STRATEGY} is not a valid strategy file ({type(e).__name__}: {e})") from None
+        return ck
 
     def shards(self, name: str) -> list[Shard]:
         return [Shard.from_json(name, d) for d in self.record["tensors"][name]["shards"]]
 
     def array(self, name: str) -> np.ndarray:
-        """The global tensor, assembled from the shards (replicas checked bit for bit)."""
+        """The global tensor, assembled from the shards (each checked: size, SHA-256, dtype, shape;
+        replicas checked bit for bit; NaN or inf refused: a checkpoint must not carry a divergence)."""
         if name not in self.record["tensors"]:
             raise ParasimError(f"checkpoint {self.path} has no tensor {name!r}")
         t = self.record["tensors"][name]
-        pieces = [(s, np.load(self.path / d["file"], allow_pickle=False))
-                  for s, d in zip(self.shards(name), t["shards"])]
+        pieces = [(s, read_shard(self.path, d)) for s, d in zip(self.shards(name), t["shards"])]
+        for s, block in pieces:
+            if block.dtype.kind in "fc" and not np.isfinite(block).all():
+                raise ParasimError(f"checkpoint {self.path}: rank {s.rank}'s shard of {name} contains NaN or inf; "
+                                   "resuming from it would not match one device")
         return assemble(name, tuple(t["global_shape"]), pieces)
 
     def arrays(self) -> dict[str, np.ndarray]:

@@ -120,6 +120,8 @@ def random_faults(seed: int, n_faults: int, program: Program, steps: int,
                   kinds: tuple[str, ...] = ("kill",)) -> tuple[Fault, ...]:
     """n_faults faults at random (device, step, instruction), reproducible from `seed`.
     At most one per step, so every fault fires (a step that fails is retried without it)."""
+    if isinstance(seed, bool) or int(seed) != seed or not 0 <= seed < 2**32:
+        raise ParasimError(f"the fault seed must be an integer in [0, 2^32), got {seed}")
     if n_faults > steps:
         raise ParasimError(f"{n_faults} random faults need at least as many steps, got {steps}")
     rng = np.random.default_rng(seed)

@@ -39,7 +39,7 @@ from ..parallel.strategies import compile_strategy
 from ..training import TrainResult, gather_params, max_rel_diff, reference_train
 from ..program import Compute, Free
 from ..trace import Trace, TraceEvent
-from .checkpoint import Checkpoint, latest_checkpoint, restore, save_checkpoint
+from .checkpoint import Checkpoint, check_checkpoint_dir, latest_checkpoint, restore, save_checkpoint
 from .inject import Fault, arm
 
 
@@ -119,20 +119,28 @@ def _index_of(instruction: str) -> int | None:
 def train_resilient(cfg: TrainConfig, runtime=None, faults: tuple[Fault, ...] = (), checkpoint_every: int = 0,
                     checkpoint_dir=None, replicas: bool = True, device_model: DeviceModel | None = None,
                     max_failures: int = 20, check: bool = True, resume_from=None,
-                    before_step=None) -> ResilientResult:
+                    before_step=None, keep_last: int | None = None) -> ResilientResult:
     """Train like `simulator.training.train`, surviving the injected (and any real) device failures.
     resume_from: a checkpoint (any strategy and device count, same model) to continue from.
     before_step(step, runtime) -> bool: called once before each step's first attempt; True means
-    it injected a fault of its own (e.g. removed a cluster node), counted in faults_injected."""
+    it injected a fault of its own (e.g. removed a cluster node), counted in faults_injected.
+    keep_last: keep only the N most recent checkpoints in checkpoint_dir (None: all)."""
     from ..runtime.faulty import FaultyDevice
     from ..runtime.local import LocalRuntime
 
     cfg = cfg.resolved()
     if checkpoint_every < 0:
         raise ParasimError(f"checkpoint interval must be >= 0 steps, got {checkpoint_every}")
+    if keep_last is not None and (isinstance(keep_last, bool) or int(keep_last) != keep_last or keep_last < 1):
+        raise ParasimError(f"keep_last must be a whole number of checkpoints >= 1, got {keep_last!r}")
+    if checkpoint_dir is not None:
+        check_checkpoint_dir(checkpoint_dir)  # before any work: a read-only or file path is one line now
     compiled = compile_strategy(cfg)
     program = compiled.program
     faults = tuple(f.check(program, cfg.steps) for f in faults)
+    if len(faults) > max_failures:
+        raise ParasimError(f"{len(faults)} faults are more than the {max_failures} failures a run recovers from; "
+                           "inject fewer")
     base_model = device_model or HardwareDeviceModel("local", cfg.devices, dtype="fp64")
     own = runtime is None
     runtime = runtime or LocalRuntime(cfg.devices, device_class=FaultyDevice)
@@ -150,7 +158,7 @@ def train_resilient(cfg: TrainConfig, runtime=None, faults: tuple[Fault, ...] = 
         step = restore(runtime, compiled, Checkpoint.open(resume_from)) if resume_from is not None else 0
         first = step  # losses[k] is the loss of step first + k
         if root is not None:
-            save_checkpoint(runtime, compiled, step, root)
+            save_checkpoint(runtime, compiled, step, root, keep_last=keep_last)
             saved.append(step)
         while step < cfg.steps:
             slowed = {}
@@ -170,7 +178,7 @@ def train_resilient(cfg: TrainConfig, runtime=None, faults: tuple[Fault, ...] = 
             t0 = time.perf_counter()
             try:
                 if root is not None and checkpoint_every and step % checkpoint_every == 0 and step not in saved:
-                    save_checkpoint(runtime, compiled, step, root)  # inside the try: a death here is a failure too
+                    save_checkpoint(runtime, compiled, step, root, keep_last=keep_last)  # inside the try: a death here is a failure too
                     saved.append(step)
                 runtime.load(compiled.feed(x, y))
                 result = runtime.run(program)
@@ -212,7 +220,7 @@ def train_resilient(cfg: TrainConfig, runtime=None, faults: tuple[Fault, ...] = 
             messages += sum(result.messages_sent)
             step += 1
         if checkpoint_dir is not None and step not in saved:  # the trained state too, as Megatron saves at the end
-            save_checkpoint(runtime, compiled, step, root)
+            save_checkpoint(runtime, compiled, step, root, keep_last=keep_last)
             saved.append(step)
         params = gather_params(compiled, runtime)
     finally:

@@ -29,10 +29,11 @@ import numpy as np
 from ..errors import ParasimError
 from ..models import GPTConfig, MLPConfig
 from ..parallel.config import TrainConfig
+from ..parallel.experts import MoEGPTConfig
 from ..parallel.kernels import layer_of, optimizer_state_names
 from ..parallel.replicated import Compiled, make_optimizer
 
-MODEL_KINDS = {"MLPConfig": MLPConfig, "GPTConfig": GPTConfig}
+MODEL_KINDS = {"MLPConfig": MLPConfig, "GPTConfig": GPTConfig, "MoEGPTConfig": MoEGPTConfig}
 
 
 @dataclass(frozen=True)
@@ -217,4 +218,7 @@ def config_from_json(d: dict) -> TrainConfig:
     if kind not in MODEL_KINDS:
         raise ParasimError(f"unknown model kind {kind!r} in the strategy file; known: {', '.join(MODEL_KINDS)}")
     known = {f.name for f in dataclasses.fields(TrainConfig)}
+    fields = {f.name for f in dataclasses.fields(MODEL_KINDS[kind])}
+    if set(model) - fields:
+        raise ParasimError(f"the strategy file's {kind} has unknown fields {sorted(set(model) - fields)}")
     return TrainConfig(MODEL_KINDS[kind](**model), **{k: v for k, v in d.items() if k in known})

@@ -7,7 +7,9 @@ divide, interleaving with m not a multiple of p (Narayanan et al. 2021 Sec. 2.2 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
+from numbers import Integral, Real
 
 from ..errors import ParasimError
 from ..models import GPTConfig, MLPConfig, build_model
@@ -18,6 +20,9 @@ CP_KINDS = ("ring", "all-to-all")
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe")
 GRAD_DTYPES = ("float64", "float32", "float16")
 OPTIMIZERS = ("adam", "sgd")
+# Real runs really compute every step on every sample: bound the work the inputs can ask for.
+MAX_STEPS = 100_000
+MAX_BATCH = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -37,7 +42,9 @@ class TrainConfig:
     schedule: str = "1f1b"  # pipeline schedule
     schedule_text: str | None = None  # a hand-written schedule, one line per stage ("F0 F1 BW0 BW1")
     virtual_stages: int = 1  # model chunks per device (interleaved schedule)
-    bucket_mb: float | None = None  # gradient bucket size in MB (None: one AllReduce per parameter)
+    # gradient buckets of about this many MB, each AllReduced as soon as the backward fills it (overlap);
+    # None (default): one AllReduce per parameter after the whole backward pass
+    bucket_mb: float | None = None
     accumulate: int = 1  # gradient-accumulation micro-steps before one AllReduce
     grad_dtype: str = "float64"  # dtype of gradients on the wire
     gradients_mean: bool = True  # average (True) or sum (False) gradients over data-parallel replicas
@@ -54,13 +61,21 @@ class TrainConfig:
         _check(self.cp_kind in CP_KINDS, f"unknown context-parallel kind {self.cp_kind!r}; known: {', '.join(CP_KINDS)}")
         for name in ("devices", "tp", "cp", "ep", "batch_size", "microbatches", "virtual_stages", "accumulate", "steps"):
             v = getattr(self, name)
-            _check(isinstance(v, int) and v >= 1, f"{name} must be a positive integer, got {v!r}")
+            _check(_is_int(v) and v >= 1, f"{name} must be a positive integer, got {v!r}")
         for name in ("dp", "pp"):
             v = getattr(self, name)
-            _check(isinstance(v, int) and v >= 0, f"{name} must be a positive integer, got {v!r}")
-        _check(self.zero in (0, 1, 2, 3), f"ZeRO stage must be 0, 1, 2 or 3, got {self.zero}")
-        _check(self.lr > 0, f"learning rate must be > 0, got {self.lr}")
-        _check(self.bucket_mb is None or self.bucket_mb > 0, f"bucket size must be > 0 MB, got {self.bucket_mb}")
+            _check(_is_int(v) and v >= 0, f"{name} must be a positive integer (or 0: derived), got {v!r}")
+        _check(_is_int(self.zero) and self.zero in (0, 1, 2, 3), f"ZeRO stage must be 0, 1, 2 or 3, got {self.zero!r}")
+        _check(_is_int(self.seed) and 0 <= self.seed < 2**32, f"seed must be an integer in [0, 2^32), got {self.seed!r}")
+        _check(_is_real(self.lr) and math.isfinite(self.lr) and self.lr > 0,
+               f"learning rate must be a finite number > 0, got {self.lr!r}")
+        _check(self.bucket_mb is None or (_is_real(self.bucket_mb) and math.isfinite(self.bucket_mb) and self.bucket_mb > 0),
+               f"bucket size must be a finite number > 0 MB, got {self.bucket_mb!r}")
+        _check(self.ep == 1 or self.strategy == "ep",
+               f"--ep {self.ep} shards experts only with strategy ep, not {self.strategy}: use --strategy ep or drop --ep")
+        _check(self.steps <= MAX_STEPS and self.batch_size <= MAX_BATCH,
+               f"a real run is bounded to {MAX_STEPS} steps of a batch of at most {MAX_BATCH}; "
+               f"got steps={self.steps}, batch={self.batch_size}")
 
     @property
     def n_layers(self) -> int:
@@ -152,6 +167,15 @@ def _describe_layers(kinds: list[str]) -> str:
         else:
             runs.append([k, 1])
     return ", ".join(k if n == 1 else f"{n} x {k}" for k, n in runs)
+
+
+def _is_int(v) -> bool:
+    """An integer and not a bool (TrainConfig(devices=True) is a mistake, not one device)."""
+    return isinstance(v, Integral) and not isinstance(v, bool)
+
+
+def _is_real(v) -> bool:
+    return isinstance(v, Real) and not isinstance(v, bool)
 
 
 def _check(ok: bool, message: str) -> None:

@@ -28,7 +28,7 @@ from ..program import Collective, ProgramBuilder
 from .config import TrainConfig
 from .emit import Replica, grad, param
 from .experts import EXPERT_PARAMS, MoEBlock, MoEGPTConfig
-from .kernels import layer_of
+from .kernels import layer_of, optimizer_state_names
 from .moe_kernels import dense_names
 from .replicated import Compiled, emit_optimizer, initial_state, make_optimizer, tokens_per_sample
 from .schedules import make_schedule
@@ -141,6 +141,18 @@ def _gather(config, layers, ep: int, dp: int, notes: dict):
     return gather
 
 
+class ExpertRows:
+    """The block of an expert tensor (experts along dim 0) rank r holds: experts
+    [c e, (c+1) e) with e = experts / ep and c = r mod ep (the cut of `compile_expert_parallel`)."""
+
+    def __init__(self, ep: int):
+        self.ep = ep
+
+    def block_slices(self, rank: int, global_shape) -> tuple[slice, ...]:
+        e, c = global_shape[0] // self.ep, rank % self.ep
+        return (slice(c * e, (c + 1) * e),) + tuple(slice(0, n) for n in global_shape[1:])
+
+
 def compile_expert_parallel(cfg: TrainConfig) -> Compiled:
     cfg = cfg.resolved()
     model, n, ep = cfg.model, cfg.devices, cfg.ep
@@ -186,7 +198,10 @@ def compile_expert_parallel(cfg: TrainConfig) -> Compiled:
         cut = lambda li, name, v: v[c * e_loc:(c + 1) * e_loc] if _is_moe(model, li) and name in EXPERT_PARAMS else v
         initial[r] = initial_state(model, layers, optimizer, cfg.seed, shard=cut)
         initial[r].update({f"out/moe/{li}": np.zeros(model.experts + 1) for li in layers if _is_moe(model, li)})
-    notes = {"schedule": None, "ep": ep}
+    states = ["", *(f"/{s}" for s in optimizer_state_names(optimizer))]
+    notes = {"schedule": None, "ep": ep,  # where each rank's experts sit, for checkpoints (faults/shards.py)
+             "layouts": {f"{'param' if not st else 'opt'}/{li}/{n}{st}": ExpertRows(ep)
+                         for li in layers if _is_moe(model, li) and ep > 1 for n in EXPERT_PARAMS for st in states}}
     param_home = {(li, nm): (0, param(li, nm)) for li in layers for nm in layer_of(model, li).param_shapes()}
     return Compiled(cfg, b.build(), initial, feeds, param_home, loss_tensors, count * dp, None, notes,
                     gather=_gather(model, layers, ep, dp, notes))

@@ -56,6 +56,15 @@ class SimResult:
     def busy_time(self) -> tuple:
         return tuple(self.makespan - b for b in self.bubble_time)
 
+    def to_dict(self) -> dict:
+        """Plain data: the schedule's name, p, m, v and the timing per device (no timeline).
+        dataclasses.asdict also works (it copies the schedule and the raw time arrays)."""
+        s = self.schedule
+        return {"schedule": s.name, "p": s.p, "m": s.m, "v": s.v, "makespan": float(self.makespan),
+                "bubble_fraction": float(self.bubble_fraction), "bubble_time": [float(x) for x in self.bubble_time],
+                "span_bubble_time": [float(x) for x in self.span_bubble_time],
+                "peak_in_flight": [int(x) for x in self.peak_in_flight]}
+
     def __repr__(self) -> str:
         return (f"SimResult({self.schedule.name}, p={self.schedule.p}, m={self.schedule.m}, "
                 f"v={self.schedule.v}: makespan {self.makespan:g}, bubble {self.bubble_fraction:.3f}, "

@@ -39,6 +39,13 @@ class RunResult:
     messages_sent: tuple[int, ...]
     calls: int  # device calls the driver made
 
+    def to_dict(self) -> dict:
+        """Plain data: wall time, bytes and messages per rank, driver calls, and the memory samples
+        as [rank][{index, bytes by category}] (JSON keys are strings; dataclasses.asdict also works)."""
+        return {"wall_time_s": self.wall_time_s, "bytes_sent": list(self.bytes_sent),
+                "messages_sent": list(self.messages_sent), "calls": self.calls,
+                "memory": [[{"index": i, **b} for i, b in sorted(m.items())] for m in self.memory]}
+
     def memory_by_instruction(self) -> dict[tuple[int, int], dict[str, int]]:
         """{(rank, index): bytes by category}: the form `cost.clock.simulate(memory=...)` takes."""
         return {(r, i): b for r, samples in enumerate(self.memory) for i, b in samples.items()}

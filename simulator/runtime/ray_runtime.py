@@ -16,6 +16,7 @@ initialised Ray is reused (and then not shut down by `close`).
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from typing import Any
 
@@ -85,13 +86,39 @@ def ensure_ray(address: str | None = None, num_cpus: int = 2) -> bool:
     return True
 
 
+def check_address(address: str, timeout_s: float | None = None) -> None:
+    """Refuse a malformed Ray address, or one nobody answers on, in one line within timeout_s
+    (default 10 s): ray.init itself retries a dead address for many minutes."""
+    if address in ("auto", "local"):
+        return
+    text = address.split("://", 1)[1] if "://" in address else address
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ParasimError(f"Ray address {address!r} is not HOST:PORT (e.g. 127.0.0.1:6379), 'auto' or 'local'")
+    wait = 10.0 if timeout_s is None else float(timeout_s)
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=wait).close()
+    except OSError as e:
+        why = "timed out" if isinstance(e, TimeoutError) else (e.strerror or str(e))
+        raise ParasimError(f"cannot reach the Ray cluster at {address} within {wait:g} s: {why}") from None
+
+
 def _init(address: str | None, num_cpus: int) -> None:
     import ray
 
     if address:
-        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+        try:
+            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+        except ConnectionError as e:  # something answers on the port, but no Ray cluster
+            raise ParasimError(f"cannot join the Ray cluster at {address}: {e}") from None
     else:
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+
+
+def _ray_initialized() -> bool:
+    import ray
+
+    return ray.is_initialized()
 
 
 class RayRuntime(Runtime):
@@ -106,6 +133,8 @@ class RayRuntime(Runtime):
         super().__init__(n_devices)
         import ray
 
+        if address and not _ray_initialized():
+            check_address(address, timeout_s)
         self._owns_ray = ensure_ray(address, num_cpus)
         self.timeout_s, self.device_class = timeout_s, device_class
         self.devices_per_node = int(devices_per_node)

@@ -168,6 +168,11 @@ def output_cost(raw: Layout, out: Layout, shape, backward: bool, model: OpCostMo
     return cost
 
 
+def inner_cost(inner, model: OpCostModel, topology: Topology) -> Cost:
+    """The collectives inside an operator ((kernel, Step or None, op) triples; forward only)."""
+    return steps_cost([st for _, st, _ in inner if st is not None], topology, model.itemsize / ITEMSIZE)
+
+
 def mirror_cost(stored: Layout, shape, model: OpCostModel, topology: Topology) -> Cost:
     """A parameter's mirror: its gradient AllReduced over the ranks holding the same slice."""
     if not model.train:
@@ -238,7 +243,7 @@ def plan_cost(plan: ParallelPlan, model: OpCostModel | None = None) -> PlanCost:
             if t.kind == "parameter" and x not in seen:
                 c = c + param_memory(plan.stored[x], t.shape, model)
             seen.add(x)
-        steps = [st for ss in np_.in_steps for st in ss] + list(np_.out_steps)
+        steps = [st for ss in np_.in_steps for st in ss] + list(np_.inner_steps) + list(np_.out_steps)
         if model.train:
             steps += list(np_.grad_out_steps) + [st for ss in np_.grad_in_steps.values() for st in ss]
         per[node.label] = c + steps_cost(steps, topo, scale)

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -33,6 +34,13 @@ class SearchResult:
     n_candidates: int  # candidate strategies over all operators
     search_time_s: float
     shardings: dict = field(repr=False, compare=False)  # node index -> OpSharding
+
+    def to_dict(self) -> dict:
+        """Plain data: mode, chosen strategies (lists), objective, the cost's fields, counts and
+        search time (the shardings and cost model are left out; dataclasses.asdict keeps them)."""
+        return {"mode": self.mode, "strategies": {k: [list(d) for d in v] for k, v in self.strategies.items()},
+                "objective": self.objective, "cost": dataclasses.asdict(self.cost), "n_operators": self.n_operators,
+                "n_candidates": self.n_candidates, "search_time_s": self.search_time_s}
 
     def __repr__(self) -> str:
         return (f"SearchResult({self.mode}: {self.n_operators} operators, {self.n_candidates} "

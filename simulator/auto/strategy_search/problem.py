@@ -31,7 +31,7 @@ from ...errors import ParasimError
 from ...layout import Layout
 from ..graph import Network, Node
 from ..ops import Reshape
-from ..propagate import reshape_sharding, shapes_of, sharding_of
+from ..propagate import reshape_sharding, shapes_of, sharding_of, strategy_letters
 from ..strategy import OpSharding
 from .cost import (
     INFEASIBLE,
@@ -39,6 +39,7 @@ from .cost import (
     Cost,
     OpCostModel,
     compute_cost,
+    inner_cost,
     mirror_cost,
     output_cost,
     param_memory,
@@ -49,9 +50,7 @@ from .cost import (
 def power_of_two_strategies(net: Network, node: Node, D: int, fully_use_devices: bool = False):
     """Candidate strategies of one operator: each letter cut 1, 2, 4, ... (dividing its size
     and D), whole letters uncut, the product dividing D (equal to D if fully_use_devices)."""
-    shapes = shapes_of(net, node)
-    letters, _, order, whole = node.op.spec(shapes)
-    size = {c: n for s, shape in zip(letters, shapes) for c, n in zip(s, shape)}
+    letters, size, order, whole = strategy_letters(net, node)
     pows = [1 << i for i in range(D.bit_length()) if D % (1 << i) == 0]
     combos = [()]
     for c in order:
@@ -60,7 +59,7 @@ def power_of_two_strategies(net: Network, node: Node, D: int, fully_use_devices:
     if fully_use_devices:
         full = [t for t in combos if prod(t) == D]
         combos = full or combos  # an operator too small to use all devices keeps repeats
-    return [tuple(tuple(dict(zip(order, t))[c] for c in s) for s in letters) for t in combos]
+    return [tuple(tuple(dict(zip(order, t)).get(c, 1) for c in s) for s in letters) for t in combos]
 
 
 @dataclass
@@ -200,7 +199,8 @@ def build_problem(net: Network, D: int, model: OpCostModel, fully_use_devices: b
             unary_fn(node.index, lambda s, node=node, shapes=shapes, out_shape=out_shape, back=back:
                      compute_cost(node.op, s.inputs, s.out, shapes, out_shape, model)
                      + priced(("out", s.raw, s.out, out_shape, back),
-                              lambda: output_cost(s.raw, s.out, out_shape, back, model, topo)),
+                              lambda: output_cost(s.raw, s.out, out_shape, back, model, topo))
+                     + inner_cost(node.op.inner_steps(s, shapes, node.inputs[0]), model, topo),
                      ("op", id(cands[node.index]), back))
         for i, x in enumerate(node.inputs):
             back = needs[x] and i in node.op.grad_inputs

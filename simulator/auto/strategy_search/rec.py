@@ -25,6 +25,7 @@ from math import prod
 
 import numpy as np
 
+from ..propagate import strategy_letters
 from .problem import Problem
 
 
@@ -70,7 +71,5 @@ def _letters(prob: Problem, v: int) -> list[str]:
 
 
 def _strategy(prob: Problem, v: int, cuts: dict) -> tuple:
-    node = prob.net.nodes[v]
-    shapes = [prob.net.tensors[x].shape for x in node.inputs]
-    ins = node.op.spec(shapes)[0]
-    return tuple(tuple(cuts[c] for c in s) for s in ins)
+    ins = strategy_letters(prob.net, prob.net.nodes[v])[0]
+    return tuple(tuple(cuts.get(c, 1) for c in s) for s in ins)

@@ -1,0 +1,22 @@
+"""Grading the lessons: find them (`catalog`), check one submission item by item (`check`) in a
+sandboxed process (`sandbox`, `runner`, `codec`), and grade a class (`gradebook`).
+
+A lesson's check.py imports its helpers from here: `from simulator.grading import compare, ok`.
+"""
+
+from .catalog import (
+           LessonInfo,
+           get_lesson,
+           lesson_of_folder,
+           lessons_dir,
+           list_lessons,
+           missing_requirements,
+)
+from .check import Report, grade_source, lesson_prediction, run_check, submission_status
+from .notebook import notebook_code, read_submission
+from .outcomes import ItemResult, Outcome, compare, expect, ok
+from .sandbox import Limits, Sandbox, shared_folder
+
+__all__ = ["ItemResult", "LessonInfo", "Limits", "Outcome", "Report", "Sandbox", "compare", "expect", "get_lesson",
+           "grade_source", "lesson_of_folder", "lesson_prediction", "lessons_dir", "list_lessons", "missing_requirements",
+           "notebook_code", "ok", "read_submission", "run_check", "shared_folder", "submission_status"]

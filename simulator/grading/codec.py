@@ -1,0 +1,170 @@
+"""Results as data: what a submission's function returns, sent from its sandbox to the grader.
+
+The sandboxed process encodes a return value with `to_data` into JSON-able data; the grader
+rebuilds it with `from_data`, which runs no code of the submission: numbers, strings, lists,
+tuples, sets, dicts, numeric numpy arrays and scalars, and instances of parasim's own dataclasses,
+named tuples and enums (a module under `simulator.`), rebuilt attribute by attribute without
+running their constructors. Anything else is refused with a one-line reason (a submission cannot
+send an object whose methods would run in the grader). Inside a parasim object, an attribute that
+cannot travel (a function, a runtime handle, a non-dataclass object) arrives as None.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import enum
+import importlib
+import math
+import sys
+from pathlib import PurePath
+from types import MappingProxyType
+
+import numpy as np
+
+MAX_DEPTH = 64
+_NUMERIC = "biufc"
+
+
+class DataError(TypeError):
+    """A value that cannot travel as data (the message names its type)."""
+
+
+class Callback:
+    """Stands, in a request to the sandbox, for a callable of the grader that does not pickle (a
+    check's lambda): calling it in the sandbox asks the grader to run it and send back its result."""
+
+    def __init__(self, index: int):
+        self.index = index
+
+
+def _class_path(cls) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _parasim_class(cls) -> bool:
+    return cls.__module__ == "simulator" or cls.__module__.startswith("simulator.")
+
+
+def to_data(obj, depth: int = 0):
+    """JSON-able data for `obj` (see the module docstring for what may travel)."""
+    if depth > MAX_DEPTH:
+        raise DataError(f"a value nested deeper than {MAX_DEPTH} levels")
+    enc = lambda x: to_data(x, depth + 1)
+    if obj is None or isinstance(obj, (bool, int, str)) and type(obj) in (bool, int, str):
+        return obj
+    if type(obj) is float:
+        return obj if math.isfinite(obj) else {"$": "float", "v": repr(obj)}
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.kind not in _NUMERIC:
+            raise DataError(f"a numpy array of dtype {obj.dtype} (only numbers travel)")
+        arr = np.ascontiguousarray(obj)
+        return {"$": "nd", "dtype": arr.dtype.str, "shape": list(arr.shape),
+                "b64": base64.b64encode(arr.tobytes()).decode("ascii")}
+    if isinstance(obj, np.generic):
+        return {"$": "nd0", "dtype": obj.dtype.str, "v": to_data(obj.item(), depth + 1)}
+    if isinstance(obj, enum.Enum) and _parasim_class(type(obj)):
+        return {"$": "enum", "cls": _class_path(type(obj)), "v": enc(obj.value)}
+    if isinstance(obj, PurePath):
+        return str(obj)
+    if isinstance(obj, (dict, MappingProxyType)):
+        return {"$": "dict", "v": [[enc(k), enc(v)] for k, v in obj.items()]}
+    if isinstance(obj, tuple) and type(obj) is not tuple and _parasim_class(type(obj)):  # a NamedTuple
+        return {"$": "nt", "cls": _class_path(type(obj)), "v": [enc(x) for x in obj]}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        kind = {list: "list", tuple: "tuple", set: "set", frozenset: "frozenset"}.get(type(obj))
+        if kind is None:
+            raise DataError(f"a {type(obj).__name__} (a subclass of {type(obj).__mro__[1].__name__})")
+        return {"$": kind, "v": [enc(x) for x in obj]}
+    cls = type(obj)
+    if _parasim_class(cls) and dataclasses.is_dataclass(obj) and hasattr(obj, "__dict__") and not isinstance(obj, type):
+        return {"$": "obj", "cls": _class_path(cls), "d": {k: _attr(v, depth) for k, v in vars(obj).items()}}
+    if _parasim_class(cls) and dataclasses.is_dataclass(obj):
+        return {"$": "dc", "cls": _class_path(cls),
+                "f": {f.name: _attr(getattr(obj, f.name), depth) for f in dataclasses.fields(obj)}}
+    raise DataError(f"a {cls.__module__}.{cls.__qualname__} (return numbers, strings, lists, dicts, "
+                    "numpy arrays or parasim objects)")
+
+
+def _attr(value, depth: int):
+    """An attribute of a parasim object: one that cannot travel (a function, a runtime handle)
+    arrives as None; the object's data still does."""
+    try:
+        return to_data(value, depth + 1)
+    except DataError:
+        return None
+
+
+def _parasim_type(path: str):
+    module, _, qualname = str(path).partition(":")
+    if not (module == "simulator" or module.startswith("simulator.")) or not qualname:
+        raise DataError(f"class {path!r} is not one of parasim's")
+    mod = sys.modules.get(module) or importlib.import_module(module)
+    obj = mod
+    for part in qualname.split("."):
+        if part.startswith("_") and part != qualname.split(".")[-1] or part == "<locals>":
+            raise DataError(f"class {path!r} is not one of parasim's")
+        obj = getattr(obj, part, None)
+    if not isinstance(obj, type) or obj.__module__ != module:
+        raise DataError(f"class {path!r} is not one of parasim's")
+    return obj
+
+
+def from_data(data, depth: int = 0):
+    """Rebuild what `to_data` encoded. Runs only parasim's own constructors."""
+    if depth > MAX_DEPTH:
+        raise DataError(f"data nested deeper than {MAX_DEPTH} levels")
+    dec = lambda x: from_data(x, depth + 1)
+    if data is None or type(data) in (bool, int, float, str):
+        return data
+    if type(data) is list:  # plain JSON lists only appear inside encoded containers
+        return [dec(x) for x in data]
+    if type(data) is not dict or "$" not in data:
+        raise DataError(f"unexpected data {type(data).__name__}")
+    kind = data["$"]
+    if kind == "float":
+        return float(data["v"]) if data["v"] in ("nan", "inf", "-inf") else 0.0
+    if kind in ("list", "tuple", "set", "frozenset"):
+        items = [dec(x) for x in data["v"]]
+        return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[kind](items)
+    if kind == "dict":
+        return {_hashable(dec(k)): dec(v) for k, v in data["v"]}
+    if kind in ("nd", "nd0"):
+        dtype = np.dtype(str(data["dtype"]))
+        if dtype.kind not in _NUMERIC:
+            raise DataError(f"dtype {dtype} is not numeric")
+        if kind == "nd0":
+            return dtype.type(dec(data["v"]))
+        shape = tuple(int(n) for n in data["shape"])
+        raw = base64.b64decode(data["b64"])
+        if len(raw) != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
+            raise DataError("array data does not match its shape")
+        return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    cls = _parasim_type(data.get("cls", ""))
+    if kind == "nt" and issubclass(cls, tuple):
+        return cls(*[dec(x) for x in data["v"]])
+    if kind == "enum" and issubclass(cls, enum.Enum):
+        return cls(dec(data["v"]))
+    if kind == "dc" and dataclasses.is_dataclass(cls):
+        values = {k: dec(v) for k, v in data["f"].items()}
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        if set(values) - set(fields):
+            raise DataError(f"{cls.__name__} has no fields {sorted(set(values) - set(fields))}")
+        obj = cls(**{k: v for k, v in values.items() if fields[k].init})
+        for k, v in values.items():
+            if not fields[k].init:
+                object.__setattr__(obj, k, v)
+        return obj
+    if kind == "obj" and dataclasses.is_dataclass(cls):  # its attributes as they were, no __init__
+        obj = cls.__new__(cls)
+        obj.__dict__.update({str(k): dec(v) for k, v in data["d"].items()})
+        return obj
+    raise DataError(f"unexpected data kind {kind!r}")
+
+
+def _hashable(key):
+    if isinstance(key, list):
+        return tuple(_hashable(k) for k in key)
+    if isinstance(key, (set, dict)):
+        raise DataError("a dict key that is a set or a dict")
+    return key

@@ -1,0 +1,97 @@
+"""What one check item finds: `Outcome` and the helpers a lesson's check.py uses to build one.
+
+A check item calls the student's functions and compares them with parasim's own results:
+
+    def check_ring_bytes(student):
+        "ring bytes per rank equal 2(n-1)/n x S"     # the item's name (first docstring line)
+        return compare(expected, student.ring_bytes(4, 1024), hint="...")
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one check item found. `expected` and `found` are short printable texts."""
+
+    passed: bool
+    expected: str = ""
+    found: str = ""
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class ItemResult:
+    """One graded item of a report: its number (1-based, file order), name, verdict and texts.
+    `status` is "pass", "fail", "timeout", "crash" or "not run"."""
+
+    number: int
+    name: str
+    passed: bool
+    expected: str
+    found: str
+    hint: str
+    status: str = ""
+
+    def to_dict(self) -> dict:
+        """Plain data: every field (dataclasses.asdict gives the same)."""
+        return {"number": self.number, "name": self.name, "passed": self.passed, "expected": self.expected,
+                "found": self.found, "hint": self.hint, "status": self.status or ("pass" if self.passed else "fail")}
+
+
+def short(value: Any, limit: int = 160) -> str:
+    """A one-line printable text of `value` (arrays: shape and first values)."""
+    if isinstance(value, np.ndarray):
+        text = f"array{value.shape} " + np.array2string(value.ravel()[:6], precision=4, separator=", ")
+    elif isinstance(value, float):
+        text = f"{value:.6g}"
+    else:
+        text = repr(value)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _close(a: Any, b: Any, rtol: float, atol: float) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k], rtol, atol) for k in a)
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and not _numeric(a):
+        return len(a) == len(b) and all(_close(x, y, rtol, atol) for x, y in zip(a, b))
+    try:
+        x, y = np.asarray(a), np.asarray(b)
+        if x.dtype == object or y.dtype == object:
+            return a == b
+        return x.shape == y.shape and bool(np.allclose(x, y, rtol=rtol, atol=atol))
+    except (TypeError, ValueError):
+        return a == b
+
+
+def _numeric(seq) -> bool:
+    try:
+        return np.asarray(seq).dtype.kind in "biuf"
+    except (TypeError, ValueError):
+        return False
+
+
+def compare(expected: Any, found: Any, hint: str = "", rtol: float = 1e-9, atol: float = 1e-12) -> Outcome:
+    """Pass when `found` equals `expected` (numbers and arrays: allclose with rtol, atol;
+    sequences and dicts element by element; anything else ==)."""
+    if found is None:
+        return Outcome(False, short(expected), "None (did the function forget to return?)", hint)
+    return Outcome(_close(expected, found, rtol, atol), short(expected), short(found), hint)
+
+
+def ok(found: str = "as expected") -> Outcome:
+    """A passed item (for checks that loop over many cases and return early on the first miss)."""
+    return Outcome(True, "", found, "")
+
+
+def expect(condition: bool, expected: str, found: Any, hint: str = "") -> Outcome:
+    """Pass when `condition` holds; `expected` describes the rule in words."""
+    return Outcome(bool(condition), expected, short(found) if not isinstance(found, str) else found, hint)

@@ -1,0 +1,149 @@
+"""The sandboxed side of grading: import one submission and call its functions on request.
+
+Started by `sandbox.Sandbox` as `python -m simulator.grading.runner REQ_FD RESP_FD FILE` inside a
+scratch folder that holds only that submission. It reads call requests from REQ_FD (pickles
+written by the grader: the arguments a check passes), calls the submission's function and writes
+the result to RESP_FD as JSON data (`codec.to_data`), or the error it raised as one line of text.
+It never sees the checker, the reference answers or a verdict: the grader compares.
+The submission's own prints go to stderr (a file the grader reads only to show its tail).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import pickle
+import struct
+import sys
+import traceback
+from pathlib import Path
+
+MAX_FRAME = 64 * 2**20
+
+
+# ---- framing: 4-byte big-endian length, then the payload ------------------------------------
+def write_frame(fd: int, payload: bytes) -> None:
+    data = struct.pack(">I", len(payload)) + payload
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def read_exact(fd: int, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = os.read(fd, min(n - got, 1 << 20))
+        if not chunk:
+            raise EOFError("the other side closed the pipe")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int) -> bytes:
+    (n,) = struct.unpack(">I", read_exact(fd, 4))
+    if n > MAX_FRAME:
+        raise EOFError(f"a message of {n} bytes (more than {MAX_FRAME})")
+    return read_exact(fd, n)
+
+
+def error_text(e: BaseException, student_file: Path) -> str:
+    """One line: the error, and the student's line that raised it."""
+    if isinstance(e, NotImplementedError):
+        return f"not implemented yet ({e})" if str(e) else "not implemented yet"
+    where = ""
+    for frame in reversed(traceback.extract_tb(e.__traceback__)):
+        try:
+            same = Path(frame.filename).resolve() == student_file
+        except OSError:
+            same = False
+        if same:
+            where = f" (your line {frame.lineno}: {(frame.line or '').strip()})"
+            break
+    message = " ".join(str(e).split())[:300]
+    return f"{type(e).__name__}: {message}{where}"
+
+
+def load_module(path: Path, name: str):
+    """Import a Python file as module `name` (its `if __name__ == "__main__":` block does not run)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path} as Python")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(name, None)
+    return module
+
+
+def limit(memory_mb: int, file_mb: int) -> None:
+    """This process's limits, set before the submission's first line (here, after exec, rather
+    than in a preexec_fn, which is unsafe when the grader runs threads): address space, file size,
+    no core files, and death with the grader (PR_SET_PDEATHSIG)."""
+    import ctypes
+    import resource
+    import signal
+
+    for what, mb in ((resource.RLIMIT_AS, memory_mb), (resource.RLIMIT_FSIZE, file_mb)):
+        resource.setrlimit(what, (mb * 2**20, mb * 2**20))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    parent = os.getppid()
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the grader died before the line above
+        os._exit(1)
+
+
+def main(argv: list[str]) -> int:
+    from simulator.grading.codec import (  # by name: this file runs as __main__
+        Callback,
+        to_data,
+    )
+    from simulator.grading.seccomp import install
+
+    req, resp, file = int(argv[0]), int(argv[1]), Path(argv[2]).resolve()
+    limit(int(argv[3]), int(argv[4]))
+    confined = install()  # before the submission's first line: no processes, programs or signals
+    os.dup2(2, 1)  # the submission's prints go to the log, never onto the answer pipe
+
+    def send(message: dict) -> None:
+        write_frame(resp, json.dumps(message).encode())
+
+    def callback(index):
+        def call(*args, **kwargs):
+            send({"op": "callback", "index": index, "args": to_data(list(args)), "kwargs": to_data(kwargs)})
+            reply = pickle.loads(read_frame(req))
+            if reply.get("error"):
+                raise RuntimeError(reply["error"])
+            return reply["value"]
+        return call
+
+    try:
+        student = load_module(file, "submission")
+    except BaseException as e:  # noqa: BLE001 -- the submission may raise anything at import
+        send({"op": "loaded", "ok": False, "error": error_text(e, file)})
+        return 0
+    send({"op": "loaded", "ok": True, "seccomp": confined})
+    while True:
+        try:
+            request = pickle.loads(read_frame(req))  # written by the grader, never by a submission
+        except EOFError:
+            return 0
+        name = request["name"]
+        try:
+            value = getattr(student, name)
+            if request["op"] == "call":
+                args = [callback(a.index) if isinstance(a, Callback) else a for a in request["args"]]
+                value = value(*args, **request["kwargs"])
+            elif callable(value):
+                send({"op": "result", "ok": True, "callable": True})
+                continue
+            send({"op": "result", "ok": True, "value": to_data(value)})
+        except BaseException as e:  # noqa: BLE001 -- the submission's error is data for the grader
+            send({"op": "result", "ok": False, "error": error_text(e, file),
+                  "not_implemented": isinstance(e, NotImplementedError)})
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

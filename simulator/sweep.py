@@ -1,0 +1,215 @@
+"""Sweeps: run one experiment over a grid of values and get a table, one record per point.
+
+    from simulator import sweep
+    t = sweep("schedule", {"p": 4, "t_b": 2.0}, schedule=["gpipe", "1f1b"], m=[2, 4, 8, 16])
+    t.to_frame()                        # pandas DataFrame: the inputs, the outputs, an `error` column
+    t.plot("bubble_fraction", x="m", line="schedule")
+
+`sweep(kind, base, **vary)` runs every combination of the `vary` values (cartesian product, in
+the order given) on top of `base`, and records the point's inputs, its outputs (the result's
+`to_dict()`, numbers and texts kept, nested tables flattened as `a.b`) or the one-line error that
+refused it (a `ParasimError`, e.g. a batch that the micro-batches cannot divide). Kinds:
+
+- "train": `base` is a TrainConfig; each point is a real emulated run (`train(..., check=False)`);
+  `runner_kwargs` go to `train` (e.g. `device_model=`).
+- "estimate": the closed-form cost model; `base` is a ParallelConfig; `model` and `hardware` (and
+  Assumptions fields such as `overlap_grad_reduce`) may be given in `base_kwargs` or varied.
+- "search": `search_configs`; `base` is a dict of its arguments (model, hardware, gpus,
+  global_batch, ...); the outputs are the fastest configuration that fits (t, p, d, b, ...).
+- "schedule": `simulate_schedule(make_schedule(schedule, p, m, v), t_f, t_b, t_w)`; `base` is a
+  dict of those names.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import itertools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from .cost.analytic import estimate
+from .cost.parallel_config import Assumptions, ParallelConfig
+from .cost.search import search_configs
+from .errors import ParasimError
+from .parallel.config import TrainConfig
+from .parallel.schedule_sim import simulate as simulate_schedule
+from .parallel.schedules import make_schedule
+from .training import train
+
+KINDS = ("train", "estimate", "search", "schedule")
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    """Scalars of a nested dict as `a.b` keys; lists of scalars kept as lists; other values dropped."""
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flatten(v, key + "."))
+        elif v is None or isinstance(v, (bool, int, float, str)):
+            out[key] = v
+        elif isinstance(v, (list, tuple)) and all(x is None or isinstance(x, (bool, int, float, str)) for x in v):
+            out[key] = list(v)
+        elif hasattr(v, "item") and callable(v.item):  # a numpy scalar
+            out[key] = v.item()
+    return out
+
+
+@dataclass(frozen=True)
+class SweepTable:
+    """The records of a sweep: `inputs` (the varied names), `records` (one dict per point:
+    the varied values, then the outputs or `error`)."""
+
+    kind: str
+    inputs: tuple[str, ...]
+    records: tuple[dict, ...]
+
+    def to_dict(self) -> dict:
+        """Plain data: kind, the varied names, the records (dataclasses.asdict gives the same)."""
+        return {"kind": self.kind, "inputs": list(self.inputs), "records": [dict(r) for r in self.records]}
+
+    def columns(self) -> list[str]:
+        cols = list(self.inputs)
+        for r in self.records:
+            cols += [k for k in r if k not in cols]
+        return cols
+
+    def to_frame(self):
+        """A pandas DataFrame, one row per point (pandas comes with streamlit)."""
+        import pandas as pd
+
+        return pd.DataFrame(list(self.records), columns=self.columns())
+
+    def to_csv(self, path: str | Path | None = None) -> str:
+        """CSV text (lists as JSON); written to `path` when given."""
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=self.columns())
+        w.writeheader()
+        for r in self.records:
+            w.writerow({k: json.dumps(v) if isinstance(v, list) else ("" if v is None else v) for k, v in r.items()})
+        if path is not None:
+            Path(path).write_text(buf.getvalue(), encoding="utf-8")
+        return buf.getvalue()
+
+    def ok(self) -> list[dict]:
+        """The records of the points that ran."""
+        return [r for r in self.records if not r.get("error")]
+
+    def plot(self, y: str, x: str, line: str | None = None, ax=None, **kwargs):
+        """Metric `y` against input `x`, one line per value of `line` (a matplotlib Axes)."""
+        return plot_records(self.ok(), y, x, line, ax=ax, **kwargs)
+
+
+def _points(vary: dict[str, Any]) -> list[dict]:
+    for name, values in vary.items():
+        if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+            raise ParasimError(f"vary {name}=... needs a list of values, got {values!r}")
+    names = list(vary)
+    return [dict(zip(names, combo)) for combo in itertools.product(*(list(vary[n]) for n in names))]
+
+
+def _split(obj, point: dict, cls) -> tuple[Any, dict]:
+    own = {f.name for f in fields(cls)}
+    return replace(obj, **{k: v for k, v in point.items() if k in own}), {k: v for k, v in point.items()
+                                                                           if k not in own}
+
+
+def _run_train(base: TrainConfig, point: dict, kwargs: dict) -> dict:
+    cfg, rest = _split(base, point, TrainConfig)
+    if rest:
+        raise ParasimError(f"TrainConfig has no field {sorted(rest)[0]!r}")
+    r = train(cfg, check=False, **kwargs)
+    out = r.to_dict()
+    out["messages"] = r.messages
+    return out
+
+
+def _run_estimate(base: ParallelConfig, point: dict, kwargs: dict) -> dict:
+    cfg, rest = _split(base, point, ParallelConfig)
+    call = {**kwargs, **rest}
+    a_names = {f.name for f in fields(Assumptions)}
+    assumptions = replace(call.pop("assumptions", Assumptions()), **{k: call.pop(k) for k in list(call)
+                                                                      if k in a_names})
+    model, hardware = call.pop("model", None), call.pop("hardware", None)
+    if model is None or hardware is None or call:
+        raise ParasimError("an estimate sweep needs model= and hardware= (and only ParallelConfig or Assumptions "
+                           f"fields); unknown: {sorted(call) or 'none'}")
+    return estimate(model, cfg, hardware, assumptions).to_dict()
+
+
+def _run_search(base: dict, point: dict, kwargs: dict) -> dict:
+    args = {**base, **kwargs, **point}
+    found = search_configs(args.pop("model"), args.pop("hardware"), args.pop("gpus"), args.pop("global_batch"),
+                           **{"top": 1, **args})
+    if not found:
+        raise ParasimError("no configuration fits in device memory")
+    return found[0].to_dict()
+
+
+def _run_schedule(base: dict, point: dict, kwargs: dict) -> dict:
+    a = {"t_f": 1.0, "t_b": 1.0, "t_w": 0.0, "v": 1, **base, **kwargs, **point}
+    unknown = set(a) - {"schedule", "p", "m", "v", "t_f", "t_b", "t_w", "t_comm"}
+    if unknown:
+        raise ParasimError(f"a schedule sweep varies schedule, p, m, v, t_f, t_b, t_w, t_comm; not {sorted(unknown)}")
+    sched = make_schedule(a["schedule"], a["p"], a["m"], a["v"]) if a["v"] > 1 else \
+        make_schedule(a["schedule"], a["p"], a["m"])
+    return simulate_schedule(sched, t_f=a["t_f"], t_b=a["t_b"], t_w=a["t_w"], t_comm=a.get("t_comm", 0.0)).to_dict()
+
+
+_RUNNERS: dict[str, Callable] = {"train": _run_train, "estimate": _run_estimate, "search": _run_search,
+                                 "schedule": _run_schedule}
+
+
+def sweep(kind: str, base, runner_kwargs: dict | None = None, **vary) -> SweepTable:
+    """Run `kind` ("train", "estimate", "search", "schedule") at every combination of `vary`'s
+    values on top of `base`; one record per point: the varied values, then the outputs or `error`.
+    `runner_kwargs` are fixed arguments of the run (e.g. model= and hardware= for "estimate")."""
+    if kind not in _RUNNERS:
+        raise ParasimError(f"unknown sweep kind {kind!r}; known: {', '.join(KINDS)}")
+    if kind == "train" and not isinstance(base, TrainConfig):
+        raise ParasimError("a train sweep starts from a TrainConfig")
+    if kind == "estimate" and not isinstance(base, ParallelConfig):
+        raise ParasimError("an estimate sweep starts from a ParallelConfig")
+    if kind in ("search", "schedule") and not isinstance(base, dict):
+        raise ParasimError(f"a {kind} sweep starts from a dict of arguments")
+    if not vary:
+        raise ParasimError("nothing to vary: give at least one name=[values]")
+    records = []
+    for point in _points(vary):
+        record = {k: (v.name if hasattr(v, "name") and not isinstance(v, str) else v) for k, v in point.items()}
+        try:
+            record.update(flatten(_RUNNERS[kind](base, point, dict(runner_kwargs or {}))))
+            record["error"] = ""
+        except ParasimError as e:
+            record["error"] = str(e)
+        records.append(record)
+    return SweepTable(kind, tuple(vary), tuple(records))
+
+
+def plot_records(records: list[dict], y: str, x: str, line: str | None = None, ax=None, marker: str = "o"):
+    """The common sweep figure: `y` against `x`, one line per value of `line`, points in x order."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5.5, 3.5))
+    groups: dict = {}
+    for r in records:
+        if r.get(x) is None or r.get(y) is None:
+            continue
+        groups.setdefault(r.get(line) if line else y, []).append((r[x], r[y]))
+    for key, pts in groups.items():
+        pts.sort(key=lambda p: (p[0] is None, p[0]))
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, label=f"{line} = {key}" if line else y)
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    if line:
+        ax.legend(frameon=False)
+    ax.grid(alpha=0.3)
+    return ax
