@@ -2,7 +2,7 @@
 the search's best (d, c, t, p, e), each against parasim's cost model."""
 
 from simulator import ParallelConfig, activation_bytes_per_layer, estimate, get_model, search_training
-from simulator.lessons import compare, expect, ok
+from simulator.grading import compare, expect, ok
 
 LESSON = {
     "title": "Planning a 5-D run: fit a long-context MoE model on a cluster",

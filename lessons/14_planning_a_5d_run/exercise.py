@@ -6,7 +6,7 @@
 # then run `parasim lesson check 14`. Experiments sit under `if __name__ == "__main__":`.
 
 # %%
-from simulator import ParallelConfig, activation_bytes_per_layer, estimate, get_model, search_training
+from simulator import ParallelConfig, estimate, get_model, search_training
 
 HW = "h100-sxm"   # 80 GB HBM3, NVLink inside a node of 8
 
