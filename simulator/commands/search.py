@@ -14,18 +14,18 @@ from __future__ import annotations
 import json
 
 from ..cost.hardware import get_hardware, hardware_names
-from ..cost.memory import SCHEDULES
 from ..cost.model_presets import model_names
 from ..cost.search import search_training
-from .simulate import _SHAPE, _model, add_assumption_flags, assumptions_from_args
 from ..errors import ParasimError
+from ..parallel.schedule_registry import PRICED_SCHEDULES as SCHEDULES
 from ..units import fmt_bytes, fmt_time
+from .simulate import MODEL_SHAPE_FLAGS, add_assumption_flags, assumptions_from_args, model_from_args
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("search", help="search tp/pp/dp, micro-batch, schedule, ZeRO, recompute for the fastest fit")
     p.add_argument("--model", default=None, help=f"model preset: {', '.join(model_names())}")
-    for name in _SHAPE:
+    for name in MODEL_SHAPE_FLAGS:
         p.add_argument(f"--{name}", type=int, default=None, help=f"custom model: {name} (instead of --model)")
     p.add_argument("--gpus", type=int, required=True, help="number of devices")
     p.add_argument("--hardware", default="a100-80gb", help=f"preset: {', '.join(hardware_names())}")
@@ -44,7 +44,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    model, hw = _model(args), get_hardware(getattr(args, "hardware", "a100-80gb"))
+    model, hw = model_from_args(args), get_hardware(getattr(args, "hardware", "a100-80gb"))
     A = assumptions_from_args(args, model)
     cps = None
     if getattr(args, "cp", None):
