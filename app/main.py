@@ -34,9 +34,27 @@ PAGES = {
     ],
 }
 
+# Labels wrap instead of being cut ("time (priced pl..."): metric labels and values, tabs, widgets
+CSS = """<style>
+[data-testid="stMetricLabel"] *, [data-testid="stMetricLabel"] { white-space: normal !important;
+  overflow: visible !important; text-overflow: clip !important; }
+[data-testid="stMetricValue"] { font-size: 1.6rem; white-space: normal; overflow-wrap: anywhere; }
+[data-testid="stMetricValue"] * { white-space: normal !important; overflow: visible !important;
+  text-overflow: clip !important; }
+[data-testid="stWidgetLabel"] * { white-space: normal !important; text-overflow: clip !important; }
+</style>"""
+PRESENT = """<style>
+html { font-size: 20px; }
+[data-testid="stMainBlockContainer"] { max-width: 100% !important; padding-left: 2rem; padding-right: 2rem; }
+[data-testid="stMetricValue"] { font-size: 2.1rem; }
+</style>"""
+
 with st.sidebar:
     st.markdown("### parasim")
     st.caption("See how data, pipeline, tensor and hybrid parallelism train large models: "
                "every number comes from the parasim library, every page can show its code.")
+    present = st.toggle("Presentation mode", key="present", bind="query-params", persist_state="session",
+                        help="larger fonts and full-width charts, for a projector")
+st.html(CSS + (PRESENT if present else ""))
 
 st.navigation(PAGES).run()

@@ -1,4 +1,11 @@
-"""Small helpers shared by the pages: errors, "show the code", downloads, coming-soon notes.
+"""Small helpers shared by the pages: errors, "show the code", downloads, links, coming-soon notes.
+
+Shareable links: every page's widgets that define its configuration have a short `key` and
+`bind="query-params"` (`BIND`), so the URL holds the configuration (`/pipelines?p=8&m=16`) and
+follows the widgets; `restore`/`remember` keep them when the user visits another page and comes
+back (per page: pages reuse short keys such as `strategy` with different options).
+`page_url(page, **params)` builds such a link (lessons use it); app/README.md lists every page's
+parameters.
 
 Pages stay thin: widgets, one cached library call, one chart. Everything here is presentation.
 """
@@ -8,6 +15,7 @@ from __future__ import annotations
 import ast
 import inspect
 from contextlib import contextmanager
+from urllib.parse import urlencode
 
 import streamlit as st
 
@@ -17,6 +25,63 @@ from simulator import ParasimError, viz
 PAGE_FILES = {"Collectives": "views/collectives.py", "Sharding & auto-parallel": "views/sharding.py",
               "Training playground": "views/training.py", "Pipeline schedules": "views/pipelines.py",
               "Scale explorer": "views/scale.py", "Fault tolerance": "views/faults.py", "Lessons": "views/lessons.py"}
+# Streamlit's URL path of each page: the file's name without .py
+PAGE_PATHS = {title: file.split("/")[-1].removesuffix(".py") for title, file in PAGE_FILES.items()}
+# keyword arguments that bind a configuration widget to the URL (its key is the parameter's name)
+BIND = {"bind": "query-params"}
+
+
+def restore(page: str) -> None:
+    """Before a page's widgets: bring back the settings it had when the user left it (Streamlit
+    drops a page's widget values on a page switch); a parameter in the URL wins over them."""
+    for key, value in st.session_state.get(f"_kept/{page}", {}).items():
+        if key not in st.query_params and key not in st.session_state:
+            st.session_state[key] = value
+
+
+def remember(page: str, *keys: str) -> None:
+    """After a page's widgets: keep their values for `restore` (keys not shown now are kept too)."""
+    kept = dict(st.session_state.get(f"_kept/{page}", {}))
+    kept.update({k: st.session_state[k] for k in keys if k in st.session_state})
+    st.session_state[f"_kept/{page}"] = kept
+
+
+def page_url(page: str, base: str = "", **params) -> str:
+    """The link that opens `page` (its title or its path, e.g. "Pipeline schedules" or "pipelines")
+    with the given configuration: page_url("pipelines", p=8, m=16) -> "/pipelines?p=8&m=16".
+    Lists repeat the parameter (multiselects); booleans are true/false; `base` is the server
+    (e.g. "http://localhost:8501"). The parameter names are the widget keys (app/README.md)."""
+    path = PAGE_PATHS.get(page, page)
+    if path not in PAGE_PATHS.values():
+        raise ValueError(f"unknown page {page!r}; pages: {', '.join(PAGE_PATHS)}")
+    pairs = []
+    for key, value in params.items():
+        for v in (value if isinstance(value, (list, tuple)) else [value]):
+            pairs.append((key, str(v).lower() if isinstance(v, bool) else str(v)))
+    return f"{base.rstrip('/')}/{path}" + (f"?{urlencode(pairs)}" if pairs else "")
+
+
+def share_link() -> None:
+    """A "copy link" popover: the URL of this page with its current configuration (st.code has a
+    copy button)."""
+    with st.popover("Copy link", icon=":material/link:", help="a link that opens this page with these settings"):
+        try:
+            url = st.context.url
+        except Exception:  # noqa: BLE001  (no browser session, e.g. AppTest)
+            url = ""
+        query = urlencode([(k, v) for k, vs in st.query_params.to_dict().items()
+                           for v in ([vs] if isinstance(vs, str) else vs)])
+        link = (url or "").split("?")[0] + (f"?{query}" if query else "")
+        st.code(link or "(open the app in a browser to get a link)", language=None, wrap_lines=True)
+        st.caption("The address bar holds the same link: it follows every setting.")
+
+
+def interactive(chart, key: str | None = None) -> None:
+    """An Altair chart at full width (hover, zoom and selections run in the browser), with larger
+    text in presentation mode."""
+    from charts import styled
+
+    st.altair_chart(styled(chart, 17 if st.session_state.get("present") else 13), width="stretch", key=key)
 
 
 @contextmanager
@@ -30,7 +95,10 @@ def friendly_errors():
 
 
 def intro(title: str, teaches: str) -> None:
-    st.title(title)
+    top = st.columns([5, 1], vertical_alignment="bottom")
+    top[0].title(title)
+    with top[1]:
+        share_link()
     st.markdown(teaches)
 
 

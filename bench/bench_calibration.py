@@ -27,6 +27,7 @@ from simulator.cost.device_model import HardwareDeviceModel  # noqa: E402
 from simulator.cost.hardware import load_local  # noqa: E402
 from simulator.models import GPTConfig  # noqa: E402
 from simulator.parallel.config import TrainConfig  # noqa: E402
+
 try:  # noqa: E402
     from simulator.training import train
 except ImportError:

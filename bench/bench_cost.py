@@ -1,10 +1,10 @@
-"""Speed of the cost model: a huge pipeline timeline, one closed-form evaluation, a paper program.
+"""Speed of the cost model: a huge pipeline timeline, one closed-form evaluation, a scale program.
 
     python bench/bench_cost.py
 
 Targets: a 1F1B timeline with 128 stages and 1024 micro-batches in under 2 s; one analytic
 evaluation of a GPT-3-scale configuration in under 10 ms. The timeline is timed twice, honestly:
-by `schedule_sim.simulate` (unit-time, numpy) and by the event clock `clock.simulate` on the
+by `schedule_sim.simulate_schedule` (unit-time, numpy) and by the event clock `clock.simulate` on the
 equivalent Program (one Compute per action plus the Send/Recv of every stage boundary), whose
 walk validates and orders every instruction in Python. Wall and CPU seconds are printed (the
 machine may be shared; CPU time is the steadier figure).
@@ -16,11 +16,11 @@ import time
 
 from simulator.cost.analytic import estimate
 from simulator.cost.clock import SimpleDeviceModel, simulate
-from simulator.cost.paper import simulate_paper
 from simulator.cost.model_presets import PUBLISHED_RUNS
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
-from simulator.parallel.schedule_sim import simulate as simulate_schedule
-from simulator.parallel.schedules import make_schedule
+from simulator.cost.scale_sim import simulate_at_scale
+from simulator.parallel.schedule_registry import make_schedule
+from simulator.parallel.schedule_sim import simulate_schedule
 from simulator.program import Compute, Program, Recv, Send
 
 
@@ -75,16 +75,16 @@ def main() -> None:
     est, w_a, c_a = timed(lambda: estimate("gpt3-175b", cfg, "a100-80gb"), repeat=50)
     print(f"analytic GPT-3 175B {cfg!r}: {w_a * 1e3:.3f} ms wall / {c_a * 1e3:.3f} ms CPU (target < 10 ms); "
           f"step {est.step_time_s:.2f} s, {est.tflops_per_gpu:.1f} TFLOP/s/GPU")
-    pap, w_p, c_p = timed(lambda: simulate_paper("gpt3-175b", cfg, "a100-80gb", fold_tp=True))
-    print(f"paper program GPT-3 175B, one replica ({pap.simulated_ranks} ranks, {pap.instructions:,} "
+    pap, w_p, c_p = timed(lambda: simulate_at_scale("gpt3-175b", cfg, "a100-80gb", fold_tp=True))
+    print(f"scale program GPT-3 175B, one replica ({pap.simulated_ranks} ranks, {pap.instructions:,} "
           f"instructions): {w_p:.2f} s wall / {c_p:.2f} s CPU; step {pap.step_time_s:.2f} s, "
           f"bubble {pap.bubble_fraction:.1%}, exposed comm {pap.exposed_comm_s:.2f} s")
 
-    print("paper program vs closed form on Megatron-LM Table 1 (gradient reduce overlapped in both):")
+    print("scale program vs closed form on Megatron-LM Table 1 (gradient reduce overlapped in both):")
     A = Assumptions(overlap_grad_reduce=True)
     for run in PUBLISHED_RUNS:
         cfg = ParallelConfig(tp=run.tp, pp=run.pp, dp=run.dp, global_batch=run.global_batch, recompute="full")
-        sim, w, c = timed(lambda: simulate_paper(run.model, cfg, "a100-80gb", A, fold_tp=True))
+        sim, w, c = timed(lambda: simulate_at_scale(run.model, cfg, "a100-80gb", A, fold_tp=True))
         ana = estimate(run.model, cfg, "a100-80gb", A)
         print(f"  {run.model:16s} {sim.instructions:>9,} instr {c:6.2f} s CPU: clock {sim.step_time_s:7.3f} s, "
               f"closed form {ana.step_time_s:7.3f} s, ratio {sim.step_time_s / ana.step_time_s:.4f}; "

@@ -69,7 +69,7 @@ def main(argv=None) -> int:
         rows.append(bench_case(
             f"ring all_reduce {fmt_bytes(elems * 4)} x {n}", prog, inputs,
             lambda rt: np.allclose(rt.fetch(n - 1, ["act/y"])["act/y"], expected[n - 1], rtol=1e-4, atol=1e-4),
-            lambda: stacked.sum(axis=0), runtimes, args.reps))
+            lambda s=stacked: s.sum(axis=0), runtimes, args.reps))
         del stacked, inputs
 
         m = args.matmul

@@ -288,6 +288,33 @@ def lesson_13() -> None:
                          title="A 32-token GPT: activations per device fall as 1/c", logx=True))
 
 
+def lesson_14() -> None:
+    f = "14_planning_a_5d_run"
+    model = ps.get_model("llama3-8b", seq=131072)
+    bars = {}
+    for c in (1, 2, 4, 8):
+        r = ps.estimate(model, ps.ParallelConfig(tp=8, cp=c, dp=16 // c, global_batch=16, recompute="selective",
+                                                 sequence_parallel=True), "h100-sxm")
+        bars[f"c={c}, d={16 // c}"] = {"param+grad+opt": r.memory.model_state_bytes,
+                                       "act": r.memory.activation_bytes + r.memory.logits_bytes}
+    save(f, "llama3_8b_128k_memory.png",
+         viz.memory_breakdown(bars, capacity_bytes=80e9, title="Llama-3-8B at 128k tokens on 128 H100s, t=8+SP"))
+    moe = ps.get_model("llama3-8b", seq=32768, num_experts=8, moe_router_topk=2)
+    eps, runs = [1, 2, 4, 8], []
+    for e in (1, 2, 4, 8):
+        runs.append(ps.estimate(moe, ps.ParallelConfig(tp=4, cp=2, dp=8, ep=e, global_batch=16, recompute="selective",
+                                                       sequence_parallel=True), "h100-sxm"))
+    save(f, "moe_ep.png",
+         viz.sweep_chart(eps, {"memory per GPU / 100 GB": [r.memory_per_gpu_bytes / 100e9 for r in runs],
+                               "expert all-to-all s per step": [r.comm_time_by_kind.get("expert_all_to_all", 0.0)
+                                                                for r in runs],
+                               "data-parallel sync s per step": [r.comm_time_by_kind.get("data_parallel", 0.0)
+                                                                 for r in runs]},
+                         xlabel="expert-parallel degree e", ylabel="GB / 100, or seconds",
+                         title="8-expert Llama-3-8B, 32k tokens, t=4 c=2 d=8: e buys memory with all-to-all",
+                         logx=True))
+
+
 def main(argv: list[str]) -> int:
     MODE["check"], MODE["stale"] = "--check" in argv, []
     figures = {name[len("lesson_"):]: fn for name, fn in globals().items() if name.startswith("lesson_")}

@@ -34,9 +34,22 @@ import numpy as np
 
 from simulator.errors import ParasimError
 from simulator.layout_convert import (
-    REPEAT_AXIS, P, Partial, PartitionSpec, Replicate, Shard, check_strategy,
-    dims_from_placements, dims_from_spec, dims_from_tensor_map, matrix_axis_names,
-    mesh_from_device_matrix, placements_from_dims, spec_from_dims, tensor_map_from_dims)
+    REPEAT_AXIS,
+    P,
+    Partial,
+    PartitionSpec,
+    Replicate,
+    Shard,
+    check_strategy,
+    dims_from_placements,
+    dims_from_spec,
+    dims_from_tensor_map,
+    matrix_axis_names,
+    mesh_from_device_matrix,
+    placements_from_dims,
+    spec_from_dims,
+    tensor_map_from_dims,
+)
 from simulator.mesh import DeviceMesh
 
 __all__ = ["Layout", "P", "PartitionSpec", "Shard", "Replicate", "Partial", "REPEAT_AXIS"]

@@ -2,13 +2,15 @@
 
 A kernel is a pure numpy function `kernel(*inputs, **attrs) -> array | tuple of arrays`; it never
 mutates its inputs (the runtimes rely on this: a sent tensor is the value at the Send). Names are
-looked up in this table, never evaluated. Strategy packages register their own kernels in modules
-listed in `_KERNEL_MODULES`, imported on first lookup.
+looked up in this table, never evaluated. A strategy package registers its own kernels with
+`@kernel` in a module its compiler imports (parallel/layer_kernels.py, tp_kernels.py, ...,
+auto/kernels.py): nothing here names an upper layer. A runtime whose devices live in other
+processes ships the kernels a program uses with `Device.register_kernels` (functions travel by
+reference: unpickling one imports its module, which registers it).
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Callable
 
 import numpy as np
@@ -16,10 +18,6 @@ import numpy as np
 from .errors import ProgramError
 
 KERNELS: dict[str, Callable] = {}
-_KERNEL_MODULES = ("simulator.parallel.kernels", "simulator.auto.op_kernels", "simulator.auto.op_kernels_nn",
-                  "simulator.parallel.zero_kernels", "simulator.parallel.moe_kernels", "simulator.parallel.tp_kernels",
-                  "simulator.parallel.cp_kernels")
-_loaded = False
 
 
 def kernel(name: str):
@@ -32,16 +30,12 @@ def kernel(name: str):
     return register
 
 
+def register_kernels(kernels: dict[str, Callable]) -> None:
+    """Add kernels by name (what a device in another process receives from the driver)."""
+    KERNELS.update(kernels)
+
+
 def get_kernel(name: str) -> Callable:
-    global _loaded
-    if name not in KERNELS and not _loaded:
-        _loaded = True
-        for mod in _KERNEL_MODULES:
-            try:
-                importlib.import_module(mod)
-            except ModuleNotFoundError as e:  # a plugin package not written yet
-                if not (e.name and mod.startswith(e.name)):
-                    raise
     if name not in KERNELS:
         raise ProgramError(f"unknown compute kernel {name!r}; known: {', '.join(sorted(KERNELS))}")
     return KERNELS[name]

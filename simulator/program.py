@@ -190,7 +190,7 @@ def no_gc():
             gc.enable()
 
 
-def _walk(prog: Program) -> list[Event]:
+def _walk(prog: Program) -> list[Event]:  # noqa: C901 -- TODO(issue 12): split
     n, code = prog.n_devices, prog.code
     pcs = [0] * n
     events: list[Event] = []

@@ -36,8 +36,8 @@ from .cost.parallel_config import Assumptions, ParallelConfig
 from .cost.search import search_configs
 from .errors import ParasimError
 from .parallel.config import TrainConfig
-from .parallel.schedule_sim import simulate as simulate_schedule
-from .parallel.schedules import make_schedule
+from .parallel.schedule_registry import make_schedule
+from .parallel.schedule_sim import simulate_schedule
 from .training import train
 
 KINDS = ("train", "estimate", "search", "schedule")

@@ -15,6 +15,10 @@ import json
 from dataclasses import dataclass, field, replace
 
 LANES = ("compute", "comm")
+# The five parts of a step, defined in Trace.step_breakdown (they add up to 100%)
+STEP_PARTS = ("compute", "exposed_comm", "bubble", "other_idle", "optimizer")
+STEP_PART_LABELS = {"compute": "compute", "exposed_comm": "exposed communication", "bubble": "pipeline bubble",
+                    "other_idle": "other idle", "optimizer": "optimizer"}
 # The steps of a collective, expanded (simulate(collective_steps=True)): each chunk transfer as a
 # send on the source's "send" lane and a receive on the destination's "recv" lane, one flow
 # arrow between them. Apart from "comm" so its statistics (bytes, busy time) count each byte once.
@@ -70,6 +74,8 @@ class Trace:
     memory: list[MemorySample] = field(default_factory=list)
     wall_time_s: float | None = None  # measured by a real run, kept beside the simulated time
     name: str = ""
+    # Is every step a pipeline (idle time is its bubble)? None: a step is when its devices send/recv
+    pipelined: bool | None = None
 
     # ---- statistics -------------------------------------------------------------------------
     @property
@@ -78,35 +84,77 @@ class Trace:
 
     def lane_busy_s(self, device: int, lane: str) -> float:
         """Union length of the device's intervals on one lane."""
-        return _union_length([(e.start_s, e.end_s) for e in self.events if e.device == device and e.lane == lane])
+        return union_length([(e.start_s, e.end_s) for e in self.events if e.device == device and e.lane == lane])
 
     def device_stats(self) -> list[dict]:
-        """Per device: compute, communication (union of the comm lane), exposed communication
-        (comm not hidden under compute), idle time of the compute lane, and fractions of the step."""
-        span = self.makespan_s or 1.0
+        """Per device: the five parts of `step_breakdown` in seconds (compute_s, exposed_comm_s,
+        bubble_s, other_idle_s, optimizer_s; they add up to the makespan), the communication lane's
+        busy time comm_s (hidden or not), idle_s = bubble_s + other_idle_s, and fractions of the run."""
+        span = self.makespan_s
+        if self.pipelined is None:
+            pipelined_steps = {e.step for e in self.events if e.kind in ("send", "recv")}
+        else:
+            pipelined_steps = {e.step for e in self.events} if self.pipelined else set()
+        step_spans = step_windows(self.events)
+        by_device: dict[int, list[TraceEvent]] = {d: [] for d in range(self.n_devices)}
+        for e in self.events:
+            by_device.setdefault(e.device, []).append(e)
         stats = []
         for d in range(self.n_devices):
-            comp = [(e.start_s, e.end_s) for e in self.events if e.device == d and e.lane == "compute"]
-            comm = [(e.start_s, e.end_s) for e in self.events if e.device == d and e.lane == "comm"]
-            compute_s, comm_s = _union_length(comp), _union_length(comm)
-            exposed = _union_length(comp + comm) - compute_s
-            stats.append({
-                "device": d, "compute_s": compute_s, "comm_s": comm_s, "exposed_comm_s": exposed,
-                "idle_s": span - compute_s - exposed,
-                "compute_fraction": compute_s / span, "comm_fraction": comm_s / span,
-                "idle_fraction": (span - compute_s - exposed) / span,
-            })
+            mine = by_device[d]
+            work = [(e.start_s, e.end_s) for e in mine if e.lane == "compute" and e.phase != "optimizer"]
+            opt = [(e.start_s, e.end_s) for e in mine if e.lane == "compute" and e.phase == "optimizer"]
+            comm = [(e.start_s, e.end_s) for e in mine if e.lane == "comm"]
+            compute_s = union_length(work)
+            busy_compute = union_length(work + opt)
+            busy = union_length(work + opt + comm)
+            idle = uncovered(sorted(work + opt + comm), 0.0, span)
+            bubble_s = sum(_overlap(idle, w) for k, w in step_spans.items() if k in pipelined_steps)
+            idle_s = max(span - busy, 0.0)
+            row = {"device": d, "compute_s": compute_s, "optimizer_s": busy_compute - compute_s,
+                   "exposed_comm_s": busy - busy_compute, "bubble_s": min(bubble_s, idle_s),
+                   "other_idle_s": max(idle_s - bubble_s, 0.0), "comm_s": union_length(comm), "idle_s": idle_s}
+            row.update({f"{k[:-2]}_fraction": (row[k] / span if span > 0 else 0.0)
+                        for k in ("compute_s", "optimizer_s", "exposed_comm_s", "bubble_s", "other_idle_s", "comm_s",
+                                  "idle_s")})
+            stats.append(row)
         return stats
 
-    def bubble_fraction(self) -> float:
-        """Fraction of device-time in the step when a device neither computes nor waits on
-        exposed communication: sum(idle) / (devices x makespan). For a pipeline with equal
-        micro-batch times and free communication this is (p-1)/(m+p-1) of the step
-        (Narayanan et al. 2021, Sec. 2.2); communication time is reported apart."""
+    @property
+    def steps(self) -> int:
+        """Number of training steps the trace holds (distinct `step` values; at least 1)."""
+        return max(len({e.step for e in self.events}), 1)
+
+    @property
+    def step_time_s(self) -> float:
+        """Simulated time of one step: the makespan divided by the number of steps."""
+        return self.makespan_s / self.steps
+
+    def step_breakdown(self) -> dict[str, float]:
+        """Where the devices' time goes, as fractions of devices x simulated time (they add up to 1).
+        This is parasim's one accounting of a step (the CLI's JSON, the app and the lessons use it):
+
+        - compute: a device runs a kernel of the model (forward, backward, weight gradient; also work
+          later lost to a failure, and the recovery);
+        - exposed communication: its communication lane is busy while its compute lane is not (a
+          collective or a send/recv that nothing hides);
+        - pipeline bubble: it is idle (neither lane busy) inside a step whose program passes
+          activations between devices (send/recv): a stage waits for its input or its gradient;
+        - other idle: idle outside such steps (waiting for a slower device, a straggler);
+        - optimizer: it updates the weights (the optimizer phase).
+
+        For a pipeline with equal micro-batch times and free communication the bubble is
+        (p-1)/(m+p-1) (Narayanan et al. 2021, Sec. 2.2); a data-parallel step has no bubble, and the
+        time its devices wait for the gradient all-reduce is exposed communication."""
         span = self.makespan_s
         if span <= 0:
-            return 0.0
-        return sum(s["idle_s"] for s in self.device_stats()) / (self.n_devices * span)
+            return {k: 0.0 for k in STEP_PARTS}
+        stats = self.device_stats()
+        return {k: sum(s[f"{k}_s"] for s in stats) / (self.n_devices * span) for k in STEP_PARTS}
+
+    def bubble_fraction(self) -> float:
+        """The pipeline bubble's share of devices x simulated time (see `step_breakdown`)."""
+        return self.step_breakdown()["bubble"]
 
     def bytes_by_collective(self) -> dict[str, int]:
         """Bytes sent by all devices, per collective kind (and 'send' for point-to-point)."""
@@ -131,8 +179,9 @@ class Trace:
 
     def summary(self) -> dict:
         return {
-            "simulated_time_s": self.makespan_s, "wall_time_s": self.wall_time_s,
-            "bubble_fraction": self.bubble_fraction(), "bytes_by_collective": self.bytes_by_collective(),
+            "simulated_time_s": self.makespan_s, "steps": self.steps, "step_time_s": self.step_time_s,
+            "wall_time_s": self.wall_time_s, "bubble_fraction": self.bubble_fraction(),
+            "step_breakdown": self.step_breakdown(), "bytes_by_collective": self.bytes_by_collective(),
             "peak_memory_bytes_per_device": self.peak_memory_bytes(),
         }
 
@@ -147,9 +196,23 @@ class Trace:
         return self
 
     # ---- exports ----------------------------------------------------------------------------
-    def to_chrome(self) -> dict:
-        """Chrome trace event format: one process per device, one thread per lane, times in us;
-        flow events ("s"/"f") draw an arrow from each send to its receive; "C" counters draw memory."""
+    def chrome_time_scale(self) -> float:
+        """The factor (a power of 10, at least 1) by which `to_chrome` stretches time so that the
+        shortest event lasts at least 1 ns: Perfetto stores timestamps in whole nanoseconds and
+        drops shorter slices (a tiny model priced on an H100 has sub-ns kernels)."""
+        shortest = min((e.duration_s for e in self.events if e.duration_s > 0), default=1.0)
+        scale = 1.0
+        while shortest * scale < 1e-9 and scale < 1e12:
+            scale *= 10.0
+        return scale
+
+    def to_chrome(self, time_scale: float | None = None) -> dict:
+        """Chrome trace event format: one process per device, one thread per lane, times in us
+        (multiplied by `time_scale`, by default `chrome_time_scale()`; the factor is recorded in
+        otherData and in the trace's name); flow events ("s"/"f") draw an arrow from each send to its
+        receive; "C" counters draw memory."""
+        k = self.chrome_time_scale() if time_scale is None else float(time_scale)
+        us = 1e6 * k
         ev = []
         used = {e.lane for e in self.events}
         lanes = LANES + tuple(lane for lane in STEP_LANES if lane in used)
@@ -170,22 +233,23 @@ class Trace:
                 args["chunk"] = e.chunk
             tid = lanes.index(e.lane)
             ev.append({"ph": "X", "name": e.name, "cat": e.phase, "pid": e.device, "tid": tid,
-                       "ts": e.start_s * 1e6, "dur": e.duration_s * 1e6, "args": args})
+                       "ts": e.start_s * us, "dur": e.duration_s * us, "args": args})
             if e.flow is not None and e.kind in ("send", "recv"):
                 ph = "s" if e.kind == "send" else "f"
                 # Perfetto binds "s" (and "f" with bp=e) to the slice enclosing ts on its thread: the
                 # midpoint is strictly inside this send/recv, its edges touch back-to-back neighbours
                 ts = e.start_s + e.duration_s / 2
                 flow = {"ph": ph, "name": "p2p", "cat": "p2p", "id": e.flow, "pid": e.device, "tid": tid,
-                        "ts": ts * 1e6}
+                        "ts": ts * us}
                 if ph == "f":
                     flow["bp"] = "e"
                 ev.append(flow)
         for s in self.memory:
-            ev.append({"ph": "C", "name": "memory bytes", "pid": s.device, "ts": s.time_s * 1e6,
+            ev.append({"ph": "C", "name": "memory bytes", "pid": s.device, "ts": s.time_s * us,
                        "args": dict(s.bytes_by_category)})
-        return {"traceEvents": ev, "displayTimeUnit": "ms",
-                "otherData": {"name": self.name, "wall_time_s": self.wall_time_s}}
+        name = self.name if k == 1 else f"{self.name} (time x{k:g}: 1 us shown = {1 / k:g} us simulated)"
+        return {"traceEvents": ev, "displayTimeUnit": "ns" if k > 1 or self.makespan_s < 1e-3 else "ms",
+                "otherData": {"name": name, "wall_time_s": self.wall_time_s, "time_scale": k}}
 
     def to_chrome_json(self) -> str:
         return json.dumps(self.to_chrome())
@@ -205,7 +269,8 @@ class Trace:
         return buf.getvalue()
 
 
-def _union_length(intervals: list[tuple[float, float]]) -> float:
+def union_length(intervals: list[tuple[float, float]]) -> float:
+    """Total length covered by possibly overlapping [start, end) intervals."""
     total, cur_s, cur_e = 0.0, None, None
     for s, e in sorted(intervals):
         if cur_e is None or s > cur_e:
@@ -217,3 +282,29 @@ def _union_length(intervals: list[tuple[float, float]]) -> float:
     if cur_e is not None:
         total += cur_e - cur_s
     return total
+
+
+def step_windows(events) -> dict[int, tuple[float, float]]:
+    """Per step: (first start, last end) over all devices."""
+    out: dict[int, tuple[float, float]] = {}
+    for e in events:
+        lo, hi = out.get(e.step, (e.start_s, e.end_s))
+        out[e.step] = (min(lo, e.start_s), max(hi, e.end_s))
+    return out
+
+
+def uncovered(sorted_intervals: list[tuple[float, float]], lo: float, hi: float) -> list[tuple[float, float]]:
+    """The parts of [lo, hi] that no interval covers."""
+    out, cur = [], lo
+    for s, e in sorted_intervals:
+        if s > cur:
+            out.append((cur, min(s, hi)))
+        cur = max(cur, e)
+    if cur < hi:
+        out.append((cur, hi))
+    return [(a, b) for a, b in out if b > a]
+
+
+def _overlap(intervals: list[tuple[float, float]], window: tuple[float, float]) -> float:
+    lo, hi = window
+    return sum(max(0.0, min(b, hi) - max(a, lo)) for a, b in intervals)

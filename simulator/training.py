@@ -84,7 +84,9 @@ class TrainResult:
             "bubble_fraction": self.trace.bubble_fraction(),
             "peak_memory_bytes_per_device": self.trace.peak_memory_bytes(),
             "idle_fraction_per_device": [s["idle_fraction"] for s in stats],
-            "simulated_time_s": self.trace.makespan_s, "wall_time_s": self.wall_time_s,
+            "step_breakdown": self.trace.step_breakdown(),
+            "simulated_time_s": self.trace.makespan_s, "steps": self.trace.steps,
+            "step_time_s": self.trace.step_time_s, "wall_time_s": self.wall_time_s,
         }
 
 
@@ -147,6 +149,19 @@ def gather_params(compiled: Compiled, runtime) -> list[dict]:
         for li, n, t in items:
             out[li][n] = values[t]
     return out
+
+
+def price_training(cfg: TrainConfig, device_model: DeviceModel | None = None):
+    """Compile `cfg` and price its `cfg.steps` steps on the simulated clock, executing nothing:
+    the trace train() would give for the same settings (same events and times; no memory samples,
+    which only a run measures). Returns (trace, compiled)."""
+    cfg = cfg.resolved()
+    compiled = compile_strategy(cfg)
+    device_model = device_model or HardwareDeviceModel("local", cfg.devices, dtype="fp64")
+    trace = Trace(cfg.devices, name=compiled.program.name)
+    for step in range(cfg.steps):
+        trace.append(simulate(compiled.program, device_model, step=step))
+    return trace, compiled
 
 
 def train(cfg: TrainConfig, runtime=None, device_model: DeviceModel | None = None,

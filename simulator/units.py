@@ -32,8 +32,8 @@ def fmt_bytes(nbytes: float) -> str:
 
 
 def fmt_time(time_s: float) -> str:
-    """Human-readable seconds: 1.2 s, 35 ms, 80 us."""
-    for unit, scale in (("s", 1.0), ("ms", MS), ("us", US)):
+    """Human-readable seconds: 1.2 s, 35 ms, 80 µs, 3 ns."""
+    for unit, scale in (("s", 1.0), ("ms", MS), ("µs", US)):
         if abs(time_s) >= scale:
             return f"{time_s / scale:.3g} {unit}"
     return f"{time_s * 1e9:.3g} ns"

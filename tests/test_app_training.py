@@ -1,11 +1,18 @@
 """App page tests (training): renders without exceptions, key widgets, controls change results."""
 
+import pytest
 from app_helpers import metrics, page
 
-GPT = "tiny GPT (2 blocks, h=32, 4 heads, s=16, V=64)"
+GPT = "tiny GPT"
+
+
+def summary(at) -> str:
+    return next(c.value for c in at.caption if " on " in c.value and "dp=" in c.value)
 
 
 def run(at) -> dict:
+    if at.radio(key="run_mode").value == "run on Ray actors":  # Ray runs are tested under the ray marker
+        at.radio(key="run_mode").set_value("run in-process").run()
     at.button(key="run").click().run()
     assert not at.exception, at.exception
     assert not at.error, at.error[0].value
@@ -15,52 +22,56 @@ def run(at) -> dict:
 def test_training_run_shows_metrics_and_matches_one_device():
     at = page("training")
     assert at.info and "Run training" in at.info[0].value
-    assert {"model", "strategy", "devices", "microbatches", "schedule", "v", "batch", "steps", "price_on",
-            "mode"} <= {w.key for kind in ("selectbox", "slider", "select_slider", "radio") for w in at.sidebar.get(kind)}
+    assert {"net_model", "strategy", "devices", "microbatches", "schedule", "v", "batch", "steps", "price_on",
+            "run_mode"} <= {w.key for kind in ("selectbox", "slider", "select_slider", "radio") for w in at.sidebar.get(kind)}
     at.slider(key="microbatches").set_value(8).run()
     m = run(at)
     assert float(m["vs one device"]) < 1e-9
     assert "every weight equals the single-device run" in at.success[0].value
-    bubble_pp = float(m["bubble"].rstrip("%"))
+    bubble_pp = float(m["pipeline bubble"].rstrip("%"))
     assert bubble_pp > 0
-    assert len(at.get("imagelist") or at.get("image")) >= 3  # timeline, bubble breakdown, memory over time
+    assert len(at.get("imagelist") or at.get("image")) >= 2  # step breakdown, memory over time
+    assert len(at.get("vega_lite_chart")) == 2  # the interactive timeline and the loss curve
     events = at.dataframe[0].value
     assert set(events["device"]) == {1} and len(events) > 10  # the bar details, filtered to device 1
     at.multiselect(key="event_devices").set_value([0, 3]).run()
     assert set(at.dataframe[0].value["device"]) == {0, 3}
     at.selectbox(key="strategy").set_value("dp").run()
-    assert float(run(at)["bubble"].rstrip("%")) < bubble_pp  # data parallel has no pipeline bubble
+    m = run(at)
+    assert m["pipeline bubble"] == "0.0%" and float(m["exposed communication"].rstrip("%")) > 0  # it waits for the all-reduce
+    assert sum(float(m[k].rstrip("%")) for k in ("compute", "exposed communication", "pipeline bubble", "other idle",
+                                                  "optimizer")) == pytest.approx(100, abs=0.3)
 
 
 def test_training_degree_widgets_follow_the_strategy():
     at = page("training")
-    at.selectbox(key="model").set_value(GPT).run()
+    at.selectbox(key="net_model").set_value(GPT).run()
     at.selectbox(key="strategy").set_value("hybrid").run()
     assert {"h_dp", "h_pp", "h_tp"} <= {w.key for w in at.sidebar.selectbox}
     at.selectbox(key="h_dp").set_value(1).run()
     at.selectbox(key="h_tp").set_value(2).run()  # dp 1 x pp 2 x tp 2
     m = run(at)
-    assert float(m["vs one device"]) < 1e-9 and "pp=2" in at.caption[0].value and "tp=2" in at.caption[0].value
+    assert float(m["vs one device"]) < 1e-9 and "pp=2" in summary(at) and "tp=2" in summary(at)
     at.selectbox(key="strategy").set_value("tp").run()
     assert at.select_slider(key="tp").value == 4
     at.select_slider(key="tp").set_value(2).run()  # tp 2, dp 2
     m = run(at)
-    assert "dp=2" in at.caption[0].value and "tp=2" in at.caption[0].value
+    assert "dp=2" in summary(at) and "tp=2" in summary(at)
     at.selectbox(key="strategy").set_value("zero3").run()
     run(at)
-    assert "zero=3" in at.caption[0].value
+    assert "zero=3" in summary(at)
 
 
 def test_training_simulated_clock_prices_without_running():
     at = page("training")
-    at.radio(key="mode").set_value("simulated clock only").run()
+    at.radio(key="run_mode").set_value("simulated clock only").run()
     m = run(at)
-    assert m["vs one device"] == "not run" and m["peak memory"] == "not run"
-    assert float(m["bubble"].rstrip("%")) > 0  # 4 pipeline stages
+    assert m["vs one device"] == "not run" and m["peak memory per device"] == "not run"
+    assert float(m["pipeline bubble"].rstrip("%")) > 0  # 4 pipeline stages
     assert any("nothing was executed" in i.value for i in at.info)
-    one_step = m["simulated time"]
+    one_step = m["time per step"]
     at.slider(key="devices").set_value(2).run()
-    assert run(at)["simulated time"] != one_step
+    assert run(at)["time per step"] != one_step
 
 
 def test_training_refuses_bad_degrees_with_one_line():
@@ -90,15 +101,58 @@ def test_training_refusal_leaves_no_empty_progress_bar():
     assert len(at.error) == 1 and not at.get("progress")
 
 
+def test_training_run_and_clock_only_agree_and_single_defaults_to_one_device():
+    at = page("training")
+    at.radio(key="run_mode").set_value("run in-process").run()
+    ran = run(at)
+    at.radio(key="run_mode").set_value("simulated clock only").run()
+    priced = run(at)
+    assert ran["time per step"] == priced["time per step"] and ran["pipeline bubble"] == priced["pipeline bubble"]
+    at.selectbox(key="strategy").set_value("single").run()
+    assert at.slider(key="devices").disabled
+    assert "single on 1 device" in summary(at) or run(at) and "single on 1 device" in summary(at)
+
+
+def test_overlap_lab_buckets_hide_the_all_reduce():
+    at = page("training")
+    at.selectbox(key="strategy").set_value("dp").run()
+    at.radio(key="run_mode").set_value("simulated clock only").run()
+    assert at.selectbox(key="price_on").value == "teaching"
+    plain = float(run(at)["exposed communication"].rstrip("%"))
+    assert at.select_slider(key="bucket_mb").disabled
+    at.toggle(key="bucket").set_value(True).run()
+    at.select_slider(key="bucket_mb").set_value(0.05).run()
+    bucketed = float(run(at)["exposed communication"].rstrip("%"))
+    assert plain > 20 and bucketed < 0.6 * plain  # overlap with the backward hides a good part of it
+    assert "gradient buckets of 0.05 MB" in summary(at)
+
+
+def test_training_reads_its_configuration_from_the_url_and_keeps_results_beside_an_error():
+    from app_helpers import APP
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(APP / "views" / "training.py"), default_timeout=60)
+    at.query_params.update({"strategy": "tp", "net_model": "tiny GPT", "devices": "8", "run_mode": "simulated clock only"})
+    at.run()
+    assert at.selectbox(key="strategy").value == "tp" and at.slider(key="devices").value == 8
+    assert at.select_slider(key="tp").value == 4  # 4 heads: the largest valid degree is the default
+    first = run(at)
+    at.selectbox(key="strategy").set_value("hybrid").run()
+    at.selectbox(key="h_dp").set_value(8).run()  # dp 8 x pp 2 x tp 1 != 8 devices
+    at.button(key="run").click().run()
+    assert len(at.error) == 1 and "\n" not in at.error[0].value
+    assert metrics(at)["time per step"] == first["time per step"]  # the last good run stays on the page
+
+
 def test_training_accepts_context_parallel_degrees():
     at = page("training")
-    at.selectbox(key="model").set_value(GPT).run()
-    at.radio(key="mode").set_value("run in-process").run()
+    at.selectbox(key="net_model").set_value(GPT).run()
+    at.radio(key="run_mode").set_value("run in-process").run()
     at.selectbox(key="strategy").set_value("cp").run()
     assert at.select_slider(key="cp").value == 4 and at.radio(key="cp_kind").value == "ring"
     at.slider(key="microbatches").set_value(1).run()
     m = run(at)
-    assert float(m["vs one device"]) < 1e-9 and "cp=4" in at.caption[0].value
+    assert float(m["vs one device"]) < 1e-9 and "cp=4" in summary(at)
     at.selectbox(key="strategy").set_value("hybrid").run()
     assert "h_cp" in {w.key for w in at.sidebar.selectbox}
     at.selectbox(key="h_dp").set_value(1).run()
@@ -107,4 +161,4 @@ def test_training_accepts_context_parallel_degrees():
     at.selectbox(key="h_cp").set_value(2).run()  # tp 2 x cp 2 on 4 devices
     at.radio(key="cp_kind").set_value("all-to-all").run()
     m = run(at)
-    assert float(m["vs one device"]) < 1e-9 and "cp=2" in at.caption[0].value
+    assert float(m["vs one device"]) < 1e-9 and "cp=2" in summary(at)

@@ -6,17 +6,24 @@ import json
 
 import numpy as np
 import pytest
-
 from fault_tally import identical
+
 from simulator.cli import main
 from simulator.errors import ParasimError
-from simulator.faults import Checkpoint, convert_checkpoint, latest_checkpoint, restore, save_checkpoint, train_resilient
+from simulator.faults import (
+    Checkpoint,
+    convert_checkpoint,
+    latest_checkpoint,
+    restore,
+    save_checkpoint,
+    train_resilient,
+)
 from simulator.faults.shards import state_shapes
 from simulator.models import GPTConfig, MLPConfig
 from simulator.parallel.config import TrainConfig
 from simulator.parallel.strategies import compile_strategy
-from simulator.training import gather_params
 from simulator.runtime.local import LocalRuntime
+from simulator.training import gather_params
 
 MLP = MLPConfig(in_dim=6, hidden=8, layers=4, classes=3)
 BIG = TrainConfig(MLP, strategy="pp", devices=8, dp=4, pp=2, microbatches=2, batch_size=16, steps=4)

@@ -4,9 +4,16 @@ import math
 
 import pytest
 
-from simulator.collectives.plan import Plan, Step, Transfer
-from simulator.cost.comm import (ALGOS, KINDS, algbw_Bps, bus_bandwidth_factor, closed_form_time_s,
-                                 collective_time_s, plan_time)
+from simulator.collectives.plan import Plan, PlanStep, Transfer
+from simulator.cost.comm import (
+    ALGOS,
+    KINDS,
+    algbw_Bps,
+    bus_bandwidth_factor,
+    closed_form_time_s,
+    collective_time_s,
+    plan_time,
+)
 from simulator.errors import ParasimError
 from simulator.topology import Link, Topology
 
@@ -56,9 +63,9 @@ def _ring_all_reduce_plan(n, S):
     c = S // n
     steps = []
     for s in range(n - 1):
-        steps.append(Step(tuple(Transfer(r, (r + 1) % n, (r - s) % n, (r - s) % n, c, True) for r in range(n))))
+        steps.append(PlanStep(tuple(Transfer(r, (r + 1) % n, (r - s) % n, (r - s) % n, c, True) for r in range(n))))
     for s in range(n - 1):
-        steps.append(Step(tuple(Transfer(r, (r + 1) % n, (r + 1 - s) % n, (r + 1 - s) % n, c) for r in range(n))))
+        steps.append(PlanStep(tuple(Transfer(r, (r + 1) % n, (r + 1 - s) % n, (r + 1 - s) % n, c) for r in range(n))))
     return Plan("all_reduce", "ring", n, n, S, tuple(steps))
 
 

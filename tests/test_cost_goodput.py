@@ -4,8 +4,14 @@ import math
 
 import pytest
 
-from simulator.cost.goodput import (FailureModel, checkpoint_nbytes, daly_interval_s, goodput, goodput_curve,
-                                    young_interval_s)
+from simulator.cost.goodput import (
+    FailureModel,
+    checkpoint_nbytes,
+    daly_interval_s,
+    goodput,
+    goodput_curve,
+    young_interval_s,
+)
 from simulator.errors import ParasimError
 
 # GPT-3 175B on 1536 GPUs: 2.45 TB checkpoint written at 50 GB/s, 50,000 h per GPU

@@ -2,8 +2,13 @@
 
 import pytest
 
-from simulator.cost.memory import (activation_bytes_per_layer, in_flight_microbatches, logits_bytes,
-                                   megatron_bytes_per_param, model_state_bytes_per_device)
+from simulator.cost.memory import (
+    activation_bytes_per_layer,
+    in_flight_microbatches,
+    logits_bytes,
+    megatron_bytes_per_param,
+    model_state_bytes_per_device,
+)
 from simulator.errors import ParasimError
 
 

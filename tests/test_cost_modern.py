@@ -10,8 +10,8 @@ from simulator.cost.analytic import estimate
 from simulator.cost.comm import collective_time_s
 from simulator.cost.hardware import get_hardware
 from simulator.cost.model_presets import ModelSpec
-from simulator.cost.paper import simulate_paper
 from simulator.cost.parallel_config import MODERN, Assumptions, ParallelConfig
+from simulator.cost.scale_sim import simulate_at_scale
 from simulator.errors import ParasimError
 
 LLAMA = ModelSpec("llama-ish", layers=8, hidden=4096, heads=32, seq=8192, vocab=32000, ffn_hidden=11008,
@@ -91,7 +91,7 @@ def test_uneven_stages_on_the_event_clock_agree_with_the_closed_form():
     model = ModelSpec("odd", layers=10, hidden=1024, heads=16, seq=1024, vocab=8192)
     cfg = ParallelConfig(pp=4, global_batch=8, balance_embedding=True)       # 12 slots: 2, 3, 3, 2 layers
     assert cfg.stage_layers(10) == (2, 3, 3, 2)
-    sim = simulate_paper(model, cfg, "a100-80gb", Assumptions(overlap_grad_reduce=True))
+    sim = simulate_at_scale(model, cfg, "a100-80gb", Assumptions(overlap_grad_reduce=True))
     ana = estimate(model, cfg, "a100-80gb", Assumptions(overlap_grad_reduce=True))
     assert sim.step_time_s == pytest.approx(ana.step_time_s, rel=0.10)
 
@@ -148,7 +148,7 @@ MOE = ModelSpec("moe", layers=4, hidden=2048, heads=16, seq=2048, vocab=32000, f
 def test_context_and_expert_parallel_on_the_event_clock_agree_with_the_closed_form(cfg):
     model = MOE if cfg.ep > 1 else LLAMA
     A = Assumptions(flash_attention=True, overlap_grad_reduce=True)
-    sim = simulate_paper(model, cfg, "h100-sxm", A, fold_tp=True)
+    sim = simulate_at_scale(model, cfg, "h100-sxm", A, fold_tp=True)
     ana = estimate(model, cfg, "h100-sxm", A)
     assert sim.step_time_s == pytest.approx(ana.step_time_s, rel=0.10)
     kinds = set(sim.time_by_collective)

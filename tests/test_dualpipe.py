@@ -5,8 +5,8 @@ import pytest
 from simulator import GPTConfig, TrainConfig, train
 from simulator.errors import ParasimError
 from simulator.parallel.schedule_check import validate
-from simulator.parallel.schedule_sim import simulate
-from simulator.parallel.schedules import make_schedule
+from simulator.parallel.schedule_registry import make_schedule
+from simulator.parallel.schedule_sim import simulate_schedule
 
 GPT = GPTConfig(layers=6, hidden=16, heads=4, seq_len=8, vocab=16)
 
@@ -21,7 +21,7 @@ def test_dualpipe_is_valid_and_holds_p_plus_one_activations(p, m):
     # m/2 micro-batches per direction, fed from both ends
     assert {a.microbatch for a in s.actions[0] if a.kind == "F" and a.chunk == 0} == set(range(m // 2))
     assert {a.microbatch for a in s.actions[p - 1] if a.kind == "F" and a.chunk == 1} == set(range(m // 2, m))
-    assert max(simulate(s).peak_in_flight) == p + 1  # the report's Table 2: PP + 1
+    assert max(simulate_schedule(s).peak_in_flight) == p + 1  # the report's Table 2: PP + 1
 
 
 @pytest.mark.parametrize("t", [(1, 1, 1), (1, 2, 1), (2, 2, 1), (1, 1, 0.5)])
@@ -32,7 +32,7 @@ def test_bubbles_side_by_side_with_the_report_formulas(t, p):
     tf, tb, tw = t
     F, B, W = tf, tb + tw, tw
     m = 4 * p
-    bubble = {name: max(simulate(make_schedule(name, p, m), tf, tb, tw).bubble_time)
+    bubble = {name: max(simulate_schedule(make_schedule(name, p, m), tf, tb, tw).bubble_time)
               for name in ("1f1b", "zb-h1", "dualpipe")}
     assert bubble["1f1b"] == pytest.approx((p - 1) * (F + B))
     assert bubble["zb-h1"] == pytest.approx((p - 1) * (F + B - 2 * W))

@@ -4,8 +4,8 @@ fault-free run (tests/fault_tally.py counts the faults survived)."""
 import json
 
 import pytest
-
 from fault_tally import tally_fixture
+
 from simulator.cli import main
 from simulator.errors import DeviceFailure, ParasimError
 from simulator.faults import Fault, parse_faults, random_faults, train_resilient

@@ -3,8 +3,8 @@ as a dead actor naming the device, a straggler beyond the bounded wait is named,
 (new actors + restore) ends bit-identical to the fault-free run."""
 
 import pytest
-
 from fault_tally import tally_fixture
+
 from simulator.errors import DeviceFailure
 from simulator.faults import Fault, parse_faults, train_resilient
 from simulator.models import MLPConfig

@@ -163,7 +163,7 @@ def test_output_paths_are_checked_before_grading(tmp_path, capsys):
     assert cli_main(["lesson", "grade", "01", str(folder), "--csv", str(tmp_path / "no" / "scores.csv")]) == 2
     assert cli_main(["lesson", "grade", "01", str(folder), "--csv", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "inside the submissions folder" in err and "cannot write the CSV" in err and "is a folder" in err
+    assert "inside the submissions folder" in err and "does not exist" in err and "is a folder" in err
     assert not (folder / "scores.csv").exists() and not list(tmp_path.glob("*_feedback"))
 
 

@@ -3,7 +3,10 @@ lower ones (lazy imports inside functions count too). `ray` only in simulator/ru
 never in simulator/."""
 
 import ast
+import shutil
 from pathlib import Path
+
+from layering_graph import cycles, graph, private_imports
 
 ROOT = Path(__file__).resolve().parents[1] / "simulator"
 
@@ -26,8 +29,6 @@ LAYERS = [
 
 def layer_of(part: str) -> int:
     key = part[:-3] if part.endswith(".py") else part
-    if key.startswith("viz"):
-        key = "viz"
     for i, names in enumerate(LAYERS):
         if key in names:
             return i
@@ -69,7 +70,41 @@ def test_imports_point_down():
                 continue
             if len(mod) < 2:
                 continue
-            there = layer_of(mod[1] if not mod[1].startswith("viz") else "viz")
+            there = layer_of(mod[1])
             if there > here:
                 bad.append(f"{'/'.join(rel)} (layer {here}) imports {'.'.join(mod)} (layer {there})")
     assert not bad, "imports pointing up:\n" + "\n".join(bad)
+
+
+# TODO(issue 12): known cycles, each with its reason; the test fails when one disappears (remove it here)
+# or a new one appears. The grader checks a lesson's `requires` against the public namespace, which
+# re-exports the grader: simulator/grading/catalog.py imports `simulator` inside a function.
+KNOWN_CYCLES = [["simulator", "simulator.grading", "simulator.grading.catalog", "simulator.grading.check"]]
+
+
+def test_no_import_cycles_even_inside_functions():
+    found = cycles(graph(ROOT))
+    new = [c for c in found if c not in KNOWN_CYCLES]
+    assert not new, "import cycles (every import statement counts, lazy ones too):\n" + "\n".join(
+        " <-> ".join(c) for c in new)
+    gone = [c for c in KNOWN_CYCLES if c not in found]
+    assert not gone, f"these cycles are gone: remove them from KNOWN_CYCLES: {gone}"
+
+
+def test_no_private_names_imported_across_modules():
+    bad = private_imports(ROOT)
+    assert not bad, "private names imported from another module (make them public or move them):\n" + "\n".join(bad)
+
+
+def test_a_cycle_hidden_in_a_function_is_caught(tmp_path):
+    """Plant a cycle, made only of imports inside functions, in a scratch copy of simulator/."""
+    copy = tmp_path / "simulator"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert cycles(graph(copy)) == KNOWN_CYCLES
+    with open(copy / "errors.py", "a") as f:  # program.py imports errors.py at module level
+        f.write("\n\ndef _planted():\n    from .program import Program\n    return Program\n")
+    found = [c for c in cycles(graph(copy)) if c not in KNOWN_CYCLES]
+    assert any({"simulator.errors", "simulator.program"} <= set(c) for c in found), found
+    with open(copy / "mesh.py", "a") as f:
+        f.write("\n\ndef _planted():\n    from .topology import _hidden\n    return _hidden\n")
+    assert any(b.startswith("simulator/mesh.py:") and "_hidden" in b for b in private_imports(copy))

@@ -1,6 +1,7 @@
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simulator.errors import ParasimError
 from simulator.layout import Layout, P, Partial, PartitionSpec, Replicate, Shard

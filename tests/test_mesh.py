@@ -2,7 +2,8 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simulator.errors import ParasimError
 from simulator.mesh import DeviceMesh

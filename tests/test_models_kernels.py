@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from simulator.models import kernels as K
+from simulator.models import functional as K
 from simulator.models.attention import attention_backward, attention_forward
 from simulator.models.layers import CrossEntropy, Dense, Embedding, LMHead, TransformerBlock
 from simulator.units import nbytes_of

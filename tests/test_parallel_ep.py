@@ -53,7 +53,7 @@ def test_forward_equals_a_per_token_loop():
     y, cache = blk.forward(p, x)
     c = cache["pre"]
     expert, gates, flat = c["expert"], c["gates"], c["flat"]
-    from simulator.models.kernels import gelu_forward
+    from simulator.models.functional import gelu_forward
 
     for b in range(2):
         for t in range(6):

@@ -7,8 +7,8 @@ import pytest
 from simulator.models import GPTConfig, MLPConfig
 from simulator.parallel.config import TrainConfig
 from simulator.parallel.hybrid import axis_groups, hybrid_mesh
-from simulator.training import train
 from simulator.program import Collective, Send
+from simulator.training import train
 
 GPT = GPTConfig(layers=3, hidden=16, heads=4, seq_len=8, vocab=16)  # 5 model layers: emb, 3 blocks, head
 

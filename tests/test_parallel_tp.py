@@ -9,13 +9,13 @@ import pytest
 from simulator.cli import main
 from simulator.errors import ParasimError
 from simulator.models import GPTConfig, MLPConfig, build_model
-from simulator.models import kernels as K
+from simulator.models import functional as K
 from simulator.ops import run_kernel
 from simulator.parallel.config import TrainConfig
 from simulator.parallel.strategies import compile_strategy
 from simulator.parallel.tensor_parallel import join_param, shard_param
-from simulator.training import train
 from simulator.program import Collective
+from simulator.training import train
 
 GPT = GPTConfig(layers=2, hidden=16, heads=4, seq_len=8, vocab=16)  # 4 model layers: emb, 2 blocks, head
 

@@ -8,11 +8,15 @@ from simulator.errors import ParasimError
 from simulator.models import GPTConfig, MLPConfig, build_model, get_batch
 from simulator.parallel.config import TrainConfig
 from simulator.parallel.strategies import compile_strategy
-from simulator.training import train
-from simulator.parallel.zero import (expected_model_state_bytes, model_state_formula_bytes, model_state_report,
-                                     shard_sizes)
+from simulator.parallel.zero import (
+    expected_model_state_bytes,
+    model_state_formula_bytes,
+    model_state_report,
+    shard_sizes,
+)
 from simulator.program import Collective
 from simulator.runtime import make_runtime
+from simulator.training import train
 
 # h = 10: many parameter sizes (10, 30, 110, ...) do not divide by 3 or 4
 GPT = GPTConfig(layers=2, hidden=10, heads=2, seq_len=5, vocab=11)

@@ -2,12 +2,13 @@
 never crash or hang (only exit codes 0/1/2 or ParasimError), and programs with unmatched
 send/recv fail fast on both runtimes with the devices and instructions named."""
 
-import io
 import contextlib
+import io
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from simulator.cli import main
 from simulator.errors import ParasimError, ProgramError

@@ -9,9 +9,16 @@ from hypothesis import strategies as st
 
 from simulator.errors import ParasimError
 from simulator.parallel.schedule_check import format_schedule, parse_schedule, validate
-from simulator.parallel.schedule_sim import simulate
+from simulator.parallel.schedule_registry import make_schedule
+from simulator.parallel.schedule_sim import simulate_schedule
 from simulator.parallel.schedules import (
-    Action, Schedule, gpipe, interleaved, make_schedule, one_f_one_b, zb_h1, zb_h2,
+    Action,
+    Schedule,
+    gpipe,
+    interleaved,
+    one_f_one_b,
+    zb_h1,
+    zb_h2,
 )
 
 GRID = [(p, m) for p in (1, 2, 3, 4, 5, 8) for m in (1, 2, 3, 4, 7, 8, 16)]
@@ -78,7 +85,7 @@ def test_interleaved_warmup_formula():
 def test_gpipe_and_1f1b_bubble_fraction_of_step(name, p, m):
     """(p-1)/(m+p-1) of the step, bubble (p-1)(t_f+t_b) per stage, with BW = t_b + t_w."""
     for t_f, t_b, t_w in TIMES:
-        r = simulate(make_schedule(name, p, m), t_f, t_b, t_w)
+        r = simulate_schedule(make_schedule(name, p, m), t_f, t_b, t_w)
         assert close(r.bubble_fraction, (p - 1) / (m + p - 1))
         for b in r.bubble_time:
             assert close(b, (p - 1) * (t_f + t_b + t_w))
@@ -86,8 +93,8 @@ def test_gpipe_and_1f1b_bubble_fraction_of_step(name, p, m):
 
 @pytest.mark.parametrize("p, m", GRID)
 def test_peak_in_flight_1f1b_vs_gpipe(p, m):
-    assert simulate(one_f_one_b(p, m)).peak_in_flight == tuple(min(p - r, m) for r in range(p))
-    assert simulate(gpipe(p, m)).peak_in_flight == (m,) * p
+    assert simulate_schedule(one_f_one_b(p, m)).peak_in_flight == tuple(min(p - r, m) for r in range(p))
+    assert simulate_schedule(gpipe(p, m)).peak_in_flight == (m,) * p
 
 
 @pytest.mark.parametrize("p, v", [(2, 2), (2, 3), (3, 2), (4, 2), (4, 4), (5, 3), (8, 2)])
@@ -96,7 +103,7 @@ def test_interleaved_bubble_is_p_minus_1_over_vm_of_ideal(p, v, groups):
     """Each chunk costs t/v; idle per device / ideal compute m(t_f+t_b) = (p-1)/(v m)."""
     m = groups * p
     for t_f, t_b in [(1.0, 2.0), (1.0, 1.0)]:
-        r = simulate(interleaved(p, m, v), t_f / v, t_b / v, 0.0)
+        r = simulate_schedule(interleaved(p, m, v), t_f / v, t_b / v, 0.0)
         ideal = m * (t_f + t_b)
         for b, busy in zip(r.bubble_time, r.busy_time):
             assert close(busy, ideal)
@@ -109,7 +116,7 @@ def test_interleaved_bubble_is_p_minus_1_over_vm_of_ideal(p, v, groups):
 def test_interleaved_first_stage_memory(p, v):
     """Korthikanti et al. 2022 (REFERENCES §3): interleaving multiplies stage 0's p micro-batches
     of activations by (1 + (p-1)/(p v)); a chunk holds 1/v of them."""
-    r = simulate(interleaved(p, 4 * p, v))
+    r = simulate_schedule(interleaved(p, 4 * p, v))
     assert close(r.peak_in_flight[0] / v, p * (1 + (p - 1) / (p * v)))
 
 
@@ -117,8 +124,8 @@ def test_interleaved_first_stage_memory(p, v):
 @pytest.mark.parametrize("extra", [0, 1, 5, 13])
 def test_zb_h1_is_a_third_of_1f1b_with_equal_times(p, extra):
     m = p + extra
-    zb = simulate(zb_h1(p, m))
-    base = simulate(one_f_one_b(p, m))
+    zb = simulate_schedule(zb_h1(p, m))
+    base = simulate_schedule(one_f_one_b(p, m))
     for b_zb, b_base in zip(zb.bubble_time, base.bubble_time):
         assert close(b_zb, (p - 1) * (1 + 1 - 1))
         assert close(b_base, (p - 1) * (1 + 1 + 1))
@@ -131,7 +138,7 @@ def test_zb_h1_is_a_third_of_1f1b_with_equal_times(p, extra):
 @pytest.mark.parametrize("times", [(2.0, 2.0, 1.0), (1.0, 2.0, 1.0), (2.0, 3.0, 0.5)])
 def test_zb_h1_formula_for_unequal_times(p, m, times):
     t_f, t_b, t_w = times
-    r = simulate(zb_h1(p, m), t_f, t_b, t_w)
+    r = simulate_schedule(zb_h1(p, m), t_f, t_b, t_w)
     assert close(r.makespan - m * (t_f + t_b + t_w), (p - 1) * (t_f + t_b - t_w))
 
 
@@ -139,23 +146,23 @@ def test_zb_h1_formula_for_unequal_times(p, m, times):
 def test_zb_h2_smaller_still(p, m):
     # T_B = 2 T_W: REFERENCES §4's (p-1)(T_F+T_B-2T_W), below ZB-H1's (p-1)(T_F+T_B-T_W)
     t_f, t_b, t_w = 2.0, 2.0, 1.0
-    h1 = simulate(zb_h1(p, m), t_f, t_b, t_w)
-    h2 = simulate(zb_h2(p, m, t_f, t_b, t_w), t_f, t_b, t_w)
+    h1 = simulate_schedule(zb_h1(p, m), t_f, t_b, t_w)
+    h2 = simulate_schedule(zb_h2(p, m, t_f, t_b, t_w), t_f, t_b, t_w)
     assert close(h2.makespan - m * (t_f + t_b + t_w), (p - 1) * (t_f + t_b - 2 * t_w))
     assert h2.bubble_fraction < h1.bubble_fraction
     assert max(h2.peak_in_flight) == 2 * p - 1 > max(h1.peak_in_flight) == p
     # equal times: no idle inside any stage's span (zero bubble without an end-of-step sync),
     # and the synchronised step meets the lower bound (p-1) T_F that no schedule can beat
-    eq = simulate(zb_h2(p, m))
+    eq = simulate_schedule(zb_h2(p, m))
     assert all(close(b, 0.0) for b in eq.span_bubble_time)
     assert close(eq.makespan, 3 * m + (p - 1))
-    assert sum(simulate(zb_h1(p, m)).span_bubble_time) > 0
+    assert sum(simulate_schedule(zb_h1(p, m)).span_bubble_time) > 0
 
 
 def test_gpipe_with_communication_time():
     """Every hop adds t_comm on the forward and on the backward chain."""
     p, m, c = 4, 6, 0.25
-    r = simulate(gpipe(p, m), 1.0, 2.0, 0.0, t_comm=c)
+    r = simulate_schedule(gpipe(p, m), 1.0, 2.0, 0.0, t_comm=c)
     assert close(r.makespan, m * 3.0 + (p - 1) * (3.0 + 2 * c))
 
 
@@ -204,7 +211,7 @@ def test_every_generated_schedule_validates(name, p, groups, extra, v, t_f, t_b,
     s = make_schedule(name, p, m, v)
     validate(s)
     assert sum(a.kind == "F" for row in s.actions for a in row) == m * p * v
-    r = simulate(s, t_f, t_b, t_w, t_comm)
+    r = simulate_schedule(s, t_f, t_b, t_w, t_comm)
     _oracle(s, r, t_f, t_b, t_w, t_comm)
     work = m * v * (t_f + t_b + t_w)
     for b in r.bubble_time:
@@ -230,7 +237,7 @@ def test_wrong_schedules_are_refused_naming_the_dependency(text, words):
         validate(parse_schedule(text))
     assert words in str(err.value)
     with pytest.raises(ParasimError):
-        simulate(parse_schedule(text))
+        simulate_schedule(parse_schedule(text))
 
 
 def test_the_brief_example_stage_2_before_stage_3_gradient():
@@ -259,7 +266,7 @@ def test_hand_written_schedule_is_accepted_and_timed():
     validate(s)
     assert (s.p, s.m, s.v) == (2, 2, 1)
     assert format_schedule(s) == format_schedule(one_f_one_b(2, 2))
-    assert close(simulate(s, 1, 1, 0).makespan, 2 * 2 + 1 * 2)
+    assert close(simulate_schedule(s, 1, 1, 0).makespan, 2 * 2 + 1 * 2)
 
 
 @pytest.mark.parametrize("name, p, m, v", [("gpipe", 3, 4, 1), ("1f1b", 4, 6, 1), ("interleaved", 4, 8, 3),

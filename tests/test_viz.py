@@ -12,12 +12,22 @@ from simulator.cost.clock import simulate
 from simulator.errors import ParasimError
 from simulator.layout import Layout
 from simulator.mesh import DeviceMesh
-from simulator.parallel.schedule_sim import simulate as simulate_schedule
-from simulator.parallel.schedules import make_schedule
+from simulator.parallel.schedule_registry import make_schedule
+from simulator.parallel.schedule_sim import simulate_schedule
 from simulator.program import ProgramBuilder
 from simulator.trace import Trace, TraceEvent
-from simulator.viz import (PHASE_COLORS, collective_steps, layout_grid, memory_breakdown, memory_over_time,
-                           png_bytes, schedule_chart, schedule_compare, sweep_chart, timeline)
+from simulator.viz import (
+    PHASE_COLORS,
+    collective_steps,
+    layout_grid,
+    memory_breakdown,
+    memory_over_time,
+    png_bytes,
+    schedule_chart,
+    schedule_compare,
+    sweep_chart,
+    timeline,
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -202,7 +212,7 @@ def test_device_breakdown_shares_sum_to_one_per_device():
     fig = device_breakdown(trace)
     ax = fig.axes[0]
     bars = ax.patches
-    assert len(bars) == 3 * trace.n_devices
+    assert len(bars) == 5 * trace.n_devices  # compute, exposed comm, bubble, other idle, optimizer
     for d in range(trace.n_devices):
         total = sum(b.get_width() for b in bars[d::trace.n_devices])
         assert total == pytest.approx(1.0, rel=1e-9)

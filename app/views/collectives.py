@@ -4,9 +4,19 @@ import numpy as np
 import streamlit as st
 from ui import figure, friendly_errors, intro, show_code
 
-from simulator import (algorithms, bus_bandwidth_factor, collective_time_s, get_hardware, hardware_names, make_plan,
-                       plan_time, reference, viz)
-from simulator import COLLECTIVE_KINDS as KINDS, collective
+from simulator import COLLECTIVE_KINDS as KINDS
+from simulator import (
+    algorithms,
+    bus_bandwidth_factor,
+    collective,
+    collective_time_s,
+    get_hardware,
+    hardware_names,
+    make_plan,
+    plan_time,
+    reference,
+    viz,
+)
 from simulator.units import fmt_bytes, fmt_time
 
 SIZES = {"1 kB": 1e3, "64 kB": 64e3, "1 MB": 1e6, "16 MB": 16e6, "256 MB": 256e6, "1 GB": 1e9}

@@ -6,8 +6,7 @@ from ui import figure, friendly_errors, intro, show_code, trace_downloads
 from simulator import Fault, GPTConfig, HardwareDeviceModel, MLPConfig, TrainConfig, train, train_resilient, viz
 from simulator.units import fmt_time
 
-MODELS = {"MLP, 8 layers (64 → 256 → 8 classes)": MLPConfig(64, 256, 8, 8),
-          "tiny GPT (2 blocks, h=32, 4 heads, s=16, V=64)": GPTConfig(2, 32, 4, 16, 64)}
+MODELS = {"MLP": MLPConfig(64, 256, 8, 8), "tiny GPT": GPTConfig(2, 32, 4, 16, 64)}  # as on the Training playground
 STRATEGIES = {"dp": "data parallel (replicas can restore a lost device)",
               "pp": "pipeline (no replicas: restore from the checkpoint)",
               "zero1": "ZeRO-1 (sharded optimizer state: restore from the checkpoint)",

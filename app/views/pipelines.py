@@ -5,8 +5,19 @@ import inspect
 import streamlit as st
 from ui import figure, intro, show_code, trace_downloads
 
-from simulator import SCHEDULES, ParasimError, SimResult, interleaved, make_schedule, one_f_one_b, zb_h1, zb_h2, viz
-from simulator import simulate_schedule as simulate
+from simulator import (
+    SCHEDULE_SPECS,
+    SCHEDULES,
+    ParasimError,
+    SimResult,
+    interleaved,
+    make_schedule,
+    one_f_one_b,
+    simulate_schedule,
+    viz,
+    zb_h1,
+    zb_h2,
+)
 
 NAMES = list(SCHEDULES)  # gpipe, 1f1b, interleaved, zb-h1, zb-h2, dualpipe
 
@@ -37,14 +48,14 @@ def run_schedules(names: tuple, p: int, m: int, v: int, t_f: float, t_b: float, 
     for name in names:
         try:
             if name == "interleaved":
-                res = simulate(interleaved(p, m, v), t_f / v, t_b / v, t_w / v, t_comm)
-            elif name in ("zb-h1", "zb-h2"):
+                res = simulate_schedule(interleaved(p, m, v), t_f / v, t_b / v, t_w / v, t_comm)
+            elif SCHEDULE_SPECS[name].splits_bw:  # the zero-bubble ones: greedy variants take the times
                 make = zb_h1 if name == "zb-h1" else zb_h2
                 times = {"t_f": t_f, "t_b": t_b, "t_w": t_w}  # greedy variants order by the times
                 kw = {k: t for k, t in times.items() if k in inspect.signature(make).parameters}
-                res = simulate(make(p, m, **kw), t_f, t_b, t_w, t_comm)
+                res = simulate_schedule(make(p, m, **kw), t_f, t_b, t_w, t_comm)
             else:
-                res = simulate(make_schedule(name, p, m), t_f, t_b, t_w, t_comm)
+                res = simulate_schedule(make_schedule(name, p, m), t_f, t_b, t_w, t_comm)
             out.append((name, res, ""))
         except ParasimError as err:
             out.append((name, None, str(err)))
@@ -100,4 +111,4 @@ trace = viz.schedule_trace(dict(good)[pick])
 if len(good) > 1:  # the PNG, like the JSON and CSV, holds the chosen schedule only
     png = viz.png_bytes(viz.schedule_chart(dict(good)[pick]), dpi=120)
 trace_downloads(trace, png, f"pipeline-{pick}-p{p}-m{m}", key="pipe")
-show_code(simulate, one_f_one_b, zb_h1, zb_h2, key="code")
+show_code(simulate_schedule, one_f_one_b, zb_h1, zb_h2, key="code")

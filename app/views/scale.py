@@ -4,12 +4,27 @@ configuration search and why the alternatives lose; two configurations side by s
 import streamlit as st
 from ui import figure, intro, or_error, show_code
 
-from simulator import (FailureModel, ModelSpec, ParallelConfig, daly_interval_s, estimate, get_hardware, get_model,
-                       goodput, goodput_curve, hardware_names, model_names, search_training, viz, young_interval_s)
-from simulator import checkpoint_nbytes
+from simulator import (
+    PRICED_SCHEDULES,
+    FailureModel,
+    ModelSpec,
+    ParallelConfig,
+    checkpoint_nbytes,
+    daly_interval_s,
+    estimate,
+    get_hardware,
+    get_model,
+    goodput,
+    goodput_curve,
+    hardware_names,
+    model_names,
+    search_training,
+    viz,
+    young_interval_s,
+)
 from simulator.units import fmt_time
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2")
+SCHEDULES = PRICED_SCHEDULES  # the schedules the closed form prices (simulator.parallel.schedule_registry)
 RECOMPUTE = ("none", "selective", "full")
 CUSTOM = "custom ..."
 TP, PP, DP = [1, 2, 4, 8], [1, 2, 4, 8, 12, 16, 24, 32, 64], [1, 2, 4, 8, 16, 32, 64, 128]

@@ -1,16 +1,32 @@
 """Training playground: run real training steps of a parallel strategy on emulated devices, or only
-price its program on the simulated clock."""
+price its program on the simulated clock; the overlap lab buckets the data-parallel gradients."""
 
 import streamlit as st
-from ui import figure, friendly_errors, intro, show_code, trace_downloads
+from charts import timeline_chart
+from ui import BIND, figure, interactive, intro, remember, restore, show_code, trace_downloads
 
-from simulator import (SCHEDULES, STRATEGIES, GPTConfig, HardwareDeviceModel, MLPConfig, MoEGPTConfig, ParasimError,
-                       TrainConfig, compile_strategy, hardware_names, simulate, train, viz)
+from simulator import (
+    SCHEDULES,
+    STRATEGIES,
+    GPTConfig,
+    HardwareDeviceModel,
+    MLPConfig,
+    MoEGPTConfig,
+    ParasimError,
+    TrainConfig,
+    compile_strategy,
+    hardware_names,
+    price_training,
+    train,
+    viz,
+)
+from simulator.trace import STEP_PART_LABELS
 from simulator.units import fmt_bytes, fmt_time
 
-MODELS = {"MLP, 8 layers (64 → 256 → 8 classes)": MLPConfig(64, 256, 8, 8),
-          "tiny GPT (2 blocks, h=32, 4 heads, s=16, V=64)": GPTConfig(2, 32, 4, 16, 64),
-          "tiny MoE GPT (2 blocks, 4 experts, top-1)": MoEGPTConfig(2, 32, 4, 16, 64, experts=4)}
+MODELS = {"MLP": MLPConfig(64, 256, 8, 8), "tiny GPT": GPTConfig(2, 32, 4, 16, 64),
+          "tiny MoE GPT": MoEGPTConfig(2, 32, 4, 16, 64, experts=4)}
+MODEL_HELP = ("MLP: 8 layers, 64 → 256 → 8 classes. tiny GPT: 2 blocks, hidden 32, 4 heads, sequence 16, "
+              "vocabulary 64. tiny MoE GPT: the same with 4 experts, top-1 routing.")
 ABOUT = {"single": "one device: the reference", "dp": "data parallel: replicas, gradients AllReduced",
          "layer": "layer-wise model parallel: contiguous layers per device, one batch",
          "pp": "pipeline: layer stages, micro-batches on a schedule",
@@ -23,10 +39,29 @@ ABOUT = {"single": "one device: the reference", "dp": "data parallel: replicas, 
          "hybrid": "dp × cp × pp × tp on Megatron's mesh"}
 MODES = ("run on Ray actors", "run in-process", "simulated clock only")
 PIPELINED = ("pp", "hybrid", "cp")
+BUCKETS = (0.01, 0.05, 0.25, 1.0, 4.0)
+# The definitions of Trace.step_breakdown, shown as the help of each part
+PART_HELP = {
+    "compute": "a device runs a kernel of the model (forward, backward, weight gradient)",
+    "exposed_comm": "its communication lane is busy while its compute lane is not: a collective or a "
+                    "send/recv that nothing hides (light red on the timeline)",
+    "bubble": "it is idle inside a pipelined step: a stage waits for its input or its gradient "
+              "(grey on the timeline)",
+    "other_idle": "it is idle outside a pipeline: waiting for a slower device (beige on the timeline)",
+    "optimizer": "it updates the weights",
+}
+KEYS = ("net_model", "strategy", "devices", "tp", "ep", "cp", "cp_kind", "h_cp", "h_dp", "h_pp", "h_tp", "microbatches", "schedule", "v", "batch",
+        "steps", "bucket", "bucket_mb", "grad_dtype", "price_on", "run_mode")
 
 
 def divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def tp_degrees(model, devices: int) -> list[int]:
+    """Tensor-parallel degrees that divide the devices and, for a GPT, its heads (Megatron cuts heads)."""
+    heads = getattr(model, "heads", None)
+    return [d for d in divisors(devices) if heads is None or heads % d == 0]
 
 
 intro("Training playground",
@@ -34,79 +69,122 @@ intro("Training playground",
       "simulated clock. Every run is checked against **one device** doing the same steps: parallelism may "
       "change the timeline and the memory, never the math.")
 
+restore("training")
 with st.sidebar:
     st.subheader("Model and strategy")
-    model_name = st.selectbox("Model", list(MODELS), key="model")
-    strategy = st.selectbox("Strategy", STRATEGIES, index=STRATEGIES.index("pp"), key="strategy",
-                            format_func=lambda s: f"{s} · {ABOUT.get(s, '')}")
-    devices = st.slider("Devices", 1, 8, 4, key="devices")
+    model_name = st.selectbox("Model", list(MODELS), key="net_model", help=MODEL_HELP, **BIND)
+    strategy = st.selectbox("Strategy", STRATEGIES, index=STRATEGIES.index("pp"), key="strategy", **BIND)
+    st.caption(ABOUT.get(strategy, ""))
+    devices = st.slider("Devices", 1, 8, 4, key="devices", disabled=strategy == "single",
+                        help="a single device is the reference: the strategy 'single' always uses 1", **BIND)
+    if strategy == "single":
+        devices = 1
     dp = pp = 0
     tp = ep = cp = 1
     cp_kind = "ring"
     if strategy in ("cp", "hybrid"):
         cp_kind = st.radio("Context-parallel attention", ("ring", "all-to-all"), key="cp_kind", horizontal=True,
                            help="ring: K/V blocks travel round the context group (Send/Recv); all-to-all "
-                                "(Ulysses): heads <-> sequence, two AllToAlls per attention")
+                                "(Ulysses): heads <-> sequence, two AllToAlls per attention", **BIND)
     if strategy == "cp":
         cp = st.select_slider("Context-parallel degree c", divisors(devices), value=devices, key="cp",
-                              help="each sequence is split c ways; the remaining devices are data-parallel")
+                              help="each sequence is split c ways; the remaining devices are data-parallel", **BIND)
     elif strategy in ("tp", "sp"):
-        tp = st.select_slider("Tensor-parallel degree t", divisors(devices), value=devices, key="tp",
-                              help="the remaining devices are data-parallel replicas")
+        degrees = tp_degrees(MODELS[model_name], devices)
+        tp = st.select_slider("Tensor-parallel degree t", degrees, value=degrees[-1], key="tp",
+                              help="divides the devices and the heads; the remaining devices are data-parallel "
+                                   "replicas", **BIND)
     elif strategy == "ep":
-        ep = st.select_slider("Expert-parallel degree e", divisors(devices), value=devices, key="ep")
+        ep = st.select_slider("Expert-parallel degree e", divisors(devices), value=devices, key="ep", **BIND)
     elif strategy == "hybrid":
         c = st.columns(4)
-        dp = c[0].selectbox("dp", divisors(devices), index=min(1, len(divisors(devices)) - 1), key="h_dp")
-        pp = c[1].selectbox("pp", divisors(devices), index=min(1, len(divisors(devices)) - 1), key="h_pp")
-        tp = c[2].selectbox("tp", divisors(devices), key="h_tp")
-        cp = c[3].selectbox("cp", divisors(devices), key="h_cp")
+        ds = divisors(devices)
+        pp0 = 2 if devices % 2 == 0 else 1
+        dp = c[0].selectbox("dp", ds, index=ds.index(devices // pp0), key="h_dp", **BIND)
+        pp = c[1].selectbox("pp", ds, index=ds.index(pp0), key="h_pp", **BIND)
+        tp = c[2].selectbox("tp", tp_degrees(MODELS[model_name], devices), key="h_tp", **BIND)
+        cp = c[3].selectbox("cp", ds, key="h_cp", **BIND)
         st.caption(f"dp × cp × pp × tp = {dp * cp * pp * tp} (must be {devices}); ranks in Megatron's order, "
                    "tensor fastest, then context, data, pipeline")
     st.subheader("Batch and schedule")
     pipelined = strategy in PIPELINED
-    microbatches = st.slider("Micro-batches", 1, 16, 4, key="microbatches",
-                             help="per step; layer-wise model parallelism uses 1")
+    microbatches = st.slider("Micro-batches", 1, 16, 4, key="microbatches", disabled=strategy in ("layer", "single"),
+                             help="per step; layer-wise model parallelism passes the whole batch (1)", **BIND)
     schedule = st.selectbox("Pipeline schedule", SCHEDULES, index=SCHEDULES.index("1f1b"), key="schedule",
-                            disabled=not pipelined)
+                            disabled=not pipelined, **BIND)
     v = st.slider("Chunks per device v (interleaved)", 1, 4, 1, key="v",
-                  disabled=not (pipelined and schedule == "interleaved"))
-    batch = st.select_slider("Global batch", [16, 32, 64, 128], value=64, key="batch")
-    steps = st.slider("Steps", 1, 6, 3, key="steps")
+                  disabled=not (pipelined and schedule == "interleaved"), **BIND)
+    batch = st.select_slider("Global batch", [16, 32, 64, 128], value=64, key="batch", **BIND)
+    steps = st.slider("Steps", 1, 6, 3, key="steps", **BIND)
+    st.subheader("Overlap lab")
+    bucket = st.toggle("Bucket the gradients (overlap with backward)", key="bucket",
+                       help="PyTorch DDP: gradients packed into buckets in the order backward produces them; each "
+                            "bucket's AllReduce starts as soon as it is full and runs while backward goes on. "
+                            "Off: one blocking AllReduce per parameter after the backward", **BIND)
+    bucket_mb = st.select_slider("Bucket size (MB)", BUCKETS, value=0.25, key="bucket_mb", disabled=not bucket,
+                                 help="smaller buckets start earlier; larger ones pay fewer latencies", **BIND)
+    grad_dtype = st.selectbox("Gradients on the wire", ["float64", "float32", "float16"], key="grad_dtype",
+                              help="cast before the AllReduce: fewer bytes, a rounding error the check measures",
+                              **BIND)
     st.subheader("Run")
     hws = hardware_names()
-    price_on = st.selectbox("Price the timeline on", hws, key="price_on",
-                            index=hws.index("local") if "local" in hws else 0,
-                            help="local = this machine (parasim calibrate); the others are datasheet presets")
-    mode = st.radio("How", MODES, key="mode",
+    price_on = st.selectbox("Price the timeline on", hws, key="price_on", index=hws.index("teaching"),
+                            help="teaching: an invented device on which these tiny models compute about as long "
+                                 "as they communicate; local = this machine (parasim calibrate); the others are "
+                                 "datasheet presets (there the tiny models' kernels last nanoseconds)", **BIND)
+    mode = st.radio("How", MODES, key="run_mode", **BIND,
                     help="Ray starts once when the app server starts (2 CPUs, one actor per device); in-process "
-                         "devices behave identically; the simulated "
-                         "clock compiles and prices one step without executing it")
+                         "devices behave identically; the simulated clock compiles and prices the steps "
+                         "without executing them")
     run = st.button("Run training" if mode != MODES[2] else "Price on the clock", type="primary", key="run",
                     width="stretch")
+remember("training", *KEYS)
 
 
-def make_config(model_name, strategy, devices, dp, pp, tp, ep, cp, cp_kind, microbatches, schedule, v, batch, steps):
+def make_config(model_name, strategy, devices, dp, pp, tp, ep, cp, cp_kind, microbatches, schedule, v, batch, steps,
+                bucket_mb, grad_dtype):
     return TrainConfig(MODELS[model_name], strategy=strategy, devices=devices, dp=dp, pp=pp, tp=tp, ep=ep,
                        cp=cp, cp_kind=cp_kind,
-                       microbatches=1 if strategy == "layer" else microbatches,
+                       microbatches=1 if strategy in ("layer", "single") else microbatches,
                        schedule=schedule if strategy in PIPELINED else "1f1b",
                        virtual_stages=v if strategy in PIPELINED and schedule == "interleaved" else 1,
-                       batch_size=batch, steps=steps)
+                       batch_size=batch, steps=steps, bucket_mb=bucket_mb, grad_dtype=grad_dtype)
 
 
 def device_model(price_on: str, devices: int) -> HardwareDeviceModel:
-    return HardwareDeviceModel(price_on, devices, dtype="fp64" if price_on == "local" else "bf16")
+    return HardwareDeviceModel(price_on, devices, dtype="fp64" if price_on in ("local", "teaching") else "bf16")
+
+
+def summary(cfg: TrainConfig, notes: dict) -> str:
+    """One readable line: the strategy, the resolved degrees, the batch and the schedule."""
+    parts = [f"{cfg.strategy} on {cfg.devices} device{'s' if cfg.devices > 1 else ''}",
+             f"dp={cfg.dp} · pp={cfg.pp} · tp={cfg.tp}" + (f" · ep={cfg.ep}" if cfg.ep > 1 else "") + (f" · cp={cfg.cp}" if getattr(cfg, "cp", 1) > 1 else "")
+             + (f" · zero={cfg.zero}" if cfg.zero else ""),
+             f"batch {cfg.batch_size} in {cfg.m} micro-batch{'es' if cfg.m > 1 else ''}"]
+    if cfg.pp > 1:
+        parts.append(f"schedule {notes.get('schedule', cfg.schedule)}, stages {notes.get('stages', '-')}")
+    if cfg.bucket_mb:
+        parts.append(f"gradient buckets of {cfg.bucket_mb:g} MB")
+    if cfg.grad_dtype != "float64":
+        parts.append(f"gradients sent as {cfg.grad_dtype}")
+    return " · ".join(parts)
+
+
+def stage_map(cfg: TrainConfig) -> dict[int, int] | None:
+    """Device -> pipeline stage on the (pp, dp, tp) mesh, tensor fastest (None without a pipeline)."""
+    if cfg.pp <= 1:
+        return None
+    per_stage = cfg.devices // cfg.pp
+    return {d: d // per_stage for d in range(cfg.devices)}
 
 
 @st.cache_data(show_spinner="Compiling and pricing ...", max_entries=32)
 def price_only(cfg: TrainConfig, price_on: str) -> dict:
-    """Compile the strategy and price one step on the clock, executing nothing."""
-    cfg = cfg.resolved()
-    compiled = compile_strategy(cfg)
-    trace = simulate(compiled.program, device_model(price_on, cfg.devices))
+    """Compile the strategy and price its steps on the clock, executing nothing."""
+    trace, compiled = price_training(cfg, device_model(price_on, cfg.devices))
+    resolved = cfg.resolved()
     return {"trace": trace, "losses": [], "reference": [], "diff": None, "sent": None, "wall_s": None,
-            "notes": dict(compiled.notes), "config": repr(cfg), "messages": None}
+            "summary": summary(resolved, compiled.notes), "stages": stage_map(resolved), "messages": None}
 
 
 def run_for_real(cfg: TrainConfig, price_on: str, on_ray: bool) -> dict:
@@ -134,17 +212,22 @@ def run_for_real(cfg: TrainConfig, price_on: str, on_ray: bool) -> dict:
     bar.progress(1.0, text="checked against one device")
     return {"trace": res.trace, "losses": res.losses, "reference": res.reference_losses,
             "diff": res.max_rel_weight_diff_vs_single, "sent": res.bytes_sent_per_device,
-            "messages": res.messages, "wall_s": res.wall_time_s, "notes": dict(res.compiled.notes),
-            "config": repr(res.config)}
+            "messages": res.messages, "wall_s": res.wall_time_s, "summary": summary(res.config, res.compiled.notes),
+            "stages": stage_map(res.config)}
 
 
 request = (model_name, strategy, devices, dp, pp, tp, ep, cp, cp_kind, microbatches, schedule, v, batch, steps,
-           price_on, mode)
+           bucket_mb if bucket else None, grad_dtype, price_on, mode)
 if run:
-    with friendly_errors():
-        cfg = make_config(*request[:14])
+    try:
+        cfg = make_config(*request[:16])
         out = price_only(cfg, price_on) if mode == MODES[2] else run_for_real(cfg, price_on, on_ray=mode == MODES[0])
-    st.session_state["train_run"] = (request, out)
+        out["png"] = None
+        st.session_state["train_run"] = (request, out)
+    except ParasimError as err:
+        st.error(str(err))
+        if "train_run" in st.session_state:
+            st.caption("Below: the last run that worked.")
 if "train_run" not in st.session_state:
     st.info("Pick a model and a strategy in the sidebar and press **Run training** (or choose "
             "*simulated clock only* to price the program without running it).")
@@ -156,21 +239,28 @@ if req != request:
     st.caption("Showing the last run; press the button in the sidebar to run the current settings.")
 trace = out["trace"]
 real = out["diff"] is not None
+parts = trace.step_breakdown()
 
-c = st.columns(6)
-c[0].metric("bubble", f"{trace.bubble_fraction():.1%}", help="idle share of devices x simulated time")
-c[1].metric("simulated time", fmt_time(trace.makespan_s), help=f"{len(out['losses']) or 1} step(s) on {req[12]}")
-c[2].metric("bytes moved", fmt_bytes(sum(trace.bytes_by_collective().values())))
-c[3].metric("peak memory", fmt_bytes(max(trace.peak_memory_bytes(), default=0)) if trace.memory else "not run",
-            help="largest bytes one device held (measured on the devices)")
+st.markdown(f"**Where the step goes** · {trace.steps} step{'s' if trace.steps > 1 else ''} of "
+            f"{fmt_time(trace.step_time_s)} on {req[16]}, {fmt_time(trace.makespan_s)} simulated in all "
+            "(shares of devices × time; they add up to 100%)")
+c = st.columns(5)
+for col, (k, share) in zip(c, parts.items()):
+    col.metric(STEP_PART_LABELS[k], f"{share:.1%}", help=PART_HELP[k])
+c = st.columns(5)
+c[0].metric("time per step", fmt_time(trace.step_time_s), help=f"simulated on {req[16]}: {fmt_time(trace.makespan_s)} "
+            f"for {trace.steps} step(s), the same whether run or only priced")
+c[1].metric("bytes sent per step", fmt_bytes(sum(trace.bytes_by_collective().values()) / trace.steps),
+            help="by all devices together, every collective and send counted")
+c[2].metric("peak memory per device", fmt_bytes(max(trace.peak_memory_bytes(), default=0)) if trace.memory
+            else "not run", help="largest bytes one device held (measured on the devices)")
 if real:
-    c[4].metric("final loss", f"{out['losses'][-1]:.4f}")
-    c[5].metric("vs one device", f"{out['diff']:.1e}", help="max relative weight difference after training")
+    c[3].metric("final loss", f"{out['losses'][-1]:.4f}")
+    c[4].metric("vs one device", f"{out['diff']:.1e}", help="max relative weight difference after training")
 else:
-    c[4].metric("wall time", "not run")
-    c[5].metric("vs one device", "not run")
-st.caption(f"{out['config']} · schedule {out['notes'].get('schedule', '-')} · "
-           f"stages {out['notes'].get('stages', '-')}" + (f" · wall time {fmt_time(out['wall_s'])}" if real else ""))
+    c[3].metric("final loss", "not run")
+    c[4].metric("vs one device", "not run")
+st.caption(out["summary"] + (f" · wall time {fmt_time(out['wall_s'])}" if real else ""))
 if real:
     if out["diff"] < 1e-9:
         st.success(f"The check: after {len(out['losses'])} step(s) every weight equals the single-device run "
@@ -178,11 +268,17 @@ if real:
     else:
         st.warning(f"The weights differ from the single-device run by {out['diff']:.2e} (relative).")
 
-png = figure(viz.timeline(trace), "Each device has a compute lane (forward blue, backward orange, weight gradient "
-             "green, optimizer purple) and a communication lane (red). Grey is idle: the bubble.")
-trace_downloads(trace, png, f"train-{req[1]}-{req[2]}dev", key="train")
+interactive(timeline_chart(trace, stage_of=out["stages"], title="timeline"), key="timeline")
+st.caption("Hover a bar for its details; drag to pan and scroll to zoom the time axis (double-click resets); click a "
+           "bar or pick one in *highlight micro-batch* to follow a micro-batch through the stages. Each device has "
+           "a compute lane (forward blue, backward orange, weight gradient green, optimizer purple) and a "
+           "communication lane (red). On the compute lane, light red is exposed communication, grey the pipeline "
+           "bubble, beige other idle time; dashed lines mark the step boundaries.")
+if out.get("png") is None:
+    out["png"] = viz.png_bytes(viz.timeline(trace), dpi=120)
+trace_downloads(trace, out["png"], f"train-{req[1]}-{req[2]}dev", key="train")
 
-st.markdown("**Every bar of the timeline** (what hovering would show), for the chosen devices")
+st.markdown("**Every bar of the timeline**, for the chosen devices")
 ev_left, ev_right = st.columns([3, 10])
 with ev_left:
     shown = st.multiselect("Devices", list(range(trace.n_devices)), default=[min(1, trace.n_devices - 1)],
@@ -191,16 +287,15 @@ with ev_left:
 with ev_right:
     rows = [{"device": e.device, "lane": e.lane, "name": e.name, "phase": e.phase, "kind": e.kind,
              "micro-batch": e.microbatch, "step": e.step, "start": fmt_time(e.start_s),
-             "duration": fmt_time(e.duration_s), "bytes": e.nbytes or None, "GFLOP": round(e.flops / 1e9, 4) or None,
-             "group": str(list(e.group)) if e.group else ""}
+             "duration": fmt_time(e.duration_s), "bytes": fmt_bytes(e.nbytes) if e.nbytes else "",
+             "GFLOP": round(e.flops / 1e9, 4) or None, "group": str(list(e.group)) if e.group else ""}
             for e in sorted(trace.events, key=lambda e: (e.start_s, e.device)) if e.device in shown and e.lane in lanes]
     st.dataframe(rows[:3000], hide_index=True, width="stretch", height=280)
     st.caption(f"{len(rows)} events on the chosen devices" + (" (first 3000 shown)" if len(rows) > 3000 else ""))
 
 left, right = st.columns(2)
 with left:
-    figure(viz.device_breakdown(trace), "Share of the simulated time each device computes, waits on communication, "
-                                        "or idles.")
+    figure(viz.device_breakdown(trace), "Per device, the same five parts of the step.")
 with right:
     if real:
         st.markdown("**Loss per step: this run and one device**")
@@ -213,19 +308,18 @@ with right:
 
 left, right = st.columns(2)
 with left:
-    st.markdown("**Bytes by collective** (whole run)")
-    by = trace.bytes_by_collective()
+    st.markdown("**Bytes sent per step, by collective** (all devices together)")
+    by = {k: b / trace.steps for k, b in trace.bytes_by_collective().items()}
     if by:
-        st.bar_chart({"collective": list(by), "bytes": list(by.values())}, x="collective", y="bytes",
-                     horizontal=True, x_label="", y_label="bytes", height=70 + 40 * len(by))
-        st.caption(" · ".join(f"{k} {fmt_bytes(b)}" for k, b in by.items()))
+        st.dataframe([{"collective": k, "bytes per step": fmt_bytes(b)} for k, b in by.items()], hide_index=True)
     else:
         st.caption("No communication: a single device.")
 with right:
-    st.markdown("**Time in each collective** (summed over devices)")
+    st.markdown("**Time in each collective per step** (summed over devices)")
     tb = trace.time_by_collective()
     if tb:
-        st.dataframe([{"collective": k, "time": fmt_time(t)} for k, t in tb.items()], hide_index=True)
+        st.dataframe([{"collective": k, "time per step": fmt_time(t / trace.steps)} for k, t in tb.items()],
+                     hide_index=True)
 st.markdown("**Memory per device over time**")
 figure(viz.memory_over_time(trace), "Bytes each device really held after each instruction, placed on the "
                                     "simulated clock." if trace.memory else None)

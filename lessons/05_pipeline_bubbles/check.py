@@ -2,8 +2,18 @@
 
 import numpy as np
 
-from simulator import (MLPConfig, ParasimError, SimpleDeviceModel, TrainConfig, format_schedule, make_schedule,
-                       parse_schedule, simulate_schedule, train, validate_schedule)
+from simulator import (
+    MLPConfig,
+    ParasimError,
+    SimpleDeviceModel,
+    TrainConfig,
+    format_schedule,
+    make_schedule,
+    parse_schedule,
+    simulate_schedule,
+    train,
+    validate_schedule,
+)
 from simulator.grading import compare, expect, ok
 
 LESSON = {

@@ -5,8 +5,18 @@ from math import prod
 
 import numpy as np
 
-from simulator import (AutoParallelContext, OpCostModel, auto, auto_search, estimate, explain, get_model, plan_cost,
-                       reset_auto_parallel_context, search_configs)
+from simulator import (
+    AutoParallelContext,
+    OpCostModel,
+    auto,
+    auto_search,
+    estimate,
+    explain,
+    get_model,
+    plan_cost,
+    reset_auto_parallel_context,
+    search_configs,
+)
 from simulator.grading import compare, expect, ok
 
 LESSON = {

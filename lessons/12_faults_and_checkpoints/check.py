@@ -5,8 +5,16 @@ import math
 
 import numpy as np
 
-from simulator import (Checkpoint, FailureModel, GPTConfig, TrainConfig, goodput_curve, parse_faults,
-                       train_resilient, young_interval_s)
+from simulator import (
+    Checkpoint,
+    FailureModel,
+    GPTConfig,
+    TrainConfig,
+    goodput_curve,
+    parse_faults,
+    train_resilient,
+    young_interval_s,
+)
 from simulator.grading import compare, expect, ok, shared_folder
 
 LESSON = {

@@ -14,6 +14,9 @@ auto_parallel (strategies searched: sharding_propagation from the user-sharded o
 dynamic_programming and recursive_programming minimise the cost model of `cost_model`, an
 auto.strategy_search.OpCostModel, see auto/strategy_search/).
 
+enable_alltoall (MindSpore default False): a cut that moves between tensor dims is AllGather +
+local Split; True makes it one AllToAll (as XLA/GSPMD does). See redistribution.py.
+
 Pipeline (MindSpore docs "pipeline_parallel"; auto/pipeline/): pipeline_stages=S splits the
 device_num ranks into S contiguous blocks of D/S; `micro_size` micro-batches (>= S) run through
 them under `pipeline_scheduler` ("gpipe" or "1f1b").
@@ -42,6 +45,7 @@ class AutoParallelContext:
     pipeline_scheduler: str = "gpipe"  # or "1f1b" (MindSpore pipeline_config's pipeline_scheduler)
     learning_rate: float = 0.1  # the SGD step compiled after the backward pass
     cost_model: object = None  # strategy_search's OpCostModel (hardware, alpha/beta/gamma, memory limit)
+    enable_alltoall: bool = False  # MindSpore's default: reshard with AllGather + Split, not AllToAll
 
     def __post_init__(self):
         if self.parallel_mode not in PARALLEL_MODES:
@@ -54,6 +58,8 @@ class AutoParallelContext:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ParasimError(f"{name} must be an integer >= 1, got {v!r}")
+        if not isinstance(self.enable_alltoall, bool):
+            raise ParasimError(f"enable_alltoall must be True or False, got {self.enable_alltoall!r}")
         if self.device_num % self.pipeline_stages:
             raise ParasimError(f"device_num {self.device_num} is not a multiple of "
                                f"pipeline_stages {self.pipeline_stages}")

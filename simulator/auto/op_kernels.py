@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..models.kernels import gelu_backward, gelu_forward
+from ..models.functional import gelu_backward, gelu_forward
 from ..ops import kernel
 
 

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from ..layout import Layout
 from .context import AutoParallelContext
 from .graph import Network, Node
-from .redistribution import Step, redistribute
+from .redistribution import Step
+from .redistribution import redistribute as redistribute_
 from .strategy import OpSharding
 
 ITEMSIZE = 8  # float64, the reference dtype
@@ -83,6 +84,9 @@ def plan_from_shardings(net: Network, ctx: AutoParallelContext, shard: dict) -> 
         stored[node.output] = shard[node.index].out
     needs = net.needs_grad()
     plans = []
+
+    def redistribute(src, dst, shape, itemsize, tensor):
+        return redistribute_(src, dst, shape, itemsize, tensor, ctx.enable_alltoall)
     for node in net.nodes:
         s = shard[node.index]
         shape_out = net.tensors[node.output].shape

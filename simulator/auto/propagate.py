@@ -142,7 +142,7 @@ def assign(net: Network, ctx: AutoParallelContext) -> dict[int, OpSharding]:
         while propagate and queue:
             for nb in _neighbours(net, net.nodes[queue.popleft()]):
                 if nb.index not in done and not isinstance(nb.op, Reshape):
-                    done[nb.index] = _best(net, nb, D, done)
+                    done[nb.index] = _best(net, nb, D, done, ctx.enable_alltoall)
                     queue.append(nb.index)
         node = next((n for n in net.nodes if n.index not in done), None)
         if node is None:
@@ -152,7 +152,7 @@ def assign(net: Network, ctx: AutoParallelContext) -> dict[int, OpSharding]:
             src = done[prod_node.index].out if prod_node is not None else None
             done[node.index] = reshape_sharding(net, node, D, src)
         elif propagate and any(nb.index in done for nb in _neighbours(net, node)):
-            done[node.index] = _best(net, node, D, done)
+            done[node.index] = _best(net, node, D, done, ctx.enable_alltoall)
         else:
             done[node.index] = sharding_of(net, node, D, dp_strategy(net, node, D))
         queue.append(node.index)
@@ -165,7 +165,7 @@ def _neighbours(net: Network, node: Node) -> list[Node]:
     return [n for n in out if n is not None]
 
 
-def _best(net: Network, node: Node, D: int, done: dict[int, OpSharding]) -> OpSharding:
+def _best(net: Network, node: Node, D: int, done: dict[int, OpSharding], a2a: bool = False) -> OpSharding:
     best, best_key = None, None
     for rank_, strat in enumerate(candidates(net, node, D)):
         try:
@@ -173,15 +173,16 @@ def _best(net: Network, node: Node, D: int, done: dict[int, OpSharding]) -> OpSh
         except ParasimError:
             continue
         try:  # device matrices that do not nest (e.g. cuts 3 x 2 against 2 x 3): no move exists
-            cost = cost_bytes(redistribute(cand.raw, cand.out, net.tensors[node.output].shape))
+            cost = cost_bytes(redistribute(cand.raw, cand.out, net.tensors[node.output].shape, alltoall=a2a))
             for i, x in enumerate(node.inputs):
                 p = net.producer(x)
                 if p is not None and p.index in done:
-                    cost += cost_bytes(redistribute(done[p.index].out, cand.inputs[i], net.tensors[x].shape))
+                    cost += cost_bytes(redistribute(done[p.index].out, cand.inputs[i], net.tensors[x].shape,
+                                                    alltoall=a2a))
             for c, j in net.consumers(node.output):
                 if c.index in done:
                     cost += cost_bytes(redistribute(cand.out, done[c.index].inputs[j],
-                                                    net.tensors[node.output].shape))
+                                                    net.tensors[node.output].shape, alltoall=a2a))
         except ParasimError:
             continue
         key = (cost, cand.repeat, rank_)

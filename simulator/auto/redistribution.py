@@ -7,7 +7,16 @@ both (8 devices, [2, 4] and [4, 2] -> [2, 2, 2]); on it each move is one of
 - concat  (AllGather over a device dimension),
 - permute (AllToAll: a cut moves from one tensor dim to another),
 and pending sums are resolved by AllReduce, or by ReduceScatter when the target cuts a dim along
-the same device dimension. Local slicing is done before any gathering, so less data moves.
+the same device dimension (several pending device dimensions the target cuts one dim along, in
+mesh order, make ONE ReduceScatter over their combined group, as MindSpore's layouts do in
+test_layout_extend.py). Local slicing is done before any gathering, so less data moves.
+
+A cut that moves from one tensor dim to another is an AllToAll only with `alltoall=True`
+(MindSpore's `enable_alltoall`, default False, and what XLA/GSPMD emits); by default it is
+MindSpore's AllGather followed by a local Split, which moves (n - 1) x the bytes of the
+AllToAll's (n - 1) / n per rank. Device matrices that do not nest (cuts [3, 2] against [2, 3] on
+6 devices) have no common refinement: the tensor is gathered whole on the source matrix and
+sliced locally on the target one (MindSpore's and XLA's fallback).
 Two further local moves serve gradients (whose replicated copies are addends, see plan.py):
 - pad  (embed this rank's slice in zeros: a cut becomes a pending sum, the adjoint of split),
 - zero (keep the value on coordinate 0 of an axis, zeros elsewhere: replicated -> pending sum).
@@ -110,15 +119,33 @@ def on_mesh(layout: Layout, fine: DeviceMesh, amap: dict) -> Layout:
 
 
 def redistribute(src: Layout, dst: Layout, shape: Sequence[int], itemsize: int = 8,
-                 tensor: str = "X") -> list[Step]:
+                 tensor: str = "X", alltoall: bool = True) -> list[Step]:
     """Steps turning `src` into `dst` for a tensor of global `shape` (see the module docstring)."""
     shape = tuple(shape)
     dst.local_shape(shape)
-    fine, amap, bmap = unify(src.mesh, dst.mesh)
+    try:
+        fine, amap, bmap = unify(src.mesh, dst.mesh)
+    except ParasimError:
+        if src.mesh.size != dst.mesh.size:
+            raise
+        return _via_replicated(src, dst, shape, itemsize, tensor, alltoall)
     names = {f: a for m in (bmap, amap) for a, fs in m.items() for f in fs}  # src names win
     plan = _Planner(on_mesh(src, fine, amap), on_mesh(dst, fine, bmap), shape, itemsize, tensor,
-                    names)
+                    names, alltoall)
     return plan.run()
+
+
+def _via_replicated(src: Layout, dst: Layout, shape, itemsize, tensor, alltoall) -> list[Step]:
+    """Non-nesting device matrices: gather to whole on the source matrix, slice on the target."""
+    whole_a, whole_b = Layout.replicated(src.mesh, len(shape)), Layout.replicated(dst.mesh, len(shape))
+    names_a = {a: a for a in src.mesh.axis_names}
+    names_b = {a: a for a in dst.mesh.axis_names}
+    first = _Planner(src, whole_a, shape, itemsize, tensor, names_a, alltoall).run()
+    second = _Planner(whole_b, dst, shape, itemsize, tensor, names_b, alltoall).run()
+    note = (f"; device matrices {list(src.mesh.shape)} and {list(dst.mesh.shape)} do not nest, so "
+            f"{tensor} is gathered whole and re-sliced")
+    return [Step(s.kind, s.axes, s.dim, s.dim_to, s.before, s.after, s.groups, s.nbytes, s.reason + note)
+            for s in first + second]
 
 
 def cost_bytes(steps: Sequence[Step]) -> float:
@@ -130,8 +157,8 @@ def _is_prefix(a: list, b: tuple) -> bool:
 
 
 class _Planner:
-    def __init__(self, src: Layout, dst: Layout, shape, itemsize, tensor, names):
-        self.names = names
+    def __init__(self, src: Layout, dst: Layout, shape, itemsize, tensor, names, alltoall=True):
+        self.names, self.alltoall = names, alltoall
         self.mesh, self.dst, self.shape, self.itemsize, self.tensor = src.mesh, dst, shape, itemsize, tensor
         self.dims = [list(d) for d in src.dims]
         self.partial = list(src.partial)
@@ -177,19 +204,27 @@ class _Planner:
         return False
 
     def try_reduce_scatter(self) -> bool:
-        for p in self.partial:
-            for d, want in enumerate(self.dst.dims):
-                cur = self.dims[d]
-                if p not in self.dst.partial and _is_prefix(cur, want) and len(cur) < len(want) \
-                        and want[len(cur)] == p:
-                    def change(p=p, cur=cur):
-                        self.partial.remove(p)
-                        cur.append(p)
-                    self.emit("reduce_scatter", (p,), d, None,
-                              f"ranks along {self.nm([p])} hold partial sums of {self.tensor} and the "
-                              f"target cuts dim {d} along {self.nm([p])}: ReduceScatter sums and keeps 1/"
-                              f"{self.size([p])} on each", change)
-                    return True
+        for d, want in enumerate(self.dst.dims):
+            cur = self.dims[d]
+            if not _is_prefix(cur, want):
+                continue
+            run = []
+            for a in want[len(cur):]:
+                if a not in self.partial or a in self.dst.partial:
+                    break
+                run.append(a)
+            order = [a for a in self.mesh.axis_names if a in run]
+            axes = run if order == run else run[:1]
+            if axes:
+                def change(axes=axes, cur=cur):
+                    for a in axes:
+                        self.partial.remove(a)
+                        cur.append(a)
+                self.emit("reduce_scatter", tuple(axes), d, None,
+                          f"ranks along {self.nm(axes)} hold partial sums of {self.tensor} and the "
+                          f"target cuts dim {d} along {self.nm(axes)}: ReduceScatter sums and keeps 1/"
+                          f"{self.size(axes)} on each", change)
+                return True
         return False
 
     def all_reduce(self) -> None:
@@ -267,7 +302,7 @@ class _Planner:
             bad = [d for d, cur in enumerate(self.dims) if not _is_prefix(cur, self.dst.dims[d])]
             if not bad:
                 break
-            if not self.try_all_to_all(bad):
+            if not (self.alltoall and self.try_all_to_all(bad)):
                 self.all_gather(bad[0])
         self.make_partial(allow_used=True)
         if self.layout() != self.dst:  # a bug guard: the moves above always converge

@@ -2,8 +2,8 @@
 
 from .algorithms import DEFAULT_ALGO, algorithms, input_to_plan_nbytes, make_plan
 from .execute import collective, run_plan
-from .plan import Plan, Step, Transfer
+from .plan import Plan, PlanStep, Transfer
 from .reference import KINDS, OPS, reference
 
-__all__ = ["DEFAULT_ALGO", "KINDS", "OPS", "Plan", "Step", "Transfer", "algorithms", "collective",
+__all__ = ["DEFAULT_ALGO", "KINDS", "OPS", "Plan", "PlanStep", "Transfer", "algorithms", "collective",
            "input_to_plan_nbytes", "make_plan", "reference", "run_plan"]

@@ -24,64 +24,64 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..errors import ParasimError
-from .plan import Plan, Step, Transfer
+from .plan import Plan, PlanStep, Transfer
 from .reference import KINDS
 
-Builder = Callable[[int, list[int], int], list[Step]]  # (n, chunk nbytes per slot, root) -> steps
+Builder = Callable[[int, list[int], int], list[PlanStep]]  # (n, chunk nbytes per slot, root) -> steps
 
 
 # ---- ring and direct ------------------------------------------------------------------------
-def ring_reduce_scatter(n: int, c: list[int], root: int = 0) -> list[Step]:
+def ring_reduce_scatter(n: int, c: list[int], root: int = 0) -> list[PlanStep]:
     """Step s: rank r adds its chunk (r-s-1) mod n into rank r+1; rank r ends with chunk r."""
-    return [Step(tuple(Transfer(r, (r + 1) % n, (r - s - 1) % n, (r - s - 1) % n, c[(r - s - 1) % n], True)
+    return [PlanStep(tuple(Transfer(r, (r + 1) % n, (r - s - 1) % n, (r - s - 1) % n, c[(r - s - 1) % n], True)
                        for r in range(n)), f"reduce-scatter {s + 1}/{n - 1}") for s in range(n - 1)]
 
 
-def ring_all_gather(n: int, c: list[int], root: int = 0) -> list[Step]:
+def ring_all_gather(n: int, c: list[int], root: int = 0) -> list[PlanStep]:
     """Step s: rank r passes chunk (r-s) mod n to rank r+1 (it starts with chunk r)."""
-    return [Step(tuple(Transfer(r, (r + 1) % n, (r - s) % n, (r - s) % n, c[(r - s) % n])
+    return [PlanStep(tuple(Transfer(r, (r + 1) % n, (r - s) % n, (r - s) % n, c[(r - s) % n])
                        for r in range(n)), f"all-gather {s + 1}/{n - 1}") for s in range(n - 1)]
 
 
-def ring_all_reduce(n: int, c: list[int], root: int = 0) -> list[Step]:
+def ring_all_reduce(n: int, c: list[int], root: int = 0) -> list[PlanStep]:
     """Reduce-scatter then all-gather around the ring: 2(n-1) steps."""
     return ring_reduce_scatter(n, c) + ring_all_gather(n, c)
 
 
-def direct_reduce_scatter(n: int, c: list[int], root: int = 0) -> list[Step]:
+def direct_reduce_scatter(n: int, c: list[int], root: int = 0) -> list[PlanStep]:
     """One step: every rank adds its chunk j into rank j."""
     ts = tuple(Transfer(r, j, j, j, c[j], True) for r in range(n) for j in range(n) if j != r)
-    return [Step(ts, "reduce-scatter direct")] if ts else []
+    return [PlanStep(ts, "reduce-scatter direct")] if ts else []
 
 
-def direct_all_gather(n: int, c: list[int], root: int = 0) -> list[Step]:
+def direct_all_gather(n: int, c: list[int], root: int = 0) -> list[PlanStep]:
     """One step: every rank sends its chunk r to every other rank."""
     ts = tuple(Transfer(r, j, r, r, c[r]) for r in range(n) for j in range(n) if j != r)
-    return [Step(ts, "all-gather direct")] if ts else []
+    return [PlanStep(ts, "all-gather direct")] if ts else []
 
 
-def direct_all_reduce(n: int, c: list[int], root: int = 0) -> list[Step]:
+def direct_all_reduce(n: int, c: list[int], root: int = 0) -> list[PlanStep]:
     """Chunks to their owners (reduce), then owners to everyone: 2 steps."""
     return direct_reduce_scatter(n, c) + direct_all_gather(n, c)
 
 
-def direct_broadcast(n: int, c: list[int], root: int = 0) -> list[Step]:
+def direct_broadcast(n: int, c: list[int], root: int = 0) -> list[PlanStep]:
     ts = tuple(Transfer(root, j, 0, 0, c[0]) for j in range(n) if j != root)
-    return [Step(ts, "broadcast direct")] if ts else []
+    return [PlanStep(ts, "broadcast direct")] if ts else []
 
 
-def direct_reduce(n: int, c: list[int], root: int = 0) -> list[Step]:
+def direct_reduce(n: int, c: list[int], root: int = 0) -> list[PlanStep]:
     ts = tuple(Transfer(r, root, 0, 0, c[0], True) for r in range(n) if r != root)
-    return [Step(ts, "reduce direct")] if ts else []
+    return [PlanStep(ts, "reduce direct")] if ts else []
 
 
-def direct_all_to_all(n: int, c: list[int], root: int = 0) -> list[Step]:
+def direct_all_to_all(n: int, c: list[int], root: int = 0) -> list[PlanStep]:
     """Pairwise exchange, n-1 steps: at step k rank r sends its part for rank r+k."""
-    return [Step(tuple(Transfer(r, (r + k) % n, r * n + (r + k) % n, r * n + (r + k) % n, c[r * n + (r + k) % n])
+    return [PlanStep(tuple(Transfer(r, (r + k) % n, r * n + (r + k) % n, r * n + (r + k) % n, c[r * n + (r + k) % n])
                        for r in range(n)), f"pairwise {k}/{n - 1}") for k in range(1, n)]
 
 
-def ring_all_to_all(n: int, c: list[int], root: int = 0) -> list[Step]:
+def ring_all_to_all(n: int, c: list[int], root: int = 0) -> list[PlanStep]:
     """Store and forward around the ring: at step s rank r forwards to r+1 the parts of source
     i = r-s+1 still on their way (destinations i+s .. i+n-1); each rank sends (n-1)/2 S."""
     steps = []
@@ -91,19 +91,19 @@ def ring_all_to_all(n: int, c: list[int], root: int = 0) -> list[Step]:
             i = (r - s + 1) % n
             ts += [Transfer(r, (r + 1) % n, i * n + (i + t) % n, i * n + (i + t) % n, c[i * n + (i + t) % n])
                    for t in range(s, n)]
-        steps.append(Step(tuple(ts), f"all-to-all ring {s}/{n - 1}"))
+        steps.append(PlanStep(tuple(ts), f"all-to-all ring {s}/{n - 1}"))
     return steps
 
 
-def ring_barrier(n: int, c: list[int], root: int = 0) -> list[Step]:
+def ring_barrier(n: int, c: list[int], root: int = 0) -> list[PlanStep]:
     """A 0-byte ring all-gather: after n-1 steps every rank has heard from every other."""
-    return [Step(tuple(Transfer(r, (r + 1) % n, 0, 0, 0) for r in range(n)), f"barrier {s + 1}/{n - 1}")
+    return [PlanStep(tuple(Transfer(r, (r + 1) % n, 0, 0, 0) for r in range(n)), f"barrier {s + 1}/{n - 1}")
             for s in range(n - 1)]
 
 
-def direct_barrier(n: int, c: list[int], root: int = 0) -> list[Step]:
+def direct_barrier(n: int, c: list[int], root: int = 0) -> list[PlanStep]:
     ts = tuple(Transfer(r, j, 0, 0, 0) for r in range(n) for j in range(n) if j != r)
-    return [Step(ts, "barrier direct")] if ts else []
+    return [PlanStep(ts, "barrier direct")] if ts else []
 
 
 # ---- registry and make_plan -------------------------------------------------------------------

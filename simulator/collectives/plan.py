@@ -31,7 +31,7 @@ class Transfer:
 
 
 @dataclass(frozen=True)
-class Step:
+class PlanStep:
     transfers: tuple[Transfer, ...]
     label: str = ""
 
@@ -66,7 +66,7 @@ class Plan:
     n: int
     n_chunks: int
     nbytes: int
-    steps: tuple[Step, ...]
+    steps: tuple[PlanStep, ...]
 
     def bytes_sent_per_rank(self) -> list[int]:
         sent = [0] * self.n

@@ -19,7 +19,7 @@ import re
 from dataclasses import replace
 
 from ..cost.deepspeed_memory import deepspeed_estimates
-from ..cost.hardware import get_hardware, hardware_names
+from ..cost.hardware import hardware_names
 from ..cost.megatron_args import megatron_run, parse_megatron_args
 from ..cost.memory import PRECISION_BYTES, model_state_bytes_per_device
 from ..cost.memory_report import memory_report

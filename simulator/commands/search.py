@@ -14,13 +14,12 @@ from __future__ import annotations
 import json
 
 from ..cost.hardware import get_hardware, hardware_names
-from ..cost.memory import SCHEDULES
 from ..cost.model_presets import model_names
 from ..cost.search import search_training
-from .simulate import _SHAPE, _model, add_assumption_flags, assumptions_from_args, megatron_argv
 from ..errors import ParasimError
+from ..parallel.schedule_registry import PRICED_SCHEDULES as SCHEDULES
 from ..units import fmt_bytes, fmt_time
-
+from .simulate import MODEL_SHAPE_FLAGS, add_assumption_flags, assumptions_from_args, megatron_argv, model_from_args
 
 # Megatron-LM flags that fix what the search explores
 _SEARCHED = {"tensor-model-parallel-size", "pipeline-model-parallel-size", "context-parallel-size",
@@ -32,7 +31,7 @@ _SEARCHED = {"tensor-model-parallel-size", "pipeline-model-parallel-size", "cont
 def add_parser(sub) -> None:
     p = sub.add_parser("search", help="search tp/pp/dp, micro-batch, schedule, ZeRO, recompute for the fastest fit")
     p.add_argument("--model", default=None, help=f"model preset: {', '.join(model_names())}")
-    for name in _SHAPE:
+    for name in MODEL_SHAPE_FLAGS:
         p.add_argument(f"--{name}", type=int, default=None, help=f"custom model: {name} (instead of --model)")
     p.add_argument("--gpus", type=int, required=True, help="number of devices")
     p.add_argument("--hardware", default="a100-80gb", help=f"preset: {', '.join(hardware_names())}")
@@ -58,7 +57,7 @@ def run(args) -> int:
         from ..cost.megatron_args import megatron_run, parse_megatron_args
         mega = parse_megatron_args(extra)
         searched = [f"--{f}" for f in mega.given if f in _SEARCHED]
-        base = _model(args) if getattr(args, "model", None) else None
+        base = model_from_args(args) if getattr(args, "model", None) else None
         run_ = megatron_run(mega, model=base)
         model, A = run_.model, run_.assumptions
         notes = list(run_.notes) + ([f"searched, not fixed: {' '.join(searched)}"] if searched else [])
@@ -66,7 +65,7 @@ def run(args) -> int:
         if args.global_batch is None and "global-batch-size" in mega.given:
             args.global_batch = mega["global-batch-size"]
     else:
-        model, ignored = _model(args), []
+        model, ignored = model_from_args(args), []
         A = assumptions_from_args(args, model)
     cps = None
     if getattr(args, "cp", None):

@@ -29,19 +29,20 @@ from dataclasses import fields
 
 from ..cost.analytic import estimate
 from ..cost.hardware import get_hardware, hardware_names
-from ..cost.memory import RECOMPUTE, SCHEDULES
+from ..cost.memory import RECOMPUTE
 from ..cost.model_presets import ModelSpec, get_model, model_names
 from ..cost.parallel_config import CP_COMM_TYPES, Assumptions, ParallelConfig
 from ..errors import ParasimError
+from ..parallel.schedule_registry import PRICED_SCHEDULES as SCHEDULES
 from ..units import fmt_bytes, fmt_time
 
-_SHAPE = ("layers", "hidden", "heads", "seq", "vocab")
+MODEL_SHAPE_FLAGS = ("layers", "hidden", "heads", "seq", "vocab")
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("simulate", help="analytic step time / MFU / memory of a parallel training config")
     p.add_argument("--model", default=None, help=f"model preset: {', '.join(model_names())}")
-    for name in _SHAPE:
+    for name in MODEL_SHAPE_FLAGS:
         p.add_argument(f"--{name}", type=int, default=None, help=f"custom model: {name} (instead of --model)")
     p.add_argument("--hardware", default="a100-80gb", help=f"preset: {', '.join(hardware_names())}")
     p.add_argument("--gpus", type=int, default=None, help="total GPUs; must equal tp x pp x dp")
@@ -60,7 +61,7 @@ def add_parser(sub) -> None:
     add_parallel_extras(p)
     add_assumption_flags(p)
     p.add_argument("--trace", default=None, metavar="FILE",
-                   help="also run the paper program on the event clock and write its Chrome trace to FILE")
+                   help="also run the scale program on the event clock and write its Chrome trace to FILE")
     p.add_argument("--trace-all-tp-ranks", dest="trace_all_tp_ranks", action="store_true",
                    help="with --trace: simulate every tensor-parallel rank (default: one per stage)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -122,10 +123,10 @@ def assumptions_from_args(args, model: ModelSpec) -> Assumptions:
                        capacity_factor=getattr(args, "capacity_factor", None))
 
 
-def _model(args) -> ModelSpec:
+def model_from_args(args) -> ModelSpec:
     """--model PRESET with any of --layers/--hidden/--heads/--seq/--vocab overriding its fields, or
     a custom model from all five."""
-    shape = {n: getattr(args, n, None) for n in _SHAPE}
+    shape = {n: getattr(args, n, None) for n in MODEL_SHAPE_FLAGS}
     name = getattr(args, "model", None)
     if name:
         return get_model(name, **{k: v for k, v in shape.items() if v is not None})
@@ -201,14 +202,14 @@ def resolve(args):
     parasim's own, or Megatron-LM's pasted as they are (module docstring)."""
     extra = megatron_argv(args)
     if not extra:
-        model = _model(args)
+        model = model_from_args(args)
         return model, config_from_args(args), assumptions_from_args(args, model), (), ()
     from ..cost.megatron_args import megatron_run, parse_megatron_args
     mixed = [flag for dest, default, flag in _NATIVE if getattr(args, dest, default) != default]
     if mixed:
         raise ParasimError(f"give Megatron-LM flags or parasim's {' '.join(mixed)}, not both (Megatron: "
                            f"--tensor-model-parallel-size, --pipeline-model-parallel-size, --micro-batch-size, ...)")
-    base = _model(args) if getattr(args, "model", None) else None
+    base = model_from_args(args) if getattr(args, "model", None) else None
     run_ = megatron_run(parse_megatron_args(extra), gpus=getattr(args, "gpus", None), model=base)
     return run_.model, run_.config, run_.assumptions, tuple(run_.ignored), tuple(run_.notes)
 
@@ -232,20 +233,20 @@ def run(args) -> int:
     model, cfg, A, ignored, notes = resolve(args)
     hw = get_hardware(getattr(args, "hardware", "a100-80gb"))
     res = estimate(model, cfg, hw, A)
-    paper = None
+    at_scale = None
     if getattr(args, "trace", None):
         _check_trace_size(cfg, fold_tp=not getattr(args, "trace_all_tp_ranks", False))
-        from ..cost.paper import simulate_paper
-        paper = simulate_paper(model, cfg, hw, A, fold_tp=not getattr(args, "trace_all_tp_ranks", False),
+        from ..cost.scale_sim import simulate_at_scale
+        at_scale = simulate_at_scale(model, cfg, hw, A, fold_tp=not getattr(args, "trace_all_tp_ranks", False),
                                overlap_grad_reduce=A.overlap_grad_reduce)
-        paper.trace.save_chrome(args.trace)
+        at_scale.trace.save_chrome(args.trace)
     if getattr(args, "json", False):
         out = res.as_dict()
         out.update(model=model.name, params=model.params(), hardware=hw.name, config=repr(cfg),
                    assumptions={f.name: getattr(A, f.name) for f in fields(A)}, ignored=list(ignored),
                    notes=list(notes))
-        if paper is not None:
-            out["paper"] = paper.as_dict()
+        if at_scale is not None:
+            out["event_clock"] = at_scale.as_dict()
             out["trace_file"] = args.trace
         print(json.dumps(out))
         return 0
@@ -264,8 +265,8 @@ def run(args) -> int:
           + ", ".join(f"{k} {fmt_time(v)}" for k, v in res.comm_time_by_kind.items() if v))
     print(f"  memory per GPU   {fmt_bytes(res.memory_per_gpu_bytes)} of {fmt_bytes(hw.memory_bytes)}"
           + ("  OUT OF MEMORY" if res.oom else ""))
-    if paper is not None:
-        print(f"  event clock      {fmt_time(paper.step_time_s)} per step, bubble {paper.bubble_fraction:.1%}, "
-              f"exposed comm {fmt_time(paper.exposed_comm_s)} ({paper.simulated_ranks} ranks simulated, "
-              f"{paper.instructions:,} instructions); Chrome trace -> {args.trace}")
+    if at_scale is not None:
+        print(f"  event clock      {fmt_time(at_scale.step_time_s)} per step, bubble {at_scale.bubble_fraction:.1%}, "
+              f"exposed comm {fmt_time(at_scale.exposed_comm_s)} ({at_scale.simulated_ranks} ranks simulated, "
+              f"{at_scale.instructions:,} instructions); Chrome trace -> {args.trace}")
     return 0

@@ -9,9 +9,11 @@ import numpy as np
 
 from ..errors import ParasimError
 from ..models import GPTConfig, MLPConfig
-from ..parallel.experts import MoEGPTConfig
 from ..parallel.config import CP_KINDS, GRAD_DTYPES, SCHEDULES, STRATEGIES, TrainConfig
+from ..parallel.experts import MoEGPTConfig
+from ..trace import STEP_PART_LABELS
 from ..training import train
+from ..units import fmt_time
 
 MODELS = {
     "gpt": lambda a: GPTConfig(layers=a.layers, hidden=a.hidden, heads=a.heads, seq_len=a.seq, vocab=a.vocab),
@@ -112,7 +114,7 @@ def _progress_bar(done: int, total: int) -> None:
     sys.stderr.flush()
 
 
-def run(a) -> int:
+def run(a) -> int:  # noqa: C901 -- TODO(issue 12): split
     from ..runtime import make_runtime
 
     cfg = config_from_args(a)
@@ -179,8 +181,11 @@ def run(a) -> int:
         diff = out["max_rel_weight_diff_vs_single"]
         print(f"max relative weight difference vs one device: {'nan/inf' if diff is None else f'{diff:.3g}'}"
               f" ({'matches' if out['matches_single_device'] else 'DOES NOT MATCH'})")
-        print(f"bubble fraction: {out['bubble_fraction']:.3f}; bytes by collective: {out['bytes_by_collective']}")
-        print(f"simulated step time: {out['simulated_time_s']:.4g} s; wall: {out['wall_time_s']:.4g} s")
+        parts = out.get("step_breakdown") or {}
+        print("the step: " + ", ".join(f"{STEP_PART_LABELS[k]} {v:.1%}" for k, v in parts.items())
+              + f"; bytes by collective: {out['bytes_by_collective']}")
+        print(f"simulated time: {fmt_time(out['simulated_time_s'])} for {out.get('steps', 1)} step(s), "
+              f"{fmt_time(out.get('step_time_s', out['simulated_time_s']))} per step; wall: {out['wall_time_s']:.4g} s")
         if resilient:
             for line in out["failures"]:
                 print(f"failure: {line}")

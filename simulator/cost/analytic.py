@@ -42,9 +42,10 @@ from simulator.cost.hardware import Hardware, get_hardware
 from simulator.cost.memory import MemoryBreakdown
 from simulator.cost.memory_report import memory_report
 from simulator.cost.model_presets import ModelSpec, get_model
-from simulator.cost.paper_kernels import expert_tokens, layer_kernels, padded_vocab
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
+from simulator.cost.scale_kernels import expert_tokens, layer_kernels, padded_vocab
 from simulator.errors import ParasimError
+from simulator.parallel.schedule_registry import schedule_spec
 
 ADAM_BYTES_PER_PARAM = 30   # read fp32 param, grad, m, v (16); write param, m, v (12) + 16-bit copy (2)
 
@@ -181,8 +182,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     slowest_k = max(range(p), key=lambda k: sum(stages[k]))
     slowest = sum(stages[slowest_k])
     Fm, Bm, Wm = (sum(x[i] for x in stages) / p for i in range(3))
-    bubble = (p - 1) * {"gpipe": Fm + Bm + Wm, "1f1b": Fm + Bm + Wm, "interleaved": (Fm + Bm + Wm) / v,
-                        "zb-h1": max(0.0, Fm + Bm - Wm), "zb-h2": max(0.0, Fm + Bm - 2 * Wm)}[cfg.schedule]
+    bubble = schedule_spec(cfg.schedule, priced=True).bubble(p, Fm, Bm, Wm, v)
     compute = m * slowest
 
     # pipeline p2p: each TP rank sends its 1/t slice over the stage boundary, then all-gathers

@@ -23,7 +23,7 @@ Timing rules (alpha-beta, Hockney 1994; overlap as in PyTorch DDP / Megatron asy
   the comm lane; sharing of link bandwidth between the two streams is not modelled).
 - A device model may define `price_collective(ins) -> (time_s, bytes_sent_per_member) | None`
   to price a collective itself (e.g. a one-member collective standing for a data-parallel group
-  of replicas that are simulated once, `simulator.cost.paper_kernels.PaperDeviceModel`).
+  of replicas that are simulated once, `simulator.cost.scale_kernels.ScaleDeviceModel`).
 """
 
 from __future__ import annotations
@@ -33,10 +33,9 @@ from typing import Protocol
 
 from ..collectives.algorithms import make_plan
 from ..collectives.plan import Plan
-from .comm import plan_time
-from ..program import no_gc
-from ..program import Collective, Compute, Free, Program
+from ..program import Collective, Compute, Free, Program, no_gc
 from ..trace import MemorySample, Trace, TraceEvent
+from .comm import plan_time
 
 
 class DeviceModel(Protocol):
@@ -126,7 +125,7 @@ def _collective_step_events(program: Program, trace: Trace, model: DeviceModel, 
     return out
 
 
-def _simulate(program: Program, model: DeviceModel, step: int, memory, name: str) -> Trace:
+def _simulate(program: Program, model: DeviceModel, step: int, memory, name: str) -> Trace:  # noqa: C901 -- TODO(issue 12): split
     code = program.code
     n = program.n_devices
     t_comp = [0.0] * n

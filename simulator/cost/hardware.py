@@ -143,6 +143,12 @@ _PRESETS = {
         "32 GiB HBM at 1.2 TB/s, ICI 45 GB/s per link per direction, 4 chips per host. '-like': the 3D "
         "torus is flattened to 2 ICI links (90 GB/s) per chip both within and across hosts; fp32 "
         "matmul as 3-pass bf16 (275/3); no fp64."),
+    "teaching": lambda: _hw(
+        "teaching", 0.2, 0.2, 0.2, 0.2, 16, 1, 8, 200, 2, 200, 2,
+        "An invented device for teaching, not a product: 0.2 TFLOP/s in every precision, 16 GB at 1 TB/s, links of "
+        "200 GB/s and 2 us. Sized so that the app's tiny models (an 8-layer MLP of width 256, a 2-block "
+        "GPT) spend comparable times computing and all-reducing their gradients, which makes overlap "
+        "and bucketing visible; on datasheet GPUs their kernels last nanoseconds."),
     "local": lambda: _local_defaults(),
 }
 

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 from simulator.errors import ParasimError
 from simulator.model_states import RECIPES, model_state_bytes
+from simulator.parallel.schedule_registry import schedule_spec
 
 PRECISION_BYTES = dict(RECIPES)     # recipe -> (params, grads, optimizer) bytes per parameter
 RECOMPUTE = ("none", "selective", "full")
-SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2")
 
 
 def _positive(**kw) -> None:
@@ -70,22 +70,14 @@ def logits_bytes(s: int, b: int, vocab: int, t: int = 1) -> float:
 
 
 def in_flight_microbatches(schedule: str, p: int, m: int, v: int = 1) -> float:
-    """Micro-batches whose activations stage 0 holds at its peak, in whole-stage units (L/p layers).
-
-    GPipe m; 1F1B min(p, m); interleaved with v chunks p (1 + (p-1)/(p v)) (Korthikanti et al.
-    2022 Sec. 4.2.3; Megatron-LM theoretical_memory_usage's interleaved penalty); ZB-H1 min(p, m);
-    ZB-H2 min(2p-1, m) (Qi et al. 2023).
+    """Micro-batches whose activations stage 0 holds at its peak, in whole-stage units (for
+    interleaving, v chunks of L/(p v) layers): the schedule's entry in
+    `simulator.parallel.schedule_registry` (GPipe m; 1F1B and ZB-H1 min(p, m); ZB-H2 min(2p-1, m),
+    Qi et al. 2023; interleaved with v chunks p (1 + (p-1)/(p v)),
+    Korthikanti et al. 2022 Sec. 4.2.3 and Megatron-LM theoretical_memory_usage's interleaved penalty).
     """
     _positive(p=p, m=m, v=v)
-    if schedule not in SCHEDULES:
-        raise ParasimError(f"unknown schedule {schedule!r}; known {SCHEDULES}")
-    if schedule == "gpipe":
-        return float(m)
-    if schedule in ("1f1b", "zb-h1"):
-        return float(min(p, m))
-    if schedule == "zb-h2":
-        return float(min(2 * p - 1, m))
-    return p * (1 + (p - 1) / (p * v))
+    return schedule_spec(schedule, priced=True).in_flight(p, m, v)
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.cost.memory import RECOMPUTE, SCHEDULES
+from simulator.cost.memory import RECOMPUTE
 from simulator.errors import ParasimError
+from simulator.parallel.schedule_registry import PRICED_SCHEDULES, schedule_spec
 
 CP_COMM_TYPES = ("p2p", "a2a")
 
@@ -40,7 +41,7 @@ class ParallelConfig:
     dp: int = 1                      # data-parallel size d
     micro_batch_size: int = 1        # b sequences per micro-batch
     global_batch: int = 1            # B sequences per step
-    schedule: str = "1f1b"           # gpipe | 1f1b | interleaved | zb-h1 | zb-h2
+    schedule: str = "1f1b"           # one of schedule_registry.PRICED_SCHEDULES
     virtual_stages: int = 1          # v model chunks per device (interleaved only)
     recompute: str = "none"          # none | selective | full
     sequence_parallel: bool = False
@@ -52,7 +53,7 @@ class ParallelConfig:
     cp_comm_type: str = "p2p"        # p2p (ring attention) | a2a (Ulysses), Megatron --cp-comm-type
     balance_embedding: bool = False  # embedding and LM head count as a layer each in the stage split
 
-    def __post_init__(self):
+    def __post_init__(self):  # noqa: C901 -- TODO(issue 12): split
         for f in ("tp", "pp", "dp", "micro_batch_size", "global_batch", "virtual_stages", "cp", "ep"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
@@ -63,13 +64,13 @@ class ParallelConfig:
         if self.global_batch > MAX_GLOBAL_BATCH:
             raise ParasimError(f"global batch {self.global_batch:,} is more than the {MAX_GLOBAL_BATCH:,} "
                                "sequences a configuration may have")
-        if self.schedule not in SCHEDULES:
-            raise ParasimError(f"unknown schedule {self.schedule!r}; known {', '.join(SCHEDULES)}")
+        if self.schedule not in PRICED_SCHEDULES:
+            raise ParasimError(f"unknown schedule {self.schedule!r}; known {', '.join(PRICED_SCHEDULES)}")
         if self.recompute not in RECOMPUTE:
             raise ParasimError(f"unknown recompute {self.recompute!r}; known {', '.join(RECOMPUTE)}")
         if self.zero_stage not in (0, 1, 2, 3):
             raise ParasimError(f"zero stage must be 0, 1, 2 or 3, got {self.zero_stage}")
-        if self.virtual_stages > 1 and self.schedule != "interleaved":
+        if self.virtual_stages > 1 and not schedule_spec(self.schedule).virtual_stages:
             raise ParasimError(f"virtual_stages {self.virtual_stages} > 1 needs schedule 'interleaved', "
                                f"got {self.schedule!r}")
         if self.zero_stage >= 2 and self.pp > 1:
@@ -95,9 +96,7 @@ class ParallelConfig:
         if self.global_batch % per_step:
             raise ParasimError(f"global batch B={self.global_batch} is not divisible by micro-batch "
                                f"size b={self.micro_batch_size} x dp={self.dp} = {per_step}")
-        if self.schedule == "interleaved" and self.microbatches % self.pp:
-            raise ParasimError(f"interleaved schedule needs micro-batches m={self.microbatches} to be a "
-                               f"multiple of pp={self.pp} (Narayanan et al. 2021 Sec. 2.2)")
+        schedule_spec(self.schedule).check(self.pp, self.microbatches, self.virtual_stages)
 
     @property
     def gpus(self) -> int:

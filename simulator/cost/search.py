@@ -20,6 +20,7 @@ from simulator.cost.hardware import Hardware, get_hardware
 from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.parallel_config import MAX_GLOBAL_BATCH, MAX_GPUS, Assumptions, ParallelConfig
 from simulator.errors import ParasimError
+from simulator.parallel.schedule_registry import PRICED_SCHEDULES, schedule_spec
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ class Alternative:
 
 
 @dataclass(frozen=True)
-class SearchResult:
+class ConfigSearchResult:
     """`top`: the fastest configurations that fit, fastest first. `alternatives`: the best
     configuration of every other (t, p, d) layout with the reason it loses to top[0] ("slower by
     x%: ..."), then, per layout, the fastest configuration that would beat that layout's best but
@@ -199,11 +200,11 @@ def _interleave_options(model: ModelSpec, p: int, m: int, max_v: int) -> list[in
     return [v for v in range(2, max_v + 1) if model.layers % (p * v) == 0]
 
 
-def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int, global_batch: int, *,
-                    max_tp: int | None = None, schedules=("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2"),
+def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int, global_batch: int, *,  # noqa: C901 -- TODO(issue 12): split
+                    max_tp: int | None = None, schedules=PRICED_SCHEDULES,
                     max_virtual_stages: int = 4, recomputes=("none", "selective", "full"),
                     micro_batch_sizes=None, sequence_parallel=(True, False), zero_stages=(0, 1, 2, 3),
-                    context_parallel=None, assumptions: Assumptions = Assumptions(), top: int = 10) -> SearchResult:
+                    context_parallel=None, assumptions: Assumptions = Assumptions(), top: int = 10) -> ConfigSearchResult:
     """Search t, c, p, d = gpus/(t c p), b (and so m = B/(b d)), e (MoE), schedule (interleaved with
     v = 2..max_v), ZeRO stage, recomputation and sequence parallelism with `analytic.estimate`.
     `context_parallel`: the c to try (default `default_context_parallel`).
@@ -234,7 +235,7 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
         m = global_batch // (b * d)
         scheds = []
         for s in schedules:
-            if s == "interleaved":
+            if schedule_spec(s, priced=True).virtual_stages:
                 scheds += [(s, v) for v in _interleave_options(model, p, m, max_virtual_stages)]
             elif p > 1 or s == "1f1b":        # one stage: every schedule is the same
                 scheds.append((s, 1))
@@ -277,4 +278,4 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
     alts += [Alternative(c.config, c.result, why_slower(best.result, c.result, overlap_tp))
              for key, c in sorted(oom_fastest.items(), key=lambda kv: kv[1].result.step_time_s)
              if c.result.step_time_s < layout_best.get(key, c).result.step_time_s or key not in layout_best]
-    return SearchResult(tuple(fits[:top]), tuple(alts), evaluated, considered)
+    return ConfigSearchResult(tuple(fits[:top]), tuple(alts), evaluated, considered)

@@ -33,7 +33,15 @@ from ..parallel.config import TrainConfig
 from ..parallel.replicated import Compiled
 from ..parallel.strategies import compile_strategy
 from .ckpt_files import confined, read_json, read_shard, write_json, write_shard
-from .shards import Shard, assemble, config_from_json, config_to_json, describe_layout, shard_layouts, state_shapes
+from .shards import (
+    CheckpointShard,
+    assemble,
+    config_from_json,
+    config_to_json,
+    describe_layout,
+    shard_layouts,
+    state_shapes,
+)
 
 FORMAT = "parasim-checkpoint/1"
 LATEST = "latest.json"
@@ -196,8 +204,8 @@ class Checkpoint:
             raise ParasimError(f"{path / STRATEGY} is not a valid strategy file ({type(e).__name__}: {e})") from None
         return ck
 
-    def shards(self, name: str) -> list[Shard]:
-        return [Shard.from_json(name, d) for d in self.record["tensors"][name]["shards"]]
+    def shards(self, name: str) -> list[CheckpointShard]:
+        return [CheckpointShard.from_json(name, d) for d in self.record["tensors"][name]["shards"]]
 
     def array(self, name: str) -> np.ndarray:
         """The global tensor, assembled from the shards (each checked: size, SHA-256, dtype, shape;

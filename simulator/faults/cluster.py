@@ -24,10 +24,10 @@ RESULT_PREFIX = "PARASIM_CLUSTER_RESULT "
 def run_demo(steps: int = 4, timeout_s: float = 20.0) -> dict:
     from ..models import MLPConfig
     from ..parallel.config import TrainConfig
-    from ..training import train
     from ..runtime.faulty import FaultyDevice
     from ..runtime.local_cluster import LocalCluster
     from ..runtime.ray_runtime import RayRuntime
+    from ..training import train
     from .recovery import train_resilient
 
     cfg = TrainConfig(MLPConfig(in_dim=6, hidden=8, layers=4, classes=3), strategy="pp", devices=4, dp=2, pp=2,

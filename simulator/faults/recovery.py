@@ -36,9 +36,9 @@ from ..errors import DeviceFailure, ParasimError
 from ..models import get_batch
 from ..parallel.config import TrainConfig
 from ..parallel.strategies import compile_strategy
-from ..training import TrainResult, gather_params, max_rel_diff, reference_train
 from ..program import Compute, Free
 from ..trace import Trace, TraceEvent
+from ..training import TrainResult, gather_params, max_rel_diff, reference_train
 from .checkpoint import Checkpoint, check_checkpoint_dir, latest_checkpoint, restore, save_checkpoint
 from .inject import Fault, arm
 
@@ -116,7 +116,7 @@ def _index_of(instruction: str) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
-def train_resilient(cfg: TrainConfig, runtime=None, faults: tuple[Fault, ...] = (), checkpoint_every: int = 0,
+def train_resilient(cfg: TrainConfig, runtime=None, faults: tuple[Fault, ...] = (), checkpoint_every: int = 0,  # noqa: C901 -- TODO(issue 12): split
                     checkpoint_dir=None, replicas: bool = True, device_model: DeviceModel | None = None,
                     max_failures: int = 20, check: bool = True, resume_from=None,
                     before_step=None, keep_last: int | None = None) -> ResilientResult:

@@ -30,14 +30,14 @@ from ..errors import ParasimError
 from ..models import GPTConfig, MLPConfig
 from ..parallel.config import TrainConfig
 from ..parallel.experts import MoEGPTConfig
-from ..parallel.kernels import layer_of, optimizer_state_names
+from ..parallel.layer_kernels import layer_of, optimizer_state_names
 from ..parallel.replicated import Compiled, make_optimizer
 
 MODEL_KINDS = {"MLPConfig": MLPConfig, "GPTConfig": GPTConfig, "MoEGPTConfig": MoEGPTConfig}
 
 
 @dataclass(frozen=True)
-class Shard:
+class CheckpointShard:
     """Rank `rank` holds tensor `name` as `box` ((start, stop) per dim) or `flat` (start, stop)."""
 
     name: str
@@ -76,7 +76,7 @@ class Shard:
         return {"rank": self.rank, "flat": list(self.flat)}
 
     @classmethod
-    def from_json(cls, name: str, d: dict) -> "Shard":
+    def from_json(cls, name: str, d: dict) -> "CheckpointShard":
         if "box" in d:
             return cls(name, int(d["rank"]), box=tuple((int(a), int(b)) for a, b in d["box"]))
         if "index" in d:
@@ -104,7 +104,7 @@ def state_shapes(cfg: TrainConfig) -> dict[str, tuple[int, ...]]:
     return out
 
 
-def shard_layouts(compiled: Compiled) -> dict[str, list[Shard]]:
+def shard_layouts(compiled: Compiled) -> dict[str, list[CheckpointShard]]:  # noqa: C901 -- TODO(issue 12): split
     """name -> the shards of it every rank holds at the start of a step (from `compiled.initial`)."""
     shapes = state_shapes(compiled.config)
     explicit = compiled.notes.get("layouts", {}) or {}
@@ -118,7 +118,7 @@ def shard_layouts(compiled: Compiled) -> dict[str, list[Shard]]:
         raise ParasimError(f"strategy {compiled.config.strategy}: no device holds {missing[0]} "
                            f"({len(missing)} state tensors unplaced)")
     groups = compiled.mesh.groups("dp") if compiled.mesh is not None else [tuple(sorted(compiled.initial))]
-    out: dict[str, list[Shard]] = {}
+    out: dict[str, list[CheckpointShard]] = {}
     for name, ranks in holders.items():
         shape, size = shapes[name], int(np.prod(shapes[name], dtype=np.int64))
         flat_holders: list[int] = []
@@ -126,18 +126,18 @@ def shard_layouts(compiled: Compiled) -> dict[str, list[Shard]]:
         for r in ranks:
             local = np.shape(compiled.initial[r][name])
             if tuple(local) == shape:
-                shards.append(Shard(name, r, box=tuple((0, s) for s in shape)))
+                shards.append(CheckpointShard(name, r, box=tuple((0, s) for s in shape)))
             elif name in explicit:
                 sl = explicit[name].block_slices(r, shape)
-                shards.append(Shard(name, r, box=tuple((s.start, s.stop) for s in sl)))
+                shards.append(CheckpointShard(name, r, box=tuple((s.start, s.stop) for s in sl)))
             elif compiled.config.tp > 1 and compiled.mesh is not None and name != "opt/step":
                 idx = _tensor_parallel_index(compiled, name, shape, r)
                 if idx.shape != tuple(local):
                     raise ParasimError(f"cannot record the layout of {name}: rank {r} holds {tuple(local)}, "
                                        f"the tensor-parallel rule gives {idx.shape}")
-                shards.append(Shard(name, r, index=tuple(int(i) for i in np.ravel(idx)), shape=idx.shape))
+                shards.append(CheckpointShard(name, r, index=tuple(int(i) for i in np.ravel(idx)), shape=idx.shape))
             elif len(local) == 1 and local[0] == size:
-                shards.append(Shard(name, r, flat=(0, size)))
+                shards.append(CheckpointShard(name, r, flat=(0, size)))
             elif len(local) == 1:
                 flat_holders.append(r)
             else:
@@ -154,7 +154,7 @@ def shard_layouts(compiled: Compiled) -> dict[str, list[Shard]]:
                     raise ParasimError(f"cannot record the layout of {name}: rank {r} holds "
                                        f"{np.shape(compiled.initial[r][name])} elements, an even split of "
                                        f"{size} over {len(members)} ranks gives {b - a}")
-                shards.append(Shard(name, r, flat=(a, b)))
+                shards.append(CheckpointShard(name, r, flat=(a, b)))
         out[name] = sorted(shards, key=lambda s: s.rank)
     return out
 
@@ -169,7 +169,7 @@ def _tensor_parallel_index(compiled: Compiled, name: str, shape, rank: int) -> n
                        compiled.mesh.coord(rank, "tp"))
 
 
-def describe_layout(shape: tuple[int, ...], shards: list[Shard]) -> str:
+def describe_layout(shape: tuple[int, ...], shards: list[CheckpointShard]) -> str:
     """One line: 'replicated on ranks [0, 1]', 'flat split over ranks [0, 1, 2]' or the blocks."""
     ranks = [s.rank for s in shards]
     if all(s.box == tuple((0, n) for n in shape) for s in shards):
@@ -181,7 +181,7 @@ def describe_layout(shape: tuple[int, ...], shards: list[Shard]) -> str:
     return "blocks " + ", ".join(repr(s) for s in shards)
 
 
-def assemble(name: str, shape: tuple[int, ...], pieces: list[tuple[Shard, np.ndarray]]) -> np.ndarray:
+def assemble(name: str, shape: tuple[int, ...], pieces: list[tuple[CheckpointShard, np.ndarray]]) -> np.ndarray:
     """The global tensor from its shards; replicas must agree exactly (bit for bit)."""
     dtype = np.result_type(*(p for _, p in pieces)) if pieces else np.float64
     size = int(np.prod(shape, dtype=np.int64))

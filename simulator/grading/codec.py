@@ -110,7 +110,7 @@ def _parasim_type(path: str):
     return obj
 
 
-def from_data(data, depth: int = 0):
+def from_data(data, depth: int = 0):  # noqa: C901 -- TODO(issue 12): split
     """Rebuild what `to_data` encoded. Runs only parasim's own constructors."""
     if depth > MAX_DEPTH:
         raise DataError(f"data nested deeper than {MAX_DEPTH} levels")

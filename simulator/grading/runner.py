@@ -78,7 +78,7 @@ def load_module(path: Path, name: str):
     return module
 
 
-def limit(memory_mb: int, file_mb: int) -> None:
+def limit(memory_mb: int, file_mb: int, grader_pid: int) -> None:
     """This process's limits, set before the submission's first line (here, after exec, rather
     than in a preexec_fn, which is unsafe when the grader runs threads): address space, file size,
     no core files, and death with the grader (PR_SET_PDEATHSIG)."""
@@ -89,9 +89,8 @@ def limit(memory_mb: int, file_mb: int) -> None:
     for what, mb in ((resource.RLIMIT_AS, memory_mb), (resource.RLIMIT_FSIZE, file_mb)):
         resource.setrlimit(what, (mb * 2**20, mb * 2**20))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    parent = os.getppid()
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-    if os.getppid() != parent:  # the grader died before the line above
+    if os.getppid() != grader_pid:  # the grader died before the line above (while Python started)
         os._exit(1)
 
 
@@ -103,7 +102,7 @@ def main(argv: list[str]) -> int:
     from simulator.grading.seccomp import install
 
     req, resp, file = int(argv[0]), int(argv[1]), Path(argv[2]).resolve()
-    limit(int(argv[3]), int(argv[4]))
+    limit(int(argv[3]), int(argv[4]), int(argv[5]))
     confined = install()  # before the submission's first line: no processes, programs or signals
     os.dup2(2, 1)  # the submission's prints go to the log, never onto the answer pipe
 

@@ -104,7 +104,7 @@ class Sandbox:
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-s", "-m", "simulator.grading.runner", str(req_r), str(resp_w), filename,
-                 str(limits.memory_mb), str(limits.file_mb)],
+                 str(limits.memory_mb), str(limits.file_mb), str(os.getpid())],
                 cwd=self.scratch, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 pass_fds=(req_r, resp_w), start_new_session=True)
         os.close(req_r)

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..errors import ParasimError
 from ..units import DTYPE_BYTES
-from . import kernels as K
+from . import functional as K
 from .attention import attention_backward, attention_forward
 from .base import Layer, normal_init
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import ParasimError
 from ..units import DTYPE_BYTES
-from . import kernels as K
+from . import functional as K
 from .base import Layer, normal_init
 from .block import INIT_STD, TransformerBlock
 

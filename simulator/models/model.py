@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..errors import ParasimError
-from .kernels import ACTIVATIONS
+from .functional import ACTIVATIONS
 from .layers import CrossEntropy, Dense, Embedding, Layer, LMHead, TransformerBlock
 
 

@@ -14,10 +14,10 @@ from numbers import Integral, Real
 from ..errors import ParasimError
 from ..models import GPTConfig, MLPConfig, build_model
 from .cp_split import check_context_parallel
+from .schedule_registry import SCHEDULES, ZERO_BUBBLE, schedule_spec
 
 STRATEGIES = ("single", "dp", "layer", "pp", "tp", "sp", "cp", "ep", "zero1", "zero2", "zero3", "hybrid")
 CP_KINDS = ("ring", "all-to-all")
-SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe")
 GRAD_DTYPES = ("float64", "float32", "float16")
 OPTIMIZERS = ("adam", "sgd")
 # Real runs really compute every step on every sample: bound the work the inputs can ask for.
@@ -114,7 +114,7 @@ class TrainConfig:
                f"degrees dp={dp}{cps} x pp={pp} x tp={tp} = {dp * pp * tp * cp} do not multiply to {n} devices")
         if cp > 1:
             check_context_parallel(self.model, cp, self.cp_kind, tp)
-            _check(self.schedule not in ("zb-h1", "zb-h2") or pp == 1,
+            _check(self.schedule not in ZERO_BUBBLE or pp == 1,
                    f"schedule {self.schedule} splits backward into B and W; the context-parallel layers emit them "
                    "together: use gpipe, 1f1b or interleaved with cp > 1")
         if s == "layer":
@@ -124,11 +124,7 @@ class TrainConfig:
         _check(pp * self.virtual_stages <= layers,
                f"{pp} stages x {self.virtual_stages} virtual stages = {pp * self.virtual_stages} exceeds the model's "
                f"{layers} layers ({_describe_layers(kinds)}); each stage holds at least one")
-        if self.schedule == "interleaved" and pp > 1:
-            _check(self.microbatches % pp == 0,
-                   f"interleaved schedule needs micro-batches ({self.microbatches}) to be a multiple of stages ({pp})")
-        _check(self.virtual_stages == 1 or self.schedule == "interleaved",
-               f"virtual stages ({self.virtual_stages}) need the interleaved schedule, not {self.schedule}")
+        schedule_spec(self.schedule).check(pp, self.microbatches, self.virtual_stages)
         per = dp * self.m
         parts = f"micro-batches={self.microbatches} x accumulate={self.accumulate}" if self.accumulate > 1 \
             else f"micro-batches={self.m}"

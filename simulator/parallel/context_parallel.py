@@ -33,11 +33,12 @@ from dataclasses import dataclass
 from ..errors import ParasimError
 from ..mesh import DeviceMesh
 from ..models import Embedding, TransformerBlock
+from . import cp_kernels  # noqa: F401 -- registers the cp_* kernels this compiler emits
 from .config import TrainConfig
 from .cp_attention import ContextAttention
 from .cp_split import chunk_positions
 from .emit import Replica, grad, param
-from .kernels import layer_of
+from .layer_kernels import layer_of
 from .replicated import Compiled, WholeLayers, compile_replicated
 from .tensor_parallel import TensorParallel, TensorParallelReplica, check_tensor_parallel
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..models import kernels as K
+from ..models import functional as K
 from ..models.attention import merge_heads as _merge
 from ..models.attention import split_heads as _heads
 from ..ops import kernel

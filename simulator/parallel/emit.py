@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..program import ProgramBuilder, Recv, Send
-from .kernels import layer_of
+from .layer_kernels import layer_of
 
 
 def param(li: int, p: str) -> str:

@@ -28,10 +28,10 @@ from ..program import Collective, ProgramBuilder
 from .config import TrainConfig
 from .emit import Replica, grad, param
 from .experts import EXPERT_PARAMS, MoEBlock, MoEGPTConfig
-from .kernels import layer_of, optimizer_state_names
+from .layer_kernels import layer_of, optimizer_state_names
 from .moe_kernels import dense_names
 from .replicated import Compiled, emit_optimizer, initial_state, make_optimizer, tokens_per_sample
-from .schedules import make_schedule
+from .schedule_registry import make_schedule
 
 
 def _is_moe(config, li: int) -> bool:

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import ParasimError
 from ..models import GPTConfig
-from ..models import kernels as K
+from ..models import functional as K
 from ..models.attention import attention_backward, attention_forward
 from ..models.base import Layer, normal_init
 from ..models.layers import Embedding, LMHead

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..program import Collective, ProgramBuilder
 from .emit import grad
-from .kernels import layer_of
+from .layer_kernels import layer_of
 
 DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2}
 

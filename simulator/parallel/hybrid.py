@@ -28,8 +28,8 @@ from dataclasses import replace
 
 from ..mesh import DeviceMesh
 from .config import TrainConfig
-from .replicated import Compiled
 from .context_parallel import compile_context_parallel
+from .replicated import Compiled
 from .tensor_parallel import compile_tensor_parallel
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..ops import kernel
 from .experts import EXPERT_PARAMS
-from .kernels import layer_of
+from .layer_kernels import layer_of
 
 
 def dense_names(layer) -> list[str]:

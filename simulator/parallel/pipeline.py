@@ -13,5 +13,5 @@ from .config import TrainConfig
 from .replicated import Compiled, compile_replicated
 
 
-def compile_pipeline(cfg: TrainConfig) -> Compiled:
+def compile_pipeline_parallel(cfg: TrainConfig) -> Compiled:
     return compile_replicated(replace(cfg, strategy="pp"))

@@ -19,14 +19,15 @@ import numpy as np
 
 from ..errors import ParasimError
 from ..mesh import DeviceMesh
-from ..models import Adam, SGD, build_model
+from ..models import SGD, Adam, build_model
 from ..program import Program, ProgramBuilder
 from .config import TrainConfig
 from .emit import Replica, grad, param, run_bidirectional
 from .grad_sync import GradSync
-from .kernels import layer_of, optimizer_state_names
+from .layer_kernels import layer_of, optimizer_state_names
 from .schedule_check import parse_schedule, validate
-from .schedules import dualpipe, make_schedule
+from .schedule_registry import make_schedule
+from .schedules import dualpipe
 from .zero_hybrid import emit_zero1_optimizer, shard_optimizer_state
 
 

@@ -71,7 +71,7 @@ class SimResult:
                 f"peak in flight {max(self.peak_in_flight)})")
 
 
-def simulate(schedule: Schedule, t_f: float = 1.0, t_b: float = 1.0, t_w: float = 1.0,
+def simulate_schedule(schedule: Schedule, t_f: float = 1.0, t_b: float = 1.0, t_w: float = 1.0,
              t_comm: float = 0.0) -> SimResult:
     """Event-driven timing of `schedule`; raises ParasimError if it is invalid or deadlocks."""
     if min(t_f, t_b, t_w, t_comm) < 0:

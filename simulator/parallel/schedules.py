@@ -1,7 +1,7 @@
 """Pipeline schedules as data: per-stage (per-device) ordered lists of actions.
 
 A schedule is a pure function of (p, m, v): nothing runs. Each device executes its list in order
-and waits for its dependencies (see `schedule_check.validate` and `schedule_sim.simulate`).
+and waits for its dependencies (see `schedule_check.validate` and `schedule_sim.simulate_schedule`).
 
 Actions: `F` forward, `BW` full backward (input and weight gradient together), and for the
 zero-bubble schedules `B` (input gradient only, on the critical path) and `W` (weight gradient
@@ -303,7 +303,7 @@ def zb_h2(p: int, m: int, t_f: float = 1.0, t_b: float = 1.0, t_w: float = 1.0) 
     return _zero_bubble("zb-h2", p, m, [2 * p - 1] * p, t_f, t_b, t_w)
 
 
-def dualpipe(p: int, m: int, split: bool = True) -> Schedule:
+def dualpipe(p: int, m: int, split: bool = True) -> Schedule:  # noqa: C901 -- TODO(issue 12): split
     """DualPipe (DeepSeek-V3 technical report, Sec. 3.2.1; github.com/deepseek-ai/DualPipe,
     dualpipe.py `step`): two copies of the p-stage model, one fed from device 0 (chunk 0 of device
     d is its stage d) and one from device p-1 (chunk 1 of device d is its stage p-1-d), each taking
@@ -384,21 +384,3 @@ def dualpipe(p: int, m: int, split: bool = True) -> Schedule:
         rows.append(tuple(row))
     return Schedule("dualpipe", p, m, 2, tuple(rows), bidirectional=True)
 
-
-GENERATORS = {
-    "gpipe": lambda p, m, v: gpipe(p, m),
-    "1f1b": lambda p, m, v: one_f_one_b(p, m),
-    "interleaved": interleaved,
-    "zb-h1": lambda p, m, v: zb_h1(p, m),
-    "zb-h2": lambda p, m, v: zb_h2(p, m),
-    "dualpipe": lambda p, m, v: dualpipe(p, m),
-}
-
-
-def make_schedule(name: str, p: int, m: int, v: int = 1) -> Schedule:
-    """Build a named schedule: "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe"."""
-    if name not in GENERATORS:
-        raise ParasimError(f"unknown schedule {name!r}; choose one of {', '.join(GENERATORS)}")
-    if v != 1 and name != "interleaved":
-        raise ParasimError(f"schedule {name!r} has one chunk per stage, got v={v}")
-    return GENERATORS[name](p, m, v)

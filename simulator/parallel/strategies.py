@@ -9,10 +9,10 @@ from .config import STRATEGIES, TrainConfig
 from .context_parallel import compile_context_parallel
 from .data_parallel import compile_data_parallel
 from .expert_parallel import compile_expert_parallel
-from .layer_parallel import compile_layer_parallel
-from .pipeline import compile_pipeline
-from .replicated import Compiled
 from .hybrid import compile_hybrid
+from .layer_parallel import compile_layer_parallel
+from .pipeline import compile_pipeline_parallel
+from .replicated import Compiled
 from .sequence_parallel import compile_sequence_parallel
 from .single import compile_single
 from .tensor_parallel import compile_tp
@@ -22,7 +22,7 @@ COMPILERS: dict[str, Callable[[TrainConfig], Compiled]] = {
     "single": compile_single,
     "dp": lambda cfg: compile_zero(cfg) if cfg.zero else compile_data_parallel(cfg),  # --zero S routes to ZeRO
     "layer": compile_layer_parallel,
-    "pp": compile_pipeline,
+    "pp": compile_pipeline_parallel,
     "zero1": compile_zero,
     "zero2": compile_zero,
     "zero3": compile_zero,

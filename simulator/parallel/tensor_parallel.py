@@ -32,16 +32,17 @@ from ..errors import ParasimError
 from ..mesh import DeviceMesh
 from ..models import Embedding, GPTConfig, LMHead, TransformerBlock
 from ..program import Collective
+from . import tp_kernels  # noqa: F401 -- registers the tp_*/vp_ce_* kernels this compiler emits
 from .config import TrainConfig
 from .emit import Replica, grad, param
-from .kernels import layer_of
+from .layer_kernels import layer_of
 from .replicated import Compiled, compile_replicated
+from .schedule_registry import ZERO_BUBBLE
 
 QKV = "qkv"  # q, k and v column blocks each cut by heads
 # Gradients that are partial sums over the tensor group under sequence parallelism (their layer
 # sees only T/n tokens): AllReduced over the group (Megatron's sequence-parallel grad all-reduce).
 SP_PARTIAL = {TransformerBlock: ("ln1_g", "ln1_b", "b_o", "ln2_g", "ln2_b", "b_proj"), LMHead: ("ln_g", "ln_b")}
-ZERO_BUBBLE = ("zb-h1", "zb-h2")
 
 
 def split_rule(layer, name: str):

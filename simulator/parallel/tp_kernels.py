@@ -8,14 +8,14 @@ this rank holds (T, or T/n in a sequence-parallel region). A rank holds a/n head
 columns, V/n vocabulary rows. "part" marks a partial sum that a collective completes.
 
 Gradient kernels take `acc` existing gradients as trailing inputs and add into them (gradient
-accumulation over micro-batches), like simulator/parallel/kernels.py.
+accumulation over micro-batches), like simulator/parallel/layer_kernels.py.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..models import kernels as K
+from ..models import functional as K
 from ..models.attention import attention_backward, attention_forward
 from ..ops import kernel
 

@@ -31,12 +31,12 @@ from ..errors import ParasimError
 from ..model_states import model_state_bytes
 from ..models import build_model
 from ..program import Collective, ProgramBuilder
+from . import zero_kernels  # noqa: F401 -- registers the zero_* kernels this compiler emits
 from .config import TrainConfig
 from .emit import Replica, grad, param
-from .kernels import layer_of, optimizer_state_names
-from .replicated import (Compiled, compile_replicated, emit_optimizer, initial_state, make_optimizer,
-                         tokens_per_sample)
-from .schedules import make_schedule
+from .layer_kernels import layer_of, optimizer_state_names
+from .replicated import Compiled, compile_replicated, emit_optimizer, initial_state, make_optimizer, tokens_per_sample
+from .schedule_registry import make_schedule
 
 F64 = 8
 

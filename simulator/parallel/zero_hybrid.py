@@ -17,7 +17,7 @@ import numpy as np
 
 from ..program import Collective, ProgramBuilder
 from .emit import grad, param
-from .kernels import optimizer_state_names
+from .layer_kernels import optimizer_state_names
 
 F64 = 8
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops import kernel
-from .kernels import layer_of
+from .layer_kernels import layer_of
 
 
 def _shaped(layer, arrays) -> dict:

@@ -22,11 +22,12 @@ from typing import Any, Mapping
 from ..collectives.algorithms import input_to_plan_nbytes, make_plan
 from ..collectives.plan import Plan
 from ..errors import ProgramError
-from ..program import Collective, Event, Program, Send
+from ..ops import get_kernel
+from ..program import Collective, Compute, Event, Program, Send
 from .device import CollectiveCall
 
 DEVICE_METHODS = ("run_batch", "collective_step", "load", "clear", "fetch", "report", "reset_counters",
-                  "inject_failure")
+                  "inject_failure", "register_kernels")
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ class Runtime(ABC):
         self.n_devices = int(n_devices)
         self._plans: dict[tuple, _Lowered] = {}
         self._keys = 0
+        self._kernels_on: list[set[str]] = [set() for _ in range(self.n_devices)]  # rank -> kernels it has
 
     # ---- how a call is made: the only part the runtimes implement ------------------------------
     @abstractmethod
@@ -128,6 +130,7 @@ class Runtime(ABC):
         events = program.walk()  # a program that cannot finish is refused here, before any call
         start = time.perf_counter()
         try:
+            self._ship_kernels(program)
             return self._drive(program, events, start)
         except BaseException:
             # a failed run leaves partial counters: restart them (the report of a run resets them)
@@ -136,6 +139,23 @@ class Runtime(ABC):
             except Exception:
                 pass
             raise
+
+    def _ship_kernels(self, program: Program) -> None:
+        """Give each device the kernels of its Compute instructions it does not have yet (an
+        unknown kernel is refused here, in the driver, before any device runs)."""
+        acks = []
+        for rank, code in enumerate(program.code):
+            new: dict = {}
+            for index, ins in enumerate(code):
+                if isinstance(ins, Compute) and ins.op not in self._kernels_on[rank] and ins.op not in new:
+                    try:
+                        new[ins.op] = get_kernel(ins.op)
+                    except ProgramError as e:
+                        raise ProgramError(f"{program.describe(rank, index)}: {e}") from None
+            if new:
+                acks.append(self._call(rank, "register_kernels", (new,), 0)[1])
+                self._kernels_on[rank] |= set(new)
+        self._wait(acks)
 
     def _drive(self, program: Program, events, start: float) -> RunResult:
         calls = 0
@@ -235,15 +255,3 @@ class Runtime(ABC):
         if not 0 <= rank < self.n_devices:
             raise ProgramError(f"device {rank} does not exist in a runtime of {self.n_devices} devices")
 
-
-def make_runtime(kind: str, n_devices: int, address: str | None = None, **kw) -> Runtime:
-    """'local' (in-process devices) or 'ray' (one actor per device; address= joins a cluster)."""
-    if kind == "local":
-        from .local import LocalRuntime
-
-        return LocalRuntime(n_devices)
-    if kind == "ray":
-        from .ray_runtime import RayRuntime
-
-        return RayRuntime(n_devices, address=address, **kw)
-    raise ProgramError(f"unknown runtime {kind!r}; valid: local, ray")

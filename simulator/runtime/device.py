@@ -20,13 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from ..units import nbytes_of
-
 from ..collectives.execute import apply_incoming, join_output, outgoing, split_input
 from ..collectives.plan import Transfer
 from ..errors import DeviceFailure, ParasimError, ProgramError
-from ..ops import run_kernel
+from ..ops import register_kernels, run_kernel
 from ..program import Collective, Compute, Free, Recv, Send
+from ..units import nbytes_of
 
 CATEGORIES = ("param", "grad", "opt", "act", "other")
 
@@ -96,6 +95,11 @@ class Device:
         out = {"memory": self.memory, "bytes_sent": self.bytes_sent, "messages_sent": self.messages_sent}
         self.reset_counters()
         return [out]
+
+    def register_kernels(self, kernels: dict) -> list:
+        """Kernels by name from the driver (a device in another process has not imported them)."""
+        register_kernels(kernels)
+        return []
 
     def inject_failure(self, index: int, reason: str = "injected failure") -> list:
         self.faults[int(index)] = reason

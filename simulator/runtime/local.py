@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import DEVICE_METHODS, Runtime
 from ..errors import DeviceFailure
+from .base import DEVICE_METHODS, Runtime
 from .device import Device
 
 
@@ -28,6 +28,7 @@ class LocalRuntime(Runtime):
         """A fresh, empty device in place of `rank` (as a replaced machine would be)."""
         self._check_rank(rank)
         self.devices[rank] = self.device_class(rank)
+        self._kernels_on[rank] = set()
 
     def alive(self, rank: int) -> bool:
         return self.devices[rank].failed is None

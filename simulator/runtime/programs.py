@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..collectives.reference import reference
 from ..collectives.algorithms import DEFAULT_ALGO
+from ..collectives.reference import reference
 from ..program import Collective, ProgramBuilder
 
 

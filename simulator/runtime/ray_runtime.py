@@ -122,11 +122,11 @@ def _ray_initialized() -> bool:
 
 
 class RayRuntime(Runtime):
-    name = "ray"
-
     """n actors. timeout_s bounds every wait (None: wait forever); devices_per_node > 0 places
     the actors with a placement group of one bundle per simulated node (ranks r // devices_per_node
     share a bundle, so intra-node groups stay on one Ray node; bundles SPREAD over Ray nodes)."""
+
+    name = "ray"
 
     def __init__(self, n_devices: int, address: str | None = None, num_cpus: int = 2,
                  timeout_s: float | None = None, devices_per_node: int = 0, device_class: type = Device):
@@ -200,6 +200,7 @@ class RayRuntime(Runtime):
             actor = self._new_actor(rank, placed=False)
         self.actors[rank] = actor
         self._rank_of[actor._actor_id.hex()] = rank
+        self._kernels_on[rank] = set()
 
     def node_of(self) -> list[str]:
         """The Ray node id of every device."""

@@ -62,6 +62,7 @@ class OpCostModel:
     gamma: float = 1.0  # weight of the parameter-gradient part of communication
     memory_limit_bytes: float | None = None  # None: the preset's memory
     fully_use_devices: bool = True
+    enable_alltoall: bool = False  # search() copies the context's
     train: bool = True
 
     def __post_init__(self):
@@ -151,9 +152,9 @@ def transfer_cost(src: Layout, dst: Layout, shape, backward: bool, model: OpCost
     """Moving a tensor from where it is stored (src) to where an operator needs it (dst), and,
     when its gradient flows back, the adjoint move of the gradient (plan.py's grad_in_steps)."""
     it = model.itemsize
-    cost = steps_cost(redistribute(src, dst, shape, it), topology)
+    cost = steps_cost(redistribute(src, dst, shape, it, alltoall=model.enable_alltoall), topology)
     if backward and model.train:
-        cost = cost + steps_cost(redistribute(grad_layout(dst), grad_layout(src), shape, it), topology)
+        cost = cost + steps_cost(redistribute(grad_layout(dst), grad_layout(src), shape, it, alltoall=model.enable_alltoall), topology)
     return cost
 
 
@@ -161,10 +162,10 @@ def output_cost(raw: Layout, out: Layout, shape, backward: bool, model: OpCostMo
                 topology: Topology) -> Cost:
     """The forward communication resolving partial sums (raw -> out) and its backward adjoint."""
     it = model.itemsize
-    cost = steps_cost(redistribute(raw, out, shape, it), topology)
+    cost = steps_cost(redistribute(raw, out, shape, it, alltoall=model.enable_alltoall), topology)
     if backward and model.train:
         raw_grad = Layout(raw.mesh, raw.dims, raw.replicated_axes)
-        cost = cost + steps_cost(redistribute(grad_layout(out), raw_grad, shape, it), topology)
+        cost = cost + steps_cost(redistribute(grad_layout(out), raw_grad, shape, it, alltoall=model.enable_alltoall), topology)
     return cost
 
 
@@ -177,7 +178,7 @@ def mirror_cost(stored: Layout, shape, model: OpCostModel, topology: Topology) -
     """A parameter's mirror: its gradient AllReduced over the ranks holding the same slice."""
     if not model.train:
         return ZERO
-    steps = redistribute(grad_layout(stored), stored, shape, model.itemsize)
+    steps = redistribute(grad_layout(stored), stored, shape, model.itemsize, alltoall=model.enable_alltoall)
     return steps_cost(steps, topology).as_param()
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ...errors import ParasimError
 from ..context import AutoParallelContext
@@ -55,6 +55,7 @@ def search(net: Network, ctx: AutoParallelContext, model: OpCostModel | None = N
     model = model or getattr(ctx, "cost_model", None) or OpCostModel()
     if not isinstance(model, OpCostModel):
         raise ParasimError(f"cost_model must be an OpCostModel, got {type(model).__name__}")
+    model = replace(model, enable_alltoall=ctx.enable_alltoall)
     solvers = SOLVERS
     if mode not in solvers:
         raise ParasimError(f"search mode {mode!r} is not one of {sorted(solvers)}")

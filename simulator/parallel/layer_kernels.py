@@ -12,7 +12,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..models import Adam, SGD, build_model
+from ..models import SGD, Adam, build_model
 from ..ops import kernel
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from .parallel.cp_split import chunk_positions, ring_steps
-from .viz_style import device_color, new_figure
+from ..parallel.cp_split import chunk_positions, ring_steps
+from .style import device_color, new_figure
 
 
 def ring_chart(seq_len: int, cp: int) -> Figure:

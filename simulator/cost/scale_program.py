@@ -1,10 +1,10 @@
-"""Compile a GPT training step of any size into the Program IR, without data (a "paper program").
+"""Compile a GPT training step of any size into the Program IR, without data (a "scale program").
 
 The same instructions the real strategies emit, at layer and micro-batch granularity, for one
 data-parallel replica of (t, p, d, b, B, schedule, v, recompute, SP, ZeRO):
 
   program rank k w + i: pipeline device k, tensor-parallel index i (w = t, or 1 when `fold_tp`)
-  per schedule action (`simulator.parallel.schedules.make_schedule`, the real action lists):
+  per schedule action (`simulator.parallel.schedule_registry.make_schedule`, the real action lists):
     F(j, c)   model stage s = c p + k: Recv the activation from stage s-1 (Megatron's scatter /
               gather: each TP rank receives b s h / t, then an all-gather over the TP group unless
               SP keeps activations sequence-sharded); per layer: attention (Compute), TP
@@ -24,24 +24,30 @@ data-parallel replica of (t, p, d, b, B, schedule, v, recompute, SP, ZeRO):
   optimizer: Adam, memory-bound, 30 bytes per (sharded) parameter (`analytic.ADAM_BYTES_PER_PARAM`).
 
 The data-parallel collectives are one-member collectives tagged "dp" that the device model prices
-for the real group (`paper_kernels.PaperDeviceModel`): replicas are symmetric, so one is simulated.
+for the real group (`scale_kernels.ScaleDeviceModel`): replicas are symmetric, so one is simulated.
 """
 
 from __future__ import annotations
 
 from simulator.cost.analytic import ADAM_BYTES_PER_PARAM
 from simulator.cost.model_presets import ModelSpec
-from simulator.cost.paper_kernels import (Kernel, LayerKernels, activation_nbytes, expert_tokens, layer_kernels,
-                                         padded_vocab)
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
+from simulator.cost.scale_kernels import (
+    Kernel,
+    LayerKernels,
+    activation_nbytes,
+    expert_tokens,
+    layer_kernels,
+    padded_vocab,
+)
 from simulator.errors import ParasimError
-from simulator.parallel.schedules import make_schedule
+from simulator.parallel.schedule_registry import make_schedule
 from simulator.program import Collective, Compute, Program, Recv, Send
 
 DEFAULT_BUCKET_NBYTES = 25e6   # PyTorch DDP's default bucket_cap_mb = 25
 
 
-def check_paper_config(model: ModelSpec, cfg: ParallelConfig) -> None:
+def check_scale_config(model: ModelSpec, cfg: ParallelConfig) -> None:
     if model.heads % cfg.tp:
         raise ParasimError(f"tp={cfg.tp} must divide the {model.heads} attention heads")
     cfg.chunk_layers(model.layers)      # refuses splits that do not exist
@@ -305,11 +311,11 @@ class _Emitter:
         return n * self.layer_local + (self.emb_params if k in (0, cfg.pp - 1) else 0.0)
 
 
-def build_paper_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumptions = Assumptions(), *,
+def build_scale_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumptions = Assumptions(), *,
                         fold_tp: bool = False, bucket_nbytes: float = DEFAULT_BUCKET_NBYTES,
                         overlap_grad_reduce: bool = True, logits: bool = True, optimizer: bool = True) -> Program:
     """One data-parallel replica's Program (module docstring); `fold_tp` keeps one rank per stage."""
-    check_paper_config(model, cfg)
+    check_scale_config(model, cfg)
     if not bucket_nbytes > 0:
         raise ParasimError(f"bucket_nbytes must be > 0, got {bucket_nbytes}")
     sched = make_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.virtual_stages)

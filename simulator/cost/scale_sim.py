@@ -1,12 +1,12 @@
-"""Simulate a training step far beyond this machine: compile a paper program, run the clock, read it.
+"""Simulate a training step far beyond this machine: compile a scale program, run the clock, read it.
 
-    res = simulate_paper("gpt3-175b", ParallelConfig(tp=8, pp=12, dp=16, global_batch=1536,
+    res = simulate_at_scale("gpt3-175b", ParallelConfig(tp=8, pp=12, dp=16, global_batch=1536,
                          recompute="full"), "a100-80gb")
     res.step_time_s, res.mfu, res.bubble_fraction, res.exposed_comm_s
     res.trace.save_chrome("gpt3.json")          # both lanes of every simulated rank
 
-The program (`paper_program.build_paper_program`) is one data-parallel replica; the clock
-(`clock.simulate`) prices it on `paper_kernels.PaperDeviceModel` built from a
+The program (`scale_program.build_scale_program`) is one data-parallel replica; the clock
+(`clock.simulate`) prices it on `scale_kernels.ScaleDeviceModel` built from a
 `HardwareDeviceModel` of the whole cluster, which prices compute kernels by their matmul shapes
 and the data-parallel collectives for their real groups. Memory is the closed-form peak of
 `simulator.cost.memory` (Rajbhandari et al. 2020; Korthikanti et al. 2022): the closed form's
@@ -32,17 +32,22 @@ from simulator.cost.analytic import estimate
 from simulator.cost.clock import simulate
 from simulator.cost.device_model import HardwareDeviceModel
 from simulator.cost.hardware import Hardware, get_hardware
-from simulator.cost.memory import (MemoryBreakdown, activation_bytes_per_layer, logits_bytes,
-                                   model_state_bytes_per_device)
+from simulator.cost.memory import (
+    MemoryBreakdown,
+    activation_bytes_per_layer,
+    logits_bytes,
+    model_state_bytes_per_device,
+)
+from simulator.cost.memory_report import stage_params
 from simulator.cost.model_presets import ModelSpec, get_model
-from simulator.cost.paper_kernels import PaperDeviceModel, padded_vocab
-from simulator.cost.paper_program import DEFAULT_BUCKET_NBYTES, build_paper_program
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
-from simulator.trace import Trace
+from simulator.cost.scale_kernels import ScaleDeviceModel, padded_vocab
+from simulator.cost.scale_program import DEFAULT_BUCKET_NBYTES, build_scale_program
+from simulator.trace import Trace, union_length
 
 
 @dataclass(frozen=True, eq=False)
-class PaperResult:
+class ScaleResult:
     step_time_s: float
     tokens_per_s: float
     model_tflops_per_gpu: float
@@ -84,7 +89,7 @@ class PaperResult:
     as_dict = to_dict  # the older name
 
     def __repr__(self) -> str:
-        return (f"PaperResult(step {self.step_time_s:.4g} s, {self.tflops_per_gpu:.4g} TFLOP/s/GPU, MFU "
+        return (f"ScaleResult(step {self.step_time_s:.4g} s, {self.tflops_per_gpu:.4g} TFLOP/s/GPU, MFU "
                 f"{self.mfu:.1%}, bubble {self.bubble_fraction:.1%}, exposed comm {self.exposed_comm_s:.3g} s, "
                 f"{self.simulated_ranks} ranks simulated for {self.gpus}, {self.memory!r})")
 
@@ -94,7 +99,7 @@ _PURPOSE = (("r", "pipeline_p2p"), ("bucket", "data_parallel"), ("emb", "data_pa
 
 
 def _purpose(e) -> str:
-    """What a comm event serves, from the tensor names of `paper_program` ("kind tensor")."""
+    """What a comm event serves, from the tensor names of `scale_program` ("kind tensor")."""
     if e.kind in ("send", "recv"):
         return "pipeline_p2p"
     tensor = e.name.split(" ", 1)[-1]
@@ -104,7 +109,6 @@ def _purpose(e) -> str:
 def trace_statistics(trace: Trace) -> dict:
     """One pass over the trace: per device compute and comm busy time (interval unions), exposed
     comm, idle; per-device seconds by purpose and by collective kind (recv counted on the send)."""
-    from simulator.trace import _union_length
     comp = [[] for _ in range(trace.n_devices)]
     comm = [[] for _ in range(trace.n_devices)]
     by_purpose = [dict() for _ in range(trace.n_devices)]
@@ -122,8 +126,8 @@ def trace_statistics(trace: Trace) -> dict:
     out = {"compute_s": [], "comm_s": [], "exposed_s": [], "idle_s": [], "by_purpose": by_purpose,
            "by_kind": by_kind, "span_s": span}
     for d in range(trace.n_devices):
-        c, m = _union_length(comp[d]), _union_length(comm[d])
-        exposed = _union_length(comp[d] + comm[d]) - c
+        c, m = union_length(comp[d]), union_length(comm[d])
+        exposed = union_length(comp[d] + comm[d]) - c
         out["compute_s"].append(c)
         out["comm_s"].append(m)
         out["exposed_s"].append(exposed)
@@ -133,38 +137,41 @@ def trace_statistics(trace: Trace) -> dict:
 
 def memory_per_device(model: ModelSpec, cfg: ParallelConfig, A: Assumptions = Assumptions()) -> tuple[float, ...]:
     """Peak bytes on each pipeline device k (every TP rank of it alike): ZeRO model states of its
-    parameters (Rajbhandari et al. 2020) + Korthikanti activations per layer x its layers per chunk
+    parameters (Megatron-LM's 18 bytes, `memory_report.stage_params`) + Korthikanti activations per layer x its layers per chunk
     x the (micro-batch, chunk) activations the schedule really holds at once on k
     (`schedule_sim.peak_in_flight`), + one layer's full activations when recomputing, + the fp32
     logits on the device of the last stage."""
-    from simulator.parallel.schedule_sim import simulate as simulate_schedule
-    from simulator.parallel.schedules import make_schedule
+    from simulator.parallel.schedule_registry import make_schedule
+    from simulator.parallel.schedule_sim import simulate_schedule
     s, b, h, a, t, p, v = model.seq / cfg.cp, cfg.micro_batch_size, model.hidden, model.heads, cfg.tp, cfg.pp, cfg.virtual_stages
     in_flight = simulate_schedule(make_schedule(cfg.schedule, p, cfg.microbatches, v)).peak_in_flight
     flash = "selective" if A.flash_attention else "none"     # FlashAttention keeps no s^2 scores
+    f = model.ffn_hidden
     per_layer = activation_bytes_per_layer(s, b, h, a, t, cfg.sequence_parallel,
-                                           flash if cfg.recompute == "none" else cfg.recompute)
-    working = 0.0 if cfg.recompute == "none" else activation_bytes_per_layer(s, b, h, a, t, cfg.sequence_parallel, flash)
+                                           flash if cfg.recompute == "none" else cfg.recompute, f)
+    working = 0.0 if cfg.recompute == "none" else activation_bytes_per_layer(s, b, h, a, t, cfg.sequence_parallel,
+                                                                             flash, f)
     chunks, V = cfg.chunk_layers(model.layers), padded_vocab(model, t)
     out = []
     for k in range(p):
         n = sum(chunks[c * p + k] for c in range(v))
-        params = n * model.layer_params() / t + (V * h / t if k in (0, p - 1) else 0)
+        params = stage_params(model, t, n, k == 0, k == p - 1, cfg.ep)
         # in-flight counts are (micro-batch, chunk) units of a stage's mean chunk
-        mem = model_state_bytes_per_device(params, cfg.dp * cfg.cp, cfg.zero_stage) + per_layer * n / v * in_flight[k] + working
+        mem = (model_state_bytes_per_device(params, cfg.dp * cfg.cp, cfg.zero_stage, "megatron")
+               + per_layer * n / v * in_flight[k] + working)
         out.append(mem + (logits_bytes(s, b, V, t) if k == p - 1 else 0.0))
     return tuple(out)
 
 
-def simulate_paper(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware | str,
+def simulate_at_scale(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware | str,
                    assumptions: Assumptions = Assumptions(), *, fold_tp: bool = False,
                    bucket_nbytes: float = DEFAULT_BUCKET_NBYTES, overlap_grad_reduce: bool = True,
-                   logits: bool = True, optimizer: bool = True) -> PaperResult:
-    """Build the paper program of `config`, run it on the clock, and summarise (module docstring)."""
+                   logits: bool = True, optimizer: bool = True) -> ScaleResult:
+    """Build the scale program of `config`, run it on the clock, and summarise (module docstring)."""
     model, hw, cfg, A = get_model(model), get_hardware(hardware), config, assumptions
-    prog = build_paper_program(model, cfg, A, fold_tp=fold_tp, bucket_nbytes=bucket_nbytes,
+    prog = build_scale_program(model, cfg, A, fold_tp=fold_tp, bucket_nbytes=bucket_nbytes,
                                overlap_grad_reduce=overlap_grad_reduce, logits=logits, optimizer=optimizer)
-    dm = PaperDeviceModel(HardwareDeviceModel(hw, cfg.gpus, A.matmul_dtype, link_efficiency=A.link_efficiency), cfg,
+    dm = ScaleDeviceModel(HardwareDeviceModel(hw, cfg.gpus, A.matmul_dtype, link_efficiency=A.link_efficiency), cfg,
                           fold_tp=fold_tp, collective_algo=A.collective_algo, nvls=A.nvls)
     trace = simulate(prog, dm)
     st = trace_statistics(trace)
@@ -179,7 +186,7 @@ def simulate_paper(model: ModelSpec | str, config: ParallelConfig, hardware: Har
     busiest = max(range(n), key=lambda d: st["comm_s"][d])
     memory = estimate(model, cfg, hw, A).memory
     per_device = memory_per_device(model, cfg, A)
-    return PaperResult(
+    return ScaleResult(
         step_time_s=step, tokens_per_s=tokens / step,
         model_tflops_per_gpu=model_flops / step / cfg.gpus / 1e12, mfu=model_flops / step / cfg.gpus / peak,
         tflops_per_gpu=hw_flops / step / cfg.gpus / 1e12, hfu=hw_flops / step / cfg.gpus / peak,

@@ -1,4 +1,4 @@
-"""Pictures of pipeline schedules timed by `simulator.parallel.schedule_sim.simulate`.
+"""Pictures of pipeline schedules timed by `simulator.parallel.schedule_sim.simulate_schedule`.
 
 schedule_chart: one row per pipeline device, F (blue) / B or BW (orange) / W (green) bars with
 micro-batch labels (`F3`, `B3.1` for chunk 1), idle time as grey background; the title gives the
@@ -15,8 +15,8 @@ from typing import Sequence
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from .trace import Trace, TraceEvent
-from .viz_style import ACTION_COLORS, PHASE_COLORS, message_figure, new_figure, style_axes
+from ..trace import Trace, TraceEvent
+from .style import ACTION_COLORS, PHASE_COLORS, message_figure, new_figure, style_axes
 
 ROW_H = 0.8
 MAX_LABELS = 600
@@ -100,4 +100,5 @@ def schedule_trace(result, time_unit_s: float = 1e-3) -> Trace:
                          a.kind, microbatch=a.microbatch)
               for d, row in enumerate(result.timeline) for a, s, e in row]
     sched = result.schedule
-    return Trace(sched.p, events, name=f"{sched.name} p={sched.p} m={sched.m} v={sched.v}")
+    return Trace(sched.p, events, name=f"{sched.name} p={sched.p} m={sched.m} v={sched.v}",
+                 pipelined=True)

@@ -1,6 +1,6 @@
-"""What one layer costs on one tensor-parallel rank, as data, and the device model of a paper program.
+"""What one layer costs on one tensor-parallel rank, as data, and the device model of a scale program.
 
-A paper program (`simulator.cost.paper`) has no numpy data: each Compute instruction carries a
+A scale program (`simulator.cost.scale_sim`) has no numpy data: each Compute instruction carries a
 `Kernel` in `attrs["kernel"]` listing its matmul shapes and its element-wise memory traffic. The
 shapes are those of `simulator.cost.analytic` (T = b s tokens, one TP rank of t):
 
@@ -14,7 +14,7 @@ shapes are those of `simulator.cost.analytic` (T = b s tokens, one TP rank of t)
   backward "W" (weight grads) of each linear: (k, n, m)
   selective recompute adds the attention core forward to the attention half's backward.
 
-`PaperDeviceModel` prices a Kernel as the sum over its matmuls of the roofline with shape-dependent
+`ScaleDeviceModel` prices a Kernel as the sum over its matmuls of the roofline with shape-dependent
 utilisation (`simulator.cost.compute.matmul_time_s`) plus memory_time_s(element-wise bytes) --
 exactly the sum the closed form makes, so a program and `analytic.estimate` agree by construction
 of their parts and differ only in how the clock overlaps and orders them.
@@ -167,7 +167,7 @@ def padded_vocab(model: ModelSpec, tp: int) -> int:
 
 
 @dataclass(frozen=True, eq=False)
-class PaperDeviceModel:
+class ScaleDeviceModel:
     """The clock's device model for one replica of a (t, p, d) configuration on the full cluster.
 
     `base` is the HardwareDeviceModel of the whole cluster (t p d devices); `fold_tp` says whether

@@ -18,12 +18,12 @@ idle light grey (`PHASE_COLORS`); one colour per device rank (`device_color`).
 - goodput_chart(curve, ...)   goodput and its losses against the checkpoint interval
 """
 
-from .viz_cost import goodput_chart, memory_breakdown, sweep_chart
-from .viz_pipeline import schedule_chart, schedule_compare, schedule_trace
-from .viz_cp import ring_chart
-from .viz_plans import collective_steps, layout_grid
-from .viz_style import MEMORY_COLORS, PHASE_COLORS, device_color, png_bytes
-from .viz_trace import device_breakdown, memory_over_time, timeline
+from .cost_charts import goodput_chart, memory_breakdown, sweep_chart
+from .cp_charts import ring_chart
+from .plans import collective_steps, layout_grid
+from .schedule_charts import schedule_chart, schedule_compare, schedule_trace
+from .style import MEMORY_COLORS, PHASE_COLORS, device_color, png_bytes
+from .timelines import device_breakdown, memory_over_time, timeline
 
 __all__ = ["ring_chart", "timeline", "device_breakdown", "memory_over_time", "collective_steps", "layout_grid", "schedule_chart",
            "schedule_compare", "schedule_trace", "memory_breakdown", "sweep_chart", "goodput_chart", "png_bytes",

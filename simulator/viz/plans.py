@@ -19,10 +19,10 @@ from typing import Sequence
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
-from .collectives.plan import Plan
-from .layout import Layout
-from .units import fmt_bytes
-from .viz_style import chunk_color, device_color, message_figure, new_figure
+from ..collectives.plan import Plan
+from ..layout import Layout
+from ..units import fmt_bytes
+from .style import chunk_color, device_color, message_figure, new_figure
 
 EMPTY_CELL = "#F3F3F3"
 

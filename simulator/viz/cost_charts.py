@@ -12,8 +12,19 @@ from typing import Mapping, Sequence
 
 from matplotlib.figure import Figure
 
-from .viz_style import (MEMORY_CATEGORIES, MEMORY_COLORS, MEMORY_LABELS, OOM_COLOR, byte_unit, device_color,
-                        memory_category, message_figure, new_figure, style_axes, time_unit)
+from .style import (
+    MEMORY_CATEGORIES,
+    MEMORY_COLORS,
+    MEMORY_LABELS,
+    OOM_COLOR,
+    byte_unit,
+    device_color,
+    memory_category,
+    message_figure,
+    new_figure,
+    style_axes,
+    time_unit,
+)
 
 
 def memory_breakdown(bars: Sequence[Mapping[str, float]] | Mapping[str, Mapping[str, float]],

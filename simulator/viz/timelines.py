@@ -14,10 +14,23 @@ from typing import Sequence
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from .trace import Trace, TraceEvent
-from .units import fmt_time
-from .viz_style import (FAULT_PHASES, MEMORY_CATEGORIES, MEMORY_COLORS, MEMORY_LABELS, PHASE_COLORS, PHASE_LETTERS,
-                        REPLAY_HATCH, byte_unit, memory_category, message_figure, new_figure, style_axes, time_unit)
+from ..trace import STEP_PART_LABELS, Trace, TraceEvent
+from ..units import fmt_time
+from .style import (
+    FAULT_PHASES,
+    MEMORY_CATEGORIES,
+    MEMORY_COLORS,
+    MEMORY_LABELS,
+    PHASE_COLORS,
+    PHASE_LETTERS,
+    REPLAY_HATCH,
+    byte_unit,
+    memory_category,
+    message_figure,
+    new_figure,
+    style_axes,
+    time_unit,
+)
 
 LANE_Y = {"compute": (0.0, 0.58), "comm": (0.62, 0.30)}  # (offset, height) inside a device row
 ROW_PITCH = 1.15  # distance between device rows
@@ -47,12 +60,12 @@ def _bar_color(e: TraceEvent) -> str:
     return PHASE_COLORS.get(e.phase, PHASE_COLORS["other"])
 
 
-def timeline(trace: Trace, *, title: str | None = None, labels: bool = True, width: float = 12.0,
+def timeline(trace: Trace, *, title: str | None = None, labels: bool = True, width: float = 12.0,  # noqa: C901 -- TODO(issue 12): split
              devices: Sequence[int] | None = None) -> Figure:
     """Gantt chart of `trace`: per device a compute lane and a comm lane on the simulated clock.
 
-    Grey background = idle. The title gives the step time and the bubble fraction
-    1 - sum(compute busy) / (devices x step) (Trace.bubble_fraction). After failures (simulator.faults):
+    Grey background = idle. The title gives the time per step, the pipeline bubble and the exposed
+    communication (Trace.step_breakdown). After failures (simulator.faults):
     work of a failed attempt is pale red ("lost"), the failed instruction black, recovery cyan, and
     the events of replayed steps (attempt > 0) are hatched."""
     devices = list(range(trace.n_devices)) if devices is None else list(devices)
@@ -121,7 +134,9 @@ def timeline(trace: Trace, *, title: str | None = None, labels: bool = True, wid
     ax.legend(handles=handles, loc="lower center",
               bbox_to_anchor=(0.5, 1.0), ncol=len(handles), frameon=False, fontsize=8)
     head = title if title is not None else (trace.name or "timeline")
-    fig.suptitle(f"{head} · step {fmt_time(span)} · bubble {trace.bubble_fraction():.1%}",
+    parts = trace.step_breakdown()
+    steps = f"{trace.steps} steps, {fmt_time(trace.step_time_s)} each" if trace.steps > 1 else f"step {fmt_time(span)}"
+    fig.suptitle(f"{head} · {steps} · bubble {parts['bubble']:.1%} · exposed comm {parts['exposed_comm']:.1%}",
                  fontsize=11, fontweight="bold")
     return fig
 
@@ -173,28 +188,29 @@ def memory_over_time(trace: Trace, *, capacity_bytes: float | None = None,
 
 
 def device_breakdown(trace: Trace, *, width: float = 7.0) -> Figure:
-    """Per device, the share of the step spent computing, in exposed communication (not hidden
-    under compute) and idle; the title gives the bubble fraction (Trace.device_stats)."""
+    """Per device, the five parts of the step (Trace.step_breakdown: compute, exposed communication,
+    pipeline bubble, other idle, optimizer); the title gives the bubble fraction."""
     if not trace.events:
         return message_figure("empty trace: nothing ran")
     stats = trace.device_stats()
     fig = new_figure(width, min(1.2 + 0.38 * len(stats), 12.0))
     ax = fig.add_subplot()
     style_axes(ax)
-    parts = (("compute_fraction", "compute", PHASE_COLORS["forward"]),
-             ("exposed", "exposed comm", PHASE_COLORS["comm"]), ("idle_fraction", "idle", "#C8C8C8"))
+    parts = (("compute", PHASE_COLORS["forward"]), ("exposed_comm", PHASE_COLORS["comm"]),
+             ("bubble", "#C8C8C8"), ("other_idle", "#E6D9A8"), ("optimizer", PHASE_COLORS["optimizer"]))
     left = [0.0] * len(stats)
     ys = list(range(len(stats)))
-    for key, label, color in parts:
-        vals = [s["exposed_comm_s"] / (trace.makespan_s or 1.0) if key == "exposed" else s[key] for s in stats]
-        ax.barh(ys, vals, left=left, color=color, label=label, height=0.7, edgecolor="white", linewidth=0.5)
+    for key, color in parts:
+        vals = [s[f"{key}_fraction"] for s in stats]
+        ax.barh(ys, vals, left=left, color=color, label=STEP_PART_LABELS[key], height=0.7, edgecolor="white",
+                linewidth=0.5)
         left = [a + b for a, b in zip(left, vals)]
     ax.set_yticks(ys, [f"device {s['device']}" for s in stats])
     ax.set_ylim(len(stats) - 0.5, -0.5)
     ax.set_xlim(0, 1)
     ax.xaxis.set_major_formatter(lambda x, _: f"{x:.0%}")
     ax.set_xlabel("share of the step")
-    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False, fontsize=8)
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=3, frameon=False, fontsize=9)
     fig.suptitle(f"{trace.name or 'devices'} · bubble {trace.bubble_fraction():.1%}", fontsize=11,
                  fontweight="bold")
     return fig

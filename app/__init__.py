@@ -1,0 +1,1 @@
+"""The parasim web app (Streamlit): `parasim app` runs main.py from here."""

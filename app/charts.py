@@ -1,0 +1,200 @@
+"""Interactive charts (Altair / Vega-Lite, which Streamlit ships): built from library objects, no
+Streamlit calls here, so pages and lessons can reuse them. matplotlib stays for PNG downloads.
+
+- timeline_chart(trace)        Gantt of a Trace: hover an event for its details, drag to pan and
+                               scroll to zoom the time axis, click a bar (or pick in the menu) to
+                               highlight one micro-batch's path through the stages, step boundaries
+                               as rules; idle time drawn as what the step accounting calls it.
+- buffers_chart(replay, k)     each rank's slots after step k of a collective, what they hold.
+- links_chart(replay, k)       bytes on each (sender, receiver) link during step k.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from simulator.trace import STEP_PART_LABELS, Trace, step_windows, uncovered
+from simulator.units import fmt_bytes, fmt_time
+from simulator.viz import PHASE_COLORS
+
+MAX_EVENTS = 6000  # beyond this, the timeline shows the first steps only (the browser stays fluid)
+GAP_COLORS = {"exposed communication": "#F8C9C8", "pipeline bubble": "#D9D9D9", "other idle": "#EFE6C8"}
+LANE_NAMES = {"compute": "compute", "comm": "comm"}
+FONT = 13
+
+
+def _time_unit(span_s: float) -> tuple[str, float]:
+    for unit, scale in (("s", 1.0), ("ms", 1e3), ("µs", 1e6)):
+        if span_s * scale >= 1.0:
+            return unit, scale
+    return "ns", 1e9
+
+
+def _row(device: int, lane: str) -> str:
+    return f"device {device}" if lane == "compute" else f"device {device} comm"
+
+
+def _category(e) -> str:
+    if e.phase in ("lost", "failure", "recovery"):
+        return e.phase
+    return "comm" if e.lane == "comm" else (e.phase if e.phase in PHASE_COLORS else "other")
+
+
+def timeline_frame(trace: Trace, stage_of: dict[int, int] | None = None, max_events: int = MAX_EVENTS):
+    """(events, gaps, steps, unit, note): the rows the timeline draws, as pandas tables.
+    gaps: per device the compute lane's exposed communication, pipeline bubble and other idle,
+    classified exactly as Trace.step_breakdown counts them."""
+    events = sorted(trace.events, key=lambda e: (e.start_s, e.device))
+    note = ""
+    if len(events) > max_events:
+        last_step = events[max_events - 1].step
+        events = [e for e in events if e.step < max(last_step, 1)] or events[:max_events]
+        note = f"first {len({e.step for e in events})} of {trace.steps} steps shown ({len(trace.events):,} events)"
+    span = max((e.end_s for e in events), default=0.0)
+    unit, scale = _time_unit(span or 1.0)
+    rows = [{"row": _row(e.device, e.lane), "device": e.device, "lane": e.lane, "op": e.name,
+             "category": _category(e), "kind": e.kind or "-",
+             "micro-batch": -1 if e.microbatch is None else e.microbatch,
+             "stage": "-" if stage_of is None else stage_of.get(e.device, "-"), "step": e.step,
+             "attempt": e.attempt, "bytes": fmt_bytes(e.nbytes) if e.nbytes else "-",
+             "FLOPs": f"{e.flops:.3g}" if e.flops else "-", "start": fmt_time(e.start_s),
+             "duration": fmt_time(e.duration_s), "t0": e.start_s * scale, "t1": e.end_s * scale}
+            for e in events]
+    pipelined = ({e.step for e in trace.events if e.kind in ("send", "recv")} if trace.pipelined is None
+                 else ({e.step for e in trace.events} if trace.pipelined else set()))
+    windows = step_windows(events)
+    gaps = []
+    for d in range(trace.n_devices):
+        mine = [e for e in events if e.device == d]
+        comp = sorted((e.start_s, e.end_s) for e in mine if e.lane == "compute")
+        comm = sorted((e.start_s, e.end_s) for e in mine if e.lane == "comm")
+        for a, b in uncovered(comp, 0.0, span):
+            covered = sorted((max(a, s), min(b, t)) for s, t in comm if t > a and s < b)
+            for s, t in covered:  # communication nothing hides
+                gaps.append((d, "exposed communication", s, t))
+            for s, t in uncovered(covered, a, b):
+                for k, (w0, w1) in windows.items():
+                    lo, hi = max(s, w0), min(t, w1)
+                    if hi > lo:
+                        gaps.append((d, "pipeline bubble" if k in pipelined else "other idle", lo, hi))
+    gap_rows = [{"row": _row(d, "compute"), "device": d, "category": what, "t0": s * scale, "t1": t * scale,
+                 "duration": fmt_time(t - s), "start": fmt_time(s)} for d, what, s, t in gaps if t - s > span * 1e-6]
+    step_rows = [{"t": w0 * scale, "label": f"step {k + 1}"} for k, (w0, _) in sorted(windows.items())]
+    return pd.DataFrame(rows), pd.DataFrame(gap_rows), pd.DataFrame(step_rows), unit, note
+
+
+def timeline_chart(trace: Trace, *, stage_of: dict[int, int] | None = None, title: str = "",
+                   height_per_row: int = 26, max_events: int = MAX_EVENTS) -> alt.LayerChart:
+    """The interactive timeline of `trace` (see the module docstring). The chart's `note` (in its
+    description) says when only the first steps are drawn."""
+    ev, gaps, steps, unit, note = timeline_frame(trace, stage_of, max_events)
+    order = [_row(d, lane) for d in range(trace.n_devices) for lane in ("compute", "comm")]
+    present = list(dict.fromkeys(ev["category"])) if len(ev) else []
+    cats = [c for c in PHASE_COLORS if c in present and c != "idle"] + list(GAP_COLORS)
+    colors = [PHASE_COLORS.get(c) or GAP_COLORS[c] for c in cats]
+    color = alt.Color("category:N", scale=alt.Scale(domain=cats, range=colors),
+                      legend=alt.Legend(title=None, orient="top", columns=5))
+    y = alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=220))
+    zoom = alt.selection_interval(bind="scales", encodings=["x"], name="zoom")
+    mbs = sorted(m for m in set(ev["micro-batch"]) if m >= 0) if len(ev) else []
+    pick = alt.selection_point(fields=["micro-batch"], on="click", clear="dblclick", name="mb",
+                               bind=alt.binding_select(options=[None, *mbs], labels=["all", *map(str, mbs)],
+                                                       name="highlight micro-batch ") if mbs else None)
+    x = alt.X("t0:Q", title=f"simulated time ({unit})")
+    tips = ["device:O", "lane:N", "op:N", "category:N", "kind:N", "micro-batch:O", "stage:N", "step:O",
+            "bytes:N", "FLOPs:N", "start:N", "duration:N"]
+    if len(ev) and (ev["attempt"] > 0).any():
+        tips.append("attempt:O")
+    bars = alt.Chart(ev).mark_bar(height={"band": 0.8}, stroke="white", strokeWidth=0.3).encode(
+        x=x, x2="t1:Q", y=y, color=color, tooltip=tips,
+        opacity=alt.condition(pick, alt.value(1.0), alt.value(0.18)) if mbs else alt.value(1.0))
+    bars = bars.add_params(zoom, pick) if mbs else bars.add_params(zoom)
+    layers = []
+    if len(gaps):
+        layers.append(alt.Chart(gaps).mark_bar(height={"band": 0.8}).encode(
+            x="t0:Q", x2="t1:Q", y=y, color=color,
+            tooltip=[alt.Tooltip("category:N", title="what"), "device:O", "start:N", "duration:N"]))
+    layers.append(bars)
+    if len(steps) > 1:
+        rules = alt.Chart(steps).mark_rule(color="#333333", strokeDash=[4, 3], strokeWidth=1.5).encode(
+            x="t:Q", tooltip=[alt.Tooltip("label:N", title="boundary")])
+        labels = alt.Chart(steps).mark_text(align="left", dx=3, dy=-4, fontSize=FONT - 1, color="#333333").encode(
+            x="t:Q", y=alt.value(0), text="label:N")
+        layers += [rules, labels]
+    rows = len(order)
+    chart = alt.layer(*layers).properties(
+        height=max(160, rows * height_per_row), width="container",
+        title=alt.TitleParams(title or trace.name or "timeline", subtitle=note or alt.Undefined, anchor="start"),
+        description=note or "timeline")
+    return chart
+
+
+def styled(chart, font: int = FONT):
+    """Font sizes for every text of a chart (larger in presentation mode)."""
+    return (chart.configure_axis(labelFontSize=font, titleFontSize=font)
+            .configure_legend(labelFontSize=font, titleFontSize=font)
+            .configure_title(fontSize=font + 2, subtitleFontSize=font).configure_view(strokeWidth=0))
+
+
+def step_parts_table(trace: Trace) -> pd.DataFrame:
+    """The five parts of the step (Trace.step_breakdown), as a table for the page."""
+    parts = trace.step_breakdown()
+    return pd.DataFrame({"part": [STEP_PART_LABELS[k] for k in parts], "share": list(parts.values()),
+                         "time per device and step": [fmt_time(v * trace.step_time_s) for v in parts.values()]})
+
+
+# ---- collectives ----------------------------------------------------------------------------------
+def buffers_frame(replay, k: int) -> pd.DataFrame:
+    """Rank x slot after step k: what the slot holds, its values, and whether step k wrote it."""
+    from simulator.collectives.player import describe_slot
+
+    n = replay.plan.n
+    written = {(t.dst, t.dst_chunk): t for t in replay.plan.steps[k - 1].transfers} if k >= 1 else {}
+    rows = []
+    for r, slots in enumerate(replay.states[k]):
+        for j, arr in enumerate(slots):
+            held = replay.holds[k][r][j]
+            t = written.get((r, j))
+            vals = "empty" if arr is None else " ".join(f"{v:g}" for v in list(arr.ravel()[:6])) + (
+                " …" if arr is not None and arr.size > 6 else "")
+            rows.append({"rank": r, "slot": j, "holds": describe_slot(replay.kind, held, n),
+                         "contributions": len(held), "values": vals,
+                         "this step": "-" if t is None else (f"+= from rank {t.src}" if t.reduce else f"<- from rank {t.src}"),
+                         "changed": t is not None})
+    return pd.DataFrame(rows)
+
+
+def buffers_chart(replay, k: int) -> alt.LayerChart:
+    df = buffers_frame(replay, k)
+    n, slots = replay.plan.n, replay.plan.n_chunks
+    cell = max(18, min(56, 760 // max(slots, 1)))
+    base = alt.Chart(df).encode(
+        x=alt.X("slot:O", title="slot (chunk) of the buffer", axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("rank:O", title="rank"))
+    rect = base.mark_rect(stroke="white", strokeWidth=1).encode(
+        color=alt.Color("contributions:Q", title="ranks' inputs in the slot",
+                        scale=alt.Scale(domain=[0, n], scheme="blues"), legend=alt.Legend(orient="top")),
+        tooltip=["rank:O", "slot:O", "holds:N", "values:N", "this step:N"])
+    ring = base.mark_rect(fill=None, stroke="#E45756", strokeWidth=2.5).transform_filter("datum.changed")
+    layers = [rect, ring]
+    if slots <= 16:
+        layers.append(base.mark_text(fontSize=max(9, min(FONT, cell // 4)), fontWeight="bold").encode(
+            text="holds:N", color=alt.condition(f"datum.contributions > {n / 2}", alt.value("white"), alt.value("#222"))))
+    return alt.layer(*layers).properties(width=min(cell * slots, 900), height=min(34 * n, 560),
+                                         title=f"buffers after step {k} of {len(replay.plan.steps)}")
+
+
+def links_chart(replay, k: int) -> alt.Chart:
+    """Bytes each rank sends each other rank during step k (empty before the first step)."""
+    links = replay.step_links(k)
+    n = replay.plan.n
+    df = pd.DataFrame([{"from": s, "to": d, "bytes": b, "size": fmt_bytes(b)} for (s, d), b in links.items()]
+                      or [{"from": 0, "to": 0, "bytes": 0, "size": "-"}])
+    cell = max(18, min(40, 520 // n))
+    return alt.Chart(df).mark_rect(stroke="white").encode(
+        x=alt.X("to:O", title="to rank", scale=alt.Scale(domain=list(range(n))), axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("from:O", title="from rank", scale=alt.Scale(domain=list(range(n)))),
+        color=alt.Color("bytes:Q", scale=alt.Scale(scheme="reds"), legend=alt.Legend(orient="top", format="~s")),
+        tooltip=["from:O", "to:O", "size:N"]).properties(width=cell * n, height=cell * n,
+                                                         title=f"bytes on each link in step {k}")

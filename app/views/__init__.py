@@ -1,0 +1,1 @@
+"""The app pages, one file each (routed by app/main.py)."""

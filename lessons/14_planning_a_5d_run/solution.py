@@ -1,0 +1,105 @@
+# %% [markdown]
+# # Lesson 14 (SOLUTION): planning a 5-D run — fit a long-context MoE model on a cluster
+#
+# Llama-3-8B at 128k tokens, then a mixture-of-experts variant, on H100s: the cost model says what
+# fits and what is fast. Fill in every function that raises `NotImplementedError("TODO ...")`,
+# then run `parasim lesson check 14`. Experiments sit under `if __name__ == "__main__":`.
+
+# %%
+from simulator import ParallelConfig, estimate, get_model, search_training
+
+HW = "h100-sxm"   # 80 GB HBM3, NVLink inside a node of 8
+
+
+def llama(seq_len: int):
+    """Llama-3-8B (32 layers, h = 4096, 32 heads, 8 KV heads) trained at `seq_len` tokens."""
+    return get_model("llama3-8b", seq=seq_len)
+
+
+def moe(seq_len: int = 32768):
+    """A mixture-of-experts Llama-3-8B: 8 experts per layer, each token routed to 2 (Mixtral-style)."""
+    return get_model("llama3-8b", seq=seq_len, num_experts=8, moe_router_topk=2)
+
+
+# %% [markdown]
+# ## 1. Activations grow with the sequence
+# With tensor parallelism t and sequence parallelism, and selective recomputation (no s x s
+# attention scores kept), one layer keeps 34 s b h / t bytes for its backward (Korthikanti et al.
+# 2022, Table 2). Context parallelism c leaves each GPU s / c of the tokens.
+
+# %%
+def activation_gb(seq_len: int, cp: int, tp: int = 8) -> float:
+    """Activation GB per GPU of Llama-3-8B's 32 layers: micro-batch 1, t = tp with SP, selective."""
+    # BEGIN SOLUTION: 32 layers x 34 (s/c) b h / t bytes, b = 1, h = 4096
+    s = seq_len / cp
+    return 32 * 34 * s * 1 * 4096 / tp / 1e9
+    # END SOLUTION
+
+
+# %% [markdown]
+# ## 2. Choose c so that it fits
+# Ask the cost model: `estimate(llama(s), ParallelConfig(...), HW)` returns `.oom` and `.memory`.
+# Use tp=8 (one node), cp=c, dp = gpus / (8 c), global batch 16, micro-batch 1, selective
+# recomputation and sequence parallelism. Try c = 1, 2, 4, ... and return the first that fits.
+
+# %%
+def smallest_cp(seq_len: int, gpus: int) -> int:
+    """The smallest power-of-two c for which Llama-3-8B at seq_len fits on `gpus` H100s (as above)."""
+    # BEGIN SOLUTION: c = 1, 2, 4, ... while 8 c divides the GPUs; the first with not .oom
+    c = 1
+    while 8 * c <= gpus:
+        cfg = ParallelConfig(tp=8, cp=c, dp=gpus // (8 * c), micro_batch_size=1, global_batch=16,
+                             recompute="selective", sequence_parallel=True)
+        if not estimate(llama(seq_len), cfg, HW).oom:
+            return c
+        c *= 2
+    return 0
+    # END SOLUTION
+
+
+# %% [markdown]
+# ## 3. Experts: memory against all-to-all
+# The MoE model has 8 x the MLP parameters. Expert parallelism e splits the experts over e of the
+# d data-parallel ranks: parameters, gradients and Adam state of the experts shrink by e, but every
+# token is sent to its experts and back (two all-to-alls per MoE layer, forward and backward).
+# Use tp=4, cp=2, dp=8, ep=e (64 GPUs), global batch 16, micro-batch 1, selective, SP.
+
+# %%
+def expert_costs(ep: int) -> tuple[float, float]:
+    """(memory GB per GPU, seconds of expert all-to-all per step) of moe() with ep = e, as above."""
+    # BEGIN SOLUTION: estimate(...).memory_per_gpu_bytes / 1e9 and .comm_time_by_kind.get('expert_all_to_all', 0)
+    cfg = ParallelConfig(tp=4, cp=2, dp=8, ep=ep, micro_batch_size=1, global_batch=16,
+                         recompute="selective", sequence_parallel=True)
+    r = estimate(moe(), cfg, HW)
+    return r.memory_per_gpu_bytes / 1e9, r.comm_time_by_kind.get("expert_all_to_all", 0.0)
+    # END SOLUTION
+
+
+# %% [markdown]
+# ## 4. Let the search choose all five
+# `search_training(model, HW, gpus, global_batch, ...)` tries every (t, c, p, d, e), micro-batch,
+# recomputation and ZeRO stage, keeps what fits and sorts by step time. Search moe() on 64 GPUs
+# with global batch 16, schedules=("1f1b",), zero_stages=(0, 1), sequence_parallel=(True,).
+
+# %%
+def best_plan(gpus: int = 64) -> dict:
+    """The fastest plan as {"dp", "cp", "tp", "pp", "ep"} (ints) and "step_s" (its step time)."""
+    # BEGIN SOLUTION: search_training(...).best is a Candidate: .config and .result.step_time_s
+    found = search_training(moe(), HW, gpus, 16, schedules=("1f1b",), zero_stages=(0, 1),
+                            sequence_parallel=(True,), top=3)
+    c = found.best.config
+    return {"dp": c.dp, "cp": c.cp, "tp": c.tp, "pp": c.pp, "ep": c.ep, "step_s": found.best.result.step_time_s}
+    # END SOLUTION
+
+
+if __name__ == "__main__":
+    for c in (1, 2, 4, 8, 16):
+        print(f"128k tokens, c={c}: {activation_gb(131072, c):.1f} GB of layer activations per GPU")
+    print("smallest c at 128k on 128 GPUs:", smallest_cp(131072, 128))
+    for e in (1, 2, 4, 8):
+        gb, a2a = expert_costs(e)
+        print(f"ep={e}: {gb:.1f} GB per GPU, {a2a:.3f} s of expert all-to-all per step")
+    print(best_plan())
+    found = search_training(moe(), HW, 64, 16, schedules=("1f1b",), zero_stages=(0, 1), sequence_parallel=(True,))
+    for alt in found.alternatives[:3]:
+        print(alt)

@@ -1,0 +1,99 @@
+"""`parasim app`: the app ships inside the distribution, the server binds 127.0.0.1 and hides the
+deploy button, and stopping the command stops the server (no orphan child)."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_distribution_ships_every_app_file():
+    from setuptools._distutils.core import run_setup
+
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        dist = run_setup(str(ROOT / "setup.py"), stop_after="config")
+    finally:
+        os.chdir(cwd)
+    dirs = {ROOT / dist.package_dir.get(p.split(".")[0], p.split(".")[0]) / Path(*p.split(".")[1:])
+            for p in dist.packages}
+    app_files = sorted((ROOT / "app").rglob("*.py"))
+    assert ROOT / "app" / "main.py" in app_files and len(app_files) >= 9
+    missing = [f for f in app_files if f.parent not in dirs]
+    assert not missing, f"not packaged: {missing}"
+    sim_dirs = {p.parent for p in (ROOT / "simulator").rglob("__init__.py")}
+    assert sim_dirs <= dirs
+
+
+def test_app_path_is_the_packaged_main():
+    from simulator.commands.app import app_path
+
+    path = app_path()
+    assert path.name == "main.py" and (path.parent / "views" / "training.py").exists()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cmdline_of(pid: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:  # gone meanwhile
+        return b""
+
+
+def test_stopping_parasim_app_stops_the_server():
+    port = free_port()
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen([sys.executable, "-m", "simulator", "app", "--headless", "--port", str(port)],
+                            cwd="/tmp", env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                pass
+            assert proc.poll() is None and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.5)
+        cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
+        assert b"streamlit" in cmdline  # the command became the server (exec): one process to stop
+        args = [a.decode() for a in cmdline]
+        assert args[args.index("--server.address") + 1] == "127.0.0.1"
+        assert args[args.index("--client.toolbarMode") + 1] == "minimal"
+        config = urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/host-config", timeout=5).read()
+        assert config  # the server answers
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) is not None
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2)
+        assert not [pid for pid in os.listdir("/proc") if pid.isdigit() and str(port).encode() in cmdline_of(pid)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_page_url_builds_the_links_lessons_use():
+    sys.path.insert(0, str(ROOT / "app"))
+    from ui import page_url
+
+    assert page_url("Training playground", strategy="dp", bucket=True, bucket_mb=0.05) == \
+        "/training?strategy=dp&bucket=true&bucket_mb=0.05"
+    assert page_url("pipelines", base="http://localhost:8501/", schedules=["gpipe", "1f1b"]) == \
+        "http://localhost:8501/pipelines?schedules=gpipe&schedules=1f1b"
+    with pytest.raises(ValueError, match="unknown page"):
+        page_url("nowhere")

@@ -1,0 +1,89 @@
+"""The pipeline schedules are listed once (simulator.parallel.schedule_registry); every consumer reads it."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import simulator
+from simulator import ParallelConfig, ParasimError, TrainConfig, in_flight_microbatches, simulate_schedule
+from simulator.commands.search import SCHEDULES as SEARCH_CLI_SCHEDULES
+from simulator.commands.simulate import SCHEDULES as SIMULATE_CLI_SCHEDULES
+from simulator.commands.train import SCHEDULES as TRAIN_CLI_SCHEDULES
+from simulator.cost.search import search_training
+from simulator.parallel.config import SCHEDULES as TRAIN_SCHEDULES
+from simulator.parallel.schedule_registry import PRICED_SCHEDULES, SCHEDULE_SPECS, SCHEDULES, make_schedule
+
+REPO = Path(__file__).resolve().parents[1]
+# files allowed a subset, with the reason
+SUBSETS = {"simulator/auto/context.py": "MindSpore's pipeline_scheduler option takes only gpipe and 1f1b"}
+
+
+def test_every_consumer_lists_the_registry():
+    assert SCHEDULES == ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe")
+    assert TRAIN_SCHEDULES == TRAIN_CLI_SCHEDULES == simulator.SCHEDULES == SCHEDULES
+    assert SEARCH_CLI_SCHEDULES == SIMULATE_CLI_SCHEDULES == PRICED_SCHEDULES
+    assert search_training.__kwdefaults__["schedules"] == PRICED_SCHEDULES
+    gpt = simulator.GPTConfig(layers=4, hidden=32, heads=4, seq_len=16, vocab=32)
+    for name in SCHEDULES:                       # the runtime's compilers and the config accept each
+        v = 2 if SCHEDULE_SPECS[name].virtual_stages else 1
+        assert make_schedule(name, 4, 8, v).p == 4
+        TrainConfig(gpt, strategy="pp", devices=2, microbatches=4, schedule=name, virtual_stages=v,
+                    batch_size=8).resolved()
+    for name in PRICED_SCHEDULES:                # the cost model accepts each priced one, refuses the others
+        ParallelConfig(pp=2, global_batch=4, schedule=name)
+    for name in set(SCHEDULES) - set(PRICED_SCHEDULES):
+        with pytest.raises(ParasimError, match="unknown schedule"):
+            ParallelConfig(pp=2, global_batch=4, schedule=name)
+
+
+def _schedule_name_lists(path: Path) -> list[int]:
+    """Lines of tuple/list/set literals naming two or more schedules (a private copy of the list)."""
+    names = set(SCHEDULES)
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            hits = [e.value for e in node.elts if isinstance(e, ast.Constant) and e.value in names]
+            if len(hits) >= 2:
+                out.append(node.lineno)
+        elif isinstance(node, ast.Dict):
+            hits = [k.value for k in node.keys if isinstance(k, ast.Constant) and k.value in names]
+            if len(hits) >= 2:
+                out.append(node.lineno)
+    return out
+
+
+def test_no_other_file_keeps_its_own_list_of_schedules():
+    home = REPO / "simulator" / "parallel" / "schedule_registry.py"
+    files = [p for p in sorted((REPO / "simulator").rglob("*.py")) if p != home]
+    files += sorted((REPO / "app").rglob("*.py"))
+    copies = {str(p.relative_to(REPO)): lines for p in files
+              if (lines := _schedule_name_lists(p)) and str(p.relative_to(REPO)) not in SUBSETS}
+    assert not copies, f"schedule lists outside the registry: {copies}"
+
+
+@pytest.mark.parametrize("p,m", [(4, 8), (3, 12), (4, 2)])
+def test_in_flight_equals_the_simulated_peak(p, m):
+    for name in ("gpipe", "1f1b", "zb-h1", "zb-h2"):
+        want = max(simulate_schedule(make_schedule(name, p, m)).peak_in_flight)
+        assert in_flight_microbatches(name, p, m) == want, name
+
+
+@pytest.mark.parametrize("name", ["gpipe", "1f1b", "zb-h1"])
+def test_bubble_closed_form_equals_the_simulated_idle_time(name):
+    p, m, F, B, W = 4, 8, 1.0, 1.0, 1.0
+    r = simulate_schedule(make_schedule(name, p, m), F, B, W)
+    assert SCHEDULE_SPECS[name].bubble(p, F, B, W, 1) == pytest.approx(max(r.bubble_time), rel=1e-12)
+
+
+def test_interleaved_bubble_is_divided_by_v():
+    p, m, v = 4, 8, 2
+    r = simulate_schedule(make_schedule("interleaved", p, m, v), 1 / v, 1 / v, 0.0)
+    assert SCHEDULE_SPECS["interleaved"].bubble(p, 1.0, 1.0, 0.0, v) == pytest.approx(max(r.bubble_time), rel=1e-12)
+
+
+def test_constraints_are_checked_once_with_the_numbers():
+    with pytest.raises(ParasimError, match=r"micro-batches \(6\) to be a multiple of stages \(4\)"):
+        SCHEDULE_SPECS["interleaved"].check(4, 6, 2)
+    with pytest.raises(ParasimError, match=r"virtual stages \(2\) need the interleaved schedule, not 1f1b"):
+        SCHEDULE_SPECS["1f1b"].check(4, 8, 2)
