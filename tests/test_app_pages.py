@@ -80,8 +80,11 @@ def test_sharding_two_layer_network_and_propagation():
     assert list(ops["device matrix"]) == ["[2, 1, 4]", "[2, 4]", "[2, 4, 1]"]  # Megatron column then row
     phases = list(at.tabs[0].table[0].value["phase"])
     assert phases.count("forward") == 1 and phases.count("parameter gradient") == 2
-    at.text_input(key="s_act").input("").run()  # unset ReLU in semi-auto: data parallel -> AllToAll
-    assert "AllToAll" in list(at.tabs[0].table[0].value["collective"])
+    at.text_input(key="s_act").input("").run()  # unset ReLU in semi-auto: data parallel, a moved cut
+    moved = list(at.tabs[0].table[0].value["collective"])
+    assert "AllToAll" not in moved and "AllGather" in moved  # MindSpore's default: AllGather + Split
+    at.checkbox(key="alltoall").check().run()
+    assert "AllToAll" in list(at.tabs[0].table[0].value["collective"])  # enable_alltoall: one AllToAll
     at.selectbox(key="mode_auto").set_value("auto_parallel").run()  # propagation picks ((2, 4),)
     assert "AllToAll" not in list(at.tabs[0].table[0].value["collective"])
     assert list(at.tabs[0].dataframe[0].value["set by"])[1] == "propagation"

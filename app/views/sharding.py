@@ -47,13 +47,13 @@ def build_network(kind: str, m: int, k: int, n: int, h: int, s1, s_act, s2, out1
 
 
 @st.cache_data(show_spinner=False)
-def explain_network(kind, m, k, n, h, texts, mode, device_num, gradients_mean) -> dict:
+def explain_network(kind, m, k, n, h, texts, mode, device_num, gradients_mean, enable_alltoall=False) -> dict:
     """explain() of the network: operators, stored layouts in four notations, inserted moves."""
     names = ("MatMul-0 strategy", "ReLU strategy", "MatMul-1 strategy", "MatMul out_strategy")
     s1, s_act, s2, out1 = (parse_strategy(t, nm) for t, nm in zip(texts, names))
     if mode == "semi_auto_parallel" and s1 is None:
         raise ParasimError("semi_auto_parallel: give MatMul-0 a strategy, e.g. ((2, 4), (4, 1))")
-    ctx = AutoParallelContext(mode, device_num, gradients_mean=gradients_mean)
+    ctx = AutoParallelContext(mode, device_num, gradients_mean=gradients_mean, enable_alltoall=enable_alltoall)
     net = build_network(kind, m, k, n, h, s1, s_act, s2, out1)
     e = explain(net, ctx)
     layouts = {}
@@ -118,13 +118,16 @@ def show_explanation(info: dict, mlp: bool) -> None:
 
 
 with tab_auto:
-    c = st.columns([2, 1, 1, 1])
+    c = st.columns([2, 1, 1, 1, 1])
     kind = c[0].radio("Network", NETWORKS, key="net", horizontal=True)
     device_num = c[1].number_input("device_num", 1, 64, 8, key="device_num_auto")
     mode = c[2].selectbox("parallel_mode", list(MODES), key="mode_auto",
                           help="\n\n".join(f"**{k}**: {v}" for k, v in MODES.items()))
     gradients_mean = c[3].checkbox("gradients_mean", value=False, key="gmean",
                                    help="divide each mirrored gradient by its group size")
+    alltoall = c[4].checkbox("enable_alltoall", value=False, key="alltoall",
+                             help="MindSpore's default (off) moves a cut between tensor dimensions with "
+                                  "AllGather + Split; on, with one AllToAll (as XLA does)")
     mlp = kind != NETWORKS[0]
     c = st.columns(4)
     m = c[0].number_input("x rows (batch) M", 1, 4096, 32, key="M")
@@ -145,7 +148,7 @@ with tab_auto:
                                help="((a*k, c),) turns the forward AllReduce into a ReduceScatter")
         s_act = s2 = ""
     info = or_error(explain_network, kind, int(m), int(k), int(n), int(h), (s1, s_act, s2, out1), mode,
-                    int(device_num), gradients_mean)
+                    int(device_num), gradients_mean, alltoall)
     if info is not None:
         show_explanation(info, mlp)
     show_code(explain, auto.ops.MatMul.shard, key="code_auto")

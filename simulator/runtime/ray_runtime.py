@@ -115,12 +115,6 @@ def _init(address: str | None, num_cpus: int) -> None:
         ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
 
 
-def _ray_initialized() -> bool:
-    import ray
-
-    return ray.is_initialized()
-
-
 class RayRuntime(Runtime):
     """n actors. timeout_s bounds every wait (None: wait forever); devices_per_node > 0 places
     the actors with a placement group of one bundle per simulated node (ranks r // devices_per_node
@@ -133,7 +127,7 @@ class RayRuntime(Runtime):
         super().__init__(n_devices)
         import ray
 
-        if address and not _ray_initialized():
+        if address:  # checked even when Ray is already up: a dead address must not pass silently
             check_address(address, timeout_s)
         self._owns_ray = ensure_ray(address, num_cpus)
         self.timeout_s, self.device_class = timeout_s, device_class
