@@ -43,7 +43,7 @@ def test_train_cli_address_places_devices_by_simulated_node(ray_session, capsys,
     """`parasim train --address ADDR` runs on Ray (no --runtime needed) and places the actors with a
     placement group of one bundle per simulated node (--devices-per-node; default the preset's)."""
     from simulator.cli import main
-    from simulator.runtime import ray_runtime
+    from simulator.runtime import factory, ray_runtime
 
     made = []
 
@@ -53,7 +53,7 @@ def test_train_cli_address_places_devices_by_simulated_node(ray_session, capsys,
             pg = self.placement_group
             made.append((self.devices_per_node, pg.bundle_count if pg is not None else 0))
 
-    monkeypatch.setattr(ray_runtime, "RayRuntime", Spy)
+    monkeypatch.setattr(factory, "RayRuntime", Spy)  # make_runtime builds the actors
     address = ray_session.get_runtime_context().gcs_address
     base = ["train", "--model", "mlp", "--strategy", "dp", "--devices", "4", "--batch", "4", "--steps", "1",
             "--layers", "2", "--hidden", "4", "--address", address, "--json"]
