@@ -4,9 +4,9 @@
 
 Each step loads the batch rows onto the devices that need them, executes the compiled Program on
 the runtime (really: numpy on each device, chunks really exchanged), reads the loss back, and
-prices the same Program on the simulated clock (by default the `local` hardware preset, this
-machine as `parasim calibrate` measured it); the traces of all steps are concatenated with the
-measured wall time kept beside them. At the end the trained weights are compared with a plain
+prices the same Program on the simulated clock (by default the fixed `cpu` hardware preset, the same
+on every machine; `hardware="local"` prices on this machine as `parasim calibrate` measured it); the
+traces of all steps are concatenated with the measured wall time kept beside them. At the end the trained weights are compared with a plain
 numpy single-device run of the same steps (`reference_train`): parallelism must not change the
 math (float64; only a lower-precision gradient wire format introduces a measured error).
 """
@@ -21,7 +21,8 @@ from typing import Callable
 import numpy as np
 
 from .cost.clock import DeviceModel, simulate
-from .cost.device_model import HardwareDeviceModel
+from .cost.device_model import run_device_model
+from .errors import ParasimError
 from .models import build_model, get_batch
 from .parallel.config import TrainConfig
 from .parallel.replicated import Compiled, make_optimizer
@@ -151,13 +152,21 @@ def gather_params(compiled: Compiled, runtime) -> list[dict]:
     return out
 
 
-def price_training(cfg: TrainConfig, device_model: DeviceModel | None = None):
+def clock_of(cfg: TrainConfig, device_model: DeviceModel | None, hardware) -> DeviceModel:
+    """The device model a run is priced on: the one given, else `run_device_model` on `hardware`
+    (None: the fixed default preset, the same on every machine)."""
+    if device_model is not None and hardware is not None:
+        raise ParasimError(f"give device_model or hardware, not both (hardware={hardware!r})")
+    return device_model or run_device_model(cfg.devices, hardware)
+
+
+def price_training(cfg: TrainConfig, device_model: DeviceModel | None = None, hardware=None):
     """Compile `cfg` and price its `cfg.steps` steps on the simulated clock, executing nothing:
     the trace train() would give for the same settings (same events and times; no memory samples,
     which only a run measures). Returns (trace, compiled)."""
     cfg = cfg.resolved()
     compiled = compile_strategy(cfg)
-    device_model = device_model or HardwareDeviceModel("local", cfg.devices, dtype="fp64")
+    device_model = clock_of(cfg, device_model, hardware)
     trace = Trace(cfg.devices, name=compiled.program.name)
     for step in range(cfg.steps):
         trace.append(simulate(compiled.program, device_model, step=step))
@@ -165,12 +174,14 @@ def price_training(cfg: TrainConfig, device_model: DeviceModel | None = None):
 
 
 def train(cfg: TrainConfig, runtime=None, device_model: DeviceModel | None = None,
-          progress: Callable[[int, int], None] | None = None, check: bool = True) -> TrainResult:
-    """Compile, run `cfg.steps` real steps, trace them, and compare with one device."""
+          progress: Callable[[int, int], None] | None = None, check: bool = True, hardware=None) -> TrainResult:
+    """Compile, run `cfg.steps` real steps, trace them, and compare with one device. The steps are
+    priced on `device_model`, else on the `hardware` preset (default: the fixed `cpu` preset;
+    "local": this machine's calibration)."""
 
     cfg = cfg.resolved()
     compiled = compile_strategy(cfg)
-    device_model = device_model or HardwareDeviceModel("local", cfg.devices, dtype="fp64")
+    device_model = clock_of(cfg, device_model, hardware)
     own = runtime is None
     runtime = runtime or make_runtime("local", cfg.devices)
     try:

@@ -31,14 +31,13 @@ import time
 from dataclasses import dataclass, field, replace
 
 from ..cost.clock import DeviceModel, simulate
-from ..cost.device_model import HardwareDeviceModel
 from ..errors import DeviceFailure, ParasimError
 from ..models import get_batch
 from ..parallel.config import TrainConfig
 from ..parallel.strategies import compile_strategy
 from ..program import Compute, Free
 from ..trace import Trace, TraceEvent
-from ..training import TrainResult, gather_params, max_rel_diff, reference_train
+from ..training import TrainResult, clock_of, gather_params, max_rel_diff, reference_train
 from .checkpoint import Checkpoint, check_checkpoint_dir, latest_checkpoint, restore, save_checkpoint
 from .inject import Fault, arm
 
@@ -119,7 +118,7 @@ def _index_of(instruction: str) -> int | None:
 def train_resilient(cfg: TrainConfig, runtime=None, faults: tuple[Fault, ...] = (), checkpoint_every: int = 0,  # noqa: C901 -- TODO(issue 12): split
                     checkpoint_dir=None, replicas: bool = True, device_model: DeviceModel | None = None,
                     max_failures: int = 20, check: bool = True, resume_from=None,
-                    before_step=None, keep_last: int | None = None) -> ResilientResult:
+                    before_step=None, keep_last: int | None = None, hardware=None) -> ResilientResult:
     """Train like `simulator.training.train`, surviving the injected (and any real) device failures.
     resume_from: a checkpoint (any strategy and device count, same model) to continue from.
     before_step(step, runtime) -> bool: called once before each step's first attempt; True means
@@ -141,7 +140,7 @@ def train_resilient(cfg: TrainConfig, runtime=None, faults: tuple[Fault, ...] = 
     if len(faults) > max_failures:
         raise ParasimError(f"{len(faults)} faults are more than the {max_failures} failures a run recovers from; "
                            "inject fewer")
-    base_model = device_model or HardwareDeviceModel("local", cfg.devices, dtype="fp64")
+    base_model = clock_of(cfg, device_model, hardware)
     own = runtime is None
     runtime = runtime or LocalRuntime(cfg.devices, device_class=FaultyDevice)
     tmp = tempfile.TemporaryDirectory(prefix="parasim-ckpt-") if checkpoint_every and not checkpoint_dir else None
