@@ -144,6 +144,12 @@ Sigmoid = _kind_op(_Unary, "Sigmoid", "sigmoid", "y = 1 / (1 + exp(-x)), element
 Tanh = _kind_op(_Unary, "Tanh", "tanh", "y = tanh(x), elementwise.")
 
 
+def is_elementwise(op) -> bool:
+    """Unary and broadcasting arithmetic operators (set_algo_parameters'
+    elementwise_op_strategy_follow applies to them)."""
+    return isinstance(op, (_Unary, _Binary))
+
+
 class Cast(_Unary):
     """Cast to `dtype` (MindSpore Cast; any strategy). The gradient is cast back. Runs keep
     float64 for the equivalence checks, so float32 / float16 round the values."""
