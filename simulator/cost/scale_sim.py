@@ -38,7 +38,7 @@ from simulator.cost.memory import (
     logits_bytes,
     model_state_bytes_per_device,
 )
-from simulator.cost.memory_report import stage_params
+from simulator.cost.memory_report import activation_widening, stage_params
 from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.scale_kernels import ScaleDeviceModel, padded_vocab
@@ -163,13 +163,15 @@ def memory_per_device(model: ModelSpec, cfg: ParallelConfig, A: Assumptions = As
                                            flash if cfg.recompute == "none" else cfg.recompute, f)
     working = 0.0 if cfg.recompute == "none" else activation_bytes_per_layer(s, b, h, a, t, cfg.sequence_parallel,
                                                                              flash, f)
+    widen = activation_widening(A.dtype)
+    per_layer, working = per_layer * widen, working * widen
     chunks, V = cfg.chunk_layers(model.layers), padded_vocab(model, t)
     out = []
     for k in range(p):
         n = sum(chunks[c * p + k] for c in range(v))
         params = stage_params(model, t, n, k == 0, k == p - 1, cfg.ep)
         # in-flight counts are (micro-batch, chunk) units of a stage's mean chunk
-        mem = (model_state_bytes_per_device(params, cfg.dp * cfg.cp, cfg.zero_stage, "megatron")
+        mem = (model_state_bytes_per_device(params, cfg.dp * cfg.cp, cfg.zero_stage, A.recipe)
                + per_layer * n / v * in_flight[k] + working)
         out.append(mem + (logits_bytes(s, b, V, t) if k == p - 1 else 0.0))
     return tuple(out)
