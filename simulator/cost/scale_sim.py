@@ -43,6 +43,7 @@ from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.scale_kernels import ScaleDeviceModel, padded_vocab
 from simulator.cost.scale_program import DEFAULT_BUCKET_NBYTES, build_scale_program
+from simulator.program import no_gc
 from simulator.trace import Trace, union_length
 
 
@@ -113,16 +114,27 @@ def trace_statistics(trace: Trace) -> dict:
     comm = [[] for _ in range(trace.n_devices)]
     by_purpose = [dict() for _ in range(trace.n_devices)]
     by_kind = [dict() for _ in range(trace.n_devices)]
+    purposes: dict[tuple[str, str], str] = {}     # _purpose reads the kind and 6 characters of the tensor
+    span = 0.0                                     # the makespan, in the same pass
     for e in trace.events:
+        start, dur = e.start_s, e.duration_s
+        end = start + dur                          # TraceEvent.end_s
+        if end > span:
+            span = end
         if e.lane == "compute":
-            comp[e.device].append((e.start_s, e.end_s))
+            comp[e.device].append((start, end))
             continue
-        comm[e.device].append((e.start_s, e.end_s))
-        pur = _purpose(e)
-        by_purpose[e.device][pur] = by_purpose[e.device].get(pur, 0.0) + e.duration_s
-        if e.kind != "recv":
-            by_kind[e.device][e.kind] = by_kind[e.device].get(e.kind, 0.0) + e.duration_s
-    span = trace.makespan_s
+        comm[e.device].append((start, end))
+        kind, name = e.kind, e.name
+        key = (kind, name[:name.find(" ") + 7])
+        pur = purposes.get(key)
+        if pur is None:
+            pur = purposes[key] = _purpose(e)
+        mine = by_purpose[e.device]
+        mine[pur] = mine.get(pur, 0.0) + dur
+        if kind != "recv":
+            mine = by_kind[e.device]
+            mine[kind] = mine.get(kind, 0.0) + dur
     out = {"compute_s": [], "comm_s": [], "exposed_s": [], "idle_s": [], "by_purpose": by_purpose,
            "by_kind": by_kind, "span_s": span}
     for d in range(trace.n_devices):
@@ -176,7 +188,8 @@ def simulate_at_scale(model: ModelSpec | str, config: ParallelConfig, hardware: 
     dm = ScaleDeviceModel(HardwareDeviceModel(hw, cfg.gpus, A.matmul_dtype, link_efficiency=A.link_efficiency), cfg,
                           fold_tp=fold_tp, collective_algo=A.collective_algo, nvls=A.nvls)
     trace = simulate(prog, dm)
-    st = trace_statistics(trace)
+    with no_gc():       # a pass creating one tuple per event over a heap of a million events
+        st = trace_statistics(trace)
     step = st["span_s"]
     n = trace.n_devices
     tokens = cfg.global_batch * model.seq
