@@ -19,20 +19,20 @@ from ray_session import get_ray  # noqa: E402  (app/ is on the path from here on
 
 get_ray()  # the emulated devices' embedded local Ray (or --address): once per server
 
-PAGES = {
-    "Learn": [
-        st.Page(APP_DIR / "views/collectives.py", title="Collectives", icon=":material/sync_alt:", default=True),
-        st.Page(APP_DIR / "views/sharding.py", title="Sharding & auto-parallel", icon=":material/grid_view:"),
-        st.Page(APP_DIR / "views/training.py", title="Training playground", icon=":material/model_training:"),
-        st.Page(APP_DIR / "views/pipelines.py", title="Pipeline schedules", icon=":material/view_timeline:"),
-        st.Page(APP_DIR / "views/context.py", title="Context parallelism", icon=":material/view_week:"),
-    ],
-    "Plan at scale": [
-        st.Page(APP_DIR / "views/scale.py", title="Scale explorer", icon=":material/trending_up:"),
-        st.Page(APP_DIR / "views/faults.py", title="Fault tolerance", icon=":material/health_and_safety:"),
-        st.Page(APP_DIR / "views/lessons.py", title="Lessons", icon=":material/school:"),
-    ],
-}
+from ui import PAGE_FILES  # noqa: E402
+
+ICONS = {"Collectives": ":material/sync_alt:", "Collective player": ":material/play_circle:",
+         "Sharding & auto-parallel": ":material/grid_view:", "Training playground": ":material/model_training:",
+         "Pipeline schedules": ":material/view_timeline:", "Context parallelism": ":material/view_week:",
+         "Scale explorer": ":material/trending_up:", "Fault tolerance": ":material/health_and_safety:",
+         "Lessons": ":material/school:"}
+GROUPS = {"Learn": ["Collectives", "Collective player", "Sharding & auto-parallel", "Training playground",
+                    "Pipeline schedules", "Context parallelism"],
+          "Plan at scale": ["Scale explorer", "Fault tolerance", "Lessons"]}
+# every page of ui.PAGE_FILES (the lessons' links) is in the navigation, once
+assert sorted(t for ts in GROUPS.values() for t in ts) == sorted(PAGE_FILES), "GROUPS must list every page"
+PAGES = {group: [st.Page(APP_DIR / PAGE_FILES[t], title=t, icon=ICONS[t], default=t == "Collectives") for t in titles]
+         for group, titles in GROUPS.items()}
 
 # Labels wrap instead of being cut ("time (priced pl..."): metric labels and values, tabs, widgets
 CSS = """<style>

@@ -22,8 +22,9 @@ import streamlit as st
 from simulator import ParasimError, viz
 
 # Page titles (as main.py registers them, and as lessons name them in `app_pages`) -> files
-PAGE_FILES = {"Collectives": "views/collectives.py", "Sharding & auto-parallel": "views/sharding.py",
-              "Training playground": "views/training.py", "Pipeline schedules": "views/pipelines.py",
+PAGE_FILES = {"Collectives": "views/collectives.py", "Collective player": "views/player.py",
+              "Sharding & auto-parallel": "views/sharding.py", "Training playground": "views/training.py",
+              "Pipeline schedules": "views/pipelines.py", "Context parallelism": "views/context.py",
               "Scale explorer": "views/scale.py", "Fault tolerance": "views/faults.py", "Lessons": "views/lessons.py"}
 # Streamlit's URL path of each page: the file's name without .py
 PAGE_PATHS = {title: file.split("/")[-1].removesuffix(".py") for title, file in PAGE_FILES.items()}

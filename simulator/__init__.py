@@ -30,7 +30,7 @@ from .cost.analytic import AnalyticResult, estimate
 from .cost.clock import SimpleDeviceModel, simulate
 from .cost.comm import bus_bandwidth_factor, collective_time_s, plan_time
 from .cost.deepspeed_memory import deepspeed_estimates
-from .cost.device_model import HardwareDeviceModel
+from .cost.device_model import HardwareDeviceModel, run_device_model
 from .cost.goodput import (
                    FailureModel,
                    Goodput,
@@ -40,7 +40,7 @@ from .cost.goodput import (
                    goodput_curve,
                    young_interval_s,
 )
-from .cost.hardware import Hardware, get_hardware, hardware_names
+from .cost.hardware import RUN_HARDWARE, Hardware, get_hardware, hardware_names
 from .cost.megatron_args import MegatronRun, megatron_run, parse_megatron_args
 from .cost.memory import (
                    MemoryBreakdown,

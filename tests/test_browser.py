@@ -138,3 +138,25 @@ def test_training_playground_runs_and_draws_the_timeline(server, browser, tmp_pa
     assert shot.stat().st_size > 20_000
     keep(tmp_path)
     page.close()
+
+
+def test_collective_player_plays_to_the_last_step_and_equals_numpy(server, browser):
+    import numpy as np
+
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{server}/player?n=8&algo=halving_doubling", wait_until="domcontentloaded")
+    page.get_by_role("button", name="Play").wait_for(timeout=60_000)
+    assert page.get_by_role("slider", name="Ranks n").get_attribute("aria-valuetext") == "8"
+    page.get_by_role("button", name="Play").click()  # halving-doubling on 8 ranks: 2 log2(8) = 6 steps
+    page.get_by_text("every rank's buffer equals numpy's all_reduce", exact=False).wait_for(timeout=60_000)
+    assert page.get_by_role("slider", name="Step").get_attribute("aria-valuetext") == "6"
+    assert "step=6" in page.url  # the URL follows the slider the player moved
+    want = sum(100.0 * r + np.arange(16) for r in range(8))
+    cells = page.locator('[data-testid="stTable"] tbody tr')
+    assert cells.count() == 8
+    for i in range(8):
+        row = [c.inner_text().strip() for c in cells.nth(i).locator("td").all()]
+        assert row[0] == " ".join(f"{v:g}" for v in want[:8]) + " … (16 numbers)" == row[1]
+        assert row[2:] == ["0", "yes"]
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.close()

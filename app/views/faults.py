@@ -3,7 +3,7 @@
 import streamlit as st
 from ui import figure, friendly_errors, intro, show_code, trace_downloads
 
-from simulator import Fault, GPTConfig, HardwareDeviceModel, MLPConfig, TrainConfig, train, train_resilient, viz
+from simulator import Fault, GPTConfig, MLPConfig, TrainConfig, run_device_model, train, train_resilient, viz
 from simulator.units import fmt_time
 
 MODELS = {"MLP": MLPConfig(64, 256, 8, 8), "tiny GPT": GPTConfig(2, 32, 4, 16, 64)}  # as on the Training playground
@@ -48,7 +48,7 @@ def make_config(model_name: str, strategy: str, steps: int) -> TrainConfig:
 def run_with_fault(model_name, strategy, steps, ckpt, replicas, kind, device, step, ins) -> dict:
     """train_resilient() with one Fault, and the same run without it (for the lost time)."""
     cfg = make_config(model_name, strategy, steps)
-    dm = HardwareDeviceModel("local", 4, dtype="fp64")
+    dm = run_device_model(4)  # the fixed default preset of real runs
     fault = Fault(device, step, kind, None if ins < 0 else ins)
     res = train_resilient(cfg, faults=(fault,), checkpoint_every=ckpt, replicas=replicas, device_model=dm)
     clean = train(cfg, device_model=dm, check=False)

@@ -17,6 +17,7 @@ from simulator import (
     compile_strategy,
     hardware_names,
     price_training,
+    run_device_model,
     train,
     viz,
 )
@@ -130,7 +131,8 @@ with st.sidebar:
     hws = hardware_names()
     price_on = st.selectbox("Price the timeline on", hws, key="price_on", index=hws.index("teaching"),
                             help="teaching: an invented device on which these tiny models compute about as long "
-                                 "as they communicate; local = this machine (parasim calibrate); the others are "
+                                 "as they communicate; cpu = a fixed 2-core CPU, the default of train() and parasim train; "
+                                 "local = this machine (parasim calibrate); the others are "
                                  "datasheet presets (there the tiny models' kernels last nanoseconds)", **BIND)
     mode = st.radio("How", MODES, key="run_mode", **BIND,
                     help="Ray starts once when the app server starts (2 CPUs, one actor per device); in-process "
@@ -152,7 +154,7 @@ def make_config(model_name, strategy, devices, dp, pp, tp, ep, cp, cp_kind, micr
 
 
 def device_model(price_on: str, devices: int) -> HardwareDeviceModel:
-    return HardwareDeviceModel(price_on, devices, dtype="fp64" if price_on in ("local", "teaching") else "bf16")
+    return run_device_model(devices, price_on)
 
 
 def summary(cfg: TrainConfig, notes: dict) -> str:

@@ -7,6 +7,8 @@ import sys
 
 import numpy as np
 
+from ..cost.device_model import run_device_model
+from ..cost.hardware import RUN_HARDWARE, get_hardware, hardware_names
 from ..errors import ParasimError
 from ..models import GPTConfig, MLPConfig
 from ..parallel.config import CP_KINDS, GRAD_DTYPES, SCHEDULES, STRATEGIES, TrainConfig
@@ -66,7 +68,10 @@ def add_parser(sub) -> None:
     p.add_argument("--devices-per-node", type=int, default=None, metavar="N",
                    help="Ray placement group, one bundle per simulated node of N consecutive ranks, so "
                         "intra-node groups stay on one Ray node (default: none; with --address the "
-                        "local hardware preset's node size)")
+                        "--hardware preset's node size)")
+    p.add_argument("--hardware", choices=hardware_names(), default=RUN_HARDWARE,
+                   help=f"the preset the steps are priced on (default: {RUN_HARDWARE}, fixed, the same on every "
+                        "machine; local: this machine as `parasim calibrate` measured it)")
     p.add_argument("--trace", default=None, help="write the Chrome trace JSON (Perfetto) here")
     p.add_argument("--collective-steps", action="store_true",
                    help="--trace: draw every step of every collective as send/recv events with chunk ids and flow "
@@ -114,55 +119,20 @@ def _progress_bar(done: int, total: int) -> None:
     sys.stderr.flush()
 
 
-def run(a) -> int:  # noqa: C901 -- TODO(issue 12): split
-    from ..runtime import make_runtime
-
+def run(a) -> int:
     cfg = config_from_args(a)
     resilient = bool(a.fail or a.fail_random or a.checkpoint_every or a.checkpoint_dir is not None or a.resume)
-    if a.keep_last is not None and a.checkpoint_dir is None:
-        raise ParasimError("--keep-last prunes --checkpoint-dir: give --checkpoint-dir too")
-    if a.checkpoint_every < 0 or a.fail_random < 0:
-        raise ParasimError(f"--checkpoint-every and --fail-random must be >= 0, got {a.checkpoint_every} and {a.fail_random}")
-    if a.timeout_s is not None and not a.timeout_s > 0:
-        raise ParasimError(f"--timeout-s must be > 0 seconds, got {a.timeout_s}")
-    kw = {"timeout_s": a.timeout_s} if a.timeout_s else {}
-    a.runtime = a.runtime or ("ray" if a.address else "local")
-    if a.runtime != "ray" and (a.address or a.devices_per_node is not None):
-        raise ParasimError("--address and --devices-per-node place Ray actors: they need --runtime ray, "
-                           f"not --runtime {a.runtime}")
-    if a.devices_per_node is not None and a.devices_per_node < 1:
-        raise ParasimError(f"--devices-per-node must be >= 1, got {a.devices_per_node}")
-    if a.runtime == "ray" and (a.devices_per_node or a.address):
-        from ..cost.hardware import get_hardware
-
-        kw["devices_per_node"] = a.devices_per_node or get_hardware("local").devices_per_node
-    if resilient and a.runtime == "ray":
-        from ..runtime.faulty import FaultyDevice
-
-        kw["device_class"] = FaultyDevice
-    runtime = make_runtime(a.runtime, cfg.devices, address=a.address, **kw) if a.runtime == "ray" else None
-    progress = _progress_bar if sys.stderr.isatty() else None
-    model = None
+    _check_options(a)
+    runtime = _runtime(a, cfg, resilient)
+    model = run_device_model(cfg.devices, a.hardware)
     if a.collective_steps:
         from ..cost.collective_steps import DrawSteps
-        from ..cost.device_model import HardwareDeviceModel
 
-        model = DrawSteps(HardwareDeviceModel("local", cfg.devices, dtype="fp64"))  # the loops' default model
+        model = DrawSteps(model)
     quiet = np.errstate(all="ignore")  # a diverging run is reported once by the check, not by numpy warnings
     quiet.__enter__()
     try:
-        if resilient:
-            from ..faults import parse_faults, random_faults, train_resilient
-            from ..parallel.strategies import compile_strategy
-
-            faults = parse_faults(a.fail)
-            if a.fail_random:
-                faults += random_faults(a.fail_seed, a.fail_random, compile_strategy(cfg).program, cfg.steps)
-            result = train_resilient(cfg, runtime=runtime, faults=faults, device_model=model, checkpoint_every=a.checkpoint_every,
-                                     checkpoint_dir=a.checkpoint_dir, resume_from=a.resume,
-                                     keep_last=a.keep_last)
-        else:
-            result = train(cfg, runtime=runtime, progress=progress, device_model=model)
+        result = _train(a, cfg, runtime, model, resilient)
     except MemoryError as e:
         raise ParasimError(f"the real run does not fit in this machine's memory ({e}); shrink --hidden, --layers, "
                            f"--seq or --batch, or price the configuration with `parasim simulate`") from None
@@ -172,26 +142,76 @@ def run(a) -> int:  # noqa: C901 -- TODO(issue 12): split
             runtime.close()
     if a.trace:
         result.trace.save_chrome(a.trace) if not resilient else result.train.trace.save_chrome(a.trace)
-    out = result.to_dict()
+    out = {**result.to_dict(), "hardware": a.hardware}
     if a.json:
         print(json.dumps(out, allow_nan=False))
     else:
-        print(f"{cfg.strategy} on {cfg.devices} devices (dp={cfg.dp}, pp={cfg.pp}, tp={cfg.tp}, m={cfg.m})")
-        print("losses: " + " ".join("nan/inf" if x is None else f"{x:.4f}" for x in out["losses"]))
-        diff = out["max_rel_weight_diff_vs_single"]
-        print(f"max relative weight difference vs one device: {'nan/inf' if diff is None else f'{diff:.3g}'}"
-              f" ({'matches' if out['matches_single_device'] else 'DOES NOT MATCH'})")
-        parts = out.get("step_breakdown") or {}
-        print("the step: " + ", ".join(f"{STEP_PART_LABELS[k]} {v:.1%}" for k, v in parts.items())
-              + f"; bytes by collective: {out['bytes_by_collective']}")
-        print(f"simulated time: {fmt_time(out['simulated_time_s'])} for {out.get('steps', 1)} step(s), "
-              f"{fmt_time(out.get('step_time_s', out['simulated_time_s']))} per step; wall: {out['wall_time_s']:.4g} s")
-        if resilient:
-            for line in out["failures"]:
-                print(f"failure: {line}")
-            print(f"faults injected: {out['faults_injected']}, recovered: {out['faults_recovered']}, "
-                  f"replayed steps: {out['replayed_steps']}, checkpoints at steps {out['checkpoints']}")
+        _print_text(cfg, out, resilient)
     return _verdict(out)
+
+
+def _check_options(a) -> None:
+    """Refuse option combinations that cannot work, one line each; settle the runtime's name."""
+    if a.keep_last is not None and a.checkpoint_dir is None:
+        raise ParasimError("--keep-last prunes --checkpoint-dir: give --checkpoint-dir too")
+    if a.checkpoint_every < 0 or a.fail_random < 0:
+        raise ParasimError(f"--checkpoint-every and --fail-random must be >= 0, got {a.checkpoint_every} and {a.fail_random}")
+    if a.timeout_s is not None and not a.timeout_s > 0:
+        raise ParasimError(f"--timeout-s must be > 0 seconds, got {a.timeout_s}")
+    a.runtime = a.runtime or ("ray" if a.address else "local")
+    if a.runtime != "ray" and (a.address or a.devices_per_node is not None):
+        raise ParasimError("--address and --devices-per-node place Ray actors: they need --runtime ray, "
+                           f"not --runtime {a.runtime}")
+    if a.devices_per_node is not None and a.devices_per_node < 1:
+        raise ParasimError(f"--devices-per-node must be >= 1, got {a.devices_per_node}")
+
+
+def _runtime(a, cfg: TrainConfig, resilient: bool):
+    """The Ray runtime the options ask for, or None (the loops then make an in-process one)."""
+    if a.runtime != "ray":
+        return None
+    from ..runtime import make_runtime
+
+    kw = {"timeout_s": a.timeout_s} if a.timeout_s else {}
+    if a.devices_per_node or a.address:
+        kw["devices_per_node"] = a.devices_per_node or get_hardware(a.hardware).devices_per_node
+    if resilient:
+        from ..runtime.faulty import FaultyDevice
+
+        kw["device_class"] = FaultyDevice
+    return make_runtime(a.runtime, cfg.devices, address=a.address, **kw)
+
+
+def _train(a, cfg: TrainConfig, runtime, model, resilient: bool):
+    if not resilient:
+        return train(cfg, runtime=runtime, progress=_progress_bar if sys.stderr.isatty() else None, device_model=model)
+    from ..faults import parse_faults, random_faults, train_resilient
+    from ..parallel.strategies import compile_strategy
+
+    faults = parse_faults(a.fail)
+    if a.fail_random:
+        faults += random_faults(a.fail_seed, a.fail_random, compile_strategy(cfg).program, cfg.steps)
+    return train_resilient(cfg, runtime=runtime, faults=faults, device_model=model, checkpoint_every=a.checkpoint_every,
+                           checkpoint_dir=a.checkpoint_dir, resume_from=a.resume, keep_last=a.keep_last)
+
+
+def _print_text(cfg: TrainConfig, out: dict, resilient: bool) -> None:
+    print(f"{cfg.strategy} on {cfg.devices} devices (dp={cfg.dp}, pp={cfg.pp}, tp={cfg.tp}, m={cfg.m})")
+    print("losses: " + " ".join("nan/inf" if x is None else f"{x:.4f}" for x in out["losses"]))
+    diff = out["max_rel_weight_diff_vs_single"]
+    print(f"max relative weight difference vs one device: {'nan/inf' if diff is None else f'{diff:.3g}'}"
+          f" ({'matches' if out['matches_single_device'] else 'DOES NOT MATCH'})")
+    parts = out.get("step_breakdown") or {}
+    print("the step: " + ", ".join(f"{STEP_PART_LABELS[k]} {v:.1%}" for k, v in parts.items())
+          + f"; bytes by collective: {out['bytes_by_collective']}")
+    print(f"simulated time on the {out['hardware']} preset: {fmt_time(out['simulated_time_s'])} for "
+          f"{out.get('steps', 1)} step(s), {fmt_time(out.get('step_time_s', out['simulated_time_s']))} per step; "
+          f"wall: {out['wall_time_s']:.4g} s")
+    if resilient:
+        for line in out["failures"]:
+            print(f"failure: {line}")
+        print(f"faults injected: {out['faults_injected']}, recovered: {out['faults_recovered']}, "
+              f"replayed steps: {out['replayed_steps']}, checkpoints at steps {out['checkpoints']}")
 
 
 def _verdict(out: dict) -> int:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.cost.compute import MATMUL_PEAK_FRACTION, MEMORY_EFFICIENCY
-from simulator.cost.hardware import Hardware, get_hardware
+from simulator.cost.hardware import RUN_HARDWARE, Hardware, get_hardware
 from simulator.errors import ParasimError
 from simulator.topology import Topology
 
@@ -48,3 +48,16 @@ class HardwareDeviceModel:
     def link(self, src: int, dst: int) -> tuple[float, float]:
         """(latency_s, bandwidth_Bps) from global rank src to dst."""
         return self.topology.link_of(src, dst)
+
+
+# presets whose numbers describe numpy's float64 math; datasheet accelerators are priced in bf16
+FP64_PRESETS = ("cpu", "local", "teaching")
+
+
+def run_device_model(n_devices: int, hardware: str | Hardware | None = None) -> HardwareDeviceModel:
+    """The clock a real run is priced on: `hardware` (default RUN_HARDWARE, the fixed `cpu` preset,
+    the same on every machine; "local" for this machine as `parasim calibrate` measured it), in fp64
+    on the CPU presets and `teaching`, in bf16 on the datasheet accelerators."""
+    name = RUN_HARDWARE if hardware is None else hardware
+    key = name.name if isinstance(name, Hardware) else str(name).strip().lower()
+    return HardwareDeviceModel(name, n_devices, dtype="fp64" if key in FP64_PRESETS else "bf16")

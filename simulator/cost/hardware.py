@@ -28,8 +28,11 @@ Bandwidth conventions (units.py: 1 GB = 1e9 bytes):
   "Why does an NVIDIA H100 80GB card offer 85.52 GB?", Modal blog 2024, and user reports such as
   github.com/dexmal/dexbotic issue 41 for 81920MiB). TPU v4: 32 GiB.
 
-`local` describes this machine. `parasim calibrate` writes ~/.parasim/local.json; if the file
-exists its fields override the conservative 2-core-CPU defaults below.
+Real runs (`train`, `parasim train`, the app) are priced by default on `cpu` (RUN_HARDWARE), a
+fixed preset: the same numbers on every machine, so a printed bubble or step time does not depend
+on who runs it. `local` describes *this* machine: `parasim calibrate` writes ~/.parasim/local.json,
+whose fields override the `cpu` numbers; a run uses it only when asked (`hardware="local"`,
+`parasim train --hardware local`, the app's "Price the timeline on" choice).
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ LINK_EFFICIENCY = 0.8
 # NVLS all-reduce busbw / ring busbw by group size inside one node (nccl issue #1455, module docstring)
 NVLS_GAIN_H100 = {2: 1.0, 3: 1.0, 4: 1.0, 5: 420 / 370, 6: 440 / 370, 7: 460 / 370, 8: 480 / 370}
 LOCAL_PATH = Path("~/.parasim/local.json")
+RUN_HARDWARE = "cpu"   # the fixed preset real runs are priced on unless the user picks another
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,12 @@ _H100 = ("NVIDIA H100 Tensor Core GPU datasheet (SXM5): 989 TFLOP/s bf16/fp16 de
          "node, one 400 Gb/s ConnectX-7 NIC per GPU; NVLink SHARP in the NVSwitch (NVLS gains measured, "
          "module docstring).")
 
+_CPU = ("A fixed 2-core x86 CPU running numpy, the default clock of real runs (the same on every machine; "
+        "rounded assumptions, not a datasheet): 20 GFLOP/s fp64, 40 fp32 (bf16/fp16 computed in fp32), "
+        "10 GB/s memory, 4 GB per emulated device, 8 devices per node; devices exchange data by "
+        "shared-memory copies (5 GB/s, 50 us), priced at full link efficiency. `local` starts from these "
+        "numbers and `parasim calibrate` replaces them with this machine's (~/.parasim/local.json).")
+
 # name -> factory (pure functions; `local` reads the calibration file when asked for)
 _PRESETS = {
     "a100-40gb": lambda: _hw("a100-40gb", 312, 312, 19.5, 19.5, 40960 * MiB, 1.555, 8, 300, 2, 25, 5,
@@ -149,16 +159,18 @@ _PRESETS = {
         "200 GB/s and 2 us. Sized so that the app's tiny models (an 8-layer MLP of width 256, a 2-block "
         "GPT) spend comparable times computing and all-reducing their gradients, which makes overlap "
         "and bucketing visible; on datasheet GPUs their kernels last nanoseconds."),
+    "cpu": lambda: _cpu("cpu", _CPU),
     "local": lambda: _local_defaults(),
 }
 
 
+def _cpu(name: str, source: str) -> Hardware:
+    return _hw(name, 40e-3, 40e-3, 40e-3, 20e-3, 4e9, 0.01, 8, 5, 50, 5, 50, source, link_efficiency=1.0)
+
+
 def _local_defaults() -> Hardware:
-    return _hw("local", 40e-3, 40e-3, 40e-3, 20e-3, 4e9, 0.01, 8, 5, 50, 5, 50,
-               "Conservative defaults for a 2-core x86 CPU running numpy: ~20 GFLOP/s fp64, 40 fp32 "
-               "(bf16/fp16 computed in fp32), 10 GB/s memory, 4 GB for emulated devices; devices "
-               "exchange data by shared-memory copies (5 GB/s, 50 us). `parasim calibrate` measures "
-               "and writes ~/.parasim/local.json.", link_efficiency=1.0)
+    return _cpu("local", "This machine before `parasim calibrate` has measured it: the numbers of the fixed "
+                "`cpu` preset. " + _CPU)
 
 
 def load_local(path: str | os.PathLike | None = None) -> Hardware:

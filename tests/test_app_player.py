@@ -1,0 +1,55 @@
+"""App page tests (collective player): step through a collective, play it, compare with numpy."""
+
+import numpy as np
+from app_helpers import APP, metrics, page
+from streamlit.testing.v1 import AppTest
+
+from simulator import make_plan
+
+
+def test_player_steps_through_a_ring_all_reduce_and_ends_equal_to_numpy():
+    at = page("player")  # ring all_reduce, 4 ranks, 16 numbers each
+    assert {"kind", "algo", "n", "per_rank"} <= {w.key for kind in ("selectbox", "slider", "select_slider")
+                                                  for w in at.sidebar.get(kind)}
+    m = metrics(at)
+    assert m["step"] == "0 of 6" and m["messages in this step"] == "0"  # 2(n-1) steps; 0 = the inputs
+    at.slider(key="step").set_value(1).run()
+    m = metrics(at)  # step 1 of the ring: each rank sends one of 4 chunks (4 numbers x 8 B) to its neighbour
+    assert m["messages in this step"] == "4" and m["most on one link"] == "32 B" and m["bytes on all links"] == "128 B"
+    assert len(at.get("arrow_vega_lite_chart") or at.get("vega_lite_chart")) == 2  # buffers and links
+    assert not at.table  # the comparison appears at the last step
+    at.slider(key="step").set_value(6).run()
+    assert "equals numpy's all_reduce" in at.success[0].value
+    table = at.table[0].value
+    want = sum(100.0 * r + np.arange(16) for r in range(4))
+    assert list(table["buffer after the last step"]) == [" ".join(f"{v:g}" for v in want[:8]) + " … (16 numbers)"] * 4
+    assert list(table["equal"]) == ["yes"] * 4
+
+
+def test_player_play_advances_one_step_per_run_and_stops_at_the_last():
+    at = page("player")
+    at.selectbox(key="algo").set_value("halving_doubling").run()
+    last = len(make_plan("all_reduce", "halving_doubling", 4, 16 * 8).steps)
+    at.button(key="play").click().run()
+    seen = [metrics(at)["step"]]
+    while at.session_state["playing"] and len(seen) < 20:  # in the browser the fragment reruns on a timer
+        at.run()
+        seen.append(metrics(at)["step"])
+    assert seen == [f"{k} of {last}" for k in range(1, last + 1)]
+    assert not at.session_state["playing"] and "equals numpy's" in at.success[0].value
+
+
+def test_player_reads_its_configuration_from_the_url_at_16_ranks():
+    at = AppTest.from_file(str(APP / "views" / "player.py"), default_timeout=60)
+    at.query_params.update({"kind": "reduce_scatter", "algo": "ring", "n": "16", "step": "15"})
+    at.run()
+    assert not at.exception
+    assert at.slider(key="n").value == 16 and at.selectbox(key="kind").value == "reduce_scatter"
+    assert metrics(at)["step"] == "15 of 15"  # ring reduce-scatter: n-1 steps
+    assert list(at.table[0].value["equal"]) == ["yes"] * 16
+    at.selectbox(key="kind").set_value("all_gather").run()
+    assert not at.exception and metrics(at)["step"] == "15 of 15"
+    at.selectbox(key="kind").set_value("broadcast").run()  # the tree broadcast has fewer steps: the slider follows
+    at.selectbox(key="algo").set_value("tree").run()
+    last = len(make_plan("broadcast", "tree", 16, 16 * 8).steps)
+    assert not at.exception and metrics(at)["step"] == f"{last} of {last}"
