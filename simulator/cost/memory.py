@@ -31,10 +31,10 @@ from dataclasses import dataclass
 
 from simulator.errors import ParasimError
 from simulator.model_states import RECIPES, model_state_bytes
+from simulator.parallel.degrees import RECOMPUTE
 from simulator.parallel.schedule_registry import schedule_spec
 
 PRECISION_BYTES = dict(RECIPES)     # recipe -> (params, grads, optimizer) bytes per parameter
-RECOMPUTE = ("none", "selective", "full")
 
 
 def _positive(**kw) -> None:
