@@ -7,6 +7,8 @@ Streamlit calls here, so pages and lessons can reuse them. matplotlib stays for 
                                as rules; idle time drawn as what the step accounting calls it.
 - buffers_chart(replay, k)     each rank's slots after step k of a collective, what they hold.
 - links_chart(replay, k)       bytes on each (sender, receiver) link during step k.
+- aggregate_trace(trace)       a large trace drawn as runs of one micro-batch per lane (and a note).
+- memory_components_chart()    bytes per memory component per GPU against the capacity.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from simulator.trace import STEP_PART_LABELS, Trace, step_windows, uncovered
+from simulator.trace import STEP_PART_LABELS, Trace, TraceEvent, step_windows, uncovered
 from simulator.units import fmt_bytes, fmt_time
 from simulator.viz import PHASE_COLORS
 
@@ -207,3 +209,56 @@ def links_chart(replay, k: int) -> alt.Chart:
         color=alt.Color("bytes:Q", scale=alt.Scale(scheme="reds"), legend=alt.Legend(orient="top", format="~s")),
         tooltip=["from:O", "to:O", "size:N"]).properties(width=cell * n, height=cell * n,
                                                          title=f"bytes on each link in step {k}")
+
+
+# ---- scale explorer ------------------------------------------------------------------------------
+def aggregate_trace(trace: Trace, max_events: int = MAX_EVENTS) -> tuple[Trace, str]:
+    """`trace` unchanged when it has at most `max_events` events; otherwise one event per run of
+    consecutive events on a device's lane with the same micro-batch and step (a stage's forward of
+    micro-batch j, its backward with the recomputation, their TP collectives, ...): it spans the run
+    (first start to last end), sums its bytes and FLOPs, takes the run's last phase (backward when
+    recomputing), and its name says how many ops it holds and their busy time. Idle gaps inside a
+    run are then not drawn. Returns (trace, note) with the note saying so."""
+    if len(trace.events) <= max_events:
+        return trace, ""
+    runs: list[list] = []
+    last: dict[tuple, list] = {}
+    for e in sorted(trace.events, key=lambda e: (e.device, e.lane, e.start_s)):
+        key = (e.device, e.lane)
+        run = last.get(key)
+        if run is None or (run[0].microbatch, run[0].step) != (e.microbatch, e.step):
+            run = last[key] = []
+            runs.append(run)
+        run.append(e)
+    events = []
+    for run in runs:
+        first, phase, busy = run[0], run[-1].phase, sum(e.duration_s for e in run)
+        kinds = list(dict.fromkeys(e.kind for e in run if e.kind))
+        name = first.name if len(run) == 1 else (
+            f"{phase} x{len(run)} ops ({', '.join(kinds[:3])}{', ...' if len(kinds) > 3 else ''}), "
+            f"busy {fmt_time(busy)}")
+        end = max(e.end_s for e in run)
+        events.append(TraceEvent(first.device, first.lane, name, first.start_s, end - first.start_s, phase,
+                                 kinds[0] if len(kinds) == 1 else "mixed", sum(e.nbytes for e in run),
+                                 sum(e.flops for e in run), first.microbatch, first.step))
+    out = Trace(trace.n_devices, events, name=trace.name, pipelined=trace.pipelined)
+    note = (f"{len(trace.events):,} events drawn as {len(events):,}: each bar is a run of consecutive ops of one "
+            "micro-batch on one lane (hover for how many and their busy time); gaps inside a run are not drawn")
+    return out, note
+
+
+def memory_components_chart(parts: dict[str, float], capacity_bytes: float, title: str = "") -> alt.LayerChart:
+    """One stacked bar of bytes per component (GB, 1e9 bytes) with the device capacity as a rule;
+    hover a part for its bytes and share."""
+    total = sum(parts.values()) or 1.0
+    df = pd.DataFrame([{"component": k, "GB": v / 1e9, "bytes": fmt_bytes(v), "share": f"{v / total:.1%}",
+                        "order": i, "device": "per GPU"} for i, (k, v) in enumerate(parts.items()) if v > 0])
+    bars = alt.Chart(df).mark_bar().encode(
+        x=alt.X("sum(GB):Q", title="GB per GPU (1e9 bytes)"), y=alt.Y("device:N", title=None),
+        color=alt.Color("component:N", sort=list(parts), legend=alt.Legend(orient="top", title=None)),
+        order=alt.Order("order:Q"), tooltip=["component:N", "bytes:N", alt.Tooltip("GB:Q", format=".2f"), "share:N"])
+    cap = pd.DataFrame([{"GB": capacity_bytes / 1e9, "label": f"capacity {capacity_bytes / 1e9:.1f} GB"}])
+    rule = alt.Chart(cap).mark_rule(color="#E45756", strokeWidth=2, strokeDash=[5, 3]).encode(
+        x="GB:Q", tooltip=["label:N"])
+    text = alt.Chart(cap).mark_text(align="right", dx=-4, dy=-28, color="#E45756").encode(x="GB:Q", text="label:N")
+    return alt.layer(bars, rule, text).properties(height=110, width="container", title=title or alt.Undefined)

@@ -19,9 +19,10 @@ from simulator.cost.clock import SimpleDeviceModel, simulate
 from simulator.cost.model_presets import PUBLISHED_RUNS
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.scale_sim import simulate_at_scale
+from simulator.cost.timeline_program import schedule_program
 from simulator.parallel.schedule_registry import make_schedule
 from simulator.parallel.schedule_sim import simulate_schedule
-from simulator.program import Compute, Program, Recv, Send
+from simulator.program import Program
 
 
 def timed(fn, repeat=1):
@@ -31,29 +32,6 @@ def timed(fn, repeat=1):
         out = fn()
         best_wall, best_cpu = min(best_wall, time.perf_counter() - w), min(best_cpu, time.process_time() - c)
     return out, best_wall, best_cpu
-
-
-def schedule_program(sched, flops_f=1e12, flops_b=2e12, nbytes=1 << 20) -> Program:
-    """The schedule as a Program: per action one Compute, activations/gradients sent between stages."""
-    p, code = sched.p, []
-    for d, row in enumerate(sched.actions):
-        out = []
-        for a in row:
-            j = a.microbatch
-            if a.kind == "F":
-                if d > 0:
-                    out.append(Recv(f"x{j}", d - 1, "f", nbytes, j))
-                out.append(Compute("F", (f"x{j}",), (f"y{j}",), flops_f, 0, phase="forward", microbatch=j))
-                if d < p - 1:
-                    out.append(Send(f"y{j}", d + 1, "f", nbytes, j))
-            else:
-                if d < p - 1:
-                    out.append(Recv(f"dy{j}", d + 1, "b", nbytes, j))
-                out.append(Compute("BW", (f"y{j}", f"dy{j}"), (f"dx{j}",), flops_b, 0, phase="backward", microbatch=j))
-                if d > 0:
-                    out.append(Send(f"dx{j}", d - 1, "b", nbytes, j))
-        code.append(tuple(out))
-    return Program(p, tuple(code), f"1f1b p={p} m={sched.m}")
 
 
 def main() -> None:

@@ -109,7 +109,7 @@ class Collective:
     def __post_init__(self):
         if self.kind not in COLLECTIVE_KINDS:
             raise ProgramError(f"unknown collective {self.kind!r}; known: {', '.join(COLLECTIVE_KINDS)}")
-        if len(set(self.group)) != len(self.group):
+        if len(self.group) > 1 and len(set(self.group)) != len(self.group):
             raise ProgramError(f"collective group {self.group} names a rank twice")
 
     def touches(self) -> tuple[str, ...]:
@@ -190,100 +190,143 @@ def no_gc():
             gc.enable()
 
 
-def _walk(prog: Program) -> list[Event]:  # noqa: C901 -- TODO(issue 12): split
-    n, code = prog.n_devices, prog.code
-    pcs = [0] * n
-    events: list[Event] = []
-    mailbox: dict[tuple, deque] = defaultdict(deque)  # (src, dst, tag) -> Send positions
-    waiting_recv: dict[tuple, int] = {}
-    posted: dict[tuple, dict[int, int]] = defaultdict(dict)  # (group, seq) -> {rank: index}
-    seq: dict[tuple, int] = defaultdict(int)  # (rank, group) -> collectives issued so far
-    pending: list[dict[str, tuple]] = [dict() for _ in range(n)]  # rank -> tensor -> open collective
-    waiters: dict[tuple, set[int]] = defaultdict(set)  # open collective -> ranks waiting on it
-    queue = deque(range(n))
+def _walk(prog: Program) -> list[Event]:
+    return _Walk(prog).run()
 
-    def complete(ckey: tuple) -> None:
-        members = posted.pop(ckey)
-        group = ckey[0]
-        events.append(Event("collective", tuple((r, members[r]) for r in group)))
-        for r in group:
-            for t in [t for t, k in pending[r].items() if k == ckey]:
-                del pending[r][t]
-        queue.extend(waiters.pop(ckey, ()))
 
-    local_types = (Compute, Free)
-    while queue:
-        r = queue.popleft()
-        rcode, pend = code[r], pending[r]
-        pc, end = pcs[r], len(code[r])
+_new_event = tuple.__new__     # Event(kind, at) without the NamedTuple's Python-level __new__
+
+
+class _Walk:
+    """Runs each device until it blocks (on a Recv whose Send is not posted, on a collective not all
+    members have reached, on a tensor an open non-blocking collective touches), then the devices
+    it unblocked; the events come out in that order."""
+
+    def __init__(self, prog: Program):
+        n = self.n = prog.n_devices
+        self.prog, self.code = prog, prog.code
+        self.pcs = [0] * n
+        self.events: list[Event] = []
+        self.mailbox: dict[tuple, deque] = defaultdict(deque)  # (src, dst, tag) -> Send positions
+        self.waiting_recv: dict[tuple, int] = {}
+        self.posted: dict[tuple, dict[int, int]] = defaultdict(dict)  # (group, seq) -> {rank: index}
+        self.seq: dict[tuple, int] = defaultdict(int)  # (rank, group) -> collectives issued so far
+        self.pending: list[dict[str, tuple]] = [dict() for _ in range(n)]  # rank -> tensor -> open collective
+        self.waiters: dict[tuple, set[int]] = defaultdict(set)  # open collective -> ranks waiting on it
+        self.queue = deque(range(n))
+
+    def run(self) -> list[Event]:
+        queue, advance = self.queue, self.advance
+        while queue:
+            advance(queue.popleft())
+        self.check_finished()
+        return self.events
+
+    def advance(self, r: int) -> None:
+        """Run device r from its program counter until it blocks or ends."""
+        rcode, pend, n = self.code[r], self.pending[r], self.n
+        add, mailbox, waiting_recv = self.events.append, self.mailbox, self.waiting_recv
+        pc, end = self.pcs[r], len(rcode)
         while pc < end:
             ins = rcode[pc]
             kind = type(ins)
-            if pend:
-                blocked_on = next((pend[t] for t in ins.touches() if t in pend), None)
-                if blocked_on is not None:
-                    waiters[blocked_on].add(r)
-                    break
-            if kind in local_types:
-                events.append(Event("local", ((r, pc),)))
+            if pend and self.blocked(r, ins):
+                break
+            if kind is Compute or kind is Free:
+                add(_new_event(Event, ("local", ((r, pc),))))
             elif kind is Send:
-                if not 0 <= ins.dst < n or ins.dst == r:
-                    raise ProgramError(f"{prog.describe(r, pc)} sends to invalid device {ins.dst}")
-                key = (r, ins.dst, ins.tag)
-                events.append(Event("send", ((r, pc),)))
+                dst = ins.dst
+                if not 0 <= dst < n or dst == r:
+                    raise ProgramError(f"{self.prog.describe(r, pc)} sends to invalid device {dst}")
+                key = (r, dst, ins.tag)
+                add(_new_event(Event, ("send", ((r, pc),))))
                 mailbox[key].append((r, pc))
                 if key in waiting_recv:
-                    queue.append(waiting_recv.pop(key))
+                    self.queue.append(waiting_recv.pop(key))
             elif kind is Recv:
                 key = (ins.src, r, ins.tag)
                 box = mailbox.get(key)
                 if not box:
                     waiting_recv[key] = r
                     break
-                events.append(Event("recv", ((r, pc), box.popleft())))
+                add(_new_event(Event, ("recv", ((r, pc), box.popleft()))))
             elif kind is Collective:
-                if r not in ins.group:
-                    raise ProgramError(f"{prog.describe(r, pc)} is issued by a device outside its group")
-                ckey = (ins.group, seq[(r, ins.group)])
-                seq[(r, ins.group)] += 1
-                members = posted[ckey]
-                if members:
-                    r0, i0 = next(iter(members.items()))
-                    if code[r0][i0].signature() != ins.signature():
-                        raise ProgramError(
-                            f"mismatched collectives: {prog.describe(r0, i0)} meets {prog.describe(r, pc)}")
-                members[r] = pc
-                pc += 1
-                if len(members) == len(ins.group):
-                    pcs[r] = pc
-                    complete(ckey)
-                elif ins.blocking:
-                    waiters[ckey].add(r)
+                if not self.collective(r, pc, ins):
+                    pc += 1     # r waits for the others past its collective
                     break
-                else:
-                    pend[ins.tensor] = ckey
-                    pend[ins.out] = ckey
-                continue
             else:
                 raise ProgramError(f"device {r} instruction #{pc} is not an instruction: {ins!r}")
             pc += 1
-        pcs[r] = pc
-    # a collective that some members never issue leaves the others waiting on it
-    in_collective: dict[int, list[str]] = defaultdict(list)
-    for (group, _), members in posted.items():
-        missing = [m for m in group if m not in members]
-        for r, i in members.items():
-            in_collective[r].append(f"{prog.describe(r, i)} waits for device(s) {missing}, which never reach it")
-    stuck = sorted({r for r in range(n) if pcs[r] < len(code[r]) or pending[r]} | set(in_collective))
-    if stuck:
-        waits = "; ".join("; ".join(in_collective[r]) if r in in_collective else
-                          prog.describe(r, min(pcs[r], len(code[r]) - 1)) + " waits" for r in stuck)
-        raise ProgramError(f"deadlock: {len(stuck)} device(s) can never finish: {waits}")
-    unreceived = [pos for q in mailbox.values() for pos in q]
-    if unreceived:
-        r, i = unreceived[0]
-        raise ProgramError(f"{prog.describe(r, i)} is never received ({len(unreceived)} unmatched send(s))")
-    return events
+        self.pcs[r] = pc
+
+    def blocked(self, r: int, ins) -> bool:
+        """Does `ins` touch a tensor of an open non-blocking collective? Then r waits for it."""
+        pend = self.pending[r]
+        for t in ins.touches():
+            if t in pend:
+                self.waiters[pend[t]].add(r)
+                return True
+        return False
+
+    def collective(self, r: int, pc: int, ins: Collective) -> bool:
+        """Post r's collective at pc; False if r must wait (pc is then past it: r resumes after it)."""
+        group = ins.group
+        if len(group) == 1:     # nobody to meet: it completes at once
+            if group[0] != r:
+                raise ProgramError(f"{self.prog.describe(r, pc)} is issued by a device outside its group")
+            self.events.append(_new_event(Event, ("collective", ((r, pc),))))
+            return True
+        if r not in group:
+            raise ProgramError(f"{self.prog.describe(r, pc)} is issued by a device outside its group")
+        ckey = (group, self.seq[(r, group)])
+        self.seq[(r, group)] += 1
+        members = self.posted[ckey]
+        if members:
+            r0, i0 = next(iter(members.items()))
+            if self.code[r0][i0].signature() != ins.signature():
+                raise ProgramError(f"mismatched collectives: {self.prog.describe(r0, i0)} meets "
+                                   f"{self.prog.describe(r, pc)}")
+        members[r] = pc
+        if len(members) == len(group):
+            self.pcs[r] = pc + 1
+            self.complete(ckey)
+            return True
+        if ins.blocking:
+            self.waiters[ckey].add(r)
+            return False
+        self.pending[r][ins.tensor] = ckey
+        self.pending[r][ins.out] = ckey
+        return True
+
+    def complete(self, ckey: tuple) -> None:
+        members = self.posted.pop(ckey)
+        group = ckey[0]
+        self.events.append(_new_event(Event, ("collective", tuple((r, members[r]) for r in group))))
+        for r in group:
+            pend = self.pending[r]
+            if pend:
+                for t in [t for t, k in pend.items() if k == ckey]:
+                    del pend[t]
+        self.queue.extend(self.waiters.pop(ckey, ()))
+
+    def check_finished(self) -> None:
+        """A device left before its end, or a Send nobody receives: name them."""
+        prog, code, pcs = self.prog, self.code, self.pcs
+        # a collective that some members never issue leaves the others waiting on it
+        in_collective: dict[int, list[str]] = defaultdict(list)
+        for (group, _), members in self.posted.items():
+            missing = [m for m in group if m not in members]
+            for r, i in members.items():
+                in_collective[r].append(f"{prog.describe(r, i)} waits for device(s) {missing}, which never reach it")
+        stuck = sorted({r for r in range(self.n) if pcs[r] < len(code[r]) or self.pending[r]} | set(in_collective))
+        if stuck:
+            waits = "; ".join("; ".join(in_collective[r]) if r in in_collective else
+                              prog.describe(r, min(pcs[r], len(code[r]) - 1)) + " waits" for r in stuck)
+            raise ProgramError(f"deadlock: {len(stuck)} device(s) can never finish: {waits}")
+        unreceived = [pos for q in self.mailbox.values() for pos in q]
+        if unreceived:
+            r, i = unreceived[0]
+            raise ProgramError(f"{prog.describe(r, i)} is never received ({len(unreceived)} unmatched send(s))")
 
 
 class ProgramBuilder:

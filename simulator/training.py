@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
 
 from .cost.clock import DeviceModel, simulate
 from .cost.device_model import run_device_model
-from .errors import ParasimError
+from .errors import DeviceFailure, ParasimError
 from .models import build_model, get_batch
 from .parallel.config import TrainConfig
 from .parallel.replicated import Compiled, make_optimizer
@@ -173,43 +173,110 @@ def price_training(cfg: TrainConfig, device_model: DeviceModel | None = None, ha
     return trace, compiled
 
 
+class StepHook:
+    """What may happen around the one step loop (`run_steps`); this default adds nothing and lets a
+    DeviceFailure propagate. Fault recovery (`simulator.faults.recovery`) supplies a hook that
+    saves checkpoints, injects faults, and restarts and restores after a failure."""
+
+    def start(self, runtime) -> int:
+        """Before the first step (the initial state is loaded); returns the step to start at."""
+        return 0
+
+    def before_step(self, step: int, attempt: int, runtime, device_model: DeviceModel) -> DeviceModel:
+        """Before each attempt of `step` (attempt 0: the first); returns the device model that prices it."""
+        return device_model
+
+    def before_run(self, step: int, runtime) -> None:
+        """Inside the attempt, before the batch is loaded (a DeviceFailure here fails the attempt)."""
+
+    def on_failure(self, step: int, failure: DeviceFailure, priced: Trace, log: StepLog, runtime) -> int:
+        """A device failed during `step` (`priced`: the attempt on the clock); returns the step to
+        resume from (the log's later losses are dropped), or raises."""
+        raise failure
+
+    def finish(self, step: int, runtime) -> None:
+        """After the last step, before the parameters are read back."""
+
+
+@dataclass
+class StepLog:
+    """What the step loop measured: the priced trace, the losses, the traffic and the wall time."""
+
+    trace: Trace
+    losses: list[float]
+    sent: list[int]
+    attempts: list[int]          # per step: how many times it was replayed (0: first attempt kept)
+    messages: int = 0
+    wall: float = 0.0
+
+
+def run_steps(cfg: TrainConfig, compiled: Compiled, runtime, device_model: DeviceModel,
+              hook: StepHook | None = None, progress: Callable[[int, int], None] | None = None) -> StepLog:
+    """The step loop: load each step's batch, run the Program on the runtime, read the loss back and
+    price the step on the clock (with the memory the run measured); `hook` acts around it."""
+    hook = hook or StepHook()
+    program = compiled.program
+    runtime.clear()
+    runtime.load(compiled.initial)
+    log = StepLog(Trace(cfg.devices, name=program.name), [], [0] * cfg.devices, [0] * cfg.steps)
+    step = first = hook.start(runtime)   # log.losses[k] is the loss of step first + k
+    while step < cfg.steps:
+        model = hook.before_step(step, log.attempts[step], runtime, device_model)
+        x, y = get_batch(cfg.model, cfg.batch_size, step, cfg.seed)
+        t0 = time.perf_counter()
+        try:
+            hook.before_run(step, runtime)
+            runtime.load(compiled.feed(x, y))
+            t0 = time.perf_counter()
+            result = runtime.run(program)
+            t1 = time.perf_counter()
+            total = sum(float(v) for r, names in compiled.loss_tensors.items()
+                        for v in runtime.fetch(r, names).values())
+        except DeviceFailure as failure:
+            log.wall += time.perf_counter() - t0   # a failed attempt: its time up to the failure
+            back = hook.on_failure(step, failure, simulate(program, model, step=step), log, runtime)
+            del log.losses[back - first:]
+            step = back
+            continue
+        log.wall += t1 - t0   # the wall time of the runtime executing the step
+        log.losses.append(total / compiled.count)
+        step_trace = simulate(program, model, step=step, memory=result.memory_by_instruction())
+        if log.attempts[step]:
+            step_trace.events = [replace(e, attempt=log.attempts[step]) for e in step_trace.events]
+        step_trace.wall_time_s = result.wall_time_s
+        log.trace.append(step_trace)
+        log.sent = [a + b for a, b in zip(log.sent, result.bytes_sent)]
+        log.messages += sum(result.messages_sent)
+        step += 1
+        if progress:
+            progress(step, cfg.steps)
+    hook.finish(step, runtime)
+    return log
+
+
+def train_with(cfg: TrainConfig, compiled: Compiled, runtime, device_model: DeviceModel, hook: StepHook | None = None,
+               progress: Callable[[int, int], None] | None = None, check: bool = True) -> TrainResult:
+    """Run the steps on `runtime` (closed by the caller), read the weights back and compare them with
+    one device (`check`; else with themselves)."""
+    log = run_steps(cfg, compiled, runtime, device_model, hook, progress)
+    params = gather_params(compiled, runtime)
+    ref_params, ref_losses = reference_train(cfg) if check else (params, log.losses)
+    return TrainResult(cfg, log.losses, ref_losses, max_rel_diff(params, ref_params), log.trace, compiled, log.sent,
+                       log.messages, log.wall, params)
+
+
 def train(cfg: TrainConfig, runtime=None, device_model: DeviceModel | None = None,
           progress: Callable[[int, int], None] | None = None, check: bool = True, hardware=None) -> TrainResult:
     """Compile, run `cfg.steps` real steps, trace them, and compare with one device. The steps are
     priced on `device_model`, else on the `hardware` preset (default: the fixed `cpu` preset;
     "local": this machine's calibration)."""
-
     cfg = cfg.resolved()
     compiled = compile_strategy(cfg)
     device_model = clock_of(cfg, device_model, hardware)
     own = runtime is None
     runtime = runtime or make_runtime("local", cfg.devices)
     try:
-        runtime.clear()
-        runtime.load(compiled.initial)
-        trace, losses = Trace(cfg.devices, name=compiled.program.name), []
-        sent = [0] * cfg.devices
-        messages, wall = 0, 0.0
-        for step in range(cfg.steps):
-            x, y = get_batch(cfg.model, cfg.batch_size, step, cfg.seed)
-            runtime.load(compiled.feed(x, y))
-            t0 = time.perf_counter()
-            result = runtime.run(compiled.program)
-            wall += time.perf_counter() - t0
-            total = sum(float(v) for r, names in compiled.loss_tensors.items()
-                        for v in runtime.fetch(r, names).values())
-            losses.append(total / compiled.count)
-            step_trace = simulate(compiled.program, device_model, step=step, memory=result.memory_by_instruction())
-            step_trace.wall_time_s = result.wall_time_s
-            trace.append(step_trace)
-            sent = [a + b for a, b in zip(sent, result.bytes_sent)]
-            messages += sum(result.messages_sent)
-            if progress:
-                progress(step + 1, cfg.steps)
-        params = gather_params(compiled, runtime)
+        return train_with(cfg, compiled, runtime, device_model, progress=progress, check=check)
     finally:
         if own:
             runtime.close()
-    ref_params, ref_losses = reference_train(cfg) if check else (params, losses)
-    return TrainResult(cfg, losses, ref_losses, max_rel_diff(params, ref_params), trace, compiled, sent, messages,
-                       wall, params)

@@ -1,11 +1,16 @@
-"""Scale explorer: step time, MFU and memory of GPT training at cluster scale (cost model); the
-configuration search and why the alternatives lose; two configurations side by side; goodput."""
+"""Scale explorer: step time, MFU and memory per component of GPT training at cluster scale (cost
+model), the priced step as an interactive timeline on the event clock, the software-stack choices
+(overlap, FlashAttention, precision, FP8), uneven stages, context and expert parallelism; the
+configuration search and why the alternatives lose; two configurations side by side; goodput.
+Every configuration widget is bound to the URL (app/README.md lists the parameters)."""
 
 import streamlit as st
-from ui import figure, intro, or_error, show_code
+from charts import aggregate_trace, memory_components_chart, timeline_chart
+from ui import BIND, figure, interactive, intro, or_error, remember, restore, show_code
 
 from simulator import (
     PRICED_SCHEDULES,
+    Assumptions,
     FailureModel,
     ModelSpec,
     ParallelConfig,
@@ -22,33 +27,63 @@ from simulator import (
     viz,
     young_interval_s,
 )
-from simulator.units import fmt_time
+from simulator.cost.parallel_config import PRECISION
+from simulator.cost.scale_sim import simulate_at_scale
+from simulator.units import fmt_bytes, fmt_time
 
 SCHEDULES = PRICED_SCHEDULES  # the schedules the closed form prices (simulator.parallel.schedule_registry)
 RECOMPUTE = ("none", "selective", "full")
 CUSTOM = "custom ..."
-TP, PP, DP = [1, 2, 4, 8], [1, 2, 4, 8, 12, 16, 24, 32, 64], [1, 2, 4, 8, 16, 32, 64, 128]
+TP, PP, DP = [1, 2, 4, 8], [1, 2, 4, 8, 12, 16, 24, 32, 64], [1, 2, 4, 8, 16, 32, 64, 128, 256]
+CP, EP = [1, 2, 4, 8, 16, 32], [1, 2, 4, 8, 16, 32, 64]
+SEQS = ["preset", "2048", "4096", "8192", "16384", "32768", "65536", "131072"]
+SPLITS = ("even", "first/last stage layers", "balanced with embedding and head")
+CP_KINDS = {"ring (send/recv)": "p2p", "all-to-all (Ulysses)": "a2a"}
+PRECISIONS = {"megatron": "bf16 + fp32 main grads + fp32 Adam (18 B/param)",
+              "mixed": "16-bit params and grads + fp32 master and Adam (16 B/param)",
+              "fp32": "fp32 everywhere, matmuls at the fp32 peak (16 B/param)"}
+AUTO_INSTRUCTIONS = 25_000   # beyond this the event clock runs only on request (seconds, not instants)
+KEYS = ("model", "c_L", "c_h", "c_a", "c_s", "c_V", "c_f", "c_kv", "c_glu", "c_untied", "seq", "moe", "experts",
+        "topk", "moe_ffn", "hw", "B", "tp", "pp", "dp", "b", "schedule", "v", "recompute", "sp", "cp", "cp_kind",
+        "ep", "split", "first", "last", "zero", "ov_grad", "ov_param", "ov_tp", "flash", "precision", "fp8",
+        "s_gpus", "s_schedules", "s_zeros", "s_cp", "s_top")
 
 intro("Scale explorer",
       "Too big to run, cheap to price: the closed-form cost model gives step time, TFLOP/s per GPU, MFU and "
-      "memory per GPU for a GPT under tensor (t), pipeline (p) and data (d) parallelism, as in Megatron-LM "
-      "(Narayanan et al. 2021); it searches every configuration, says why each alternative loses, and "
+      "memory per GPU, per component as Megatron-LM reports it, for a GPT under tensor (t), context (c), "
+      "pipeline (p), data (d) and expert (e) parallelism; the same step runs as a program on the event clock "
+      "and is drawn as a timeline. It searches every configuration, says why each alternative loses, and "
       "prices failures against checkpoints.")
+restore("scale")
 
 with st.sidebar:
     st.subheader("Model and cluster")
     names = list(model_names()) + [CUSTOM]
-    model_name = st.selectbox("Model", names, index=names.index("gpt3-175b"), key="model")
+    model_name = st.selectbox("Model", names, index=names.index("gpt3-175b"), key="model", **BIND)
     if model_name == CUSTOM:
         c = st.columns(2)
-        custom = (c[0].number_input("layers L", 1, 512, 64, key="c_L"),
-                  c[1].number_input("hidden h", 64, 65536, 8192, 64, key="c_h"),
-                  c[0].number_input("heads a", 1, 512, 64, key="c_a"),
-                  c[1].number_input("sequence s", 128, 131072, 2048, key="c_s"),
-                  c[0].number_input("vocabulary V", 1000, 500000, 51200, key="c_V"))
+        custom = dict(layers=c[0].number_input("layers L", 1, 512, 64, key="c_L", **BIND),
+                      hidden=c[1].number_input("hidden h", 64, 65536, 8192, 64, key="c_h", **BIND),
+                      heads=c[0].number_input("heads a", 1, 512, 64, key="c_a", **BIND),
+                      seq=c[1].number_input("sequence s", 128, 131072, 2048, key="c_s", **BIND),
+                      vocab=c[0].number_input("vocabulary V", 1000, 500000, 51200, key="c_V", **BIND),
+                      ffn_hidden=c[1].number_input("FFN f (0: 4h)", 0, 262144, 0, key="c_f", **BIND),
+                      kv_heads=c[0].number_input("KV heads (0: a)", 0, 512, 0, key="c_kv", **BIND,
+                                                 help="grouped-query attention: fewer K/V heads than query heads"))
+        custom["gated_mlp"] = c[1].toggle("SwiGLU", key="c_glu", **BIND)
+        custom["tied_embeddings"] = not c[0].toggle("untied embeddings", key="c_untied", **BIND)
+    seq = st.select_slider("Sequence length s (tokens)", SEQS, value="preset", key="seq", **BIND,
+                           help="override the preset's sequence length (long context: try context parallelism)")
+    moe = st.toggle("Mixture of experts", key="moe", **BIND, help="replace every MLP by routed experts")
+    if moe:
+        c = st.columns(3)
+        experts = c[0].number_input("experts E", 2, 256, 8, key="experts", **BIND)
+        topk = c[1].number_input("top-k", 1, 8, 2, key="topk", **BIND)
+        moe_ffn = c[2].number_input("expert FFN (0: f)", 0, 262144, 0, key="moe_ffn", **BIND)
     hws = [h for h in hardware_names() if h != "local"]
-    hw = st.selectbox("Hardware", hws, index=hws.index("a100-80gb"), key="hw")
-    B = st.select_slider("Global batch B", [64, 128, 256, 512, 1024, 1536, 2048, 4096], value=512, key="B")
+    hw = st.selectbox("Hardware", hws, index=hws.index("a100-80gb"), key="hw", **BIND)
+    B = st.select_slider("Global batch B (sequences)", [64, 128, 256, 512, 1024, 1536, 2048, 4096], value=512,
+                         key="B", **BIND)
 
 
 def fmt_long(seconds: float) -> str:
@@ -59,45 +94,105 @@ def fmt_long(seconds: float) -> str:
     return fmt_time(seconds)
 
 
-def model_spec():
-    """The chosen preset, or the custom ModelSpec (validated by the library)."""
-    if model_name != CUSTOM:
-        return get_model(model_name)
-    L, h, a, s, V = (int(x) for x in custom)
-    return ModelSpec("custom", L, h, a, s, V)
+def model_spec() -> ModelSpec:
+    """The chosen preset or custom ModelSpec with the sequence and MoE overrides (validated by the
+    library: `get_model` refuses what cannot exist)."""
+    if model_name == CUSTOM:
+        kw = {k: (int(x) if not isinstance(x, bool) else x) for k, x in custom.items()}
+        kw = {k: x for k, x in kw.items() if not (k in ("ffn_hidden", "kv_heads") and x == 0)}
+        spec = ModelSpec("custom", **kw)
+    else:
+        spec = get_model(model_name)
+    over = {} if seq == "preset" else {"seq": int(seq)}
+    if moe:
+        over.update(num_experts=int(experts), moe_router_topk=int(topk))
+        if moe_ffn:
+            over["moe_ffn_hidden"] = int(moe_ffn)
+    return get_model(spec, **over) if over else spec
 
 
-def config_widgets(prefix: str, defaults: dict, per_row: int = 4) -> dict:
-    """t, p, d, b, schedule, v, recompute, SP and ZeRO widgets (keys prefixed) -> ParallelConfig kwargs.
-    `per_row` = 2 in the half-width columns of "Compare two", so no label is cut off."""
+def config_widgets(prefix: str, defaults: dict, per_row: int = 4, extended: bool = False) -> dict:
+    """t, p, d, b, schedule, v, recompute, SP widgets (keys prefixed) -> ParallelConfig kwargs; with
+    `extended` also c and its kind, e and the stage split. `per_row` = 2 in the half-width columns."""
+    bind = BIND if not prefix else {}
     cells = [c for _ in range(8 // per_row) for c in st.columns(per_row)]
-    kw = {"tp": cells[0].select_slider("Tensor parallel t", TP, value=defaults["tp"], key=f"{prefix}tp"),
-          "pp": cells[1].select_slider("Pipeline stages p", PP, value=defaults["pp"], key=f"{prefix}pp"),
-          "dp": cells[2].select_slider("Data parallel d", DP, value=defaults["dp"], key=f"{prefix}dp"),
-          "micro_batch_size": cells[3].select_slider("Micro-batch b", [1, 2, 4, 8], value=1, key=f"{prefix}b")}
+    kw = {"tp": cells[0].select_slider("Tensor parallel t", TP, value=defaults["tp"], key=f"{prefix}tp", **bind),
+          "pp": cells[1].select_slider("Pipeline stages p", PP, value=defaults["pp"], key=f"{prefix}pp", **bind),
+          "dp": cells[2].select_slider("Data parallel d", DP, value=defaults["dp"], key=f"{prefix}dp", **bind),
+          "micro_batch_size": cells[3].select_slider("Micro-batch b (sequences)", [1, 2, 4, 8], value=1,
+                                                     key=f"{prefix}b", **bind)}
     kw["schedule"] = cells[4].selectbox("Schedule", SCHEDULES, index=SCHEDULES.index(defaults["schedule"]),
-                                        key=f"{prefix}schedule")
+                                        key=f"{prefix}schedule", **bind)
     kw["virtual_stages"] = cells[5].slider("Chunks v (interleaved)", 1, 4, defaults.get("v", 1), key=f"{prefix}v",
-                                           disabled=kw["schedule"] != "interleaved")
+                                           disabled=kw["schedule"] != "interleaved", **bind)
     if kw["schedule"] != "interleaved":
         kw["virtual_stages"] = 1
     kw["recompute"] = cells[6].selectbox("Recompute", RECOMPUTE, index=RECOMPUTE.index(defaults["recompute"]),
-                                         key=f"{prefix}recompute")
+                                         key=f"{prefix}recompute", **bind)
     kw["sequence_parallel"] = cells[7].toggle("Sequence parallel", value=defaults.get("sp", False),
-                                              key=f"{prefix}sp", disabled=kw["tp"] == 1) and kw["tp"] > 1
+                                              key=f"{prefix}sp", disabled=kw["tp"] == 1, **bind) and kw["tp"] > 1
+    if extended:
+        c = st.columns(4)
+        kw["cp"] = c[0].select_slider("Context parallel c", CP, value=1, key="cp", **BIND,
+                                      help="each sequence split over c GPUs (Megatron --context-parallel-size)")
+        kind = c[1].selectbox("Context-parallel kind", list(CP_KINDS), key="cp_kind", disabled=kw["cp"] == 1, **BIND,
+                              help="ring attention: K/V blocks go round the c GPUs; all-to-all: heads <-> sequence")
+        kw["cp_comm_type"] = CP_KINDS[kind]
+        kw["ep"] = c[2].select_slider("Expert parallel e", EP, value=1, key="ep", disabled=not moe, **BIND,
+                                      help="experts spread over e of the d data-parallel GPUs (divides d)")
+        if not moe:
+            kw["ep"] = 1
+        split = c[3].selectbox("Layers per stage", SPLITS, key="split", disabled=kw["pp"] == 1, **BIND,
+                               help="Megatron --decoder-first/last-pipeline-num-layers, or "
+                                    "--account-for-embedding/loss-in-pipeline-split")
+        if kw["pp"] > 1 and split == SPLITS[1]:
+            c = st.columns(4)
+            kw["first_stage_layers"] = int(c[0].number_input("first stage layers", 1, 512, 1, key="first", **BIND))
+            kw["last_stage_layers"] = int(c[1].number_input("last stage layers", 1, 512, 1, key="last", **BIND))
+        elif kw["pp"] > 1 and split == SPLITS[2]:
+            kw["balance_embedding"] = True
+    return kw
+
+
+def stack_widgets() -> dict:
+    """The software stack as `Assumptions` keywords: overlap, FlashAttention, precision, FP8."""
+    c = st.columns(6)
+    kw = {"overlap_grad_reduce": c[0].toggle("Overlap grad reduce", key="ov_grad", **BIND,
+                                             help="gradient buckets reduced under the backward (--overlap-grad-reduce)"),
+          "overlap_param_gather": c[1].toggle("Overlap param gather", key="ov_param", **BIND,
+                                              help="ZeRO parameter all-gathers under the forward (--overlap-param-gather)"),
+          "overlap_tp_comm": c[2].toggle("Overlap TP comm", key="ov_tp", **BIND,
+                                         help="TP collectives pipelined with their GEMMs (--tp-comm-overlap)"),
+          "flash_attention": c[3].toggle("FlashAttention", key="flash", **BIND,
+                                         help="no s² scores in memory or HBM traffic (--use-flash-attn)")}
+    precision = c[4].selectbox("Precision", list(PRECISIONS), key="precision", **BIND,
+                               format_func=lambda k: k, help=" · ".join(f"{k}: {v}" for k, v in PRECISIONS.items()))
+    kw.update(PRECISION[precision])
+    kw["fp8"] = c[5].toggle("FP8 matmuls", key="fp8", disabled=precision == "fp32", **BIND,
+                            help="Transformer Engine FP8 GEMMs at the fp8 peak (--fp8-format)") and precision != "fp32"
     return kw
 
 
 @st.cache_data(show_spinner=False)
-def explore(model: ModelSpec, hw: str, B: int, kw: tuple) -> dict:
+def explore(model: ModelSpec, hw: str, B: int, kw: tuple, akw: tuple = ()) -> dict:
     """estimate() of one configuration under ZeRO stages 0..3 (plain dicts, cheap to cache); with a
     pipeline only 0 and 1 (ZeRO-2/3 with pp > 1 are refused, as DeepSpeed refuses them)."""
-    out = {}
+    out, A = {}, Assumptions(**dict(akw))
     for z in range(4 if dict(kw)["pp"] == 1 else 2):
         cfg = ParallelConfig(global_batch=B, zero_stage=z, **dict(kw))
-        out[z] = estimate(model, cfg, hw).as_dict()
+        out[z] = estimate(model, cfg, hw, A).as_dict()
         out[z]["config"] = repr(cfg)
     return {"by_zero": out, "capacity": get_hardware(hw).memory_bytes}
+
+
+@st.cache_resource(show_spinner="Running the step on the event clock ...", max_entries=4)
+def clock_run(model: ModelSpec, hw: str, B: int, kw: tuple, akw: tuple, zero: int):
+    """The step as a program on the event clock (`simulate_at_scale`, one TP rank per stage: the
+    others are identical) and its trace aggregated for drawing (`charts.aggregate_trace`)."""
+    cfg = ParallelConfig(global_batch=B, zero_stage=zero, **dict(kw))
+    res = simulate_at_scale(model, cfg, hw, Assumptions(**dict(akw)), fold_tp=True)
+    trace, note = aggregate_trace(res.trace)
+    return res, trace, note
 
 
 def time_parts(r: dict) -> dict:
@@ -108,6 +203,13 @@ def time_parts(r: dict) -> dict:
 def memory_bar(r: dict) -> dict:
     m = r["memory"]
     return {"model_state": m["model_state_bytes"], "activations": m["activation_bytes"], "logits": m["logits_bytes"]}
+
+
+def memory_parts(m: dict) -> dict:
+    """Megatron-LM's components (theoretical_memory_usage; `simulator.cost.memory_report`)."""
+    return {"parameters": m["parameter_bytes"], "gradients": m["gradient_bytes"],
+            "optimizer states": m["optimizer_bytes"], "activations": m["activation_bytes"],
+            "logits": m["logits_bytes"], "buffers": m["buffer_bytes"], "temporaries (5 %)": m["allowance_bytes"]}
 
 
 def show_metrics(r: dict, base: dict | None = None) -> None:
@@ -127,74 +229,116 @@ def show_metrics(r: dict, base: dict | None = None) -> None:
                 delta_color="inverse" if r["oom"] else "normal")
 
 
+def show_timeline(spec: ModelSpec, kw: dict, akw: dict, zero: int) -> None:
+    """The priced step on the event clock, drawn as an interactive timeline."""
+    st.markdown("#### The step on the event clock")
+    m = B // (kw["micro_batch_size"] * kw["dp"])
+    guess = m * spec.layers * 13 + 1000   # ~13 instructions per micro-batch and layer (one TP rank per stage)
+    if guess > AUTO_INSTRUCTIONS and not st.toggle(
+            f"Run the step on the event clock (about {guess:,} instructions: seconds)", key="run_big"):
+        st.info(f"The event clock would run about {guess:,} instructions ({m} micro-batches x {spec.layers} layers); "
+                f"the page runs up to {AUTO_INSTRUCTIONS:,} by itself so that it stays interactive. Raise b or lower B, "
+                "or switch it on.")
+        return
+    got = or_error(clock_run, spec, hw, B, tuple(sorted(kw.items())), tuple(sorted(akw.items())), zero)
+    if got is None:
+        return
+    res, trace, note = got
+    c = st.columns(4)
+    c[0].metric("step on the clock", fmt_time(res.step_time_s))
+    c[1].metric("MFU on the clock", f"{res.mfu:.1%}")
+    c[2].metric("bubble on the clock", f"{res.bubble_fraction:.1%}")
+    c[3].metric("instructions", f"{res.instructions:,}")
+    interactive(timeline_chart(trace, stage_of={k: k for k in range(trace.n_devices)},
+                               title=f"one data-parallel replica, one TP rank per stage ({res.simulated_ranks} rows)"),
+                key="timeline")
+    st.caption("Device k is pipeline stage k (its t TP ranks run alike). Hover a bar for its op, micro-batch, "
+               "bytes, FLOPs, start and duration; drag to pan, scroll to zoom the time axis. "
+               + (f"**Aggregated**: {note}." if note else "Every instruction is drawn."))
+
+
 spec = or_error(model_spec)
 if spec is None:
     st.stop()
-st.caption(f"{spec!r} · {get_hardware(hw).name}")
+st.caption(f"{spec!r} · {get_hardware(hw).name} ({get_hardware(hw).memory_bytes / 2**30:.0f} GiB)")
 tab_est, tab_search, tab_cmp, tab_good = st.tabs(["Estimate", "Search configurations", "Compare two",
                                                   "Goodput and checkpoints"])
 
 with tab_est:
-    kw = config_widgets("", {"tp": 8, "pp": 8, "dp": 8, "schedule": "1f1b", "recompute": "full"})
-    res = or_error(explore, spec, hw, B, tuple(sorted(kw.items())))
+    kw = config_widgets("", {"tp": 8, "pp": 8, "dp": 8, "schedule": "1f1b", "recompute": "full"}, extended=True)
+    akw = stack_widgets()
+    res = or_error(explore, spec, hw, B, tuple(sorted(kw.items())), tuple(sorted(akw.items())))
     if res is not None:
         zero = st.radio("ZeRO stage for the numbers below", list(res["by_zero"]), horizontal=True, key="zero",
-                        help="ZeRO-2/3 need pp = 1: DeepSpeed refuses them with a pipeline")
+                        help="ZeRO-2/3 need pp = 1: DeepSpeed refuses them with a pipeline", **BIND)
         r = res["by_zero"][zero]
         show_metrics(r)
         st.caption(r["config"])
         if r["oom"]:
             st.warning(f"Out of memory: {r['memory_per_gpu_bytes'] / 1e9:.1f} GB per GPU needed, "
-                       f"{res['capacity'] / 1e9:.0f} GB available. Raise t or p, recompute activations, or "
+                       f"{res['capacity'] / 1e9:.1f} GB available. Raise t or p, recompute activations, or "
                        "shard the model states with a higher ZeRO stage.")
         left, right = st.columns([3, 2])
         with left:
-            figure(viz.memory_breakdown({f"ZeRO-{z}": memory_bar(e) for z, e in res["by_zero"].items()},
-                                        res["capacity"], title=f"memory per GPU on {hw}"),
-                   "Model states shrink with each ZeRO stage (Rajbhandari et al. 2020); activations depend on t, "
-                   "p, recomputation and the schedule's micro-batches in flight (Korthikanti et al. 2022).")
+            parts = memory_parts(r["memory"])
+            interactive(memory_components_chart(parts, res["capacity"],
+                                                title=f"memory per GPU on {hw}, stage {r['memory']['stage']}"),
+                        key="memory")
+            st.dataframe([{"component": k, "bytes": fmt_bytes(v), "GB": round(v / 1e9, 2)}
+                          for k, v in parts.items()], hide_index=True, width="stretch")
+            st.caption("As Megatron-LM's theoretical_memory_usage counts it (Korthikanti et al. 2022), for the "
+                       "most loaded pipeline stage; buffers: ZeRO-3's gathered largest layer (DeepSpeed).")
         with right:
             st.markdown("**Where a step goes**")
-            parts = time_parts(r)
-            st.bar_chart({"part": list(parts), "seconds": list(parts.values())}, x="part", y="seconds",
+            tparts = time_parts(r)
+            st.bar_chart({"part": list(tparts), "seconds": list(tparts.values())}, x="part", y="seconds",
                          horizontal=True, height=220)
-            st.caption(" · ".join(f"{k} {fmt_time(t)}" for k, t in parts.items()))
+            st.caption(" · ".join(f"{k} {fmt_time(t)}" for k, t in tparts.items()))
             st.markdown("**Communication by purpose**")
             st.dataframe([{"purpose": k.replace("_", " "), "time": fmt_time(t)}
                           for k, t in r["comm_time_by_kind"].items()], hide_index=True, width="stretch")
-    show_code(estimate, key="code")
+        show_timeline(spec, kw, akw, zero)
+    show_code(estimate, simulate_at_scale, key="code")
 
 
 @st.cache_data(show_spinner="Searching every configuration ...")
-def search(model: ModelSpec, hw: str, gpus: int, B: int, schedules: tuple, zeros: tuple, top: int) -> dict:
-    """search_training(): the fastest fits and, per other (t, p, d), why it loses (plain dicts)."""
-    return search_training(model, hw, gpus, B, schedules=schedules, zero_stages=zeros, top=top).as_dict()
+def search(model: ModelSpec, hw: str, gpus: int, B: int, schedules: tuple, zeros: tuple, cps: tuple, top: int,
+           akw: tuple = ()) -> dict:
+    """search_training(): the fastest fits and, per other layout, why it loses (plain dicts)."""
+    return search_training(model, hw, gpus, B, schedules=schedules, zero_stages=zeros, context_parallel=cps or None,
+                           assumptions=Assumptions(**dict(akw)), top=top).as_dict()
 
 
 with tab_search:
-    c = st.columns([1, 2, 2, 1])
-    gpus = c[0].number_input("GPUs", 1, 65536, 512, key="s_gpus")
-    schedules = c[1].multiselect("Schedules", SCHEDULES, default=list(SCHEDULES), key="s_schedules")
-    zeros = c[2].multiselect("ZeRO stages", [0, 1, 2, 3], default=[0, 1], key="s_zeros")
-    top = c[3].number_input("Show top", 1, 50, 10, key="s_top")
+    c = st.columns([1, 2, 2, 2, 1])
+    gpus = c[0].number_input("GPUs", 1, 65536, 512, key="s_gpus", **BIND)
+    schedules = c[1].multiselect("Schedules", SCHEDULES, default=list(SCHEDULES), key="s_schedules", **BIND)
+    zeros = c[2].multiselect("ZeRO stages", [0, 1, 2, 3], default=[0, 1], key="s_zeros", **BIND)
+    cps = c[3].multiselect("Context parallel c", CP, default=[], key="s_cp", **BIND,
+                           help="empty: c = 1, and every power of two up to 32 for sequences of 16k tokens and more")
+    top = c[4].number_input("Show top", 1, 50, 10, key="s_top", **BIND)
+    st.caption("The search uses the software stack of the Estimate tab (overlap, FlashAttention, precision, FP8) "
+               "and, for MoE models, tries every expert-parallel e dividing d and the experts.")
     if st.button("Search", type="primary", key="search"):
-        st.session_state["search_request"] = (spec, hw, int(gpus), B, tuple(schedules), tuple(zeros), int(top))
+        st.session_state["search_request"] = (spec, hw, int(gpus), B, tuple(schedules), tuple(zeros),
+                                              tuple(sorted(cps)), int(top), tuple(sorted(akw.items())))
     req = st.session_state.get("search_request")
     if req is None:
-        st.info("Every t (powers of two dividing the heads), p (dividing the layers), d = GPUs/(t p), micro-batch, "
-                "schedule, ZeRO stage, recomputation and sequence parallelism is priced with the cost model. "
-                "Press **Search**.")
+        st.info("Every t (powers of two dividing the heads), c, p (dividing the layers), d = GPUs/(t c p), "
+                "micro-batch, schedule, ZeRO stage, e (MoE), recomputation and sequence parallelism is priced "
+                "with the cost model. Press **Search**.")
     else:
         found = or_error(search, *req)
         if found is not None:
             best = found["top"][0]
             st.success(f"Best of {found['evaluated']:,} priced configurations ({found['considered']:,} considered): "
                        f"**{best['config']}**: {fmt_time(best['step_time_s'])} per step, MFU {best['mfu']:.1%}, "
-                       f"{best['memory_per_gpu_bytes'] / 1e9:.1f} GB per GPU")
+                       f"{best['memory_per_gpu_bytes'] / 1e9:.1f} GB per GPU "
+                       f"({best['memory_headroom_bytes'] / 1e9:.1f} GB headroom)")
 
             def row(d, rank=None):
                 out = {} if rank is None else {"rank": rank}
-                out.update({"t": d["tp"], "p": d["pp"], "d": d["dp"]})
+                out.update({"t": d["tp"], "c": d["cp"], "p": d["pp"], "d": d["dp"], "e": d["ep"]})
                 if "reason" in d:
                     out["why it loses"] = d["reason"]
                 out.update({"b": d["micro_batch_size"],
@@ -202,12 +346,13 @@ with tab_search:
                             "recompute": d["recompute"], "SP": d["sequence_parallel"], "ZeRO": d["zero_stage"],
                             "step time (s)": round(d["step_time_s"], 3), "MFU": f"{d['mfu']:.1%}",
                             "bubble": f"{d['bubble_fraction']:.1%}",
-                            "GB per GPU": round(d["memory_per_gpu_bytes"] / 1e9, 1)})
+                            "GB per GPU": round(d["memory_per_gpu_bytes"] / 1e9, 1),
+                            "headroom (GB)": round(d["memory_headroom_bytes"] / 1e9, 1)})
                 return out
 
             st.markdown("**Ranked: the fastest configurations that fit**")
             st.dataframe([row(d, i + 1) for i, d in enumerate(found["top"])], hide_index=True, width="stretch")
-            st.markdown("**Why the alternatives lose**: the best configuration of every other (t, p, d) layout, "
+            st.markdown("**Why the alternatives lose**: the best configuration of every other (t, c, p, d) layout, "
                         "then faster ones that do not fit in memory")
             st.dataframe([row(d) for d in found["alternatives"]], hide_index=True, width="stretch",
                          column_config={"why it loses": st.column_config.TextColumn(width="large")})
@@ -227,6 +372,11 @@ with tab_cmp:
     ra = or_error(explore, spec, hw, B, tuple(sorted(kw_a.items())))
     rb = or_error(explore, spec, hw, B, tuple(sorted(kw_b.items())))
     if ra is not None and rb is not None:
+        missing = [f"ZeRO-{z} ({n}) needs pp = 1: DeepSpeed refuses ZeRO-2/3 with a pipeline"
+                   for z, n, r_ in ((zero_a, "A", ra), (zero_b, "B", rb)) if z not in r_["by_zero"]]
+        if missing:
+            st.error("; ".join(missing))
+            st.stop()
         a, b = ra["by_zero"][zero_a], rb["by_zero"][zero_b]
         st.markdown("**A**")
         show_metrics(a)
@@ -268,3 +418,4 @@ with tab_good:
                    "Checkpoint too often and the writes dominate; too rarely and each failure loses half an "
                    "interval of work (Young 1974; Daly 2006).")
     show_code(goodput, key="code_goodput")
+remember("scale", *KEYS)

@@ -156,7 +156,11 @@ def backward_pass(em: Emitter, plan: ParallelPlan, op_inputs: dict, grad: dict) 
         shapes = [net.tensors[x].shape for x in node.inputs]
         attrs = kernel_attrs(np_, shapes, np_.sharding.raw.local_shape(net.tensors[node.output].shape))
         outs = [em.fresh(f"grad/{node.inputs[i]}") for i in node.op.grad_inputs]
-        em.compute(node.op.bwd, [dy] + op_inputs[node.index], outs, attrs, phase="backward",
+        ins = list(op_inputs[node.index])
+        for i, x in enumerate(node.inputs):  # optimizer_level level3: gather the parameter again
+            if x in plan.regather and plan.regather[x] and np_.in_steps[i]:
+                ins[i] = em.steps(f"param/{x}", np_.in_steps[i], "backward")
+        em.compute(node.op.bwd, [dy] + ins, outs, attrs, phase="backward",
                    label=f"{node.label} backward")
         for i, g in zip(node.op.grad_inputs, outs):
             x = node.inputs[i]

@@ -68,6 +68,13 @@ class Explanation:
             out.update(pipeline_stages=self.ctx.pipeline_stages, micro_size=self.ctx.micro_size,
                        pipeline_scheduler=self.ctx.pipeline_scheduler,
                        stage_ranks=[list(self.plan.ranks(k)) for k in range(self.plan.n_stages)])
+        if isinstance(self.plan, ParallelPlan):  # the slices rank global_rank holds
+            r = self.ctx.global_rank
+            out["global_rank"] = r
+            out["rank_slices"] = {x: {"block": list(lay.block_index(r)),
+                                      "shape": list(lay.local_shape(self.plan.net.tensors[x].shape))}
+                                  for x, lay in self.plan.stored.items()
+                                  if self.plan.net.tensors[x].kind == "parameter"}
         for ph in PHASES[:3] + (PHASES[3:] if self.ctx.pipeline_stages > 1 else ()):
             out[ph] = [m.to_dict() for m in self.phase(ph)]
         out["local"] = [m.to_dict() for m in self.moves if m.local]
@@ -129,6 +136,9 @@ def plan_moves(plan: ParallelPlan):
             on = (lambda lay: f" on {lay.mesh!r}") if need.mesh != have.mesh else (lambda lay: "")
             ctx = (f"{node.label} needs input {i} as {need.notation(x)}{on(need)} but it is stored as "
                    f"{have.notation(x)}{on(have)}")
+            if x in plan.gathered:
+                ctx = (f"{x} is stored split over its optimizer shard group (parallel optimizer); "
+                       f"{node.label} needs it as {need.notation(x)}")
             yield from step_entries("forward", node.label, x, steps, ctx)
         yield from step_entries("forward", node.label, node.inputs[0], np_.inner_steps,
                                 f"inside {node.label}")
@@ -142,6 +152,11 @@ def plan_moves(plan: ParallelPlan):
         node, s = np_.node, np_.sharding
         yield from step_entries("backward", node.label, "d" + node.output, np_.grad_out_steps,
                             f"backward of {node.label}'s forward communication (its adjoint)")
+        for i, x in enumerate(node.inputs):
+            if x in plan.regather and np_.in_steps[i]:
+                yield from step_entries("backward", node.label, x, np_.in_steps[i],
+                                        f"optimizer_level level3: {x} is gathered again for "
+                                        f"{node.label}'s backward (the forward copy was freed)")
         for i, steps in np_.grad_in_steps.items():
             x = node.inputs[i]
             rep = [a for a in s.inputs[i].replicated_axes if s.mesh.axis_size(a) > 1]
@@ -156,6 +171,9 @@ def plan_moves(plan: ParallelPlan):
             mean = f", then divided by {g} (gradients_mean)" if plan.ctx.gradients_mean else ""
             ctx = (f"{x} is replicated on groups of {g} ranks holding the same slice (its mirror); "
                    f"their gradient contributions are summed{mean}")
+            if x in plan.gathered:
+                ctx = (f"parallel optimizer: {x}'s gradient is summed over its data-parallel copies "
+                       f"and each rank keeps the part of its own slice{mean}")
             yield from step_entries("parameter_gradient", "mirror", "d" + x, steps, ctx)
         else:
             yield from step_entries("backward", "input", "d" + x, steps,

@@ -89,6 +89,8 @@ class OpSharding:
     raw: Layout
     out: Layout
     user_set: bool = False
+    given: tuple | None = field(default=None, compare=False)  # the in_strategy it was built from
+    given_out: tuple | None = field(default=None, compare=False)  # and the out_strategy
 
     @property
     def device_matrix(self) -> tuple[int, ...]:
@@ -155,7 +157,8 @@ def build_sharding(op: str, letters: Sequence[str], out_letters: str, order: str
         out = _out_layout(op, raw, out_strategy)
     else:
         out = (default_out(raw) if default_out else None) or raw.reduced()
-    return OpSharding(op, mesh, axes_of, ins, raw, out, user_set)
+    return OpSharding(op, mesh, axes_of, ins, raw, out, user_set, in_strategy,
+                      None if out_strategy is None else tuple(out_strategy))
 
 
 def _check_divides(op, i, shape, splits) -> None:

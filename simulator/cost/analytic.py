@@ -294,4 +294,4 @@ def _memory(model: ModelSpec, cfg: ParallelConfig, hw: Hardware, stage_params: f
             A: Assumptions = Assumptions()) -> MemoryBreakdown:
     """Peak memory per component of the most loaded stage, as Megatron-LM counts it
     (`simulator.cost.memory_report`); FlashAttention keeps no s^2 scores."""
-    return memory_report(model, cfg, hw, flash_attention=A.flash_attention)
+    return memory_report(model, cfg, hw, recipe=A.recipe, flash_attention=A.flash_attention, dtype=A.dtype)

@@ -125,100 +125,151 @@ def _collective_step_events(program: Program, trace: Trace, model: DeviceModel, 
     return out
 
 
-def _simulate(program: Program, model: DeviceModel, step: int, memory, name: str) -> Trace:  # noqa: C901 -- TODO(issue 12): split
-    code = program.code
-    n = program.n_devices
-    t_comp = [0.0] * n
-    t_comm = [0.0] * n
-    t_async = [0.0] * n   # the stream of non-blocking collectives
-    ready: list[dict[str, float]] = [dict() for _ in range(n)]
-    sent_at: dict[tuple[int, int], float] = {}
-    end_of: dict[tuple[int, int], float] = {}
-    events: list[TraceEvent] = []
-    add = events.append
-    plans: dict[tuple, tuple[float, list[int]]] = {}
-    price = getattr(model, "price_collective", None)
-    compute_time = model.compute_time_s
-    keep_ends = bool(memory)
-    flow_id = 0
-    for ev in program.walk():
-        kind = ev.kind
-        if kind == "local":
-            r, i = ev.at[0]
-            ins = code[r][i]
-            if type(ins) is Free:
-                if keep_ends:
-                    end_of[(r, i)] = t_comp[r]
-                continue
-            rd = ready[r]
-            start = t_comp[r]
-            for x in ins.inputs:
-                tx = rd.get(x, 0.0)
-                if tx > start:
-                    start = tx
-            dur = compute_time(ins)
-            end = t_comp[r] = start + dur
-            for x in ins.outputs:
-                rd[x] = end
-            if keep_ends:
-                end_of[(r, i)] = end
-            add(TraceEvent(r, "compute", ins.label or ins.op, start, dur, ins.phase, ins.op,
-                           ins.nbytes, ins.flops, ins.microbatch, step))
-        elif kind == "send":
-            r, i = ev.at[0]
-            ins = code[r][i]
-            lat, bw = model.link(r, ins.dst)
-            s0 = max(ready[r].get(ins.tensor, 0.0), t_comm[r])
-            sent_at[(r, i)] = s0
-            t_comm[r] = s0 + lat + ins.nbytes / bw       # the sender's lane, in its program order
-        elif kind == "recv":
-            (dst, j), (src, i) = ev.at
-            send, recv = code[src][i], code[dst][j]
-            lat, bw = model.link(src, dst)
-            start = max(sent_at.pop((src, i)), t_comm[dst])
-            dur = lat + send.nbytes / bw
-            end = t_comm[dst] = ready[dst][recv.tensor] = start + dur
-            if keep_ends:
-                end_of[(src, i)] = end_of[(dst, j)] = end
-            flow_id += 1
-            add(TraceEvent(src, "comm", f"send {send.tensor} to {dst}", start, dur, "comm", "send", send.nbytes,
-                           0.0, send.microbatch, step, flow_id))
-            add(TraceEvent(dst, "comm", f"recv {send.tensor} from {src}", start, dur, "comm", "recv", send.nbytes,
-                           0.0, send.microbatch, step, flow_id))
-        else:  # collective
-            at = ev.at
-            ins0: Collective = code[at[0][0]][at[0][1]]
-            group = ins0.group
-            blocking = ins0.blocking
-            start = 0.0
-            lane = t_comm if blocking else t_async
-            for r, i in at:
-                x = max(ready[r].get(code[r][i].tensor, 0.0), lane[r], t_comp[r] if blocking else 0.0)
-                if x > start:
-                    start = x
-            key = (ins0.kind, ins0.algo, group, ins0.nbytes, ins0.tag)
-            got = plans.get(key)
-            if got is None:
-                priced = price(ins0) if price is not None else None
-                if priced is not None:
-                    got = (priced[0], [priced[1]] * len(group))
-                else:
-                    plan = plan_of(ins0)
-                    got = (plan_time_s(plan, group, model), plan.bytes_sent_per_rank())
-                plans[key] = got
-            dur, sent = got
-            end = start + dur
-            for g, (r, i) in enumerate(at):
-                ins = code[r][i]
-                lane[r] = ready[r][ins.out] = end
-                if keep_ends:
-                    end_of[(r, i)] = end
-                if ins.blocking and t_comp[r] < end:
-                    t_comp[r] = end
-                add(TraceEvent(r, "comm", f"{ins.kind} {ins.tensor}", start, dur, ins.phase, ins.kind,
-                               sent[g], 0.0, ins.microbatch, step, group=ins.group))
-    trace = Trace(program.n_devices, events, name=name or program.name)
+def _simulate(program: Program, model: DeviceModel, step: int, memory, name: str) -> Trace:
+    clock = _Clock(program, model, step, keep_ends=bool(memory))
+    clock.run(program.walk())
+    trace = Trace(program.n_devices, clock.events, name=name or program.name)
     if memory:
+        end_of = clock.end_of
         trace.memory = sorted((MemorySample(r, end_of.get((r, i), 0.0), dict(b), step)
                                for (r, i), b in memory.items()), key=lambda s: (s.time_s, s.device))
     return trace
+
+
+class _Clock:
+    """The lanes' clocks and the tensors' ready times while the walk's events are priced in order."""
+
+    def __init__(self, program: Program, model: DeviceModel, step: int, keep_ends: bool):
+        n = program.n_devices
+        self.code, self.model, self.step, self.keep_ends = program.code, model, step, keep_ends
+        self.t_comp = [0.0] * n
+        self.t_comm = [0.0] * n
+        self.t_async = [0.0] * n   # the stream of non-blocking collectives
+        self.ready: list[dict[str, float]] = [dict() for _ in range(n)]
+        self.sent_at: dict[tuple[int, int], float] = {}
+        self.end_of: dict[tuple[int, int], float] = {}
+        self.events: list[TraceEvent] = []
+        self.plans: dict[tuple, tuple[float, list[int]]] = {}
+        self.links: dict[tuple[int, int], tuple[float, float]] = {}
+        self.price = getattr(model, "price_collective", None)
+        self.flow_id = 0
+
+    def link(self, src: int, dst: int) -> tuple[float, float]:
+        got = self.links.get((src, dst))
+        if got is None:
+            got = self.links[(src, dst)] = self.model.link(src, dst)
+        return got
+
+    def run(self, walk) -> None:
+        code, t_comp, ready, step, keep_ends = self.code, self.t_comp, self.ready, self.step, self.keep_ends
+        add, end_of, compute_time = self.events.append, self.end_of, self.model.compute_time_s
+        collective, link, sent_at, t_comm = self.collective, self.link, self.sent_at, self.t_comm
+        for kind, at in walk:
+            if kind == "local":     # inline: most events are compute
+                r, i = at[0]
+                ins = code[r][i]
+                if type(ins) is Free:
+                    if keep_ends:
+                        end_of[(r, i)] = t_comp[r]
+                    continue
+                rd = ready[r]
+                start = t_comp[r]
+                for x in ins.inputs:
+                    tx = rd.get(x, 0.0)
+                    if tx > start:
+                        start = tx
+                dur = compute_time(ins)
+                end = t_comp[r] = start + dur
+                for x in ins.outputs:
+                    rd[x] = end
+                if keep_ends:
+                    end_of[(r, i)] = end
+                add(TraceEvent(r, "compute", ins.label or ins.op, start, dur, ins.phase, ins.op,
+                               ins.nbytes, ins.flops, ins.microbatch, step))
+            elif kind == "send":    # the sender's comm lane is read and reserved in its own program order
+                r, i = at[0]
+                ins = code[r][i]
+                lat, bw = link(r, ins.dst)
+                s0 = ready[r].get(ins.tensor, 0.0)
+                if t_comm[r] > s0:
+                    s0 = t_comm[r]
+                sent_at[(r, i)] = s0
+                t_comm[r] = s0 + lat + ins.nbytes / bw
+            elif kind == "recv":
+                self.recv(at)
+            else:
+                collective(at)
+
+    def recv(self, at) -> None:
+        (dst, j), (src, i) = at
+        code, t_comm, step = self.code, self.t_comm, self.step
+        send, recv = code[src][i], code[dst][j]
+        lat, bw = self.link(src, dst)
+        start = max(self.sent_at.pop((src, i)), t_comm[dst])
+        dur = lat + send.nbytes / bw
+        end = t_comm[dst] = self.ready[dst][recv.tensor] = start + dur
+        if self.keep_ends:
+            self.end_of[(src, i)] = self.end_of[(dst, j)] = end
+        self.flow_id += 1
+        flow, add = self.flow_id, self.events.append
+        add(TraceEvent(src, "comm", f"send {send.tensor} to {dst}", start, dur, "comm", "send", send.nbytes,
+                       0.0, send.microbatch, step, flow))
+        add(TraceEvent(dst, "comm", f"recv {send.tensor} from {src}", start, dur, "comm", "recv", send.nbytes,
+                       0.0, send.microbatch, step, flow))
+
+    def collective(self, at) -> None:
+        if len(at) == 1:
+            return self.solo_collective(*at[0])
+        code, ready, t_comp = self.code, self.ready, self.t_comp
+        ins0: Collective = code[at[0][0]][at[0][1]]
+        blocking = ins0.blocking
+        lane = self.t_comm if blocking else self.t_async
+        start = 0.0
+        for r, i in at:
+            x = max(ready[r].get(code[r][i].tensor, 0.0), lane[r], t_comp[r] if blocking else 0.0)
+            if x > start:
+                start = x
+        dur, sent = self.priced(ins0)
+        end = start + dur
+        add, step = self.events.append, self.step
+        for g, (r, i) in enumerate(at):
+            ins = code[r][i]
+            lane[r] = ready[r][ins.out] = end
+            if self.keep_ends:
+                self.end_of[(r, i)] = end
+            if ins.blocking and t_comp[r] < end:
+                t_comp[r] = end
+            add(TraceEvent(r, "comm", f"{ins.kind} {ins.tensor}", start, dur, ins.phase, ins.kind,
+                           sent[g], 0.0, ins.microbatch, step, group=ins.group))
+
+    def solo_collective(self, r: int, i: int) -> None:
+        """`collective` for a one-member group (a device model prices the real group): the same
+        arithmetic, without the loops over members."""
+        ins = self.code[r][i]
+        blocking = ins.blocking
+        lane = self.t_comm if blocking else self.t_async
+        rd, t_comp = self.ready[r], self.t_comp
+        x = max(rd.get(ins.tensor, 0.0), lane[r], t_comp[r] if blocking else 0.0)
+        start = x if x > 0.0 else 0.0
+        dur, sent = self.priced(ins)
+        end = lane[r] = rd[ins.out] = start + dur
+        if self.keep_ends:
+            self.end_of[(r, i)] = end
+        if blocking and t_comp[r] < end:
+            t_comp[r] = end
+        self.events.append(TraceEvent(r, "comm", f"{ins.kind} {ins.tensor}", start, dur, ins.phase, ins.kind,
+                                      sent[0], 0.0, ins.microbatch, self.step, None, 0, ins.group))
+
+    def priced(self, ins: Collective) -> tuple[float, list[int]]:
+        """(duration, bytes each member sends), by the device model or from the algorithm's plan."""
+        key = (ins.kind, ins.algo, ins.group, ins.nbytes, ins.tag)
+        got = self.plans.get(key)
+        if got is None:
+            priced = self.price(ins) if self.price is not None else None
+            if priced is not None:
+                got = (priced[0], [priced[1]] * len(ins.group))
+            else:
+                plan = plan_of(ins)
+                got = (plan_time_s(plan, ins.group, self.model), plan.bytes_sent_per_rank())
+            self.plans[key] = got
+        return got

@@ -24,13 +24,15 @@ Activations of the first stage (Megatron: `compute_activation_memory`, Korthikan
 With p > 1 the last stage holds one micro-batch (m for GPipe) and the logits 4 s b V_pad / t; the
 report gives the stage whose total is larger. Context parallelism divides s by cp. Full
 recomputation adds one layer's un-recomputed activations (the layer being recomputed).
+Activations are Korthikanti's 16-bit counts; with `dtype` fp32 they are taken as twice those bytes
+(an upper bound: the 1-byte dropout masks, at most 2 s b h + a s^2 b of a layer, do not double).
 ZeRO-3 adds the gathered largest layer, 4 bytes per parameter (DeepSpeed's
 `estimate_zero3_model_states_mem_needs` `largest_layer_memory`).
 """
 
 from __future__ import annotations
 
-from simulator.cost.hardware import Hardware, get_hardware
+from simulator.cost.hardware import DTYPE_NBYTES, Hardware, get_hardware
 from simulator.cost.memory import MemoryBreakdown, activation_bytes_per_layer, in_flight_microbatches
 from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.errors import ParasimError
@@ -103,8 +105,15 @@ def _activations(model: ModelSpec, cfg, L_k: int, in_flight: float, first: bool,
     return acts, out, allowance
 
 
+def activation_widening(dtype: str) -> float:
+    """Activation bytes relative to Korthikanti's 16-bit counts: 1, or 2 for fp32 (docstring)."""
+    if dtype not in DTYPE_NBYTES or DTYPE_NBYTES[dtype] < 2:
+        raise ParasimError(f"activation dtype must be one of bf16, fp16, fp32, fp64, got {dtype!r}")
+    return DTYPE_NBYTES[dtype] / 2
+
+
 def memory_report(model: ModelSpec | str, config, hardware: Hardware | str | None = None, *,
-                  recipe: str = "megatron", flash_attention: bool = False) -> MemoryBreakdown:
+                  recipe: str = "megatron", flash_attention: bool = False, dtype: str = "bf16") -> MemoryBreakdown:
     """Peak bytes per component on the most loaded device (module docstring)."""
     model, cfg = get_model(model), config
     capacity = get_hardware(hardware).memory_bytes if hardware is not None else float("inf")
@@ -117,6 +126,7 @@ def memory_report(model: ModelSpec | str, config, hardware: Hardware | str | Non
     layers = _stage_layers(model, cfg)
     shard_over = cfg.dp * cp
     buffers = 4 * largest_layer_params(model) / t if cfg.zero_stage == 3 else 0.0
+    widen = activation_widening(dtype)
     candidates = []
     for k in sorted({0, p - 1}):
         first, last = k == 0, k == p - 1
@@ -129,6 +139,7 @@ def memory_report(model: ModelSpec | str, config, hardware: Hardware | str | Non
         params = stage_params(model, t, layers[k], first, last, ep)
         par, grad, opt = model_state_parts(params, shard_over, cfg.zero_stage, recipe)
         acts, out, allowance = _activations(model, cfg, layers[k], in_flight, first, last, flash_attention)
+        acts, allowance = acts * widen, allowance * widen
         candidates.append(MemoryBreakdown(par + grad + opt, acts, out, capacity, par, grad, opt, buffers,
                                           allowance, k))
     return max(candidates, key=lambda r: r.total_bytes)

@@ -218,6 +218,9 @@ class Assumptions:
     - capacity_factor = None: MoE tokens per expert; None is dropless (each expert gets exactly
       its share T k / E under balanced routing), c > 1 pads every expert to c T k / E.
     - collective_algo: the algorithm priced by `simulator.cost.comm` (ring, as NCCL for large S).
+    - recipe = "megatron": the model-state bytes per parameter (`simulator.model_states.RECIPES`:
+      megatron 2 + 4 + 12, mixed 2 + 2 + 12, fp32 4 + 4 + 8); `PRECISION` names the three
+      consistent (dtype, gradient-reduction bytes, recipe) triples.
     """
 
     dtype: str = "bf16"
@@ -231,8 +234,11 @@ class Assumptions:
     fp8: bool = False
     nvls: bool = True
     capacity_factor: float | None = None
+    recipe: str = "megatron"
 
     def __post_init__(self):
+        from simulator.model_states import recipe_bytes
+        recipe_bytes(self.recipe)       # refuses unknown recipes with the known ones
         if self.capacity_factor is not None and not self.capacity_factor >= 1:
             raise ParasimError(f"capacity_factor must be >= 1 (or None for dropless), got {self.capacity_factor}")
         if self.link_efficiency is not None and not 0 < self.link_efficiency <= 1:
@@ -242,6 +248,17 @@ class Assumptions:
     def matmul_dtype(self) -> str:
         return "fp8" if self.fp8 else self.dtype
 
+
+PRECISION = {
+    "megatron": dict(dtype="bf16", grad_reduce_bytes=4, recipe="megatron"),
+    "mixed": dict(dtype="bf16", grad_reduce_bytes=2, recipe="mixed"),
+    "fp32": dict(dtype="fp32", grad_reduce_bytes=4, recipe="fp32"),
+}
+"""Precision recipes as `Assumptions` keywords: Megatron-LM's default (bf16 compute, fp32 main
+gradients reduced in fp32, fp32 Adam: 18 bytes per parameter); plain mixed precision (16-bit
+gradients reduced in 16 bits, fp32 master weights and Adam: 16 bytes, Micikevicius et al. 2018,
+ZeRO Sec. 3.1); fp32 everywhere (matmuls at the fp32 peak, no TF32; 16 bytes). FP8 is the separate
+`fp8` switch on top of a 16-bit recipe (Transformer Engine keeps 16-bit master copies)."""
 
 MODERN = Assumptions(overlap_grad_reduce=True, overlap_param_gather=True, overlap_tp_comm=True,
                      flash_attention=True)

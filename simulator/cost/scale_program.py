@@ -42,7 +42,7 @@ from simulator.cost.scale_kernels import (
 )
 from simulator.errors import ParasimError
 from simulator.parallel.schedule_registry import make_schedule
-from simulator.program import Collective, Compute, Program, Recv, Send
+from simulator.program import Collective, Compute, Program, Recv, Send, no_gc
 
 DEFAULT_BUCKET_NBYTES = 25e6   # PyTorch DDP's default bucket_cap_mb = 25
 
@@ -322,7 +322,8 @@ def build_scale_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assu
     em = _Emitter(model, cfg, assumptions, layer_kernels(model, cfg, assumptions), fold_tp, bucket_nbytes,
                   overlap_grad_reduce, logits, optimizer)
     code = []
-    for k in range(cfg.pp):
-        for i in range(em.w):
-            code.append(tuple(em.device(k, k * em.w + i, sched.actions[k])))
+    with no_gc():       # a million small objects, no cycles (program.no_gc)
+        for k in range(cfg.pp):
+            for i in range(em.w):
+                code.append(tuple(em.device(k, k * em.w + i, sched.actions[k])))
     return Program(cfg.pp * em.w, tuple(code), f"{model.name} {cfg!r} (one replica of {cfg.dp})")

@@ -38,11 +38,12 @@ from simulator.cost.memory import (
     logits_bytes,
     model_state_bytes_per_device,
 )
-from simulator.cost.memory_report import stage_params
+from simulator.cost.memory_report import activation_widening, stage_params
 from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.scale_kernels import ScaleDeviceModel, padded_vocab
 from simulator.cost.scale_program import DEFAULT_BUCKET_NBYTES, build_scale_program
+from simulator.program import no_gc
 from simulator.trace import Trace, union_length
 
 
@@ -113,16 +114,27 @@ def trace_statistics(trace: Trace) -> dict:
     comm = [[] for _ in range(trace.n_devices)]
     by_purpose = [dict() for _ in range(trace.n_devices)]
     by_kind = [dict() for _ in range(trace.n_devices)]
+    purposes: dict[tuple[str, str], str] = {}     # _purpose reads the kind and 6 characters of the tensor
+    span = 0.0                                     # the makespan, in the same pass
     for e in trace.events:
+        start, dur = e.start_s, e.duration_s
+        end = start + dur                          # TraceEvent.end_s
+        if end > span:
+            span = end
         if e.lane == "compute":
-            comp[e.device].append((e.start_s, e.end_s))
+            comp[e.device].append((start, end))
             continue
-        comm[e.device].append((e.start_s, e.end_s))
-        pur = _purpose(e)
-        by_purpose[e.device][pur] = by_purpose[e.device].get(pur, 0.0) + e.duration_s
-        if e.kind != "recv":
-            by_kind[e.device][e.kind] = by_kind[e.device].get(e.kind, 0.0) + e.duration_s
-    span = trace.makespan_s
+        comm[e.device].append((start, end))
+        kind, name = e.kind, e.name
+        key = (kind, name[:name.find(" ") + 7])
+        pur = purposes.get(key)
+        if pur is None:
+            pur = purposes[key] = _purpose(e)
+        mine = by_purpose[e.device]
+        mine[pur] = mine.get(pur, 0.0) + dur
+        if kind != "recv":
+            mine = by_kind[e.device]
+            mine[kind] = mine.get(kind, 0.0) + dur
     out = {"compute_s": [], "comm_s": [], "exposed_s": [], "idle_s": [], "by_purpose": by_purpose,
            "by_kind": by_kind, "span_s": span}
     for d in range(trace.n_devices):
@@ -151,13 +163,15 @@ def memory_per_device(model: ModelSpec, cfg: ParallelConfig, A: Assumptions = As
                                            flash if cfg.recompute == "none" else cfg.recompute, f)
     working = 0.0 if cfg.recompute == "none" else activation_bytes_per_layer(s, b, h, a, t, cfg.sequence_parallel,
                                                                              flash, f)
+    widen = activation_widening(A.dtype)
+    per_layer, working = per_layer * widen, working * widen
     chunks, V = cfg.chunk_layers(model.layers), padded_vocab(model, t)
     out = []
     for k in range(p):
         n = sum(chunks[c * p + k] for c in range(v))
         params = stage_params(model, t, n, k == 0, k == p - 1, cfg.ep)
         # in-flight counts are (micro-batch, chunk) units of a stage's mean chunk
-        mem = (model_state_bytes_per_device(params, cfg.dp * cfg.cp, cfg.zero_stage, "megatron")
+        mem = (model_state_bytes_per_device(params, cfg.dp * cfg.cp, cfg.zero_stage, A.recipe)
                + per_layer * n / v * in_flight[k] + working)
         out.append(mem + (logits_bytes(s, b, V, t) if k == p - 1 else 0.0))
     return tuple(out)
@@ -174,7 +188,8 @@ def simulate_at_scale(model: ModelSpec | str, config: ParallelConfig, hardware: 
     dm = ScaleDeviceModel(HardwareDeviceModel(hw, cfg.gpus, A.matmul_dtype, link_efficiency=A.link_efficiency), cfg,
                           fold_tp=fold_tp, collective_algo=A.collective_algo, nvls=A.nvls)
     trace = simulate(prog, dm)
-    st = trace_statistics(trace)
+    with no_gc():       # a pass creating one tuple per event over a heap of a million events
+        st = trace_statistics(trace)
     step = st["span_s"]
     n = trace.n_devices
     tokens = cfg.global_batch * model.seq

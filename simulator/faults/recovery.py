@@ -3,7 +3,8 @@
     result = train_resilient(cfg, faults=parse_faults("1@2"), checkpoint_every=2)
 
 The step loop is `simulator.training`'s (load the batch, run the Program, read the loss, price the
-step on the clock) with failure handling around each step:
+step on the clock); this module supplies its hook (`Recovery`: checkpoints, injected faults, and
+restart and restore after a failure):
 
 1. Detection: the runtime raises DeviceFailure naming the device and the instruction (an
    injected fault; a dead Ray actor -> RayActorError; a bounded wait that ran out).
@@ -30,14 +31,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field, replace
 
-from ..cost.clock import DeviceModel, simulate
+from ..cost.clock import DeviceModel
 from ..errors import DeviceFailure, ParasimError
-from ..models import get_batch
 from ..parallel.config import TrainConfig
 from ..parallel.strategies import compile_strategy
 from ..program import Compute, Free
 from ..trace import Trace, TraceEvent
-from ..training import TrainResult, clock_of, gather_params, max_rel_diff, reference_train
+from ..training import StepHook, TrainResult, clock_of, train_with
 from .checkpoint import Checkpoint, check_checkpoint_dir, latest_checkpoint, restore, save_checkpoint
 from .inject import Fault, arm
 
@@ -115,7 +115,81 @@ def _index_of(instruction: str) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
-def train_resilient(cfg: TrainConfig, runtime=None, faults: tuple[Fault, ...] = (), checkpoint_every: int = 0,  # noqa: C901 -- TODO(issue 12): split
+class Recovery(StepHook):
+    """The hook fault tolerance puts around `simulator.training`'s step loop: checkpoints, injected
+    faults, and after a failure: restart, restore, mark the timeline, replay."""
+
+    def __init__(self, compiled, faults, root, checkpoint_every: int, replicas: bool, max_failures: int,
+                 resume_from=None, before_step=None, keep_last: int | None = None, final_checkpoint: bool = False):
+        self.compiled, self.faults, self.root = compiled, faults, root
+        self.every, self.replicas, self.max_failures = checkpoint_every, replicas, max_failures
+        self.resume_from, self.user_before_step, self.keep_last = resume_from, before_step, keep_last
+        self.final_checkpoint = final_checkpoint
+        self.reports, self.recoveries, self.saved = [], [], []
+        self.fired: set[int] = set()
+        self.injected = self.recovered = self.replayed = 0
+
+    def _save(self, runtime, step: int) -> None:
+        save_checkpoint(runtime, self.compiled, step, self.root, keep_last=self.keep_last)
+        self.saved.append(step)
+
+    def start(self, runtime) -> int:
+        step = restore(runtime, self.compiled, Checkpoint.open(self.resume_from)) if self.resume_from is not None else 0
+        if self.root is not None:
+            self._save(runtime, step)
+        return step
+
+    def before_step(self, step: int, attempt: int, runtime, device_model):
+        """Fire the faults of this step (once each); a straggler slows its instruction on the clock."""
+        program = self.compiled.program
+        if self.user_before_step is not None and not attempt and self.user_before_step(step, runtime):
+            self.injected += 1
+        slowed = {}
+        for k, f in enumerate(self.faults):
+            if f.step == step and k not in self.fired:
+                self.fired.add(k)
+                self.injected += 1
+                arm(runtime, f, program)
+                if f.kind == "slow":
+                    ins = program.code[f.device][f.where(program)]
+                    if isinstance(ins, Compute):
+                        slowed[id(ins)] = f.delay_s
+        return _Straggler(device_model, slowed) if slowed else device_model
+
+    def before_run(self, step: int, runtime) -> None:
+        if self.root is not None and self.every and step % self.every == 0 and step not in self.saved:
+            self._save(runtime, step)   # inside the attempt: a death here is a failure too
+
+    def on_failure(self, step: int, failure: DeviceFailure, priced: Trace, log, runtime) -> int:
+        if len(self.reports) >= self.max_failures:
+            raise failure
+        self.reports.append(f"step {step}: {failure}")
+        program, n = self.compiled.program, len(log.sent)
+        log.trace.append(Trace(n, lost_events(priced, program, failure, log.attempts[step]), name="lost"))
+        t1 = time.perf_counter()
+        try:
+            back, how, restarted = _recover(runtime, self.compiled, step, self.root, self.replicas)
+        except ParasimError as why:
+            raise ParasimError(f"{failure}; {why}") from failure
+        self.recovered += 1
+        self.replayed += step - back + 1
+        for s in range(back, step + 1):
+            log.attempts[s] += 1
+        self.recoveries.append({"step": step, "device": failure.rank, "restarted": restarted, "from": how,
+                                "resume_step": back, "wall_time_s": time.perf_counter() - t1})
+        mark = max(priced.makespan_s * 0.05, 1e-9)
+        log.trace.append(Trace(n, [TraceEvent(
+            r, "compute", (f"recovery: restart device(s) {restarted}, restore from {how} (step {back})" if restarted
+                     else f"recovery: retry step {step} (no device lost its state)"), 0.0, mark,
+            "recovery", "recovery", step=step, attempt=log.attempts[step]) for r in range(n)]))
+        return back
+
+    def finish(self, step: int, runtime) -> None:
+        if self.final_checkpoint and step not in self.saved:  # the trained state too, as Megatron saves at the end
+            self._save(runtime, step)
+
+
+def train_resilient(cfg: TrainConfig, runtime=None, faults: tuple[Fault, ...] = (), checkpoint_every: int = 0,
                     checkpoint_dir=None, replicas: bool = True, device_model: DeviceModel | None = None,
                     max_failures: int = 20, check: bool = True, resume_from=None,
                     before_step=None, keep_last: int | None = None, hardware=None) -> ResilientResult:
@@ -128,110 +202,36 @@ def train_resilient(cfg: TrainConfig, runtime=None, faults: tuple[Fault, ...] = 
     from ..runtime.local import LocalRuntime
 
     cfg = cfg.resolved()
+    _check_options(checkpoint_every, keep_last, checkpoint_dir)
+    compiled = compile_strategy(cfg)
+    faults = tuple(f.check(compiled.program, cfg.steps) for f in faults)
+    if len(faults) > max_failures:
+        raise ParasimError(f"{len(faults)} faults are more than the {max_failures} failures a run recovers from; "
+                           "inject fewer")
+    device_model = clock_of(cfg, device_model, hardware)
+    own = runtime is None
+    runtime = runtime or LocalRuntime(cfg.devices, device_class=FaultyDevice)
+    tmp = tempfile.TemporaryDirectory(prefix="parasim-ckpt-") if checkpoint_every and not checkpoint_dir else None
+    hook = Recovery(compiled, faults, checkpoint_dir or (tmp.name if tmp else None), checkpoint_every, replicas,
+                    max_failures, resume_from, before_step, keep_last, final_checkpoint=checkpoint_dir is not None)
+    try:
+        result = train_with(cfg, compiled, runtime, device_model, hook, check=check)
+    finally:
+        if own:
+            runtime.close()
+        if tmp is not None:
+            tmp.cleanup()
+    return ResilientResult(result, hook.injected, hook.recovered, hook.replayed, hook.reports, hook.recoveries,
+                           hook.saved)
+
+
+def _check_options(checkpoint_every: int, keep_last, checkpoint_dir) -> None:
     if checkpoint_every < 0:
         raise ParasimError(f"checkpoint interval must be >= 0 steps, got {checkpoint_every}")
     if keep_last is not None and (isinstance(keep_last, bool) or int(keep_last) != keep_last or keep_last < 1):
         raise ParasimError(f"keep_last must be a whole number of checkpoints >= 1, got {keep_last!r}")
     if checkpoint_dir is not None:
         check_checkpoint_dir(checkpoint_dir)  # before any work: a read-only or file path is one line now
-    compiled = compile_strategy(cfg)
-    program = compiled.program
-    faults = tuple(f.check(program, cfg.steps) for f in faults)
-    if len(faults) > max_failures:
-        raise ParasimError(f"{len(faults)} faults are more than the {max_failures} failures a run recovers from; "
-                           "inject fewer")
-    base_model = clock_of(cfg, device_model, hardware)
-    own = runtime is None
-    runtime = runtime or LocalRuntime(cfg.devices, device_class=FaultyDevice)
-    tmp = tempfile.TemporaryDirectory(prefix="parasim-ckpt-") if checkpoint_every and not checkpoint_dir else None
-    root = checkpoint_dir or (tmp.name if tmp else None)
-    trace, losses = Trace(cfg.devices, name=program.name), []
-    reports, recoveries, saved = [], [], []
-    fired: set[int] = set()
-    attempts = [0] * cfg.steps
-    sent, messages, wall = [0] * cfg.devices, 0, 0.0
-    injected = recovered = replayed = 0
-    try:
-        runtime.clear()
-        runtime.load(compiled.initial)
-        step = restore(runtime, compiled, Checkpoint.open(resume_from)) if resume_from is not None else 0
-        first = step  # losses[k] is the loss of step first + k
-        if root is not None:
-            save_checkpoint(runtime, compiled, step, root, keep_last=keep_last)
-            saved.append(step)
-        while step < cfg.steps:
-            slowed = {}
-            if before_step is not None and not attempts[step] and before_step(step, runtime):
-                injected += 1
-            for k, f in enumerate(faults):
-                if f.step == step and k not in fired:
-                    fired.add(k)
-                    injected += 1
-                    arm(runtime, f, program)
-                    if f.kind == "slow":
-                        ins = program.code[f.device][f.where(program)]
-                        if isinstance(ins, Compute):
-                            slowed[id(ins)] = f.delay_s
-            model = _Straggler(base_model, slowed) if slowed else base_model
-            x, y = get_batch(cfg.model, cfg.batch_size, step, cfg.seed)
-            t0 = time.perf_counter()
-            try:
-                if root is not None and checkpoint_every and step % checkpoint_every == 0 and step not in saved:
-                    save_checkpoint(runtime, compiled, step, root, keep_last=keep_last)  # inside the try: a death here is a failure too
-                    saved.append(step)
-                runtime.load(compiled.feed(x, y))
-                result = runtime.run(program)
-                loss = sum(float(v) for r, names in compiled.loss_tensors.items()
-                           for v in runtime.fetch(r, names).values()) / compiled.count
-            except DeviceFailure as e:
-                wall += time.perf_counter() - t0
-                if len(reports) >= max_failures:
-                    raise
-                reports.append(f"step {step}: {e}")
-                priced = simulate(program, model, step=step)
-                trace.append(Trace(cfg.devices, lost_events(priced, program, e, attempts[step]), name="lost"))
-                t1 = time.perf_counter()
-                try:
-                    back, how, restarted = _recover(runtime, compiled, step, root, replicas)
-                except ParasimError as why:
-                    raise ParasimError(f"{e}; {why}") from e
-                recovered += 1
-                replayed += step - back + 1
-                for s in range(back, step + 1):
-                    attempts[s] += 1
-                recoveries.append({"step": step, "device": e.rank, "restarted": restarted, "from": how,
-                                   "resume_step": back, "wall_time_s": time.perf_counter() - t1})
-                mark = max(priced.makespan_s * 0.05, 1e-9)
-                trace.append(Trace(cfg.devices, [TraceEvent(
-                    r, "compute", (f"recovery: restart device(s) {restarted}, restore from {how} (step {back})" if restarted
-                     else f"recovery: retry step {step} (no device lost its state)"), 0.0, mark,
-                    "recovery", "recovery", step=step, attempt=attempts[step]) for r in range(cfg.devices)]))
-                del losses[back - first:]
-                step = back
-                continue
-            wall += time.perf_counter() - t0
-            losses.append(loss)
-            step_trace = simulate(program, model, step=step, memory=result.memory_by_instruction())
-            if attempts[step]:
-                step_trace.events = [replace(e, attempt=attempts[step]) for e in step_trace.events]
-            step_trace.wall_time_s = result.wall_time_s
-            trace.append(step_trace)
-            sent = [a + b for a, b in zip(sent, result.bytes_sent)]
-            messages += sum(result.messages_sent)
-            step += 1
-        if checkpoint_dir is not None and step not in saved:  # the trained state too, as Megatron saves at the end
-            save_checkpoint(runtime, compiled, step, root, keep_last=keep_last)
-            saved.append(step)
-        params = gather_params(compiled, runtime)
-    finally:
-        if own:
-            runtime.close()
-        if tmp is not None:
-            tmp.cleanup()
-    ref_params, ref_losses = reference_train(cfg) if check else (params, losses)
-    result = TrainResult(cfg, losses, ref_losses, max_rel_diff(params, ref_params), trace, compiled, sent,
-                         messages, wall, params)
-    return ResilientResult(result, injected, recovered, replayed, reports, recoveries, saved)
 
 
 def _recover(runtime, compiled, step: int, root, replicas: bool) -> tuple[int, str, list[int]]:

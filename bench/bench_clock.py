@@ -1,0 +1,74 @@
+"""Speed of the event clock, before and after the fast path, side by side in one run.
+
+    python bench/bench_clock.py            # 1F1B 128 x 1024 and the 1T-parameter step
+    python bench/bench_clock.py --quick    # 1F1B 32 x 256 and GPT-3 175B
+
+"before" is the walk and clock frozen in tests/clock_reference.py (the implementation the fast
+path replaced); "after" is `Program.walk` + `clock.simulate`. Both price the same Program and
+must give the same trace (the bench checks the makespan and the event count; the tests compare
+every event). Targets (issue 18): 1F1B with 128 stages x 1024 micro-batches, build + price, under
+0.5 s; the 1T-parameter step of Megatron-LM Table 1 (t8 p64, 3072 GPUs, one replica, TP folded)
+under 1 s. CPU seconds are printed beside wall seconds (the machine is shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from clock_reference import reference_simulate  # noqa: E402
+
+from simulator.cost.clock import SimpleDeviceModel, simulate  # noqa: E402
+from simulator.cost.device_model import HardwareDeviceModel  # noqa: E402
+from simulator.cost.model_presets import get_model  # noqa: E402
+from simulator.cost.parallel_config import Assumptions, ParallelConfig  # noqa: E402
+from simulator.cost.scale_kernels import ScaleDeviceModel  # noqa: E402
+from simulator.cost.scale_program import build_scale_program  # noqa: E402
+from simulator.cost.timeline_program import schedule_program  # noqa: E402
+from simulator.parallel.schedule_registry import make_schedule  # noqa: E402
+from simulator.program import Program  # noqa: E402
+
+
+def timed(fn):
+    w, c = time.perf_counter(), time.process_time()
+    out = fn()
+    return out, time.perf_counter() - w, time.process_time() - c
+
+
+def row(label, build, price_new, price_old):
+    """Build the program once per path (the walk is cached on a Program) and price it."""
+    prog, wb, cb = timed(build)
+    new, wn, cn = timed(lambda: price_new(prog))
+    old_prog = Program(prog.n_devices, prog.code, prog.name)
+    old, wo, co = timed(lambda: price_old(old_prog))
+    same = len(new.events) == len(old.events) and new.makespan_s == old.makespan_s
+    print(f"{label}: {len(prog):,} instructions, build {wb:.2f} s wall / {cb:.2f} s CPU")
+    print(f"  price  before {wo:6.2f} s wall / {co:6.2f} s CPU   after {wn:6.2f} s wall / {cn:6.2f} s CPU   "
+          f"speed-up {co / max(cn, 1e-9):.1f}x (CPU); build + price after: {cb + cn:.2f} s CPU; same trace: {same}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    p, m = (32, 256) if args.quick else (128, 1024)
+    model = SimpleDeviceModel(flops_per_s=1e12, latency_s=0.0, bandwidth_Bps=1e30)
+    sched = make_schedule("1f1b", p, m)
+    row(f"1F1B p={p} m={m}", lambda: schedule_program(sched), lambda pr: simulate(pr, model),
+        lambda pr: reference_simulate(pr, model))
+
+    name, cfg = (("gpt3-175b", ParallelConfig(tp=8, pp=12, dp=16, global_batch=1536, recompute="full")) if args.quick
+                 else ("megatron-1t", ParallelConfig(tp=8, pp=64, dp=6, global_batch=3072, recompute="full")))
+    A = Assumptions(overlap_grad_reduce=True)
+    spec = get_model(name)
+    dm = ScaleDeviceModel(HardwareDeviceModel("a100-80gb", cfg.gpus, A.matmul_dtype), cfg, fold_tp=True)
+    row(f"{name} {cfg!r} one replica, TP folded", lambda: build_scale_program(spec, cfg, A, fold_tp=True),
+        lambda pr: simulate(pr, dm), lambda pr: reference_simulate(pr, dm))
+
+
+if __name__ == "__main__":
+    main()

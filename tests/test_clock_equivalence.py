@@ -1,0 +1,87 @@
+"""The fast walk and clock give exactly the traces of the implementation they replaced
+(frozen in tests/clock_reference.py): same events in the same order, same times, same flows."""
+
+from __future__ import annotations
+
+import pytest
+from clock_reference import reference_simulate, reference_walk
+
+from simulator.cost.clock import SimpleDeviceModel, simulate
+from simulator.cost.device_model import HardwareDeviceModel
+from simulator.cost.model_presets import ModelSpec
+from simulator.cost.parallel_config import Assumptions, ParallelConfig
+from simulator.cost.scale_kernels import ScaleDeviceModel
+from simulator.cost.scale_program import build_scale_program
+from simulator.cost.timeline_program import schedule_program
+from simulator.models import GPTConfig
+from simulator.parallel.config import TrainConfig
+from simulator.parallel.schedule_registry import make_schedule
+from simulator.parallel.strategies import compile_strategy
+from simulator.program import Program
+
+SMALL = ModelSpec("small", layers=8, hidden=1024, heads=16, seq=512, vocab=8192)
+MOE = ModelSpec("moe", layers=4, hidden=512, heads=8, seq=256, vocab=4096, num_experts=8)
+
+
+def fresh(prog: Program) -> Program:
+    """The same instructions without the cached walk."""
+    return Program(prog.n_devices, prog.code, prog.name)
+
+
+def assert_same(prog: Program, model, **kw):
+    assert list(fresh(prog).walk()) == reference_walk(prog)
+    new, old = simulate(fresh(prog), model, **kw), reference_simulate(prog, model, **kw)
+    assert len(new.events) == len(old.events) > 0
+    assert new.events == old.events
+    assert new.memory == old.memory
+    assert new.makespan_s == old.makespan_s
+
+
+@pytest.mark.parametrize("name,p,m,v", [("1f1b", 8, 16, 1), ("gpipe", 4, 8, 1), ("1f1b", 1, 4, 1),
+                                        ("1f1b", 16, 3, 1)])
+def test_schedule_timeline(name, p, m, v):
+    sched = make_schedule(name, p, m, v)
+    assert_same(schedule_program(sched), SimpleDeviceModel(latency_s=1e-5, bandwidth_Bps=1e9))
+
+
+SCALE_CASES = [
+    (SMALL, ParallelConfig(tp=2, pp=4, dp=2, global_batch=16), Assumptions(), False),
+    (SMALL, ParallelConfig(tp=4, pp=2, dp=2, global_batch=8, sequence_parallel=True, recompute="full"),
+     Assumptions(overlap_grad_reduce=True), True),
+    (SMALL, ParallelConfig(tp=2, pp=4, dp=2, global_batch=16, schedule="interleaved", virtual_stages=2),
+     Assumptions(overlap_grad_reduce=True), False),
+    (SMALL, ParallelConfig(tp=1, pp=1, dp=4, global_batch=8, zero_stage=3), Assumptions(overlap_param_gather=True),
+     False),
+    (SMALL, ParallelConfig(tp=1, pp=2, dp=4, global_batch=8, zero_stage=1), Assumptions(overlap_param_gather=True),
+     False),
+    (SMALL, ParallelConfig(tp=2, pp=2, dp=2, cp=2, global_batch=8), Assumptions(), False),
+    (SMALL, ParallelConfig(tp=2, pp=2, dp=2, cp=2, global_batch=8, cp_comm_type="a2a"), Assumptions(), True),
+    (MOE, ParallelConfig(tp=1, pp=2, dp=4, ep=2, global_batch=8), Assumptions(overlap_grad_reduce=True), False),
+]
+
+
+@pytest.mark.parametrize("model,cfg,A,fold", SCALE_CASES)
+def test_scale_programs(model, cfg, A, fold):
+    prog = build_scale_program(model, cfg, A, fold_tp=fold)
+    dm = ScaleDeviceModel(HardwareDeviceModel("a100-80gb", cfg.gpus, A.matmul_dtype), cfg, fold_tp=fold)
+    assert_same(prog, dm)
+
+
+GPT = GPTConfig(layers=2, hidden=16, heads=4, seq_len=8, vocab=16)
+
+
+@pytest.mark.parametrize("kw", [dict(strategy="dp", devices=4, bucket_mb=0.001),
+                                dict(strategy="zero3", devices=4),
+                                dict(strategy="hybrid", devices=8, dp=2, pp=2, tp=2, microbatches=2),
+                                dict(strategy="pp", devices=2, microbatches=4, schedule="interleaved",
+                                     virtual_stages=2),
+                                dict(strategy="cp", devices=2, cp=2),
+                                dict(strategy="sp", devices=2, tp=2)])
+def test_training_programs(kw):
+    cfg = TrainConfig(GPT, batch_size=8, **kw).resolved()
+    prog = compile_strategy(cfg).program
+    dm = HardwareDeviceModel("local", cfg.devices, dtype="fp64")
+    assert_same(prog, dm, step=3)
+    # memory samples placed at the instructions' ends
+    memory = {(r, i): {"act": 8 * (i + 1)} for r in range(prog.n_devices) for i in range(0, len(prog.code[r]), 3)}
+    assert_same(prog, dm, memory=memory, name="with memory")
