@@ -31,6 +31,29 @@ from typing import Iterable, Mapping, Sequence
 from simulator.errors import ParasimError
 
 AxesArg = str | Iterable[str]
+# Megatron-LM's rank order "tp-cp-ep-dp-pp" (tensor fastest), as mesh axes slowest first
+MEGATRON_ORDER = ("pp", "dp", "ep", "cp", "tp")
+
+
+def row_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """How far apart consecutive coordinates of each axis are, row-major (last axis: 1)."""
+    out, step = [], 1
+    for size in reversed(shape):
+        out.append(step)
+        step *= size
+    return tuple(reversed(out))
+
+
+def row_major_rank(shape: Sequence[int], coords: Sequence[int], names: Sequence[str] | None = None) -> int:
+    """The row-major position of `coords` on a grid of `shape`, last axis fastest (the rank on a
+    mesh of default device ids); refuses a coordinate outside its axis."""
+    pos = 0
+    for i, (c, size) in enumerate(zip(coords, shape)):
+        if not 0 <= c < size:
+            name = names[i] if names is not None else i
+            raise ParasimError(f"coordinate {c} on axis {name!r} is outside 0..{size - 1}")
+        pos = pos * size + c
+    return pos
 
 
 @dataclass(frozen=True, init=False)
@@ -71,7 +94,8 @@ class DeviceMesh:
         that share a node's fast links. Axes print slowest first:
 
             DeviceMesh.megatron(tp=2, cp=2, dp=2, pp=2) -> Mesh(pp=2, dp=2, ep=1, cp=2, tp=2)"""
-        return cls({"pp": pp, "dp": dp, "ep": ep, "cp": cp, "tp": tp})
+        sizes = {"pp": pp, "dp": dp, "ep": ep, "cp": cp, "tp": tp}
+        return cls({a: sizes[a] for a in MEGATRON_ORDER})
 
     @classmethod
     def from_shape(cls, shape: Sequence[int], axis_names: Sequence[str],
@@ -142,12 +166,7 @@ class DeviceMesh:
         if len(coords) != self.ndim:
             raise ParasimError(f"coordinates {coords} have {len(coords)} entries but the mesh "
                                f"{self!r} has {self.ndim} axes")
-        pos = 0
-        for c, size, name in zip(coords, self.shape, self.axis_names):
-            if not 0 <= c < size:
-                raise ParasimError(f"coordinate {c} on axis {name!r} is outside 0..{size - 1}")
-            pos = pos * size + c
-        return self.device_ids[pos]
+        return self.device_ids[row_major_rank(self.shape, coords, self.axis_names)]
 
     def coord(self, rank: int, axis: str) -> int:
         """Index of `rank` along one named axis."""

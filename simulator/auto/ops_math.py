@@ -142,6 +142,8 @@ ReLU = _kind_op(_Unary, "ReLU", "relu", "y = max(x, 0), elementwise (any strateg
 GeLU = _kind_op(_Unary, "GeLU", "gelu", "y = GeLU(x), tanh approximation, elementwise.")
 Sigmoid = _kind_op(_Unary, "Sigmoid", "sigmoid", "y = 1 / (1 + exp(-x)), elementwise.")
 Tanh = _kind_op(_Unary, "Tanh", "tanh", "y = tanh(x), elementwise.")
+Identity = _kind_op(_Unary, "Identity", "identity",
+                    "y = x; with a strategy it fixes a layout (Cell.shard's in/out_strategy).")
 
 
 def is_elementwise(op) -> bool:

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from numbers import Integral, Real
+from functools import cached_property
+from numbers import Real
 
 from ..errors import ParasimError
 from ..models import GPTConfig, MLPConfig, build_model
 from .cp_split import check_context_parallel
-from .schedule_registry import SCHEDULES, ZERO_BUBBLE, schedule_spec
+from .degrees import Parallelism, check_positive, check_schedule, check_zero, is_int
+from .schedule_registry import SCHEDULES as SCHEDULES  # re-exported: the CLI and app list them
+from .schedule_registry import ZERO_BUBBLE
 
 STRATEGIES = ("single", "dp", "layer", "pp", "tp", "sp", "cp", "ep", "zero1", "zero2", "zero3", "hybrid")
 CP_KINDS = ("ring", "all-to-all")
@@ -55,18 +58,17 @@ class TrainConfig:
 
     def __post_init__(self):
         _check(self.strategy in STRATEGIES, f"unknown strategy {self.strategy!r}; known: {', '.join(STRATEGIES)}")
-        _check(self.schedule in SCHEDULES, f"unknown schedule {self.schedule!r}; known: {', '.join(SCHEDULES)}")
+        check_schedule(self.schedule)
         _check(self.grad_dtype in GRAD_DTYPES, f"unknown grad dtype {self.grad_dtype!r}; known: {', '.join(GRAD_DTYPES)}")
         _check(self.optimizer in OPTIMIZERS, f"unknown optimizer {self.optimizer!r}; known: {', '.join(OPTIMIZERS)}")
         _check(self.cp_kind in CP_KINDS, f"unknown context-parallel kind {self.cp_kind!r}; known: {', '.join(CP_KINDS)}")
-        for name in ("devices", "tp", "cp", "ep", "batch_size", "microbatches", "virtual_stages", "accumulate", "steps"):
-            v = getattr(self, name)
-            _check(_is_int(v) and v >= 1, f"{name} must be a positive integer, got {v!r}")
+        check_positive(**{name: getattr(self, name) for name in (
+            "devices", "tp", "cp", "ep", "batch_size", "microbatches", "virtual_stages", "accumulate", "steps")})
         for name in ("dp", "pp"):
             v = getattr(self, name)
-            _check(_is_int(v) and v >= 0, f"{name} must be a positive integer (or 0: derived), got {v!r}")
-        _check(_is_int(self.zero) and self.zero in (0, 1, 2, 3), f"ZeRO stage must be 0, 1, 2 or 3, got {self.zero!r}")
-        _check(_is_int(self.seed) and 0 <= self.seed < 2**32, f"seed must be an integer in [0, 2^32), got {self.seed!r}")
+            _check(is_int(v) and v >= 0, f"{name} must be a positive integer (or 0: derived), got {v!r}")
+        check_zero(self.zero)
+        _check(is_int(self.seed) and 0 <= self.seed < 2**32, f"seed must be an integer in [0, 2^32), got {self.seed!r}")
         _check(_is_real(self.lr) and math.isfinite(self.lr) and self.lr > 0,
                f"learning rate must be a finite number > 0, got {self.lr!r}")
         _check(self.bucket_mb is None or (_is_real(self.bucket_mb) and math.isfinite(self.bucket_mb) and self.bucket_mb > 0),
@@ -124,13 +126,16 @@ class TrainConfig:
         _check(pp * self.virtual_stages <= layers,
                f"{pp} stages x {self.virtual_stages} virtual stages = {pp * self.virtual_stages} exceeds the model's "
                f"{layers} layers ({_describe_layers(kinds)}); each stage holds at least one")
-        schedule_spec(self.schedule).check(pp, self.microbatches, self.virtual_stages)
+        stage = int(s[-1]) if s.startswith("zero") else self.zero
+        # the shared value checks the schedule's rules (e.g. interleaving needs m a multiple of p)
+        par = Parallelism(dp=dp, tp=tp, pp=pp, cp=cp, ep=self.ep, microbatches=self.microbatches,
+                          virtual_stages=self.virtual_stages, schedule=self.schedule, zero=stage,
+                          sequence_parallel=s == "sp" and tp > 1)
         per = dp * self.m
         parts = f"micro-batches={self.microbatches} x accumulate={self.accumulate}" if self.accumulate > 1 \
             else f"micro-batches={self.m}"
         _check(self.batch_size % per == 0,
                f"batch {self.batch_size} cannot be split into dp={dp} x {parts} = {per} equal parts")
-        stage = int(s[-1]) if s.startswith("zero") else self.zero
         _check(stage == self.zero or self.zero == 0,
                f"strategy {s} means ZeRO stage {stage}, but --zero {self.zero} was given")
         # only the ZeRO compiler shards model states; elsewhere a stage would be silently ignored
@@ -141,7 +146,15 @@ class TrainConfig:
         _check(stage == 0 or dp > 1 or s.startswith("zero"),
                f"ZeRO stage {stage} shards model states over the data-parallel group, but strategy {s} has dp=1 "
                f"(pp={pp}, tp={tp}): raise --dp or drop --zero")
-        return replace(self, dp=dp, pp=pp, tp=tp, cp=cp, zero=stage)
+        out = replace(self, dp=dp, pp=pp, tp=tp, cp=cp, zero=stage)
+        object.__setattr__(out, "parallelism", par)
+        return out
+
+    @cached_property
+    def parallelism(self) -> Parallelism:
+        """The resolved degrees, schedule and ZeRO stage as the value the cost model shares
+        (`simulator.parallel.degrees`); ranks and groups: `.parallelism.mesh`."""
+        return self.resolved().parallelism
 
     @property
     def microbatch_size(self) -> int:
@@ -163,11 +176,6 @@ def _describe_layers(kinds: list[str]) -> str:
         else:
             runs.append([k, 1])
     return ", ".join(k if n == 1 else f"{n} x {k}" for k, n in runs)
-
-
-def _is_int(v) -> bool:
-    """An integer and not a bool (TrainConfig(devices=True) is a mistake, not one device)."""
-    return isinstance(v, Integral) and not isinstance(v, bool)
 
 
 def _is_real(v) -> bool:

@@ -36,7 +36,7 @@ from .tensor_parallel import compile_tensor_parallel
 def hybrid_mesh(cfg: TrainConfig) -> DeviceMesh:
     """The (pp, dp, ep, cp, tp) mesh of a resolved config in Megatron's order, tensor fastest."""
     cfg = cfg.resolved()
-    return DeviceMesh.megatron(tp=cfg.tp, cp=cfg.cp, ep=1, dp=cfg.dp, pp=cfg.pp)
+    return cfg.parallelism.mesh   # ep=1: the hybrid strategy has no expert axis
 
 
 def axis_groups(cfg: TrainConfig) -> dict[str, list[tuple[int, ...]]]:

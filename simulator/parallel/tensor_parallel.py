@@ -29,7 +29,6 @@ from typing import Callable
 import numpy as np
 
 from ..errors import ParasimError
-from ..mesh import DeviceMesh
 from ..models import Embedding, GPTConfig, LMHead, TransformerBlock
 from ..program import Collective
 from . import tp_kernels  # noqa: F401 -- registers the tp_*/vp_ce_* kernels this compiler emits
@@ -297,7 +296,7 @@ class TensorParallel:
     @property
     def tp_group_of(self) -> dict[int, tuple[int, ...]]:
         c = self.cfg
-        mesh = DeviceMesh.megatron(tp=c.tp, cp=c.cp, dp=c.dp, pp=c.pp)  # the mesh of compile_replicated
+        mesh = c.parallelism.mesh  # the mesh of compile_replicated
         return {r: g for g in mesh.groups("tp") for r in g}
 
     def replica(self, builder, stages, ranks, t, mbs, scale, ready, c: int = 0) -> Replica:

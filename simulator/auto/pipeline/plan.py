@@ -164,7 +164,8 @@ def _stage_network(net: Network, k: int, stage_of, m: int,
             op.shape = (op.shape[0] // m,) + op.shape[1:]
         shape = tuple(op.out_shape([t.shape for t in ins]))
         micro[node.output] = shape
-        have[node.output] = sub.add_node(op, ins, shape, name=node.output, label=node.label, stage=k)
+        have[node.output] = sub.add_node(op, ins, shape, name=node.output, label=node.label, stage=k,
+                                        recompute=node.recompute)
     return sub
 
 
