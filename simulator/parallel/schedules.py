@@ -303,6 +303,16 @@ def zb_h2(p: int, m: int, t_f: float = 1.0, t_b: float = 1.0, t_w: float = 1.0) 
     return _zero_bubble("zb-h2", p, m, [2 * p - 1] * p, t_f, t_b, t_w)
 
 
+def check_dualpipe(p: int, m: int) -> None:
+    """DualPipe's rules, one line each: an even number of stages, an even m >= 2p."""
+    if p < 2 or p % 2:
+        raise ParasimError(f"DualPipe pairs device d with device p-1-d, so it needs an even number of stages; "
+                           f"got {p}")
+    if m % 2 or m < 2 * p:
+        raise ParasimError(f"DualPipe splits the micro-batches between its two directions and needs m >= 2p: "
+                           f"m = {m} with p = {p} (need an even m >= {2 * p})")
+
+
 def dualpipe(p: int, m: int, split: bool = True) -> Schedule:  # noqa: C901 -- TODO(issue 12): split
     """DualPipe (DeepSeek-V3 technical report, Sec. 3.2.1; github.com/deepseek-ai/DualPipe,
     dualpipe.py `step`): two copies of the p-stage model, one fed from device 0 (chunk 0 of device
@@ -317,12 +327,7 @@ def dualpipe(p: int, m: int, split: bool = True) -> Schedule:  # noqa: C901 -- T
     backward into BW (for layers that emit both together). Needs p even and m >= 2p, m even.
     Bubble (p/2 - 1)(F&B + B - 3W), 2x parameters, p + 1 micro-batches of activations
     (the report's Table 2)."""
-    if p < 2 or p % 2:
-        raise ParasimError(f"DualPipe pairs device d with device p-1-d, so it needs an even number of stages; "
-                           f"got {p}")
-    if m % 2 or m < 2 * p:
-        raise ParasimError(f"DualPipe splits the micro-batches between its two directions and needs m >= 2p: "
-                           f"m = {m} with p = {p} (need an even m >= {2 * p})")
+    check_dualpipe(p, m)
     half, hp = m // 2, p // 2
     rows = []
     for rank in range(p):
