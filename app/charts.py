@@ -8,7 +8,7 @@ Streamlit calls here, so pages and lessons can reuse them. matplotlib stays for 
 - buffers_chart(replay, k)     each rank's slots after step k of a collective, what they hold.
 - links_chart(replay, k)       bytes on each (sender, receiver) link during step k.
 - aggregate_trace(trace)       a large trace drawn as runs of one micro-batch per lane (and a note).
-- memory_components_chart()    bytes per memory component per GPU against the capacity.
+- memory_components_spec()     bytes per memory component per GPU against the capacity (a spec).
 """
 
 from __future__ import annotations
@@ -238,18 +238,35 @@ def aggregate_trace(trace: Trace, max_events: int = MAX_EVENTS) -> tuple[Trace, 
     return out, note
 
 
-def memory_components_chart(parts: dict[str, float], capacity_bytes: float, title: str = "") -> alt.LayerChart:
+def memory_components_spec(parts: dict[str, float], capacity_bytes: float, title: str = "") -> dict:
     """One stacked bar of bytes per component (GB, 1e9 bytes) with the device capacity as a rule;
-    hover a part for its bytes and share."""
+    hover a part for its bytes and share. A Vega-Lite spec (dict) for `st.vega_lite_chart`: built
+    without Altair's schema validation, so a page rerun stays fast."""
     total = sum(parts.values()) or 1.0
-    df = pd.DataFrame([{"component": k, "GB": v / 1e9, "bytes": fmt_bytes(v), "share": f"{v / total:.1%}",
-                        "order": i, "device": "per GPU"} for i, (k, v) in enumerate(parts.items()) if v > 0])
-    bars = alt.Chart(df).mark_bar().encode(
-        x=alt.X("sum(GB):Q", title="GB per GPU (1e9 bytes)"), y=alt.Y("device:N", title=None),
-        color=alt.Color("component:N", sort=list(parts), legend=alt.Legend(orient="top", title=None)),
-        order=alt.Order("order:Q"), tooltip=["component:N", "bytes:N", alt.Tooltip("GB:Q", format=".2f"), "share:N"])
-    cap = pd.DataFrame([{"GB": capacity_bytes / 1e9, "label": f"capacity {capacity_bytes / 1e9:.1f} GB"}])
-    rule = alt.Chart(cap).mark_rule(color="#E45756", strokeWidth=2, strokeDash=[5, 3]).encode(
-        x="GB:Q", tooltip=["label:N"])
-    text = alt.Chart(cap).mark_text(align="right", dx=-4, dy=-28, color="#E45756").encode(x="GB:Q", text="label:N")
-    return alt.layer(bars, rule, text).properties(height=110, width="container", title=title or alt.Undefined)
+    rows = [{"component": k, "GB": v / 1e9, "bytes": fmt_bytes(v), "share": f"{v / total:.1%}", "order": i,
+             "device": "per GPU"} for i, (k, v) in enumerate(parts.items()) if v > 0]
+    cap = {"GB": capacity_bytes / 1e9, "label": f"capacity {capacity_bytes / 1e9:.1f} GB"}
+    return {
+        "title": title or None, "height": 110, "width": "container",
+        "layer": [
+            {"data": {"values": rows}, "mark": "bar",
+             "encoding": {"x": {"aggregate": "sum", "field": "GB", "type": "quantitative",
+                                "title": "GB per GPU (1e9 bytes)"},
+                          "y": {"field": "device", "type": "nominal", "title": None},
+                          "color": {"field": "component", "type": "nominal", "sort": list(parts),
+                                    "legend": {"orient": "top", "title": None}},
+                          "order": {"field": "order", "type": "quantitative"},
+                          "tooltip": [{"field": "component", "type": "nominal"}, {"field": "bytes", "type": "nominal"},
+                                      {"field": "GB", "type": "quantitative", "format": ".2f"},
+                                      {"field": "share", "type": "nominal"}]}},
+            {"data": {"values": [cap]}, "mark": {"type": "rule", "color": "#E45756", "strokeWidth": 2,
+                                                 "strokeDash": [5, 3]},
+             "encoding": {"x": {"field": "GB", "type": "quantitative"},
+                          "tooltip": [{"field": "label", "type": "nominal"}]}},
+            {"data": {"values": [cap]}, "mark": {"type": "text", "align": "right", "dx": -4, "dy": -28,
+                                                 "color": "#E45756"},
+             "encoding": {"x": {"field": "GB", "type": "quantitative"}, "text": {"field": "label", "type": "nominal"}}},
+        ],
+        "config": {"axis": {"labelFontSize": FONT, "titleFontSize": FONT},
+                   "legend": {"labelFontSize": FONT}, "view": {"strokeWidth": 0}},
+    }

@@ -98,6 +98,21 @@ class DeviceMesh:
         return cls({a: sizes[a] for a in MEGATRON_ORDER})
 
     @classmethod
+    def megatron_experts(cls, tp: int = 1, cp: int = 1, ep: int = 1, dp: int = 1, pp: int = 1) -> "DeviceMesh":
+        """The expert layers' view of the same devices as `megatron(tp, cp, 1, dp, pp)`: the dp x cp
+        ranks of a tensor rank and stage are cut into `ep` expert-parallel ranks (fastest) times
+        edp = dp cp / ep expert-data-parallel ranks, as Megatron-LM's expert rank generator does
+        (megatron/core/parallel_state.py: RankGenerator(tp=expert_tensor_parallel_size, ep, dp=expert
+        data-parallel size, pp, cp=1, order "tp-cp-ep-dp-pp"), with the expert tensor size = tp here):
+
+            DeviceMesh.megatron_experts(tp=2, cp=2, ep=2, dp=2, pp=1) -> Mesh(pp=1, edp=2, ep=2, tp=2)
+            groups("ep") -> (0, 2), (1, 3), (4, 6), (5, 7): each a block of the dp x cp ranks"""
+        if (dp * cp) % ep:
+            raise ParasimError(f"expert parallelism cuts the dp x cp = {dp} x {cp} = {dp * cp} ranks of a tensor "
+                               f"rank and stage into ep groups; ep={ep} does not divide {dp * cp}")
+        return cls({"pp": pp, "edp": dp * cp // ep, "ep": ep, "tp": tp})
+
+    @classmethod
     def from_shape(cls, shape: Sequence[int], axis_names: Sequence[str],
                    device_ids: Sequence[int] | None = None) -> "DeviceMesh":
         """DeviceMesh.from_shape((2, 4), ("dp", "tp")) == DeviceMesh({"dp": 2, "tp": 4})."""

@@ -5,7 +5,7 @@ configuration search and why the alternatives lose; two configurations side by s
 Every configuration widget is bound to the URL (app/README.md lists the parameters)."""
 
 import streamlit as st
-from charts import aggregate_trace, memory_components_chart, timeline_chart
+from charts import aggregate_trace, memory_components_spec, timeline_chart
 from ui import BIND, figure, interactive, intro, or_error, remember, restore, show_code
 
 from simulator import (
@@ -281,9 +281,9 @@ with tab_est:
         left, right = st.columns([3, 2])
         with left:
             parts = memory_parts(r["memory"])
-            interactive(memory_components_chart(parts, res["capacity"],
-                                                title=f"memory per GPU on {hw}, stage {r['memory']['stage']}"),
-                        key="memory")
+            st.vega_lite_chart(memory_components_spec(parts, res["capacity"],
+                                                      title=f"memory per GPU on {hw}, stage {r['memory']['stage']}"),
+                               width="stretch", key="memory")
             st.dataframe([{"component": k, "bytes": fmt_bytes(v), "GB": round(v / 1e9, 2)}
                           for k, v in parts.items()], hide_index=True, width="stretch")
             st.caption("As Megatron-LM's theoretical_memory_usage counts it (Korthikanti et al. 2022), for the "

@@ -73,8 +73,9 @@ class TrainConfig:
                f"learning rate must be a finite number > 0, got {self.lr!r}")
         _check(self.bucket_mb is None or (_is_real(self.bucket_mb) and math.isfinite(self.bucket_mb) and self.bucket_mb > 0),
                f"bucket size must be a finite number > 0 MB, got {self.bucket_mb!r}")
-        _check(self.ep == 1 or self.strategy == "ep",
-               f"--ep {self.ep} shards experts only with strategy ep, not {self.strategy}: use --strategy ep or drop --ep")
+        _check(self.ep == 1 or self.strategy in ("ep", "hybrid"),
+               f"--ep {self.ep} shards experts with strategies ep and hybrid, not {self.strategy}: use --strategy "
+               "hybrid or drop --ep")
         _check(self.steps <= MAX_STEPS and self.batch_size <= MAX_BATCH,
                f"a real run is bounded to {MAX_STEPS} steps of a batch of at most {MAX_BATCH}; "
                f"got steps={self.steps}, batch={self.batch_size}")
@@ -108,9 +109,6 @@ class TrainConfig:
         else:
             dp = dp or max(1, n // max(1, (pp or 1) * tp * cp))
             pp = pp or max(1, n // (dp * tp * cp))
-        _check(self.ep == 1 or s != "hybrid",
-               f"expert parallelism (ep={self.ep}) runs with strategy ep (data x expert over all devices); the hybrid "
-               f"strategy combines dp, cp, tp and pp with ep=1")
         cps = f" x cp={cp}" if cp > 1 else ""
         _check(dp * pp * tp * cp == n,
                f"degrees dp={dp}{cps} x pp={pp} x tp={tp} = {dp * pp * tp * cp} do not multiply to {n} devices")
@@ -119,6 +117,8 @@ class TrainConfig:
             _check(self.schedule not in ZERO_BUBBLE or pp == 1,
                    f"schedule {self.schedule} splits backward into B and W; the context-parallel layers emit them "
                    "together: use gpipe, 1f1b or interleaved with cp > 1")
+        if self.ep > 1:
+            check_expert_parallel(self, dp, cp, pp)
         if s == "layer":
             _check(self.m == 1, f"layer-wise model parallelism uses no micro-batches, got {self.m}")
         kinds = [type(layer).__name__ for layer in build_model(self.model).layers]
@@ -165,6 +165,29 @@ class TrainConfig:
         """Tokens of each sequence one context rank holds (None for models without sequences)."""
         seq = getattr(self.model, "seq_len", None)
         return None if seq is None else seq // self.cp
+
+
+def check_expert_parallel(cfg: TrainConfig, dp: int, cp: int, pp: int) -> None:
+    """ep > 1: a mixture-of-experts model whose experts and dp x cp ranks split into ep equal parts
+    (Megatron-LM carves the expert-parallel group out of data x context), and what the expert
+    gradients' own group (expert-data, dp cp / ep ranks) cannot combine with."""
+    ep, m = cfg.ep, cfg.model
+    experts = getattr(m, "experts", None)
+    _check(experts is not None, f"expert parallelism (ep={ep}) spreads the experts of a mixture-of-experts model; "
+                                f"{m!r} has none: use --model moe")
+    _check(experts % ep == 0, f"ep={ep} must divide the experts ({experts}): each expert-parallel rank holds "
+                              f"experts/ep of every MoE block")
+    _check((dp * cp) % ep == 0, f"expert parallelism carves ep={ep} ranks out of the dp x cp = {dp} x {cp} = "
+                                f"{dp * cp} data and context ranks of each tensor rank and stage; {ep} does not "
+                                f"divide {dp * cp}")
+    _check(cfg.schedule not in ZERO_BUBBLE or pp == 1,
+           f"schedule {cfg.schedule} splits backward into B and W; expert-parallel MoE blocks emit them together: "
+           "use gpipe, 1f1b, interleaved or dualpipe with ep > 1")
+    _check(cfg.zero == 0 and not cfg.strategy.startswith("zero"),
+           f"ZeRO shards model states over the data group; expert gradients are reduced over their expert-data "
+           f"group (dp x cp / ep = {dp * cp // ep} ranks): drop --zero with ep={ep}")
+    _check(cfg.bucket_mb is None and cfg.grad_dtype == "float64",
+           "expert parallelism moves float64 per-parameter AllReduces: drop --bucket-mb and --grad-dtype")
 
 
 def _describe_layers(kinds: list[str]) -> str:

@@ -83,9 +83,9 @@ def check_tensor_parallel(cfg: TrainConfig, sp: bool) -> None:
     if not isinstance(m, GPTConfig):
         raise ParasimError(f"tensor parallelism shards transformer layers (Megatron-LM); the {m!r} model has none, "
                            "use --strategy dp or pp")
-    if n > 1 and hasattr(m, "build_layers"):
-        raise ParasimError(f"tensor parallelism splits dense transformer blocks; the mixture-of-experts model "
-                           f"{m!r} spreads its experts with expert parallelism instead: use --strategy ep")
+    if n > 1 and sp and hasattr(m, "build_layers"):
+        raise ParasimError(f"sequence parallelism splits the layer norms and MLP of dense transformer blocks; the "
+                           f"mixture-of-experts model {m!r} runs tensor parallel with --strategy hybrid (or tp)")
     sizes = {"heads": m.heads, "hidden": m.hidden, "4*hidden": 4 * m.hidden, "vocabulary": m.vocab}
     if sp:
         sizes["sequence length"] = m.seq_len
