@@ -313,7 +313,7 @@ def check_dualpipe(p: int, m: int) -> None:
                            f"m = {m} with p = {p} (need an even m >= {2 * p})")
 
 
-def dualpipe(p: int, m: int, split: bool = True) -> Schedule:  # noqa: C901 -- TODO(issue 12): split
+def dualpipe(p: int, m: int, split: bool = True) -> Schedule:
     """DualPipe (DeepSeek-V3 technical report, Sec. 3.2.1; github.com/deepseek-ai/DualPipe,
     dualpipe.py `step`): two copies of the p-stage model, one fed from device 0 (chunk 0 of device
     d is its stage d) and one from device p-1 (chunk 1 of device d is its stage p-1-d), each taking
@@ -328,64 +328,75 @@ def dualpipe(p: int, m: int, split: bool = True) -> Schedule:  # noqa: C901 -- T
     Bubble (p/2 - 1)(F&B + B - 3W), 2x parameters, p + 1 micro-batches of activations
     (the report's Table 2)."""
     check_dualpipe(p, m)
-    half, hp = m // 2, p // 2
-    rows = []
-    for rank in range(p):
-        hr, second = min(rank, p - 1 - rank), rank >= hp
-        nf, nb, wq, row = [0, 0], [0, 0], [], []
-        phase = "warmup"
+    return Schedule("dualpipe", p, m, 2, tuple(_dualpipe_row(rank, p, m // 2, split) for rank in range(p)),
+                    bidirectional=True)
 
-        def F(ph):
-            d = ph ^ 1 if second else ph
-            row.append(Action("F", d * half + nf[d], d, phase))
-            nf[d] += 1
 
-        def B(ph, zb=False):
-            d = ph ^ 1 if second else ph
-            mb = d * half + nb[d]
-            nb[d] += 1
-            row.append(Action("B" if zb and split else "BW", mb, d, phase))
-            if zb and split:
-                wq.append((mb, d))
+class _DualPipeDevice:
+    """One device's row of DualPipe being written: micro-batch counters per direction and the
+    queue of deferred weight-gradient steps (W)."""
 
-        def W():
-            if wq:
-                mb, d = wq.pop(0)
-                row.append(Action("W", mb, d, phase))
+    def __init__(self, second: bool, half: int, split: bool):
+        self.second, self.half, self.split = second, half, split
+        self.nf, self.nb, self.wq, self.row = [0, 0], [0, 0], [], []
+        self.phase = "warmup"
 
-        for _ in range((hp - hr - 1) * 2):  # 1: nF0
-            F(0)
-        for _ in range(hr + 1):  # 2: nF0F1
-            F(0)
-            F(1)
-        for _ in range(hp - hr - 1):  # 3: nB1W1F1
-            B(1, zb=True)
-            W()
-            F(1)
-        phase = "steady"
-        for _ in range(half - p + hr + 1):  # 4: nF0B1F1B0
-            F(0)
-            B(1)
-            F(1)
-            B(0)
-        phase = "cooldown"
-        for _ in range(hp - hr - 1):  # 5: nB1F1B0
-            B(1)
-            F(1)
-            B(0)
-        zb = False
-        for i in range(hr + 1):  # 6: nB1B0, the second half zero bubble
-            zb = zb or (i == (hr + 1) // 2 and hr % 2 == 1)
-            B(1, zb)
-            zb = zb or (i == (hr + 1) // 2 and hr % 2 == 0)
-            B(0, zb)
-        for _ in range(hp - hr - 1):  # 7: nWB0
-            W()
-            B(0, zb=True)
-        for _ in range(hr + 1):  # 8: nW
-            W()
-        while wq:
-            W()
-        rows.append(tuple(row))
-    return Schedule("dualpipe", p, m, 2, tuple(rows), bidirectional=True)
+    def F(self, ph: int) -> None:
+        d = ph ^ 1 if self.second else ph
+        self.row.append(Action("F", d * self.half + self.nf[d], d, self.phase))
+        self.nf[d] += 1
+
+    def B(self, ph: int, zb: bool = False) -> None:
+        d = ph ^ 1 if self.second else ph
+        mb = d * self.half + self.nb[d]
+        self.nb[d] += 1
+        self.row.append(Action("B" if zb and self.split else "BW", mb, d, self.phase))
+        if zb and self.split:
+            self.wq.append((mb, d))
+
+    def W(self) -> None:
+        if self.wq:
+            mb, d = self.wq.pop(0)
+            self.row.append(Action("W", mb, d, self.phase))
+
+
+def _dualpipe_row(rank: int, p: int, half: int, split: bool) -> tuple:
+    """The eight steps of DualPipe's `step` on one device (docstring of `dualpipe`)."""
+    hp = p // 2
+    hr = min(rank, p - 1 - rank)
+    dev = _DualPipeDevice(rank >= hp, half, split)
+    for _ in range((hp - hr - 1) * 2):  # 1: nF0
+        dev.F(0)
+    for _ in range(hr + 1):  # 2: nF0F1
+        dev.F(0)
+        dev.F(1)
+    for _ in range(hp - hr - 1):  # 3: nB1W1F1
+        dev.B(1, zb=True)
+        dev.W()
+        dev.F(1)
+    dev.phase = "steady"
+    for _ in range(half - p + hr + 1):  # 4: nF0B1F1B0
+        dev.F(0)
+        dev.B(1)
+        dev.F(1)
+        dev.B(0)
+    dev.phase = "cooldown"
+    for _ in range(hp - hr - 1):  # 5: nB1F1B0
+        dev.B(1)
+        dev.F(1)
+        dev.B(0)
+    zb = False
+    for i in range(hr + 1):  # 6: nB1B0, the second half zero bubble
+        zb = zb or (i == (hr + 1) // 2 and hr % 2 == 1)
+        dev.B(1, zb)
+        zb = zb or (i == (hr + 1) // 2 and hr % 2 == 0)
+        dev.B(0, zb)
+    for _ in range(hp - hr - 1):  # 7: nWB0
+        dev.W()
+        dev.B(0, zb=True)
+    for _ in range(hr + 1):  # 8: nW
+        dev.W()
+    while dev.wq:
+        dev.W()
+    return tuple(dev.row)
 
