@@ -3,7 +3,7 @@
 Symbols: n ranks, S bytes (nccl-tests convention: for all_gather / reduce_scatter / all_to_all
 S is the whole array, per-rank part x n), alpha latency per step, B bandwidth per direction.
 
-Closed forms (Thakur, Rabenseifner, Gropp 2005; Patarasuk & Yuan 2009; REFERENCES section 2):
+Closed forms (Thakur, Rabenseifner, Gropp 2005; Patarasuk & Yuan 2009; nccl-tests doc/PERFORMANCE.md):
 
 | algo             | all_reduce                       | reduce_scatter / all_gather   | broadcast / reduce     | all_to_all               |
 |------------------|----------------------------------|-------------------------------|------------------------|--------------------------|

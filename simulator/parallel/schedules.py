@@ -8,7 +8,8 @@ zero-bubble schedules `B` (input gradient only, on the critical path) and `W` (w
 only, deferrable). With interleaving (v > 1) device d holds v chunks; chunk c of device d is
 model stage `c * p + d` (Megatron-LM's interleaving, Narayanan et al. 2021, Sec. 2.2).
 
-Facts the generators reproduce (/work/shared/REFERENCES.md §4):
+Facts the generators reproduce (Huang et al. 2019; Narayanan et al. 2021, Sec. 2.2; Qi et al. 2023;
+DeepSeek-V3 technical report, Sec. 3.2.1):
   GPipe and 1F1B: bubble (p-1)(t_f+t_b), fraction of the step (p-1)/(m+p-1); 1F1B holds at most
   p micro-batches in flight, GPipe m.  Interleaved: bubble (p-1)/(v m) of ideal compute.
   Zero bubble (Qi et al. 2023): ZB-H1 (p-1)(T_F+T_B-T_W) with p M_B, ZB-H2 (p-1)(T_F+T_B-2T_W)
@@ -127,7 +128,7 @@ def gpipe(p: int, m: int) -> Schedule:
     """GPipe: every forward, then every full backward (BW), micro-batch order both ways.
 
     Bubble (p-1)(t_f+t_b), bubble fraction of the step (p-1)/(m+p-1), m micro-batches of
-    activations in flight (Huang et al. 2019; /work/shared/REFERENCES.md §4).
+    activations in flight (Huang et al. 2019, GPipe).
     """
     _check_sizes(p, m, 1)
     act = _Maker()
@@ -138,7 +139,7 @@ def gpipe(p: int, m: int) -> Schedule:
 def one_f_one_b(p: int, m: int) -> Schedule:
     """1F1B (PipeDream-Flush): stage r runs min(p-r-1, m) warmup forwards, then F/BW pairs, then
     the remaining backwards. Same bubble as GPipe, (p-1)(t_f+t_b), but at most p micro-batches in
-    flight instead of m (Narayanan et al. 2021, Sec. 2.2; /work/shared/REFERENCES.md §4).
+    flight instead of m (Narayanan et al. 2021, Sec. 2.2).
     """
     _check_sizes(p, m, 1)
     act = _Maker()
@@ -161,7 +162,7 @@ def interleaved(p: int, m: int, v: int) -> Schedule:
     Warmup on rank r: (p-r-1)*2 + (v-1)*p forwards, capped at m*v; then F/BW pairs; cooldown.
     With v = 1 this is exactly one_f_one_b (Megatron takes its non-interleaved path).
     Bubble (p-1)/(v m) of ideal compute when a chunk costs t/v; m must be a multiple of p
-    (/work/shared/REFERENCES.md §4).
+    (Qi et al. 2023, Zero Bubble Pipeline Parallelism, Sec. 3).
     """
     _check_sizes(p, m, v)
     if m % p:
@@ -267,7 +268,7 @@ def zb_h1(p: int, m: int) -> Schedule:
     late, so every stage holds p micro-batches in flight (1F1B's peak, p M_B), and the r delayed W
     passes fill the cooldown while the B passes race down the pipeline. Bubble per stage
     (p-1)(T_F+T_B-T_W) for m >= p, a third of 1F1B's (p-1)(T_F+T_B+T_W) when the three times
-    are equal (/work/shared/REFERENCES.md §4).
+    are equal (Qi et al. 2023, Zero Bubble Pipeline Parallelism, Sec. 3).
     """
     _check_sizes(p, m, 1)
     rows = []
@@ -297,7 +298,7 @@ def zb_h2(p: int, m: int, t_f: float = 1.0, t_b: float = 1.0, t_w: float = 1.0) 
     max((p-1)(T_F+T_B-2T_W), (p-1)T_F) and no idle inside any stage's busy span: zero bubble once
     the end-of-step synchronisation is removed (the paper's optimizer post-validation). With a
     synchronised step (p-1)T_F is a lower bound for every schedule (the last stage's first input
-    arrives then), so REFERENCES.md §4's (p-1)(T_F+T_B-2T_W) is reached only when T_B >= 2T_W.
+    arrives then), so Qi et al.'s (p-1)(T_F+T_B-2T_W) is reached only when T_B >= 2T_W.
     """
     _check_sizes(p, m, 1)
     return _zero_bubble("zb-h2", p, m, [2 * p - 1] * p, t_f, t_b, t_w)
