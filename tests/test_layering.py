@@ -107,3 +107,16 @@ def test_a_cycle_hidden_in_a_function_is_caught(tmp_path):
     with open(copy / "mesh.py", "a") as f:
         f.write("\n\ndef _planted():\n    from .topology import _hidden\n    return _hidden\n")
     assert any(b.startswith("simulator/mesh.py:") and "_hidden" in b for b in private_imports(copy))
+
+
+def test_docstrings_come_first():
+    """A class or function whose docstring sits after an attribute has __doc__ None."""
+    bad = []
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+                strings = [isinstance(x, ast.Expr) and isinstance(x.value, ast.Constant)
+                           and isinstance(x.value.value, str) for x in node.body[:3]]
+                if not strings[0] and any(strings[1:]):
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert not bad, "docstring after the first statement:\n" + "\n".join(bad)
