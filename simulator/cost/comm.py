@@ -164,8 +164,3 @@ def algbw_Bps(kind: str, nbytes: float, time_s: float) -> float:
     if not time_s > 0:
         raise ParasimError(f"time must be > 0 to compute a bandwidth, got {time_s}")
     return nbytes / time_s
-
-
-def p2p_time_s(nbytes: float, src: int, dst: int, topology: Topology) -> float:
-    """One point-to-point message: alpha + S/B on the link between the two ranks."""
-    return topology.link(src, dst).time_s(nbytes)
