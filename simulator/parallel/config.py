@@ -13,11 +13,12 @@ from functools import cached_property
 from numbers import Real
 
 from ..errors import ParasimError
+from ..model_states import check_zero_stage
 from ..models import GPTConfig, MLPConfig, build_model
 from .cp_split import check_context_parallel
-from .degrees import Parallelism, check_positive, check_schedule, check_zero, is_int
+from .degrees import Parallelism, check_positive, is_int
 from .schedule_registry import SCHEDULES as SCHEDULES  # re-exported: the CLI and app list them
-from .schedule_registry import ZERO_BUBBLE
+from .schedule_registry import ZERO_BUBBLE, schedule_spec
 
 STRATEGIES = ("single", "dp", "layer", "pp", "tp", "sp", "cp", "ep", "zero1", "zero2", "zero3", "hybrid")
 CP_KINDS = ("ring", "all-to-all")
@@ -58,7 +59,7 @@ class TrainConfig:
 
     def __post_init__(self):
         _check(self.strategy in STRATEGIES, f"unknown strategy {self.strategy!r}; known: {', '.join(STRATEGIES)}")
-        check_schedule(self.schedule)
+        schedule_spec(self.schedule)
         _check(self.grad_dtype in GRAD_DTYPES, f"unknown grad dtype {self.grad_dtype!r}; known: {', '.join(GRAD_DTYPES)}")
         _check(self.optimizer in OPTIMIZERS, f"unknown optimizer {self.optimizer!r}; known: {', '.join(OPTIMIZERS)}")
         _check(self.cp_kind in CP_KINDS, f"unknown context-parallel kind {self.cp_kind!r}; known: {', '.join(CP_KINDS)}")
@@ -67,7 +68,7 @@ class TrainConfig:
         for name in ("dp", "pp"):
             v = getattr(self, name)
             _check(is_int(v) and v >= 0, f"{name} must be a positive integer (or 0: derived), got {v!r}")
-        check_zero(self.zero)
+        check_zero_stage(self.zero)
         _check(is_int(self.seed) and 0 <= self.seed < 2**32, f"seed must be an integer in [0, 2^32), got {self.seed!r}")
         _check(_is_real(self.lr) and math.isfinite(self.lr) and self.lr > 0,
                f"learning rate must be a finite number > 0, got {self.lr!r}")
@@ -177,9 +178,7 @@ def check_expert_parallel(cfg: TrainConfig, dp: int, cp: int, pp: int) -> None:
                                 f"{m!r} has none: use --model moe")
     _check(experts % ep == 0, f"ep={ep} must divide the experts ({experts}): each expert-parallel rank holds "
                               f"experts/ep of every MoE block")
-    _check((dp * cp) % ep == 0, f"expert parallelism carves ep={ep} ranks out of the dp x cp = {dp} x {cp} = "
-                                f"{dp * cp} data and context ranks of each tensor rank and stage; {ep} does not "
-                                f"divide {dp * cp}")
+    # ep dividing dp x cp is the shared value's rule (`Parallelism`, checked when it is made)
     _check(cfg.schedule not in ZERO_BUBBLE or pp == 1,
            f"schedule {cfg.schedule} splits backward into B and W; expert-parallel MoE blocks emit them together: "
            "use gpipe, 1f1b, interleaved or dualpipe with ep > 1")
