@@ -13,6 +13,7 @@ from functools import cached_property
 from numbers import Real
 
 from ..errors import ParasimError
+from ..mesh import DeviceMesh
 from ..model_states import check_zero_stage
 from ..models import GPTConfig, MLPConfig, build_model
 from .cp_split import check_context_parallel
@@ -128,7 +129,8 @@ class TrainConfig:
                f"{pp} stages x {self.virtual_stages} virtual stages = {pp * self.virtual_stages} exceeds the model's "
                f"{layers} layers ({_describe_layers(kinds)}); each stage holds at least one")
         stage = int(s[-1]) if s.startswith("zero") else self.zero
-        # the shared value checks the schedule's rules (e.g. interleaving needs m a multiple of p)
+        # the shared value checks the schedule's rules (e.g. interleaving needs m a multiple of p) and that
+        # ep divides dp x cp (Megatron-Core's expert rank generator)
         par = Parallelism(dp=dp, tp=tp, pp=pp, cp=cp, ep=self.ep, microbatches=self.microbatches,
                           virtual_stages=self.virtual_stages, schedule=self.schedule, zero=stage,
                           sequence_parallel=s == "sp" and tp > 1)
@@ -150,6 +152,13 @@ class TrainConfig:
         out = replace(self, dp=dp, pp=pp, tp=tp, cp=cp, zero=stage)
         object.__setattr__(out, "parallelism", par)
         return out
+
+    @property
+    def attention_mesh(self) -> DeviceMesh:
+        """The ranks of the dense layers, (pp, dp, ep=1, cp, tp) with ep folded into dp: Megatron-Core's
+        decoder rank generator (ep=1); the expert layers see `.parallelism.expert_mesh`
+        (DeviceMesh.megatron_experts)."""
+        return self.parallelism.mesh
 
     @cached_property
     def parallelism(self) -> Parallelism:
