@@ -132,6 +132,15 @@ def timeline_chart(trace: Trace, *, stage_of: dict[int, int] | None = None, titl
     return chart
 
 
+def stage_map(cfg) -> dict[int, int] | None:
+    """Device -> pipeline stage of a resolved TrainConfig on the (pp, dp, tp) mesh, tensor fastest
+    (None without a pipeline): the `stage` the timeline's tooltip shows."""
+    if cfg.pp <= 1:
+        return None
+    per_stage = cfg.devices // cfg.pp
+    return {d: d // per_stage for d in range(cfg.devices)}
+
+
 def styled(chart, font: int = FONT):
     """Font sizes for every text of a chart (larger in presentation mode)."""
     return (chart.configure_axis(labelFontSize=font, titleFontSize=font)

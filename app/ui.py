@@ -132,10 +132,6 @@ def trace_downloads(trace, png: bytes, stem: str, key: str) -> None:
                     on_click="ignore")
 
 
-def coming_soon(what: str, needs: str) -> None:
-    st.info(f"**Coming soon.** {what} This page appears when `{needs}` lands in the library.")
-
-
 def parse_strategy(text: str, what: str = "strategy") -> tuple | None:
     """'((2, 4), (4, 1))' -> ((2, 4), (4, 1)) with ast.literal_eval (literals only, never eval);
     an empty text -> None (no strategy: the library chooses). Refuses anything else in one line."""

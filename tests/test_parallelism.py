@@ -51,3 +51,13 @@ def test_a_shared_rule_is_refused_with_one_line_by_both(run, cost, words):
         TrainConfig(GPT, strategy="pp", devices=2, **run).resolved()
     with pytest.raises(ParasimError, match=words):
         ParallelConfig(pp=2, **cost)
+
+
+def test_every_strategy_has_a_compiler():
+    """compile_strategy looks the compiler up directly: TrainConfig accepts only STRATEGIES."""
+    from simulator.parallel.config import STRATEGIES
+    from simulator.parallel.strategies import COMPILERS
+
+    assert set(COMPILERS) == set(STRATEGIES)
+    with pytest.raises(ParasimError, match="unknown strategy 'magic'"):
+        TrainConfig(GPT, strategy="magic")

@@ -2,7 +2,7 @@
 price its program on the simulated clock; the overlap lab buckets the data-parallel gradients."""
 
 import streamlit as st
-from charts import timeline_chart
+from charts import stage_map, timeline_chart
 from ui import BIND, figure, interactive, intro, remember, restore, show_code, trace_downloads
 
 from simulator import (
@@ -170,14 +170,6 @@ def summary(cfg: TrainConfig, notes: dict) -> str:
     if cfg.grad_dtype != "float64":
         parts.append(f"gradients sent as {cfg.grad_dtype}")
     return " · ".join(parts)
-
-
-def stage_map(cfg: TrainConfig) -> dict[int, int] | None:
-    """Device -> pipeline stage on the (pp, dp, tp) mesh, tensor fastest (None without a pipeline)."""
-    if cfg.pp <= 1:
-        return None
-    per_stage = cfg.devices // cfg.pp
-    return {d: d // per_stage for d in range(cfg.devices)}
 
 
 @st.cache_data(show_spinner="Compiling and pricing ...", max_entries=32)

@@ -7,6 +7,17 @@ Each communication entry: kind (AllReduce, ReduceScatter, AllGather, AllToAll), 
 ("forward", "backward", "parameter_gradient"), the operator and tensor, the exact rank groups,
 the bytes each rank contributes, and a one-line reason. Local moves (split, pad, zero) are listed
 separately: they cost no communication.
+
+Backward convention (MindSpore's, REFERENCES §1): the backward of each forward move is its
+adjoint -- AllReduce <- AllReduce, AllGather <- ReduceScatter, ReduceScatter <- AllGather -- and
+a gradient may stay a pending sum over the ranks where its tensor is replicated until something
+needs it whole (plan.py). PyTorch DTensor and GSPMD/XLA differ on one case: a Shard -> Replicate
+redistribution (an AllGather) has a backward that only slices the replicated gradient, with no
+communication, because they keep gradients of replicated tensors whole rather than pending sums.
+So the same layouts can show different backward bytes: MindSpore pays a ReduceScatter where
+DTensor pays nothing. Megatron's hand-written tensor parallelism places its
+AllReduce at the column-parallel input (f) where MindSpore's sits at the adjoint of the
+row-parallel output (g): the same count and bytes per block (tests/test_auto_gpt.py).
 """
 
 from __future__ import annotations

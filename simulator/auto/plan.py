@@ -1,6 +1,6 @@
 """The parallel plan of a network: every operator's sharding and every inserted move.
 
-Forward (MindSpore semantics, REFERENCES §1): each input is redistributed from where it is
+Forward (MindSpore semantics, docs "operator_parallel"): each input is redistributed from where it is
 stored to the layout its operator needs; the operator computes its local shard; a cut
 contraction letter leaves partial sums, resolved by AllReduce (or ReduceScatter with an
 out_strategy).

@@ -3,7 +3,7 @@
 - stand_alone: one device, nothing is cut.
 - data_parallel: every operator cuts dim 0 of its first input D ways (MindSpore docs).
 - semi_auto_parallel: the user's `.shard(...)`; unset operators get the data-parallel strategy
-  (REFERENCES §1).
+  (MindSpore docs "operator_parallel").
 - auto_parallel + sharding_propagation (the other search modes live in strategy_search/; planner.py
   picks): breadth-first from the user-sharded operators; each
   neighbour reached takes the candidate strategy with the least redistribution cost to its

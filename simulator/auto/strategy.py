@@ -2,7 +2,7 @@
 
 Every auto-parallel operator is described by index letters, as an einsum: MatMul is
 "mk,kn->mn", BiasAdd "mn,n->mn", ReduceSum(axis=1) "mn->m". A strategy gives each letter a
-cut, and the rules of MindSpore's operator-level parallelism follow (REFERENCES §1; MindSpore
+cut, and the rules of MindSpore's operator-level parallelism follow (MindSpore
 docs "operator_parallel", `ops_info/matmul_info.cc`, `operator_info.cc`):
 
 - one tuple per input, one integer per tensor dimension, each >= 1 and dividing the dimension;
@@ -234,7 +234,7 @@ def _out_layout(op: str, raw: Layout, out_strategy) -> Layout:
     """The output layout after the forward communication, from an out_strategy.
 
     ((a * k, c),) for MatMul ((a, k), (k, c)): dim 0 additionally split by the k dimension, so
-    the partial sums are resolved by a ReduceScatter instead of an AllReduce (REFERENCES §1)."""
+    the partial sums are resolved by a ReduceScatter instead of an AllReduce (MindSpore docs "operator_parallel", out_strategy)."""
     out_strategy = tuple(out_strategy)
     if len(out_strategy) != 1:
         raise ParasimError(f"{op}: out_strategy needs exactly one tuple (one output), got "

@@ -174,7 +174,7 @@ class ModelSpec:
         return self.attention_params() + mlp + norms
 
     def params(self) -> int:
-        """All parameters. For GPT this is 12 L h^2 (1 + 13/(12h) + (V+s)/(12 L h)) (REFERENCES 5)."""
+        """All parameters. For GPT this is 12 L h^2 (1 + 13/(12h) + (V+s)/(12 L h)) (Narayanan et al. 2021, Sec. 5.1)."""
         h = self.hidden
         emb = self.vocab * h * (1 if self.tied_embeddings else 2)
         pos = self.seq * h if self.position_embedding else 0
@@ -214,7 +214,7 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class PublishedRun:
-    """A published training run to validate against (REFERENCES section 5)."""
+    """A published training run to validate against (each cites its paper and table)."""
 
     model: str
     tp: int

@@ -184,7 +184,8 @@ class Recovery(StepHook):
                                 "resume_step": back, "wall_time_s": time.perf_counter() - t1})
         mark = max(priced.makespan_s * 0.05, 1e-9)
         log.trace.append(Trace(n, [TraceEvent(
-            r, "compute", f"recovery: restart {restarted}, restore from {how} (step {back})", 0.0, mark,
+            r, "compute", (f"recovery: restart device(s) {restarted}, restore from {how} (step {back})" if restarted
+                     else f"recovery: retry step {step} (no device lost its state)"), 0.0, mark,
             "recovery", "recovery", step=step, attempt=log.attempts[step]) for r in range(n)]))
         return back
 

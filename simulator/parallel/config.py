@@ -13,6 +13,7 @@ from functools import cached_property
 from numbers import Real
 
 from ..errors import ParasimError
+from ..mesh import DeviceMesh
 from ..models import GPTConfig, MLPConfig, build_model
 from .cp_split import check_context_parallel
 from .degrees import Parallelism, check_positive, check_schedule, check_zero, is_int
@@ -128,7 +129,10 @@ class TrainConfig:
                f"{layers} layers ({_describe_layers(kinds)}); each stage holds at least one")
         stage = int(s[-1]) if s.startswith("zero") else self.zero
         # the shared value checks the schedule's rules (e.g. interleaving needs m a multiple of p)
-        par = Parallelism(dp=dp, tp=tp, pp=pp, cp=cp, ep=self.ep, microbatches=self.microbatches,
+        # the shared value carves ep out of dp; ep carved out of dp x cp (check_expert_parallel) lives in
+        # the runtime's expert view only (DeviceMesh.megatron_experts), so it is recorded there as 1
+        par = Parallelism(dp=dp, tp=tp, pp=pp, cp=cp, ep=self.ep if dp % self.ep == 0 else 1,
+                          microbatches=self.microbatches,
                           virtual_stages=self.virtual_stages, schedule=self.schedule, zero=stage,
                           sequence_parallel=s == "sp" and tp > 1)
         per = dp * self.m
@@ -149,6 +153,14 @@ class TrainConfig:
         out = replace(self, dp=dp, pp=pp, tp=tp, cp=cp, zero=stage)
         object.__setattr__(out, "parallelism", par)
         return out
+
+    @property
+    def attention_mesh(self) -> DeviceMesh:
+        """The ranks of the dense layers, (pp, dp, ep=1, cp, tp) with ep folded into dp: Megatron-Core's
+        decoder rank generator (ep=1); the expert layers see DeviceMesh.megatron_experts. Same device
+        numbering as `.parallelism.mesh`."""
+        c = self.resolved()
+        return DeviceMesh.megatron(tp=c.tp, cp=c.cp, dp=c.dp, pp=c.pp)
 
     @cached_property
     def parallelism(self) -> Parallelism:

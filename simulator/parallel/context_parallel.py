@@ -180,7 +180,7 @@ class ContextTensorParallelReplica(ContextAttention, TensorParallelReplica):
 
 
 def _cp_fields(cfg: TrainConfig, c: int) -> dict:
-    mesh = cfg.parallelism.mesh  # the mesh of compile_replicated
+    mesh = cfg.attention_mesh  # the mesh of compile_replicated
     return {"cp": cfg.cp, "c": c, "kind": cfg.cp_kind, "cp_group_of": {r: g for g in mesh.groups("cp") for r in g},
             "positions": chunk_positions(cfg.model.seq_len, cfg.cp, cfg.cp_kind)}
 

@@ -39,7 +39,7 @@ from .tensor_parallel import compile_tensor_parallel
 def hybrid_mesh(cfg: TrainConfig) -> DeviceMesh:
     """The (pp, dp, ep, cp, tp) mesh of a resolved config in Megatron's order, tensor fastest."""
     cfg = cfg.resolved()
-    return cfg.parallelism.mesh   # ep=1: the hybrid strategy has no expert axis
+    return cfg.attention_mesh  # ep=1: the experts' view is DeviceMesh.megatron_experts
 
 
 def axis_groups(cfg: TrainConfig) -> dict[str, list[tuple[int, ...]]]:

@@ -153,7 +153,7 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     cfg = cfg.resolved()
     dp, cp, pp, tp, m, v = cfg.dp, cfg.cp, cfg.pp, cfg.tp, cfg.m, cfg.virtual_stages
     placement = placement or WholeLayers(cfg.model)
-    mesh = cfg.parallelism.mesh  # Megatron's order: tensor fastest
+    mesh = cfg.attention_mesh  # Megatron's order: tensor fastest (ep folded into dp)
     tps = (f" cp={cp}" if cp > 1 else "") + (f" tp={tp}" if tp > 1 else "")
     b = ProgramBuilder(cfg.devices, name=f"{cfg.strategy} dp={dp}{tps} pp={pp} m={m} {cfg.schedule if pp > 1 else ''}".strip())
     stages = split_layers(cfg.n_layers, pp * v)

@@ -296,7 +296,7 @@ class TensorParallel:
     @property
     def tp_group_of(self) -> dict[int, tuple[int, ...]]:
         c = self.cfg
-        mesh = c.parallelism.mesh  # the mesh of compile_replicated
+        mesh = c.attention_mesh  # the mesh of compile_replicated
         return {r: g for g in mesh.groups("tp") for r in g}
 
     def replica(self, builder, stages, ranks, t, mbs, scale, ready, c: int = 0) -> Replica:

@@ -1,6 +1,6 @@
 """Pipeline parallelism for auto-parallel networks: stages, their sub-plans, the boundary moves.
 
-MindSpore semantics (REFERENCES §1, "Pipeline"; MindSpore docs "pipeline_parallel"):
+MindSpore semantics (MindSpore docs "pipeline_parallel"):
 
 - `pipeline_stages=S` with `device_num=D`: stage k owns the contiguous rank block
   [k D/S, (k+1) D/S) (8 ranks, 2 stages -> {0-3}, {4-7}).

@@ -62,6 +62,17 @@ def power_of_two_strategies(net: Network, node: Node, D: int, fully_use_devices:
     return [tuple(tuple(dict(zip(order, t)).get(c, 1) for c in s) for s in letters) for t in combos]
 
 
+def legal_shardings(net: Network, node: Node, D: int, strategies) -> list[OpSharding]:
+    """The candidates the operator accepts (a row-split Gather refuses cut indices, say)."""
+    out = []
+    for s in strategies:
+        try:
+            out.append(sharding_of(net, node, D, s))
+        except ParasimError:
+            continue
+    return out
+
+
 @dataclass
 class Problem:
     """Variables (operator node indices), their candidate shardings, unary and pairwise tables.
@@ -132,8 +143,7 @@ def build_problem(net: Network, D: int, model: OpCostModel, fully_use_devices: b
         spec = (node.op.name, tuple(map(tuple, shapes_of(net, node))),
                 tuple(map(str, node.op.spec(shapes_of(net, node)))), repr(node.op.attrs(shapes_of(net, node))))
         if spec not in cache_sh:
-            cache_sh[spec] = [sharding_of(net, node, D, s)
-                              for s in power_of_two_strategies(net, node, D, full)]
+            cache_sh[spec] = legal_shardings(net, node, D, power_of_two_strategies(net, node, D, full))
         cands[node.index] = cache_sh[spec]
     prob = Problem(net, D, model, sorted(cands), cands)
     cache: dict = {}
