@@ -33,6 +33,13 @@ def _time_unit(span_s: float) -> tuple[str, float]:
     return "ns", 1e9
 
 
+def _bytes_unit(top: float) -> tuple[str, float]:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if top >= scale:
+            return unit, scale
+    return "B", 1.0
+
+
 def _row(device: int, lane: str) -> str:
     return f"device {device}" if lane == "compute" else f"device {device} comm"
 
@@ -279,3 +286,28 @@ def memory_components_spec(parts: dict[str, float], capacity_bytes: float, title
         "config": {"axis": {"labelFontSize": FONT, "titleFontSize": FONT},
                    "legend": {"labelFontSize": FONT}, "view": {"strokeWidth": 0}},
     }
+
+
+def bytes_bars(values, *, x_title: str = "rank", y_title: str = "bytes sent") -> alt.Chart:
+    """One bar per entry of `values` (bytes), the axis in a readable unit (never 20,000,000)."""
+    unit, scale = _bytes_unit(max(values, default=0))
+    df = pd.DataFrame({"x": range(len(values)), "y": [v / scale for v in values], "size": [fmt_bytes(v) for v in values]})
+    return alt.Chart(df).mark_bar(color=PHASE_COLORS["comm"]).encode(
+        x=alt.X("x:O", title=x_title, axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("y:Q", title=f"{y_title} ({unit})"),
+        tooltip=[alt.Tooltip("x:O", title=x_title), alt.Tooltip("size:N", title=y_title)]).properties(height=260)
+
+
+def sweep_lines(x_labels, series: dict, *, x_title: str, title: str = "") -> alt.Chart:
+    """Time against an ordinal x (world sizes, message sizes as text), one line per algorithm, log time
+    axis in a readable unit, hover for the exact time."""
+    top = max((max(v) for v in series.values() if len(v)), default=1.0)
+    unit, scale = _time_unit(top)
+    df = pd.DataFrame([{"x": str(xl), "algorithm": name, "t": t * scale, "time": fmt_time(t)}
+                       for name, ts in series.items() for xl, t in zip(x_labels, ts)])
+    return alt.Chart(df).mark_line(point=True).encode(
+        x=alt.X("x:O", title=x_title, sort=[str(v) for v in x_labels], axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("t:Q", title=f"time ({unit}, log scale)", scale=alt.Scale(type="log")),
+        color=alt.Color("algorithm:N", legend=alt.Legend(orient="top", title=None)),
+        tooltip=["algorithm:N", alt.Tooltip("x:O", title=x_title), "time:N"]).properties(
+        height=300, width="container", title=title)

@@ -62,6 +62,18 @@ def page_url(page: str, base: str = "", **params) -> str:
     return f"{base.rstrip('/')}/{path}" + (f"?{urlencode(pairs)}" if pairs else "")
 
 
+def link_to(page: str, label: str, **params) -> None:
+    """A link to another page (its title) opened with a configuration, through the router's
+    st.page_link; a page run on its own (AppTest) has no router, so the link is plain markdown."""
+    from streamlit.errors import StreamlitAPIException
+
+    try:
+        st.page_link(PAGE_FILES[page], label=label, icon=":material/open_in_new:",
+                     query_params={k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in params.items()})
+    except StreamlitAPIException:
+        st.markdown(f"→ [{label}]({page_url(page, **params)})")
+
+
 def share_link() -> None:
     """A "copy link" popover: the URL of this page with its current configuration (st.code has a
     copy button)."""

@@ -5,7 +5,7 @@ from app_helpers import metrics, page
 
 def test_faults_kill_is_recovered_from_a_replica_then_from_a_checkpoint():
     at = page("faults")
-    assert {"model", "strategy", "steps", "ckpt", "kind", "device", "fault_step"} <= {
+    assert {"f_model", "f_strategy", "f_steps", "ckpt", "fault", "device", "fault_step"} <= {
         w.key for kind in ("selectbox", "slider") for w in at.sidebar.get(kind)}
     at.button(key="run").click().run()
     assert not at.exception
@@ -17,7 +17,7 @@ def test_faults_kill_is_recovered_from_a_replica_then_from_a_checkpoint():
     assert len(at.get("arrow_vega_lite_chart") or at.get("vega_lite_chart")) == 1  # the interactive timeline
     events = at.dataframe[0].value
     assert set(events["phase"]) == {"failure", "recovery"}
-    at.selectbox(key="strategy").set_value("pp").run()  # no replicas: back to the checkpoint at step 2
+    at.selectbox(key="f_strategy").set_value("pp").run()  # no replicas: back to the checkpoint at step 2
     at.button(key="run").click().run()
     m = metrics(at)
     assert m["replayed steps"] == "2" and "restored from the checkpoint taken before step 2" in at.success[0].value
@@ -37,15 +37,15 @@ def test_faults_straggler_and_lost_message_are_worded_as_what_happened():
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(APP / "views" / "faults.py"), default_timeout=60)
-    at.query_params.update({"strategy": "pp", "kind": "drop", "steps": "4", "ckpt": "0"})  # a link opens this fault
+    at.query_params.update({"f_strategy": "pp", "fault": "drop", "f_steps": "4", "ckpt": "0"})  # a link opens this fault
     at.run()
-    assert at.selectbox(key="strategy").value == "pp" and at.slider(key="steps").value == 4
+    assert at.selectbox(key="f_strategy").value == "pp" and at.slider(key="f_steps").value == 4
     at.button(key="run").click().run()
     m = metrics(at)
     assert m["fault"] == "drop a message of device 1 in step 3" and m["recovered"] == "1 of 1"
     assert "no device lost its state: every device retried step 3" in at.success[0].value  # pp has no replicas
     assert "replicas" not in at.success[0].value and "[]" not in at.success[0].value
-    at.selectbox(key="kind").set_value("slow").run()
+    at.selectbox(key="fault").set_value("slow").run()
     at.button(key="run").click().run()
     m = metrics(at)
     assert m["recovered"] == "nothing failed" and m["replayed steps"] == "0" and not at.success

@@ -24,17 +24,28 @@ def test_both_configurations_hold_the_same_value():
 def test_cost_ranks_and_groups_are_the_mesh_ones():
     cfg = ParallelConfig(tp=2, pp=2, dp=4, cp=2, ep=2, global_batch=8)
     mesh = cfg.mesh
-    assert mesh == DeviceMesh.megatron(tp=2, cp=2, ep=2, dp=2, pp=2) and mesh.size == cfg.gpus == 32
+    assert mesh == DeviceMesh.megatron(tp=2, cp=2, dp=4, pp=2) and mesh.size == cfg.gpus == 32
     for k in range(2):
         for j in range(4):
             for q in range(2):
                 for i in range(2):
-                    assert cfg.rank(i, j, k, q) == mesh.rank_at({"pp": k, "dp": j // 2, "ep": j % 2, "cp": q, "tp": i})
+                    assert cfg.rank(i, j, k, q) == mesh.rank_at({"pp": k, "dp": j, "ep": 0, "cp": q, "tp": i})
     assert tuple(cfg.tp_group()) in mesh.groups("tp")
     assert tuple(cfg.cp_group()) in mesh.groups("cp")
-    assert tuple(cfg.ep_group()) in mesh.groups("ep")
-    assert tuple(cfg.dp_group()) in mesh.groups(("dp", "ep"))
-    assert tuple(cfg.dp_cp_group()) in mesh.groups(("dp", "ep", "cp"))
+    assert tuple(cfg.dp_group()) in mesh.groups("dp")
+    assert tuple(cfg.dp_cp_group()) in mesh.groups(("dp", "cp"))
+    # without context parallelism the cost model's expert group is the runtime's (Megatron-Core's)
+    flat = ParallelConfig(tp=2, pp=2, dp=4, ep=2, global_batch=8)
+    assert tuple(flat.ep_group()) in flat.parallelism.expert_mesh.groups("ep")
+
+
+def test_the_runtime_and_the_cost_model_refuse_ep_that_does_not_divide_dp_x_cp():
+    with pytest.raises(ParasimError, match=r"ep=3 ranks out of the dp x cp = 2 x 2 = 4"):
+        Parallelism(dp=2, cp=2, ep=3)
+    with pytest.raises(ParasimError, match=r"ep=3 ranks out of the dp x cp = 2 x 1 = 2"):
+        ParallelConfig(dp=2, ep=3, global_batch=2)
+    with pytest.raises(ParasimError, match="ep=4 must divide dp=2"):   # the cost model's own, stricter limit
+        ParallelConfig(dp=2, cp=2, ep=4, global_batch=2)
 
 
 @pytest.mark.parametrize("run, cost, words", [

@@ -25,11 +25,11 @@ intro("Fault tolerance",
 restore("faults")
 with st.sidebar:
     st.subheader("Run")
-    model_name = st.selectbox("Model", list(MODELS), key="model", **BIND)
-    strategy = st.selectbox("Strategy", list(STRATEGIES), key="strategy", **BIND)
+    model_name = st.selectbox("Model", list(MODELS), key="f_model", **BIND)
+    strategy = st.selectbox("Strategy", list(STRATEGIES), key="f_strategy", **BIND)
     st.caption(STRATEGIES[strategy])
     devices = 4
-    steps = st.slider("Steps", 2, 8, 6, key="steps", **BIND)
+    steps = st.slider("Steps", 2, 8, 6, key="f_steps", **BIND)
     checkpoint_every = st.slider("Checkpoint every k steps (0: never)", 0, 4, 2, key="ckpt", **BIND,
                                  help="a checkpoint saves every device's weights and optimizer state after the "
                                       "step; a device with no live replica is restored from the last one")
@@ -37,7 +37,7 @@ with st.sidebar:
                          help="a data-parallel peer holds the same weights: copy them and retry only the "
                               "failed step")
     st.subheader("Fault")
-    kind = st.selectbox("Kind", list(KINDS), key="kind", **BIND)
+    kind = st.selectbox("Kind", list(KINDS), key="fault", **BIND)
     st.caption(KINDS[kind])
     device = st.slider("Device", 0, devices - 1, 1, key="device", **BIND)
     step = st.slider("At step", 0, 7, 3, key="fault_step", **BIND, help="steps count from 0")
@@ -45,7 +45,7 @@ with st.sidebar:
                              help="the index in the device's program; by default a kill strikes before the "
                                   "step, a crash at the step's first instruction, a drop at its first send")
     run = st.button("Run with the fault", type="primary", key="run", width="stretch")
-remember("faults", "model", "strategy", "steps", "ckpt", "replicas", "kind", "device", "fault_step", "ins")
+remember("faults", "f_model", "f_strategy", "f_steps", "ckpt", "replicas", "fault", "device", "fault_step", "ins")
 
 WHAT = {"kill": "kill device {d} before step {s}", "fail": "crash device {d} in step {s}",
         "slow": "slow down device {d} in step {s}", "drop": "drop a message of device {d} in step {s}"}

@@ -51,7 +51,7 @@ PART_HELP = {
     "other_idle": "it is idle outside a pipeline: waiting for a slower device (beige on the timeline)",
     "optimizer": "it updates the weights",
 }
-KEYS = ("net_model", "strategy", "devices", "tp", "ep", "cp", "cp_kind", "h_cp", "h_dp", "h_pp", "h_tp", "microbatches", "schedule", "v", "batch",
+KEYS = ("net_model", "strategy", "devices", "tp_degree", "ep_degree", "cp_degree", "attention", "h_cp", "h_dp", "h_pp", "h_tp", "microbatches", "pp_schedule", "v", "batch",
         "steps", "bucket", "bucket_mb", "grad_dtype", "price_on", "run_mode")
 
 
@@ -84,19 +84,19 @@ with st.sidebar:
     tp = ep = cp = 1
     cp_kind = "ring"
     if strategy in ("cp", "hybrid"):
-        cp_kind = st.radio("Context-parallel attention", ("ring", "all-to-all"), key="cp_kind", horizontal=True,
+        cp_kind = st.radio("Context-parallel attention", ("ring", "all-to-all"), key="attention", horizontal=True,
                            help="ring: K/V blocks travel round the context group (Send/Recv); all-to-all "
                                 "(Ulysses): heads <-> sequence, two AllToAlls per attention", **BIND)
     if strategy == "cp":
-        cp = st.select_slider("Context-parallel degree c", divisors(devices), value=devices, key="cp",
+        cp = st.select_slider("Context-parallel degree c", divisors(devices), value=devices, key="cp_degree",
                               help="each sequence is split c ways; the remaining devices are data-parallel", **BIND)
     elif strategy in ("tp", "sp"):
         degrees = tp_degrees(MODELS[model_name], devices)
-        tp = st.select_slider("Tensor-parallel degree t", degrees, value=degrees[-1], key="tp",
+        tp = st.select_slider("Tensor-parallel degree t", degrees, value=degrees[-1], key="tp_degree",
                               help="divides the devices and the heads; the remaining devices are data-parallel "
                                    "replicas", **BIND)
     elif strategy == "ep":
-        ep = st.select_slider("Expert-parallel degree e", divisors(devices), value=devices, key="ep", **BIND)
+        ep = st.select_slider("Expert-parallel degree e", divisors(devices), value=devices, key="ep_degree", **BIND)
     elif strategy == "hybrid":
         c = st.columns(4)
         ds = divisors(devices)
@@ -111,7 +111,7 @@ with st.sidebar:
     pipelined = strategy in PIPELINED
     microbatches = st.slider("Micro-batches", 1, 16, 4, key="microbatches", disabled=strategy in ("layer", "single"),
                              help="per step; layer-wise model parallelism passes the whole batch (1)", **BIND)
-    schedule = st.selectbox("Pipeline schedule", SCHEDULES, index=SCHEDULES.index("1f1b"), key="schedule",
+    schedule = st.selectbox("Pipeline schedule", SCHEDULES, index=SCHEDULES.index("1f1b"), key="pp_schedule",
                             disabled=not pipelined, **BIND)
     v = st.slider("Chunks per device v (interleaved)", 1, 4, 1, key="v",
                   disabled=not (pipelined and schedule == "interleaved"), **BIND)

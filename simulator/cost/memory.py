@@ -31,7 +31,8 @@ from dataclasses import dataclass
 
 from simulator.errors import ParasimError
 from simulator.model_states import RECIPES, model_state_bytes
-from simulator.parallel.degrees import RECOMPUTE
+from simulator.parallel.degrees import RECOMPUTE as RECOMPUTE  # re-exported: the CLI lists them
+from simulator.parallel.degrees import check_recompute
 from simulator.parallel.schedule_registry import schedule_spec
 
 PRECISION_BYTES = dict(RECIPES)     # recipe -> (params, grads, optimizer) bytes per parameter
@@ -56,8 +57,7 @@ def activation_bytes_per_layer(s: int, b: int, h: int, a: int, t: int = 1,
     """Bytes one transformer layer keeps for its backward (module docstring: Megatron-LM's
     theoretical_memory_usage per-layer terms, Korthikanti et al. 2022 Table 2; f = `ffn`, 4h if None)."""
     _positive(s=s, b=b, h=h, a=a, t=t)
-    if recompute not in RECOMPUTE:
-        raise ParasimError(f"unknown recompute {recompute!r}; known {RECOMPUTE}")
+    check_recompute(recompute)
     sbh = s * b * h
     if recompute == "full":
         return 2 * sbh / (t if sequence_parallel else 1)

@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.errors import ParasimError
-from simulator.parallel.degrees import Parallelism, check_positive, check_schedule
-from simulator.parallel.schedule_registry import PRICED_SCHEDULES
+from simulator.parallel.degrees import Parallelism, check_positive
+from simulator.parallel.schedule_registry import schedule_spec
 
 CP_COMM_TYPES = ("p2p", "a2a")
 
@@ -64,7 +64,7 @@ class ParallelConfig:
         check_positive(tp=self.tp, pp=self.pp, dp=self.dp, micro_batch_size=self.micro_batch_size,
                        global_batch=self.global_batch, virtual_stages=self.virtual_stages, cp=self.cp, ep=self.ep)
         self._check_bounds()
-        check_schedule(self.schedule, PRICED_SCHEDULES)   # the closed form prices these only
+        schedule_spec(self.schedule, priced=True)   # the closed form prices these only
         self._check_stage_split_options()
         per_step = self.micro_batch_size * self.dp
         if self.global_batch % per_step:
@@ -78,6 +78,9 @@ class ParallelConfig:
             raise ParasimError(f"ZeRO stage {self.zero_stage} with pp={self.pp} pipeline stages is refused, as "
                                f"DeepSpeed refuses it: ZeRO-2/3 partition gradients, which a pipeline accumulates "
                                f"over its micro-batches; use ZeRO-1 (the distributed optimizer) with a pipeline")
+        if self.dp % self.ep:   # the cost model's own limit: its expert groups lie inside the data axis
+            raise ParasimError(f"expert-parallel size ep={self.ep} must divide dp={self.dp} (the cost model "
+                               f"carves the expert-parallel group out of the data-parallel ranks)")
         if self.cp_comm_type not in CP_COMM_TYPES:
             raise ParasimError(f"unknown cp_comm_type {self.cp_comm_type!r}; known {', '.join(CP_COMM_TYPES)}")
 

@@ -14,11 +14,12 @@ from numbers import Real
 
 from ..errors import ParasimError
 from ..mesh import DeviceMesh
+from ..model_states import check_zero_stage
 from ..models import GPTConfig, MLPConfig, build_model
 from .cp_split import check_context_parallel
-from .degrees import Parallelism, check_positive, check_schedule, check_zero, is_int
+from .degrees import Parallelism, check_positive, is_int
 from .schedule_registry import SCHEDULES as SCHEDULES  # re-exported: the CLI and app list them
-from .schedule_registry import ZERO_BUBBLE
+from .schedule_registry import ZERO_BUBBLE, schedule_spec
 
 STRATEGIES = ("single", "dp", "layer", "pp", "tp", "sp", "cp", "ep", "zero1", "zero2", "zero3", "hybrid")
 CP_KINDS = ("ring", "all-to-all")
@@ -59,7 +60,7 @@ class TrainConfig:
 
     def __post_init__(self):
         _check(self.strategy in STRATEGIES, f"unknown strategy {self.strategy!r}; known: {', '.join(STRATEGIES)}")
-        check_schedule(self.schedule)
+        schedule_spec(self.schedule)
         _check(self.grad_dtype in GRAD_DTYPES, f"unknown grad dtype {self.grad_dtype!r}; known: {', '.join(GRAD_DTYPES)}")
         _check(self.optimizer in OPTIMIZERS, f"unknown optimizer {self.optimizer!r}; known: {', '.join(OPTIMIZERS)}")
         _check(self.cp_kind in CP_KINDS, f"unknown context-parallel kind {self.cp_kind!r}; known: {', '.join(CP_KINDS)}")
@@ -68,7 +69,7 @@ class TrainConfig:
         for name in ("dp", "pp"):
             v = getattr(self, name)
             _check(is_int(v) and v >= 0, f"{name} must be a positive integer (or 0: derived), got {v!r}")
-        check_zero(self.zero)
+        check_zero_stage(self.zero)
         _check(is_int(self.seed) and 0 <= self.seed < 2**32, f"seed must be an integer in [0, 2^32), got {self.seed!r}")
         _check(_is_real(self.lr) and math.isfinite(self.lr) and self.lr > 0,
                f"learning rate must be a finite number > 0, got {self.lr!r}")
@@ -128,11 +129,9 @@ class TrainConfig:
                f"{pp} stages x {self.virtual_stages} virtual stages = {pp * self.virtual_stages} exceeds the model's "
                f"{layers} layers ({_describe_layers(kinds)}); each stage holds at least one")
         stage = int(s[-1]) if s.startswith("zero") else self.zero
-        # the shared value checks the schedule's rules (e.g. interleaving needs m a multiple of p)
-        # the shared value carves ep out of dp; ep carved out of dp x cp (check_expert_parallel) lives in
-        # the runtime's expert view only (DeviceMesh.megatron_experts), so it is recorded there as 1
-        par = Parallelism(dp=dp, tp=tp, pp=pp, cp=cp, ep=self.ep if dp % self.ep == 0 else 1,
-                          microbatches=self.microbatches,
+        # the shared value checks the schedule's rules (e.g. interleaving needs m a multiple of p) and that
+        # ep divides dp x cp (Megatron-Core's expert rank generator)
+        par = Parallelism(dp=dp, tp=tp, pp=pp, cp=cp, ep=self.ep, microbatches=self.microbatches,
                           virtual_stages=self.virtual_stages, schedule=self.schedule, zero=stage,
                           sequence_parallel=s == "sp" and tp > 1)
         per = dp * self.m
@@ -157,10 +156,9 @@ class TrainConfig:
     @property
     def attention_mesh(self) -> DeviceMesh:
         """The ranks of the dense layers, (pp, dp, ep=1, cp, tp) with ep folded into dp: Megatron-Core's
-        decoder rank generator (ep=1); the expert layers see DeviceMesh.megatron_experts. Same device
-        numbering as `.parallelism.mesh`."""
-        c = self.resolved()
-        return DeviceMesh.megatron(tp=c.tp, cp=c.cp, dp=c.dp, pp=c.pp)
+        decoder rank generator (ep=1); the expert layers see `.parallelism.expert_mesh`
+        (DeviceMesh.megatron_experts)."""
+        return self.parallelism.mesh
 
     @cached_property
     def parallelism(self) -> Parallelism:
@@ -189,9 +187,7 @@ def check_expert_parallel(cfg: TrainConfig, dp: int, cp: int, pp: int) -> None:
                                 f"{m!r} has none: use --model moe")
     _check(experts % ep == 0, f"ep={ep} must divide the experts ({experts}): each expert-parallel rank holds "
                               f"experts/ep of every MoE block")
-    _check((dp * cp) % ep == 0, f"expert parallelism carves ep={ep} ranks out of the dp x cp = {dp} x {cp} = "
-                                f"{dp * cp} data and context ranks of each tensor rank and stage; {ep} does not "
-                                f"divide {dp * cp}")
+    # ep dividing dp x cp is the shared value's rule (`Parallelism`, checked when it is made)
     _check(cfg.schedule not in ZERO_BUBBLE or pp == 1,
            f"schedule {cfg.schedule} splits backward into B and W; expert-parallel MoE blocks emit them together: "
            "use gpipe, 1f1b, interleaved or dualpipe with ep > 1")
