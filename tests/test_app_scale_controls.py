@@ -1,6 +1,7 @@
 """Scale explorer: the URL-bound software-stack, context/expert-parallel and stage-split controls,
 memory per component, the step on the event clock as a timeline, and the search over c."""
 
+import pytest
 from app_helpers import APP
 from streamlit.testing.v1 import AppTest
 
@@ -79,3 +80,9 @@ def test_moe_fields_and_search_over_context_parallel_sizes():
     ranked = at.tabs[SEARCH].dataframe[0].value
     assert set(ranked["c"]) - {1} and (ranked["headroom (GB)"] >= 0).all()    # long context: c > 1 wins places
     assert {"c", "e"} <= set(ranked.columns)
+    best = ranked.iloc[0]
+    at.button(key="open_best").click().run()     # the winner, explained in the Estimate tab
+    assert not at.exception, at.exception
+    assert (at.select_slider(key="cp").value, at.select_slider(key="tp").value) == (best["c"], best["t"])
+    value, unit = metric(at, "step time").split()
+    assert unit == "s" and float(value) == pytest.approx(best["step time (s)"], rel=0.01)
