@@ -225,7 +225,8 @@ def aggregate_trace(trace: Trace, max_events: int = MAX_EVENTS) -> tuple[Trace, 
     micro-batch j, its backward with the recomputation, their TP collectives, ...): it spans the run
     (first start to last end), sums its bytes and FLOPs, takes the run's last phase (backward when
     recomputing), and its name says how many ops it holds and their busy time. Idle gaps inside a
-    run are then not drawn. Returns (trace, note) with the note saying so."""
+    run are then not drawn. If that still leaves more than `max_events` bars, only the start of
+    the step is drawn (the first `max_events` bars in time). Returns (trace, note) saying so."""
     if len(trace.events) <= max_events:
         return trace, ""
     runs: list[list] = []
@@ -248,10 +249,16 @@ def aggregate_trace(trace: Trace, max_events: int = MAX_EVENTS) -> tuple[Trace, 
         events.append(TraceEvent(first.device, first.lane, name, first.start_s, end - first.start_s, phase,
                                  kinds[0] if len(kinds) == 1 else "mixed", sum(e.nbytes for e in run),
                                  sum(e.flops for e in run), first.microbatch, first.step))
-    out = Trace(trace.n_devices, events, name=trace.name, pipelined=trace.pipelined)
     note = (f"{len(trace.events):,} events drawn as {len(events):,}: each bar is a run of consecutive ops of one "
             "micro-batch on one lane (hover for how many and their busy time); gaps inside a run are not drawn")
-    return out, note
+    if len(events) > max_events:     # still too many: the start of the step, up to max_events bars
+        events.sort(key=lambda e: e.start_s)
+        cut = events[max_events - 1].start_s
+        shown = [e for e in events if e.start_s <= cut]
+        note += (f"; only the first {fmt_time(cut)} of the {fmt_time(trace.makespan_s)} step is drawn "
+                 f"({len(shown):,} of {len(events):,} bars)")
+        events = shown
+    return Trace(trace.n_devices, events, name=trace.name, pipelined=trace.pipelined), note
 
 
 def memory_components_spec(parts: dict[str, float], capacity_bytes: float, title: str = "") -> dict:
