@@ -162,3 +162,18 @@ def test_training_accepts_context_parallel_degrees():
     at.radio(key="attention").set_value("all-to-all").run()
     m = run(at)
     assert float(m["vs one device"]) < 1e-9 and "cp=2" in summary(at)
+
+
+def test_training_hybrid_exposes_expert_parallelism_for_the_moe_model():
+    at = page("training")
+    at.selectbox(key="net_model").set_value("tiny MoE GPT").run()
+    at.radio(key="run_mode").set_value("run in-process").run()
+    at.selectbox(key="strategy").set_value("hybrid").run()
+    assert "h_ep" in {w.key for w in at.sidebar.selectbox}
+    for key, value in (("h_dp", 2), ("h_pp", 1), ("h_tp", 1), ("h_cp", 2), ("h_ep", 4)):  # ep 4 of dp x cp = 4
+        at.selectbox(key=key).set_value(value).run()
+    at.slider(key="microbatches").set_value(1).run()
+    m = run(at)
+    assert float(m["vs one device"]) < 1e-9 and "ep=4" in summary(at) and "cp=2" in summary(at)
+    at.selectbox(key="net_model").set_value(GPT).run()
+    assert "h_ep" not in {w.key for w in at.sidebar.selectbox}

@@ -11,12 +11,13 @@ References (Model TFLOP/s per GPU as NVIDIA reports it, FP8 current scaling, DGX
 Priced with what these recipes turn on (`MODERN`: FlashAttention, gradient/parameter/TP overlap,
 distributed optimizer, SP) and FP8 matmuls, no recomputation.
 
-Not matched, recorded: parasim prices these FP8 runs 1.4-1.7x too fast. Its FP8 runs the matmuls
-at the fp8 peak (1979 of 989 TFLOP/s) with the bf16 efficiency and so speeds a step up ~1.8x; the
-same layouts priced in BF16 come out at 0.83-0.90 of the published FP8 throughput, i.e. the
-published runs gain ~1.15x from FP8 end to end. What parasim does not price: FP8 GEMMs' lower
-fraction of their peak, Transformer Engine's casts, transposes and amax reductions around every
-FP8 GEMM (memory-bound passes over the activations), and the 16-bit attention core. The tests
+Not matched, recorded: parasim prices these FP8 runs 1.4-1.5x too fast. Its FP8 runs the matmuls
+at the fp8 peak (1979 of 989 TFLOP/s) at the measured fp8 matmul plateau (73 % of peak against
+bf16's 80 %, `simulator.cost.compute`) and so speeds a step up ~1.7x; the same layouts priced in
+BF16 come out at 0.83-0.90 of the published FP8 throughput, i.e. the published runs gain ~1.15x
+from FP8 end to end. What parasim does not price: Transformer Engine's casts, transposes and amax
+reductions around every FP8 GEMM (memory-bound passes over activations, weights and gradients at
+every micro-batch) and whatever else keeps real FP8 steps from their matmul speed-up. The tests
 assert these bounds so a better FP8 model shows up here.
 """
 
@@ -44,6 +45,6 @@ def test_fp8_runs_are_priced_within_the_recorded_bounds(name, gpus, gbs, tp, pp,
     fp8 = _priced(name, gpus, gbs, tp, pp, cp, vp, balanced, True)
     bf16 = _priced(name, gpus, gbs, tp, pp, cp, vp, balanced, False)
     assert not fp8.oom
-    assert 1.35 < fp8.model_tflops_per_gpu / tflops < 1.7          # the recorded disagreement
+    assert 1.3 < fp8.model_tflops_per_gpu / tflops < 1.6           # the recorded disagreement
     assert 0.8 < bf16.model_tflops_per_gpu / tflops < 1.0           # BF16 of the same layout: below FP8's
-    assert 1.7 < fp8.model_tflops_per_gpu / bf16.model_tflops_per_gpu < 1.9   # parasim's FP8 gain
+    assert 1.6 < fp8.model_tflops_per_gpu / bf16.model_tflops_per_gpu < 1.8   # parasim's FP8 gain

@@ -37,7 +37,7 @@ ABOUT = {"single": "one device: the reference", "dp": "data parallel: replicas, 
          "zero1": "ZeRO-1: optimizer state sharded", "zero2": "ZeRO-2: + gradients sharded",
          "zero3": "ZeRO-3: + parameters sharded, gathered when used",
          "cp": "context parallel: each sequence split over devices, ring or all-to-all attention",
-         "hybrid": "dp × cp × pp × tp on Megatron's mesh"}
+         "hybrid": "dp × cp × pp × tp on Megatron's mesh (× ep for the MoE model)"}
 MODES = ("run on Ray actors", "run in-process", "simulated clock only")
 PIPELINED = ("pp", "hybrid", "cp")
 BUCKETS = (0.01, 0.05, 0.25, 1.0, 4.0)
@@ -51,7 +51,7 @@ PART_HELP = {
     "other_idle": "it is idle outside a pipeline: waiting for a slower device (beige on the timeline)",
     "optimizer": "it updates the weights",
 }
-KEYS = ("net_model", "strategy", "devices", "tp_degree", "ep_degree", "cp_degree", "attention", "h_cp", "h_dp", "h_pp", "h_tp", "microbatches", "pp_schedule", "v", "batch",
+KEYS = ("net_model", "strategy", "devices", "tp_degree", "ep_degree", "cp_degree", "attention", "h_cp", "h_dp", "h_ep", "h_pp", "h_tp", "microbatches", "pp_schedule", "v", "batch",
         "steps", "bucket", "bucket_mb", "grad_dtype", "price_on", "run_mode")
 
 
@@ -98,15 +98,21 @@ with st.sidebar:
     elif strategy == "ep":
         ep = st.select_slider("Expert-parallel degree e", divisors(devices), value=devices, key="ep_degree", **BIND)
     elif strategy == "hybrid":
-        c = st.columns(4)
+        moe = isinstance(MODELS[model_name], MoEGPTConfig)
+        c = st.columns(5 if moe else 4)
         ds = divisors(devices)
         pp0 = 2 if devices % 2 == 0 else 1
         dp = c[0].selectbox("dp", ds, index=ds.index(devices // pp0), key="h_dp", **BIND)
         pp = c[1].selectbox("pp", ds, index=ds.index(pp0), key="h_pp", **BIND)
         tp = c[2].selectbox("tp", tp_degrees(MODELS[model_name], devices), key="h_tp", **BIND)
         cp = c[3].selectbox("cp", ds, key="h_cp", **BIND)
+        if moe:
+            ep = c[4].selectbox("ep", divisors(MODELS[model_name].experts), key="h_ep", **BIND,
+                                help="experts spread over ep ranks carved out of the dp × cp ranks (Megatron's MoE "
+                                     "folding); ep divides the experts and dp × cp")
         st.caption(f"dp × cp × pp × tp = {dp * cp * pp * tp} (must be {devices}); ranks in Megatron's order, "
-                   "tensor fastest, then context, data, pipeline")
+                   "tensor fastest, then context, data, pipeline" + (f"; experts over ep={ep} of the dp × cp ranks"
+                                                                     if moe else ""))
     st.subheader("Batch and schedule")
     pipelined = strategy in PIPELINED
     microbatches = st.slider("Micro-batches", 1, 16, 4, key="microbatches", disabled=strategy in ("layer", "single"),
