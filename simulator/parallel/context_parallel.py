@@ -105,8 +105,49 @@ class ContextParallelReplica(ContextAttention, Replica):
                   [dx, *G(*PRE)], flops=12.0 * B * tl * h * h, label=f"B{j} {lyr.name} qkv+ln1", **kw)
         b.free(r, f"{c}/pre", f"{T}/dq", f"{T}/dkv", f"{T}/dx1")
 
+    # ---- zero-bubble schedules: B (input gradients, the ring's dK/dV) now, W (weights) later --------
     def emit_layer_backward_input(self, r, li, dy, dx, j):
-        raise ParasimError("zero-bubble B/W splitting is not available with context parallelism")
+        b, lyr = self.builder, layer_of(self.config, li)
+        c, T, w = f"act/cache/{li}/mb{j}", f"act/cp/{li}/mb{j}", f"act/wcache/{li}/mb{j}"
+        kw = {"phase": "backward", "microbatch": j}
+        if isinstance(lyr, Embedding):  # no input gradient: keep dy for W
+            b.compute(r, "copy", [dy], [w], label=f"B{j} {lyr.name} keep dy", **kw)
+            return
+        if not isinstance(lyr, TransformerBlock):
+            return super().emit_layer_backward_input(r, li, dy, dx, j)
+        tl = self.config.seq_len // self.cp
+        B, h = self.microbatch_size, self.config.hidden
+        P = lambda *ns: [param(li, n) for n in ns]  # noqa: E731
+        b.compute(r, "cp_post_bwd_input", [f"{c}/post", f"{c}/att", dy, *P("w_o", "ln2_g", "w_fc", "w_proj")],
+                  [f"{T}/datt", f"{T}/dx1", f"{w}/post"], flops=18.0 * B * tl * h * h, label=f"B{j} {lyr.name} mlp+out",
+                  **kw)
+        b.free(r, f"{c}/post")
+        self.emit_cp_attention_backward(r, li, lyr, j)
+        b.compute(r, "cp_pre_bwd_input", [f"{c}/pre", f"{T}/dq", f"{T}/dkv", f"{T}/dx1", *P("ln1_g", "w_qkv")],
+                  [dx, f"{w}/pre"], flops=6.0 * B * tl * h * h, label=f"B{j} {lyr.name} qkv+ln1", **kw)
+        b.free(r, f"{c}/pre", f"{T}/dq", f"{T}/dkv", f"{T}/dx1")
+
+    def emit_layer_backward_weight(self, r, li, j, accumulate):
+        b, lyr = self.builder, layer_of(self.config, li)
+        c, w = f"act/cache/{li}/mb{j}", f"act/wcache/{li}/mb{j}"
+        G = lambda *ns: [grad(li, n) for n in ns]  # noqa: E731
+        acc = lambda *ns: G(*ns) if accumulate else []  # noqa: E731
+        kw = {"phase": "wgrad", "microbatch": j}
+        if isinstance(lyr, Embedding):
+            b.compute(r, "cp_embed_bwd", [c, w, *acc("wte", "wpe")], G("wte", "wpe"),
+                      attrs={"vocab": lyr.vocab, "seq": lyr.seq_len, "positions": self.positions[self.c]},
+                      label=f"W{j} {lyr.name}", **kw)
+            b.free(r, c, w)
+            return
+        if not isinstance(lyr, TransformerBlock):
+            return super().emit_layer_backward_weight(r, li, j, accumulate)
+        tl = self.config.seq_len // self.cp
+        B, h = self.microbatch_size, self.config.hidden
+        b.compute(r, "cp_post_bwd_weight", [f"{w}/post", *acc(*POST)], G(*POST), flops=18.0 * B * tl * h * h,
+                  label=f"W{j} {lyr.name} mlp+out", **kw)
+        b.compute(r, "cp_pre_bwd_weight", [f"{w}/pre", *acc(*PRE)], G(*PRE), flops=6.0 * B * tl * h * h,
+                  label=f"W{j} {lyr.name} qkv+ln1", **kw)
+        b.free(r, f"{w}/post", f"{w}/pre")
 
 
 @dataclass
