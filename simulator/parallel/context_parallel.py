@@ -21,6 +21,11 @@ mean over dp x cp ranks is the replica mean. Activations per rank shrink as 1/cp
 micro-batch 8 B (s/cp) (16h + 2 + a) bytes for ring (no s x s score matrix is ever stored) and
 8 B (s/cp) (17h + 2 + a) for all-to-all (`block_activation_bytes`).
 
+Zero-bubble schedules (zb-h1, zb-h2, DualPipe) split each block's backward: B runs the MLP and
+projection input gradients and the attention backward with its communication (the ring's K/V and
+dK/dV hops, or Ulysses' all-to-alls: attention has no weights); W computes the weight gradients of
+the projections, MLP, layer norms and embedding later from what B kept (act/wcache).
+
 With tensor parallelism too (the hybrid strategy), each tensor rank runs the ring (or the
 all-to-alls) on the q, k, v columns of its a/tp heads, between Megatron's column-parallel QKV
 and row-parallel output projection (tensor_parallel.py); all-to-all then needs tp cp | heads.
