@@ -8,7 +8,7 @@ Streamlit calls here, so pages and lessons can reuse them. matplotlib stays for 
 - buffers_chart(replay, k)     each rank's slots after step k of a collective, what they hold.
 - links_chart(replay, k)       bytes on each (sender, receiver) link during step k.
 - aggregate_trace(trace)       a large trace drawn as runs of one micro-batch per lane (and a note).
-- memory_components_chart()    bytes per memory component per GPU against the capacity.
+- memory_components_spec()     bytes per memory component per GPU against the capacity (a spec).
 """
 
 from __future__ import annotations
@@ -31,6 +31,13 @@ def _time_unit(span_s: float) -> tuple[str, float]:
         if span_s * scale >= 1.0:
             return unit, scale
     return "ns", 1e9
+
+
+def _bytes_unit(top: float) -> tuple[str, float]:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if top >= scale:
+            return unit, scale
+    return "B", 1.0
 
 
 def _row(device: int, lane: str) -> str:
@@ -132,6 +139,15 @@ def timeline_chart(trace: Trace, *, stage_of: dict[int, int] | None = None, titl
     return chart
 
 
+def stage_map(cfg) -> dict[int, int] | None:
+    """Device -> pipeline stage of a resolved TrainConfig on the (pp, dp, tp) mesh, tensor fastest
+    (None without a pipeline): the `stage` the timeline's tooltip shows."""
+    if cfg.pp <= 1:
+        return None
+    per_stage = cfg.devices // cfg.pp
+    return {d: d // per_stage for d in range(cfg.devices)}
+
+
 def styled(chart, font: int = FONT):
     """Font sizes for every text of a chart (larger in presentation mode)."""
     return (chart.configure_axis(labelFontSize=font, titleFontSize=font)
@@ -209,7 +225,8 @@ def aggregate_trace(trace: Trace, max_events: int = MAX_EVENTS) -> tuple[Trace, 
     micro-batch j, its backward with the recomputation, their TP collectives, ...): it spans the run
     (first start to last end), sums its bytes and FLOPs, takes the run's last phase (backward when
     recomputing), and its name says how many ops it holds and their busy time. Idle gaps inside a
-    run are then not drawn. Returns (trace, note) with the note saying so."""
+    run are then not drawn. If that still leaves more than `max_events` bars, only the start of
+    the step is drawn (the first `max_events` bars in time). Returns (trace, note) saying so."""
     if len(trace.events) <= max_events:
         return trace, ""
     runs: list[list] = []
@@ -232,24 +249,72 @@ def aggregate_trace(trace: Trace, max_events: int = MAX_EVENTS) -> tuple[Trace, 
         events.append(TraceEvent(first.device, first.lane, name, first.start_s, end - first.start_s, phase,
                                  kinds[0] if len(kinds) == 1 else "mixed", sum(e.nbytes for e in run),
                                  sum(e.flops for e in run), first.microbatch, first.step))
-    out = Trace(trace.n_devices, events, name=trace.name, pipelined=trace.pipelined)
     note = (f"{len(trace.events):,} events drawn as {len(events):,}: each bar is a run of consecutive ops of one "
             "micro-batch on one lane (hover for how many and their busy time); gaps inside a run are not drawn")
-    return out, note
+    if len(events) > max_events:     # still too many: the start of the step, up to max_events bars
+        events.sort(key=lambda e: e.start_s)
+        cut = events[max_events - 1].start_s
+        shown = [e for e in events if e.start_s <= cut]
+        note += (f"; only the first {fmt_time(cut)} of the {fmt_time(trace.makespan_s)} step is drawn "
+                 f"({len(shown):,} of {len(events):,} bars)")
+        events = shown
+    return Trace(trace.n_devices, events, name=trace.name, pipelined=trace.pipelined), note
 
 
-def memory_components_chart(parts: dict[str, float], capacity_bytes: float, title: str = "") -> alt.LayerChart:
+def memory_components_spec(parts: dict[str, float], capacity_bytes: float, title: str = "") -> dict:
     """One stacked bar of bytes per component (GB, 1e9 bytes) with the device capacity as a rule;
-    hover a part for its bytes and share."""
+    hover a part for its bytes and share. A Vega-Lite spec (dict) for `st.vega_lite_chart`: built
+    without Altair's schema validation, so a page rerun stays fast."""
     total = sum(parts.values()) or 1.0
-    df = pd.DataFrame([{"component": k, "GB": v / 1e9, "bytes": fmt_bytes(v), "share": f"{v / total:.1%}",
-                        "order": i, "device": "per GPU"} for i, (k, v) in enumerate(parts.items()) if v > 0])
-    bars = alt.Chart(df).mark_bar().encode(
-        x=alt.X("sum(GB):Q", title="GB per GPU (1e9 bytes)"), y=alt.Y("device:N", title=None),
-        color=alt.Color("component:N", sort=list(parts), legend=alt.Legend(orient="top", title=None)),
-        order=alt.Order("order:Q"), tooltip=["component:N", "bytes:N", alt.Tooltip("GB:Q", format=".2f"), "share:N"])
-    cap = pd.DataFrame([{"GB": capacity_bytes / 1e9, "label": f"capacity {capacity_bytes / 1e9:.1f} GB"}])
-    rule = alt.Chart(cap).mark_rule(color="#E45756", strokeWidth=2, strokeDash=[5, 3]).encode(
-        x="GB:Q", tooltip=["label:N"])
-    text = alt.Chart(cap).mark_text(align="right", dx=-4, dy=-28, color="#E45756").encode(x="GB:Q", text="label:N")
-    return alt.layer(bars, rule, text).properties(height=110, width="container", title=title or alt.Undefined)
+    rows = [{"component": k, "GB": v / 1e9, "bytes": fmt_bytes(v), "share": f"{v / total:.1%}", "order": i,
+             "device": "per GPU"} for i, (k, v) in enumerate(parts.items()) if v > 0]
+    cap = {"GB": capacity_bytes / 1e9, "label": f"capacity {capacity_bytes / 1e9:.1f} GB"}
+    return {
+        "title": title or None, "height": 110, "width": "container",
+        "layer": [
+            {"data": {"values": rows}, "mark": "bar",
+             "encoding": {"x": {"aggregate": "sum", "field": "GB", "type": "quantitative",
+                                "title": "GB per GPU (1e9 bytes)"},
+                          "y": {"field": "device", "type": "nominal", "title": None},
+                          "color": {"field": "component", "type": "nominal", "sort": list(parts),
+                                    "legend": {"orient": "top", "title": None}},
+                          "order": {"field": "order", "type": "quantitative"},
+                          "tooltip": [{"field": "component", "type": "nominal"}, {"field": "bytes", "type": "nominal"},
+                                      {"field": "GB", "type": "quantitative", "format": ".2f"},
+                                      {"field": "share", "type": "nominal"}]}},
+            {"data": {"values": [cap]}, "mark": {"type": "rule", "color": "#E45756", "strokeWidth": 2,
+                                                 "strokeDash": [5, 3]},
+             "encoding": {"x": {"field": "GB", "type": "quantitative"},
+                          "tooltip": [{"field": "label", "type": "nominal"}]}},
+            {"data": {"values": [cap]}, "mark": {"type": "text", "align": "right", "dx": -4, "dy": -28,
+                                                 "color": "#E45756"},
+             "encoding": {"x": {"field": "GB", "type": "quantitative"}, "text": {"field": "label", "type": "nominal"}}},
+        ],
+        "config": {"axis": {"labelFontSize": FONT, "titleFontSize": FONT},
+                   "legend": {"labelFontSize": FONT}, "view": {"strokeWidth": 0}},
+    }
+
+
+def bytes_bars(values, *, x_title: str = "rank", y_title: str = "bytes sent") -> alt.Chart:
+    """One bar per entry of `values` (bytes), the axis in a readable unit (never 20,000,000)."""
+    unit, scale = _bytes_unit(max(values, default=0))
+    df = pd.DataFrame({"x": range(len(values)), "y": [v / scale for v in values], "size": [fmt_bytes(v) for v in values]})
+    return alt.Chart(df).mark_bar(color=PHASE_COLORS["comm"]).encode(
+        x=alt.X("x:O", title=x_title, axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("y:Q", title=f"{y_title} ({unit})"),
+        tooltip=[alt.Tooltip("x:O", title=x_title), alt.Tooltip("size:N", title=y_title)]).properties(height=260)
+
+
+def sweep_lines(x_labels, series: dict, *, x_title: str, title: str = "") -> alt.Chart:
+    """Time against an ordinal x (world sizes, message sizes as text), one line per algorithm, log time
+    axis in a readable unit, hover for the exact time."""
+    top = max((max(v) for v in series.values() if len(v)), default=1.0)
+    unit, scale = _time_unit(top)
+    df = pd.DataFrame([{"x": str(xl), "algorithm": name, "t": t * scale, "time": fmt_time(t)}
+                       for name, ts in series.items() for xl, t in zip(x_labels, ts)])
+    return alt.Chart(df).mark_line(point=True).encode(
+        x=alt.X("x:O", title=x_title, sort=[str(v) for v in x_labels], axis=alt.Axis(labelAngle=0)),
+        y=alt.Y("t:Q", title=f"time ({unit}, log scale)", scale=alt.Scale(type="log")),
+        color=alt.Color("algorithm:N", legend=alt.Legend(orient="top", title=None)),
+        tooltip=["algorithm:N", alt.Tooltip("x:O", title=x_title), "time:N"]).properties(
+        height=300, width="container", title=title)

@@ -62,6 +62,18 @@ def page_url(page: str, base: str = "", **params) -> str:
     return f"{base.rstrip('/')}/{path}" + (f"?{urlencode(pairs)}" if pairs else "")
 
 
+def link_to(page: str, label: str, **params) -> None:
+    """A link to another page (its title) opened with a configuration, through the router's
+    st.page_link; a page run on its own (AppTest) has no router, so the link is plain markdown."""
+    from streamlit.errors import StreamlitAPIException
+
+    try:
+        st.page_link(PAGE_FILES[page], label=label, icon=":material/open_in_new:",
+                     query_params={k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in params.items()})
+    except StreamlitAPIException:
+        st.markdown(f"→ [{label}]({page_url(page, **params)})")
+
+
 def share_link() -> None:
     """A "copy link" popover: the URL of this page with its current configuration (st.code has a
     copy button)."""
@@ -130,10 +142,6 @@ def trace_downloads(trace, png: bytes, stem: str, key: str) -> None:
                     on_click="ignore")
     c3.download_button("Events (CSV)", trace.to_csv(), file_name=f"{stem}.csv", mime="text/csv", key=f"{key}-csv",
                     on_click="ignore")
-
-
-def coming_soon(what: str, needs: str) -> None:
-    st.info(f"**Coming soon.** {what} This page appears when `{needs}` lands in the library.")
 
 
 def parse_strategy(text: str, what: str = "strategy") -> tuple | None:

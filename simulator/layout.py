@@ -212,7 +212,7 @@ class Layout:
         """Groups of ranks holding identical data (differ only along replicated axes).
 
         For a parameter these are MindSpore's "mirror" groups: its gradient is AllReduced over
-        them (REFERENCES §1)."""
+        them (MindSpore `grad_comm_ops.py`, the mirror operator)."""
         return self.mesh.groups(self.replicated_axes)
 
     def partial_groups(self) -> list[tuple[int, ...]]:

@@ -31,6 +31,29 @@ from typing import Iterable, Mapping, Sequence
 from simulator.errors import ParasimError
 
 AxesArg = str | Iterable[str]
+# Megatron-LM's rank order "tp-cp-ep-dp-pp" (tensor fastest), as mesh axes slowest first
+MEGATRON_ORDER = ("pp", "dp", "ep", "cp", "tp")
+
+
+def row_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """How far apart consecutive coordinates of each axis are, row-major (last axis: 1)."""
+    out, step = [], 1
+    for size in reversed(shape):
+        out.append(step)
+        step *= size
+    return tuple(reversed(out))
+
+
+def row_major_rank(shape: Sequence[int], coords: Sequence[int], names: Sequence[str] | None = None) -> int:
+    """The row-major position of `coords` on a grid of `shape`, last axis fastest (the rank on a
+    mesh of default device ids); refuses a coordinate outside its axis."""
+    pos = 0
+    for i, (c, size) in enumerate(zip(coords, shape)):
+        if not 0 <= c < size:
+            name = names[i] if names is not None else i
+            raise ParasimError(f"coordinate {c} on axis {name!r} is outside 0..{size - 1}")
+        pos = pos * size + c
+    return pos
 
 
 @dataclass(frozen=True, init=False)
@@ -71,7 +94,23 @@ class DeviceMesh:
         that share a node's fast links. Axes print slowest first:
 
             DeviceMesh.megatron(tp=2, cp=2, dp=2, pp=2) -> Mesh(pp=2, dp=2, ep=1, cp=2, tp=2)"""
-        return cls({"pp": pp, "dp": dp, "ep": ep, "cp": cp, "tp": tp})
+        sizes = {"pp": pp, "dp": dp, "ep": ep, "cp": cp, "tp": tp}
+        return cls({a: sizes[a] for a in MEGATRON_ORDER})
+
+    @classmethod
+    def megatron_experts(cls, tp: int = 1, cp: int = 1, ep: int = 1, dp: int = 1, pp: int = 1) -> "DeviceMesh":
+        """The expert layers' view of the same devices as `megatron(tp, cp, 1, dp, pp)`: the dp x cp
+        ranks of a tensor rank and stage are cut into `ep` expert-parallel ranks (fastest) times
+        edp = dp cp / ep expert-data-parallel ranks, as Megatron-LM's expert rank generator does
+        (megatron/core/parallel_state.py: RankGenerator(tp=expert_tensor_parallel_size, ep, dp=expert
+        data-parallel size, pp, cp=1, order "tp-cp-ep-dp-pp"), with the expert tensor size = tp here):
+
+            DeviceMesh.megatron_experts(tp=2, cp=2, ep=2, dp=2, pp=1) -> Mesh(pp=1, edp=2, ep=2, tp=2)
+            groups("ep") -> (0, 2), (1, 3), (4, 6), (5, 7): each a block of the dp x cp ranks"""
+        if (dp * cp) % ep:
+            raise ParasimError(f"expert parallelism cuts the dp x cp = {dp} x {cp} = {dp * cp} ranks of a tensor "
+                               f"rank and stage into ep groups; ep={ep} does not divide {dp * cp}")
+        return cls({"pp": pp, "edp": dp * cp // ep, "ep": ep, "tp": tp})
 
     @classmethod
     def from_shape(cls, shape: Sequence[int], axis_names: Sequence[str],
@@ -142,12 +181,7 @@ class DeviceMesh:
         if len(coords) != self.ndim:
             raise ParasimError(f"coordinates {coords} have {len(coords)} entries but the mesh "
                                f"{self!r} has {self.ndim} axes")
-        pos = 0
-        for c, size, name in zip(coords, self.shape, self.axis_names):
-            if not 0 <= c < size:
-                raise ParasimError(f"coordinate {c} on axis {name!r} is outside 0..{size - 1}")
-            pos = pos * size + c
-        return self.device_ids[pos]
+        return self.device_ids[row_major_rank(self.shape, coords, self.axis_names)]
 
     def coord(self, rank: int, axis: str) -> int:
         """Index of `rank` along one named axis."""

@@ -32,6 +32,12 @@ def recipe_bytes(recipe) -> tuple[int, int, int]:
     return RECIPES[recipe]
 
 
+def check_zero_stage(stage) -> None:
+    """ZeRO has stages 0 (off) to 3 (Rajbhandari et al. 2020)."""
+    if isinstance(stage, bool) or stage not in (0, 1, 2, 3):
+        raise ParasimError(f"ZeRO stage must be 0, 1, 2 or 3, got {stage!r}")
+
+
 def model_state_parts(params: float, dp: int = 1, zero_stage: int = 0,
                       recipe: str = "mixed") -> tuple[float, float, float]:
     """(parameter, gradient, optimizer) bytes on one device of `params` parameters sharded by
@@ -40,8 +46,7 @@ def model_state_parts(params: float, dp: int = 1, zero_stage: int = 0,
         raise ParasimError(f"params must be > 0, got {params}")
     if not (isinstance(dp, int) and dp >= 1):
         raise ParasimError(f"dp must be a positive integer, got {dp!r}")
-    if zero_stage not in (0, 1, 2, 3):
-        raise ParasimError(f"ZeRO stage must be 0, 1, 2 or 3, got {zero_stage}")
+    check_zero_stage(zero_stage)
     p, g, k = recipe_bytes(recipe)
     return (p * params / (dp if zero_stage >= 3 else 1),
             g * params / (dp if zero_stage >= 2 else 1),

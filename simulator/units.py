@@ -25,6 +25,7 @@ def us(x: float) -> float:
 
 def fmt_bytes(nbytes: float) -> str:
     """Human-readable decimal bytes: 1.5 GB, 320 kB."""
+    nbytes = float(f"{nbytes:.3g}")  # round first: 999999.9 B -> 1 MB, not "1e+03 kB"
     for unit, scale in (("TB", TB), ("GB", GB), ("MB", MB), ("kB", KB)):
         if abs(nbytes) >= scale:
             return f"{nbytes / scale:.3g} {unit}"
@@ -33,6 +34,7 @@ def fmt_bytes(nbytes: float) -> str:
 
 def fmt_time(time_s: float) -> str:
     """Human-readable seconds: 1.2 s, 35 ms, 80 µs, 3 ns."""
+    time_s = float(f"{time_s:.3g}")  # round first: 0.000999999 s -> 1 ms, not "1e+03 µs"
     for unit, scale in (("s", 1.0), ("ms", MS), ("µs", US)):
         if abs(time_s) >= scale:
             return f"{time_s / scale:.3g} {unit}"

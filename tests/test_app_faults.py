@@ -5,20 +5,22 @@ from app_helpers import metrics, page
 
 def test_faults_kill_is_recovered_from_a_replica_then_from_a_checkpoint():
     at = page("faults")
-    assert {"model", "strategy", "steps", "ckpt", "kind", "device", "fault_step"} <= {
+    assert {"f_model", "f_strategy", "f_steps", "ckpt", "fault", "device", "fault_step"} <= {
         w.key for kind in ("selectbox", "slider") for w in at.sidebar.get(kind)}
     at.button(key="run").click().run()
     assert not at.exception
     m = metrics(at)
-    assert m["fault"] == "kill:1@3" and m["recovered"] == "1 of 1" and m["replayed steps"] == "1"
+    assert m["fault"] == "kill device 1 before step 3" and m["recovered"] == "1 of 1" and m["replayed steps"] == "1"
     assert float(m["vs one device"]) < 1e-9
-    assert "restored from replicas" in at.success[0].value
+    assert "device 1 restarted, state copied from a data-parallel replica" in at.success[0].value
+    assert "any call" not in at.error[0].value and "killed before step 3" in at.error[0].value
+    assert len(at.get("arrow_vega_lite_chart") or at.get("vega_lite_chart")) == 1  # the interactive timeline
     events = at.dataframe[0].value
     assert set(events["phase"]) == {"failure", "recovery"}
-    at.selectbox(key="strategy").set_value("pp").run()  # no replicas: back to the checkpoint at step 2
+    at.selectbox(key="f_strategy").set_value("pp").run()  # no replicas: back to the checkpoint at step 2
     at.button(key="run").click().run()
     m = metrics(at)
-    assert m["replayed steps"] == "2" and "restored from checkpoint" in at.success[0].value
+    assert m["replayed steps"] == "2" and "restored from the checkpoint taken before step 2" in at.success[0].value
     assert float(m["vs one device"]) < 1e-9
 
 
@@ -28,3 +30,22 @@ def test_faults_refuse_a_fault_that_cannot_fire():
     at.button(key="run").click().run()
     assert not at.exception
     assert len(at.error) == 1 and "never run" in at.error[0].value and "\n" not in at.error[0].value
+
+
+def test_faults_straggler_and_lost_message_are_worded_as_what_happened():
+    from app_helpers import APP
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(APP / "views" / "faults.py"), default_timeout=60)
+    at.query_params.update({"f_strategy": "pp", "fault": "drop", "f_steps": "4", "ckpt": "0"})  # a link opens this fault
+    at.run()
+    assert at.selectbox(key="f_strategy").value == "pp" and at.slider(key="f_steps").value == 4
+    at.button(key="run").click().run()
+    m = metrics(at)
+    assert m["fault"] == "drop a message of device 1 in step 3" and m["recovered"] == "1 of 1"
+    assert "no device lost its state: every device retried step 3" in at.success[0].value  # pp has no replicas
+    assert "replicas" not in at.success[0].value and "[]" not in at.success[0].value
+    at.selectbox(key="fault").set_value("slow").run()
+    at.button(key="run").click().run()
+    m = metrics(at)
+    assert m["recovered"] == "nothing failed" and m["replayed steps"] == "0" and not at.success

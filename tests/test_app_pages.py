@@ -23,11 +23,28 @@ def test_collectives_steps_follow_the_rank_count():
     assert {"kind", "algo", "n", "size", "hw"} <= {w.key for kind in ("selectbox", "slider", "select_slider")
                                                     for w in at.sidebar.get(kind)}
     assert metrics(at)["steps"] == "6"  # ring all-reduce on 4 ranks: 2(n-1)
-    assert len(at.get("image")) == 3  # the steps picture and the two sweeps render (st.pyplot)
+    assert len(at.get("image")) == 1  # the steps picture (the bars and the two sweeps are Altair charts)
     at.slider(key="n").set_value(8).run()
     assert metrics(at)["steps"] == "14"
     at.button(key="run").click().run()
     assert "max difference from the numpy reference" in at.success[0].value
+
+
+def test_collectives_bytes_per_rank_name_the_chosen_collective_with_units_and_open_from_a_link():
+    import json
+
+    at = AppTest.from_file(str(APP / "views" / "collectives.py"), default_timeout=60)
+    at.query_params.update({"kind": "reduce_scatter", "n": "8", "size": "64 kB"})
+    at.run()
+    assert not at.exception and at.selectbox(key="kind").value == "reduce_scatter" and at.slider(key="n").value == 8
+    caption = next(c.value for c in at.caption if "per rank on average" in c.value)
+    assert "(n-1)/n·S = 56 kB" in caption and "2(n-1)" not in caption  # reduce-scatter's formula: 7/8 of 64 kB
+    assert "every rank sends 56 kB" in caption and "448 kB in all (the sum over ranks)" in caption
+    titles = [json.loads(c.proto.spec)["encoding"]["y"].get("title") for c in at.get("vega_lite_chart")]
+    assert "bytes sent (kB)" in titles  # the axis in kB beside the caption's kB (never 56,000)
+    at.selectbox(key="kind").set_value("all_reduce").run()
+    assert any("2(n-1)/n·S = 112 kB" in c.value for c in at.caption)
+    assert any("/player?kind=all_reduce&algo=ring&n=8" in m.value for m in at.markdown)  # the player, same plan
 
 
 def test_collectives_show_the_code_toggle_prints_sources():
@@ -175,7 +192,38 @@ def test_context_page_shows_the_ring_and_a_real_run_equal_to_one_device():
     assert at.metric[1].proto.delta.startswith("4.00x")  # activations shrink as 1/c
     pairs = at.dataframe[0].value
     assert pairs.sum(axis=1).nunique() == 1  # the load-balanced split: equal work per device
-    at.radio(key="kind").set_value("all-to-all").run()
+    at.radio(key="attention").set_value("all-to-all").run()
     assert not at.exception and float(metrics(at)["vs one device"]) < 1e-9
-    at.select_slider(key="cp").set_value(8).run()  # 8 heads split 8 ways: still fine
+    at.select_slider(key="ctx_c").set_value(8).run()  # 8 heads split 8 ways: still fine
     assert not at.exception
+
+
+def test_a_widget_key_means_one_thing_on_every_page():
+    """URL-bound widgets keep their value across page switches by key (Streamlit's bind="query-params"),
+    so a key two pages share must be the same widget with the same options (e.g. `kind` on the
+    Collectives page and the player); otherwise the other page's value lands in the wrong widget."""
+    from ui import PAGE_FILES
+
+    seen: dict[str, dict] = {}
+    for file in PAGE_FILES.values():
+        at = AppTest.from_file(str(APP / file), default_timeout=120).run()
+        for kind in ("selectbox", "slider", "select_slider", "radio", "multiselect", "number_input", "text_input",
+                     "toggle", "checkbox"):
+            for w in at.get(kind):
+                if w.key and not w.key.startswith("$$") and w.key not in ("code", "run"):
+                    desc = (kind, tuple(getattr(w, "options", None) or ()), getattr(w, "min", None), getattr(w, "max", None))
+                    seen.setdefault(w.key, {}).setdefault(desc, set()).add(file)
+    clashes = {k: [sorted(f) for f in d.values()] for k, d in seen.items() if len(d) > 1}
+    assert not clashes, clashes
+
+
+def test_settings_are_kept_across_pages_and_a_page_switch_breaks_nothing():
+    at = AppTest.from_file(str(APP / "main.py"), default_timeout=60).run()
+    at.selectbox(key="kind").set_value("reduce_scatter").run()
+    at.slider(key="n").set_value(8).run()
+    for name in ("faults", "player", "context", "pipelines", "training"):
+        at.switch_page(str(APP / "views" / f"{name}.py")).run()
+        assert not at.exception, name
+    assert at.selectbox(key="strategy").value == "pp"  # the training page's own default, not a value from elsewhere
+    at.switch_page(str(APP / "views" / "collectives.py")).run()
+    assert at.selectbox(key="kind").value == "reduce_scatter" and at.slider(key="n").value == 8

@@ -22,11 +22,11 @@ def test_pipelines_show_zb_h2_with_bubble_and_peak_memory():
     assert "zb-h2" in at.multiselect(key="schedules").value
     names = [m.value for m in at.markdown if m.value.startswith("**")]
     assert names == ["**gpipe**", "**1f1b**", "**interleaved**", "**zb-h1**", "**zb-h2**", "**dualpipe**"]
-    peaks = [m.value for m in at.metric if m.label == "peak memory"]
+    peaks = [m.value for m in at.metric if m.label == "peak activations"]
     expect = {n: max(simulate_schedule(make_schedule(n, 4, 8), 1.0, 1.0, 1.0).peak_in_flight) for n in
               ("gpipe", "1f1b", "zb-h1", "zb-h2")}
-    assert peaks[0] == f"{expect['gpipe']:.3g} M_B" and peaks[1] == f"{expect['1f1b']:.3g} M_B"
-    assert peaks[4] == f"{expect['zb-h2']:.3g} M_B"  # ZB-H2 holds more than 1F1B's p micro-batches
+    assert peaks[0] == f"{expect['gpipe']:.3g} micro-batches" and peaks[1] == f"{expect['1f1b']:.3g} micro-batches"
+    assert peaks[4] == f"{expect['zb-h2']:.3g} micro-batches"  # ZB-H2 holds more than 1F1B's p micro-batches
     assert expect["zb-h2"] > expect["1f1b"]
     at.multiselect(key="schedules").set_value(["1f1b", "zb-h2"]).run()
     assert len([m for m in at.metric if m.label == "bubble"]) == 2
@@ -48,7 +48,26 @@ def test_pipelines_show_dualpipe_beside_the_others():
     want = simulate_schedule(make_schedule("dualpipe", 4, 8), 1.0, 1.0, 1.0)
     assert bubbles["dualpipe"] == f"{want.bubble_fraction:.1%}"
     assert float(bubbles["dualpipe"].rstrip("%")) < float(bubbles["zb-h1"].rstrip("%"))
-    assert [m.value for m in at.metric if m.label == "peak memory"][-1] == "5 M_B"  # p + 1
+    assert [m.value for m in at.metric if m.label == "peak activations"][-1] == "5 micro-batches"  # p + 1
     assert any("DualPipe" in c.value for c in at.caption)
     at.slider(key="p").set_value(5).run()
     assert any(e.value.startswith("dualpipe:") and "even number of stages; got 5" in e.value for e in at.error)
+
+
+def test_pipelines_open_from_a_link_with_an_interactive_timeline_of_the_chosen_schedule():
+    from app_helpers import APP
+    from streamlit.testing.v1 import AppTest
+
+    from simulator import make_schedule, simulate_schedule
+
+    at = AppTest.from_file(str(APP / "views" / "pipelines.py"), default_timeout=60)
+    at.query_params.update({"p": "8", "m": "16", "schedules": ["gpipe", "1f1b"], "show": "gpipe"})
+    at.run()
+    assert not at.exception
+    assert at.slider(key="p").value == 8 and at.slider(key="m").value == 16
+    assert at.multiselect(key="schedules").value == ["gpipe", "1f1b"] and at.selectbox(key="show").value == "gpipe"
+    want = simulate_schedule(make_schedule("1f1b", 8, 16), 1.0, 1.0, 1.0).makespan
+    assert [m.value for m in at.metric if m.label == "step time"][1] == f"{want:.3g} ms"  # times in ms, with the unit
+    assert len(at.get("arrow_vega_lite_chart") or at.get("vega_lite_chart")) == 1
+    at.multiselect(key="schedules").set_value(["1f1b"]).run()  # the shown schedule is no longer chosen
+    assert not at.exception and at.selectbox(key="show").value == "1f1b"

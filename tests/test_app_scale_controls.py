@@ -1,6 +1,7 @@
 """Scale explorer: the URL-bound software-stack, context/expert-parallel and stage-split controls,
 memory per component, the step on the event clock as a timeline, and the search over c."""
 
+import pytest
 from app_helpers import APP
 from streamlit.testing.v1 import AppTest
 
@@ -79,3 +80,25 @@ def test_moe_fields_and_search_over_context_parallel_sizes():
     ranked = at.tabs[SEARCH].dataframe[0].value
     assert set(ranked["c"]) - {1} and (ranked["headroom (GB)"] >= 0).all()    # long context: c > 1 wins places
     assert {"c", "e"} <= set(ranked.columns)
+    best = ranked.iloc[0]
+    at.button(key="open_best").click().run()     # the winner, explained in the Estimate tab
+    assert not at.exception, at.exception
+    assert (at.select_slider(key="cp").value, at.select_slider(key="tp").value) == (best["c"], best["t"])
+    value, unit = metric(at, "step time").split()
+    assert unit == "s" and float(value) == pytest.approx(best["step time (s)"], rel=0.01)
+
+
+def test_aggregate_trace_merges_runs_of_a_micro_batch_and_then_keeps_the_start():
+    from charts import aggregate_trace
+
+    from simulator.trace import Trace, TraceEvent
+    ev = [TraceEvent(0, "compute", f"op{i}", float(i), 1.0, "forward", "matmul", 0, 10.0, i // 3) for i in range(6)]
+    ev += [TraceEvent(0, "comm", "ar", 0.5, 0.25, "comm", "all_reduce", 100, 0.0, 0)]
+    trace = Trace(1, ev)
+    assert aggregate_trace(trace, 10) == (trace, "")            # small traces are drawn as they are
+    merged, note = aggregate_trace(trace, 3)
+    runs = sorted((e.lane, e.microbatch, e.start_s, e.end_s, e.flops) for e in merged.events)
+    assert runs == [("comm", 0, 0.5, 0.75, 0.0), ("compute", 0, 0.0, 3.0, 30.0), ("compute", 1, 3.0, 6.0, 30.0)]
+    assert "7 events drawn as 3" in note and "x3 ops" in merged.events[0].name + merged.events[1].name
+    window, note = aggregate_trace(trace, 2)
+    assert len(window.events) == 2 and "only the first" in note

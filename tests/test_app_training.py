@@ -22,7 +22,7 @@ def run(at) -> dict:
 def test_training_run_shows_metrics_and_matches_one_device():
     at = page("training")
     assert at.info and "Run training" in at.info[0].value
-    assert {"net_model", "strategy", "devices", "microbatches", "schedule", "v", "batch", "steps", "price_on",
+    assert {"net_model", "strategy", "devices", "microbatches", "pp_schedule", "v", "batch", "steps", "price_on",
             "run_mode"} <= {w.key for kind in ("selectbox", "slider", "select_slider", "radio") for w in at.sidebar.get(kind)}
     at.slider(key="microbatches").set_value(8).run()
     m = run(at)
@@ -53,8 +53,8 @@ def test_training_degree_widgets_follow_the_strategy():
     m = run(at)
     assert float(m["vs one device"]) < 1e-9 and "pp=2" in summary(at) and "tp=2" in summary(at)
     at.selectbox(key="strategy").set_value("tp").run()
-    assert at.select_slider(key="tp").value == 4
-    at.select_slider(key="tp").set_value(2).run()  # tp 2, dp 2
+    assert at.select_slider(key="tp_degree").value == 4
+    at.select_slider(key="tp_degree").set_value(2).run()  # tp 2, dp 2
     m = run(at)
     assert "dp=2" in summary(at) and "tp=2" in summary(at)
     at.selectbox(key="strategy").set_value("zero3").run()
@@ -135,7 +135,7 @@ def test_training_reads_its_configuration_from_the_url_and_keeps_results_beside_
     at.query_params.update({"strategy": "tp", "net_model": "tiny GPT", "devices": "8", "run_mode": "simulated clock only"})
     at.run()
     assert at.selectbox(key="strategy").value == "tp" and at.slider(key="devices").value == 8
-    assert at.select_slider(key="tp").value == 4  # 4 heads: the largest valid degree is the default
+    assert at.select_slider(key="tp_degree").value == 4  # 4 heads: the largest valid degree is the default
     first = run(at)
     at.selectbox(key="strategy").set_value("hybrid").run()
     at.selectbox(key="h_dp").set_value(8).run()  # dp 8 x pp 2 x tp 1 != 8 devices
@@ -149,7 +149,7 @@ def test_training_accepts_context_parallel_degrees():
     at.selectbox(key="net_model").set_value(GPT).run()
     at.radio(key="run_mode").set_value("run in-process").run()
     at.selectbox(key="strategy").set_value("cp").run()
-    assert at.select_slider(key="cp").value == 4 and at.radio(key="cp_kind").value == "ring"
+    assert at.select_slider(key="cp_degree").value == 4 and at.radio(key="attention").value == "ring"
     at.slider(key="microbatches").set_value(1).run()
     m = run(at)
     assert float(m["vs one device"]) < 1e-9 and "cp=4" in summary(at)
@@ -159,6 +159,21 @@ def test_training_accepts_context_parallel_degrees():
     at.selectbox(key="h_pp").set_value(1).run()
     at.selectbox(key="h_tp").set_value(2).run()
     at.selectbox(key="h_cp").set_value(2).run()  # tp 2 x cp 2 on 4 devices
-    at.radio(key="cp_kind").set_value("all-to-all").run()
+    at.radio(key="attention").set_value("all-to-all").run()
     m = run(at)
     assert float(m["vs one device"]) < 1e-9 and "cp=2" in summary(at)
+
+
+def test_training_hybrid_exposes_expert_parallelism_for_the_moe_model():
+    at = page("training")
+    at.selectbox(key="net_model").set_value("tiny MoE GPT").run()
+    at.radio(key="run_mode").set_value("run in-process").run()
+    at.selectbox(key="strategy").set_value("hybrid").run()
+    assert "h_ep" in {w.key for w in at.sidebar.selectbox}
+    for key, value in (("h_dp", 2), ("h_pp", 1), ("h_tp", 1), ("h_cp", 2), ("h_ep", 4)):  # ep 4 of dp x cp = 4
+        at.selectbox(key=key).set_value(value).run()
+    at.slider(key="microbatches").set_value(1).run()
+    m = run(at)
+    assert float(m["vs one device"]) < 1e-9 and "ep=4" in summary(at) and "cp=2" in summary(at)
+    at.selectbox(key="net_model").set_value(GPT).run()
+    assert "h_ep" not in {w.key for w in at.sidebar.selectbox}

@@ -1,4 +1,4 @@
-"""`parasim explain` CLI: JSON fields, the REFERENCES §1 examples, refusals."""
+"""`parasim explain` CLI: JSON fields, the MindSpore operator_parallel examples, refusals."""
 
 import json
 

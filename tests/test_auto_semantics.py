@@ -1,4 +1,4 @@
-"""MindSpore semi-auto semantics: device matrices, tensor maps, groups, errors (REFERENCES §1)."""
+"""MindSpore semi-auto semantics: device matrices, tensor maps, groups, errors (MindSpore docs "operator_parallel", `tensor_layout/device_matrix.cc`)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""Validation of the analytic step-time model against Megatron-LM 2021 (REFERENCES section 5)."""
+"""Validation of the analytic step-time model against Megatron-LM 2021 (Narayanan et al. 2021, Table 1)."""
 
 import time
 

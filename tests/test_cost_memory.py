@@ -1,4 +1,4 @@
-"""Memory formulas against REFERENCES section 3 (ZeRO paper, Korthikanti et al. 2022)."""
+"""Memory formulas against the ZeRO paper (Rajbhandari et al. 2020, Fig. 1) and Korthikanti et al. 2022."""
 
 import pytest
 

@@ -136,7 +136,7 @@ def test_memory_per_device_follows_the_schedule():
     one = memory_per_device(SMALL, ParallelConfig(pp=p, global_batch=m, schedule="1f1b"))
     gp = memory_per_device(SMALL, ParallelConfig(pp=p, global_batch=m, schedule="gpipe"))
     act = activation_bytes_per_layer(SMALL.seq, 1, SMALL.hidden, SMALL.heads) * (SMALL.layers // p)
-    # 1F1B: stage k holds p - k micro-batches, GPipe all m (REFERENCES section 4); middle stages have no embedding
+    # 1F1B: stage k holds p - k micro-batches, GPipe all m (Narayanan et al. 2021, Sec. 2.2); middle stages have no embedding
     assert one[1] - one[2] == pytest.approx(act) and gp[1] - one[1] == pytest.approx((m - (p - 1)) * act)
     res = simulate_at_scale(SMALL, ParallelConfig(pp=p, global_batch=m), "a100-80gb")
     assert res.memory_per_device_bytes == one and max(one) <= res.memory.total_bytes * 1.0001

@@ -3,6 +3,7 @@ lower ones (lazy imports inside functions count too). `ray` only in simulator/ru
 never in simulator/."""
 
 import ast
+import re
 import shutil
 from pathlib import Path
 
@@ -10,21 +11,26 @@ from layering_graph import cycles, graph, private_imports
 
 ROOT = Path(__file__).resolve().parents[1] / "simulator"
 
-# lowest first
-LAYERS = [
-    {"units", "errors", "trace", "model_states"},
-    {"mesh", "topology"},
-    {"layout", "layout_convert"},
-    {"collectives"},
-    {"program", "ops"},
-    {"models"},
-    {"runtime"},  # a thin executor of programs: it needs only program, ops and collectives
-    {"parallel"},
-    {"cost"},
-    {"auto"},
-    {"training", "calibrate", "faults", "viz", "grading", "sweep"},
-    {"commands", "cli", "__main__", "__init__"},
-]
+DOC = ROOT.parent / "docs" / "ARCHITECTURE.md"
+
+
+def documented_layers(doc: Path = DOC) -> list[set[str]]:
+    """The layer table of docs/ARCHITECTURE.md ("| 0 | `units`, `errors` | ... |"), lowest first."""
+    text = doc.read_text(encoding="utf-8").split("## Layers", 1)[1].split("\n## ", 1)[0]
+    rows = re.findall(r"^\| (\d+) \| ([^|]*) \|", text, re.M)
+    assert [int(n) for n, _ in rows] == list(range(len(rows))), "layers must be numbered 0, 1, 2, ..."
+    return [set(re.findall(r"`([\w.]+)`", names)) for _, names in rows]
+
+
+LAYERS = documented_layers()   # the documented order is the enforced one
+
+
+def test_every_documented_module_exists_and_every_module_is_documented():
+    documented = set().union(*LAYERS)
+    present = {p.stem if p.is_file() else p.name for p in ROOT.iterdir()
+               if (p.suffix == ".py") or (p.is_dir() and (p / "__init__.py").is_file())}
+    assert documented == present, (f"in docs/ARCHITECTURE.md but not in simulator/: {sorted(documented - present)}; "
+                                   f"in simulator/ but not in the doc: {sorted(present - documented)}")
 
 
 def layer_of(part: str) -> int:
@@ -76,10 +82,9 @@ def test_imports_point_down():
     assert not bad, "imports pointing up:\n" + "\n".join(bad)
 
 
-# TODO(issue 12): known cycles, each with its reason; the test fails when one disappears (remove it here)
-# or a new one appears. The grader checks a lesson's `requires` against the public namespace, which
-# re-exports the grader: simulator/grading/catalog.py imports `simulator` inside a function.
-KNOWN_CYCLES = [["simulator", "simulator.grading", "simulator.grading.catalog", "simulator.grading.check"]]
+# Known cycles, each with its reason; the test fails when one disappears (remove it here) or a new
+# one appears. None today.
+KNOWN_CYCLES: list[list[str]] = []
 
 
 def test_no_import_cycles_even_inside_functions():
@@ -108,3 +113,16 @@ def test_a_cycle_hidden_in_a_function_is_caught(tmp_path):
     with open(copy / "mesh.py", "a") as f:
         f.write("\n\ndef _planted():\n    from .topology import _hidden\n    return _hidden\n")
     assert any(b.startswith("simulator/mesh.py:") and "_hidden" in b for b in private_imports(copy))
+
+
+def test_docstrings_come_first():
+    """A class or function whose docstring sits after an attribute has __doc__ None."""
+    bad = []
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+                strings = [isinstance(x, ast.Expr) and isinstance(x.value, ast.Constant)
+                           and isinstance(x.value.value, str) for x in node.body[:3]]
+                if not strings[0] and any(strings[1:]):
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert not bad, "docstring after the first statement:\n" + "\n".join(bad)

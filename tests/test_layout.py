@@ -10,7 +10,7 @@ from simulator.mesh import DeviceMesh
 MESH = DeviceMesh({"dp": 2, "tp": 4})
 
 
-# ---- REFERENCES §1 examples -----------------------------------------------------------------------
+# ---- MindSpore operator_parallel examples -----------------------------------------------------------------------
 def test_matmul_2_4_4_1_on_8_devices_device_matrix_and_groups():
     # ((2,4),(4,1)): device matrix [a, k, c] = [2, 4, 1]; X map [2, 1], W map [1, 0],
     # output map [2, 0] with a pending sum over k.

@@ -123,8 +123,8 @@ def test_hybrid_with_context_axis_equals_one_device(kind, kw):
     assert ("send" if kind == "ring" else "all_to_all") in kinds and "all_reduce" in kinds
 
 
-def test_hybrid_refuses_expert_parallelism_and_indivisible_heads_in_one_line():
-    with pytest.raises(ParasimError, match="--ep 2 shards experts only with strategy ep") as e:
+def test_hybrid_refuses_expert_parallelism_of_a_dense_model_and_indivisible_heads_in_one_line():
+    with pytest.raises(ParasimError, match="spreads the experts of a mixture-of-experts model; GPT.* has none") as e:
         TrainConfig(GPT, strategy="hybrid", devices=4, ep=2, cp=2).resolved()
     assert "\n" not in str(e.value)
     with pytest.raises(ParasimError, match="4 heads cannot be split tp x cp = 4 x 2 = 8 ways"):

@@ -157,9 +157,11 @@ def test_cli_refuses_bad_tp(capsys):
     assert code == 2 and "tensor-parallel degree 3" in capsys.readouterr().err
 
 
-def test_mixture_of_experts_models_are_refused_with_a_pointer_to_ep():
+def test_mixture_of_experts_models_run_tensor_parallel_but_not_sequence_parallel():
     from simulator import MoEGPTConfig
     moe = MoEGPTConfig(layers=2, hidden=8, heads=2, seq_len=4, vocab=8, experts=2)
-    for strategy, kw in (("tp", {}), ("sp", {}), ("hybrid", {"dp": 2, "tp": 2})):
-        with pytest.raises(ParasimError, match="use --strategy ep"):
-            train(TrainConfig(moe, strategy=strategy, devices=4 if kw else 2, batch_size=4, **kw))
+    for strategy, kw in (("tp", {}), ("hybrid", {"dp": 2, "tp": 2})):  # experts whole on every tensor rank
+        r = train(TrainConfig(moe, strategy=strategy, devices=4 if kw else 2, batch_size=4, steps=2, **kw))
+        assert r.config.tp == 2 and r.max_rel_weight_diff_vs_single < 1e-9
+    with pytest.raises(ParasimError, match="runs tensor parallel with --strategy hybrid"):
+        train(TrainConfig(moe, strategy="sp", devices=2, batch_size=4))

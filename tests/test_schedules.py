@@ -1,4 +1,4 @@
-"""Pipeline schedules: published bubble and memory facts (/work/shared/REFERENCES.md §3, §4),
+"""Pipeline schedules: published bubble and memory facts (Huang et al. 2019; Narayanan et al. 2021; Korthikanti et al. 2022; Qi et al. 2023),
 dependency validation, hand-written schedules, and the timing engine against an independent oracle."""
 
 import math
@@ -114,7 +114,7 @@ def test_interleaved_bubble_is_p_minus_1_over_vm_of_ideal(p, v, groups):
 
 @pytest.mark.parametrize("p, v", [(2, 2), (4, 2), (4, 3), (8, 4)])
 def test_interleaved_first_stage_memory(p, v):
-    """Korthikanti et al. 2022 (REFERENCES §3): interleaving multiplies stage 0's p micro-batches
+    """Korthikanti et al. 2022 (activation memory of the interleaved schedule): interleaving multiplies stage 0's p micro-batches
     of activations by (1 + (p-1)/(p v)); a chunk holds 1/v of them."""
     r = simulate_schedule(interleaved(p, 4 * p, v))
     assert close(r.peak_in_flight[0] / v, p * (1 + (p - 1) / (p * v)))
@@ -144,7 +144,7 @@ def test_zb_h1_formula_for_unequal_times(p, m, times):
 
 @pytest.mark.parametrize("p, m", [(2, 3), (3, 5), (4, 7), (4, 12), (6, 11), (8, 20)])
 def test_zb_h2_smaller_still(p, m):
-    # T_B = 2 T_W: REFERENCES §4's (p-1)(T_F+T_B-2T_W), below ZB-H1's (p-1)(T_F+T_B-T_W)
+    # T_B = 2 T_W: Qi et al. 2023's (p-1)(T_F+T_B-2T_W), below ZB-H1's (p-1)(T_F+T_B-T_W)
     t_f, t_b, t_w = 2.0, 2.0, 1.0
     h1 = simulate_schedule(zb_h1(p, m), t_f, t_b, t_w)
     h2 = simulate_schedule(zb_h2(p, m, t_f, t_b, t_w), t_f, t_b, t_w)

@@ -2,7 +2,8 @@
 
 import numpy as np
 import streamlit as st
-from ui import figure, friendly_errors, intro, show_code
+from charts import bytes_bars, sweep_lines
+from ui import BIND, figure, friendly_errors, interactive, intro, link_to, remember, restore, show_code
 
 from simulator import COLLECTIVE_KINDS as KINDS
 from simulator import (
@@ -21,19 +22,37 @@ from simulator.units import fmt_bytes, fmt_time
 
 SIZES = {"1 kB": 1e3, "64 kB": 64e3, "1 MB": 1e6, "16 MB": 16e6, "256 MB": 256e6, "1 GB": 1e9}
 WORLD = (2, 4, 8, 16, 32, 64, 128)
+# The bytes every algorithm must send per rank, on average (the data that must leave each rank; Chan et al.
+# 2007, "Collective communication: theory, practice, and experience", Sec. 4; Patarasuk & Yuan 2009 for
+# all-reduce). S as nccl-tests counts it: the whole array (for all_gather, reduce_scatter, all_to_all the
+# per-rank part x n).
+LEAST = {"all_reduce": ("2(n-1)/n·S", lambda n: 2 * (n - 1) / n),
+         "reduce_scatter": ("(n-1)/n·S", lambda n: (n - 1) / n), "all_gather": ("(n-1)/n·S", lambda n: (n - 1) / n),
+         "broadcast": ("(n-1)/n·S", lambda n: (n - 1) / n), "reduce": ("(n-1)/n·S", lambda n: (n - 1) / n),
+         "all_to_all": ("(n-1)/n²·S", lambda n: (n - 1) / n ** 2)}
 
 intro("Collectives",
       "A collective is a plan: a few **steps**, each a set of chunk transfers between ranks. The plan fixes "
       "the bytes every rank sends and, with the latency α and bandwidth β of the links, the time "
       "≈ steps·α + bytes/β (Hockney's α-β model).")
 
+restore("collectives")
 with st.sidebar:
     st.subheader("Collective")
-    kind = st.selectbox("Kind", [k for k in KINDS if k != "barrier"], key="kind")  # a barrier moves no data
-    algo = st.selectbox("Algorithm", algorithms(kind), key="algo")
-    n = st.slider("Ranks n", 2, 16, 4, key="n")
-    size_name = st.select_slider("Message size S", list(SIZES), value="16 MB", key="size")
-    hw_name = st.selectbox("Hardware", [h for h in hardware_names() if h != "local"], key="hw")
+    kind = st.selectbox("Kind", [k for k in KINDS if k != "barrier"], key="kind", **BIND,  # a barrier moves no data
+                        help="all_reduce: everyone gets the sum; reduce_scatter: rank r gets piece r of the sum; "
+                             "all_gather: everyone gets every piece; broadcast: the root's array to all; reduce: "
+                             "the sum on the root; all_to_all: rank r's piece j goes to rank j")
+    algo = st.selectbox("Algorithm", algorithms(kind), key="algo", **BIND,
+                        help="ring: neighbours pass chunks round a ring; tree: up and down a binary tree; "
+                             "halving_doubling: partners at distance n/2, n/4, ... (Rabenseifner); direct: "
+                             "everyone sends to everyone at once")
+    n = st.slider("Ranks n", 2, 16, 4, key="n", **BIND)
+    size_name = st.select_slider("Message size S", list(SIZES), value="16 MB", key="size", **BIND,
+                                 help="the whole array, as nccl-tests counts it")
+    hw_name = st.selectbox("Hardware", [h for h in hardware_names() if h != "local"], key="hw", **BIND,
+                           help="prices each step with the links' latency α and bandwidth β")
+remember("collectives", "kind", "algo", "n", "size", "hw")
 
 
 @st.cache_data(show_spinner=False)
@@ -56,29 +75,37 @@ plan = res["plan"]
 sent = plan.bytes_sent_per_rank()
 
 c = st.columns(5)
-c[0].metric("steps", len(plan.steps))
-c[1].metric("messages", plan.messages)
-c[2].metric("max sent per rank", fmt_bytes(max(sent)))
-c[3].metric("time (priced plan)", fmt_time(res["time_s"]))
-c[4].metric("bus bandwidth factor", f"{res['busbw_factor']:.3g}", help="busbw = S/t × factor (nccl-tests)")
+c[0].metric("steps", len(plan.steps), help="rounds of concurrent transfers; each pays the latency α once")
+c[1].metric("messages", plan.messages, help="chunk transfers in all steps, over all ranks")
+c[2].metric("max sent per rank", fmt_bytes(max(sent)), help="the bytes the busiest rank sends in the whole collective")
+c[3].metric("time (priced plan)", fmt_time(res["time_s"]),
+            help="each step costs α + (bytes on its busiest link)/β on the hardware's links, summed over steps")
+c[4].metric("bus bandwidth factor", f"{res['busbw_factor']:.3g}",
+            help="bus bandwidth = S / time × this factor (nccl-tests): comparable across kinds and n")
 
 tab_steps, tab_bytes, tab_n, tab_s = st.tabs(["Steps", "Bytes per rank", "Time vs world size", "Time vs size"])
 with tab_steps:
     figure(viz.collective_steps(plan), "Each cell: the chunk a rank receives at that step and from whom; hatched = "
                                    "added into its slot (reduce), plain = copied. Colour = chunk.")
+    link_to("Collective player", "Step through this plan with each rank's buffer", kind=kind, algo=algo, n=n)
 with tab_bytes:
-    st.bar_chart({"bytes sent": sent}, x_label="rank", y_label="bytes sent", height=280)
-    st.caption(f"Ring all-reduce sends 2(n-1)/n·S = {2 * (n - 1) / n * SIZES[size_name]:.4g} B per rank; "
-               "every plan's bytes are counted transfer by transfer.")
+    interactive(bytes_bars(sent), key="bytes")
+    formula, share = LEAST[kind]
+    S = SIZES[size_name]
+    st.caption(f"Every {kind} algorithm must send at least {formula} = {fmt_bytes(share(n) * S)} per rank on "
+               f"average (n = {n}, S = {size_name}); in this {algo} plan " + (
+                   f"every rank sends {fmt_bytes(max(sent))}" if min(sent) == max(sent) else
+                   f"the ranks send {fmt_bytes(min(sent))} to {fmt_bytes(max(sent))}")
+               + f", {fmt_bytes(sum(sent))} in all (the sum over ranks), counted transfer by transfer.")
 with tab_n:
-    figure(viz.sweep_chart(WORLD, res["by_n"], xlabel="ranks n", ylabel="time", logx=True, logy=True, y_is_time=True,
-                       title=f"{kind} of {size_name} on {hw_name}"),
-           f"Cost model (topology-aware): groups up to {res['per_node']} ranks stay inside one node (fast links); "
-           "larger groups cross nodes and are priced hierarchically.")
+    interactive(sweep_lines(WORLD, res["by_n"], x_title="ranks n", title=f"{kind} of {size_name} on {hw_name}"),
+                key="by_n")
+    st.caption(f"Cost model (topology-aware): groups up to {res['per_node']} ranks stay inside one node (fast "
+               "links); larger groups cross nodes and are priced hierarchically. Hover a point for its time.")
 with tab_s:
-    figure(viz.sweep_chart(list(SIZES.values()), res["by_s"], xlabel="message size S (bytes)", ylabel="time",
-                       logx=True, logy=True, y_is_time=True, title=f"{kind} over {n} ranks on {hw_name}"),
-           "Small messages pay latency (steps × α), large ones pay bandwidth (bytes / β).")
+    interactive(sweep_lines(list(SIZES), res["by_s"], x_title="message size S", title=f"{kind} over {n} ranks on "
+                            f"{hw_name}"), key="by_s")
+    st.caption("Small messages pay latency (steps × α), large ones pay bandwidth (bytes / β).")
 
 if st.button("Run it on numpy devices", key="run", help="execute the plan chunk by chunk and compare with numpy"):
     with friendly_errors():

@@ -2,7 +2,8 @@
 
 import pandas as pd
 import streamlit as st
-from ui import figure, friendly_errors, intro, show_code
+from charts import timeline_chart
+from ui import BIND, figure, friendly_errors, interactive, intro, remember, restore, show_code
 
 from simulator import GPTConfig, TrainConfig, train, viz
 from simulator.parallel.cp_split import attention_bytes_per_step, chunk_positions, ring_steps
@@ -15,11 +16,16 @@ intro("Context parallelism",
       "**all-to-alls** (Ulysses). Causal masking makes late tokens costlier, so the ring splits the "
       "sequence into 2c chunks and gives device i chunks i and 2c-1-i.")
 
+restore("context")
 with st.sidebar:
     st.subheader("Context parallelism")
-    cp = st.select_slider("Devices c", [1, 2, 4, 8], value=4, key="cp")
-    seq = st.select_slider("Sequence length s", [16, 32, 64], value=32, key="seq")
-    kind = st.radio("Attention", ("ring", "all-to-all"), key="kind", horizontal=True)
+    cp = st.select_slider("Devices c", [1, 2, 4, 8], value=4, key="ctx_c", **BIND,
+                          help="the context-parallel degree: each sequence is split c ways")
+    seq = st.select_slider("Sequence length s (tokens)", [16, 32, 64], value=32, key="ctx_seq", **BIND)
+    kind = st.radio("Attention", ("ring", "all-to-all"), key="attention", horizontal=True, **BIND,
+                    help="ring: K/V blocks travel round the devices (Send/Recv); all-to-all (Ulysses): heads <-> "
+                         "sequence, two AllToAlls per attention")
+remember("context", "ctx_c", "ctx_seq", "attention")
 
 
 @st.cache_data(show_spinner="Training on emulated devices ...", max_entries=16)
@@ -60,7 +66,7 @@ c[2].metric("attention bytes sent", fmt_bytes(sum(mine["bytes"].values())),
 c[3].metric("formula", fmt_bytes(mine["formula"]),
             help="ring: (3c-2) K/V blocks per attention per device (forward c-1, backward c-1 + c dK/dV); "
                  "all-to-all: 8 (c-1)/c tensors of B s/c h per attention")
-figure(viz.timeline(mine["trace"], title=f"{kind} attention on {cp} device(s): 2 steps"),
-       "Compute and communication lanes on the simulated clock; the ring's Send/Recv sit between the "
-       "attention steps.")
+interactive(timeline_chart(mine["trace"], title=f"{kind} attention on {cp} device(s): 2 steps"), key="timeline")
+st.caption("Compute and communication lanes on the simulated clock; the ring's Send/Recv sit between the "
+           "attention steps. Hover a bar for its details; drag to pan, scroll to zoom (double-click resets).")
 show_code(ring_steps, run, key="code")

@@ -3,7 +3,8 @@
 import inspect
 
 import streamlit as st
-from ui import figure, intro, show_code, trace_downloads
+from charts import timeline_chart
+from ui import BIND, figure, interactive, intro, remember, restore, show_code, trace_downloads
 
 from simulator import (
     SCHEDULE_SPECS,
@@ -18,6 +19,7 @@ from simulator import (
     zb_h1,
     zb_h2,
 )
+from simulator.units import fmt_time
 
 NAMES = list(SCHEDULES)  # gpipe, 1f1b, interleaved, zb-h1, zb-h2, dualpipe
 
@@ -26,17 +28,24 @@ intro("Pipeline schedules",
       "The order in which stages run forwards (F) and backwards (B, W) decides the idle **bubble** and how "
       "many micro-batches' activations a stage must keep **in flight**.")
 
+restore("pipelines")
 with st.sidebar:
     st.subheader("Pipeline")
-    chosen = st.multiselect("Schedules", NAMES, default=NAMES, key="schedules")
-    p = st.slider("Stages p", 2, 8, 4, key="p")
-    m = st.slider("Micro-batches m", 1, 32, 8, key="m")
-    v = st.slider("Chunks per stage v (interleaved)", 1, 4, 2, key="v")
-    st.subheader("Times per micro-batch and stage")
-    t_f = st.slider("F forward", 0.1, 4.0, 1.0, 0.1, key="t_f")
-    t_b = st.slider("B input gradient", 0.1, 4.0, 1.0, 0.1, key="t_b")
-    t_w = st.slider("W weight gradient", 0.1, 4.0, 1.0, 0.1, key="t_w")
-    t_comm = st.slider("Stage-to-stage transfer", 0.0, 1.0, 0.0, 0.05, key="t_comm")
+    chosen = st.multiselect("Schedules", NAMES, default=NAMES, key="schedules", **BIND,
+                            help="gpipe: all forwards, then all backwards; 1f1b: one forward, one backward; "
+                                 "interleaved: v chunks per stage; zb-h1/zb-h2: the backward split into B "
+                                 "(input gradient) and W (weight gradient); dualpipe: fed from both ends")
+    p = st.slider("Stages p", 2, 8, 4, key="p", **BIND, help="pipeline stages, one per device")
+    m = st.slider("Micro-batches m", 1, 32, 8, key="m", **BIND, help="per step; the bubble shrinks as m grows")
+    v = st.slider("Chunks per stage v (interleaved)", 1, 4, 2, key="v", **BIND,
+                  help="the interleaved schedule cuts each stage's layers into v chunks (Megatron's "
+                       "virtual pipeline stages)")
+    st.subheader("Times per micro-batch and stage (ms)")
+    t_f = st.slider("F forward (ms)", 0.1, 4.0, 1.0, 0.1, key="t_f", **BIND)
+    t_b = st.slider("B input gradient (ms)", 0.1, 4.0, 1.0, 0.1, key="t_b", **BIND)
+    t_w = st.slider("W weight gradient (ms)", 0.1, 4.0, 1.0, 0.1, key="t_w", **BIND)
+    t_comm = st.slider("Stage-to-stage transfer (ms)", 0.0, 1.0, 0.0, 0.05, key="t_comm", **BIND)
+remember("pipelines", "schedules", "p", "m", "v", "t_f", "t_b", "t_w", "t_comm")
 
 
 @st.cache_data(show_spinner=False)
@@ -88,14 +97,29 @@ for col, (name, res) in zip(cols, good):
             st.metric("bubble", f"{res.bubble_fraction:.1%}", f"{diff:+.1%} vs 1f1b", delta_color="inverse",
                       help="idle share of p x step time")
         v_res = 1 if res.schedule.bidirectional else res.schedule.v  # DualPipe's chunks are whole stages
-        st.metric("peak memory", f"{max(res.peak_in_flight) / v_res:.3g} M_B",
-                  help="activations held at once by the busiest stage, in units of M_B (one micro-batch's "
-                       f"activations for a whole stage); {max(res.peak_in_flight)} micro-batch"
+        st.metric("peak activations", f"{max(res.peak_in_flight) / v_res:.3g} micro-batches",
+                  help="activations held at once by the busiest stage, counted in micro-batches (one "
+                       f"micro-batch's activations for a whole stage); {max(res.peak_in_flight)} micro-batch"
                        f"{' chunks of 1/' + str(v_res) if v_res > 1 else 'es'} in flight")
-        st.metric("step time", f"{res.makespan:.3g}")
+        st.metric("step time", fmt_time(res.makespan * 1e-3), help="from the first forward to the last "
+                  "weight gradient, with the F, B, W times of the sidebar")
 
-png = figure(viz.schedule_compare([res for _, res in good]), "Blue F forward, orange B backward (BW = B and W fused), green W weight gradient, grey idle. "
-            "Lighter bars are chunk 1, 3 of an interleaved stage. All schedules share one time axis.")
+shown = [name for name, _ in good]
+if st.session_state.get("show") not in (None, *shown):  # a schedule no longer chosen (or invalid now)
+    del st.session_state["show"]
+pick = st.selectbox("Timeline of", shown, key="show", **BIND, index=shown.index("1f1b") if base is not None else 0,
+                    help="the interactive timeline, the downloads and the Chrome trace show this schedule")
+remember("pipelines", "show")
+trace = viz.schedule_trace(dict(good)[pick])
+interactive(timeline_chart(trace, stage_of={d: d for d in range(p)}, title=f"{pick}: p={p}, m={m}",
+                           height_per_row=34), key="timeline")
+st.caption("Hover a bar for its micro-batch, stage, start and duration; drag to pan and scroll to zoom the time "
+           "axis (double-click resets); click a bar or pick one in *highlight micro-batch* to follow that "
+           "micro-batch through the stages. Grey is the pipeline bubble.")
+
+png = figure(viz.schedule_compare([res for _, res in good]),
+             "All the chosen schedules on one time axis. Blue F forward, orange B backward (BW = B and W fused), "
+             "green W weight gradient, grey idle. Lighter bars are chunk 1, 3 of an interleaved stage.")
 
 st.caption(f"Textbook check: GPipe and 1F1B bubble (p-1)/(m+p-1) = {(p - 1) / (m + p - 1):.1%} of the step "
            "with fused backward and free transfers (Narayanan et al. 2021); ZB-H1 cuts the bubble to "
@@ -103,11 +127,9 @@ st.caption(f"Textbook check: GPipe and 1F1B bubble (p-1)/(m+p-1) = {(p - 1) / (m
            "idles less than (p-1)F: the last stage's first input arrives only then (the paper removes that "
            "synchronisation with its optimizer post-validation). DualPipe (DeepSeek-V3, Sec. 3.2.1) feeds two "
            "copies of the model from both ends (chunk .1 runs the copy fed from the last device): bubble at most "
-           f"(p/2-1)(F&B+B-3W) = {max(p / 2 - 1, 0) * ((t_f + t_b + t_w) + (t_b + t_w) - 3 * t_w):.3g} with B the "
+           f"(p/2-1)(F&B+B-3W) = {max(p / 2 - 1, 0) * ((t_f + t_b + t_w) + (t_b + t_w) - 3 * t_w):.3g} ms with B the "
            "full backward, p+1 micro-batches in flight, twice the parameters; it needs p even and m >= 2p.")
 
-pick = st.selectbox("Download the timeline of", [name for name, _ in good], key="download_pick")
-trace = viz.schedule_trace(dict(good)[pick])
 if len(good) > 1:  # the PNG, like the JSON and CSV, holds the chosen schedule only
     png = viz.png_bytes(viz.schedule_chart(dict(good)[pick]), dpi=120)
 trace_downloads(trace, png, f"pipeline-{pick}-p{p}-m{m}", key="pipe")

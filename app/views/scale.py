@@ -5,8 +5,9 @@ configuration search and why the alternatives lose; two configurations side by s
 Every configuration widget is bound to the URL (app/README.md lists the parameters)."""
 
 import streamlit as st
-from charts import aggregate_trace, memory_components_chart, timeline_chart
-from ui import BIND, figure, interactive, intro, or_error, remember, restore, show_code
+from charts import aggregate_trace, memory_components_spec, timeline_chart
+from scale_search import OFFERED, search_panel
+from ui import BIND, interactive, intro, or_error, remember, restore, show_code
 
 from simulator import (
     PRICED_SCHEDULES,
@@ -23,7 +24,6 @@ from simulator import (
     goodput_curve,
     hardware_names,
     model_names,
-    search_training,
     viz,
     young_interval_s,
 )
@@ -34,10 +34,12 @@ from simulator.units import fmt_bytes, fmt_time
 SCHEDULES = PRICED_SCHEDULES  # the schedules the closed form prices (simulator.parallel.schedule_registry)
 RECOMPUTE = ("none", "selective", "full")
 CUSTOM = "custom ..."
-TP, PP, DP = [1, 2, 4, 8], [1, 2, 4, 8, 12, 16, 24, 32, 64], [1, 2, 4, 8, 16, 32, 64, 128, 256]
+TP, PP = [1, 2, 4, 8], [1, 2, 4, 8, 12, 16, 24, 32, 64]
+DP = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
 CP, EP = [1, 2, 4, 8, 16, 32], [1, 2, 4, 8, 16, 32, 64]
 SEQS = ["preset", "2048", "4096", "8192", "16384", "32768", "65536", "131072"]
 SPLITS = ("even", "first/last stage layers", "balanced with embedding and head")
+OFFERED.update(tp=TP, pp=PP, dp=DP, b=[1, 2, 4, 8], cp=CP, ep=EP, split=SPLITS)
 CP_KINDS = {"ring (send/recv)": "p2p", "all-to-all (Ulysses)": "a2a"}
 PRECISIONS = {"megatron": "bf16 + fp32 main grads + fp32 Adam (18 B/param)",
               "mixed": "16-bit params and grads + fp32 master and Adam (16 B/param)",
@@ -46,7 +48,7 @@ AUTO_INSTRUCTIONS = 25_000   # beyond this the event clock runs only on request 
 KEYS = ("model", "c_L", "c_h", "c_a", "c_s", "c_V", "c_f", "c_kv", "c_glu", "c_untied", "seq", "moe", "experts",
         "topk", "moe_ffn", "hw", "B", "tp", "pp", "dp", "b", "schedule", "v", "recompute", "sp", "cp", "cp_kind",
         "ep", "split", "first", "last", "zero", "ov_grad", "ov_param", "ov_tp", "flash", "precision", "fp8",
-        "s_gpus", "s_schedules", "s_zeros", "s_cp", "s_top")
+        "s_gpus", "s_schedules", "s_zeros", "s_cp", "s_ep", "s_top")
 
 intro("Scale explorer",
       "Too big to run, cheap to price: the closed-form cost model gives step time, TFLOP/s per GPU, MFU and "
@@ -195,6 +197,19 @@ def clock_run(model: ModelSpec, hw: str, B: int, kw: tuple, akw: tuple, zero: in
     return res, trace, note
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def png(kind: str, *args, **kwargs) -> bytes:
+    """The matplotlib figure `kind` ("memory": `viz.memory_breakdown` of (name, ((part, bytes),
+    ...)) pairs; "goodput": `viz.goodput_chart` of a FailureModel) drawn once per set of inputs,
+    as PNG: reruns reuse it."""
+    if kind == "memory":
+        fig = viz.memory_breakdown({k: dict(v) for k, v in args[0]}, *args[1:], **kwargs)
+    else:
+        fm, young, daly, title = args
+        fig = viz.goodput_chart(goodput_curve(fm), young_s=young, daly_s=daly, title=title)
+    return viz.png_bytes(fig, dpi=120)
+
+
 def time_parts(r: dict) -> dict:
     return {"compute": r["compute_time_s"], "bubble": r["bubble_time_s"],
             "exposed comm": r["exposed_comm_s"], "optimizer": r["optimizer_time_s"]}
@@ -281,9 +296,9 @@ with tab_est:
         left, right = st.columns([3, 2])
         with left:
             parts = memory_parts(r["memory"])
-            interactive(memory_components_chart(parts, res["capacity"],
-                                                title=f"memory per GPU on {hw}, stage {r['memory']['stage']}"),
-                        key="memory")
+            st.vega_lite_chart(memory_components_spec(parts, res["capacity"],
+                                                      title=f"memory per GPU on {hw}, stage {r['memory']['stage']}"),
+                               width="stretch", key="memory")
             st.dataframe([{"component": k, "bytes": fmt_bytes(v), "GB": round(v / 1e9, 2)}
                           for k, v in parts.items()], hide_index=True, width="stretch")
             st.caption("As Megatron-LM's theoretical_memory_usage counts it (Korthikanti et al. 2022), for the "
@@ -301,62 +316,8 @@ with tab_est:
     show_code(estimate, simulate_at_scale, key="code")
 
 
-@st.cache_data(show_spinner="Searching every configuration ...")
-def search(model: ModelSpec, hw: str, gpus: int, B: int, schedules: tuple, zeros: tuple, cps: tuple, top: int,
-           akw: tuple = ()) -> dict:
-    """search_training(): the fastest fits and, per other layout, why it loses (plain dicts)."""
-    return search_training(model, hw, gpus, B, schedules=schedules, zero_stages=zeros, context_parallel=cps or None,
-                           assumptions=Assumptions(**dict(akw)), top=top).as_dict()
-
-
 with tab_search:
-    c = st.columns([1, 2, 2, 2, 1])
-    gpus = c[0].number_input("GPUs", 1, 65536, 512, key="s_gpus", **BIND)
-    schedules = c[1].multiselect("Schedules", SCHEDULES, default=list(SCHEDULES), key="s_schedules", **BIND)
-    zeros = c[2].multiselect("ZeRO stages", [0, 1, 2, 3], default=[0, 1], key="s_zeros", **BIND)
-    cps = c[3].multiselect("Context parallel c", CP, default=[], key="s_cp", **BIND,
-                           help="empty: c = 1, and every power of two up to 32 for sequences of 16k tokens and more")
-    top = c[4].number_input("Show top", 1, 50, 10, key="s_top", **BIND)
-    st.caption("The search uses the software stack of the Estimate tab (overlap, FlashAttention, precision, FP8) "
-               "and, for MoE models, tries every expert-parallel e dividing d and the experts.")
-    if st.button("Search", type="primary", key="search"):
-        st.session_state["search_request"] = (spec, hw, int(gpus), B, tuple(schedules), tuple(zeros),
-                                              tuple(sorted(cps)), int(top), tuple(sorted(akw.items())))
-    req = st.session_state.get("search_request")
-    if req is None:
-        st.info("Every t (powers of two dividing the heads), c, p (dividing the layers), d = GPUs/(t c p), "
-                "micro-batch, schedule, ZeRO stage, e (MoE), recomputation and sequence parallelism is priced "
-                "with the cost model. Press **Search**.")
-    else:
-        found = or_error(search, *req)
-        if found is not None:
-            best = found["top"][0]
-            st.success(f"Best of {found['evaluated']:,} priced configurations ({found['considered']:,} considered): "
-                       f"**{best['config']}**: {fmt_time(best['step_time_s'])} per step, MFU {best['mfu']:.1%}, "
-                       f"{best['memory_per_gpu_bytes'] / 1e9:.1f} GB per GPU "
-                       f"({best['memory_headroom_bytes'] / 1e9:.1f} GB headroom)")
-
-            def row(d, rank=None):
-                out = {} if rank is None else {"rank": rank}
-                out.update({"t": d["tp"], "c": d["cp"], "p": d["pp"], "d": d["dp"], "e": d["ep"]})
-                if "reason" in d:
-                    out["why it loses"] = d["reason"]
-                out.update({"b": d["micro_batch_size"],
-                            "schedule": d["schedule"] + (f" v={d['virtual_stages']}" if d["virtual_stages"] > 1 else ""),
-                            "recompute": d["recompute"], "SP": d["sequence_parallel"], "ZeRO": d["zero_stage"],
-                            "step time (s)": round(d["step_time_s"], 3), "MFU": f"{d['mfu']:.1%}",
-                            "bubble": f"{d['bubble_fraction']:.1%}",
-                            "GB per GPU": round(d["memory_per_gpu_bytes"] / 1e9, 1),
-                            "headroom (GB)": round(d["memory_headroom_bytes"] / 1e9, 1)})
-                return out
-
-            st.markdown("**Ranked: the fastest configurations that fit**")
-            st.dataframe([row(d, i + 1) for i, d in enumerate(found["top"])], hide_index=True, width="stretch")
-            st.markdown("**Why the alternatives lose**: the best configuration of every other (t, c, p, d) layout, "
-                        "then faster ones that do not fit in memory")
-            st.dataframe([row(d) for d in found["alternatives"]], hide_index=True, width="stretch",
-                         column_config={"why it loses": st.column_config.TextColumn(width="large")})
-    show_code(search_training, key="code_search")
+    search_panel(spec, hw, B, akw, moe)
 
 with tab_cmp:
     left, right = st.columns(2, gap="large")
@@ -384,8 +345,10 @@ with tab_cmp:
         show_metrics(b, a)
         c1, c2 = st.columns(2)
         with c1:
-            figure(viz.memory_breakdown({"A": memory_bar(a), "B": memory_bar(b)}, ra["capacity"],
-                                        title="memory per GPU", width=6.5), f"A: {a['config']}\n\nB: {b['config']}")
+            bars = tuple((k, tuple(memory_bar(r_).items())) for k, r_ in (("A", a), ("B", b)))
+            st.image(png("memory", bars, ra["capacity"], title="memory per GPU", width=6.5),
+                     width="stretch")
+            st.caption(f"A: {a['config']}\n\nB: {b['config']}")
         with c2:
             pa, pb = time_parts(a), time_parts(b)
             st.markdown("**Where a step goes (seconds)**")
@@ -414,8 +377,8 @@ with tab_good:
             c[1].metric("checkpoint C", fmt_long(fm.checkpoint_time_s), help=f"{ckpt / 1e9:.0f} GB at 14 B/param")
             c[2].metric("best interval (Daly)", fmt_long(daly), help=f"Young: {fmt_long(young)}")
             c[3].metric("goodput at best", f"{g.goodput:.1%}")
-            figure(viz.goodput_chart(curve, young_s=young, daly_s=daly, title=f"{spec.name} on {int(g_gpus)} GPUs"),
-                   "Checkpoint too often and the writes dominate; too rarely and each failure loses half an "
-                   "interval of work (Young 1974; Daly 2006).")
+            st.image(png("goodput", fm, young, daly, f"{spec.name} on {int(g_gpus)} GPUs"), width="stretch")
+            st.caption("Checkpoint too often and the writes dominate; too rarely and each failure loses half an "
+                       "interval of work (Young 1974; Daly 2006).")
     show_code(goodput, key="code_goodput")
 remember("scale", *KEYS)

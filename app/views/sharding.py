@@ -203,8 +203,8 @@ with tab_tensor:
     with c[3]:
         if mode_t == "mesh axes":
             cc = st.columns(2)
-            dp = cc[0].slider("Mesh axis dp", 1, 4, 2, key="dp")
-            tp = cc[1].slider("Mesh axis tp", 1, 4, 4, key="tp")
+            dp = cc[0].slider("Mesh axis dp", 1, 4, 2, key="mesh_dp")
+            tp = cc[1].slider("Mesh axis tp", 1, 4, 4, key="mesh_tp")
             dim0 = cc[0].selectbox("Dim 0 split along", list(SPLITS), index=1, key="dim0")
             dim1 = cc[1].selectbox("Dim 1 split along", list(SPLITS), index=2, key="dim1")
             partial = st.multiselect("Partial sums along", ["dp", "tp"], key="partial")

@@ -2,7 +2,7 @@
 price its program on the simulated clock; the overlap lab buckets the data-parallel gradients."""
 
 import streamlit as st
-from charts import timeline_chart
+from charts import stage_map, timeline_chart
 from ui import BIND, figure, interactive, intro, remember, restore, show_code, trace_downloads
 
 from simulator import (
@@ -37,7 +37,7 @@ ABOUT = {"single": "one device: the reference", "dp": "data parallel: replicas, 
          "zero1": "ZeRO-1: optimizer state sharded", "zero2": "ZeRO-2: + gradients sharded",
          "zero3": "ZeRO-3: + parameters sharded, gathered when used",
          "cp": "context parallel: each sequence split over devices, ring or all-to-all attention",
-         "hybrid": "dp × cp × pp × tp on Megatron's mesh"}
+         "hybrid": "dp × cp × pp × tp on Megatron's mesh (× ep for the MoE model)"}
 MODES = ("run on Ray actors", "run in-process", "simulated clock only")
 PIPELINED = ("pp", "hybrid", "cp")
 BUCKETS = (0.01, 0.05, 0.25, 1.0, 4.0)
@@ -51,7 +51,7 @@ PART_HELP = {
     "other_idle": "it is idle outside a pipeline: waiting for a slower device (beige on the timeline)",
     "optimizer": "it updates the weights",
 }
-KEYS = ("net_model", "strategy", "devices", "tp", "ep", "cp", "cp_kind", "h_cp", "h_dp", "h_pp", "h_tp", "microbatches", "schedule", "v", "batch",
+KEYS = ("net_model", "strategy", "devices", "tp_degree", "ep_degree", "cp_degree", "attention", "h_cp", "h_dp", "h_ep", "h_pp", "h_tp", "microbatches", "pp_schedule", "v", "batch",
         "steps", "bucket", "bucket_mb", "grad_dtype", "price_on", "run_mode")
 
 
@@ -84,34 +84,40 @@ with st.sidebar:
     tp = ep = cp = 1
     cp_kind = "ring"
     if strategy in ("cp", "hybrid"):
-        cp_kind = st.radio("Context-parallel attention", ("ring", "all-to-all"), key="cp_kind", horizontal=True,
+        cp_kind = st.radio("Context-parallel attention", ("ring", "all-to-all"), key="attention", horizontal=True,
                            help="ring: K/V blocks travel round the context group (Send/Recv); all-to-all "
                                 "(Ulysses): heads <-> sequence, two AllToAlls per attention", **BIND)
     if strategy == "cp":
-        cp = st.select_slider("Context-parallel degree c", divisors(devices), value=devices, key="cp",
+        cp = st.select_slider("Context-parallel degree c", divisors(devices), value=devices, key="cp_degree",
                               help="each sequence is split c ways; the remaining devices are data-parallel", **BIND)
     elif strategy in ("tp", "sp"):
         degrees = tp_degrees(MODELS[model_name], devices)
-        tp = st.select_slider("Tensor-parallel degree t", degrees, value=degrees[-1], key="tp",
+        tp = st.select_slider("Tensor-parallel degree t", degrees, value=degrees[-1], key="tp_degree",
                               help="divides the devices and the heads; the remaining devices are data-parallel "
                                    "replicas", **BIND)
     elif strategy == "ep":
-        ep = st.select_slider("Expert-parallel degree e", divisors(devices), value=devices, key="ep", **BIND)
+        ep = st.select_slider("Expert-parallel degree e", divisors(devices), value=devices, key="ep_degree", **BIND)
     elif strategy == "hybrid":
-        c = st.columns(4)
+        moe = isinstance(MODELS[model_name], MoEGPTConfig)
+        c = st.columns(5 if moe else 4)
         ds = divisors(devices)
         pp0 = 2 if devices % 2 == 0 else 1
         dp = c[0].selectbox("dp", ds, index=ds.index(devices // pp0), key="h_dp", **BIND)
         pp = c[1].selectbox("pp", ds, index=ds.index(pp0), key="h_pp", **BIND)
         tp = c[2].selectbox("tp", tp_degrees(MODELS[model_name], devices), key="h_tp", **BIND)
         cp = c[3].selectbox("cp", ds, key="h_cp", **BIND)
+        if moe:
+            ep = c[4].selectbox("ep", divisors(MODELS[model_name].experts), key="h_ep", **BIND,
+                                help="experts spread over ep ranks carved out of the dp × cp ranks (Megatron's MoE "
+                                     "folding); ep divides the experts and dp × cp")
         st.caption(f"dp × cp × pp × tp = {dp * cp * pp * tp} (must be {devices}); ranks in Megatron's order, "
-                   "tensor fastest, then context, data, pipeline")
+                   "tensor fastest, then context, data, pipeline" + (f"; experts over ep={ep} of the dp × cp ranks"
+                                                                     if moe else ""))
     st.subheader("Batch and schedule")
     pipelined = strategy in PIPELINED
     microbatches = st.slider("Micro-batches", 1, 16, 4, key="microbatches", disabled=strategy in ("layer", "single"),
                              help="per step; layer-wise model parallelism passes the whole batch (1)", **BIND)
-    schedule = st.selectbox("Pipeline schedule", SCHEDULES, index=SCHEDULES.index("1f1b"), key="schedule",
+    schedule = st.selectbox("Pipeline schedule", SCHEDULES, index=SCHEDULES.index("1f1b"), key="pp_schedule",
                             disabled=not pipelined, **BIND)
     v = st.slider("Chunks per device v (interleaved)", 1, 4, 1, key="v",
                   disabled=not (pipelined and schedule == "interleaved"), **BIND)
@@ -170,14 +176,6 @@ def summary(cfg: TrainConfig, notes: dict) -> str:
     if cfg.grad_dtype != "float64":
         parts.append(f"gradients sent as {cfg.grad_dtype}")
     return " · ".join(parts)
-
-
-def stage_map(cfg: TrainConfig) -> dict[int, int] | None:
-    """Device -> pipeline stage on the (pp, dp, tp) mesh, tensor fastest (None without a pipeline)."""
-    if cfg.pp <= 1:
-        return None
-    per_stage = cfg.devices // cfg.pp
-    return {d: d // per_stage for d in range(cfg.devices)}
 
 
 @st.cache_data(show_spinner="Compiling and pricing ...", max_entries=32)

@@ -8,6 +8,7 @@ cost-model searches); compile, explanation/explain, results/run; pipeline/ (stag
 """
 
 from . import ops
+from .cell import Cell, shard
 from .compile import compile_plan, redistribution_program
 from .context import (
     AutoParallelContext,
@@ -29,7 +30,7 @@ from .run import standalone, train
 from .strategy import MsLayout, OpSharding
 from .strategy_search import OpCostModel, SearchResult, plan_cost, search
 
-__all__ = ["AutoParallelContext", "AutoRunResult", "OpCostModel", "SearchResult", "mlp_network", "plan_cost",
+__all__ = ["AutoParallelContext", "AutoRunResult", "Cell", "shard", "OpCostModel", "SearchResult", "mlp_network", "plan_cost",
            "search", "transformer_network", "Explanation", "MsLayout", "Network",
            "OpSharding", "ParallelPlan", "PipelinePlan", "build_pipeline_plan", "compile_pipeline", "Step",
            "Tensor", "build_plan", "compile_plan", "explain",

@@ -89,6 +89,7 @@ def compile_plan(plan: ParallelPlan, train: bool = True) -> Program:
     op_inputs = forward_pass(em, plan)
     loss = plan.loss
     if train and loss is not None:
+        free_recomputed(em, plan, op_inputs)
         _backward(em, plan, op_inputs, loss)
     return em.b.build()
 
@@ -99,24 +100,63 @@ def forward_pass(em: Emitter, plan: ParallelPlan) -> dict:
     cur = {x: local_name(net, x) for x, t in net.tensors.items() if t.kind != "activation"}
     op_inputs = {}
     for np_ in plan.nodes:
-        node, s = np_.node, np_.sharding
-        names = [em.steps(cur[x], st, "forward") for x, st in zip(node.inputs, np_.in_steps)]
-        op_inputs[node.index] = names
-        shapes = [net.tensors[x].shape for x in node.inputs]
-        local_in = [lay.local_shape(sh) for lay, sh in zip(s.inputs, shapes)]
-        local_out = s.raw.local_shape(net.tensors[node.output].shape)
-        attrs = kernel_attrs(np_, shapes, local_out)
-        for kern, st, op in np_.inner:  # the operator's own collectives (fused cross-entropy)
-            part = em.fresh(f"act/{node.output}")
-            em.compute(kern, names, [part], attrs, phase="forward", label=f"{node.label} {kern}")
-            names = names + [em.steps(part, (st,), "forward", op=op) if st is not None else part]
-        op_inputs[node.index] = names
-        raw = f"act/{node.output}" if not np_.out_steps else em.fresh(f"act/{node.output}")
-        em.compute(node.op.fwd, names, [raw], attrs, phase="forward", label=node.label,
-                   flops=node.op.flops(local_in, local_out),
-                   nbytes=ITEMSIZE * sum(prod(sh) for sh in local_in))
-        cur[node.output] = em.steps(raw, np_.out_steps, "forward", final=f"act/{node.output}")
+        op_inputs[np_.node.index] = emit_node(em, plan, np_, cur, final=f"act/{np_.node.output}")
     return op_inputs
+
+
+def emit_node(em: Emitter, plan: ParallelPlan, np_, cur: dict, final: str,
+              phase: str = "forward", tag: str = "") -> list[str]:
+    """One operator: its input moves, inner collectives, kernel and output moves, reading the
+    tensors named in `cur` and writing its output to `final` (recorded in `cur`); returns the
+    names its backward reads. tag prefixes the labels (a recomputation)."""
+    net = plan.net
+    node, s = np_.node, np_.sharding
+    names = [em.steps(cur[x], st, phase) for x, st in zip(node.inputs, np_.in_steps)]
+    shapes = [net.tensors[x].shape for x in node.inputs]
+    local_in = [lay.local_shape(sh) for lay, sh in zip(s.inputs, shapes)]
+    local_out = s.raw.local_shape(net.tensors[node.output].shape)
+    attrs = kernel_attrs(np_, shapes, local_out)
+    for kern, st, op in np_.inner:  # the operator's own collectives (fused cross-entropy)
+        part = em.fresh(f"act/{node.output}")
+        em.compute(kern, names, [part], attrs, phase=phase, label=f"{tag}{node.label} {kern}")
+        names = names + [em.steps(part, (st,), phase, op=op) if st is not None else part]
+    raw = final if not np_.out_steps else em.fresh(f"act/{node.output}")
+    em.compute(node.op.fwd, names, [raw], attrs, phase=phase, label=f"{tag}{node.label}",
+               flops=node.op.flops(local_in, local_out),
+               nbytes=ITEMSIZE * sum(prod(sh) for sh in local_in))
+    cur[node.output] = em.steps(raw, np_.out_steps, phase, final=final)
+    return names
+
+
+def recompute(em: Emitter, plan: ParallelPlan, segment: int, op_inputs: dict) -> None:
+    """cell.recompute(): emit the forward of the segment's operators again in the backward
+    phase (their input moves included, as MindSpore re-runs them) and point their backward at
+    the recomputed values."""
+    net = plan.net
+    cur = {x: local_name(net, x) if t.kind != "activation" else f"act/{x}"
+           for x, t in net.tensors.items()}
+    for np_ in plan.nodes:
+        if np_.node.recompute == segment:
+            op_inputs[np_.node.index] = emit_node(em, plan, np_, cur, em.fresh(f"act/{np_.node.output}"),
+                                                  phase="backward", tag="recompute ")
+
+
+def free_recomputed(em: Emitter, plan: ParallelPlan, op_inputs: dict) -> None:
+    """After the forward pass, drop what a recomputed segment keeps only for its backward:
+    the tensors produced inside it that nothing outside it reads (the backward recomputes them)."""
+    net = plan.net
+    seg_of = {n.output: n.recompute for n in net.nodes if n.recompute is not None}
+    drop = set()
+    for node in net.nodes:
+        if node.recompute is None:
+            continue
+        for x, name in zip(node.inputs, op_inputs[node.index]):
+            outside = any(c.recompute != seg_of.get(x) for c, _ in net.consumers(x))
+            if seg_of.get(x) == node.recompute and not outside and x != net.output.name:
+                drop |= {name, f"act/{x}"}
+    for r in range(em.D):
+        for name in sorted(drop):
+            em.b.free(r, name)
 
 
 def kernel_attrs(np_, shapes, local_out):
@@ -148,15 +188,23 @@ def backward_pass(em: Emitter, plan: ParallelPlan, op_inputs: dict, grad: dict) 
     layout); returns tensor -> local gradient name (replicated axes still pending sums)."""
     net, D = plan.net, plan.device_num
     grad = dict(grad)
+    op_inputs, redone = dict(op_inputs), set()
     for np_ in reversed(plan.nodes):
         node = np_.node
         if not plan.needs[node.output] or node.output not in grad:
             continue
+        if node.recompute is not None and node.recompute not in redone:
+            redone.add(node.recompute)
+            recompute(em, plan, node.recompute, op_inputs)
         dy = em.steps(grad[node.output], np_.grad_out_steps, "backward")
         shapes = [net.tensors[x].shape for x in node.inputs]
         attrs = kernel_attrs(np_, shapes, np_.sharding.raw.local_shape(net.tensors[node.output].shape))
         outs = [em.fresh(f"grad/{node.inputs[i]}") for i in node.op.grad_inputs]
-        em.compute(node.op.bwd, [dy] + op_inputs[node.index], outs, attrs, phase="backward",
+        ins = list(op_inputs[node.index])
+        for i, x in enumerate(node.inputs):  # optimizer_level level3: gather the parameter again
+            if x in plan.regather and plan.regather[x] and np_.in_steps[i]:
+                ins[i] = em.steps(f"param/{x}", np_.in_steps[i], "backward")
+        em.compute(node.op.bwd, [dy] + ins, outs, attrs, phase="backward",
                    label=f"{node.label} backward")
         for i, g in zip(node.op.grad_inputs, outs):
             x = node.inputs[i]

@@ -15,6 +15,7 @@ from .explanation import Explanation, operator_entry, plan_moves, single_op_netw
 from .graph import Network
 from .ops import Primitive
 from .pipeline.explain import explain_pipeline
+from .pipeline.plan import accumulation_context
 from .planner import build_plan
 
 
@@ -24,8 +25,8 @@ def explain(target, ctx: AutoParallelContext, shapes=None) -> Explanation:
         target = single_op_network(target, shapes)
     elif not isinstance(target, Network):
         raise ParasimError(f"explain() takes a Network or an operator, got {type(target).__name__}")
-    if ctx.pipeline_stages > 1:
-        return explain_pipeline(target, ctx)
+    if ctx.pipeline_stages > 1 or ctx.grad_accumulation_step > 1:
+        return explain_pipeline(target, accumulation_context(ctx))
     plan = build_plan(target, ctx)
     return Explanation(ctx, tuple(operator_entry(plan, np_) for np_ in plan.nodes),
                        tuple(plan_moves(plan)), plan)

@@ -7,6 +7,17 @@ Each communication entry: kind (AllReduce, ReduceScatter, AllGather, AllToAll), 
 ("forward", "backward", "parameter_gradient"), the operator and tensor, the exact rank groups,
 the bytes each rank contributes, and a one-line reason. Local moves (split, pad, zero) are listed
 separately: they cost no communication.
+
+Backward convention (MindSpore's, REFERENCES §1): the backward of each forward move is its
+adjoint -- AllReduce <- AllReduce, AllGather <- ReduceScatter, ReduceScatter <- AllGather -- and
+a gradient may stay a pending sum over the ranks where its tensor is replicated until something
+needs it whole (plan.py). PyTorch DTensor and GSPMD/XLA differ on one case: a Shard -> Replicate
+redistribution (an AllGather) has a backward that only slices the replicated gradient, with no
+communication, because they keep gradients of replicated tensors whole rather than pending sums.
+So the same layouts can show different backward bytes: MindSpore pays a ReduceScatter where
+DTensor pays nothing. Megatron's hand-written tensor parallelism places its
+AllReduce at the column-parallel input (f) where MindSpore's sits at the adjoint of the
+row-parallel output (g): the same count and bytes per block (tests/test_auto_gpt.py).
 """
 
 from __future__ import annotations
@@ -68,6 +79,13 @@ class Explanation:
             out.update(pipeline_stages=self.ctx.pipeline_stages, micro_size=self.ctx.micro_size,
                        pipeline_scheduler=self.ctx.pipeline_scheduler,
                        stage_ranks=[list(self.plan.ranks(k)) for k in range(self.plan.n_stages)])
+        if isinstance(self.plan, ParallelPlan):  # the slices rank global_rank holds
+            r = self.ctx.global_rank
+            out["global_rank"] = r
+            out["rank_slices"] = {x: {"block": list(lay.block_index(r)),
+                                      "shape": list(lay.local_shape(self.plan.net.tensors[x].shape))}
+                                  for x, lay in self.plan.stored.items()
+                                  if self.plan.net.tensors[x].kind == "parameter"}
         for ph in PHASES[:3] + (PHASES[3:] if self.ctx.pipeline_stages > 1 else ()):
             out[ph] = [m.to_dict() for m in self.phase(ph)]
         out["local"] = [m.to_dict() for m in self.moves if m.local]
@@ -129,6 +147,9 @@ def plan_moves(plan: ParallelPlan):
             on = (lambda lay: f" on {lay.mesh!r}") if need.mesh != have.mesh else (lambda lay: "")
             ctx = (f"{node.label} needs input {i} as {need.notation(x)}{on(need)} but it is stored as "
                    f"{have.notation(x)}{on(have)}")
+            if x in plan.gathered:
+                ctx = (f"{x} is stored split over its optimizer shard group (parallel optimizer); "
+                       f"{node.label} needs it as {need.notation(x)}")
             yield from step_entries("forward", node.label, x, steps, ctx)
         yield from step_entries("forward", node.label, node.inputs[0], np_.inner_steps,
                                 f"inside {node.label}")
@@ -142,6 +163,11 @@ def plan_moves(plan: ParallelPlan):
         node, s = np_.node, np_.sharding
         yield from step_entries("backward", node.label, "d" + node.output, np_.grad_out_steps,
                             f"backward of {node.label}'s forward communication (its adjoint)")
+        for i, x in enumerate(node.inputs):
+            if x in plan.regather and np_.in_steps[i]:
+                yield from step_entries("backward", node.label, x, np_.in_steps[i],
+                                        f"optimizer_level level3: {x} is gathered again for "
+                                        f"{node.label}'s backward (the forward copy was freed)")
         for i, steps in np_.grad_in_steps.items():
             x = node.inputs[i]
             rep = [a for a in s.inputs[i].replicated_axes if s.mesh.axis_size(a) > 1]
@@ -156,6 +182,9 @@ def plan_moves(plan: ParallelPlan):
             mean = f", then divided by {g} (gradients_mean)" if plan.ctx.gradients_mean else ""
             ctx = (f"{x} is replicated on groups of {g} ranks holding the same slice (its mirror); "
                    f"their gradient contributions are summed{mean}")
+            if x in plan.gathered:
+                ctx = (f"parallel optimizer: {x}'s gradient is summed over its data-parallel copies "
+                       f"and each rank keeps the part of its own slice{mean}")
             yield from step_entries("parameter_gradient", "mirror", "d" + x, steps, ctx)
         else:
             yield from step_entries("backward", "input", "d" + x, steps,

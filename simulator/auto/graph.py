@@ -46,6 +46,7 @@ class Node:
     output: str
     label: str
     stage: int | None = None  # pipeline stage (MindSpore `cell.pipeline_stage`); None: not set
+    recompute: int | None = None  # the recomputed cell call it belongs to (cell.recompute())
 
 
 class Network:
@@ -57,6 +58,8 @@ class Network:
         self.params: dict[str, np.ndarray] = {}
         self.nodes: list[Node] = []
         self._stage: int | None = None  # the stage of `with net.pipeline_stage(k):`
+        self._recompute: int | None = None  # the segment of `with net.recompute_segment():`
+        self._segments = 0
 
     @contextmanager
     def pipeline_stage(self, k: int):
@@ -70,6 +73,19 @@ class Network:
             yield self
         finally:
             self._stage = before
+
+    @contextmanager
+    def recompute_segment(self, on: bool = True):
+        """Operators called inside form one recomputed segment (MindSpore `cell.recompute()`):
+        the backward pass computes their forward again instead of keeping their outputs."""
+        before = self._recompute
+        if on and before is None:
+            self._segments += 1
+            self._recompute = self._segments
+        try:
+            yield self
+        finally:
+            self._recompute = before
 
     def _new(self, t: Tensor) -> Tensor:
         if not t.name or "/" in t.name or "@" in t.name:
@@ -96,7 +112,7 @@ class Network:
 
     def add_node(self, op, inputs: Sequence[Tensor], out_shape: tuple[int, ...],
                  name: str | None = None, label: str | None = None,
-                 stage: int | None = None) -> Tensor:
+                 stage: int | None = None, recompute: int | None = None) -> Tensor:
         """Record `op`(inputs); name/label/stage default to the next free ones (a pipeline stage
         sub-network passes the original network's)."""
         count = sum(1 for n in self.nodes if n.op.name == op.name)
@@ -111,7 +127,7 @@ class Network:
         dtype = "float64"
         out = self._new(Tensor(self, name, out_shape, dtype, "activation"))
         self.nodes.append(Node(len(self.nodes), op, tuple(t.name for t in inputs), out.name, label,
-                               stage))
+                               stage, self._recompute if recompute is None else recompute))
         return out
 
     # ---- queries ---------------------------------------------------------------------------------

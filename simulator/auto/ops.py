@@ -19,13 +19,28 @@ from .ops_loss import (
     SoftmaxCrossEntropyWithLogits,
     SparseSoftmaxCrossEntropyWithLogits,
 )
-from .ops_math import Add, BatchMatMul, BiasAdd, Cast, Div, Dropout, GeLU, MatMul, Mul, ReLU, Sigmoid, Sub, Tanh
+from .ops_math import (
+    Add,
+    BatchMatMul,
+    BiasAdd,
+    Cast,
+    Div,
+    Dropout,
+    GeLU,
+    Identity,
+    MatMul,
+    Mul,
+    ReLU,
+    Sigmoid,
+    Sub,
+    Tanh,
+)
 from .ops_nn import Gather, LayerNorm, ReduceMax, ReduceMean, ReduceSum, Softmax
 from .ops_shape import Concat, ExpandDims, Reshape, StridedSlice, Tile, Transpose
 from .primitive import LETTERS, Primitive
 
 OPERATORS = {c.name.lower(): c for c in (
-    MatMul, BatchMatMul, Add, BiasAdd, Sub, Mul, Div, ReLU, GeLU, Sigmoid, Tanh, Cast, Dropout,
+    MatMul, BatchMatMul, Add, BiasAdd, Sub, Mul, Div, ReLU, GeLU, Sigmoid, Tanh, Cast, Dropout, Identity,
     Softmax, LayerNorm, ReduceSum, ReduceMean, ReduceMax, Gather, OneHot, Transpose, Reshape,
     ExpandDims, Tile, Concat, StridedSlice, SoftmaxCrossEntropy, SoftmaxCrossEntropyWithLogits,
     SparseSoftmaxCrossEntropyWithLogits, MSELoss)}

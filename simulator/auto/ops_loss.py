@@ -47,7 +47,7 @@ class SparseSoftmaxCrossEntropyWithLogits(Primitive):
     def inner_steps(self, sharding, shapes, tensor):
         """(kernel, AllReduce step or None, reduce op): the row max, then the row sum of exps."""
         lay = sharding.inputs[0]
-        axes = tuple(lay.dims[1])
+        axes = tuple(a for a in lay.dims[1] if lay.mesh.axis_size(a) > 1)
         rows = lay.local_shape(shapes[0])[0]
         if not axes:
             return [("auto.ce_max", None, "max"), ("auto.ce_sumexp", None, "sum")]

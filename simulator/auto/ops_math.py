@@ -115,16 +115,15 @@ class BiasAdd(Add):
         return super().spec(shapes)
 
 
-class Sub(_Binary):
-    name, kind = "Sub", "sub"
+def _kind_op(base, name: str, kind: str, doc: str):
+    """An operator that only names its kernel `kind` (the base holds the letters and kernels)."""
+    return type(name, (base,), {"name": name, "kind": kind, "__doc__": doc,
+                                "__module__": __name__})
 
 
-class Mul(_Binary):
-    name, kind = "Mul", "mul"
-
-
-class Div(_Binary):
-    name, kind = "Div", "div"
+Sub = _kind_op(_Binary, "Sub", "sub", "y = x - b with numpy broadcasting.")
+Mul = _kind_op(_Binary, "Mul", "mul", "y = x * b with numpy broadcasting.")
+Div = _kind_op(_Binary, "Div", "div", "y = x / b with numpy broadcasting.")
 
 
 class _Unary(Primitive):
@@ -139,20 +138,18 @@ class _Unary(Primitive):
         return {"kind": self.kind}
 
 
-class ReLU(_Unary):
-    name, kind = "ReLU", "relu"
+ReLU = _kind_op(_Unary, "ReLU", "relu", "y = max(x, 0), elementwise (any strategy).")
+GeLU = _kind_op(_Unary, "GeLU", "gelu", "y = GeLU(x), tanh approximation, elementwise.")
+Sigmoid = _kind_op(_Unary, "Sigmoid", "sigmoid", "y = 1 / (1 + exp(-x)), elementwise.")
+Tanh = _kind_op(_Unary, "Tanh", "tanh", "y = tanh(x), elementwise.")
+Identity = _kind_op(_Unary, "Identity", "identity",
+                    "y = x; with a strategy it fixes a layout (Cell.shard's in/out_strategy).")
 
 
-class GeLU(_Unary):
-    name, kind = "GeLU", "gelu"
-
-
-class Sigmoid(_Unary):
-    name, kind = "Sigmoid", "sigmoid"
-
-
-class Tanh(_Unary):
-    name, kind = "Tanh", "tanh"
+def is_elementwise(op) -> bool:
+    """Unary and broadcasting arithmetic operators (set_algo_parameters'
+    elementwise_op_strategy_follow applies to them)."""
+    return isinstance(op, (_Unary, _Binary))
 
 
 class Cast(_Unary):
@@ -169,7 +166,7 @@ class Cast(_Unary):
         return {"kind": "cast", "dtype": self.dtype}
 
 
-class Dropout(Primitive):
+class Dropout(_Unary):
     """Dropout(keep_prob): zero each element with probability 1 - keep_prob, scale the rest by
     1 / keep_prob (MindSpore Dropout; any strategy, dropout_info.cc). The mask is drawn from
     `seed` over the GLOBAL tensor and each rank takes its block, so every plan drops the same
@@ -181,10 +178,6 @@ class Dropout(Primitive):
         super().__init__()
         need(0.0 < float(keep_prob) <= 1.0, f"Dropout: keep_prob must be in (0, 1], got {keep_prob!r}")
         self.keep_prob, self.seed = float(keep_prob), int(seed)
-
-    def spec(self, shapes):
-        la = LETTERS[:len(shapes[0])]
-        return [la], la, la, ""
 
     def attrs(self, shapes):
         return {"keep_prob": self.keep_prob, "seed": self.seed, "shape": tuple(shapes[0])}

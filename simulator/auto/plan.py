@@ -1,6 +1,6 @@
 """The parallel plan of a network: every operator's sharding and every inserted move.
 
-Forward (MindSpore semantics, REFERENCES §1): each input is redistributed from where it is
+Forward (MindSpore semantics, docs "operator_parallel"): each input is redistributed from where it is
 stored to the layout its operator needs; the operator computes its local shard; a cut
 contraction letter leaves partial sums, resolved by AllReduce (or ReduceScatter with an
 out_strategy).
@@ -20,15 +20,24 @@ Parameter gradients: a parameter is stored in the layout its consumer needs; its
 is the ranks holding the same slice (`replica_groups`); the gradient is AllReduced over it and,
 with gradients_mean, divided by the group size (compile.py first scales each contribution by
 the group size, so the result still equals the single-device gradient).
+
+Parallel optimizer (optimizer_shard.py): a parameter's `stored` layout is its operator's slice
+cut further on dim 0, `gathered` keeps the operator's slice; the forward move is an AllGather
+and the mirror a ReduceScatter (after gradient accumulation; per micro-step with
+gradient_accumulation_shard). Dataset strategy (context_options.py): a network input's `stored`
+layout is how the ranks load it, and the move to its operator's layout is planned.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from math import prod
 
+from ..errors import ParasimError
 from ..layout import Layout
 from .context import AutoParallelContext
 from .graph import Network, Node
+from .optimizer_shard import shard_axes, sharded_layout
 from .redistribution import Step
 from .redistribution import redistribute as redistribute_
 from .strategy import OpSharding
@@ -65,6 +74,8 @@ class ParallelPlan:
     stored: dict  # tensor name -> Layout it is kept in
     needs: dict  # tensor name -> needs a gradient
     mirrors: dict  # parameter / input name -> steps resolving its gradient
+    gathered: dict = field(default_factory=dict)  # parallel optimizer: param -> its operator slice
+    regather: dict = field(default_factory=dict)  # level3: param -> steps gathering it for backward
 
     @property
     def loss(self) -> str | None:
@@ -82,6 +93,16 @@ def plan_from_shardings(net: Network, ctx: AutoParallelContext, shard: dict) -> 
             if net.tensors[x].kind != "activation" and x not in stored:
                 stored[x] = shard[node.index].inputs[i]
         stored[node.output] = shard[node.index].out
+    stored.update(dataset_layouts(net, ctx, D, stored))
+    gathered = {}
+    for x, lay in list(stored.items()):
+        axes = shard_axes(lay, net.tensors[x].shape, ctx) if net.tensors[x].kind == "parameter" else ()
+        if axes:
+            gathered[x], stored[x] = lay, sharded_layout(lay, axes)
+    cfg = ctx.parallel_optimizer_config
+    shard_accum = cfg.gradient_accumulation_shard and ctx.grad_accumulation_step > 1
+    grad_home = {x: grad_layout(gathered[x] if x in gathered and not shard_accum else stored[x])
+                 for x in stored}
     needs = net.needs_grad()
     plans = []
 
@@ -101,12 +122,57 @@ def plan_from_shardings(net: Network, ctx: AutoParallelContext, shard: dict) -> 
             for i in node.op.grad_inputs:
                 x = node.inputs[i]
                 if needs[x]:
-                    grad_in[i] = tuple(redistribute(grad_layout(s.inputs[i]),
-                                                    grad_layout(stored[x]), net.tensors[x].shape,
-                                                    ITEMSIZE, "d" + x))
+                    grad_in[i] = tuple(redistribute(grad_layout(s.inputs[i]), grad_home[x],
+                                                    net.tensors[x].shape, ITEMSIZE, "d" + x))
         inner = tuple(node.op.inner_steps(s, [net.tensors[x].shape for x in node.inputs], node.inputs[0]))
         plans.append(NodePlan(node, s, in_steps, out_steps, grad_out, grad_in, inner))
-    mirrors = {x: tuple(redistribute(grad_layout(stored[x]), stored[x], t.shape, ITEMSIZE, "d" + x))
+    mirrors = {x: tuple(redistribute(grad_home[x], stored[x], t.shape, ITEMSIZE, "d" + x))
                for x, t in net.tensors.items() if t.kind != "activation" and t.requires_grad
                and x in stored}
-    return ParallelPlan(ctx, net, D, tuple(plans), stored, needs, mirrors)
+    regather = {}
+    if cfg.level >= 3:
+        regather = {x: tuple(redistribute(stored[x], lay, net.tensors[x].shape, ITEMSIZE, x))
+                    for x, lay in gathered.items()}
+    return ParallelPlan(ctx, net, D, tuple(plans), stored, needs, mirrors, gathered, regather)
+
+
+def named_dataset_strategy(net: Network, ds, D: int):
+    """dataset_strategy as (input name, tuple) pairs (kept as given when already named; a
+    pipeline stage's network has its own inputs, so the pipeline names them first)."""
+    if ds is None or (isinstance(ds, tuple) and isinstance(ds[0][0], str)):
+        return ds
+    if isinstance(ds, tuple):
+        if len(ds) != len(net.inputs):
+            raise ParasimError(f"dataset_strategy has {len(ds)} tuple(s) but network {net.name!r} "
+                               f"has {len(net.inputs)} input(s) {[t.name for t in net.inputs]}")
+        return tuple((t.name, s) for t, s in zip(net.inputs, ds))
+    return tuple((t.name, (D,) + (1,) * (len(t.shape) - 1) if ds == "data_parallel" and t.shape
+                  else (1,) * len(t.shape)) for t in net.inputs)
+
+
+def dataset_layouts(net: Network, ctx: AutoParallelContext, D: int, stored: dict) -> dict:
+    """How the ranks load the network inputs under ctx.dataset_strategy (context_options.py);
+    {} with None (each input is loaded as its operator needs it)."""
+    ds = ctx.dataset_strategy
+    if ds is None or ctx.parallel_mode == "stand_alone":
+        return {}
+    named = dict(named_dataset_strategy(net, ds, D))
+    out = {}
+    for t in net.inputs:
+        if t.name not in stored:
+            continue
+        if t.name not in named:
+            continue
+        s = named[t.name]
+        if len(s) != len(t.shape):
+            raise ParasimError(f"dataset_strategy {s} for input {t.name!r} has {len(s)} values but "
+                               f"the input has shape {t.shape}")
+        for d, (size, cut) in enumerate(zip(t.shape, s)):
+            if size % cut:
+                raise ParasimError(f"dataset_strategy {ds if isinstance(ds, str) else s}: input "
+                                   f"{t.name!r} dim {d} of size {size} cannot be split {cut} ways")
+        if D % max(1, prod(s)):
+            raise ParasimError(f"dataset_strategy {s} for input {t.name!r} uses {prod(s)} devices, "
+                               f"which does not divide device_num {D}")
+        out[t.name] = Layout.from_strategy(s, D, t.shape) if t.shape else stored[t.name]
+    return out

@@ -3,7 +3,7 @@
 - stand_alone: one device, nothing is cut.
 - data_parallel: every operator cuts dim 0 of its first input D ways (MindSpore docs).
 - semi_auto_parallel: the user's `.shard(...)`; unset operators get the data-parallel strategy
-  (REFERENCES §1).
+  (MindSpore docs "operator_parallel").
 - auto_parallel + sharding_propagation (the other search modes live in strategy_search/; planner.py
   picks): breadth-first from the user-sharded operators; each
   neighbour reached takes the candidate strategy with the least redistribution cost to its
@@ -11,6 +11,11 @@
   the candidate with less repeated calculation, then to the first enumerated (MindSpore docs
   "sharding_propagation"). Unreached operators fall back to data parallel.
 Reshape has no strategy of its own: it keeps its producer's cuts where they survive (plan.py).
+
+elementwise_op_strategy_follow (MindSpore set_algo_parameters): after the assignment, each
+elementwise operator (unary, or arithmetic with broadcasting) without a user strategy whose
+output has exactly one consumer takes the cuts that consumer needs, from the last operator to
+the first, so a chain of elementwise operators follows the operator after it.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from ..layout_convert import mesh_from_device_matrix
 from .context import AutoParallelContext
 from .graph import Network, Node
 from .ops import Reshape
+from .ops_math import is_elementwise
 from .redistribution import cost_bytes, redistribute
 from .strategy import OpSharding, build_sharding
 
@@ -128,7 +134,7 @@ def _groups(a, b):
 def assign(net: Network, ctx: AutoParallelContext) -> dict[int, OpSharding]:
     """node index -> OpSharding, by the context's mode (module docstring)."""
     D = ctx.stage_devices
-    mode = ctx.parallel_mode
+    mode = ctx.plans_like
     done: dict[int, OpSharding] = {}
     queue: deque[int] = deque()
     if mode in ("semi_auto_parallel", "auto_parallel"):
@@ -191,3 +197,24 @@ def _best(net: Network, node: Node, D: int, done: dict[int, OpSharding], a2a: bo
     if best is None:
         return sharding_of(net, node, D, dp_strategy(net, node, D))
     return best
+
+
+def follow_elementwise(net: Network, D: int, done: dict[int, OpSharding]) -> dict[int, OpSharding]:
+    """The assignment with elementwise operators following their consumer (module docstring)."""
+    done = dict(done)
+    for node in reversed(net.nodes):
+        if not is_elementwise(node.op) or node.op.in_strategy is not None:
+            continue
+        users = net.consumers(node.output)
+        if len(users) != 1 or isinstance(users[0][0].op, Reshape):
+            continue
+        c, j = users[0]
+        want = done[c.index].inputs[j]
+        ins, out, _, _ = node.op.spec(shapes_of(net, node))
+        cut = dict(zip(out, want.splits))
+        try:
+            done[node.index] = sharding_of(net, node, D, tuple(tuple(cut.get(ch, 1) for ch in s)
+                                                               for s in ins))
+        except ParasimError:
+            continue
+    return done

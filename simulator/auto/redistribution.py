@@ -1,6 +1,6 @@
 """Redistribution: the steps that turn one layout of a tensor into another.
 
-MindSpore's tensor redistribution (`redistribution_operator_infer.cc`, REFERENCES §1) works on a
+MindSpore's tensor redistribution (`redistribution_operator_infer.cc`; MindSpore docs "Tensor Redistribution") works on a
 *unified device arrangement*: both device matrices are refined to one whose dimensions nest in
 both (8 devices, [2, 4] and [4, 2] -> [2, 2, 2]); on it each move is one of
 - split   (slice locally, no communication: each rank keeps its own part),
@@ -38,7 +38,7 @@ from ..mesh import DeviceMesh
 
 COMM_KINDS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
 LOCAL_KINDS = ("split", "pad", "zero")
-# nccl-tests bus-bandwidth factors (REFERENCES §2): bytes on the wire per input byte
+# nccl-tests bus-bandwidth factors (nccl-tests doc/PERFORMANCE.md): bytes on the wire per input byte
 _WIRE = {"all_reduce": lambda n: 2 * (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
          "all_gather": lambda n: (n - 1), "all_to_all": lambda n: (n - 1) / n}
 

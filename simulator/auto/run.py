@@ -16,6 +16,7 @@ import numpy as np
 from .compile import compile_plan, local_name
 from .context import AutoParallelContext
 from .graph import Network
+from .pipeline.plan import accumulation_context
 from .pipeline.run import train_pipeline
 from .plan import ParallelPlan
 from .planner import build_plan
@@ -27,8 +28,9 @@ def train(net: Network, ctx: AutoParallelContext, feeds: Mapping[str, np.ndarray
     """Compile `net` under `ctx`, load the shards, run `steps` steps, gather the results.
     With pipeline_stages > 1 the pipelined program of auto/pipeline/compile.py runs instead."""
     feeds = check_feeds(net, feeds)
-    if ctx.pipeline_stages > 1:
-        return train_pipeline(net, ctx, feeds, runtime=runtime, steps=steps, train=train)
+    if ctx.pipeline_stages > 1 or ctx.grad_accumulation_step > 1:
+        return train_pipeline(net, accumulation_context(ctx), feeds, runtime=runtime, steps=steps,
+                              train=train)
     plan = build_plan(net, ctx)
     program = compile_plan(plan, train=train)
     D = plan.device_num

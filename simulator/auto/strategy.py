@@ -2,7 +2,7 @@
 
 Every auto-parallel operator is described by index letters, as an einsum: MatMul is
 "mk,kn->mn", BiasAdd "mn,n->mn", ReduceSum(axis=1) "mn->m". A strategy gives each letter a
-cut, and the rules of MindSpore's operator-level parallelism follow (REFERENCES §1; MindSpore
+cut, and the rules of MindSpore's operator-level parallelism follow (MindSpore
 docs "operator_parallel", `ops_info/matmul_info.cc`, `operator_info.cc`):
 
 - one tuple per input, one integer per tensor dimension, each >= 1 and dividing the dimension;
@@ -89,6 +89,8 @@ class OpSharding:
     raw: Layout
     out: Layout
     user_set: bool = False
+    given: tuple | None = field(default=None, compare=False)  # the in_strategy it was built from
+    given_out: tuple | None = field(default=None, compare=False)  # and the out_strategy
 
     @property
     def device_matrix(self) -> tuple[int, ...]:
@@ -155,7 +157,8 @@ def build_sharding(op: str, letters: Sequence[str], out_letters: str, order: str
         out = _out_layout(op, raw, out_strategy)
     else:
         out = (default_out(raw) if default_out else None) or raw.reduced()
-    return OpSharding(op, mesh, axes_of, ins, raw, out, user_set)
+    return OpSharding(op, mesh, axes_of, ins, raw, out, user_set, in_strategy,
+                      None if out_strategy is None else tuple(out_strategy))
 
 
 def _check_divides(op, i, shape, splits) -> None:
@@ -231,7 +234,7 @@ def _out_layout(op: str, raw: Layout, out_strategy) -> Layout:
     """The output layout after the forward communication, from an out_strategy.
 
     ((a * k, c),) for MatMul ((a, k), (k, c)): dim 0 additionally split by the k dimension, so
-    the partial sums are resolved by a ReduceScatter instead of an AllReduce (REFERENCES §1)."""
+    the partial sums are resolved by a ReduceScatter instead of an AllReduce (MindSpore docs "operator_parallel", out_strategy)."""
     out_strategy = tuple(out_strategy)
     if len(out_strategy) != 1:
         raise ParasimError(f"{op}: out_strategy needs exactly one tuple (one output), got "

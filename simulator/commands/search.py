@@ -2,8 +2,9 @@
 
     parasim search --model gpt3-175b --gpus 1536 --hardware a100-80gb --global-batch 1536 --top 5 --json
 
-Searches tensor, pipeline and data-parallel degrees, micro-batch size (and so the micro-batch
-count), schedule (GPipe, 1F1B, interleaved with v chunks, ZB-H1, ZB-H2), ZeRO stage,
+Searches tensor, context, pipeline, data and expert-parallel degrees (`--cp`, `--ep` lists; MoE
+models take Megatron's --num-experts --moe-router-topk --moe-ffn-hidden-size), micro-batch size
+(and so the micro-batch count), schedule (GPipe, 1F1B, interleaved with v chunks, ZB-H1, ZB-H2), ZeRO stage,
 recomputation and sequence parallelism with the closed-form model (`simulator.cost.search`), and
 says why the best configuration of every other layout loses (OOM by how much, or slower by x%
 and the step-time components that grew).
@@ -43,11 +44,26 @@ def add_parser(sub) -> None:
     p.add_argument("--max-tp", dest="max_tp", type=int, default=None, help="largest tensor-parallel size "
                    "(default: devices per node)")
     p.add_argument("--alternatives", type=int, default=10, help="how many losing layouts to explain (default 10)")
-    p.add_argument("--cp", default=None, help="comma-separated context-parallel sizes to try (default: 1, and "
+    p.add_argument("--cp", dest="cp_sizes", default=None, help="comma-separated context-parallel sizes to try (default: 1, and "
                    "powers of two up to 32 for sequences of 16k tokens or more)")
+    p.add_argument("--ep", dest="ep_sizes", default=None, help="comma-separated expert-parallel sizes to try (MoE models, e.g. "
+                   "--num-experts 8 --moe-router-topk 2; default: every power of two dividing d and the experts)")
     add_assumption_flags(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run, megatron_flags=True)
+
+
+def _sizes(flag: str, text) -> tuple[int, ...] | None:
+    """'1,2,4' -> (1, 2, 4); None when not given; refuses anything but positive integers."""
+    if not text:
+        return None
+    try:
+        out = tuple(int(x) for x in str(text).split(",") if x.strip())
+    except ValueError:
+        raise ParasimError(f"{flag} must be comma-separated positive integers, got {text!r}") from None
+    if not out or min(out) < 1:
+        raise ParasimError(f"{flag} must be comma-separated positive integers, got {text!r}")
+    return out
 
 
 def run(args) -> int:
@@ -67,14 +83,8 @@ def run(args) -> int:
     else:
         model, ignored = model_from_args(args), []
         A = assumptions_from_args(args, model)
-    cps = None
-    if getattr(args, "cp", None):
-        try:
-            cps = tuple(int(x) for x in str(args.cp).split(",") if x.strip())
-        except ValueError:
-            raise ParasimError(f"--cp must be comma-separated positive integers, got {args.cp!r}") from None
-        if not cps or min(cps) < 1:
-            raise ParasimError(f"--cp must be comma-separated positive integers, got {args.cp!r}")
+    # own dests: `megatron_argv` hands `cp` / `ep` back as Megatron's single sizes
+    cps, eps = _sizes("--cp", getattr(args, "cp_sizes", None)), _sizes("--ep", getattr(args, "ep_sizes", None))
     schedules = tuple(s.strip() for s in str(getattr(args, "schedules", ",".join(SCHEDULES))).split(",") if s.strip())
     unknown = [s for s in schedules if s not in SCHEDULES]
     if unknown or not schedules:
@@ -85,7 +95,8 @@ def run(args) -> int:
     if n_alt < 0:
         raise ParasimError(f"--alternatives must be >= 0, got {n_alt}")
     res = search_training(model, hw, int(args.gpus), int(args.global_batch), schedules=schedules,
-                          max_tp=getattr(args, "max_tp", None), top=top, assumptions=A, context_parallel=cps)
+                          max_tp=getattr(args, "max_tp", None), top=top, assumptions=A, context_parallel=cps,
+                          expert_parallel=eps)
     if getattr(args, "json", False):
         out = res.as_dict()
         out["alternatives"] = out["alternatives"][:n_alt]
@@ -104,5 +115,6 @@ def run(args) -> int:
         print("why other layouts lose:")
         for a in res.alternatives[:n_alt]:
             cp = f" c={a.config.cp}" if a.config.cp > 1 else ""
-            print(f"  t={a.config.tp}{cp} p={a.config.pp} d={a.config.dp}: {a.reason}")
+            ep = f" e={a.config.ep}" if a.config.ep > 1 else ""
+            print(f"  t={a.config.tp}{cp} p={a.config.pp} d={a.config.dp}{ep}: {a.reason}")
     return 0

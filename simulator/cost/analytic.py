@@ -20,7 +20,7 @@ Last stage adds the logits (T, V/t, h) and cross-entropy traffic; stages hold L/
 Step (p stages, m micro-batches, v chunks; F, B, W per-stage means, M = slowest stage F+B+W):
   step = m M + bubble + exposed p2p + exposed DP sync + embedding all-reduce + optimizer
   bubble: GPipe/1F1B (p-1)(F+B+W); interleaved (p-1)(F+B+W)/v; ZB-H1 (p-1)(F+B-W);
-          ZB-H2 (p-1)(F+B-2W), floored at 0 (REFERENCES 4; Qi et al. 2023).
+          ZB-H2 (p-1)(F+B-2W), floored at 0 (Narayanan et al. 2021, Sec. 2.2; Qi et al. 2023).
   p2p: Megatron's scatter/gather: each TP rank sends T h 2 / t bytes to the next stage, then an
        intra-node all-gather; one forward and one backward exchange per micro-batch per chunk,
        blocking, so 2 (m v + p - 1) exchanges sit on the critical path.

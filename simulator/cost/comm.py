@@ -3,7 +3,7 @@
 Symbols: n ranks, S bytes (nccl-tests convention: for all_gather / reduce_scatter / all_to_all
 S is the whole array, per-rank part x n), alpha latency per step, B bandwidth per direction.
 
-Closed forms (Thakur, Rabenseifner, Gropp 2005; Patarasuk & Yuan 2009; REFERENCES section 2):
+Closed forms (Thakur, Rabenseifner, Gropp 2005; Patarasuk & Yuan 2009; nccl-tests doc/PERFORMANCE.md):
 
 | algo             | all_reduce                       | reduce_scatter / all_gather   | broadcast / reduce     | all_to_all               |
 |------------------|----------------------------------|-------------------------------|------------------------|--------------------------|
@@ -164,8 +164,3 @@ def algbw_Bps(kind: str, nbytes: float, time_s: float) -> float:
     if not time_s > 0:
         raise ParasimError(f"time must be > 0 to compute a bandwidth, got {time_s}")
     return nbytes / time_s
-
-
-def p2p_time_s(nbytes: float, src: int, dst: int, topology: Topology) -> float:
-    """One point-to-point message: alpha + S/B on the link between the two ranks."""
-    return topology.link(src, dst).time_s(nbytes)

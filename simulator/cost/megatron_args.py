@@ -10,7 +10,8 @@ with the closest known name. Nothing is evaluated.
 tp = pp = cp = ep = 1, micro-batch 1, global batch = micro-batch x dp, no recomputation, no
 sequence parallelism, no FlashAttention, no overlap, bf16 with fp32 main gradients (the
 "megatron" recipe, 18 bytes per parameter), f = 4h (SwiGLU: int(8h/3 / 64) x 64), one query group
-per head, learned absolute positions, linear biases, LayerNorm, tied embeddings. As Megatron-LM does
+per head, learned absolute positions, linear biases, LayerNorm, tied embeddings, dropout 0.1
+(--attention-dropout 0 --hidden-dropout 0 together: no dropout masks kept, `ModelSpec.dropout`). As Megatron-LM does
 (`validate_args`), sequence parallelism is switched off when tp = 1 and reported in `notes`.
 """
 
@@ -24,7 +25,7 @@ from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.errors import ParasimError
 
-_BOOL, _INT = "flag", int
+_BOOL, _INT, _FLOAT = "flag", int, float
 # flag -> (type or choices, default) for what changes time or memory
 FLAGS = {
     "num-layers": (_INT, None), "hidden-size": (_INT, None), "num-attention-heads": (_INT, None),
@@ -47,6 +48,7 @@ FLAGS = {
     "overlap-param-gather": (_BOOL, False), "tp-comm-overlap": (_BOOL, False),
     "use-flash-attn": (_BOOL, False), "attention-backend": (("auto", "flash", "fused", "unfused", "local"), "auto"),
     "bf16": (_BOOL, False), "fp16": (_BOOL, False), "fp8-format": (("e4m3", "hybrid"), None),
+    "attention-dropout": (_FLOAT, 0.1), "hidden-dropout": (_FLOAT, 0.1),
 }
 _KNOWN = frozenset(line.strip() for line in (Path(__file__).with_name("megatron_flags.txt")).read_text().splitlines()
                    if line.strip() and not line.startswith("#")) | frozenset(FLAGS)
@@ -83,6 +85,14 @@ def _closest(name: str) -> str:
 
 
 def _typed(flag: str, kind, text: str):
+    if kind is _FLOAT:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ParasimError(f"--{flag} takes a number, got {text!r}") from None
+        if not 0 <= value < 1:
+            raise ParasimError(f"--{flag} is a probability in [0, 1), got {value}")
+        return value
     if kind is _INT:
         try:
             value = int(text)
@@ -150,6 +160,8 @@ def _model(a: MegatronArgs, base: ModelSpec | str | None) -> ModelSpec:
                              ("disable-bias-linear", "biases", False)):
         if flag in a.given:
             over[key] = value
+    if a["attention-dropout"] == 0 and a["hidden-dropout"] == 0:     # no dropout masks kept (cost.memory)
+        over["dropout"] = False
     if "normalization" in a.given and a["normalization"] == "RMSNorm":
         over["biases"] = False
     if "position-embedding-type" in a.given:

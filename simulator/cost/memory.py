@@ -14,6 +14,11 @@ MLP written for any f: 2sbh input + 2sbf + 2sbf (GeLU in, out) + sbh mask = 3sbh
   - attention scores 5 a s^2 b / t (softmax output, dropout mask and output) when neither
     selective recomputation nor FlashAttention (Dao et al. 2022: no s^2 tensor is kept) removes them;
   - full recomputation keeps only each layer's input, 2 s b h (/ t with sequence parallelism).
+Dropout (`dropout=False`, Megatron --attention-dropout 0 --hidden-dropout 0, as Llama trains): the
+two 1-byte masks of the attention-output and MLP-output dropouts (s b h each, Korthikanti Sec. 4.1;
+part of the 18, and of the replicated 10 without SP) and the a s^2 b attention-probability mask
+(part of the 5 a s^2 b) are not kept: 16 + 4 f / h, 8 + 24 / t and 4 a s^2 b. Megatron's estimator
+counts the masks whatever the dropout rates.
 Megatron counts neither GQA (K, V of kv < h columns) nor the gated MLP's extra 2sbf: we keep its
 per-layer constant so the numbers agree with the tool practitioners run.
 Output layer: fp32 logits, 4 s b V / t (Korthikanti Sec. 4.3).
@@ -26,10 +31,11 @@ from dataclasses import dataclass
 
 from simulator.errors import ParasimError
 from simulator.model_states import RECIPES, model_state_bytes
+from simulator.parallel.degrees import RECOMPUTE as RECOMPUTE  # re-exported: the CLI lists them
+from simulator.parallel.degrees import check_recompute
 from simulator.parallel.schedule_registry import schedule_spec
 
 PRECISION_BYTES = dict(RECIPES)     # recipe -> (params, grads, optimizer) bytes per parameter
-RECOMPUTE = ("none", "selective", "full")
 
 
 def _positive(**kw) -> None:
@@ -47,20 +53,20 @@ def model_state_bytes_per_device(params: float, dp: int = 1, zero_stage: int = 0
 
 def activation_bytes_per_layer(s: int, b: int, h: int, a: int, t: int = 1,
                                sequence_parallel: bool = False, recompute: str = "none",
-                               ffn: int | None = None, flash_attention: bool = False) -> float:
+                               ffn: int | None = None, flash_attention: bool = False, dropout: bool = True) -> float:
     """Bytes one transformer layer keeps for its backward (module docstring: Megatron-LM's
     theoretical_memory_usage per-layer terms, Korthikanti et al. 2022 Table 2; f = `ffn`, 4h if None)."""
     _positive(s=s, b=b, h=h, a=a, t=t)
-    if recompute not in RECOMPUTE:
-        raise ParasimError(f"unknown recompute {recompute!r}; known {RECOMPUTE}")
+    check_recompute(recompute)
     sbh = s * b * h
     if recompute == "full":
         return 2 * sbh / (t if sequence_parallel else 1)
     f_h = 4.0 if ffn is None else ffn / h
-    scores = 0.0 if recompute == "selective" or flash_attention else 5 * a * s / h
+    masks = 2 if dropout else 0
+    scores = 0.0 if recompute == "selective" or flash_attention else (4 + (masks > 0)) * a * s / h
     if sequence_parallel:
-        return sbh / t * (18 + 4 * f_h + scores)
-    return sbh * (10 + 24 / t + scores / t)
+        return sbh / t * (16 + masks + 4 * f_h + scores)
+    return sbh * (8 + masks + 24 / t + scores / t)
 
 
 def logits_bytes(s: int, b: int, vocab: int, t: int = 1) -> float:

@@ -13,10 +13,12 @@ a multiple of 128 t (`ModelSpec.padded_vocab`). Bytes: the precision recipe and 
 the optimizer shards over d x cp ranks.
 
 Activations of the first stage (Megatron: `compute_activation_memory`, Korthikanti et al. 2022):
-  layers:    per-layer bytes (`cost.memory.activation_bytes_per_layer`) x L_1 x in-flight
-             micro-batches (`cost.memory.in_flight_microbatches`: min(p, m) for 1F1B, p (1 + (p-1)/(p v))
-             interleaved);
-  embedding: (8 s b + s b h) x in-flight (token ids in int64, the embedding dropout mask);
+  layers:    per-layer bytes (`cost.memory.activation_bytes_per_layer`, with the model's dropout)
+             x L_1 x in-flight micro-batches (`cost.memory.in_flight_microbatches`: min(p, m) for
+             1F1B, p (1 + (p-1)/(p v)) interleaved; with uneven interleaved chunks each in-flight
+             chunk counts its own layers, `_layers_in_flight`);
+  embedding: (8 s b + s b h) x in-flight (token ids in int64, the embedding dropout mask; 8 s b
+             without dropout);
              / t with sequence parallelism;
   pp = 1:    the output layer: 4 s b h (1 + V_pad / h) / t with SP (fp32 final-norm output and
              logits); without SP Megatron counts 2 (s b V_pad / t + s b h);
@@ -85,19 +87,36 @@ def largest_layer_params(model: ModelSpec) -> float:
                      h * f + f * bias))
 
 
+def _layers_in_flight(cfg, chunks: tuple[int, ...], in_flight: float) -> float:
+    """Layers whose activations the first device holds at its peak. Interleaved (Megatron's
+    schedule, Narayanan et al. 2021 Sec. 2.2): its warm-up runs forwards in groups of p
+    micro-batches, chunk 0, 1, ..., v-1, 0, ...; at the peak it holds in_flight x v = p v + p - 1
+    chunk forwards, the k-th of chunk (k // p) mod v, each with that chunk's layers. Equal chunks
+    give Megatron's L_1 x in_flight; uneven ones (the embedding and head balanced, first/last
+    stage layers) count each chunk's own layers (at most the m v forwards of a step). Other
+    schedules: L_1 x in_flight."""
+    p, v = cfg.pp, cfg.virtual_stages
+    mine = [chunks[c * p] for c in range(v)]
+    if v == 1 or len(set(mine)) == 1:
+        return sum(mine) * in_flight
+    held = min(round(in_flight * v), cfg.microbatches * v)
+    return float(sum(mine[(k // p) % v] for k in range(held)))
+
+
 def _activations(model: ModelSpec, cfg, L_k: int, in_flight: float, first: bool, last: bool,
-                 flash_attention: bool) -> tuple[float, float, float]:
+                 flash_attention: bool, p_chunks: tuple[int, ...] = ()) -> tuple[float, float, float]:
     """(layer + embedding activations, output-layer activations, 5 % allowance) of one stage."""
     cp = getattr(cfg, "cp", 1)
     s, b, h, t, sp = model.seq // cp, cfg.micro_batch_size, model.hidden, cfg.tp, cfg.sequence_parallel
     V = model.padded_vocab(t)
     per_layer = activation_bytes_per_layer(s, b, h, model.heads, t, sp, cfg.recompute, model.ffn_hidden,
-                                           flash_attention)
-    acts = per_layer * L_k * in_flight
+                                           flash_attention, model.dropout)
+    acts = per_layer * (_layers_in_flight(cfg, p_chunks, in_flight) if first and p_chunks else L_k * in_flight)
     if cfg.recompute == "full":
-        acts += activation_bytes_per_layer(s, b, h, model.heads, t, sp, "none", model.ffn_hidden, flash_attention)
+        acts += activation_bytes_per_layer(s, b, h, model.heads, t, sp, "none", model.ffn_hidden, flash_attention,
+                                           model.dropout)
     if first:
-        acts += (8 * s * b + s * b * h) * in_flight / (t if sp else 1)
+        acts += (8 * s * b + s * b * h * model.dropout) * in_flight / (t if sp else 1)
     out = 0.0
     if last:
         out = 4 * s * b * h * (1 + V / h) / t if sp else 2 * (s * b * V / t + s * b * h)
@@ -124,6 +143,7 @@ def memory_report(model: ModelSpec | str, config, hardware: Hardware | str | Non
     if model.seq % cp:
         raise ParasimError(f"cp={cp} must divide the sequence length {model.seq}")
     layers = _stage_layers(model, cfg)
+    chunks = tuple(cfg.chunk_layers(model.layers)) if hasattr(cfg, "chunk_layers") else ()
     shard_over = cfg.dp * cp
     buffers = 4 * largest_layer_params(model) / t if cfg.zero_stage == 3 else 0.0
     widen = activation_widening(dtype)
@@ -138,7 +158,8 @@ def memory_report(model: ModelSpec | str, config, hardware: Hardware | str | Non
             in_flight = float(m) if cfg.schedule == "gpipe" else 1.0
         params = stage_params(model, t, layers[k], first, last, ep)
         par, grad, opt = model_state_parts(params, shard_over, cfg.zero_stage, recipe)
-        acts, out, allowance = _activations(model, cfg, layers[k], in_flight, first, last, flash_attention)
+        acts, out, allowance = _activations(model, cfg, layers[k], in_flight, first, last, flash_attention,
+                                            chunks if p > 1 else ())
         acts, allowance = acts * widen, allowance * widen
         candidates.append(MemoryBreakdown(par + grad + opt, acts, out, capacity, par, grad, opt, buffers,
                                           allowance, k))

@@ -13,7 +13,10 @@ argument name in brackets; `ModelSpec` also answers to that name):
   vocabulary to a multiple of 128 t (`padded_vocab(t)`; Megatron-LM
   `megatron/core/tokenizers/utils/build_tokenizer.py: vocab_size_with_padding`);
 - `num_experts`, `moe_router_topk`, `moe_ffn_hidden` [--num-experts, --moe-router-topk,
-  --moe-ffn-hidden-size]: mixture of experts in every layer (0 experts: dense).
+  --moe-ffn-hidden-size]: mixture of experts in every layer (0 experts: dense);
+- `dropout` [--attention-dropout, --hidden-dropout; both 0 -> False]: whether dropout masks are
+  kept for the backward (`cost.memory`). Presets keep Megatron-LM's default (0.1: masks kept, as its
+  memory estimator counts them); Llama's own training has no dropout (`dropout=False`).
 Llama has no biases, RMSNorm (one h vector per norm), rotary positions (no position table).
 The cost model prices these exactly as matmul shapes; what it approximates is the
 element-wise traffic (GeLU vs SiLU-and-multiply, LayerNorm vs RMSNorm are treated alike).
@@ -55,6 +58,7 @@ class ModelSpec:
     num_experts: int = 0              # 0: dense MLP
     moe_router_topk: int = 2          # Megatron-LM default
     moe_ffn_hidden: int = 0           # 0 -> ffn_hidden
+    dropout: bool = True              # Megatron's default 0.1 dropouts keep their masks (False: Llama)
     source: str = ""
 
     def __post_init__(self):
@@ -170,7 +174,7 @@ class ModelSpec:
         return self.attention_params() + mlp + norms
 
     def params(self) -> int:
-        """All parameters. For GPT this is 12 L h^2 (1 + 13/(12h) + (V+s)/(12 L h)) (REFERENCES 5)."""
+        """All parameters. For GPT this is 12 L h^2 (1 + 13/(12h) + (V+s)/(12 L h)) (Narayanan et al. 2021, Sec. 5.1)."""
         h = self.hidden
         emb = self.vocab * h * (1 if self.tied_embeddings else 2)
         pos = self.seq * h if self.position_embedding else 0
@@ -202,13 +206,15 @@ class ModelSpec:
             extra = f", f={self.ffn_hidden}, kv_heads={self.kv_heads}{', SwiGLU' if self.gated_mlp else ''}"
         if self.num_experts:
             extra += f", experts={self.num_experts} top-{self.moe_router_topk}"
+        if not self.dropout:
+            extra += ", no dropout"
         return (f"{self.name}(L={self.layers}, h={self.hidden}, a={self.heads}, s={self.seq}, "
                 f"V={self.vocab}{extra}; {self.params() / 1e9:.4g}B params)")
 
 
 @dataclass(frozen=True)
 class PublishedRun:
-    """A published training run to validate against (REFERENCES section 5)."""
+    """A published training run to validate against (each cites its paper and table)."""
 
     model: str
     tp: int

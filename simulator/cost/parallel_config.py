@@ -1,5 +1,10 @@
 """The parallel configuration of one GPT training step (Megatron-LM's knobs) and the cost assumptions.
 
+`ParallelConfig` keeps Megatron-LM's argument names and adds what only the cost model needs (the
+micro-batch size and global batch, the stage split, the CP communication type); its degrees,
+schedule, ZeRO stage, recomputation and sequence parallelism are one `Parallelism` value
+(`simulator.parallel.degrees`, `.parallelism`), validated there, with ranks from `DeviceMesh`.
+
 Rank layout (Megatron-LM `parallel_state`, order tp-cp-ep-dp-pp): tensor-parallel ranks are
 consecutive (fastest), then context-parallel, then data-parallel, then pipeline:
 rank = k (t c d) + j (t c) + q t + i for tp index i, cp index q, dp index j, stage k. So a TP
@@ -21,9 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.cost.memory import RECOMPUTE
 from simulator.errors import ParasimError
-from simulator.parallel.schedule_registry import PRICED_SCHEDULES, schedule_spec
+from simulator.parallel.degrees import Parallelism, check_positive
+from simulator.parallel.schedule_registry import schedule_spec
 
 CP_COMM_TYPES = ("p2p", "a2a")
 
@@ -53,50 +58,50 @@ class ParallelConfig:
     cp_comm_type: str = "p2p"        # p2p (ring attention) | a2a (Ulysses), Megatron --cp-comm-type
     balance_embedding: bool = False  # embedding and LM head count as a layer each in the stage split
 
-    def __post_init__(self):  # noqa: C901 -- TODO(issue 12): split
-        for f in ("tp", "pp", "dp", "micro_batch_size", "global_batch", "virtual_stages", "cp", "ep"):
-            v = getattr(self, f)
-            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                raise ParasimError(f"{f} must be a positive integer, got {v!r}")
+    def __post_init__(self):
+        # the shared rules (degrees, schedule, ZeRO, recomputation, SP) live in `Parallelism`; the
+        # degrees and batch sizes are checked first because the micro-batch count divides by them
+        check_positive(tp=self.tp, pp=self.pp, dp=self.dp, micro_batch_size=self.micro_batch_size,
+                       global_batch=self.global_batch, virtual_stages=self.virtual_stages, cp=self.cp, ep=self.ep)
+        self._check_bounds()
+        schedule_spec(self.schedule, priced=True)   # the closed form prices these only
+        self._check_stage_split_options()
+        per_step = self.micro_batch_size * self.dp
+        if self.global_batch % per_step:
+            raise ParasimError(f"global batch B={self.global_batch} is not divisible by micro-batch "
+                               f"size b={self.micro_batch_size} x dp={self.dp} = {per_step}")
+        object.__setattr__(self, "parallelism", Parallelism(
+            dp=self.dp, tp=self.tp, pp=self.pp, cp=self.cp, ep=self.ep, microbatches=self.microbatches,
+            virtual_stages=self.virtual_stages, schedule=self.schedule, zero=self.zero_stage,
+            recompute=self.recompute, sequence_parallel=self.sequence_parallel))
+        if self.zero_stage >= 2 and self.pp > 1:
+            raise ParasimError(f"ZeRO stage {self.zero_stage} with pp={self.pp} pipeline stages is refused, as "
+                               f"DeepSpeed refuses it: ZeRO-2/3 partition gradients, which a pipeline accumulates "
+                               f"over its micro-batches; use ZeRO-1 (the distributed optimizer) with a pipeline")
+        if self.dp % self.ep:   # the cost model's own limit: its expert groups lie inside the data axis
+            raise ParasimError(f"expert-parallel size ep={self.ep} must divide dp={self.dp} (the cost model "
+                               f"carves the expert-parallel group out of the data-parallel ranks)")
+        if self.cp_comm_type not in CP_COMM_TYPES:
+            raise ParasimError(f"unknown cp_comm_type {self.cp_comm_type!r}; known {', '.join(CP_COMM_TYPES)}")
+
+    def _check_bounds(self) -> None:
         if self.gpus > MAX_GPUS:
             raise ParasimError(f"tp x pp x dp = {self.tp} x {self.pp} x {self.dp} = {self.gpus:,} GPUs is more than "
                                f"the {MAX_GPUS:,} a configuration may have")
         if self.global_batch > MAX_GLOBAL_BATCH:
             raise ParasimError(f"global batch {self.global_batch:,} is more than the {MAX_GLOBAL_BATCH:,} "
                                "sequences a configuration may have")
-        if self.schedule not in PRICED_SCHEDULES:
-            raise ParasimError(f"unknown schedule {self.schedule!r}; known {', '.join(PRICED_SCHEDULES)}")
-        if self.recompute not in RECOMPUTE:
-            raise ParasimError(f"unknown recompute {self.recompute!r}; known {', '.join(RECOMPUTE)}")
-        if self.zero_stage not in (0, 1, 2, 3):
-            raise ParasimError(f"zero stage must be 0, 1, 2 or 3, got {self.zero_stage}")
-        if self.virtual_stages > 1 and not schedule_spec(self.schedule).virtual_stages:
-            raise ParasimError(f"virtual_stages {self.virtual_stages} > 1 needs schedule 'interleaved', "
-                               f"got {self.schedule!r}")
-        if self.zero_stage >= 2 and self.pp > 1:
-            raise ParasimError(f"ZeRO stage {self.zero_stage} with pp={self.pp} pipeline stages is refused, as "
-                               f"DeepSpeed refuses it: ZeRO-2/3 partition gradients, which a pipeline accumulates "
-                               f"over its micro-batches; use ZeRO-1 (the distributed optimizer) with a pipeline")
-        if self.dp % self.ep:
-            raise ParasimError(f"expert-parallel size ep={self.ep} must divide dp={self.dp} (Megatron-Core "
-                               f"carves the expert-parallel group out of the data-parallel ranks)")
-        if self.cp_comm_type not in CP_COMM_TYPES:
-            raise ParasimError(f"unknown cp_comm_type {self.cp_comm_type!r}; known {', '.join(CP_COMM_TYPES)}")
+
+    def _check_stage_split_options(self) -> None:
         for f in ("first_stage_layers", "last_stage_layers"):
             v = getattr(self, f)
-            if v is not None and (not isinstance(v, int) or isinstance(v, bool) or v < 1):
-                raise ParasimError(f"{f} must be a positive integer, got {v!r}")
-            if v is not None and self.pp == 1:
+            if v is None:
+                continue
+            check_positive(**{f: v})
+            if self.pp == 1:
                 raise ParasimError(f"{f}={v} needs a pipeline (pp > 1)")
-            if v is not None and self.balance_embedding:
+            if self.balance_embedding:
                 raise ParasimError(f"give either {f} or balance_embedding, not both")
-        if self.sequence_parallel and self.tp == 1:
-            raise ParasimError("sequence parallel needs tp > 1 (it shards along the tensor-parallel group)")
-        per_step = self.micro_batch_size * self.dp
-        if self.global_batch % per_step:
-            raise ParasimError(f"global batch B={self.global_batch} is not divisible by micro-batch "
-                               f"size b={self.micro_batch_size} x dp={self.dp} = {per_step}")
-        schedule_spec(self.schedule).check(self.pp, self.microbatches, self.virtual_stages)
 
     @property
     def gpus(self) -> int:
@@ -107,9 +112,13 @@ class ParallelConfig:
         """m = B / (b d) micro-batches per pipeline per step."""
         return self.global_batch // (self.micro_batch_size * self.dp)
 
+    @property
+    def mesh(self):
+        """The `DeviceMesh` of these degrees (Megatron order, module docstring)."""
+        return self.parallelism.mesh
+
     def rank(self, tp_index: int, dp_index: int, stage: int, cp_index: int = 0) -> int:
-        tc = self.tp * self.cp
-        return stage * tc * self.dp + dp_index * tc + cp_index * self.tp + tp_index
+        return self.parallelism.rank(tp_index, dp_index, stage, cp_index)
 
     def tp_group(self, dp_index: int = 0, stage: int = 0) -> list[int]:
         return [self.rank(i, dp_index, stage) for i in range(self.tp)]

@@ -160,9 +160,10 @@ def memory_per_device(model: ModelSpec, cfg: ParallelConfig, A: Assumptions = As
     flash = "selective" if A.flash_attention else "none"     # FlashAttention keeps no s^2 scores
     f = model.ffn_hidden
     per_layer = activation_bytes_per_layer(s, b, h, a, t, cfg.sequence_parallel,
-                                           flash if cfg.recompute == "none" else cfg.recompute, f)
+                                           flash if cfg.recompute == "none" else cfg.recompute, f,
+                                           dropout=model.dropout)
     working = 0.0 if cfg.recompute == "none" else activation_bytes_per_layer(s, b, h, a, t, cfg.sequence_parallel,
-                                                                             flash, f)
+                                                                             flash, f, dropout=model.dropout)
     widen = activation_widening(A.dtype)
     per_layer, working = per_layer * widen, working * widen
     chunks, V = cfg.chunk_layers(model.layers), padded_vocab(model, t)

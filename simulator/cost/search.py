@@ -3,7 +3,7 @@
 Enumerates t (powers of two dividing the heads, at most `max_tp`), c (context-parallel sizes,
 powers of two; by default only for sequences of 16k tokens and more), p (dividing the layers),
 d = gpus / (t c p), micro-batch size b (powers of two with B divisible by b d), expert-parallel
-sizes e (MoE models: dividing the experts and d), schedule and recompute, keeps those that fit in
+sizes e (MoE models: dividing the experts and d; or the sizes given), schedule and recompute, keeps those that fit in
 memory and returns them fastest first. ZeRO-2/3 are tried without a pipeline only (refused with
 one, as DeepSpeed does). Each evaluation is
 `simulator.cost.analytic.estimate` (well under a millisecond), so a few thousand candidates
@@ -200,19 +200,8 @@ def _interleave_options(model: ModelSpec, p: int, m: int, max_v: int) -> list[in
     return [v for v in range(2, max_v + 1) if model.layers % (p * v) == 0]
 
 
-def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int, global_batch: int, *,  # noqa: C901 -- TODO(issue 12): split
-                    max_tp: int | None = None, schedules=PRICED_SCHEDULES,
-                    max_virtual_stages: int = 4, recomputes=("none", "selective", "full"),
-                    micro_batch_sizes=None, sequence_parallel=(True, False), zero_stages=(0, 1, 2, 3),
-                    context_parallel=None, assumptions: Assumptions = Assumptions(), top: int = 10) -> ConfigSearchResult:
-    """Search t, c, p, d = gpus/(t c p), b (and so m = B/(b d)), e (MoE), schedule (interleaved with
-    v = 2..max_v), ZeRO stage, recomputation and sequence parallelism with `analytic.estimate`.
-    `context_parallel`: the c to try (default `default_context_parallel`).
-
-    Pruning that cannot change the answer: for fixed other knobs, recompute none < selective <
-    full in step time (each adds work), so only the least recomputation that fits is timed.
-    """
-    model, hw = get_model(model), get_hardware(hardware)
+def _check_search(gpus, global_batch, top) -> None:
+    """Refuses what the search cannot bound: non-positive or too large sizes, top < 1."""
     if not isinstance(gpus, int) or gpus < 1 or not isinstance(global_batch, int) or global_batch < 1:
         raise ParasimError(f"gpus and global batch must be positive integers, got {gpus} and {global_batch}")
     if gpus > MAX_GPUS or global_batch > MAX_GLOBAL_BATCH:
@@ -220,8 +209,105 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
                            f"got {gpus:,} GPUs and {global_batch:,}")
     if top < 1:
         raise ParasimError(f"top must be >= 1, got {top}")
+
+
+def _sizes(name: str, values) -> tuple[int, ...] | None:
+    """A list of sizes to search (None: the default); refuses anything but positive integers."""
+    if values is None:
+        return None
+    out = tuple(values)
+    if not out or any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in out):
+        raise ParasimError(f"{name} must be a non-empty list of positive integers, got {values!r}")
+    return out
+
+
+def _experts_searched(model: ModelSpec, d: int, expert_parallel) -> list[int]:
+    """The e to try on d data-parallel ranks: the given sizes that divide d (and the experts), or
+    by default every power of two dividing both; 1 for dense models."""
+    if expert_parallel is None:
+        return _expert_parallel(model, d)
+    if not model.num_experts:
+        return [1]
+    return [e for e in expert_parallel if d % e == 0 and model.num_experts % e == 0]
+
+
+def _variants(model, schedules, sequence_parallel, zero_stages, expert_parallel, max_v, t, p, d, m):
+    """Every (schedule, v, SP, ZeRO, e) of one layout (t, p, d) with m micro-batches: interleaved
+    with each v that splits the layers; with one stage only 1F1B (every schedule is the same);
+    ZeRO >= 1 needs d > 1, ZeRO-2/3 no pipeline (DeepSpeed)."""
+    scheds = []
+    for s in schedules:
+        if schedule_spec(s, priced=True).virtual_stages:
+            scheds += [(s, v) for v in _interleave_options(model, p, m, max_v)]
+        elif p > 1 or s == "1f1b":
+            scheds.append((s, 1))
+    for sched, v in scheds:
+        for sp in sorted({bool(x) and t > 1 for x in sequence_parallel}):
+            for z in (z for z in zero_stages if (d > 1 or z == 0) and (p == 1 or z < 2)):
+                for e in _experts_searched(model, d, expert_parallel):
+                    yield sched, v, sp, z, e
+
+
+class _Tally:
+    """What the search keeps while it prices: the fits, per layout the fastest configuration that
+    does not fit, the one needing the least memory overall, and the counts."""
+
+    def __init__(self):
+        self.fits, self.oom_fastest, self.oom_least = [], {}, None
+        self.evaluated = self.considered = 0
+
+    def add(self, cand: Candidate) -> bool:
+        """Records a priced configuration; True when it fits."""
+        self.evaluated += 1
+        res, cfg = cand.result, cand.config
+        if not res.oom:
+            self.fits.append(cand)
+            return True
+        key = (cfg.tp, cfg.pp, cfg.dp, cfg.cp)
+        if key not in self.oom_fastest or res.step_time_s < self.oom_fastest[key].result.step_time_s:
+            self.oom_fastest[key] = cand
+        if self.oom_least is None or res.memory_per_gpu_bytes < self.oom_least.result.memory_per_gpu_bytes:
+            self.oom_least = cand
+        return False
+
+
+def _alternatives(fits: list[Candidate], oom_fastest: dict, overlap_tp: bool) -> list[Alternative]:
+    """The best fit of every other (t, p, d, c) layout with why it loses to fits[0], then the
+    configurations faster than their layout's best fit (or with no fit at all) that do not fit."""
+    best = fits[0]
+    layout_best: dict = {}
+    for c in fits:
+        layout_best.setdefault((c.config.tp, c.config.pp, c.config.dp, c.config.cp), c)
+    alts = [Alternative(c.config, c.result, why_slower(best.result, c.result, overlap_tp))
+            for c in layout_best.values() if c is not best]
+    alts += [Alternative(c.config, c.result, why_slower(best.result, c.result, overlap_tp))
+             for key, c in sorted(oom_fastest.items(), key=lambda kv: kv[1].result.step_time_s)
+             if key not in layout_best or c.result.step_time_s < layout_best[key].result.step_time_s]
+    return alts
+
+
+def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int, global_batch: int, *,
+                    max_tp: int | None = None, schedules=PRICED_SCHEDULES,
+                    max_virtual_stages: int = 4, recomputes=("none", "selective", "full"),
+                    micro_batch_sizes=None, sequence_parallel=(True, False), zero_stages=(0, 1, 2, 3),
+                    context_parallel=None, expert_parallel=None, assumptions: Assumptions = Assumptions(),
+                    top: int = 10) -> ConfigSearchResult:
+    """Search t, c, p, d = gpus/(t c p), b (and so m = B/(b d)), e (MoE), schedule (interleaved with
+    v = 2..max_v), ZeRO stage, recomputation and sequence parallelism with `analytic.estimate`.
+    `context_parallel`: the c to try (default `default_context_parallel`); `expert_parallel`: the
+    e to try, each where it divides d and the experts (default every power of two that does).
+
+    Pruning that cannot change the answer: for fixed other knobs, recompute none < selective <
+    full in step time (each adds work), so only the least recomputation that fits is timed.
+    """
+    model, hw = get_model(model), get_hardware(hardware)
+    _check_search(gpus, global_batch, top)
     max_tp = _check_max_tp(max_tp, hw)
-    cps = tuple(context_parallel) if context_parallel else default_context_parallel(model, gpus)
+    cps = _sizes("context_parallel", context_parallel) or default_context_parallel(model, gpus)
+    eps = _sizes("expert_parallel", expert_parallel)
+    if eps and max(eps) > 1 and not model.num_experts:
+        raise ParasimError(f"expert_parallel {list(eps)} needs a mixture-of-experts model (num_experts > 0); "
+                           f"{model.name} is dense")
     layouts = list(_layouts(model, gpus, global_batch, max_tp, micro_batch_sizes, cps))
     if not layouts:
         raise ParasimError(
@@ -229,53 +315,27 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
             f"dividing the {model.heads} heads and the GPUs, pp must divide the {model.layers} layers, and "
             f"b x dp must divide the global batch {global_batch}; none of these combinations exists")
     order = [rc for rc in ("none", "selective", "full") if rc in recomputes]
-    fits, evaluated, considered = [], 0, 0
-    oom_fastest, oom_least = {}, None   # per layout the fastest config that does not fit; overall the smallest
+    tally = _Tally()
     for t, p, d, b, c in layouts:
         m = global_batch // (b * d)
-        scheds = []
-        for s in schedules:
-            if schedule_spec(s, priced=True).virtual_stages:
-                scheds += [(s, v) for v in _interleave_options(model, p, m, max_virtual_stages)]
-            elif p > 1 or s == "1f1b":        # one stage: every schedule is the same
-                scheds.append((s, 1))
-        for sched, v in scheds:
-            for sp in sorted({bool(x) and t > 1 for x in sequence_parallel}):
-                for z, e in ((z, e) for z in zero_stages if (d > 1 or z == 0) and (p == 1 or z < 2)
-                             for e in _expert_parallel(model, d)):
-                    considered += len(order)
-                    for rc in order:
-                        try:
-                            cfg = ParallelConfig(tp=t, pp=p, dp=d, micro_batch_size=b, global_batch=global_batch,
-                                                 schedule=sched, virtual_stages=v, recompute=rc,
-                                                 sequence_parallel=sp, zero_stage=z, cp=c, ep=e)
-                            res = estimate(model, cfg, hw, assumptions)
-                        except ParasimError:    # e.g. a sequence c cannot split, an fp8 peak missing
-                            break
-                        evaluated += 1
-                        if not res.oom:
-                            fits.append(Candidate(cfg, res))
-                            break
-                        key = (t, p, d, c)
-                        if key not in oom_fastest or res.step_time_s < oom_fastest[key].result.step_time_s:
-                            oom_fastest[key] = Candidate(cfg, res)
-                        if oom_least is None or res.memory_per_gpu_bytes < oom_least.result.memory_per_gpu_bytes:
-                            oom_least = Candidate(cfg, res)
-    if not fits:
-        least = oom_least
+        for sched, v, sp, z, e in _variants(model, schedules, sequence_parallel, zero_stages, eps,
+                                            max_virtual_stages, t, p, d, m):
+            tally.considered += len(order)
+            for rc in order:
+                try:
+                    cfg = ParallelConfig(tp=t, pp=p, dp=d, micro_batch_size=b, global_batch=global_batch,
+                                         schedule=sched, virtual_stages=v, recompute=rc,
+                                         sequence_parallel=sp, zero_stage=z, cp=c, ep=e)
+                    res = estimate(model, cfg, hw, assumptions)
+                except ParasimError:    # e.g. a sequence c cannot split, an fp8 peak missing
+                    break
+                if tally.add(Candidate(cfg, res)):
+                    break
+    if not tally.fits:
+        least = tally.oom_least
         detail = f"; the least memory needs {least.result.memory!r} with {least.config!r}" if least else ""
         raise ParasimError(f"no configuration of {model.name} fits on {gpus} x {hw.name} with global batch "
                            f"{global_batch}{detail}")
-    fits.sort(key=lambda c: c.result.step_time_s)
-    best = fits[0]
-    layout_best: dict = {}
-    for c in fits:
-        layout_best.setdefault((c.config.tp, c.config.pp, c.config.dp, c.config.cp), c)
-    overlap_tp = assumptions.overlap_tp_comm
-    alts = [Alternative(c.config, c.result, why_slower(best.result, c.result, overlap_tp))
-            for key, c in layout_best.items() if c is not best]
-    # configurations faster than their layout's best fit (or than the winner) that do not fit
-    alts += [Alternative(c.config, c.result, why_slower(best.result, c.result, overlap_tp))
-             for key, c in sorted(oom_fastest.items(), key=lambda kv: kv[1].result.step_time_s)
-             if c.result.step_time_s < layout_best.get(key, c).result.step_time_s or key not in layout_best]
-    return ConfigSearchResult(tuple(fits[:top]), tuple(alts), evaluated, considered)
+    fits = sorted(tally.fits, key=lambda c: c.result.step_time_s)
+    alts = _alternatives(fits, tally.oom_fastest, assumptions.overlap_tp_comm)
+    return ConfigSearchResult(tuple(fits[:top]), tuple(alts), tally.evaluated, tally.considered)

@@ -40,6 +40,7 @@ from ..trace import Trace, TraceEvent
 from ..training import StepHook, TrainResult, clock_of, train_with
 from .checkpoint import Checkpoint, check_checkpoint_dir, latest_checkpoint, restore, save_checkpoint
 from .inject import Fault, arm
+from .shards import state_shapes
 
 
 @dataclass
@@ -79,13 +80,17 @@ def peers(compiled, rank: int) -> list[int]:
     if mesh is None or compiled.config.zero or "dp" not in mesh.axis_names:
         return []
     mine = compiled.initial[rank]
+    layouts = compiled.notes.get("layouts") or {}  # blocks that differ along dp (experts under ep)
+    shapes = state_shapes(compiled.config) if layouts else {}
+    same_block = lambda r, n: n not in layouts or (  # noqa: E731
+        layouts[n].block_slices(r, shapes[n]) == layouts[n].block_slices(rank, shapes[n]))
     out = []
     for g in mesh.groups("dp"):
         if rank in g:
             for r in g:
                 other = compiled.initial[r]
                 if r != rank and other.keys() == mine.keys() and all(
-                        other[n].shape == mine[n].shape for n in mine):
+                        other[n].shape == mine[n].shape and same_block(r, n) for n in mine):
                     out.append(r)
     return out
 
@@ -179,7 +184,8 @@ class Recovery(StepHook):
                                 "resume_step": back, "wall_time_s": time.perf_counter() - t1})
         mark = max(priced.makespan_s * 0.05, 1e-9)
         log.trace.append(Trace(n, [TraceEvent(
-            r, "compute", f"recovery: restart {restarted}, restore from {how} (step {back})", 0.0, mark,
+            r, "compute", (f"recovery: restart device(s) {restarted}, restore from {how} (step {back})" if restarted
+                     else f"recovery: retry step {step} (no device lost its state)"), 0.0, mark,
             "recovery", "recovery", step=step, attempt=log.attempts[step]) for r in range(n)]))
         return back
 

@@ -13,8 +13,9 @@ A shard is one of:
           W_qkv keeps the columns of its heads in each of q, k and v, which no box describes;
           the index is found by sharding arange(size) with the strategy's own `shard_param`)
 
-This is MindSpore's "strategy file" idea (REFERENCES §1: a checkpoint records each parameter's
-layout so `transform_checkpoints` can re-cut it for another device count and strategy), kept as
+This is MindSpore's "strategy file" idea (MindSpore docs, "Distributed Checkpoint Transformation":
+a checkpoint records each parameter's layout so `mindspore.transform_checkpoints` can re-cut it for
+another device count and strategy), kept as
 JSON: per tensor its global shape and, per rank, which block it holds. Resharding is then
 `global = assemble(shards)` and `shard = cut(global, target block)`.
 """
@@ -104,10 +105,9 @@ def state_shapes(cfg: TrainConfig) -> dict[str, tuple[int, ...]]:
     return out
 
 
-def shard_layouts(compiled: Compiled) -> dict[str, list[CheckpointShard]]:  # noqa: C901 -- TODO(issue 12): split
+def shard_layouts(compiled: Compiled) -> dict[str, list[CheckpointShard]]:
     """name -> the shards of it every rank holds at the start of a step (from `compiled.initial`)."""
     shapes = state_shapes(compiled.config)
-    explicit = compiled.notes.get("layouts", {}) or {}
     holders: dict[str, list[int]] = {}
     for r in sorted(compiled.initial):
         for name in compiled.initial[r]:
@@ -120,43 +120,55 @@ def shard_layouts(compiled: Compiled) -> dict[str, list[CheckpointShard]]:  # no
     groups = compiled.mesh.groups("dp") if compiled.mesh is not None else [tuple(sorted(compiled.initial))]
     out: dict[str, list[CheckpointShard]] = {}
     for name, ranks in holders.items():
-        shape, size = shapes[name], int(np.prod(shapes[name], dtype=np.int64))
-        flat_holders: list[int] = []
-        shards = []
-        for r in ranks:
-            local = np.shape(compiled.initial[r][name])
-            if tuple(local) == shape:
-                shards.append(CheckpointShard(name, r, box=tuple((0, s) for s in shape)))
-            elif name in explicit:
-                sl = explicit[name].block_slices(r, shape)
-                shards.append(CheckpointShard(name, r, box=tuple((s.start, s.stop) for s in sl)))
-            elif compiled.config.tp > 1 and compiled.mesh is not None and name != "opt/step":
-                idx = _tensor_parallel_index(compiled, name, shape, r)
-                if idx.shape != tuple(local):
-                    raise ParasimError(f"cannot record the layout of {name}: rank {r} holds {tuple(local)}, "
-                                       f"the tensor-parallel rule gives {idx.shape}")
-                shards.append(CheckpointShard(name, r, index=tuple(int(i) for i in np.ravel(idx)), shape=idx.shape))
-            elif len(local) == 1 and local[0] == size:
-                shards.append(CheckpointShard(name, r, flat=(0, size)))
-            elif len(local) == 1:
-                flat_holders.append(r)
-            else:
-                raise ParasimError(f"cannot record the layout of {name}: rank {r} holds shape {tuple(local)} "
-                                   f"of global {shape} and the strategy gives no Layout for it")
-        for g in groups:
-            members = [r for r in g if r in flat_holders]
-            if not members:
-                continue
-            bounds = np.cumsum([0] + [len(p) for p in np.array_split(np.empty(size), len(members))])
-            for i, r in enumerate(members):
-                a, b = int(bounds[i]), int(bounds[i + 1])
-                if np.shape(compiled.initial[r][name]) != (b - a,):
-                    raise ParasimError(f"cannot record the layout of {name}: rank {r} holds "
-                                       f"{np.shape(compiled.initial[r][name])} elements, an even split of "
-                                       f"{size} over {len(members)} ranks gives {b - a}")
-                shards.append(CheckpointShard(name, r, flat=(a, b)))
+        shards = [_shard_of(compiled, name, shapes[name], r) for r in ranks]
+        flat_holders = [r for r, shard in zip(ranks, shards) if shard is None]
+        shards = [shard for shard in shards if shard is not None] + _flat_split(compiled, name, shapes[name],
+                                                                               flat_holders, groups)
         out[name] = sorted(shards, key=lambda s: s.rank)
     return out
+
+
+def _shard_of(compiled: Compiled, name: str, shape: tuple[int, ...], r: int) -> CheckpointShard | None:
+    """The shard of `name` rank r holds, or None for a piece of an even flat split (ZeRO)."""
+    local = tuple(np.shape(compiled.initial[r][name]))
+    size = int(np.prod(shape, dtype=np.int64))
+    explicit = compiled.notes.get("layouts", {}) or {}
+    if local == shape:
+        return CheckpointShard(name, r, box=tuple((0, s) for s in shape))
+    if name in explicit:
+        sl = explicit[name].block_slices(r, shape)
+        return CheckpointShard(name, r, box=tuple((s.start, s.stop) for s in sl))
+    if compiled.config.tp > 1 and compiled.mesh is not None and name != "opt/step":
+        idx = _tensor_parallel_index(compiled, name, shape, r)
+        if idx.shape != local:
+            raise ParasimError(f"cannot record the layout of {name}: rank {r} holds {local}, "
+                               f"the tensor-parallel rule gives {idx.shape}")
+        return CheckpointShard(name, r, index=tuple(int(i) for i in np.ravel(idx)), shape=idx.shape)
+    if len(local) == 1 and local[0] == size:
+        return CheckpointShard(name, r, flat=(0, size))
+    if len(local) == 1:
+        return None
+    raise ParasimError(f"cannot record the layout of {name}: rank {r} holds shape {local} "
+                       f"of global {shape} and the strategy gives no Layout for it")
+
+
+def _flat_split(compiled: Compiled, name: str, shape, flat_holders: list[int], groups) -> list[CheckpointShard]:
+    """The holders of flat pieces, per data-parallel group: np.array_split's even split, checked."""
+    size = int(np.prod(shape, dtype=np.int64))
+    shards = []
+    for g in groups:
+        members = [r for r in g if r in flat_holders]
+        if not members:
+            continue
+        bounds = np.cumsum([0] + [len(p) for p in np.array_split(np.empty(size), len(members))])
+        for i, r in enumerate(members):
+            a, b = int(bounds[i]), int(bounds[i + 1])
+            if np.shape(compiled.initial[r][name]) != (b - a,):
+                raise ParasimError(f"cannot record the layout of {name}: rank {r} holds "
+                                   f"{np.shape(compiled.initial[r][name])} elements, an even split of "
+                                   f"{size} over {len(members)} ranks gives {b - a}")
+            shards.append(CheckpointShard(name, r, flat=(a, b)))
+    return shards
 
 
 def _tensor_parallel_index(compiled: Compiled, name: str, shape, rank: int) -> np.ndarray:

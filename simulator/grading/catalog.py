@@ -54,10 +54,27 @@ def lessons_dir() -> Path:
     return Path(env) if env else Path(__file__).resolve().parents[2] / "lessons"
 
 
+def public_names(init_py: Path | None = None) -> frozenset[str]:
+    """The names `import simulator` provides, read from simulator/__init__.py with ast (the grader
+    sits below the public namespace, so it reads it rather than importing it): every imported or
+    defined name, and every subpackage it imports from (importing `simulator.auto` binds `auto`)."""
+    path = init_py or Path(__file__).resolve().parents[1] / "__init__.py"
+    names: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                names.add(node.module.split(".")[0])
+            names.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return frozenset(n for n in names if not n.startswith("_"))
+
+
 def missing_requirements(requires) -> tuple[str, ...]:
     """The entries of `requires` that this parasim does not provide yet."""
-    import simulator
-
+    public = public_names()
     missing = []
     for req in requires:
         if req.startswith("strategy:"):
@@ -70,7 +87,7 @@ def missing_requirements(requires) -> tuple[str, ...]:
             except ModuleNotFoundError:
                 found = False
         else:
-            found = hasattr(simulator, req)
+            found = req in public
         if not found:
             missing.append(req)
     return tuple(missing)

@@ -149,7 +149,7 @@ def _parasim_type(path: str):
     return obj
 
 
-def from_data(data, depth: int = 0):  # noqa: C901 -- TODO(issue 12): split
+def from_data(data, depth: int = 0):
     """Rebuild what `to_data` encoded. Runs only parasim's own constructors."""
     if depth > MAX_DEPTH:
         raise DataError(f"data nested deeper than {MAX_DEPTH} levels")
@@ -171,16 +171,26 @@ def from_data(data, depth: int = 0):  # noqa: C901 -- TODO(issue 12): split
     if kind == "dict":
         return {_hashable(dec(k)): dec(v) for k, v in data["v"]}
     if kind in ("nd", "nd0"):
-        dtype = np.dtype(str(data["dtype"]))
-        if dtype.kind not in _NUMERIC:
-            raise DataError(f"dtype {dtype} is not numeric")
-        if kind == "nd0":
-            return dtype.type(dec(data["v"]))
-        shape = tuple(int(n) for n in data["shape"])
-        raw = base64.b64decode(data["b64"])
-        if len(raw) != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
-            raise DataError("array data does not match its shape")
-        return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+        return _array_from_data(data, kind, dec)
+    return _object_from_data(data, kind, dec)
+
+
+def _array_from_data(data: dict, kind: str, dec):
+    """A numpy array ("nd") or scalar ("nd0") of a numeric dtype."""
+    dtype = np.dtype(str(data["dtype"]))
+    if dtype.kind not in _NUMERIC:
+        raise DataError(f"dtype {dtype} is not numeric")
+    if kind == "nd0":
+        return dtype.type(dec(data["v"]))
+    shape = tuple(int(n) for n in data["shape"])
+    raw = base64.b64decode(data["b64"])
+    if len(raw) != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
+        raise DataError("array data does not match its shape")
+    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+
+
+def _object_from_data(data: dict, kind: str, dec):
+    """A parasim NamedTuple, enum or dataclass, rebuilt by its own class."""
     cls = _parasim_type(data.get("cls", ""))
     if kind == "nt" and issubclass(cls, tuple):
         return cls(*[dec(x) for x in data["v"]])

@@ -4,7 +4,7 @@
     y  = x1 + gelu(ln2(x1) W_fc + b_fc) W_proj + b_proj          (MLP hidden = 4h)
 
 Parameters per block: 12 h^2 + 13 h (W_qkv 3h^2, W_o h^2, W_fc 4h^2, W_proj 4h^2; biases 9h; two
-layer norms 4h), the per-layer term of Narayanan et al. 2021 (REFERENCES.md section 5).
+layer norms 4h), the per-layer term of Narayanan et al. 2021 (Sec. 5.1).
 """
 
 from dataclasses import dataclass

@@ -1,4 +1,4 @@
-"""GPT size and FLOP formulas (Narayanan et al. 2021; /work/shared/REFERENCES.md section 5).
+"""GPT size and FLOP formulas (Narayanan et al. 2021, eq. 3).
 
 Parameters:   P = 12 L h^2 (1 + 13/(12h) + (V+s)/(12 L h)) = 12 L h^2 + 13 L h + (V + s) h.
   12h^2 + 13h per block (see block.py) plus token and position embeddings, with the output

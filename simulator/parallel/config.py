@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from numbers import Integral, Real
+from functools import cached_property
+from numbers import Real
 
 from ..errors import ParasimError
+from ..mesh import DeviceMesh
+from ..model_states import check_zero_stage
 from ..models import GPTConfig, MLPConfig, build_model
 from .cp_split import check_context_parallel
-from .schedule_registry import SCHEDULES, ZERO_BUBBLE, schedule_spec
+from .degrees import Parallelism, check_positive, is_int
+from .schedule_registry import SCHEDULES as SCHEDULES  # re-exported: the CLI and app list them
+from .schedule_registry import ZERO_BUBBLE, schedule_spec
 
 STRATEGIES = ("single", "dp", "layer", "pp", "tp", "sp", "cp", "ep", "zero1", "zero2", "zero3", "hybrid")
 CP_KINDS = ("ring", "all-to-all")
@@ -55,24 +60,24 @@ class TrainConfig:
 
     def __post_init__(self):
         _check(self.strategy in STRATEGIES, f"unknown strategy {self.strategy!r}; known: {', '.join(STRATEGIES)}")
-        _check(self.schedule in SCHEDULES, f"unknown schedule {self.schedule!r}; known: {', '.join(SCHEDULES)}")
+        schedule_spec(self.schedule)
         _check(self.grad_dtype in GRAD_DTYPES, f"unknown grad dtype {self.grad_dtype!r}; known: {', '.join(GRAD_DTYPES)}")
         _check(self.optimizer in OPTIMIZERS, f"unknown optimizer {self.optimizer!r}; known: {', '.join(OPTIMIZERS)}")
         _check(self.cp_kind in CP_KINDS, f"unknown context-parallel kind {self.cp_kind!r}; known: {', '.join(CP_KINDS)}")
-        for name in ("devices", "tp", "cp", "ep", "batch_size", "microbatches", "virtual_stages", "accumulate", "steps"):
-            v = getattr(self, name)
-            _check(_is_int(v) and v >= 1, f"{name} must be a positive integer, got {v!r}")
+        check_positive(**{name: getattr(self, name) for name in (
+            "devices", "tp", "cp", "ep", "batch_size", "microbatches", "virtual_stages", "accumulate", "steps")})
         for name in ("dp", "pp"):
             v = getattr(self, name)
-            _check(_is_int(v) and v >= 0, f"{name} must be a positive integer (or 0: derived), got {v!r}")
-        _check(_is_int(self.zero) and self.zero in (0, 1, 2, 3), f"ZeRO stage must be 0, 1, 2 or 3, got {self.zero!r}")
-        _check(_is_int(self.seed) and 0 <= self.seed < 2**32, f"seed must be an integer in [0, 2^32), got {self.seed!r}")
+            _check(is_int(v) and v >= 0, f"{name} must be a positive integer (or 0: derived), got {v!r}")
+        check_zero_stage(self.zero)
+        _check(is_int(self.seed) and 0 <= self.seed < 2**32, f"seed must be an integer in [0, 2^32), got {self.seed!r}")
         _check(_is_real(self.lr) and math.isfinite(self.lr) and self.lr > 0,
                f"learning rate must be a finite number > 0, got {self.lr!r}")
         _check(self.bucket_mb is None or (_is_real(self.bucket_mb) and math.isfinite(self.bucket_mb) and self.bucket_mb > 0),
                f"bucket size must be a finite number > 0 MB, got {self.bucket_mb!r}")
-        _check(self.ep == 1 or self.strategy == "ep",
-               f"--ep {self.ep} shards experts only with strategy ep, not {self.strategy}: use --strategy ep or drop --ep")
+        _check(self.ep == 1 or self.strategy in ("ep", "hybrid"),
+               f"--ep {self.ep} shards experts with strategies ep and hybrid, not {self.strategy}: use --strategy "
+               "hybrid or drop --ep")
         _check(self.steps <= MAX_STEPS and self.batch_size <= MAX_BATCH,
                f"a real run is bounded to {MAX_STEPS} steps of a batch of at most {MAX_BATCH}; "
                f"got steps={self.steps}, batch={self.batch_size}")
@@ -106,9 +111,6 @@ class TrainConfig:
         else:
             dp = dp or max(1, n // max(1, (pp or 1) * tp * cp))
             pp = pp or max(1, n // (dp * tp * cp))
-        _check(self.ep == 1 or s != "hybrid",
-               f"expert parallelism (ep={self.ep}) runs with strategy ep (data x expert over all devices); the hybrid "
-               f"strategy combines dp, cp, tp and pp with ep=1")
         cps = f" x cp={cp}" if cp > 1 else ""
         _check(dp * pp * tp * cp == n,
                f"degrees dp={dp}{cps} x pp={pp} x tp={tp} = {dp * pp * tp * cp} do not multiply to {n} devices")
@@ -117,6 +119,8 @@ class TrainConfig:
             _check(self.schedule not in ZERO_BUBBLE or pp == 1,
                    f"schedule {self.schedule} splits backward into B and W; the context-parallel layers emit them "
                    "together: use gpipe, 1f1b or interleaved with cp > 1")
+        if self.ep > 1:
+            check_expert_parallel(self, dp, cp, pp)
         if s == "layer":
             _check(self.m == 1, f"layer-wise model parallelism uses no micro-batches, got {self.m}")
         kinds = [type(layer).__name__ for layer in build_model(self.model).layers]
@@ -124,13 +128,17 @@ class TrainConfig:
         _check(pp * self.virtual_stages <= layers,
                f"{pp} stages x {self.virtual_stages} virtual stages = {pp * self.virtual_stages} exceeds the model's "
                f"{layers} layers ({_describe_layers(kinds)}); each stage holds at least one")
-        schedule_spec(self.schedule).check(pp, self.microbatches, self.virtual_stages)
+        stage = int(s[-1]) if s.startswith("zero") else self.zero
+        # the shared value checks the schedule's rules (e.g. interleaving needs m a multiple of p) and that
+        # ep divides dp x cp (Megatron-Core's expert rank generator)
+        par = Parallelism(dp=dp, tp=tp, pp=pp, cp=cp, ep=self.ep, microbatches=self.microbatches,
+                          virtual_stages=self.virtual_stages, schedule=self.schedule, zero=stage,
+                          sequence_parallel=s == "sp" and tp > 1)
         per = dp * self.m
         parts = f"micro-batches={self.microbatches} x accumulate={self.accumulate}" if self.accumulate > 1 \
             else f"micro-batches={self.m}"
         _check(self.batch_size % per == 0,
                f"batch {self.batch_size} cannot be split into dp={dp} x {parts} = {per} equal parts")
-        stage = int(s[-1]) if s.startswith("zero") else self.zero
         _check(stage == self.zero or self.zero == 0,
                f"strategy {s} means ZeRO stage {stage}, but --zero {self.zero} was given")
         # only the ZeRO compiler shards model states; elsewhere a stage would be silently ignored
@@ -141,7 +149,22 @@ class TrainConfig:
         _check(stage == 0 or dp > 1 or s.startswith("zero"),
                f"ZeRO stage {stage} shards model states over the data-parallel group, but strategy {s} has dp=1 "
                f"(pp={pp}, tp={tp}): raise --dp or drop --zero")
-        return replace(self, dp=dp, pp=pp, tp=tp, cp=cp, zero=stage)
+        out = replace(self, dp=dp, pp=pp, tp=tp, cp=cp, zero=stage)
+        object.__setattr__(out, "parallelism", par)
+        return out
+
+    @property
+    def attention_mesh(self) -> DeviceMesh:
+        """The ranks of the dense layers, (pp, dp, ep=1, cp, tp) with ep folded into dp: Megatron-Core's
+        decoder rank generator (ep=1); the expert layers see `.parallelism.expert_mesh`
+        (DeviceMesh.megatron_experts)."""
+        return self.parallelism.mesh
+
+    @cached_property
+    def parallelism(self) -> Parallelism:
+        """The resolved degrees, schedule and ZeRO stage as the value the cost model shares
+        (`simulator.parallel.degrees`); ranks and groups: `.parallelism.mesh`."""
+        return self.resolved().parallelism
 
     @property
     def microbatch_size(self) -> int:
@@ -154,6 +177,27 @@ class TrainConfig:
         return None if seq is None else seq // self.cp
 
 
+def check_expert_parallel(cfg: TrainConfig, dp: int, cp: int, pp: int) -> None:
+    """ep > 1: a mixture-of-experts model whose experts and dp x cp ranks split into ep equal parts
+    (Megatron-LM carves the expert-parallel group out of data x context), and what the expert
+    gradients' own group (expert-data, dp cp / ep ranks) cannot combine with."""
+    ep, m = cfg.ep, cfg.model
+    experts = getattr(m, "experts", None)
+    _check(experts is not None, f"expert parallelism (ep={ep}) spreads the experts of a mixture-of-experts model; "
+                                f"{m!r} has none: use --model moe")
+    _check(experts % ep == 0, f"ep={ep} must divide the experts ({experts}): each expert-parallel rank holds "
+                              f"experts/ep of every MoE block")
+    # ep dividing dp x cp is the shared value's rule (`Parallelism`, checked when it is made)
+    _check(cfg.schedule not in ZERO_BUBBLE or pp == 1,
+           f"schedule {cfg.schedule} splits backward into B and W; expert-parallel MoE blocks emit them together: "
+           "use gpipe, 1f1b, interleaved or dualpipe with ep > 1")
+    _check(cfg.zero == 0 and not cfg.strategy.startswith("zero"),
+           f"ZeRO shards model states over the data group; expert gradients are reduced over their expert-data "
+           f"group (dp x cp / ep = {dp * cp // ep} ranks): drop --zero with ep={ep}")
+    _check(cfg.bucket_mb is None and cfg.grad_dtype == "float64",
+           "expert parallelism moves float64 per-parameter AllReduces: drop --bucket-mb and --grad-dtype")
+
+
 def _describe_layers(kinds: list[str]) -> str:
     """['Embedding', 'TransformerBlock', 'TransformerBlock', 'LMHead'] -> 'Embedding, 2 x TransformerBlock, LMHead'."""
     runs: list[list] = []
@@ -163,11 +207,6 @@ def _describe_layers(kinds: list[str]) -> str:
         else:
             runs.append([k, 1])
     return ", ".join(k if n == 1 else f"{n} x {k}" for k, n in runs)
-
-
-def _is_int(v) -> bool:
-    """An integer and not a bool (TrainConfig(devices=True) is a mistake, not one device)."""
-    return isinstance(v, Integral) and not isinstance(v, bool)
 
 
 def _is_real(v) -> bool:

@@ -31,7 +31,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ParasimError
-from ..mesh import DeviceMesh
 from ..models import Embedding, TransformerBlock
 from . import cp_kernels  # noqa: F401 -- registers the cp_* kernels this compiler emits
 from .config import TrainConfig
@@ -181,7 +180,7 @@ class ContextTensorParallelReplica(ContextAttention, TensorParallelReplica):
 
 
 def _cp_fields(cfg: TrainConfig, c: int) -> dict:
-    mesh = DeviceMesh.megatron(tp=cfg.tp, cp=cfg.cp, dp=cfg.dp, pp=cfg.pp)  # the mesh of compile_replicated
+    mesh = cfg.attention_mesh  # the mesh of compile_replicated
     return {"cp": cfg.cp, "c": c, "kind": cfg.cp_kind, "cp_group_of": {r: g for g in mesh.groups("cp") for r in g},
             "positions": chunk_positions(cfg.model.seq_len, cfg.cp, cfg.cp_kind)}
 

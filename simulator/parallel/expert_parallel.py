@@ -1,138 +1,224 @@
-"""Expert parallelism (GShard, Lepikhin et al. 2020; Switch Transformer, Fedus et al. 2021):
-the MoE blocks' experts are spread over `ep` devices, everything else is data parallel over the
-same devices.
+"""Expert parallelism inside the 5-D mesh: dp x cp x tp x pp with the experts of every MoE block
+spread over ep ranks carved from the dp x cp ranks (Megatron-LM's MoE parallel folding: the
+attention layers see the mesh (pp, dp, cp, tp), the expert layers the same devices as
+(pp, edp, ep, tp) with edp = dp cp / ep; DeviceMesh.megatron_experts).
 
-Devices 0..N-1 are all data-parallel ranks (each its own slice of the batch). Consecutive blocks
-of `ep` ranks form expert groups; rank r holds experts (r mod ep) E/ep .. (r mod ep + 1) E/ep - 1
-of every MoE block. In each MoE block a rank routes its own tokens, then
+    8 devices, dp=2, cp=2, tp=2, ep=2:  context groups (0,2) (1,3) (4,6) (5,7)
+                                        expert groups  (0,2) (1,3) (4,6) (5,7)   AllToAll dispatch/combine
+                                        expert-data groups (0,4) (1,5) (2,6) (3,7)  expert gradients
+                                        data x context groups (0,2,4,6) (1,3,5,7)   every other gradient
 
-    AllToAll (dispatch):  (E, B C, h) -> the tokens of all group members for my E/ep experts
-    my experts' MLPs
-    AllToAll (combine):   outputs back to the ranks their tokens came from, (E, B C, h)
-
-and the backward runs the same two AllToAlls in reverse (the backward of AllToAll is AllToAll).
-Gradients: dense parameters are AllReduced over all N ranks as in data parallelism; an expert's
-gradient already sums the tokens of its whole group, so it is AllReduced (sum) only over the
-N/ep ranks holding the same expert, then divided by N when averaging (each rank scaled its loss
-by 1 / its own token count).
+Rank r holds experts [e E/ep, (e+1) E/ep) of every MoE block, e = its coordinate on the ep axis.
+Gradients: the dense parameters are averaged over data x context as without experts; an expert's
+gradient already sums the tokens of its whole expert group (the AllToAll brought them), so it is
+summed over the expert-data group only, then divided by the data x context size (the mean over
+replicas). The strategy "ep" is this compiler with dp = devices by default (GShard's layout:
+every device a data-parallel rank, consecutive blocks of ep ranks sharing the experts).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 from ..errors import ParasimError
-from ..program import Collective, ProgramBuilder
+from ..mesh import DeviceMesh
 from .config import TrainConfig
-from .emit import Replica, grad, param
+from .context_parallel import (
+    ContextParallel,
+    ContextParallelReplica,
+    ContextTensorParallel,
+    ContextTensorParallelReplica,
+)
+from .emit import Replica, param
 from .experts import EXPERT_PARAMS, MoEBlock, MoEGPTConfig
 from .layer_kernels import layer_of, optimizer_state_names
-from .moe_kernels import dense_names
-from .replicated import Compiled, emit_optimizer, initial_state, make_optimizer, tokens_per_sample
-from .schedule_registry import make_schedule
-
-
-def _is_moe(config, li: int) -> bool:
-    return isinstance(layer_of(config, li), MoEBlock)
+from .moe_layers import ContextAttentionHalf, ExpertLayers, TensorAttentionHalf, WholeAttention
+from .replicated import Compiled, WholeLayers, compile_replicated, make_optimizer
+from .tensor_parallel import TensorParallel, TensorParallelReplica, check_tensor_parallel
 
 
 @dataclass
-class ExpertReplica(Replica):
-    """A one-stage replica whose MoE blocks dispatch over `group` (its expert-parallel group)."""
+class ExpertReplica(ExpertLayers, WholeAttention, Replica):
+    pass
 
-    group: tuple[int, ...] = ()
+
+@dataclass
+class ContextExpertReplica(ExpertLayers, ContextAttentionHalf, ContextParallelReplica):
+    pass
+
+
+@dataclass
+class TensorExpertReplica(ExpertLayers, TensorAttentionHalf, TensorParallelReplica):
+    pass
+
+
+@dataclass
+class ContextTensorExpertReplica(ExpertLayers, TensorAttentionHalf, ContextTensorParallelReplica):
+    pass
+
+
+WITH_EXPERTS = {Replica: ExpertReplica, ContextParallelReplica: ContextExpertReplica,
+                TensorParallelReplica: TensorExpertReplica, ContextTensorParallelReplica: ContextTensorExpertReplica}
+
+
+def is_moe(config, li: int) -> bool:
+    return isinstance(layer_of(config, li), MoEBlock)
+
+
+def is_expert(config, li: int, name: str) -> bool:
+    return name in EXPERT_PARAMS and is_moe(config, li)
+
+
+class ExpertRows:
+    """The block of an expert tensor (experts along dim 0) a rank holds: experts [e E/ep, (e+1) E/ep)
+    with e = index_of[rank] (its coordinate on the ep axis)."""
+
+    def __init__(self, ep: int, index_of: dict[int, int]):
+        self.ep, self.index_of = ep, index_of
+
+    def block_slices(self, rank: int, global_shape) -> tuple[slice, ...]:
+        e, c = global_shape[0] // self.ep, self.index_of[rank]
+        return (slice(c * e, (c + 1) * e),) + tuple(slice(0, n) for n in global_shape[1:])
+
+
+@dataclass(frozen=True)
+class Experts:
+    """A placement (replicated.WholeLayers' interface) wrapping the attention layers' placement
+    `inner`: MoE blocks emit through ExpertLayers, expert tensors are cut over the ep axis."""
+
+    inner: object
+    cfg: TrainConfig  # resolved
 
     @property
-    def ep(self) -> int:
-        return len(self.group)
+    def mesh(self) -> DeviceMesh:
+        c = self.cfg
+        return DeviceMesh.megatron_experts(tp=c.tp, cp=c.cp, ep=c.ep, dp=c.dp, pp=c.pp)
 
-    def _a2a(self, r: int, src: str, dst: str, nbytes: int, tag: str) -> str:
-        if self.ep == 1:
-            return src
-        self.builder.add(r, Collective("all_to_all", src, dst, self.group, axis=0, nbytes=nbytes, tag=tag))
-        self.builder.free(r, src)
-        return dst
+    @property
+    def ep_group_of(self) -> dict[int, tuple[int, ...]]:
+        return {r: g for g in self.mesh.groups("ep") for r in g}
 
-    def _buf_nbytes(self, lyr: MoEBlock) -> int:
-        return 8 * lyr.experts * self.microbatch_size * lyr.capacity * lyr.hidden
+    @property
+    def index_of(self) -> dict[int, int]:
+        mesh = self.mesh
+        return {r: mesh.coord(r, "ep") for r in mesh.ranks}
 
-    def emit_layer_forward(self, r, li, x, y, j):
-        if not _is_moe(self.config, li):
-            return super().emit_layer_forward(r, li, x, y, j)
-        b, lyr = self.builder, layer_of(self.config, li)
-        at = {"config": self.config, "layer": li}
-        a, nb, pre = f"act/moe/{li}", self._buf_nbytes(lyr), lyr.forward_flops(self.microbatch_size)
-        dense = [param(li, n) for n in dense_names(lyr)]
-        b.compute(r, "moe_pre", [x, *dense], [f"{a}/disp/mb{j}", f"act/cache/{li}/mb{j}", f"{a}/stats/mb{j}"],
-                  attrs=at, flops=pre / 2, phase="forward", microbatch=j, label=f"F{j} {lyr.name} route")
-        b.compute(r, "add", [f"out/moe/{li}", f"{a}/stats/mb{j}"], [f"out/moe/{li}"], phase="other", label="count")
-        b.free(r, f"{a}/stats/mb{j}")
-        buf = self._a2a(r, f"{a}/disp/mb{j}", f"{a}/xin/mb{j}", nb, f"dispatch{j}:{li}")
-        b.compute(r, "moe_experts_fwd", [buf, *(param(li, n) for n in EXPERT_PARAMS)],
-                  [f"{a}/eo/mb{j}", f"{a}/ecache/mb{j}"], attrs={**at, "ep": self.ep}, flops=pre / 2,
-                  phase="forward", microbatch=j, label=f"F{j} {lyr.name} experts")
-        b.free(r, buf)
-        back = self._a2a(r, f"{a}/eo/mb{j}", f"{a}/eout/mb{j}", nb, f"combine{j}:{li}")
-        b.compute(r, "moe_post", [f"act/cache/{li}/mb{j}", back], [y], attrs=at, phase="forward", microbatch=j,
-                  label=f"F{j} {lyr.name} combine")
+    def replica(self, builder, stages, ranks, t, mbs, scale, ready, c: int = 0) -> Replica:
+        lane = self.inner.replica(builder, stages, ranks, t, mbs, scale, ready, c=c)
+        values = {f.name: getattr(lane, f.name) for f in fields(lane) if f.init}
+        return WITH_EXPERTS[type(lane)](**values, ep_group_of=self.ep_group_of)
 
-    def emit_layer_backward(self, r, li, dy, dx, j, accumulate):
-        if not _is_moe(self.config, li):
-            return super().emit_layer_backward(r, li, dy, dx, j, accumulate)
-        b, lyr = self.builder, layer_of(self.config, li)
-        at = {"config": self.config, "layer": li}
-        a, nb = f"act/moe/{li}", self._buf_nbytes(lyr)
-        fl = lyr.backward_flops(self.microbatch_size)[0]
-        back = f"{a}/eout/mb{j}" if self.ep > 1 else f"{a}/eo/mb{j}"
-        b.compute(r, "moe_post_bwd", [f"act/cache/{li}/mb{j}", back, dy], [f"{a}/deo/mb{j}", f"{a}/dgates/mb{j}"],
-                  attrs=at, phase="backward", microbatch=j, label=f"B{j} {lyr.name} combine")
-        b.free(r, back)
-        dbuf = self._a2a(r, f"{a}/deo/mb{j}", f"{a}/dout/mb{j}", nb, f"combine-b{j}:{li}")
-        exp_grads = [grad(li, n) for n in EXPERT_PARAMS]
-        b.compute(r, "moe_experts_bwd", [f"{a}/ecache/mb{j}", dbuf, *(param(li, n) for n in EXPERT_PARAMS),
-                                         *(exp_grads if accumulate else [])], [f"{a}/dxin/mb{j}", *exp_grads],
-                  attrs={**at, "ep": self.ep}, flops=fl, phase="backward", microbatch=j,
-                  label=f"B{j} {lyr.name} experts")
-        b.free(r, f"{a}/ecache/mb{j}", dbuf)
-        ddisp = self._a2a(r, f"{a}/dxin/mb{j}", f"{a}/ddisp/mb{j}", nb, f"dispatch-b{j}:{li}")
-        names = dense_names(lyr)
-        dense_grads = [grad(li, n) for n in names]
-        b.compute(r, "moe_pre_bwd", [f"act/cache/{li}/mb{j}", ddisp, f"{a}/dgates/mb{j}", dy,
-                                     *(param(li, n) for n in names), *(dense_grads if accumulate else [])],
-                  ([dx] if dx else []) + dense_grads, attrs={**at, "want_dx": dx is not None}, flops=fl,
-                  phase="backward", microbatch=j, label=f"B{j} {lyr.name} route")
-        b.free(r, f"act/cache/{li}/mb{j}", ddisp, f"{a}/dgates/mb{j}")
+    def positions(self, c: int):
+        return self.inner.positions(c)
 
-    def emit_layer_backward_input(self, r, li, dy, dx, j):
-        raise ParasimError("expert parallelism runs the 1f1b order on one stage; split backward is not supported")
+    def shapes(self, li: int) -> dict:
+        out = dict(self.inner.shapes(li))
+        for n, s in layer_of(self.cfg.model, li).param_shapes().items():
+            if is_expert(self.cfg.model, li, n):
+                out[n] = (s[0] // self.cfg.ep,) + tuple(s[1:])
+        return out
 
-    emit_layer_backward_weight = emit_layer_backward_input
+    def shard(self, li: int, name: str, value: np.ndarray, t: int) -> np.ndarray:
+        """Expert tensors stay whole here (compile_experts cuts them by the rank's ep coordinate)."""
+        return value if is_expert(self.cfg.model, li, name) else self.inner.shard(li, name, value, t)
+
+    def gather(self, homes: dict):
+        """Dense tensors as the inner placement reads them; experts concatenated over the ep axis."""
+        model, mesh = self.cfg.model, self.mesh
+        dense = {k: v for k, v in homes.items() if not is_expert(model, *k)}
+        inner = self.inner.gather(dense)
+
+        def read(runtime) -> list[dict]:
+            out = inner(runtime) if inner else [dict() for _ in range(1 + max(li for li, _ in homes))]
+            for (li, n), places in homes.items():
+                if inner is None and not is_expert(model, li, n):
+                    out[li][n] = runtime.fetch(places[0][0], [places[0][1]])[places[0][1]]
+                elif is_expert(model, li, n):
+                    s = mesh.coord(places[0][0], "pp")
+                    owners = [mesh.rank_at({"pp": s, "edp": 0, "ep": e, "tp": 0}) for e in range(self.cfg.ep)]
+                    out[li][n] = np.concatenate([runtime.fetch(o, [param(li, n)])[param(li, n)] for o in owners])
+            return out
+
+        return read
+
+    def grad_group(self, rank: int, tensor: str, dense: tuple[int, ...]):
+        """(group, factor) for an expert gradient: summed over the ranks of `dense` (data x context,
+        and DualPipe's mirror copies) that hold the same experts, then scaled by 1/len(dense) when
+        averaging; None for every other gradient (averaged over `dense`)."""
+        _, li, name = tensor.split("/")[:3]
+        if not is_expert(self.cfg.model, int(li), name):
+            return None
+        index = self.index_of
+        group = tuple(x for x in dense if index[x] == index[rank])
+        return group, (1.0 / len(dense) if self.cfg.gradients_mean else 1.0)
 
 
-def local_shapes(config, li: int, ep: int) -> dict:
-    shapes = layer_of(config, li).param_shapes()
-    if not _is_moe(config, li):
-        return shapes
-    return {n: ((s[0] // ep,) + s[1:] if n in EXPERT_PARAMS else s) for n, s in shapes.items()}
+def expert_bytes_per_step(model: MoEGPTConfig, microbatch: int, microbatches: int, ep: int, cp: int = 1) -> dict:
+    """Bytes one rank sends per training step for the MoE blocks it holds, per collective (float64).
+
+    AllToAll: per MoE block and micro-batch, dispatch and combine forward and both again backward,
+    each of the (E, B C, h) slot buffer (GShard, Lepikhin et al. 2020, Sec. 2.2 and Algorithm 2:
+    dispatch and combine AllToAlls of the (E, C, M) tensor), of which (ep - 1)/ep leaves the rank:
+    4 x 8 E B C h (ep - 1)/ep, i.e. about 32 cf k h (ep - 1)/ep bytes per token per layer
+    (E C = cf k s). Every cp rank of a sequence sends the whole slot buffer (its own tokens' slots
+    filled) so that the capacity slots are those of one device: the per-token cost grows by cp.
+    AllGather (cp > 1): the k expert choices of the rank's s/cp tokens, (cp - 1) x 8 B (s/cp) k."""
+    blocks = sum(1 for lyr in model.build_layers() if isinstance(lyr, MoEBlock))
+    lyr = next(lyr for lyr in model.build_layers() if isinstance(lyr, MoEBlock))
+    buf = 8 * lyr.experts * microbatch * lyr.capacity * lyr.hidden
+    out = {"all_to_all": blocks * microbatches * 4 * buf * (ep - 1) // ep}
+    if cp > 1:
+        out["all_gather"] = blocks * microbatches * (cp - 1) * 8 * microbatch * (model.seq_len // cp) * lyr.top_k
+    return out
 
 
-def _gather(config, layers, ep: int, dp: int, notes: dict):
-    """-> runtime -> per-layer parameters (experts concatenated from ranks 0..ep-1); also writes the
-    routing counts summed over ranks and steps into notes["moe"]."""
+def _inner_placement(cfg: TrainConfig):
+    if cfg.tp > 1:
+        check_tensor_parallel(cfg, sp=False)
+        return ContextTensorParallel(cfg) if cfg.cp > 1 else TensorParallel(cfg)
+    return ContextParallel(cfg.model, cfg) if cfg.cp > 1 else WholeLayers(cfg.model)
+
+
+def compile_experts(cfg: TrainConfig) -> Compiled:
+    """A mixture-of-experts model on the 5-D mesh (any dp, cp, tp, pp; ep | experts and ep | dp cp)."""
+    cfg = cfg.resolved()
+    model = cfg.model
+    if not isinstance(model, MoEGPTConfig):
+        raise ParasimError(f"expert parallelism needs a mixture-of-experts model (MoEGPTConfig), got {model!r}")
+    placement = Experts(_inner_placement(cfg), cfg)
+    compiled = compile_replicated(cfg, placement)
+    ep, index = cfg.ep, placement.index_of
+    states = ["", *(f"/{s}" for s in optimizer_state_names(make_optimizer(cfg)))]
+    moe_layers = [li for li in range(cfg.n_layers) if is_moe(model, li)]
+    expert_tensors = {f"{'param' if not st else 'opt'}/{li}/{n}{st}": li for li in moe_layers for n in EXPERT_PARAMS
+                      for st in states}
+    for r, held in compiled.initial.items():
+        e_loc = model.experts // ep
+        for name in [n for n in held if n in expert_tensors]:
+            held[name] = held[name][index[r] * e_loc:(index[r] + 1) * e_loc].copy()
+        for li in {expert_tensors[n] for n in held if n in expert_tensors}:
+            held[f"out/moe/{li}"] = np.zeros(model.experts + 1)
+    compiled.notes.update(ep=ep, layouts={n: ExpertRows(ep, index) for n in expert_tensors} if ep > 1 else {})
+    compiled.gather = _with_routing_counts(compiled, moe_layers)
+    return compiled
+
+
+def _with_routing_counts(compiled: Compiled, moe_layers: list[int]):
+    """The parameter reader, also writing the routing counts (summed over the tensor-rank-0 holders
+    of every MoE block, over all steps) into notes["moe"]."""
+    read, notes = compiled.gather, compiled.notes
 
     def gather(runtime) -> list[dict]:
-        out = []
-        for li in layers:
-            names = [param(li, n) for n in layer_of(config, li).param_shapes()]
-            held = [runtime.fetch(r, names) for r in range(ep if _is_moe(config, li) else 1)]
-            out.append({n: (np.concatenate([h[param(li, n)] for h in held]) if _is_moe(config, li) and n in EXPERT_PARAMS
-                            else held[0][param(li, n)]) for n in layer_of(config, li).param_shapes()})
+        out = read(runtime)
+        model, mesh = compiled.config.model, compiled.mesh
         moe = {}
-        for li in (li for li in layers if _is_moe(config, li)):
-            lyr = layer_of(config, li)
-            total = sum(runtime.fetch(r, [f"out/moe/{li}"])[f"out/moe/{li}"] for r in range(dp))
+        for li in moe_layers:
+            lyr, name = layer_of(model, li), f"out/moe/{li}"
+            # every token is routed once on the tensor rank 0 of its (replica, context rank, model copy)
+            holders = [r for r, held in compiled.initial.items() if name in held and mesh.coord(r, "tp") == 0]
+            total = sum(runtime.fetch(r, [name])[name] for r in holders)
             moe[lyr.name] = {"tokens_per_expert": [int(v) for v in total[:-1]], "dropped": int(total[-1]),
                              "capacity_per_sequence": lyr.capacity}
         notes["moe"] = moe
@@ -141,67 +227,5 @@ def _gather(config, layers, ep: int, dp: int, notes: dict):
     return gather
 
 
-class ExpertRows:
-    """The block of an expert tensor (experts along dim 0) rank r holds: experts
-    [c e, (c+1) e) with e = experts / ep and c = r mod ep (the cut of `compile_expert_parallel`)."""
-
-    def __init__(self, ep: int):
-        self.ep = ep
-
-    def block_slices(self, rank: int, global_shape) -> tuple[slice, ...]:
-        e, c = global_shape[0] // self.ep, rank % self.ep
-        return (slice(c * e, (c + 1) * e),) + tuple(slice(0, n) for n in global_shape[1:])
-
-
 def compile_expert_parallel(cfg: TrainConfig) -> Compiled:
-    cfg = cfg.resolved()
-    model, n, ep = cfg.model, cfg.devices, cfg.ep
-    if not isinstance(model, MoEGPTConfig):
-        raise ParasimError(f"expert parallelism needs a mixture-of-experts model (MoEGPTConfig), got {model!r}")
-    if cfg.pp != 1 or cfg.tp != 1 or cfg.virtual_stages != 1 or cfg.dp != n:
-        raise ParasimError(f"expert parallelism here is data parallel over all devices: needs pp=1, tp=1, dp={n}; "
-                           f"got dp={cfg.dp}, pp={cfg.pp}, tp={cfg.tp}")
-    if n % ep or model.experts % ep:
-        raise ParasimError(f"ep={ep} must divide the devices ({n}) and the experts ({model.experts})")
-    if cfg.bucket_mb is not None or cfg.grad_dtype != "float64":
-        raise ParasimError("expert parallelism moves float64 per-parameter AllReduces: drop --bucket-mb and --grad-dtype")
-    dp, m = n, cfg.m
-    b = ProgramBuilder(n, name=f"ep={ep} dp={dp} m={m}")
-    layers = tuple(range(cfg.n_layers))
-    optimizer = make_optimizer(cfg)
-    mbs, rows = cfg.microbatch_size, cfg.batch_size // dp
-    count = rows * tokens_per_sample(model)
-    schedule = make_schedule("1f1b", 1, m, 1)
-    feeds, loss_tensors, initial = [], {}, {}
-    everyone = tuple(range(n))
-    op = "mean" if cfg.gradients_mean else "sum"
-    for r in range(n):
-        group = tuple(range(r - r % ep, r - r % ep + ep))
-        ExpertReplica(b, model, (layers,), (r,), mbs, 1.0 / count, group=group).run_schedule(schedule)
-        same_experts = tuple(range(r % ep, n, ep))
-        for li in reversed(layers):
-            for name, shape in local_shapes(model, li, ep).items():
-                g, nbytes = grad(li, name), 8 * int(np.prod(shape))
-                if _is_moe(model, li) and name in EXPERT_PARAMS:
-                    if len(same_experts) > 1:
-                        b.add(r, Collective("all_reduce", g, g, same_experts, op="sum", nbytes=nbytes, tag=g))
-                    if cfg.gradients_mean and dp > 1:
-                        b.compute(r, "scale", [g], [g], attrs={"factor": 1.0 / dp}, phase="other", label=f"{g} / {dp}")
-                elif dp > 1:
-                    b.add(r, Collective("all_reduce", g, g, everyone, op=op, nbytes=nbytes, tag=g))
-        emit_optimizer(b, r, layers, model, optimizer, shapes=lambda li: local_shapes(model, li, ep))
-        for j in range(m):
-            a = r * rows + j * mbs
-            feeds += [(r, f"data/x/mb{j}", a, a + mbs, "x"), (r, f"data/y/mb{j}", a, a + mbs, "y")]
-        loss_tensors[r] = [f"out/loss/mb{j}" for j in range(m)]
-        e_loc, c = model.experts // ep, r % ep
-        cut = lambda li, name, v: v[c * e_loc:(c + 1) * e_loc] if _is_moe(model, li) and name in EXPERT_PARAMS else v
-        initial[r] = initial_state(model, layers, optimizer, cfg.seed, shard=cut)
-        initial[r].update({f"out/moe/{li}": np.zeros(model.experts + 1) for li in layers if _is_moe(model, li)})
-    states = ["", *(f"/{s}" for s in optimizer_state_names(optimizer))]
-    notes = {"schedule": None, "ep": ep,  # where each rank's experts sit, for checkpoints (faults/shards.py)
-             "layouts": {f"{'param' if not st else 'opt'}/{li}/{n}{st}": ExpertRows(ep)
-                         for li in layers if _is_moe(model, li) and ep > 1 for n in EXPERT_PARAMS for st in states}}
-    param_home = {(li, nm): (0, param(li, nm)) for li in layers for nm in layer_of(model, li).param_shapes()}
-    return Compiled(cfg, b.build(), initial, feeds, param_home, loss_tensors, count * dp, None, notes,
-                    gather=_gather(model, layers, ep, dp, notes))
+    return compile_experts(cfg)

@@ -14,9 +14,11 @@ so every split of the batch over devices routes identically). Slots are filled c
 dropped: its expert output is not added (the token keeps its residual path). No auxiliary
 load-balancing loss is used.
 
-The block is computed in three parts so expert parallelism can put AllToAlls between them:
-`pre` (attention, router, dispatch buffer (E, B C, h)), `experts` on any contiguous block of
-experts, `post` (combine). On one device the buffer goes straight from `pre` to `experts`.
+The block is computed in parts so expert parallelism can put AllToAlls between them:
+`attend` (attention, residual, ln2), `dispatch` (router, slots, buffer (E, B C, h)), `experts` on
+any contiguous block of experts, `combine`. On one device the buffer goes straight from dispatch
+to the experts. Under context parallelism a rank holds part of each sequence: `dispatch` then
+takes the expert choices of the whole sequence, so the slots are numbered as on one device.
 """
 
 from __future__ import annotations
@@ -79,22 +81,33 @@ def capacity(seq_len: int, experts: int, top_k: int, capacity_factor: float) -> 
     return max(1, math.ceil(capacity_factor * top_k * seq_len / experts))
 
 
-def route(probs: np.ndarray, top_k: int, cap: int):
-    """probs (B, s, E) -> (expert (B, s, k) int, slot (B, s, k) int with -1 = dropped, gates (B, s, k)).
-    Slots count per sequence and expert, choice by choice, tokens in position order."""
-    B, s, E = probs.shape
+def choose(probs: np.ndarray, top_k: int):
+    """probs (B, s, E) -> (expert (B, s, k) int, gates (B, s, k)): the k most probable experts
+    (ties: the lower index); gates p_e (k = 1) or renormalised over the k (k = 2)."""
     expert = np.argsort(-probs, axis=-1, kind="stable")[..., :top_k]  # (B, s, k)
     chosen = np.take_along_axis(probs, expert, axis=-1)  # (B, s, k)
-    gates = chosen if top_k == 1 else chosen / chosen.sum(axis=-1, keepdims=True)
+    return expert, chosen if top_k == 1 else chosen / chosen.sum(axis=-1, keepdims=True)
+
+
+def assign_slots(expert: np.ndarray, experts: int, cap: int) -> np.ndarray:
+    """expert (B, s, k) of whole sequences -> slot (B, s, k), -1 = dropped. Slots count per
+    sequence and expert, choice by choice, tokens in position order."""
+    B, s, top_k = expert.shape
     slot = np.full((B, s, top_k), -1, dtype=np.int64)
-    used = np.zeros((B, E), dtype=np.int64)  # assignments so far per sequence and expert
+    used = np.zeros((B, experts), dtype=np.int64)  # assignments so far per sequence and expert
     for c in range(top_k):
-        onehot = np.eye(E, dtype=np.int64)[expert[..., c]]  # (B, s, E)
+        onehot = np.eye(experts, dtype=np.int64)[expert[..., c]]  # (B, s, E)
         pos = (np.cumsum(onehot, axis=1) - onehot + used[:, None, :])  # earlier tokens choosing e
         pos = np.take_along_axis(pos, expert[..., c:c + 1], axis=-1)[..., 0]  # (B, s)
         slot[..., c] = np.where(pos < cap, pos, -1)
         used += onehot.sum(axis=1)
-    return expert, slot, gates
+    return slot
+
+
+def route(probs: np.ndarray, top_k: int, cap: int):
+    """probs (B, s, E) -> (expert (B, s, k) int, slot (B, s, k) int with -1 = dropped, gates (B, s, k))."""
+    expert, gates = choose(probs, top_k)
+    return expert, assign_slots(expert, probs.shape[-1], cap), gates
 
 
 def routing_stats(expert: np.ndarray, slot: np.ndarray, experts: int) -> np.ndarray:
@@ -113,6 +126,7 @@ class MoEBlock(Layer):
     top_k: int  # k
     capacity_factor: float
     expert_hidden: int  # f
+    causal = True  # decoder attention (a class constant, as TransformerBlock's default)
 
     def __repr__(self):
         return (f"MoEBlock({self.name}: h={self.hidden}, a={self.heads}, E={self.experts}, k={self.top_k}, "
@@ -132,27 +146,48 @@ class MoEBlock(Layer):
         return {k: (normal_init(rng, s, INIT_STD) if k.startswith("w_") else
                     np.ones(s) if k.endswith("_g") else np.zeros(s)) for k, s in self.param_shapes().items()}
 
-    # ---- the three parts ---------------------------------------------------------------------
-    def pre(self, p, x):
-        """x (B, s, h) -> (dispatch (E, B C, h), cache, stats (E + 1,))."""
-        h, E, C = self.hidden, self.experts, self.capacity
+    # ---- the parts: attention half, dispatch, experts, combine -----------------------------------
+    def attend(self, p, x):
+        """x (B, T, h) -> (x1, m = ln2(x1), cache): everything before the router."""
+        h = self.hidden
         a, c_ln1 = K.layer_norm_forward(x, p["ln1_g"], p["ln1_b"])
         qkv, _ = K.linear_forward(a, p["w_qkv"], p["b_qkv"])  # (B, s, 3h)
         att, c_att = attention_forward(qkv[..., :h], qkv[..., h:2 * h], qkv[..., 2 * h:], self.heads)
         x1 = x + K.linear_forward(att, p["w_o"], p["b_o"])[0]
         m, c_ln2 = K.layer_norm_forward(x1, p["ln2_g"], p["ln2_b"])
-        z = m @ p["w_router"]  # (B, s, h) @ (h, E) -> (B, s, E)
+        return x1, m, {"ln1": c_ln1, "a": a, "att_cache": c_att, "att": att, "ln2": c_ln2}
+
+    def router_probs(self, w_router, m):
+        """softmax(m W_r): (B, T, h) @ (h, E) -> (B, T, E)."""
+        z = m @ w_router
         e = np.exp(z - z.max(axis=-1, keepdims=True))
-        probs = e / e.sum(axis=-1, keepdims=True)
-        expert, slot, gates = route(probs, self.top_k, C)
-        B = x.shape[0]
-        flat = self._flat_slots(expert, slot)  # (B, s, k) index into E * B C, -1 dropped
+        return e / e.sum(axis=-1, keepdims=True)
+
+    def dispatch(self, w_router, m, whole=None):
+        """m (B, T, h) -> (dispatch (E, B C, h), cache, stats (E + 1,)). `whole`, when the sequence is
+        split over ranks (context parallelism): (expert choices of the whole sequences (B, s, k), the
+        positions of these T tokens), so the capacity slots are those of one device."""
+        h, E, C = self.hidden, self.experts, self.capacity
+        probs = self.router_probs(w_router, m)
+        expert, gates = choose(probs, self.top_k)
+        if whole is None:
+            slot = assign_slots(expert, E, C)
+        else:
+            full, positions = whole
+            slot = assign_slots(full, E, C)[:, list(positions)]
+        B = m.shape[0]
+        flat = self._flat_slots(expert, slot)  # (B, T, k) index into E * B C, -1 dropped
         disp = np.zeros((E * B * C, h))
         kept = flat >= 0
         disp[flat[kept]] = np.broadcast_to(m[..., None, :], flat.shape + (h,))[kept]
-        cache = {"ln1": c_ln1, "a": a, "att_cache": c_att, "att": att, "x1": x1, "ln2": c_ln2, "m": m,
-                 "probs": probs, "expert": expert, "flat": flat, "gates": gates}
+        cache = {"m": m, "probs": probs, "expert": expert, "flat": flat, "gates": gates}
         return disp.reshape(E, B * C, h), cache, routing_stats(expert, slot, E)
+
+    def pre(self, p, x):
+        """x (B, s, h) -> (dispatch (E, B C, h), cache, stats (E + 1,))."""
+        x1, m, cache = self.attend(p, x)
+        disp, rcache, stats = self.dispatch(p["w_router"], m)
+        return disp, {**cache, **rcache, "x1": x1}, stats
 
     def _flat_slots(self, expert, slot):
         """Row of each assignment in the (E, B C) dispatch buffer: e * B C + b C + slot."""
@@ -167,8 +202,11 @@ class MoEBlock(Layer):
         return g @ pe["w_proj"] + pe["b_proj"][:, None, :], (xin, hpre, g)  # (E', T, f) @ (E', f, h)
 
     def post(self, cache, eout):
-        """Combine: y = x1 + sum over kept assignments of gate x expert output.   eout (E, B C, h)."""
-        flat, gates, x1 = cache["flat"], cache["gates"], cache["x1"]
+        return self.combine(cache, cache["x1"], eout)
+
+    def combine(self, cache, x1, eout):
+        """y = x1 + sum over kept assignments of gate x expert output.   eout (E, B C, h)."""
+        flat, gates = cache["flat"], cache["gates"]
         rows = eout.reshape(-1, eout.shape[-1])[np.maximum(flat, 0)]  # (B, s, k, h)
         w = np.where(flat >= 0, gates, 0.0)[..., None]
         return x1 + (w * rows).sum(axis=2)
@@ -195,6 +233,12 @@ class MoEBlock(Layer):
 
     def pre_backward(self, p, cache, ddisp, dgates, dy):
         """-> (dx, {non-expert param: grad}).  dy is the block's output gradient (residual path)."""
+        dm, grads = self.dispatch_backward(p["w_router"], cache, ddisp, dgates)
+        dx, g_att = self.attend_backward(p, cache, dy, dm)
+        return dx, {**grads, **g_att}
+
+    def dispatch_backward(self, w_router, cache, ddisp, dgates):
+        """-> (dm (B, T, h), {"w_router": grad}) from d dispatch (E, B C, h) and d gates (B, T, k)."""
         c, h = cache, self.hidden
         flat, kept = c["flat"], c["flat"] >= 0
         rows = ddisp.reshape(-1, h)[np.maximum(flat, 0)]  # (B, s, k, h)
@@ -209,7 +253,11 @@ class MoEBlock(Layer):
         np.put_along_axis(dprobs, c["expert"], dchosen, axis=-1)
         dz = c["probs"] * (dprobs - (dprobs * c["probs"]).sum(-1, keepdims=True))  # softmax backward
         grads = {"w_router": c["m"].reshape(-1, h).T @ dz.reshape(-1, self.experts)}
-        dm = dm + dz @ p["w_router"].T
+        return dm + dz @ w_router.T, grads
+
+    def attend_backward(self, p, cache, dy, dm):
+        """Backward of `attend`: dy reaches x1 through the residual, dm through ln2. -> (dx, grads)."""
+        c, grads = cache, {}
         dx1 = dy + K.layer_norm_backward_input(c["ln2"], dm, p["ln2_g"])
         grads["ln2_g"], grads["ln2_b"] = K.layer_norm_backward_weight(c["ln2"], dm)
         grads["w_o"], grads["b_o"] = K.linear_backward_weight(c["att"], dx1)

@@ -36,6 +36,9 @@ class GradSync:
     dtype: str = "float64"
     mean: bool = True
     shapes: Callable | None = None  # layer -> {name: local shape} (shards under tensor parallelism)
+    # (rank, grad tensor, its data-parallel group) -> (another group, factor) or None: expert gradients
+    # are summed over their expert-data group and scaled by factor (moe_hybrid.Experts.grad_group)
+    grad_group: Callable | None = None
     _open: dict = field(default_factory=dict)  # rank -> [layer indices] in the open bucket
     _buckets: dict = field(default_factory=dict)  # rank -> list of closed buckets
 
@@ -86,6 +89,10 @@ class GradSync:
         for li in sorted({int(t.split("/")[1]) for t in self._held(rank)}, reverse=True):
             for t, shape in self._grads(li):
                 nbytes = int(np.prod(shape)) * DTYPE_BYTES[self.dtype]
+                other = self.grad_group and self.grad_group(rank, t, self.group_of[rank])
+                if other:
+                    self._sum_and_scale(rank, t, nbytes, *other)
+                    continue
                 if self.dtype == "float64":
                     b.add(rank, self._collective(rank, t, nbytes, blocking=True, tag=t))
                     continue
@@ -95,6 +102,13 @@ class GradSync:
                 b.add(rank, self._collective(rank, wire, nbytes, blocking=True, tag=t))
                 b.compute(rank, "cast", [wire], [t], attrs={"dtype": "float64"}, phase="other")
                 b.free(rank, wire)
+
+    def _sum_and_scale(self, rank: int, tensor: str, nbytes: int, group: tuple[int, ...], factor: float) -> None:
+        if len(group) > 1:
+            self.builder.add(rank, Collective("all_reduce", tensor, tensor, group, op="sum", nbytes=nbytes, tag=tensor))
+        if factor != 1.0:
+            self.builder.compute(rank, "scale", [tensor], [tensor], attrs={"factor": factor}, phase="other",
+                                 label=f"{tensor} x {factor:.4g}")
 
     def _held(self, rank: int) -> set[str]:
         return {o for ins in self.builder.code[rank] for o in getattr(ins, "outputs", ()) if o.startswith("grad/")}

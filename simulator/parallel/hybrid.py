@@ -1,4 +1,4 @@
-"""Hybrid (3-D and 4-D) parallelism: data x (context x) tensor x pipeline (Narayanan et al. 2021, "Efficient Large-Scale
+"""Hybrid (3-D to 5-D) parallelism: data x (context x) tensor x pipeline (x expert) (Narayanan et al. 2021, "Efficient Large-Scale
 Language Model Training on GPU Clusters Using Megatron-LM", Sec. 2-3).
 
 The devices form a mesh (pp, dp, tp) laid out row-major with tensor fastest, then data, then
@@ -18,8 +18,9 @@ product is the device count works; sequence parallelism is the "sp" strategy wit
 
 With cp > 1 the mesh gains its context axis between data and tensor (Megatron's "tp-cp-ep-dp-pp",
 DeviceMesh.megatron): rank = ((s * dp + i) * cp + c) * tp + t, each sequence split over the c
-ranks (context_parallel.py), gradients reduced over data x context groups. The expert axis is
-part of the mesh (size 1 here); expert parallelism runs with the "ep" strategy.
+ranks (context_parallel.py), gradients reduced over data x context groups. A mixture-of-experts
+model spreads its experts over ep ranks carved out of the data x context ranks (the expert layers'
+view of the same devices, DeviceMesh.megatron_experts; expert_parallel.py).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from dataclasses import replace
 from ..mesh import DeviceMesh
 from .config import TrainConfig
 from .context_parallel import compile_context_parallel
+from .expert_parallel import compile_experts
+from .experts import MoEGPTConfig
 from .replicated import Compiled
 from .tensor_parallel import compile_tensor_parallel
 
@@ -36,17 +39,25 @@ from .tensor_parallel import compile_tensor_parallel
 def hybrid_mesh(cfg: TrainConfig) -> DeviceMesh:
     """The (pp, dp, ep, cp, tp) mesh of a resolved config in Megatron's order, tensor fastest."""
     cfg = cfg.resolved()
-    return DeviceMesh.megatron(tp=cfg.tp, cp=cfg.cp, ep=1, dp=cfg.dp, pp=cfg.pp)
+    return cfg.attention_mesh  # ep=1: the experts' view is DeviceMesh.megatron_experts
 
 
 def axis_groups(cfg: TrainConfig) -> dict[str, list[tuple[int, ...]]]:
-    """{axis: its communicator groups} for the axes of degree > 1 (and always pp, dp, tp)."""
+    """{axis: its communicator groups} for the axes of degree > 1 (and always pp, dp, tp); with
+    ep > 1 also the expert groups ("ep") and the expert-data groups ("edp")."""
+    cfg = cfg.resolved()
     mesh = hybrid_mesh(cfg)
-    return {axis: mesh.groups(axis) for axis in ("pp", "dp", "cp", "tp") if axis != "cp" or cfg.cp > 1}
+    out = {axis: mesh.groups(axis) for axis in ("pp", "dp", "cp", "tp") if axis != "cp" or cfg.cp > 1}
+    if cfg.ep > 1:
+        experts = DeviceMesh.megatron_experts(tp=cfg.tp, cp=cfg.cp, ep=cfg.ep, dp=cfg.dp, pp=cfg.pp)
+        out.update(ep=experts.groups("ep"), edp=experts.groups("edp"))
+    return out
 
 
 def compile_hybrid(cfg: TrainConfig) -> Compiled:
     cfg = replace(cfg, strategy="hybrid").resolved()
+    if isinstance(cfg.model, MoEGPTConfig) and max(cfg.ep, cfg.cp, cfg.tp) > 1:
+        return compile_experts(cfg)
     if cfg.cp > 1:
         return compile_context_parallel(cfg)
     return compile_tensor_parallel(cfg)

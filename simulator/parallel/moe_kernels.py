@@ -1,22 +1,32 @@
-"""Device kernels of an expert-parallel MoE block: the three parts of `experts.MoEBlock` (pre,
-experts, post) and their backward, so the AllToAll dispatch and combine can sit between them.
+"""Device kernels of an expert-parallel MoE block: the parts of `experts.MoEBlock` (attention
+half, dispatch, experts, combine) and their backward, so the AllToAll dispatch and combine (and,
+under context parallelism, the AllGather of the expert choices) can sit between them.
 
 Expert-side buffers arrive from the dispatch AllToAll (axis 0) as (ep x E_loc, T, h), blocks in
 source-rank order; the expert kernels view them as (E_loc, ep x T, h) and give their output
 back in the same source-major layout, so the combine AllToAll returns each rank (E, T, h) in
-global expert order (rank i holds experts i E_loc .. (i + 1) E_loc - 1).
+global expert order (rank i of the expert group holds experts i E_loc .. (i + 1) E_loc - 1).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
+from ..models import functional as K
 from ..ops import kernel
-from .experts import EXPERT_PARAMS
+from .experts import EXPERT_PARAMS, choose
 from .layer_kernels import layer_of
+
+ATTN = ("ln1_g", "ln1_b", "w_qkv", "b_qkv", "w_o", "b_o", "ln2_g", "ln2_b")  # the block before its router
 
 
 def dense_names(layer) -> list[str]:
-    """The block's parameters that every rank holds whole (attention, layer norms, router)."""
+    """The block's parameters that every rank of an expert group holds whole (attention, layer norms, router)."""
     return [n for n in layer.param_shapes() if n not in EXPERT_PARAMS]
+
+
+def _acc(grads: tuple, existing: tuple) -> tuple:
+    return tuple(g + e for g, e in zip(grads, existing)) if existing else grads
 
 
 def _to_experts(buf, ep: int):
@@ -31,13 +41,69 @@ def _from_experts(buf, ep: int):
     return buf.reshape(e, ep, n // ep, h).transpose(1, 0, 2, 3).reshape(ep * e, n // ep, h)
 
 
-@kernel("moe_pre")
-def moe_pre(x, *params, config, layer: int):
-    """(x, dense params...) -> (dispatch (E, B C, h), cache, routing stats (E + 1,))."""
+# ---- attention half (one device's whole sequence) -------------------------------------------------
+@kernel("moe_attn_fwd")
+def moe_attn_fwd(x, *params, config, layer: int):
+    """(x, ATTN params...) -> (x1, m = ln2(x1), cache)."""
+    return layer_of(config, layer).attend(dict(zip(ATTN, params)), x)
+
+
+@kernel("moe_attn_bwd")
+def moe_attn_bwd(cache, dy, dm, *rest, config, layer: int):
+    """(cache, dy, dm, ATTN params..., [grads so far...]) -> (dx, ATTN grads...)."""
+    params, existing = rest[:len(ATTN)], rest[len(ATTN):]
+    dx, grads = layer_of(config, layer).attend_backward(dict(zip(ATTN, params)), cache, dy, dm)
+    return (dx,) + _acc(tuple(grads[n] for n in ATTN), existing)
+
+
+@kernel("cp_moe_out_fwd")
+def cp_moe_out_fwd(x, att, w_o, b_o, ln2_g, ln2_b):
+    """Context-parallel attention half, after the attention: x1 = x + att W_o + b_o; m = LN2(x1)
+    on this rank's tokens.  -> (x1, m, ln2 cache), all (B, Tl, h)."""
+    x1 = x + K.linear_forward(att, w_o, b_o)[0]
+    m, c_ln2 = K.layer_norm_forward(x1, ln2_g, ln2_b)
+    return x1, m, c_ln2
+
+
+@kernel("cp_moe_out_bwd")
+def cp_moe_out_bwd(c_ln2, att, dy, dm, w_o, ln2_g, *existing):
+    """-> (datt, dx1, grads of w_o, b_o, ln2_g, ln2_b)."""
+    dx1 = dy + K.layer_norm_backward_input(c_ln2, dm, ln2_g)
+    dw_o, db_o = K.linear_backward_weight(att, dx1)
+    dl_g, dl_b = K.layer_norm_backward_weight(c_ln2, dm)
+    return (K.linear_backward_input(dx1, w_o), dx1) + _acc((dw_o, db_o, dl_g, dl_b), existing)
+
+
+# ---- router and dispatch -----------------------------------------------------------------------------
+@kernel("moe_choose")
+def moe_choose(m, w_router, config, layer: int):
+    """The experts each local token picks, (B, Tl, k) as float64 for the AllGather over the context group."""
     lyr = layer_of(config, layer)
-    return lyr.pre(dict(zip(dense_names(lyr), params)), x)
+    return choose(lyr.router_probs(w_router, m), lyr.top_k)[0].astype(np.float64)
 
 
+@kernel("moe_dispatch")
+def moe_dispatch(m, w_router, *gathered, config, layer: int, order: tuple = (), mine: tuple = ()):
+    """(m (B, T, h), W_r, [expert choices of the whole context group (B, cp Tl, k) at positions `order`])
+    -> (dispatch (E, B C, h), cache, routing stats (E + 1,)); `mine` are this rank's positions."""
+    lyr = layer_of(config, layer)
+    whole = None
+    if gathered:
+        g = gathered[0]
+        full = np.zeros(g.shape, dtype=np.int64)
+        full[:, list(order)] = g.astype(np.int64)  # back into position order
+        whole = (full, mine)
+    return lyr.dispatch(w_router, m, whole)
+
+
+@kernel("moe_dispatch_bwd")
+def moe_dispatch_bwd(cache, ddisp, dgates, w_router, *existing, config, layer: int):
+    """-> (dm, dW_r)."""
+    dm, grads = layer_of(config, layer).dispatch_backward(w_router, cache, ddisp, dgates)
+    return (dm,) + _acc((grads["w_router"],), existing)
+
+
+# ---- experts and combine -----------------------------------------------------------------------------
 @kernel("moe_experts_fwd")
 def moe_experts_fwd(buf, *params, config, layer: int, ep: int):
     """(tokens for my experts (ep E_loc, T, h), my expert params...) -> (outputs, cache)."""
@@ -46,10 +112,10 @@ def moe_experts_fwd(buf, *params, config, layer: int, ep: int):
     return _from_experts(out, ep), cache
 
 
-@kernel("moe_post")
-def moe_post(cache, eout, config, layer: int):
-    """(pre cache, expert outputs back in (E, B C, h)) -> y."""
-    return layer_of(config, layer).post(cache, eout)
+@kernel("moe_combine")
+def moe_combine(cache, x1, eout, config, layer: int):
+    """(dispatch cache, x1, expert outputs back in (E, B C, h)) -> y."""
+    return layer_of(config, layer).combine(cache, x1, eout)
 
 
 @kernel("moe_post_bwd")
@@ -64,21 +130,4 @@ def moe_experts_bwd(ecache, dbuf, *rest, config, layer: int, ep: int):
     lyr = layer_of(config, layer)
     params, existing = rest[:len(EXPERT_PARAMS)], rest[len(EXPERT_PARAMS):]
     dxin, grads = lyr.experts_backward(dict(zip(EXPERT_PARAMS, params)), ecache, _to_experts(dbuf, ep))
-    out = [grads[n] for n in EXPERT_PARAMS]
-    if existing:
-        out = [g + e for g, e in zip(out, existing)]
-    return (_from_experts(dxin, ep), *out)
-
-
-@kernel("moe_pre_bwd")
-def moe_pre_bwd(cache, ddisp, dgates, dy, *rest, config, layer: int, want_dx: bool = True):
-    """(cache, d dispatch (E, B C, h), d gates, dy, dense params..., [grads so far...]) -> ([dx], grads...)."""
-    lyr = layer_of(config, layer)
-    names = dense_names(lyr)
-    params, existing = rest[:len(names)], rest[len(names):]
-    dx, grads = lyr.pre_backward(dict(zip(names, params)), cache, ddisp, dgates, dy)
-    out = [grads[n] for n in names]
-    if existing:
-        out = [g + e for g, e in zip(out, existing)]
-    return ((dx,) if want_dx else ()) + tuple(out)
-
+    return (_from_experts(dxin, ep),) + _acc(tuple(grads[n] for n in EXPERT_PARAMS), existing)

@@ -136,7 +136,8 @@ def pipeline_schedule(cfg: TrainConfig):
     """The configured schedule, or the user's hand-written one (`cfg.schedule_text`, one line per
     stage, e.g. "F0 F1 BW0 BW1"), validated: a broken dependency is refused by name."""
     if cfg.schedule_text is None and cfg.schedule == "dualpipe" and cfg.pp > 1:
-        return dualpipe(cfg.pp, cfg.m, split=cfg.tp == 1 and cfg.cp == 1)  # TP/CP layers emit B and W together
+        # TP/CP layers and expert-parallel MoE blocks emit B and W together
+        return dualpipe(cfg.pp, cfg.m, split=cfg.tp == 1 and cfg.cp == 1 and cfg.ep == 1)
     if cfg.schedule_text is None:
         return make_schedule(cfg.schedule if cfg.pp > 1 or cfg.virtual_stages > 1 else "1f1b", cfg.pp, cfg.m,
                              cfg.virtual_stages)
@@ -152,7 +153,7 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     cfg = cfg.resolved()
     dp, cp, pp, tp, m, v = cfg.dp, cfg.cp, cfg.pp, cfg.tp, cfg.m, cfg.virtual_stages
     placement = placement or WholeLayers(cfg.model)
-    mesh = DeviceMesh.megatron(tp=tp, cp=cp, dp=dp, pp=pp)  # Megatron's order: tensor fastest
+    mesh = cfg.attention_mesh  # Megatron's order: tensor fastest (ep folded into dp)
     tps = (f" cp={cp}" if cp > 1 else "") + (f" tp={tp}" if tp > 1 else "")
     b = ProgramBuilder(cfg.devices, name=f"{cfg.strategy} dp={dp}{tps} pp={pp} m={m} {cfg.schedule if pp > 1 else ''}".strip())
     stages = split_layers(cfg.n_layers, pp * v)
@@ -168,7 +169,8 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     if zero1 and (cfg.bucket_mb is not None or cfg.grad_dtype != "float64"):
         raise ParasimError("ZeRO-1 here moves float64 per-parameter collectives: drop --bucket-mb and --grad-dtype")
     sync = GradSync(b, cfg.model, {} if zero1 else group_of, None if cfg.bucket_mb is None else cfg.bucket_mb * 1e6,
-                    cfg.grad_dtype, cfg.gradients_mean, shapes=placement.shapes)
+                    cfg.grad_dtype, cfg.gradients_mean, shapes=placement.shapes,
+                    grad_group=getattr(placement, "grad_group", None))
     mbs = cfg.microbatch_size
     rows_per_replica = cfg.batch_size // dp
     count = rows_per_replica * tokens_per_sample(cfg.model)

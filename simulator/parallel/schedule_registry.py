@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import ParasimError
-from .schedules import Schedule, dualpipe, gpipe, interleaved, one_f_one_b, zb_h1, zb_h2
+from .schedules import Schedule, check_dualpipe, dualpipe, gpipe, interleaved, one_f_one_b, zb_h1, zb_h2
 
 # (p, F, B, W, v) -> idle time per device in one step
 BubbleForm = Callable[[int, float, float, float, int], float]
@@ -51,6 +51,8 @@ class ScheduleSpec:
         """Refuse (p, m, v) this schedule cannot run, with one line naming the rule and the numbers."""
         if v != 1 and not self.virtual_stages:
             raise ParasimError(f"virtual stages ({v}) need the interleaved schedule, not {self.name}")
+        if self.name == "dualpipe" and p > 1:
+            check_dualpipe(p, m)
         if self.m_multiple_of_p and p > 1 and m % p:
             raise ParasimError(f"{self.name} schedule needs micro-batches ({m}) to be a multiple of stages ({p}) "
                                f"(Narayanan et al. 2021 Sec. 2.2)")

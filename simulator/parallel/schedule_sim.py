@@ -5,7 +5,7 @@ inputs have arrived (t_comm later if they crossed devices). Durations: F t_f, B 
 BW t_b + t_w. Times are per action: for an interleaved schedule a chunk is 1/v of a device's
 layers, so pass t_f/v, t_b/v, ... to compare with a non-interleaved schedule.
 
-Quantities (/work/shared/REFERENCES.md §4):
+Quantities (Huang et al. 2019, GPipe; Narayanan et al. 2021, Sec. 2.2; Qi et al. 2023, zero bubble):
   bubble_time[d]   = makespan - busy time of device d
   bubble_fraction  = sum_d bubble_time[d] / (p * makespan)   ((p-1)/(m+p-1) for GPipe and 1F1B)
   span_bubble_time[d] = idle inside device d's own [first start, last end]: the bubble when the

@@ -8,7 +8,8 @@ zero-bubble schedules `B` (input gradient only, on the critical path) and `W` (w
 only, deferrable). With interleaving (v > 1) device d holds v chunks; chunk c of device d is
 model stage `c * p + d` (Megatron-LM's interleaving, Narayanan et al. 2021, Sec. 2.2).
 
-Facts the generators reproduce (/work/shared/REFERENCES.md §4):
+Facts the generators reproduce (Huang et al. 2019; Narayanan et al. 2021, Sec. 2.2; Qi et al. 2023;
+DeepSeek-V3 technical report, Sec. 3.2.1):
   GPipe and 1F1B: bubble (p-1)(t_f+t_b), fraction of the step (p-1)/(m+p-1); 1F1B holds at most
   p micro-batches in flight, GPipe m.  Interleaved: bubble (p-1)/(v m) of ideal compute.
   Zero bubble (Qi et al. 2023): ZB-H1 (p-1)(T_F+T_B-T_W) with p M_B, ZB-H2 (p-1)(T_F+T_B-2T_W)
@@ -127,7 +128,7 @@ def gpipe(p: int, m: int) -> Schedule:
     """GPipe: every forward, then every full backward (BW), micro-batch order both ways.
 
     Bubble (p-1)(t_f+t_b), bubble fraction of the step (p-1)/(m+p-1), m micro-batches of
-    activations in flight (Huang et al. 2019; /work/shared/REFERENCES.md §4).
+    activations in flight (Huang et al. 2019, GPipe).
     """
     _check_sizes(p, m, 1)
     act = _Maker()
@@ -138,7 +139,7 @@ def gpipe(p: int, m: int) -> Schedule:
 def one_f_one_b(p: int, m: int) -> Schedule:
     """1F1B (PipeDream-Flush): stage r runs min(p-r-1, m) warmup forwards, then F/BW pairs, then
     the remaining backwards. Same bubble as GPipe, (p-1)(t_f+t_b), but at most p micro-batches in
-    flight instead of m (Narayanan et al. 2021, Sec. 2.2; /work/shared/REFERENCES.md §4).
+    flight instead of m (Narayanan et al. 2021, Sec. 2.2).
     """
     _check_sizes(p, m, 1)
     act = _Maker()
@@ -161,7 +162,7 @@ def interleaved(p: int, m: int, v: int) -> Schedule:
     Warmup on rank r: (p-r-1)*2 + (v-1)*p forwards, capped at m*v; then F/BW pairs; cooldown.
     With v = 1 this is exactly one_f_one_b (Megatron takes its non-interleaved path).
     Bubble (p-1)/(v m) of ideal compute when a chunk costs t/v; m must be a multiple of p
-    (/work/shared/REFERENCES.md §4).
+    (Qi et al. 2023, Zero Bubble Pipeline Parallelism, Sec. 3).
     """
     _check_sizes(p, m, v)
     if m % p:
@@ -267,7 +268,7 @@ def zb_h1(p: int, m: int) -> Schedule:
     late, so every stage holds p micro-batches in flight (1F1B's peak, p M_B), and the r delayed W
     passes fill the cooldown while the B passes race down the pipeline. Bubble per stage
     (p-1)(T_F+T_B-T_W) for m >= p, a third of 1F1B's (p-1)(T_F+T_B+T_W) when the three times
-    are equal (/work/shared/REFERENCES.md §4).
+    are equal (Qi et al. 2023, Zero Bubble Pipeline Parallelism, Sec. 3).
     """
     _check_sizes(p, m, 1)
     rows = []
@@ -297,13 +298,23 @@ def zb_h2(p: int, m: int, t_f: float = 1.0, t_b: float = 1.0, t_w: float = 1.0) 
     max((p-1)(T_F+T_B-2T_W), (p-1)T_F) and no idle inside any stage's busy span: zero bubble once
     the end-of-step synchronisation is removed (the paper's optimizer post-validation). With a
     synchronised step (p-1)T_F is a lower bound for every schedule (the last stage's first input
-    arrives then), so REFERENCES.md §4's (p-1)(T_F+T_B-2T_W) is reached only when T_B >= 2T_W.
+    arrives then), so Qi et al.'s (p-1)(T_F+T_B-2T_W) is reached only when T_B >= 2T_W.
     """
     _check_sizes(p, m, 1)
     return _zero_bubble("zb-h2", p, m, [2 * p - 1] * p, t_f, t_b, t_w)
 
 
-def dualpipe(p: int, m: int, split: bool = True) -> Schedule:  # noqa: C901 -- TODO(issue 12): split
+def check_dualpipe(p: int, m: int) -> None:
+    """DualPipe's rules, one line each: an even number of stages, an even m >= 2p."""
+    if p < 2 or p % 2:
+        raise ParasimError(f"DualPipe pairs device d with device p-1-d, so it needs an even number of stages; "
+                           f"got {p}")
+    if m % 2 or m < 2 * p:
+        raise ParasimError(f"DualPipe splits the micro-batches between its two directions and needs m >= 2p: "
+                           f"m = {m} with p = {p} (need an even m >= {2 * p})")
+
+
+def dualpipe(p: int, m: int, split: bool = True) -> Schedule:
     """DualPipe (DeepSeek-V3 technical report, Sec. 3.2.1; github.com/deepseek-ai/DualPipe,
     dualpipe.py `step`): two copies of the p-stage model, one fed from device 0 (chunk 0 of device
     d is its stage d) and one from device p-1 (chunk 1 of device d is its stage p-1-d), each taking
@@ -317,70 +328,76 @@ def dualpipe(p: int, m: int, split: bool = True) -> Schedule:  # noqa: C901 -- T
     backward into BW (for layers that emit both together). Needs p even and m >= 2p, m even.
     Bubble (p/2 - 1)(F&B + B - 3W), 2x parameters, p + 1 micro-batches of activations
     (the report's Table 2)."""
-    if p < 2 or p % 2:
-        raise ParasimError(f"DualPipe pairs device d with device p-1-d, so it needs an even number of stages; "
-                           f"got {p}")
-    if m % 2 or m < 2 * p:
-        raise ParasimError(f"DualPipe splits the micro-batches between its two directions and needs m >= 2p: "
-                           f"m = {m} with p = {p} (need an even m >= {2 * p})")
-    half, hp = m // 2, p // 2
-    rows = []
-    for rank in range(p):
-        hr, second = min(rank, p - 1 - rank), rank >= hp
-        nf, nb, wq, row = [0, 0], [0, 0], [], []
-        phase = "warmup"
+    check_dualpipe(p, m)
+    return Schedule("dualpipe", p, m, 2, tuple(_dualpipe_row(rank, p, m // 2, split) for rank in range(p)),
+                    bidirectional=True)
 
-        def F(ph):
-            d = ph ^ 1 if second else ph
-            row.append(Action("F", d * half + nf[d], d, phase))
-            nf[d] += 1
 
-        def B(ph, zb=False):
-            d = ph ^ 1 if second else ph
-            mb = d * half + nb[d]
-            nb[d] += 1
-            row.append(Action("B" if zb and split else "BW", mb, d, phase))
-            if zb and split:
-                wq.append((mb, d))
+class _DualPipeDevice:
+    """One device's row of DualPipe being written: micro-batch counters per direction and the
+    queue of deferred weight-gradient steps (W)."""
 
-        def W():
-            if wq:
-                mb, d = wq.pop(0)
-                row.append(Action("W", mb, d, phase))
+    def __init__(self, second: bool, half: int, split: bool):
+        self.second, self.half, self.split = second, half, split
+        self.nf, self.nb, self.wq, self.row = [0, 0], [0, 0], [], []
+        self.phase = "warmup"
 
-        for _ in range((hp - hr - 1) * 2):  # 1: nF0
-            F(0)
-        for _ in range(hr + 1):  # 2: nF0F1
-            F(0)
-            F(1)
-        for _ in range(hp - hr - 1):  # 3: nB1W1F1
-            B(1, zb=True)
-            W()
-            F(1)
-        phase = "steady"
-        for _ in range(half - p + hr + 1):  # 4: nF0B1F1B0
-            F(0)
-            B(1)
-            F(1)
-            B(0)
-        phase = "cooldown"
-        for _ in range(hp - hr - 1):  # 5: nB1F1B0
-            B(1)
-            F(1)
-            B(0)
-        zb = False
-        for i in range(hr + 1):  # 6: nB1B0, the second half zero bubble
-            zb = zb or (i == (hr + 1) // 2 and hr % 2 == 1)
-            B(1, zb)
-            zb = zb or (i == (hr + 1) // 2 and hr % 2 == 0)
-            B(0, zb)
-        for _ in range(hp - hr - 1):  # 7: nWB0
-            W()
-            B(0, zb=True)
-        for _ in range(hr + 1):  # 8: nW
-            W()
-        while wq:
-            W()
-        rows.append(tuple(row))
-    return Schedule("dualpipe", p, m, 2, tuple(rows), bidirectional=True)
+    def F(self, ph: int) -> None:
+        d = ph ^ 1 if self.second else ph
+        self.row.append(Action("F", d * self.half + self.nf[d], d, self.phase))
+        self.nf[d] += 1
+
+    def B(self, ph: int, zb: bool = False) -> None:
+        d = ph ^ 1 if self.second else ph
+        mb = d * self.half + self.nb[d]
+        self.nb[d] += 1
+        self.row.append(Action("B" if zb and self.split else "BW", mb, d, self.phase))
+        if zb and self.split:
+            self.wq.append((mb, d))
+
+    def W(self) -> None:
+        if self.wq:
+            mb, d = self.wq.pop(0)
+            self.row.append(Action("W", mb, d, self.phase))
+
+
+def _dualpipe_row(rank: int, p: int, half: int, split: bool) -> tuple:
+    """The eight steps of DualPipe's `step` on one device (docstring of `dualpipe`)."""
+    hp = p // 2
+    hr = min(rank, p - 1 - rank)
+    dev = _DualPipeDevice(rank >= hp, half, split)
+    for _ in range((hp - hr - 1) * 2):  # 1: nF0
+        dev.F(0)
+    for _ in range(hr + 1):  # 2: nF0F1
+        dev.F(0)
+        dev.F(1)
+    for _ in range(hp - hr - 1):  # 3: nB1W1F1
+        dev.B(1, zb=True)
+        dev.W()
+        dev.F(1)
+    dev.phase = "steady"
+    for _ in range(half - p + hr + 1):  # 4: nF0B1F1B0
+        dev.F(0)
+        dev.B(1)
+        dev.F(1)
+        dev.B(0)
+    dev.phase = "cooldown"
+    for _ in range(hp - hr - 1):  # 5: nB1F1B0
+        dev.B(1)
+        dev.F(1)
+        dev.B(0)
+    zb = False
+    for i in range(hr + 1):  # 6: nB1B0, the second half zero bubble
+        zb = zb or (i == (hr + 1) // 2 and hr % 2 == 1)
+        dev.B(1, zb)
+        zb = zb or (i == (hr + 1) // 2 and hr % 2 == 0)
+        dev.B(0, zb)
+    for _ in range(hp - hr - 1):  # 7: nWB0
+        dev.W()
+        dev.B(0, zb=True)
+    for _ in range(hr + 1):  # 8: nW
+        dev.W()
+    while dev.wq:
+        dev.W()
+    return tuple(dev.row)
 

@@ -13,7 +13,7 @@ gradient, AllGather of the output gradient). The bytes moved are the same as TP'
 AllReduce is a ReduceScatter plus an AllGather). The gathered LN outputs are not stored: backward
 gathers them again (Sec. 4.2.2), so every stored activation of the block is split n ways and the
 activation memory per layer falls from sbh(10 + 24/t + 5as/(ht)) to sbh/t (34 + 5as/h)
-(REFERENCES.md Sec. 3). The layer-norm weights and the row-parallel biases see only T/n tokens, so
+(Korthikanti et al. 2022, activation memory per layer). The layer-norm weights and the row-parallel biases see only T/n tokens, so
 their gradients are AllReduced over the tensor group after backward.
 
 Our model has no dropout (the GPT of simulator/models has none), so only the layer norms and the

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..errors import ParasimError
-from .config import STRATEGIES, TrainConfig
+from .config import TrainConfig
 from .context_parallel import compile_context_parallel
 from .data_parallel import compile_data_parallel
-from .expert_parallel import compile_expert_parallel
+from .expert_parallel import compile_expert_parallel, compile_experts
+from .experts import MoEGPTConfig
 from .hybrid import compile_hybrid
 from .layer_parallel import compile_layer_parallel
 from .pipeline import compile_pipeline_parallel
@@ -27,17 +27,17 @@ COMPILERS: dict[str, Callable[[TrainConfig], Compiled]] = {
     "zero2": compile_zero,
     "zero3": compile_zero,
     "ep": compile_expert_parallel,
-    "tp": compile_tp,
+    "tp": lambda cfg: _moe_aware(compile_tp, cfg),
     "sp": compile_sequence_parallel,
-    "cp": compile_context_parallel,
+    "cp": lambda cfg: _moe_aware(compile_context_parallel, cfg),
     "hybrid": compile_hybrid,
 }
 
 
+def _moe_aware(compiler, cfg: TrainConfig) -> Compiled:
+    """A mixture-of-experts model split over tensor or context ranks needs the MoE-aware lanes."""
+    return compile_experts(cfg) if isinstance(cfg.model, MoEGPTConfig) else compiler(cfg)
+
 
 def compile_strategy(cfg: TrainConfig) -> Compiled:
-    compiler = COMPILERS.get(cfg.strategy)
-    if compiler is None:
-        known = ", ".join(s for s in STRATEGIES if s in COMPILERS)
-        raise ParasimError(f"strategy {cfg.strategy!r} is not available yet; available: {known}")
-    return compiler(cfg)
+    return COMPILERS[cfg.strategy](cfg)   # TrainConfig refuses a strategy outside STRATEGIES

@@ -29,7 +29,6 @@ from typing import Callable
 import numpy as np
 
 from ..errors import ParasimError
-from ..mesh import DeviceMesh
 from ..models import Embedding, GPTConfig, LMHead, TransformerBlock
 from ..program import Collective
 from . import tp_kernels  # noqa: F401 -- registers the tp_*/vp_ce_* kernels this compiler emits
@@ -84,9 +83,9 @@ def check_tensor_parallel(cfg: TrainConfig, sp: bool) -> None:
     if not isinstance(m, GPTConfig):
         raise ParasimError(f"tensor parallelism shards transformer layers (Megatron-LM); the {m!r} model has none, "
                            "use --strategy dp or pp")
-    if n > 1 and hasattr(m, "build_layers"):
-        raise ParasimError(f"tensor parallelism splits dense transformer blocks; the mixture-of-experts model "
-                           f"{m!r} spreads its experts with expert parallelism instead: use --strategy ep")
+    if n > 1 and sp and hasattr(m, "build_layers"):
+        raise ParasimError(f"sequence parallelism splits the layer norms and MLP of dense transformer blocks; the "
+                           f"mixture-of-experts model {m!r} runs tensor parallel with --strategy hybrid (or tp)")
     sizes = {"heads": m.heads, "hidden": m.hidden, "4*hidden": 4 * m.hidden, "vocabulary": m.vocab}
     if sp:
         sizes["sequence length"] = m.seq_len
@@ -297,7 +296,7 @@ class TensorParallel:
     @property
     def tp_group_of(self) -> dict[int, tuple[int, ...]]:
         c = self.cfg
-        mesh = DeviceMesh.megatron(tp=c.tp, cp=c.cp, dp=c.dp, pp=c.pp)  # the mesh of compile_replicated
+        mesh = c.attention_mesh  # the mesh of compile_replicated
         return {r: g for g in mesh.groups("tp") for r in g}
 
     def replica(self, builder, stages, ranks, t, mbs, scale, ready, c: int = 0) -> Replica:

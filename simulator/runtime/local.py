@@ -22,7 +22,7 @@ class LocalRuntime(Runtime):
     def kill(self, rank: int, reason: str = "killed") -> None:
         """The device stops for good: every later call raises DeviceFailure (until `restart`)."""
         self._check_rank(rank)
-        self.devices[rank].failed = DeviceFailure(rank, "any call", reason)
+        self.devices[rank].failed = DeviceFailure(rank, "its first call after the kill", reason)
 
     def restart(self, rank: int) -> None:
         """A fresh, empty device in place of `rank` (as a replaced machine would be)."""

@@ -60,7 +60,7 @@ def _bar_color(e: TraceEvent) -> str:
     return PHASE_COLORS.get(e.phase, PHASE_COLORS["other"])
 
 
-def timeline(trace: Trace, *, title: str | None = None, labels: bool = True, width: float = 12.0,  # noqa: C901 -- TODO(issue 12): split
+def timeline(trace: Trace, *, title: str | None = None, labels: bool = True, width: float = 12.0,
              devices: Sequence[int] | None = None) -> Figure:
     """Gantt chart of `trace`: per device a compute lane and a comm lane on the simulated clock.
 
@@ -78,34 +78,58 @@ def timeline(trace: Trace, *, title: str | None = None, labels: bool = True, wid
     ax = fig.add_subplot()
     style_axes(ax)
     row_of = {d: i for i, d in enumerate(devices)}
+    _draw_bars(ax, trace, row_of, span * scale, scale)
+    if labels:
+        _draw_labels(ax, trace, row_of, span * scale, scale)
+    _lane_ticks(ax, devices, row_of)
+    ax.set_xlim(0, span * scale * 1.01)
+    ax.set_xlabel(f"simulated time ({unit})")
+    ax.grid(axis="x", color="#DDDDDD", linewidth=0.6)
+    handles = _legend_handles(trace)
+    ax.legend(handles=handles, loc="lower center",
+              bbox_to_anchor=(0.5, 1.0), ncol=len(handles), frameon=False, fontsize=8)
+    head = title if title is not None else (trace.name or "timeline")
+    parts = trace.step_breakdown()
+    steps = f"{trace.steps} steps, {fmt_time(trace.step_time_s)} each" if trace.steps > 1 else f"step {fmt_time(span)}"
+    fig.suptitle(f"{head} · {steps} · bubble {parts['bubble']:.1%} · exposed comm {parts['exposed_comm']:.1%}",
+                 fontsize=11, fontweight="bold")
+    return fig
 
+
+def _draw_bars(ax, trace: Trace, row_of: dict[int, int], width: float, scale: float) -> None:
+    """An idle background on both lanes of every device, then the events by colour and hatch."""
     groups: dict[tuple[int, str, str, str | None], list[tuple[float, float]]] = defaultdict(list)
     for e in trace.events:
         if e.device in row_of:
             hatch = REPLAY_HATCH if e.attempt > 0 and e.phase not in FAULT_PHASES else None
             groups[(e.device, e.lane, _bar_color(e), hatch)].append((e.start_s * scale, e.duration_s * scale))
-    for d in devices:  # idle background for both lanes
+    for row in row_of.values():
         for lane, (off, h) in LANE_Y.items():
-            ax.broken_barh([(0.0, span * scale)], (row_of[d] * ROW_PITCH + off, h),
+            ax.broken_barh([(0.0, width)], (row * ROW_PITCH + off, h),
                            facecolors=PHASE_COLORS["idle"], edgecolor="none", zorder=1)
     for (d, lane, color, hatch), bars in groups.items():
         off, h = LANE_Y[lane]
         ax.broken_barh(bars, (row_of[d] * ROW_PITCH + off, h), facecolors=color, edgecolor="white",
                        linewidth=0.4, zorder=2, hatch=hatch, gid="replayed" if hatch else None)
 
-    if labels:
-        min_w = span * scale / 60.0  # a label needs about 1/60 of the axis
-        cands = [e for e in trace.events if e.device in row_of and e.duration_s * scale >= min_w]
-        if len(cands) <= MAX_LABELS:
-            for e in cands:
-                text = event_label(e)
-                if not text:
-                    continue
-                off, h = LANE_Y[e.lane]
-                ax.text((e.start_s + e.duration_s / 2) * scale, row_of[e.device] * ROW_PITCH + off + h / 2,
-                        text, ha="center", va="center", fontsize=7 if e.lane == "compute" else 6,
-                        color="white", fontweight="bold", zorder=3, clip_on=True)
 
+def _draw_labels(ax, trace: Trace, row_of: dict[int, int], width: float, scale: float) -> None:
+    """Name the bars wide enough to hold a label (about 1/60 of the axis), unless there are too many."""
+    min_w = width / 60.0
+    cands = [e for e in trace.events if e.device in row_of and e.duration_s * scale >= min_w]
+    if len(cands) > MAX_LABELS:
+        return
+    for e in cands:
+        text = event_label(e)
+        if not text:
+            continue
+        off, h = LANE_Y[e.lane]
+        ax.text((e.start_s + e.duration_s / 2) * scale, row_of[e.device] * ROW_PITCH + off + h / 2,
+                text, ha="center", va="center", fontsize=7 if e.lane == "compute" else 6,
+                color="white", fontweight="bold", zorder=3, clip_on=True)
+
+
+def _lane_ticks(ax, devices: list[int], row_of: dict[int, int]) -> None:
     ticks, names = [], []
     for d in devices:
         for lane, (off, h) in LANE_Y.items():
@@ -117,10 +141,10 @@ def timeline(trace: Trace, *, title: str | None = None, labels: bool = True, wid
             lbl.set_fontsize(7)
             lbl.set_color("#777777")
     ax.set_ylim(len(devices) * ROW_PITCH, -0.1)
-    ax.set_xlim(0, span * scale * 1.01)
-    ax.set_xlabel(f"simulated time ({unit})")
-    ax.grid(axis="x", color="#DDDDDD", linewidth=0.6)
 
+
+def _legend_handles(trace: Trace) -> list[Patch]:
+    """One patch per colour the chart uses, in PHASE_COLORS order, then idle (and replayed)."""
     present = []
     for e in trace.events:
         key = e.phase if e.phase in FAULT_PHASES else (
@@ -131,14 +155,7 @@ def timeline(trace: Trace, *, title: str | None = None, labels: bool = True, wid
     handles = [Patch(color=PHASE_COLORS[p], label=p) for p in order]
     if any(e.attempt > 0 for e in trace.events):
         handles.append(Patch(facecolor="#BBBBBB", edgecolor="white", hatch=REPLAY_HATCH, label="replayed"))
-    ax.legend(handles=handles, loc="lower center",
-              bbox_to_anchor=(0.5, 1.0), ncol=len(handles), frameon=False, fontsize=8)
-    head = title if title is not None else (trace.name or "timeline")
-    parts = trace.step_breakdown()
-    steps = f"{trace.steps} steps, {fmt_time(trace.step_time_s)} each" if trace.steps > 1 else f"step {fmt_time(span)}"
-    fig.suptitle(f"{head} · {steps} · bubble {parts['bubble']:.1%} · exposed comm {parts['exposed_comm']:.1%}",
-                 fontsize=11, fontweight="bold")
-    return fig
+    return handles
 
 
 def memory_over_time(trace: Trace, *, capacity_bytes: float | None = None,

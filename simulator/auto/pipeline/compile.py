@@ -53,8 +53,7 @@ def compile_pipeline(pplan: PipelinePlan, train: bool = True) -> Program:
     D, Ds, m = pplan.device_num, pplan.stage_devices, pplan.micro_size
     b = ProgramBuilder(D, name=f"auto-parallel {pplan.net.name} on {D} devices, "
                                f"{pplan.n_stages} pipeline stages x {Ds}, micro_size {m}")
-    loss = pplan.loss
-    backward = train and loss is not None
+    backward = train and pplan.loss is not None
     sched = schedule_of(pplan)
     for k, sub in enumerate(pplan.stages):
         off = k * Ds
@@ -62,52 +61,66 @@ def compile_pipeline(pplan: PipelinePlan, train: bool = True) -> Program:
         for act in sched.actions[k]:
             j = act.microbatch
             if act.kind == "F":
-                em = ems[j] = Emitter(sub)
-                em.b = StageBuilder(b, off, j)
-                for bd in pplan.boundaries:
-                    if bd.dst == k:
-                        _recv(b, em, bd, pplan, j, forward=True)
-                op_inputs[j] = forward_pass(em, sub)
-                sent = {}
-                for bd in pplan.boundaries:
-                    if bd.src == k:
-                        if bd.tensor not in sent:
-                            sent[bd.tensor] = em.steps(f"act/{bd.tensor}", bd.gather, "forward")
-                        _send(b, em, bd, pplan, j, sent[bd.tensor], forward=True)
+                ems[j], op_inputs[j] = _forward(b, pplan, sub, k, j)
             elif backward:
-                em = ems[j]
-                seeds = {}
-                if pplan.loss_stage == k:
-                    seeds[loss] = f"grad/{loss}"
-                    em.compute("fill", [], [seeds[loss]], dict(shape=(), value=1.0 / (Ds * m)),
-                               phase="backward", label="seed 1/(D m)")
-                for bd in pplan.boundaries:
-                    if bd.src == k and bd.needs_grad:
-                        g = _recv(b, em, bd, pplan, j, forward=False)
-                        if bd.tensor in seeds:
-                            acc = em.fresh(f"grad/{bd.tensor}")
-                            em.compute("add", [seeds[bd.tensor], g], [acc], phase="backward",
-                                       label=f"accumulate d{bd.tensor}")
-                            g = acc
-                        seeds[bd.tensor] = g
-                grad = backward_pass(em, sub, op_inputs[j], seeds)
-                for bd in pplan.boundaries:
-                    if bd.dst == k and bd.needs_grad:
-                        x = bd.tensor
-                        if x not in grad:  # read only where no gradient flows (e.g. labels)
-                            shape = sub.stored[x].local_shape(bd.shape)
-                            grad[x] = em.fresh(f"grad/{x}")
-                            em.compute("fill", [], [grad[x]], dict(shape=shape, value=0.0),
-                                       phase="backward", label=f"d{x} = 0")
-                        g = resolve_grad(em, sub, x, grad[x])
-                        g = em.steps(g, bd.grad_gather, "backward")
-                        _send(b, em, bd, pplan, j, g, forward=False)
+                grad = _backward(b, pplan, sub, k, j, ems[j], op_inputs[j])
                 for p in param_grads:
                     if p in grad:
-                        param_grads[p].append(em.b.name(grad[p]))
+                        param_grads[p].append(ems[j].b.name(grad[p]))
         if backward:
             _update(b, sub, off, param_grads)
     return b.build()
+
+
+def _forward(b: ProgramBuilder, pplan: PipelinePlan, sub, k: int, j: int):
+    """Micro-batch j's forward on stage k: receive its inputs, compute, send what later stages read.
+    Returns (its Emitter, the operators' inputs the backward needs)."""
+    em = Emitter(sub)
+    em.b = StageBuilder(b, k * pplan.stage_devices, j)
+    for bd in pplan.boundaries:
+        if bd.dst == k:
+            _recv(b, em, bd, pplan, j, forward=True)
+    op_inputs = forward_pass(em, sub)
+    sent = {}
+    for bd in pplan.boundaries:
+        if bd.src == k:
+            if bd.tensor not in sent:
+                sent[bd.tensor] = em.steps(f"act/{bd.tensor}", bd.gather, "forward")
+            _send(b, em, bd, pplan, j, sent[bd.tensor], forward=True)
+    return em, op_inputs
+
+
+def _backward(b: ProgramBuilder, pplan: PipelinePlan, sub, k: int, j: int, em, op_inputs) -> dict:
+    """Micro-batch j's backward on stage k: seed the loss (its stage) or receive the output
+    gradients, run the backward, send the input gradients back. Returns tensor -> gradient name."""
+    seeds = {}
+    loss = pplan.loss
+    if pplan.loss_stage == k:
+        seeds[loss] = f"grad/{loss}"
+        em.compute("fill", [], [seeds[loss]], dict(shape=(), value=1.0 / (pplan.stage_devices * pplan.micro_size)),
+                   phase="backward", label="seed 1/(D m)")
+    for bd in pplan.boundaries:
+        if bd.src == k and bd.needs_grad:
+            g = _recv(b, em, bd, pplan, j, forward=False)
+            if bd.tensor in seeds:
+                acc = em.fresh(f"grad/{bd.tensor}")
+                em.compute("add", [seeds[bd.tensor], g], [acc], phase="backward",
+                           label=f"accumulate d{bd.tensor}")
+                g = acc
+            seeds[bd.tensor] = g
+    grad = backward_pass(em, sub, op_inputs, seeds)
+    for bd in pplan.boundaries:
+        if bd.dst == k and bd.needs_grad:
+            x = bd.tensor
+            if x not in grad:  # read only where no gradient flows (e.g. labels)
+                shape = sub.stored[x].local_shape(bd.shape)
+                grad[x] = em.fresh(f"grad/{x}")
+                em.compute("fill", [], [grad[x]], dict(shape=shape, value=0.0),
+                           phase="backward", label=f"d{x} = 0")
+            g = resolve_grad(em, sub, x, grad[x])
+            g = em.steps(g, bd.grad_gather, "backward")
+            _send(b, em, bd, pplan, j, g, forward=False)
+    return grad
 
 
 def _update(b: ProgramBuilder, sub, off: int, param_grads: dict) -> None:

@@ -1,6 +1,6 @@
 """Pipeline parallelism for auto-parallel networks: stages, their sub-plans, the boundary moves.
 
-MindSpore semantics (REFERENCES §1, "Pipeline"; MindSpore docs "pipeline_parallel"):
+MindSpore semantics (MindSpore docs "pipeline_parallel"):
 
 - `pipeline_stages=S` with `device_num=D`: stage k owns the contiguous rank block
   [k D/S, (k+1) D/S) (8 ranks, 2 stages -> {0-3}, {4-7}).
@@ -21,6 +21,8 @@ MindSpore semantics (REFERENCES §1, "Pipeline"; MindSpore docs "pipeline_parall
   MSELoss), so the step's loss is the mean of the m micro-batch losses and each copy of a micro-batch
   loss is seeded with 1/(D/S * m); parameter gradients are accumulated over the m micro-batches
   before their mirror AllReduce (MindSpore's gradient accumulation in PipelineCell).
+- grad_accumulation_step g without pipelining (MindSpore's GradAccumulationCell) is the same
+  machinery with one stage and micro_size g (`accumulation_context`).
 """
 
 from __future__ import annotations
@@ -33,9 +35,10 @@ from ...layout import Layout
 from ..context import AutoParallelContext
 from ..graph import Network
 from ..ops import Reshape
-from ..plan import ITEMSIZE, ParallelPlan, grad_layout
+from ..plan import ITEMSIZE, ParallelPlan, grad_layout, named_dataset_strategy
 from ..planner import build_plan
 from ..redistribution import Step, redistribute
+from ..strategy_ckpt import save_strategy
 
 
 @dataclass(frozen=True)
@@ -161,8 +164,16 @@ def _stage_network(net: Network, k: int, stage_of, m: int,
             op.shape = (op.shape[0] // m,) + op.shape[1:]
         shape = tuple(op.out_shape([t.shape for t in ins]))
         micro[node.output] = shape
-        have[node.output] = sub.add_node(op, ins, shape, name=node.output, label=node.label, stage=k)
+        have[node.output] = sub.add_node(op, ins, shape, name=node.output, label=node.label, stage=k,
+                                        recompute=node.recompute)
     return sub
+
+
+def accumulation_context(ctx: AutoParallelContext) -> AutoParallelContext:
+    """grad_accumulation_step g > 1 as one pipeline stage with g micro-batches."""
+    if ctx.grad_accumulation_step > 1:
+        return replace(ctx, micro_size=ctx.grad_accumulation_step)
+    return ctx
 
 
 def build_pipeline_plan(net: Network, ctx: AutoParallelContext) -> PipelinePlan:
@@ -183,7 +194,9 @@ def build_pipeline_plan(net: Network, ctx: AutoParallelContext) -> PipelinePlan:
         raise ParasimError(f"parameters used by several pipeline stages are not supported: "
                            f"{shared}")
     micro, needs = _micro_shapes(net, m), net.needs_grad()
-    sub_ctx = replace(ctx, device_num=D // S, pipeline_stages=1, micro_size=1)
+    sub_ctx = replace(ctx, device_num=D // S, pipeline_stages=1, micro_size=1, global_rank=0,
+                      strategy_ckpt_save_file="",
+                      dataset_strategy=named_dataset_strategy(net, ctx.dataset_strategy, D // S))
     stages = tuple(build_plan(_stage_network(net, k, stage_of, m, micro, needs),
                               sub_ctx) for k in range(S))
     boundaries = []
@@ -192,6 +205,8 @@ def build_pipeline_plan(net: Network, ctx: AutoParallelContext) -> PipelinePlan:
             if t.name in producer_stage:
                 boundaries.append(_boundary(t.name, stages[producer_stage[t.name]], plan,
                                             producer_stage[t.name], k, needs[t.name]))
+    if ctx.strategy_ckpt_save_file:
+        save_strategy(stages, ctx.strategy_ckpt_save_file)
     return PipelinePlan(ctx, net, D, D // S, m, stage_of, stages, tuple(boundaries))
 
 

@@ -20,27 +20,12 @@ from .plan import PipelinePlan, build_pipeline_plan
 def train_pipeline(net, ctx, feeds: dict, runtime=None, steps: int = 1, train: bool = True):
     pplan = build_pipeline_plan(net, ctx)
     program = compile_pipeline(pplan, train=train)
-    D, Ds, m = pplan.device_num, pplan.stage_devices, pplan.micro_size
+    D, m = pplan.device_num, pplan.micro_size
     own = runtime is None
     runtime = runtime_for(runtime, D)
     try:
         runtime.clear()
-        arrays = {r: {} for r in range(D)}
-        for k, sub in enumerate(pplan.stages):
-            off = k * Ds
-            for p, value in sub.net.params.items():
-                if p in sub.stored:
-                    for r, block in sub.stored[p].shard(value).items():
-                        arrays[off + r][f"param/{p}"] = block
-            for t in sub.net.inputs:
-                if t.name not in feeds:  # received from an earlier stage
-                    continue
-                n = t.shape[0]
-                for j in range(m):
-                    part = feeds[t.name][j * n:(j + 1) * n]
-                    for r, block in sub.stored[t.name].shard(part).items():
-                        arrays[off + r][f"{local_name(sub.net, t.name)}~mb{j}"] = block
-        runtime.load(arrays)
+        runtime.load(_initial_arrays(pplan, feeds))
         losses, runs = [], []
         loss, last = pplan.loss, pplan.loss_stage
         for _ in range(steps):
@@ -51,17 +36,44 @@ def train_pipeline(net, ctx, feeds: dict, runtime=None, steps: int = 1, train: b
         out = net.output.name
         outs = [_gather(runtime, pplan, last, out, f"act/{out}~mb{j}") for j in range(m)]
         output = np.mean(outs) if loss is not None else np.concatenate(outs, axis=0)
-        grads, params = {}, {p: v.copy() for p, v in net.params.items()}
-        for k, sub in enumerate(pplan.stages):
-            for p in sub.net.params:
-                if p in sub.stored:
-                    params[p] = _gather(runtime, pplan, k, p, f"param/{p}")
-                    if train and loss is not None:
-                        grads[p] = _gather(runtime, pplan, k, p, f"grad/{p}")
+        params, grads = _read_weights(runtime, pplan, net, train and loss is not None)
     finally:
         if own:
             runtime.close()
     return AutoRunResult(tuple(losses), output, grads, params, program, pplan, tuple(runs))
+
+
+def _initial_arrays(pplan: PipelinePlan, feeds: dict) -> dict[int, dict]:
+    """rank -> its parameter shards and its slices of every micro-batch of the inputs it reads."""
+    Ds, m = pplan.stage_devices, pplan.micro_size
+    arrays = {r: {} for r in range(pplan.device_num)}
+    for k, sub in enumerate(pplan.stages):
+        off = k * Ds
+        for p, value in sub.net.params.items():
+            if p in sub.stored:
+                for r, block in sub.stored[p].shard(value).items():
+                    arrays[off + r][f"param/{p}"] = block
+        for t in sub.net.inputs:
+            if t.name not in feeds:  # received from an earlier stage
+                continue
+            n = t.shape[0]
+            for j in range(m):
+                part = feeds[t.name][j * n:(j + 1) * n]
+                for r, block in sub.stored[t.name].shard(part).items():
+                    arrays[off + r][f"{local_name(sub.net, t.name)}~mb{j}"] = block
+    return arrays
+
+
+def _read_weights(runtime, pplan: PipelinePlan, net, with_grads: bool) -> tuple[dict, dict]:
+    """(parameters, gradients) read back from the stage that owns each parameter."""
+    grads, params = {}, {p: v.copy() for p, v in net.params.items()}
+    for k, sub in enumerate(pplan.stages):
+        for p in sub.net.params:
+            if p in sub.stored:
+                params[p] = _gather(runtime, pplan, k, p, f"param/{p}")
+                if with_grads:
+                    grads[p] = _gather(runtime, pplan, k, p, f"grad/{p}")
+    return params, grads
 
 
 def _gather(runtime, pplan: PipelinePlan, k: int, tensor: str, name: str) -> np.ndarray:

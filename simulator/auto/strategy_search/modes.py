@@ -55,7 +55,8 @@ def search(net: Network, ctx: AutoParallelContext, model: OpCostModel | None = N
     model = model or getattr(ctx, "cost_model", None) or OpCostModel()
     if not isinstance(model, OpCostModel):
         raise ParasimError(f"cost_model must be an OpCostModel, got {type(model).__name__}")
-    model = replace(model, enable_alltoall=ctx.enable_alltoall)
+    model = replace(model, enable_alltoall=ctx.enable_alltoall,  # set_algo_parameters may turn it off
+                    fully_use_devices=model.fully_use_devices and ctx.algo_parameters.fully_use_devices)
     solvers = SOLVERS
     if mode not in solvers:
         raise ParasimError(f"search mode {mode!r} is not one of {sorted(solvers)}")

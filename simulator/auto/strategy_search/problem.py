@@ -62,6 +62,17 @@ def power_of_two_strategies(net: Network, node: Node, D: int, fully_use_devices:
     return [tuple(tuple(dict(zip(order, t)).get(c, 1) for c in s) for s in letters) for t in combos]
 
 
+def legal_shardings(net: Network, node: Node, D: int, strategies) -> list[OpSharding]:
+    """The candidates the operator accepts (a row-split Gather refuses cut indices, say)."""
+    out = []
+    for s in strategies:
+        try:
+            out.append(sharding_of(net, node, D, s))
+        except ParasimError:
+            continue
+    return out
+
+
 @dataclass
 class Problem:
     """Variables (operator node indices), their candidate shardings, unary and pairwise tables.
@@ -118,8 +129,17 @@ def build_problem(net: Network, D: int, model: OpCostModel, fully_use_devices: b
                   ) -> Problem:
     """Enumerate candidates and price every unary and pairwise term (cached by layouts)."""
     full = model.fully_use_devices if fully_use_devices is None else fully_use_devices
-    topo = model.topology(D)
-    needs = net.needs_grad()
+    cands = _candidates(net, D, full)
+    b = _Builder(net, D, model, Problem(net, D, model, sorted(cands), cands))
+    b.collect_roots()
+    b.add_operator_terms()
+    b.add_leaf_terms()
+    return b.prob
+
+
+def _candidates(net: Network, D: int, full: bool) -> dict[int, list[OpSharding]]:
+    """node index -> candidate shardings (the user's strategy alone when given; Reshape has none:
+    it follows its producer); operators of identical specs share one list."""
     cands: dict[int, list[OpSharding]] = {}
     cache_sh: dict = {}
     for node in net.nodes:
@@ -132,99 +152,116 @@ def build_problem(net: Network, D: int, model: OpCostModel, fully_use_devices: b
         spec = (node.op.name, tuple(map(tuple, shapes_of(net, node))),
                 tuple(map(str, node.op.spec(shapes_of(net, node)))), repr(node.op.attrs(shapes_of(net, node))))
         if spec not in cache_sh:
-            cache_sh[spec] = [sharding_of(net, node, D, s)
-                              for s in power_of_two_strategies(net, node, D, full)]
+            cache_sh[spec] = legal_shardings(net, node, D, power_of_two_strategies(net, node, D, full))
         cands[node.index] = cache_sh[spec]
-    prob = Problem(net, D, model, sorted(cands), cands)
-    cache: dict = {}
+    return cands
 
-    def priced(key, fn) -> Cost:
-        if key not in cache:
-            cache[key] = fn()
-        return cache[key]
 
-    tables: dict = {}  # identical layers share candidate objects, hence these tables
+class _Builder:
+    """Fills a Problem's tables. Costs are cached by the layouts they depend on (`priced`) and
+    identical layers, which share candidate objects, share their tables (`tables`)."""
 
-    def unary_fn(v, fn, key=None):  # fn(sharding) -> Cost
-        if key is None or key not in tables:
+    def __init__(self, net: Network, D: int, model: OpCostModel, prob: Problem):
+        self.net, self.D, self.model, self.prob = net, D, model, prob
+        self.topo = model.topology(D)
+        self.needs = net.needs_grad()
+        self.cache: dict = {}
+        self.tables: dict = {}
+        # stored layout of every tensor: (root variable or None, function of the root's sharding)
+        self.roots: dict[str, tuple] = {}
+        self.reshapes: dict[int, tuple] = {}
+
+    def priced(self, key, fn) -> Cost:
+        if key not in self.cache:
+            self.cache[key] = fn()
+        return self.cache[key]
+
+    def unary(self, v, fn, key=None) -> None:  # fn(sharding) -> Cost
+        prob, cands = self.prob, self.prob.cands
+        if key is None or key not in self.tables:
             costs = [fn(s) for s in cands[v]]
-            got = (np.array([c.objective(model) for c in costs]),
+            got = (np.array([c.objective(self.model) for c in costs]),
                    np.array([c.memory_bytes for c in costs]))
             if key is None:
-                key = ("unique", len(tables))
-            tables[key] = got
-        obj, mem = tables[key]
+                key = ("unique", len(self.tables))
+            self.tables[key] = got
+        obj, mem = self.tables[key]
         prob.unary[v] = prob.unary.get(v, 0) + obj
         prob.mem[v] = prob.mem.get(v, 0) + mem
         prob.terms.append(((v,), lambda ch, v=v, fn=fn: fn(cands[v][ch[v]])))
 
-    # stored layout of every tensor: (root variable or None, function of the root's sharding)
-    roots: dict[str, tuple] = {}
-    reshapes: dict[int, tuple] = {}
-
-    def reshape_of(node: Node):
-        if node.index not in reshapes:
+    def reshape_of(self, node: Node):
+        net, D = self.net, self.D
+        if node.index not in self.reshapes:
             p = net.producer(node.inputs[0])
             if p is None:
                 const = reshape_sharding(net, node, D, None)
-                reshapes[node.index] = (None, lambda s, c=const: c)
+                self.reshapes[node.index] = (None, lambda s, c=const: c)
             elif isinstance(p.op, Reshape):
-                r, f = reshape_of(p)
-                reshapes[node.index] = (r, lambda s, f=f: reshape_sharding(net, node, D, f(s).out))
+                r, f = self.reshape_of(p)
+                self.reshapes[node.index] = (r, lambda s, f=f: reshape_sharding(net, node, D, f(s).out))
             else:
-                reshapes[node.index] = (p.index, lambda s: reshape_sharding(net, node, D, s.out))
-        return reshapes[node.index]
+                self.reshapes[node.index] = (p.index, lambda s: reshape_sharding(net, node, D, s.out))
+        return self.reshapes[node.index]
 
-    def input_layout(node: Node, i: int):  # (root, fn(root sharding) -> Layout) node needs
+    def input_layout(self, node: Node, i: int):  # (root, fn(root sharding) -> Layout) node needs
         if isinstance(node.op, Reshape):
-            r, f = reshape_of(node)
+            r, f = self.reshape_of(node)
             return r, (lambda s, f=f: f(s).inputs[0])
         return node.index, (lambda s, i=i: s.inputs[i])
 
-    for node in net.nodes:
-        for i, x in enumerate(node.inputs):
-            if net.tensors[x].kind != "activation" and x not in roots:
-                roots[x] = input_layout(node, i)
-        if isinstance(node.op, Reshape):
-            r, f = reshape_of(node)
-            roots[node.output] = (r, lambda s, f=f: f(s).out)
-        else:
-            roots[node.output] = (node.index, lambda s: s.out)
+    def collect_roots(self) -> None:
+        """Where every tensor is stored: a leaf at its first consumer, an activation at its producer."""
+        for node in self.net.nodes:
+            for i, x in enumerate(node.inputs):
+                if self.net.tensors[x].kind != "activation" and x not in self.roots:
+                    self.roots[x] = self.input_layout(node, i)
+            if isinstance(node.op, Reshape):
+                r, f = self.reshape_of(node)
+                self.roots[node.output] = (r, lambda s, f=f: f(s).out)
+            else:
+                self.roots[node.output] = (node.index, lambda s: s.out)
 
-    for node in net.nodes:
-        shapes = shapes_of(net, node)
-        out_shape = net.tensors[node.output].shape
-        if not isinstance(node.op, Reshape):
-            back = needs[node.output]
-            unary_fn(node.index, lambda s, node=node, shapes=shapes, out_shape=out_shape, back=back:
-                     compute_cost(node.op, s.inputs, s.out, shapes, out_shape, model)
-                     + priced(("out", s.raw, s.out, out_shape, back),
-                              lambda: output_cost(s.raw, s.out, out_shape, back, model, topo))
-                     + inner_cost(node.op.inner_steps(s, shapes, node.inputs[0]), model, topo),
-                     ("op", id(cands[node.index]), back))
-        for i, x in enumerate(node.inputs):
-            back = needs[x] and i in node.op.grad_inputs
-            _edge(prob, roots[x], input_layout(node, i), net.tensors[x].shape, back, priced,
-                  unary_fn, tables, model)
-    for x, t in net.tensors.items():
-        if t.kind == "activation" or x not in roots:
-            continue
-        r, f = roots[x]
+    def add_operator_terms(self) -> None:
+        """Per operator its compute and output cost; per input edge its redistribution."""
+        net, model, topo, needs, priced = self.net, self.model, self.topo, self.needs, self.priced
+        for node in net.nodes:
+            shapes = shapes_of(net, node)
+            out_shape = net.tensors[node.output].shape
+            if not isinstance(node.op, Reshape):
+                back = needs[node.output]
+                self.unary(node.index, lambda s, node=node, shapes=shapes, out_shape=out_shape, back=back:
+                           compute_cost(node.op, s.inputs, s.out, shapes, out_shape, model)
+                           + priced(("out", s.raw, s.out, out_shape, back),
+                                    lambda: output_cost(s.raw, s.out, out_shape, back, model, topo))
+                           + inner_cost(node.op.inner_steps(s, shapes, node.inputs[0]), model, topo),
+                           ("op", id(self.prob.cands[node.index]), back))
+            for i, x in enumerate(node.inputs):
+                back = needs[x] and i in node.op.grad_inputs
+                _edge(self.prob, self.roots[x], self.input_layout(node, i), net.tensors[x].shape, back, priced,
+                      self.unary, self.tables, model)
 
-        def leaf(s, f=f, t=t):
-            lay = f(s)
-            c = param_memory(lay, t.shape, model) if t.kind == "parameter" else ZERO
-            if t.requires_grad:
-                m = priced(("mirror", lay, t.shape), lambda: mirror_cost(lay, t.shape, model, topo))
-                c = c + (m if t.kind == "parameter" else Cost(comm_s=m.param_comm_s,
-                                                               comm_bytes=m.param_comm_bytes))
-            return c
-        if r is None:
-            prob.const = prob.const + leaf(None)
-        else:
-            lays = tuple(id(f(s)) for s in cands[r])
-            unary_fn(r, leaf, ("leaf", lays, t.shape, t.kind, t.requires_grad))
-    return prob
+    def add_leaf_terms(self) -> None:
+        """Per parameter or input: its memory and its mirror (gradient) AllReduce in its stored layout."""
+        model, topo, priced, prob = self.model, self.topo, self.priced, self.prob
+        for x, t in self.net.tensors.items():
+            if t.kind == "activation" or x not in self.roots:
+                continue
+            r, f = self.roots[x]
+
+            def leaf(s, f=f, t=t):
+                lay = f(s)
+                c = param_memory(lay, t.shape, model) if t.kind == "parameter" else ZERO
+                if t.requires_grad:
+                    m = priced(("mirror", lay, t.shape), lambda: mirror_cost(lay, t.shape, model, topo))
+                    c = c + (m if t.kind == "parameter" else Cost(comm_s=m.param_comm_s,
+                                                                   comm_bytes=m.param_comm_bytes))
+                return c
+            if r is None:
+                prob.const = prob.const + leaf(None)
+            else:
+                lays = tuple(id(f(s)) for s in prob.cands[r])
+                self.unary(r, leaf, ("leaf", lays, t.shape, t.kind, t.requires_grad))
 
 
 def _edge(prob: Problem, src, dst, shape, back, priced, unary_fn, tables, model) -> None:

@@ -1,0 +1,215 @@
+"""Emitting a mixture-of-experts block on one rank of any lane (GShard, Lepikhin et al. 2020;
+Megatron-LM's MoE layer with its AllToAll token dispatcher).
+
+    attention half     (whole sequence; or this rank's T/cp tokens with ring / all-to-all attention;
+                        or this tensor rank's a/tp heads with Megatron's AllReduce): x -> x1, m = ln2(x1)
+    [AllGather]        under context parallelism, the expert choices of the cp group's tokens, so every
+                       rank numbers the capacity slots of a sequence exactly as one device does
+    dispatch           router, top-k, capacity slots -> buffer (E, B C, h)
+    AllToAll           over the expert-parallel group: each rank gets the slots of its E/ep experts
+    experts            its experts' MLPs (whole: the expert tensor-parallel size is 1; every tensor
+                       rank of a group routes the same tokens and holds the same experts)
+    AllToAll           the outputs back to the ranks their tokens came from
+    combine            y = x1 + sum of gate x expert output
+
+Backward runs the two AllToAlls in reverse (the backward of AllToAll is AllToAll), then the
+router's backward, then the attention half's. The attention halves are the three mixins at the
+bottom; `ExpertLayers` emits everything else.
+
+Names on a rank for layer li and micro-batch j: act/moe/{li}/mb{j}/... (the dispatch cache is kept
+for backward, with the expert outputs); the attention half uses its lane's act/cache and act/tp
+or act/cp names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..program import Collective
+from .emit import grad, param
+from .experts import EXPERT_PARAMS, MoEBlock
+from .layer_kernels import layer_of
+from .moe_kernels import ATTN
+
+
+@dataclass
+class ExpertLayers:
+    """Mixed in before a Replica class: its MoE blocks dispatch over `ep_group_of[rank]`."""
+
+    ep_group_of: dict = field(default_factory=dict)  # rank -> its expert-parallel group
+
+    def _ep(self, r: int) -> int:
+        return len(self.ep_group_of.get(r, (r,)))
+
+    def _a2a(self, r: int, src: str, dst: str, nbytes: int, tag: str, j: int) -> str:
+        if self._ep(r) == 1:
+            return src
+        self.builder.add(r, Collective("all_to_all", src, dst, self.ep_group_of[r], axis=0, nbytes=nbytes, tag=tag,
+                                       microbatch=j))
+        self.builder.free(r, src)
+        return dst
+
+    def _moe_tokens(self) -> int:
+        """Tokens of each sequence on this rank."""
+        return self.config.seq_len // getattr(self, "cp", 1)
+
+    def _buf_nbytes(self, lyr: MoEBlock) -> int:
+        """The (E, B C, h) float64 dispatch buffer, the same on every rank (C slots per sequence)."""
+        return 8 * lyr.experts * self.microbatch_size * lyr.capacity * lyr.hidden
+
+    def _expert_flops(self, lyr: MoEBlock) -> float:
+        """4 h f per slot over the E B C slots this rank's experts serve (ep ranks x E/ep experts x B C)."""
+        return 4.0 * lyr.hidden * lyr.expert_hidden * lyr.experts * lyr.capacity * self.microbatch_size
+
+    def emit_layer_forward(self, r, li, x, y, j):
+        lyr = layer_of(self.config, li)
+        if not isinstance(lyr, MoEBlock):
+            return super().emit_layer_forward(r, li, x, y, j)
+        b, a = self.builder, f"act/moe/{li}/mb{j}"
+        at, kw = {"config": self.config, "layer": li}, {"phase": "forward", "microbatch": j}
+        x1, m = self.emit_moe_attention_forward(r, li, lyr, x, j)
+        ins, attrs = [m, param(li, "w_router")], dict(at)
+        if getattr(self, "cp", 1) > 1:
+            b.compute(r, "moe_choose", ins, [f"{a}/choice"], attrs=at, label=f"F{j} {lyr.name} top-k", **kw)
+            nb = 8 * self.microbatch_size * self._moe_tokens() * lyr.top_k
+            b.add(r, Collective("all_gather", f"{a}/choice", f"{a}/choices", self.cp_group_of[r], axis=1, nbytes=nb,
+                                tag=f"choices{j}:{li}", microbatch=j))
+            b.free(r, f"{a}/choice")
+            ins.append(f"{a}/choices")
+            attrs.update(order=sum(self.positions, ()), mine=self.positions[self.c])
+        router = 2.0 * self.microbatch_size * self._moe_tokens() * lyr.hidden * lyr.experts
+        b.compute(r, "moe_dispatch", ins, [f"{a}/disp", f"{a}/route", f"{a}/stats"], attrs=attrs, flops=router,
+                  label=f"F{j} {lyr.name} route", **kw)
+        b.free(r, m, *ins[2:])
+        b.compute(r, "add", [f"out/moe/{li}", f"{a}/stats"], [f"out/moe/{li}"], phase="other", label="count")
+        b.free(r, f"{a}/stats")
+        ep, nb = self._ep(r), self._buf_nbytes(lyr)
+        buf = self._a2a(r, f"{a}/disp", f"{a}/xin", nb, f"dispatch{j}:{li}", j)
+        b.compute(r, "moe_experts_fwd", [buf, *(param(li, n) for n in EXPERT_PARAMS)], [f"{a}/eo", f"{a}/ecache"],
+                  attrs={**at, "ep": ep}, flops=self._expert_flops(lyr), label=f"F{j} {lyr.name} experts", **kw)
+        b.free(r, buf)
+        back = self._a2a(r, f"{a}/eo", f"{a}/eout", nb, f"combine{j}:{li}", j)
+        b.compute(r, "moe_combine", [f"{a}/route", x1, back], [y], attrs=at, label=f"F{j} {lyr.name} combine", **kw)
+        b.free(r, x1)
+
+    def emit_layer_backward(self, r, li, dy, dx, j, accumulate):
+        lyr = layer_of(self.config, li)
+        if not isinstance(lyr, MoEBlock):
+            return super().emit_layer_backward(r, li, dy, dx, j, accumulate)
+        b, a = self.builder, f"act/moe/{li}/mb{j}"
+        at, kw = {"config": self.config, "layer": li}, {"phase": "backward", "microbatch": j}
+        ep, nb = self._ep(r), self._buf_nbytes(lyr)
+        back = f"{a}/eout" if ep > 1 else f"{a}/eo"
+        b.compute(r, "moe_post_bwd", [f"{a}/route", back, dy], [f"{a}/deo", f"{a}/dgates"], attrs=at,
+                  label=f"B{j} {lyr.name} combine", **kw)
+        b.free(r, back)
+        dbuf = self._a2a(r, f"{a}/deo", f"{a}/dout", nb, f"combine-b{j}:{li}", j)
+        exp_grads = [grad(li, n) for n in EXPERT_PARAMS]
+        b.compute(r, "moe_experts_bwd", [f"{a}/ecache", dbuf, *(param(li, n) for n in EXPERT_PARAMS),
+                                         *(exp_grads if accumulate else [])], [f"{a}/dxin", *exp_grads],
+                  attrs={**at, "ep": ep}, flops=2 * self._expert_flops(lyr), label=f"B{j} {lyr.name} experts", **kw)
+        b.free(r, f"{a}/ecache", dbuf)
+        ddisp = self._a2a(r, f"{a}/dxin", f"{a}/ddisp", nb, f"dispatch-b{j}:{li}", j)
+        g = grad(li, "w_router")
+        b.compute(r, "moe_dispatch_bwd", [f"{a}/route", ddisp, f"{a}/dgates", param(li, "w_router"),
+                                          *([g] if accumulate else [])], [f"{a}/dm", g], attrs=at,
+                  flops=4.0 * self.microbatch_size * self._moe_tokens() * lyr.hidden * lyr.experts,
+                  label=f"B{j} {lyr.name} route", **kw)
+        b.free(r, f"{a}/route", ddisp, f"{a}/dgates")
+        self.emit_moe_attention_backward(r, li, lyr, dy, f"{a}/dm", dx, j, accumulate)
+        b.free(r, f"{a}/dm")
+
+    def emit_layer_backward_input(self, r, li, dy, dx, j):
+        if isinstance(layer_of(self.config, li), MoEBlock):
+            raise AssertionError("config.py refuses B/W-split schedules with expert parallelism")
+        return super().emit_layer_backward_input(r, li, dy, dx, j)
+
+
+class WholeAttention:
+    """The attention half of one device (tp = cp = 1): the block's own math in two kernels."""
+
+    def emit_moe_attention_forward(self, r, li, lyr, x, j):
+        c = f"act/cache/{li}/mb{j}"
+        B, s, h = self.microbatch_size, self.config.seq_len, self.config.hidden
+        self.builder.compute(r, "moe_attn_fwd", [x, *(param(li, n) for n in ATTN)], [f"{c}/x1", f"{c}/m", f"{c}/att"],
+                             attrs={"config": self.config, "layer": li}, flops=8.0 * B * s * h * h + 4.0 * B * s * s * h,
+                             phase="forward", microbatch=j, label=f"F{j} {lyr.name} attn")
+        return f"{c}/x1", f"{c}/m"
+
+    def emit_moe_attention_backward(self, r, li, lyr, dy, dm, dx, j, accumulate):
+        c = f"act/cache/{li}/mb{j}"
+        B, s, h = self.microbatch_size, self.config.seq_len, self.config.hidden
+        G = [grad(li, n) for n in ATTN]
+        out = dx or f"act/moe/{li}/mb{j}/dx"
+        self.builder.compute(r, "moe_attn_bwd", [f"{c}/att", dy, dm, *(param(li, n) for n in ATTN),
+                                                 *(G if accumulate else [])], [out, *G],
+                             attrs={"config": self.config, "layer": li}, flops=16.0 * B * s * h * h + 8.0 * B * s * s * h,
+                             phase="backward", microbatch=j, label=f"B{j} {lyr.name} attn")
+        self.builder.free(r, f"{c}/att", *([] if dx else [out]))
+
+
+class ContextAttentionHalf:
+    """tp = 1, cp > 1: ln1 + qkv on T/cp tokens, ring or all-to-all attention, W_o + residual + ln2."""
+
+    def emit_moe_attention_forward(self, r, li, lyr, x, j):
+        b, c = self.builder, f"act/cache/{li}/mb{j}"
+        kw = {"phase": "forward", "microbatch": j}
+        tl, B, h = self._moe_tokens(), self.microbatch_size, self.config.hidden
+        P = lambda *ns: [param(li, n) for n in ns]  # noqa: E731
+        b.compute(r, "cp_pre_fwd", [x, *P("ln1_g", "ln1_b", "w_qkv", "b_qkv")], [f"{c}/q", f"{c}/kv", f"{c}/pre"],
+                  flops=6.0 * B * tl * h * h, label=f"F{j} {lyr.name} ln1+qkv", **kw)
+        self.emit_cp_attention_forward(r, li, lyr, j)
+        b.compute(r, "cp_moe_out_fwd", [x, f"{c}/att", *P("w_o", "b_o", "ln2_g", "ln2_b")],
+                  [f"{c}/x1", f"{c}/m", f"{c}/ln2"], flops=2.0 * B * tl * h * h, label=f"F{j} {lyr.name} out+ln2", **kw)
+        return f"{c}/x1", f"{c}/m"
+
+    def emit_moe_attention_backward(self, r, li, lyr, dy, dm, dx, j, accumulate):
+        b, c, T = self.builder, f"act/cache/{li}/mb{j}", f"act/cp/{li}/mb{j}"
+        kw = {"phase": "backward", "microbatch": j}
+        tl, B, h = self._moe_tokens(), self.microbatch_size, self.config.hidden
+        G = lambda *ns: [grad(li, n) for n in ns]  # noqa: E731
+        acc = lambda *ns: G(*ns) if accumulate else []  # noqa: E731
+        post, pre = ("w_o", "b_o", "ln2_g", "ln2_b"), ("ln1_g", "ln1_b", "w_qkv", "b_qkv")
+        b.compute(r, "cp_moe_out_bwd", [f"{c}/ln2", f"{c}/att", dy, dm, param(li, "w_o"), param(li, "ln2_g"),
+                                        *acc(*post)], [f"{T}/datt", f"{T}/dx1", *G(*post)],
+                  flops=4.0 * B * tl * h * h, label=f"B{j} {lyr.name} out+ln2", **kw)
+        b.free(r, f"{c}/ln2")
+        self.emit_cp_attention_backward(r, li, lyr, j)
+        b.compute(r, "cp_pre_bwd", [f"{c}/pre", f"{T}/dq", f"{T}/dkv", f"{T}/dx1", param(li, "ln1_g"),
+                                    param(li, "w_qkv"), *acc(*pre)], [dx, *G(*pre)],
+                  flops=12.0 * B * tl * h * h, label=f"B{j} {lyr.name} qkv+ln1", **kw)
+        b.free(r, f"{c}/pre", f"{T}/dq", f"{T}/dkv", f"{T}/dx1")
+
+
+class TensorAttentionHalf:
+    """tp > 1 (and any cp): Megatron's attention on this tensor rank's a/tp heads (over the context
+    group when cp > 1, through the lane's emit_attention_*), AllReduce, residual + ln2 replicated."""
+
+    def emit_moe_attention_forward(self, r, li, lyr, x, j):
+        b, (c, T) = self.builder, self._names(li, j)
+        kw = {"phase": "forward", "microbatch": j}
+        P = lambda *ns: [param(li, n) for n in ns]  # noqa: E731
+        b.compute(r, "tp_ln_fwd", [x, *P("ln1_g", "ln1_b")], [f"{c}/a", f"{c}/ln1"], label=f"F{j} {lyr.name} ln1", **kw)
+        self.emit_attention_forward(r, li, lyr, f"{c}/a", j)
+        self._reduce(r, f"{T}/o_part", f"{T}/o", j, f"{li}/o/mb{j}")
+        b.compute(r, "tp_residual_ln_fwd", [x, f"{T}/o", *P("b_o", "ln2_g", "ln2_b")], [f"{c}/x1", f"{c}/m", f"{c}/ln2"],
+                  label=f"F{j} {lyr.name} ln2", **kw)
+        self._drop(r, f"{T}/o")
+        return f"{c}/x1", f"{c}/m"
+
+    def emit_moe_attention_backward(self, r, li, lyr, dy, dm, dx, j, accumulate):
+        b, (c, T) = self.builder, self._names(li, j)
+        kw = {"phase": "backward", "microbatch": j}
+        G = lambda *ns: [grad(li, n) for n in ns]  # noqa: E731
+        acc = lambda *ns: G(*ns) if accumulate else []  # noqa: E731
+        b.compute(r, "tp_ln_bwd", [f"{c}/ln2", dm, param(li, "ln2_g"), *acc("ln2_g", "ln2_b")],
+                  [f"{T}/dxl", *G("ln2_g", "ln2_b")], label=f"B{j} {lyr.name} ln2", **kw)
+        b.compute(r, "add", [dy, f"{T}/dxl"], [f"{T}/dx1"], label=f"B{j} {lyr.name} residual", **kw)
+        self._drop(r, f"{c}/ln2", f"{T}/dxl")
+        self.emit_attention_backward(r, li, lyr, f"{c}/a", f"{T}/dx1", j, accumulate)
+        self._drop(r, f"{c}/a")
+        self._reduce(r, f"{T}/da_part", f"{T}/da", j, f"{li}/da/mb{j}")
+        b.compute(r, "tp_res_ln_bwd", [f"{c}/ln1", f"{T}/dx1", f"{T}/da", param(li, "ln1_g"),
+                                       *acc("ln1_g", "ln1_b", "b_o")], [dx, *G("ln1_g", "ln1_b", "b_o")],
+                  label=f"B{j} {lyr.name} ln1", **kw)
+        self._drop(r, f"{c}/ln1", f"{T}/dx1", f"{T}/da")
