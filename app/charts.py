@@ -103,7 +103,7 @@ def timeline_chart(trace: Trace, *, stage_of: dict[int, int] | None = None, titl
     cats = [c for c in PHASE_COLORS if c in present and c != "idle"] + list(GAP_COLORS)
     colors = [PHASE_COLORS.get(c) or GAP_COLORS[c] for c in cats]
     color = alt.Color("category:N", scale=alt.Scale(domain=cats, range=colors),
-                      legend=alt.Legend(title=None, orient="top", columns=5))
+                      legend=alt.Legend(title=None, orient="top", columns=3))  # fits 1024 px
     y = alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=220))
     zoom = alt.selection_interval(bind="scales", encodings=["x"], name="zoom")
     mbs = sorted(m for m in set(ev["micro-batch"]) if m >= 0) if len(ev) else []
@@ -152,7 +152,8 @@ def styled(chart, font: int = FONT):
     """Font sizes for every text of a chart (larger in presentation mode)."""
     return (chart.configure_axis(labelFontSize=font, titleFontSize=font)
             .configure_legend(labelFontSize=font, titleFontSize=font)
-            .configure_title(fontSize=font + 2, subtitleFontSize=font).configure_view(strokeWidth=0))
+            .configure_title(fontSize=font + 2, subtitleFontSize=font).configure_view(strokeWidth=0)
+            .properties(autosize=alt.AutoSizeParams(type="fit-x", contains="padding")))  # axes and legend inside the width
 
 
 def step_parts_table(trace: Trace) -> pd.DataFrame:
@@ -280,14 +281,15 @@ def memory_components_spec(parts: dict[str, float], capacity_bytes: float, title
              "device": "per GPU"} for i, (k, v) in enumerate(parts.items()) if v > 0]
     cap = {"GB": capacity_bytes / 1e9, "label": f"capacity {capacity_bytes / 1e9:.1f} GB"}
     return {
-        "title": title or None, "height": 210, "width": "container",   # total height: title, legend and axis fit in
+        "title": title or None, "height": 110, "width": "container",
+        "autosize": {"type": "fit-x", "contains": "padding"},  # axis and legend inside the column
         "layer": [
             {"data": {"values": rows}, "mark": "bar",
              "encoding": {"x": {"aggregate": "sum", "field": "GB", "type": "quantitative",
                                 "title": "GB per GPU (1e9 bytes)"},
                           "y": {"field": "device", "type": "nominal", "title": None},
                           "color": {"field": "component", "type": "nominal", "sort": list(parts),
-                                    "legend": {"orient": "top", "title": None}},
+                                    "legend": {"orient": "bottom", "direction": "vertical", "title": None}},
                           "order": {"field": "order", "type": "quantitative"},
                           "tooltip": [{"field": "component", "type": "nominal"}, {"field": "bytes", "type": "nominal"},
                                       {"field": "GB", "type": "quantitative", "format": ".2f"},

@@ -42,6 +42,10 @@ CSS = """<style>
 [data-testid="stMetricValue"] * { white-space: normal !important; overflow: visible !important;
   text-overflow: clip !important; }
 [data-testid="stWidgetLabel"] * { white-space: normal !important; text-overflow: clip !important; }
+[data-testid="stMetricDelta"] *, [data-testid="stMetricDelta"] { white-space: normal !important;
+  overflow: visible !important; text-overflow: clip !important; }
+[data-testid="stMarkdownContainer"] code { white-space: pre-wrap; overflow-wrap: anywhere; }
+[data-testid="stMarkdownContainer"] pre { overflow-x: auto; max-width: 100%; }
 </style>"""
 PRESENT = """<style>
 html { font-size: 20px; }

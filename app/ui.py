@@ -108,7 +108,7 @@ def friendly_errors():
 
 
 def intro(title: str, teaches: str) -> None:
-    top = st.columns([5, 1], vertical_alignment="bottom")
+    top = st.columns([3, 1], vertical_alignment="bottom")  # room for "Copy link" at 1024 px
     top[0].title(title)
     with top[1]:
         share_link()

@@ -160,3 +160,102 @@ def test_collective_player_plays_to_the_last_step_and_equals_numpy(server, brows
         assert row[2:] == ["0", "yes"]
     assert page.locator('[data-testid="stException"]').count() == 0
     page.close()
+
+
+def wait_until_idle(page) -> None:
+    """The script has run (Streamlit marks stApp notRunning) and the charts had time to draw."""
+    page.wait_for_function(
+        """() => { const a = document.querySelector('[data-testid="stApp"]');
+                   return a && a.getAttribute('data-test-script-state') === 'notRunning'
+                          && document.querySelector('[data-testid="stMainBlockContainer"] h1'); }""", timeout=120_000)
+    page.wait_for_timeout(1500)
+
+
+# Elements of the main area that stick out of their parent's box or cut their text with an ellipsis,
+# outside scrollable regions (tables, code blocks scroll by design) and Streamlit's floating toolbars.
+OVERFLOW_JS = """() => {
+  const main = document.querySelector('[data-testid="stMainBlockContainer"]');
+  const out = [];
+  for (const el of main.querySelectorAll('*')) {
+    const cs = getComputedStyle(el);
+    if (cs.display === 'none' || cs.visibility === 'hidden' || cs.position === 'fixed' || cs.position === 'absolute'
+        || el.tagName === 'INPUT') continue;
+    const r = el.getBoundingClientRect();
+    if (r.width < 4 || r.height < 4) continue;
+    let a = el.parentElement, scrolls = false;
+    while (a && a !== main.parentElement) {
+      const o = getComputedStyle(a).overflowX;
+      if (o === 'auto' || o === 'scroll') { scrolls = true; break; }
+      a = a.parentElement;
+    }
+    if (scrolls) continue;
+    const pr = el.parentElement.getBoundingClientRect();
+    if (pr.width < 2) continue;
+    const spill = cs.display !== 'inline' && (r.right > pr.right + 3 || r.left < pr.left - 3);
+    const cut = cs.textOverflow === 'ellipsis' && el.scrollWidth > el.clientWidth + 1;
+    if (spill || cut) out.push(`${el.tagName} ${el.getAttribute('data-testid') || ''} ${spill ? 'sticks out' : 'cut'}: `
+                               + `${(el.innerText || '').slice(0, 40)}`);
+  }
+  return out;
+}"""
+
+
+def test_nothing_in_the_main_area_overflows_at_1024x768_on_any_page(server, browser):
+    sys.path.insert(0, str(ROOT / "app"))
+    from ui import PAGE_PATHS
+
+    page = browser.new_page(viewport={"width": 1024, "height": 768})
+    visits = [f"/{p}" for p in PAGE_PATHS.values()] + ["/pipelines?present=true&p=8&m=16", "/player?present=true&n=16"]
+    bad = {}
+    for path in visits:
+        page.goto(server + path, wait_until="domcontentloaded")
+        wait_until_idle(page)
+        if path in ("/training", "/faults"):  # the pages with a run button: check their results too
+            page.locator('[data-testid="stSidebar"] button[kind="primary"]').click()
+            page.locator('[data-testid="stMetric"]').first.wait_for(timeout=120_000)
+            wait_until_idle(page)
+        assert page.locator('[data-testid="stException"]').count() == 0, path
+        found = page.evaluate(OVERFLOW_JS)
+        if found:
+            bad[path] = found[:5]
+    page.close()
+    assert not bad, bad
+
+
+def test_a_link_opens_its_configuration_and_the_url_follows_the_widgets(server, browser):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{server}/pipelines?p=8&m=16&schedules=gpipe&schedules=1f1b", wait_until="domcontentloaded")
+    wait_until_idle(page)
+    assert page.get_by_role("slider", name="Stages p").get_attribute("aria-valuetext") == "8"
+    assert metric_values(page, "bubble")[:2] == ["30.4%", "30.4%"]  # (p-1)/(m+p-1) = 7/23
+    slider = page.get_by_role("slider", name="Micro-batches m")
+    slider.focus()
+    slider.press("ArrowRight")  # m: 16 -> 17
+    page.wait_for_url("**m=17**", timeout=30_000)
+    wait_for_metric_value(page, "29.2%")  # 7/24
+    assert "p=8" in page.url and "schedules=gpipe" in page.url
+    page.close()
+
+
+def test_hovering_a_timeline_bar_shows_its_event(server, browser):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{server}/pipelines?schedules=1f1b", wait_until="domcontentloaded")
+    wait_until_idle(page)
+    chart = page.locator('[data-testid="stVegaLiteChart"]').first.locator("svg, canvas").first
+    chart.scroll_into_view_if_needed()
+    box = chart.bounding_box()
+    tip = page.locator("#vg-tooltip-element")
+    text = ""
+    for fy in (0.3, 0.4, 0.5, 0.6):  # sweep across the rows until the pointer is over an F or B bar
+        for fx in (0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6):
+            page.mouse.move(box["x"] + box["width"] * fx, box["y"] + box["height"] * fy)
+            page.wait_for_timeout(150)
+            if tip.count() and tip.is_visible() and "micro-batch" in tip.inner_text():
+                text = tip.inner_text()
+                break
+        if text:
+            break
+    assert text, "no tooltip with an event appeared over the timeline"
+    for field in ("device", "lane", "op", "micro-batch", "stage", "start", "duration"):
+        assert field in text
+    page.close()

@@ -52,7 +52,7 @@ IMAGE_ROW = re.compile(r"^\|(\s*!\[[^\]]*\]\([^)\s]+\)\s*\|)+\s*$")  # | ![a](x.
 TABLE_RULE = re.compile(r"^\|(\s*:?-+:?\s*\|)+\s*$")  # |---|---|
 
 
-def show_image(path: str, caption: str, folder: Path, width: int = 480) -> None:
+def show_image(path: str, caption: str, folder: Path, width: int | str = 480) -> None:
     """A README figure from the lesson folder (never a path outside it)."""
     file = (folder / path).resolve()
     if file.is_file() and folder.resolve() in file.parents:
@@ -88,7 +88,7 @@ def show_markdown(text: str, folder: Path) -> None:
             with col:
                 if i < len(header) and header[i]:
                     st.markdown(f"**{header[i]}**")
-                show_image(path, alt, folder, width=420)
+                show_image(path, alt, folder, width="stretch")  # a column may be narrower than the figure
     flush()
 
 

@@ -5,9 +5,9 @@ configuration search and why the alternatives lose; two configurations side by s
 Every configuration widget is bound to the URL (app/README.md lists the parameters)."""
 
 import streamlit as st
-from charts import aggregate_trace, memory_components_spec, styled, timeline_chart
+from charts import aggregate_trace, memory_components_spec, timeline_chart
 from scale_search import OFFERED, search_panel
-from ui import BIND, intro, or_error, remember, restore, show_code
+from ui import BIND, interactive, intro, or_error, remember, restore, show_code
 
 from simulator import (
     PRICED_SCHEDULES,
@@ -266,9 +266,7 @@ def show_timeline(spec: ModelSpec, kw: dict, akw: dict, zero: int) -> None:
     c[3].metric("instructions", f"{res.instructions:,}")
     chart = timeline_chart(trace, stage_of={k: k for k in range(trace.n_devices)},
                            title=f"one data-parallel replica, one TP rank per stage ({res.simulated_ranks} rows)")
-    # an explicit total height: the title, the two-row legend and the axis take ~170 px of it
-    st.altair_chart(styled(chart, 17 if st.session_state.get("present") else 13), width="stretch",
-                    height=170 + 30 * 2 * trace.n_devices, key="timeline")
+    interactive(chart, key="timeline")
     st.caption("Device k is pipeline stage k (its t TP ranks run alike). Hover a bar for its op, micro-batch, "
                "bytes, FLOPs, start and duration; drag to pan, scroll to zoom the time axis. "
                + (f"**Aggregated**: {note}." if note else "Every instruction is drawn."))

@@ -88,7 +88,10 @@ def candidates(net: Network, node: Node, D: int, limit: int = 4096) -> list[tupl
 
 def reshape_sharding(net: Network, node: Node, D: int, source: Layout | None) -> OpSharding:
     """Reshape keeps a cut when it falls on the leading dim of a merged/split group of dims and
-    divides the new leading dim; every other cut is gathered first."""
+    divides the new leading dim. A cut on another dim of a merged group whose leading dim is
+    uncut moves to that leading dim first (a redistribution between dims: AllToAll with
+    enable_alltoall, MindSpore's AllGather + Split by default; explain() shows its bytes),
+    rather than gathering the whole tensor; any other cut is gathered."""
     in_shape, out_shape = net.tensors[node.inputs[0]].shape, node.op.shape
     if node.op.in_strategy is not None:
         source = Layout.from_strategy(tuple(node.op.in_strategy[0]), D, in_shape)
@@ -97,8 +100,15 @@ def reshape_sharding(net: Network, node: Node, D: int, source: Layout | None) ->
     mesh = source.mesh
     in_dims = [()] * len(in_shape)
     out_dims = [()] * len(out_shape)
+    def cut_axes(i):
+        return tuple(a for a in source.dims[i] if mesh.axis_size(a) > 1)
+
     for I, O in _groups(in_shape, out_shape):
-        axes = source.dims[I[0]]
+        axes = cut_axes(I[0])
+        if not axes:  # the first cut dim of the group moves to its leading dim if it divides
+            axes = next((cut_axes(i) for i in I[1:] if cut_axes(i)), ())
+            if in_shape[I[0]] % prod(mesh.axis_size(a) for a in axes):
+                axes = ()
         cut = prod(mesh.axis_size(a) for a in axes)
         if axes and out_shape[O[0]] % cut == 0:
             in_dims[I[0]], out_dims[O[0]] = axes, axes

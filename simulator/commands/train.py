@@ -196,7 +196,8 @@ def _train(a, cfg: TrainConfig, runtime, model, resilient: bool):
 
 
 def _print_text(cfg: TrainConfig, out: dict, resilient: bool) -> None:
-    print(f"{cfg.strategy} on {cfg.devices} devices (dp={cfg.dp}, pp={cfg.pp}, tp={cfg.tp}, m={cfg.m})")
+    extra = "".join(f", {k}={v}" for k, v in (("cp", cfg.cp), ("ep", cfg.ep)) if v > 1)
+    print(f"{cfg.strategy} on {cfg.devices} devices (dp={cfg.dp}, pp={cfg.pp}, tp={cfg.tp}{extra}, m={cfg.m})")
     print("losses: " + " ".join("nan/inf" if x is None else f"{x:.4f}" for x in out["losses"]))
     diff = out["max_rel_weight_diff_vs_single"]
     print(f"max relative weight difference vs one device: {'nan/inf' if diff is None else f'{diff:.3g}'}"
