@@ -227,3 +227,19 @@ def test_settings_are_kept_across_pages_and_a_page_switch_breaks_nothing():
     assert at.selectbox(key="strategy").value == "pp"  # the training page's own default, not a value from elsewhere
     at.switch_page(str(APP / "views" / "collectives.py")).run()
     assert at.selectbox(key="kind").value == "reduce_scatter" and at.slider(key="n").value == 8
+
+
+def test_sharding_gpt_with_megatron_strategies_and_the_parallel_optimizer():
+    at = page("sharding")
+    at.radio(key="net").set_value("GPT: embedding, attention, MLP, loss (Megatron strategies)").run()
+    assert not at.exception and not at.error
+    moves = at.tabs[0].table[0].value
+    fwd = moves[moves["phase"] == "forward"]
+    assert list(fwd["operator"])[:3] == ["Gather-0", "BatchMatMul-5", "BatchMatMul-7"]  # vocab, Wo, Wproj
+    assert set(fwd["collective"]) == {"AllReduce"} and list(fwd["groups"])[0] == "{0,1,2,3} {4,5,6,7}"
+    at.checkbox(key="gpt_sp").check().run()  # sequence parallel: AllGather / ReduceScatter pairs
+    assert {"AllGather", "ReduceScatter"} <= set(at.tabs[0].table[0].value["collective"])
+    at.checkbox(key="popt").check().run()  # weights split over dp: gathered forward, reduce-scattered
+    moves = at.tabs[0].table[0].value
+    grads = moves[moves["phase"] == "parameter gradient"]
+    assert "ReduceScatter" in set(grads["collective"]) and "{0,4}" in list(grads["groups"])[0]

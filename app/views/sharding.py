@@ -6,10 +6,12 @@ import streamlit as st
 from ui import figure, intro, or_error, parse_strategy, show_code
 
 from simulator import AutoParallelContext, DeviceMesh, Layout, ParasimError, auto, explain, viz
+from simulator.auto.gpt import gpt_network
 from simulator.units import fmt_bytes
 
 PHASES = {"forward": "forward", "backward": "backward", "parameter_gradient": "parameter gradient"}
-NETWORKS = ("MatMul", "2-layer MLP: MatMul → ReLU → MatMul")
+NETWORKS = ("MatMul", "2-layer MLP: MatMul → ReLU → MatMul",
+            "GPT: embedding, attention, MLP, loss (Megatron strategies)")
 MODES = {"semi_auto_parallel": "semi-auto: unset operators are data parallel",
          "auto_parallel": "auto: unset operators get a strategy by sharding propagation"}
 SPLITS = {"not split": (), "dp": ("dp",), "tp": ("tp",), "dp then tp": ("dp", "tp"), "tp then dp": ("tp", "dp")}
@@ -46,15 +48,27 @@ def build_network(kind: str, m: int, k: int, n: int, h: int, s1, s_act, s2, out1
     return net
 
 
+def build_gpt(device_num: int, tp: int, sp: bool):
+    """simulator/auto/gpt.py's GPT (1 block, small) with Megatron strategies on dp x tp."""
+    if device_num % tp:
+        raise ParasimError(f"tp {tp} does not divide device_num {device_num}")
+    dp = device_num // tp
+    return gpt_network(layers=1, hidden=16, heads=4, seq=8, vocab=32, batch=2 * dp, dp=dp, tp=tp, sp=sp)[0]
+
+
 @st.cache_data(show_spinner=False)
-def explain_network(kind, m, k, n, h, texts, mode, device_num, gradients_mean, enable_alltoall=False) -> dict:
+def explain_network(kind, m, k, n, h, texts, mode, device_num, gradients_mean, enable_alltoall=False,
+                    gpt=(4, False), parallel_optimizer=False) -> dict:
     """explain() of the network: operators, stored layouts in four notations, inserted moves."""
     names = ("MatMul-0 strategy", "ReLU strategy", "MatMul-1 strategy", "MatMul out_strategy")
     s1, s_act, s2, out1 = (parse_strategy(t, nm) for t, nm in zip(texts, names))
-    if mode == "semi_auto_parallel" and s1 is None:
+    if mode == "semi_auto_parallel" and s1 is None and kind != NETWORKS[2]:
         raise ParasimError("semi_auto_parallel: give MatMul-0 a strategy, e.g. ((2, 4), (4, 1))")
-    ctx = AutoParallelContext(mode, device_num, gradients_mean=gradients_mean, enable_alltoall=enable_alltoall)
-    net = build_network(kind, m, k, n, h, s1, s_act, s2, out1)
+    ctx = AutoParallelContext(mode, device_num, gradients_mean=gradients_mean, enable_alltoall=enable_alltoall,
+                              enable_parallel_optimizer=parallel_optimizer,
+                              parallel_optimizer_config={"parallel_optimizer_threshold": 0})
+    net = (build_gpt(device_num, *gpt) if kind == NETWORKS[2]
+           else build_network(kind, m, k, n, h, s1, s_act, s2, out1))
     e = explain(net, ctx)
     layouts = {}
     for name, layout in e.plan.stored.items():
@@ -75,7 +89,7 @@ def explain_network(kind, m, k, n, h, texts, mode, device_num, gradients_mean, e
             "bytes": sum(mv.bytes_per_rank for mv in e.moves if not mv.local)}
 
 
-def show_explanation(info: dict, mlp: bool) -> None:
+def show_explanation(info: dict, draw: str) -> None:
     """Metrics, the operators, every inserted collective, the layouts and one tensor's blocks."""
     moves = info["moves"]
     c = st.columns(4)
@@ -106,7 +120,7 @@ def show_explanation(info: dict, mlp: bool) -> None:
                      "DTensor": repr(layout.to_placements()), "mesh": repr(layout.mesh)})
     st.dataframe(rows, hide_index=True, width="stretch")
     names = list(info["layouts"])
-    pick = st.selectbox("Draw the blocks of", names, index=names.index("w1" if mlp else "w"), key="draw")
+    pick = st.selectbox("Draw the blocks of", names, index=names.index(draw), key="draw")
     layout, shape, _ = info["layouts"][pick]
     left, right = st.columns([3, 2])
     with left:
@@ -128,7 +142,21 @@ with tab_auto:
     alltoall = c[4].checkbox("enable_alltoall", value=False, key="alltoall",
                              help="MindSpore's default (off) moves a cut between tensor dimensions with "
                                   "AllGather + Split; on, with one AllToAll (as XLA does)")
-    mlp = kind != NETWORKS[0]
+    popt = c[4].checkbox("enable_parallel_optimizer", value=False, key="popt",
+                         help="split each replicated weight over its data-parallel copies: AllGather "
+                              "before use, ReduceScatter of its gradient (ZeRO-style, threshold 0)")
+    mlp = kind == NETWORKS[1]
+    gpt = kind == NETWORKS[2]
+    c = st.columns(4)
+    tp = c[0].selectbox("tp (GPT)", [1, 2, 4, 8], index=2, key="gpt_tp", disabled=not gpt)
+    sp = c[1].checkbox("sequence parallel (GPT)", value=False, key="gpt_sp", disabled=not gpt,
+                       help="layer norms cut along the sequence: AllGather before the column-parallel "
+                            "linears, ReduceScatter after the row-parallel ones")
+    if gpt:
+        st.caption("simulator/auto/gpt.py: Gather (vocabulary-parallel table), LayerNorm, q/k/v and the "
+                   "MLP's first linear column-parallel, Wo and the MLP's second row-parallel, attention "
+                   "cut by heads, fused vocabulary-parallel cross-entropy; batch 2·dp, hidden 16, 4 heads, "
+                   "sequence 8, vocabulary 32, one block")
     c = st.columns(4)
     m = c[0].number_input("x rows (batch) M", 1, 4096, 32, key="M")
     k = c[1].number_input("x cols K", 1, 4096, 16, key="K")
@@ -142,15 +170,17 @@ with tab_auto:
         s2 = c[2].text_input("MatMul-1 (h @ w2) strategy (empty: not set)", "((2, 4), (4, 1))", key="s2",
                              help="row parallel: the contracted H is cut 4 ways -> partial sums -> AllReduce")
         out1 = ""
-    else:
+    elif not gpt:
         s1 = c[0].text_input("MatMul strategy ((a, k), (k, c))", "((2, 4), (4, 1))", key="s1")
         out1 = c[1].text_input("out_strategy (empty: none)", "", key="out1",
                                help="((a*k, c),) turns the forward AllReduce into a ReduceScatter")
         s_act = s2 = ""
+    else:
+        s1 = s_act = s2 = out1 = ""
     info = or_error(explain_network, kind, int(m), int(k), int(n), int(h), (s1, s_act, s2, out1), mode,
-                    int(device_num), gradients_mean, alltoall)
+                    int(device_num), gradients_mean, alltoall, (int(tp), bool(sp)), popt)
     if info is not None:
-        show_explanation(info, mlp)
+        show_explanation(info, "wte" if gpt else "w1" if mlp else "w")
     show_code(explain, auto.ops.MatMul.shard, key="code_auto")
 
 
