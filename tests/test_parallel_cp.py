@@ -83,7 +83,7 @@ def test_activation_memory_shrinks_as_one_over_cp(kind):
 @pytest.mark.parametrize("kw,message", [
     (dict(cp=3, devices=3), "sequence length 16 is not divisible by 6"),
     (dict(cp=8, devices=8, cp_kind="all-to-all"), "4 heads cannot be split 8 ways"),
-    (dict(cp=2, devices=4, pp=2, schedule="zb-h1"), "context-parallel layers"),
+    (dict(cp=2, tp=2, devices=8, pp=2, schedule="zb-h1", strategy="hybrid"), "split them with tp = 1 .* here tp=2"),
     (dict(cp=2, devices=2, strategy="dp"), "runs with strategies cp and hybrid"),
     (dict(cp=2, devices=3), "do not multiply to 3 devices"),
 ])
@@ -91,6 +91,25 @@ def test_bad_combinations_are_refused_in_one_line(kw, message):
     with pytest.raises(ParasimError, match=message) as e:
         train(TrainConfig(GPT, **{"strategy": "cp", "batch_size": 4, **kw}))
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("kind", ["ring", "all-to-all"])
+@pytest.mark.parametrize("schedule", ["zb-h1", "zb-h2", "dualpipe"])
+def test_zero_bubble_schedules_split_the_context_parallel_backward(kind, schedule):
+    """B (input gradients, with the ring's K/V and dK/dV hops or Ulysses' all-to-alls) runs at once;
+    W (the weight gradients of the projections, MLP, layer norms and embedding) is deferred."""
+    cfg = TrainConfig(GPT, strategy="cp", devices=4, cp=2, pp=2, cp_kind=kind, schedule=schedule, batch_size=4,
+                      microbatches=4, steps=2)
+    r = train(cfg)
+    assert r.max_rel_weight_diff_vs_single < 1e-9
+    weight = [i for i in r.compiled.program.code[0] if getattr(i, "phase", None) == "wgrad"]
+    assert {i.op for i in weight} >= {"cp_post_bwd_weight", "cp_pre_bwd_weight"}
+    def deferred(code):  # some micro-batch's W runs after a later micro-batch's B
+        at = {(i.op, i.microbatch): n for n, i in enumerate(code) if getattr(i, "op", "").startswith("cp_post_bwd_")}
+        return any(at[("cp_post_bwd_weight", j)] > at[("cp_post_bwd_input", k)] for j in range(cfg.m)
+                   for k in range(cfg.m) if k != j and ("cp_post_bwd_weight", j) in at and ("cp_post_bwd_input", k) in at)
+
+    assert any(deferred(code) for code in r.compiled.program.code) or schedule == "dualpipe"  # p = 2: W follows B
 
 
 @pytest.mark.ray

@@ -21,6 +21,11 @@ mean over dp x cp ranks is the replica mean. Activations per rank shrink as 1/cp
 micro-batch 8 B (s/cp) (16h + 2 + a) bytes for ring (no s x s score matrix is ever stored) and
 8 B (s/cp) (17h + 2 + a) for all-to-all (`block_activation_bytes`).
 
+Zero-bubble schedules (zb-h1, zb-h2, DualPipe) split each block's backward: B runs the MLP and
+projection input gradients and the attention backward with its communication (the ring's K/V and
+dK/dV hops, or Ulysses' all-to-alls: attention has no weights); W computes the weight gradients of
+the projections, MLP, layer norms and embedding later from what B kept (act/wcache).
+
 With tensor parallelism too (the hybrid strategy), each tensor rank runs the ring (or the
 all-to-alls) on the q, k, v columns of its a/tp heads, between Megatron's column-parallel QKV
 and row-parallel output projection (tensor_parallel.py); all-to-all then needs tp cp | heads.
@@ -105,8 +110,49 @@ class ContextParallelReplica(ContextAttention, Replica):
                   [dx, *G(*PRE)], flops=12.0 * B * tl * h * h, label=f"B{j} {lyr.name} qkv+ln1", **kw)
         b.free(r, f"{c}/pre", f"{T}/dq", f"{T}/dkv", f"{T}/dx1")
 
+    # ---- zero-bubble schedules: B (input gradients, the ring's dK/dV) now, W (weights) later --------
     def emit_layer_backward_input(self, r, li, dy, dx, j):
-        raise ParasimError("zero-bubble B/W splitting is not available with context parallelism")
+        b, lyr = self.builder, layer_of(self.config, li)
+        c, T, w = f"act/cache/{li}/mb{j}", f"act/cp/{li}/mb{j}", f"act/wcache/{li}/mb{j}"
+        kw = {"phase": "backward", "microbatch": j}
+        if isinstance(lyr, Embedding):  # no input gradient: keep dy for W
+            b.compute(r, "copy", [dy], [w], label=f"B{j} {lyr.name} keep dy", **kw)
+            return
+        if not isinstance(lyr, TransformerBlock):
+            return super().emit_layer_backward_input(r, li, dy, dx, j)
+        tl = self.config.seq_len // self.cp
+        B, h = self.microbatch_size, self.config.hidden
+        P = lambda *ns: [param(li, n) for n in ns]  # noqa: E731
+        b.compute(r, "cp_post_bwd_input", [f"{c}/post", f"{c}/att", dy, *P("w_o", "ln2_g", "w_fc", "w_proj")],
+                  [f"{T}/datt", f"{T}/dx1", f"{w}/post"], flops=18.0 * B * tl * h * h, label=f"B{j} {lyr.name} mlp+out",
+                  **kw)
+        b.free(r, f"{c}/post")
+        self.emit_cp_attention_backward(r, li, lyr, j)
+        b.compute(r, "cp_pre_bwd_input", [f"{c}/pre", f"{T}/dq", f"{T}/dkv", f"{T}/dx1", *P("ln1_g", "w_qkv")],
+                  [dx, f"{w}/pre"], flops=6.0 * B * tl * h * h, label=f"B{j} {lyr.name} qkv+ln1", **kw)
+        b.free(r, f"{c}/pre", f"{T}/dq", f"{T}/dkv", f"{T}/dx1")
+
+    def emit_layer_backward_weight(self, r, li, j, accumulate):
+        b, lyr = self.builder, layer_of(self.config, li)
+        c, w = f"act/cache/{li}/mb{j}", f"act/wcache/{li}/mb{j}"
+        G = lambda *ns: [grad(li, n) for n in ns]  # noqa: E731
+        acc = lambda *ns: G(*ns) if accumulate else []  # noqa: E731
+        kw = {"phase": "wgrad", "microbatch": j}
+        if isinstance(lyr, Embedding):
+            b.compute(r, "cp_embed_bwd", [c, w, *acc("wte", "wpe")], G("wte", "wpe"),
+                      attrs={"vocab": lyr.vocab, "seq": lyr.seq_len, "positions": self.positions[self.c]},
+                      label=f"W{j} {lyr.name}", **kw)
+            b.free(r, c, w)
+            return
+        if not isinstance(lyr, TransformerBlock):
+            return super().emit_layer_backward_weight(r, li, j, accumulate)
+        tl = self.config.seq_len // self.cp
+        B, h = self.microbatch_size, self.config.hidden
+        b.compute(r, "cp_post_bwd_weight", [f"{w}/post", *acc(*POST)], G(*POST), flops=18.0 * B * tl * h * h,
+                  label=f"W{j} {lyr.name} mlp+out", **kw)
+        b.compute(r, "cp_pre_bwd_weight", [f"{w}/pre", *acc(*PRE)], G(*PRE), flops=6.0 * B * tl * h * h,
+                  label=f"W{j} {lyr.name} qkv+ln1", **kw)
+        b.free(r, f"{w}/post", f"{w}/pre")
 
 
 @dataclass

@@ -72,11 +72,26 @@ def cp_pre_fwd(x, ln1_g, ln1_b, w_qkv, b_qkv):
 @kernel("cp_pre_bwd")
 def cp_pre_bwd(cache, dq, dkv, dx1, ln1_g, w_qkv, *existing):
     """dx = dx1 + LN1'(dqkv W_qkv^T); grads (ln1_g, ln1_b, w_qkv, b_qkv)."""
+    dx, wcache = cp_pre_bwd_input(cache, dq, dkv, dx1, ln1_g, w_qkv)
+    return (dx,) + cp_pre_bwd_weight(wcache, *existing)
+
+
+@kernel("cp_pre_bwd_input")
+def cp_pre_bwd_input(cache, dq, dkv, dx1, ln1_g, w_qkv):
+    """B of zero-bubble schedules: dx, and what W needs (ln1 cache, its input a, da, dqkv)."""
     c_ln, a = cache
-    da, dw, dbq = cp_qkv_bwd(a, dq, dkv, w_qkv)
-    dx = dx1 + K.layer_norm_backward_input(c_ln, da, ln1_g)
+    dqkv = np.concatenate([dq, dkv[0], dkv[1]], axis=-1)  # (B, Tl, 3h)
+    da = K.linear_backward_input(dqkv, w_qkv)
+    return dx1 + K.layer_norm_backward_input(c_ln, da, ln1_g), (c_ln, a, da, dqkv)
+
+
+@kernel("cp_pre_bwd_weight")
+def cp_pre_bwd_weight(wcache, *existing):
+    """W: grads (ln1_g, ln1_b, w_qkv, b_qkv)."""
+    c_ln, a, da, dqkv = wcache
     dg, db = K.layer_norm_backward_weight(c_ln, da)
-    return (dx,) + _acc((dg, db, dw, dbq), existing)
+    dw, dbq = K.linear_backward_weight(a, dqkv)
+    return _acc((dg, db, dw, dbq), existing)
 
 
 @kernel("cp_o_fwd")
@@ -105,17 +120,29 @@ def cp_post_fwd(x, att, w_o, b_o, ln2_g, ln2_b, w_fc, b_fc, w_proj, b_proj):
 @kernel("cp_post_bwd")
 def cp_post_bwd(cache, att, dy, w_o, ln2_g, w_fc, w_proj, *existing):
     """-> (datt, dx1, grads of w_o, b_o, ln2_g, ln2_b, w_fc, b_fc, w_proj, b_proj)."""
+    datt, dx1, wcache = cp_post_bwd_input(cache, att, dy, w_o, ln2_g, w_fc, w_proj)
+    return (datt, dx1) + cp_post_bwd_weight(wcache, *existing)
+
+
+@kernel("cp_post_bwd_input")
+def cp_post_bwd_input(cache, att, dy, w_o, ln2_g, w_fc, w_proj):
+    """B of zero-bubble schedules: datt, dx1 and what W needs."""
     c_ln2, m, f, g = cache
-    dg = K.linear_backward_input(dy, w_proj)
-    df = K.gelu_backward(f, dg)
+    df = K.gelu_backward(f, K.linear_backward_input(dy, w_proj))
     dm = K.linear_backward_input(df, w_fc)
     dx1 = dy + K.layer_norm_backward_input(c_ln2, dm, ln2_g)
-    datt = K.linear_backward_input(dx1, w_o)
+    return K.linear_backward_input(dx1, w_o), dx1, (c_ln2, m, df, g, dy, att, dx1, dm)
+
+
+@kernel("cp_post_bwd_weight")
+def cp_post_bwd_weight(wcache, *existing):
+    """W: grads of w_o, b_o, ln2_g, ln2_b, w_fc, b_fc, w_proj, b_proj."""
+    c_ln2, m, df, g, dy, att, dx1, dm = wcache
     dw_o, db_o = K.linear_backward_weight(att, dx1)
     dl_g, dl_b = K.layer_norm_backward_weight(c_ln2, dm)
     dw_fc, db_fc = K.linear_backward_weight(m, df)
     dw_p, db_p = K.linear_backward_weight(g, dy)
-    return (datt, dx1) + _acc((dw_o, db_o, dl_g, dl_b, dw_fc, db_fc, dw_p, db_p), existing)
+    return _acc((dw_o, db_o, dl_g, dl_b, dw_fc, db_fc, dw_p, db_p), existing)
 
 
 # ---- ring attention ------------------------------------------------------------------------------
