@@ -51,3 +51,21 @@ def test_notebooks_give_their_code_cells():
     assert "# %time x = 1" in code and "y = 2" in code and "z = 3" in code and "# no" not in code
     with pytest.raises(ParasimError, match="not a notebook"):
         notebook_code("{not json")
+
+
+def test_the_graders_own_objects_travel_only_when_trusted():
+    """A check may hand the sandbox a parasim object that is not a dataclass (a Network); what a
+    submission sends back may not be one."""
+    from simulator.auto.graph import Network
+
+    net = Network("n")
+    with pytest.raises(DataError):
+        to_data(net)
+    from simulator.grading.codec import trusted
+
+    with trusted():
+        data = json.loads(json.dumps(to_data({"net": net})))
+        back = from_data(data)["net"]
+    assert type(back) is Network and back.name == "n" and back.nodes == []
+    with pytest.raises(DataError):
+        from_data(data)   # the same data from a submission is refused

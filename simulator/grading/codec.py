@@ -1,4 +1,5 @@
-"""Results as data: what a submission's function returns, sent from its sandbox to the grader.
+"""Values as data between the grader and a sandbox: what a submission's function returns, and the
+arguments a check passes to it (both directions are JSON; nothing is unpickled).
 
 The sandboxed process encodes a return value with `to_data` into JSON-able data; the grader
 rebuilds it with `from_data`, which runs no code of the submission: numbers, strings, lists,
@@ -12,6 +13,8 @@ cannot travel (a function, a runtime handle, a non-dataclass object) arrives as 
 from __future__ import annotations
 
 import base64
+import contextlib
+import contextvars
 import dataclasses
 import enum
 import importlib
@@ -30,12 +33,40 @@ class DataError(TypeError):
     """A value that cannot travel as data (the message names its type)."""
 
 
-class Callback:
-    """Stands, in a request to the sandbox, for a callable of the grader that does not pickle (a
-    check's lambda): calling it in the sandbox asks the grader to run it and send back its result."""
+_TRUSTED = contextvars.ContextVar("parasim_codec_trusted", default=None)
 
-    def __init__(self, index: int):
-        self.index = index
+
+@contextlib.contextmanager
+def trusted():
+    """Values of the grader itself (the arguments a check passes to the sandbox, what the check's
+    callbacks return): inside, any parasim object with attributes (a `Network` a check built, not
+    only a dataclass) travels as its attributes and is rebuilt without running its constructor;
+    an object met again (a tensor's `net` pointing back at its network) travels as a reference.
+    Never used for what a submission sends to the grader."""
+    token = _TRUSTED.set({"ids": {}, "keep": [], "objs": {}})
+    try:
+        yield
+    finally:
+        _TRUSTED.reset(token)
+
+
+def _trusted_object(obj, depth: int) -> dict:
+    """A parasim object's attributes, or a reference to it if this value already holds it."""
+    memo = _TRUSTED.get()
+    n = memo["ids"].get(id(obj))
+    if n is not None:
+        return {"$": "ref", "i": n}
+    n = memo["ids"][id(obj)] = len(memo["keep"])
+    memo["keep"].append(obj)          # alive until the end: its id is not reused
+    return {"$": "obj", "cls": _class_path(type(obj)), "id": n,
+            "d": {k: _attr(v, depth) for k, v in vars(obj).items()}}
+
+
+def _trusted_ref(data: dict):
+    memo = _TRUSTED.get()
+    if memo is None or data.get("i") not in memo["objs"]:
+        raise DataError("unexpected data kind 'ref'")
+    return memo["objs"][data["i"]]
 
 
 def _class_path(cls) -> str:
@@ -76,9 +107,17 @@ def to_data(obj, depth: int = 0):
         if kind is None:
             raise DataError(f"a {type(obj).__name__} (a subclass of {type(obj).__mro__[1].__name__})")
         return {"$": kind, "v": [enc(x) for x in obj]}
+    return _object_to_data(obj, depth)
+
+
+def _object_to_data(obj, depth: int):
+    """A parasim dataclass (or, when `trusted`, any parasim object with attributes)."""
     cls = type(obj)
-    if _parasim_class(cls) and dataclasses.is_dataclass(obj) and hasattr(obj, "__dict__") and not isinstance(obj, type):
-        return {"$": "obj", "cls": _class_path(cls), "d": {k: _attr(v, depth) for k, v in vars(obj).items()}}
+    if _parasim_class(cls) and hasattr(obj, "__dict__") and not isinstance(obj, type):
+        if _TRUSTED.get() is not None:
+            return _trusted_object(obj, depth)
+        if dataclasses.is_dataclass(obj):
+            return {"$": "obj", "cls": _class_path(cls), "d": {k: _attr(v, depth) for k, v in vars(obj).items()}}
     if _parasim_class(cls) and dataclasses.is_dataclass(obj):
         return {"$": "dc", "cls": _class_path(cls),
                 "f": {f.name: _attr(getattr(obj, f.name), depth) for f in dataclasses.fields(obj)}}
@@ -122,6 +161,8 @@ def from_data(data, depth: int = 0):
     if type(data) is not dict or "$" not in data:
         raise DataError(f"unexpected data {type(data).__name__}")
     kind = data["$"]
+    if kind == "ref":
+        return _trusted_ref(data)
     if kind == "float":
         return float(data["v"]) if data["v"] in ("nan", "inf", "-inf") else 0.0
     if kind in ("list", "tuple", "set", "frozenset"):
@@ -165,8 +206,10 @@ def _object_from_data(data: dict, kind: str, dec):
             if not fields[k].init:
                 object.__setattr__(obj, k, v)
         return obj
-    if kind == "obj" and dataclasses.is_dataclass(cls):  # its attributes as they were, no __init__
+    if kind == "obj" and (dataclasses.is_dataclass(cls) or _TRUSTED.get() is not None):  # attributes, no __init__
         obj = cls.__new__(cls)
+        if _TRUSTED.get() is not None and "id" in data:
+            _TRUSTED.get()["objs"][data["id"]] = obj     # before its attributes: they may point back
         obj.__dict__.update({str(k): dec(v) for k, v in data["d"].items()})
         return obj
     raise DataError(f"unexpected data kind {kind!r}")

@@ -1,9 +1,10 @@
 """The sandboxed side of grading: import one submission and call its functions on request.
 
 Started by `sandbox.Sandbox` as `python -m simulator.grading.runner REQ_FD RESP_FD FILE` inside a
-scratch folder that holds only that submission. It reads call requests from REQ_FD (pickles
-written by the grader: the arguments a check passes), calls the submission's function and writes
-the result to RESP_FD as JSON data (`codec.to_data`), or the error it raised as one line of text.
+scratch folder that holds only that submission. It reads call requests from REQ_FD (JSON data
+written by the grader, `codec`: the arguments a check passes; a callable of the check travels as
+{"cb": index} and calling it asks the grader to run it), calls the submission's function and
+writes the result to RESP_FD as JSON data (`codec.to_data`), or the error it raised as one line.
 It never sees the checker, the reference answers or a verdict: the grader compares.
 The submission's own prints go to stderr (a file the grader reads only to show its tail).
 """
@@ -13,7 +14,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import pickle
 import struct
 import sys
 import traceback
@@ -95,10 +95,7 @@ def limit(memory_mb: int, file_mb: int, grader_pid: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    from simulator.grading.codec import (  # by name: this file runs as __main__
-        Callback,
-        to_data,
-    )
+    from simulator.grading.codec import from_data, to_data, trusted  # by name: this file runs as __main__
     from simulator.grading.seccomp import install
 
     req, resp, file = int(argv[0]), int(argv[1]), Path(argv[2]).resolve()
@@ -112,10 +109,11 @@ def main(argv: list[str]) -> int:
     def callback(index):
         def call(*args, **kwargs):
             send({"op": "callback", "index": index, "args": to_data(list(args)), "kwargs": to_data(kwargs)})
-            reply = pickle.loads(read_frame(req))
+            reply = json.loads(read_frame(req))
             if reply.get("error"):
                 raise RuntimeError(reply["error"])
-            return reply["value"]
+            with trusted():     # the grader's own values
+                return from_data(reply["value"])
         return call
 
     try:
@@ -126,15 +124,17 @@ def main(argv: list[str]) -> int:
     send({"op": "loaded", "ok": True, "seccomp": confined})
     while True:
         try:
-            request = pickle.loads(read_frame(req))  # written by the grader, never by a submission
+            request = json.loads(read_frame(req))  # JSON data from the grader: nothing here runs code
         except EOFError:
             return 0
         name = request["name"]
         try:
             value = getattr(student, name)
             if request["op"] == "call":
-                args = [callback(a.index) if isinstance(a, Callback) else a for a in request["args"]]
-                value = value(*args, **request["kwargs"])
+                with trusted():     # the grader's own values
+                    args = [callback(a["cb"]) if "cb" in a else from_data(a["v"]) for a in request["args"]]
+                    kwargs = from_data(request["kwargs"])
+                value = value(*args, **kwargs)
             elif callable(value):
                 send({"op": "result", "ok": True, "callable": True})
                 continue

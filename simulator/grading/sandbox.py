@@ -13,7 +13,8 @@ What this isolation gives (on Linux):
   and the next item runs in a fresh process, so an endless loop costs one item;
 - it dies with the grader (`PR_SET_PDEATHSIG`); every row is written as it is graded;
 - the checker and the reference answers stay in the grader: the sandbox only returns what the
-  submission's functions return, as data (`codec`), never a verdict or a report.
+  submission's functions return, as data (`codec`), never a verdict or a report; requests go the
+  other way as JSON data too (`codec`; no pickle in either direction).
 
 What it does not give: the submission runs as the grader's own user, so it can read and write any
 file that user can (another submission's file if it knows the path -- grades use the copies read
@@ -31,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import pickle
 import select
 import shutil
 import signal
@@ -43,8 +43,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .codec import Callback, from_data
+from ..errors import ParasimError
+from .codec import DataError, from_data, to_data, trusted
 from .runner import write_frame
+
+MAX_SECONDS = 86400          # a day per item: anything longer is a mistake, not a limit
+MIN_MEMORY_MB = 64           # below this Python and numpy cannot start (MemoryError at import)
+MAX_MB = 2**20               # 1 TiB
+_FLAG = {"timeout_s": "--timeout", "memory_mb": "--memory-mb"}   # the CLI's names in the message
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,19 @@ class Limits:
     memory_mb: int = 2048
     file_mb: int = 256
     import_timeout_s: float = 60.0
+
+    def __post_init__(self):
+        """Refuse limits that would grade nothing or never stop (one line, before any sandbox)."""
+        for name in ("timeout_s", "import_timeout_s"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v <= MAX_SECONDS:
+                raise ParasimError(f"{_FLAG.get(name, name)} must be a number of seconds in (0, {MAX_SECONDS}], "
+                                   f"got {v!r}")
+        for name, low in (("memory_mb", MIN_MEMORY_MB), ("file_mb", 1)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= MAX_MB:
+                raise ParasimError(f"{_FLAG.get(name, name)} must be a whole number of MiB in [{low}, {MAX_MB}], "
+                                   f"got {v!r}")
 
     def to_dict(self) -> dict:
         """Plain data: every field (dataclasses.asdict gives the same)."""
@@ -174,23 +193,17 @@ class Sandbox:
         """What `submission.name(*args, **kwargs)` returns, rebuilt from data. Raises StudentError
         (it raised), SandboxTimeout (killed at the deadline) or SandboxCrash (the process ended)."""
         deadline = deadline if deadline is not None else time.monotonic() + self.limits.timeout_s
-        sent = []
-        for a in args:
-            try:
-                pickle.dumps(a)
-                sent.append(a)
-            except (pickle.PicklingError, TypeError, AttributeError):
-                if not callable(a):
-                    raise
-                self._callbacks.append(a)
-                sent.append(Callback(len(self._callbacks) - 1))
-        self._send({"op": "call", "name": name, "args": sent, "kwargs": dict(kwargs or {})})
+        with trusted():
+            self._send({"op": "call", "name": name, "args": [self._argument(a) for a in args],
+                        "kwargs": to_data(dict(kwargs or {}))})
         while True:
             message = self._receive(deadline)
             if message.get("op") == "callback":  # the submission calls a function the check gave it
                 try:
                     fn = self._callbacks[int(message["index"])]
-                    reply = {"value": fn(*from_data(message["args"]), **from_data(message["kwargs"]))}
+                    value = fn(*from_data(message["args"]), **from_data(message["kwargs"]))
+                    with trusted():
+                        reply = {"value": to_data(value)}
                 except Exception as e:  # noqa: BLE001 -- reported to the submission as its error
                     reply = {"error": f"{type(e).__name__}: {e}"}
                 self._send(reply)
@@ -213,9 +226,21 @@ class Sandbox:
             raise StudentError(str(message.get("error", "an error")))
         return _Remote(self, name) if message.get("callable") else from_data(message.get("value"))
 
-    def _send(self, message: dict) -> None:
+    def _argument(self, a) -> dict:
+        """One argument of a call as data ({"v": data}); a callable that is not data (a check's
+        lambda) stays here and travels as {"cb": index}: the sandbox calls back to run it."""
         try:
-            write_frame(self._req, pickle.dumps(message))
+            return {"v": to_data(a)}
+        except DataError:
+            if not callable(a):
+                raise
+            self._callbacks.append(a)
+            return {"cb": len(self._callbacks) - 1}
+
+    def _send(self, message: dict) -> None:
+        """JSON, as the answers: the sandbox never unpickles (runner.py)."""
+        try:
+            write_frame(self._req, json.dumps(message).encode())
         except OSError as e:
             self.kill()
             raise SandboxCrash(self._exit_reason(e)) from None

@@ -9,13 +9,15 @@ at the end of `run`. Calls from one driver to one actor run in submission order,
 depends only on calls submitted before it, so nothing can deadlock.
 
 `ray` is imported inside functions only. `ray.init()` is embedded by default (no dashboard,
-num_cpus fixed, worker logs not forwarded); `address=` joins an existing cluster; an already
-initialised Ray is reused (and then not shut down by `close`).
+num_cpus fixed, worker logs not forwarded, Ray's error reports kept off stdout: `_quiet_driver`);
+`address=` joins an existing cluster; an already initialised Ray is reused (and then not shut
+down by `close`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
 from typing import Any
@@ -63,6 +65,7 @@ def ensure_ray(address: str | None = None, num_cpus: int = 2) -> bool:
     short-lived thread dies with it (and takes the process down)."""
     import ray
 
+    _quiet_driver()         # also when Ray was started by someone else: its reports stay off stdout
     if ray.is_initialized():
         return False
     if threading.current_thread() is threading.main_thread():
@@ -103,6 +106,25 @@ def check_address(address: str, timeout_s: float | None = None) -> None:
         raise ParasimError(f"cannot reach the Ray cluster at {address} within {wait:g} s: {why}") from None
 
 
+def _quiet_driver() -> None:
+    """Keep Ray's own reports off the driver's stdout, so `--json` prints pure JSON and a failure is
+    parasim's one line: the errors Ray publishes to the driver ("(raylet) A worker died ...",
+    printed on stdout by ray._private.worker.listen_error_messages) go to the "ray" logger at INFO
+    (below the WARNING level parasim starts Ray with), and the "Unhandled error" log of a failed
+    call nobody awaited is off (parasim awaits every call it needs and names the failure itself)."""
+    import ray._private.worker as ray_worker
+
+    os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
+    if getattr(ray_worker, "print_to_stdstream", None) is not None:
+        ray_log = logging.getLogger("ray")
+
+        def to_log(data, ignore_prefix=False):
+            for line in data.get("lines", ()):
+                ray_log.info("(%s) %s", data.get("pid", "ray"), line)
+
+        ray_worker.print_to_stdstream = to_log
+
+
 def _init(address: str | None, num_cpus: int) -> None:
     import ray
 
@@ -112,7 +134,10 @@ def _init(address: str | None, num_cpus: int) -> None:
         except ConnectionError as e:  # something answers on the port, but no Ray cluster
             raise ParasimError(f"cannot join the Ray cluster at {address}: {e}") from None
     else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+        try:
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+        except Exception as e:  # noqa: BLE001 -- Ray raises bare Exception ("timed out during startup")
+            raise ParasimError(f"Ray did not start on this machine: {' '.join(str(e).split())[:300]}") from None
 
 
 class RayRuntime(Runtime):
