@@ -194,3 +194,5 @@ def test_training_defaults_always_give_a_valid_run():
     assert at.select_slider(key="tp_degree").value == 4  # 4 heads: never the invalid 8
     at.button(key="run").click().run()
     assert not at.error and "tp=4" in summary(at)
+    table = next(d.value for d in at.dataframe if "bytes per step, sum over devices" in d.value.columns)
+    assert "per device" in table.columns  # the total says it is a total, beside the share of one device

@@ -146,6 +146,11 @@ def test_layout_grid_axis_labels_say_how_each_dimension_is_cut():
     assert "each grey block is one shard, its copies listed" in ax.get_title()  # replicated over dp
 
 
+def test_layout_grid_names_only_the_axes_that_cut():
+    fig = layout_grid(Layout.from_strategy((2, 1), 8), (8, 8))
+    assert fig._suptitle.get_text().startswith("X[I_d0, J]")  # d1 has size 1: J is not cut
+
+
 def test_layout_grid_refuses_uneven_cut():
     layout = Layout(DeviceMesh({"dp": 2, "tp": 4}), [None, "tp"])
     with pytest.raises(ParasimError, match="cannot be split 4 ways"):

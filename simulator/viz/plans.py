@@ -142,8 +142,16 @@ def layout_grid(layout: Layout, shape: Sequence[int], *, name: str = "X", width:
     if layout.partial:
         parts.append(f"partial sums over {', '.join(layout.partial)} (addends)")
     ax.set_title(" · ".join(parts), fontsize=9, color="#444444")
-    fig.suptitle(f"{layout.notation(name)}  shape {shape}", fontsize=12, fontweight="bold")
+    fig.suptitle(f"{_cut_notation(layout, name)}  shape {shape}", fontsize=12, fontweight="bold")
     return fig
+
+
+def _cut_notation(layout: Layout, name: str) -> str:
+    """The layout's textbook notation without mesh axes of size 1 (they cut nothing): a strategy
+    (2, 1) reads X[I_d0, J], not X[I_d0, J_d1]."""
+    size = layout.mesh.axis_size
+    kept = [tuple(a for a in axes if size(a) > 1) or None for axes in layout.dims]
+    return Layout(layout.mesh, kept, tuple(a for a in layout.partial if size(a) > 1)).notation(name)
 
 
 def _cut(parts: int) -> str:
