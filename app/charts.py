@@ -220,10 +220,20 @@ def links_chart(replay, k: int) -> alt.Chart:
 
 
 # ---- scale explorer ------------------------------------------------------------------------------
+def _action(e) -> str:
+    """The schedule action a compute event belongs to, from its label ("F3 s0 L2 ...": forward;
+    "B3", "BW3", "W3", and "R3" the recomputation inside a backward: backward); comm events: ""."""
+    if e.lane != "compute":
+        return ""
+    head = e.name.split(" ", 1)[0].rstrip("0123456789")
+    return "F" if head == "F" else "B" if head in ("B", "BW", "W", "R") else e.phase
+
+
 def aggregate_trace(trace: Trace, max_events: int = MAX_EVENTS) -> tuple[Trace, str]:
     """`trace` unchanged when it has at most `max_events` events; otherwise one event per run of
-    consecutive events on a device's lane with the same micro-batch and step (a stage's forward of
-    micro-batch j, its backward with the recomputation, their TP collectives, ...): it spans the run
+    consecutive events on a device's lane with the same micro-batch, step and schedule action (a
+    stage's forward of micro-batch j, its backward with the recomputation, the TP collectives of a
+    micro-batch, ...): it spans the run
     (first start to last end), sums its bytes and FLOPs, takes the run's last phase (backward when
     recomputing), and its name says how many ops it holds and their busy time. Idle gaps inside a
     run are then not drawn. If that still leaves more than `max_events` bars, only the start of
@@ -235,7 +245,7 @@ def aggregate_trace(trace: Trace, max_events: int = MAX_EVENTS) -> tuple[Trace, 
     for e in sorted(trace.events, key=lambda e: (e.device, e.lane, e.start_s)):
         key = (e.device, e.lane)
         run = last.get(key)
-        if run is None or (run[0].microbatch, run[0].step) != (e.microbatch, e.step):
+        if run is None or (run[0].microbatch, run[0].step, _action(run[0])) != (e.microbatch, e.step, _action(e)):
             run = last[key] = []
             runs.append(run)
         run.append(e)

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import ast
 import inspect
+import re
 from contextlib import contextmanager
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 import streamlit as st
 
@@ -30,6 +31,25 @@ PAGE_FILES = {"Collectives": "views/collectives.py", "Collective player": "views
 PAGE_PATHS = {title: file.split("/")[-1].removesuffix(".py") for title, file in PAGE_FILES.items()}
 # keyword arguments that bind a configuration widget to the URL (its key is the parameter's name)
 BIND = {"bind": "query-params"}
+
+
+APP_URL = "http://localhost:8501"  # `parasim app`'s default address, as the lessons' READMEs write their links
+# [label](http://localhost:8501/<page path>?<configuration>): a README's link to a configuration in the app
+DEEP_LINK = re.compile(r"\[([^\]]+)\]\(" + re.escape(APP_URL) + r"/(\w+)\?([^)\s]*)\)")
+
+
+def deep_links(markdown: str) -> list[tuple[str, str, dict]]:
+    """(label, page title, parameters) of every link in `markdown` to a configuration in the app; a
+    repeated parameter (a multiselect) becomes a list."""
+    titles = {path: title for title, path in PAGE_PATHS.items()}
+    out = []
+    for label, path, query in DEEP_LINK.findall(markdown):
+        if path in titles:
+            params: dict = {}
+            for k, v in parse_qsl(query):
+                params[k] = (params[k] if isinstance(params[k], list) else [params[k]]) + [v] if k in params else v
+            out.append((" ".join(label.split()), titles[path], params))
+    return out
 
 
 def restore(page: str) -> None:

@@ -30,6 +30,13 @@ def test_faults_refuse_a_fault_that_cannot_fire():
     at.button(key="run").click().run()
     assert not at.exception
     assert len(at.error) == 1 and "never run" in at.error[0].value and "\n" not in at.error[0].value
+    at.slider(key="fault_step").set_value(3).run()
+    at.button(key="run").click().run()
+    before = metrics(at)
+    at.slider(key="fault_step").set_value(7).run()
+    at.button(key="run").click().run()  # the error is shown beside the last run that worked
+    assert any("never run" in e.value for e in at.error) and metrics(at) == before
+    assert any("the last run that worked" in c.value for c in at.caption)
 
 
 def test_faults_straggler_and_lost_message_are_worded_as_what_happened():

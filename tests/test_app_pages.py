@@ -229,6 +229,32 @@ def test_settings_are_kept_across_pages_and_a_page_switch_breaks_nothing():
     assert at.selectbox(key="kind").value == "reduce_scatter" and at.slider(key="n").value == 8
 
 
+def test_every_lesson_link_to_the_app_opens_that_configuration():
+    """The READMEs link to configurations (http://localhost:8501/pipelines?p=4&m=32...): each opens its
+    page with every parameter applied to the widget of that key, and the Lessons page offers it."""
+    from ui import PAGE_FILES, deep_links
+
+    from simulator.grading import list_lessons
+
+    links = [(x.number, *link) for x in list_lessons() for link in deep_links((x.folder / "README.md").read_text())]
+    assert {n for n, *_ in links} >= {2, 3, 5, 12, 13}
+    for number, label, title, params in links:
+        at = AppTest.from_file(str(APP / PAGE_FILES[title]), default_timeout=120)
+        at.query_params.update(params)
+        at.run()
+        assert not at.exception, (number, label)
+        widgets = {w.key: w for kind in ("selectbox", "slider", "select_slider", "radio", "multiselect", "toggle")
+                   for w in at.get(kind) if w.key}
+        for key, value in params.items():
+            got = widgets[key].value  # an unknown key would be a link that configures nothing
+            want = value if isinstance(value, list) else [value]
+            got = got if isinstance(got, list) else [got]
+            assert [str(g).lower() for g in got] == [str(w).lower() for w in want], (number, key)
+    at = page("lessons")
+    at.selectbox(key="lesson").set_value(5).run()
+    assert any("/pipelines?p=4&m=32" in m.value for m in at.markdown)  # the README's link, offered as a link
+
+
 def test_sharding_gpt_with_megatron_strategies_and_the_parallel_optimizer():
     at = page("sharding")
     at.radio(key="net").set_value("GPT: embedding, attention, MLP, loss (Megatron strategies)").run()

@@ -1,6 +1,5 @@
 """App page tests (scale): renders without exceptions, key widgets, controls change results, fast reruns."""
 
-import time
 
 from app_helpers import page
 
@@ -16,7 +15,7 @@ def gb(value: str) -> float:
     return float(value.split()[0])
 
 
-def test_scale_explorer_memory_follows_tensor_parallelism_and_reruns_fast():
+def test_scale_explorer_memory_follows_tensor_parallelism():
     from simulator import ParallelConfig, estimate
 
     at = page("scale")
@@ -24,9 +23,7 @@ def test_scale_explorer_memory_follows_tensor_parallelism_and_reruns_fast():
     ref = estimate("gpt3-175b", ParallelConfig(tp=8, pp=8, dp=8, global_batch=512, recompute="full"), "a100-80gb")
     assert gb(m["memory per GPU"]) == round(ref.memory_per_gpu_bytes / 1e9, 1)
     assert m["MFU"] == f"{ref.mfu:.1%}"
-    t0 = time.perf_counter()
-    at.select_slider(key="tp").set_value(4).run()
-    assert time.perf_counter() - t0 < 2.0  # cost-model pages rerun in under 2 s
+    at.select_slider(key="tp").set_value(4).run()    # rerun speed: bench/bench_cost.py (no timed tests)
     tp4 = gb(metrics(at, EST)["memory per GPU"])
     assert tp4 > gb(m["memory per GPU"])  # fewer shards per layer
     # with a pipeline only ZeRO 0 and 1 are offered (DeepSpeed refuses ZeRO-2/3 with pp > 1)

@@ -177,3 +177,22 @@ def test_training_hybrid_exposes_expert_parallelism_for_the_moe_model():
     assert float(m["vs one device"]) < 1e-9 and "ep=4" in summary(at) and "cp=2" in summary(at)
     at.selectbox(key="net_model").set_value(GPT).run()
     assert "h_ep" not in {w.key for w in at.sidebar.selectbox}
+
+
+def test_training_defaults_always_give_a_valid_run():
+    at = page("training")
+    at.radio(key="run_mode").set_value("simulated clock only").run()
+    at.selectbox(key="strategy").set_value("single").run()  # the default 4 devices would be refused: 1 is used
+    assert at.slider(key="devices").disabled and at.slider(key="microbatches").disabled
+    at.button(key="run").click().run()
+    assert not at.error and "single on 1 device" in summary(at)
+    at.selectbox(key="strategy").set_value("layer").run()  # layer-wise passes the whole batch: no micro-batches
+    assert at.slider(key="microbatches").disabled and not at.slider(key="devices").disabled
+    at.selectbox(key="net_model").set_value(GPT).run()
+    at.slider(key="devices").set_value(8).run()
+    at.selectbox(key="strategy").set_value("tp").run()
+    assert at.select_slider(key="tp_degree").value == 4  # 4 heads: never the invalid 8
+    at.button(key="run").click().run()
+    assert not at.error and "tp=4" in summary(at)
+    table = next(d.value for d in at.dataframe if "bytes per step, sum over devices" in d.value.columns)
+    assert "per device" in table.columns  # the total says it is a total, beside the share of one device

@@ -63,6 +63,7 @@ def test_parallel_optimizer_splits_parameters_and_equals_standalone(rt8, level):
     want = model_state_parts(n_params, 8, level, "fp64")
     got = model_state_bytes_per_rank(res.plan)
     assert (got["parameters"], got["gradients"], got["optimizer_states"]) == pytest.approx(want)
+    assert e.to_dict()["model_state_bytes_per_rank"] == got
 
 
 def test_parallel_optimizer_inside_model_parallel_and_its_config(rt8):

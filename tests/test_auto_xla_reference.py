@@ -34,6 +34,9 @@ def test_reshard_between_dims_matches_xla_all_to_all():
     assert comm(src, dst, (16, 16, 4), alltoall=True) == [("all_to_all", 8, 896)]
     # MindSpore's default (enable_alltoall False): AllGather + Split, 8x the bytes
     assert comm(src, dst, (16, 16, 4), alltoall=False) == [("all_gather", 8, 7 * 1024)]
+    # explain()'s reason names the bytes of the other choice
+    reason = redistribute(src, dst, (16, 16, 4), alltoall=False)[0].reason
+    assert "one AllToAll would put 896 B per rank on the wire instead of 7168 B" in reason
 
 
 def test_transpose_matches_xla_all_to_all():

@@ -11,14 +11,17 @@ References (Model TFLOP/s per GPU as NVIDIA reports it, FP8 current scaling, DGX
 Priced with what these recipes turn on (`MODERN`: FlashAttention, gradient/parameter/TP overlap,
 distributed optimizer, SP) and FP8 matmuls, no recomputation.
 
-Not matched, recorded: parasim prices these FP8 runs 1.4-1.5x too fast. Its FP8 runs the matmuls
-at the fp8 peak (1979 of 989 TFLOP/s) at the measured fp8 matmul plateau (73 % of peak against
-bf16's 80 %, `simulator.cost.compute`) and so speeds a step up ~1.7x; the same layouts priced in
-BF16 come out at 0.83-0.90 of the published FP8 throughput, i.e. the published runs gain ~1.15x
-from FP8 end to end. What parasim does not price: Transformer Engine's casts, transposes and amax
-reductions around every FP8 GEMM (memory-bound passes over activations, weights and gradients at
-every micro-batch) and whatever else keeps real FP8 steps from their matmul speed-up. The tests
-assert these bounds so a better FP8 model shows up here.
+Llama 3 70B 1.16x, GPT-3 175B 1.28x, Llama 3.1 405B 1.35x the published figures: recorded, not matched.
+parasim's FP8 follows Transformer Engine: only the linear layers' GEMMs run in FP8 (at the measured
+fp8 matmul plateau, 73 % of the 1979 TFLOP/s peak, `simulator.cost.compute`), the attention core and
+the output layer stay BF16, and every FP8 GEMM pays its casts (amax + cast + transpose passes over
+the inputs not fused into a norm or activation and over the output gradients,
+`simulator.cost.scale_kernels.fp8_cast_nbytes`). That gives the
+published layouts an FP8 gain of 1.38-1.54x over BF16; the same layouts priced in BF16 come out at
+0.83-0.90 of the published FP8 throughput, so the published runs gain only ~1.15x end to end. The
+remainder (FP8 GEMM tiles losing more to small or odd shapes than BF16 ones, scaling-factor
+bookkeeping, kernels we do not list) is not priced. The bounds below are the recorded disagreement,
+so a better FP8 model shows up here.
 """
 
 from dataclasses import replace
@@ -45,6 +48,6 @@ def test_fp8_runs_are_priced_within_the_recorded_bounds(name, gpus, gbs, tp, pp,
     fp8 = _priced(name, gpus, gbs, tp, pp, cp, vp, balanced, True)
     bf16 = _priced(name, gpus, gbs, tp, pp, cp, vp, balanced, False)
     assert not fp8.oom
-    assert 1.3 < fp8.model_tflops_per_gpu / tflops < 1.6           # the recorded disagreement
+    assert 1.0 < fp8.model_tflops_per_gpu / tflops < 1.4           # the recorded disagreement
     assert 0.8 < bf16.model_tflops_per_gpu / tflops < 1.0           # BF16 of the same layout: below FP8's
-    assert 1.6 < fp8.model_tflops_per_gpu / bf16.model_tflops_per_gpu < 1.8   # parasim's FP8 gain
+    assert 1.3 < fp8.model_tflops_per_gpu / bf16.model_tflops_per_gpu < 1.6   # parasim's FP8 gain

@@ -1,6 +1,5 @@
 """Validation of the analytic step-time model against Megatron-LM 2021 (Narayanan et al. 2021, Table 1)."""
 
-import time
 
 import pytest
 
@@ -73,16 +72,6 @@ def test_llama_presets_have_their_published_sizes():
     assert get_model("llama-7b").params() / 1e9 == pytest.approx(6.74, abs=0.01)
     assert get_model("llama-70b").params() / 1e9 == pytest.approx(69.0, abs=0.1)
     assert get_model("llama-405b").params() / 1e9 == pytest.approx(405.8, abs=0.5)
-
-
-def test_one_evaluation_takes_well_under_10_ms():
-    run = TABLE1[-1]
-    cfg = _cfg(run)
-    estimate(run.model, cfg, "a100-80gb")
-    t0 = time.perf_counter()
-    for _ in range(20):
-        estimate(run.model, cfg, "a100-80gb")
-    assert (time.perf_counter() - t0) / 20 < 5e-3
 
 
 def test_schedules_order_the_bubble():

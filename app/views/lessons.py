@@ -5,7 +5,7 @@ from pathlib import Path
 
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
-from ui import PAGE_FILES, intro, show_code
+from ui import APP_URL, PAGE_FILES, deep_links, intro, link_to, show_code
 
 from simulator import (
     Limits,
@@ -98,6 +98,7 @@ def show_readme(text: str, folder: Path) -> None:
     if not text:
         st.markdown("_(no README yet)_")
         return
+    text = text.replace(APP_URL + "/", "/")  # links to the app open in this app, wherever it runs
     pos = 0
     for m in DETAILS.finditer(text):
         show_markdown(text[pos:m.start()], folder)
@@ -151,6 +152,8 @@ with c[1]:
     st.caption(f"status: {d['status']}")
 st.markdown("**Open in the app**")
 page_links(d["app_pages"], key=f"links-{number}")
+for label, title, params in deep_links(d["readme"]):  # the configurations the README discusses
+    link_to(title, f"{title}: {label}", **params)
 st.code(f"parasim lesson check {number}      # check your exercise.py\n"
         f"parasim lesson check {number} lessons/{d['folder'].split('/')[-1]}/solution.py   # the reference", language="bash")
 tab_readme, tab_ex, tab_mine, tab_check, tab_predict = st.tabs(

@@ -264,9 +264,9 @@ def show_timeline(spec: ModelSpec, kw: dict, akw: dict, zero: int) -> None:
     c[1].metric("MFU on the clock", f"{res.mfu:.1%}")
     c[2].metric("bubble on the clock", f"{res.bubble_fraction:.1%}")
     c[3].metric("instructions", f"{res.instructions:,}")
-    interactive(timeline_chart(trace, stage_of={k: k for k in range(trace.n_devices)},
-                               title=f"one data-parallel replica, one TP rank per stage ({res.simulated_ranks} rows)"),
-                key="timeline")
+    chart = timeline_chart(trace, stage_of={k: k for k in range(trace.n_devices)},
+                           title=f"one data-parallel replica, one TP rank per stage ({res.simulated_ranks} rows)")
+    interactive(chart, key="timeline")
     st.caption("Device k is pipeline stage k (its t TP ranks run alike). Hover a bar for its op, micro-batch, "
                "bytes, FLOPs, start and duration; drag to pan, scroll to zoom the time axis. "
                + (f"**Aggregated**: {note}." if note else "Every instruction is drawn."))

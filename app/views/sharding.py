@@ -124,8 +124,8 @@ def show_explanation(info: dict, draw: str) -> None:
     layout, shape, _ = info["layouts"][pick]
     left, right = st.columns([3, 2])
     with left:
-        figure(viz.layout_grid(layout, shape, name=pick), "Each block is striped with the colours of the devices "
-               "holding it; the labels list their ranks.")
+        figure(viz.layout_grid(layout, shape, name=pick), "One block per distinct shard: coloured by the rank "
+               "holding it, or grey with its copies listed when several ranks hold it (legend: colour → rank).")
     with right:
         st.caption("explain(net, ctx).to_text()")
         st.code(info["text"], language="text", wrap_lines=True)
@@ -204,8 +204,8 @@ def tensor_results(t_info: dict, shape: tuple[int, int]) -> None:
                f"mesh {t_layout.mesh!r}")
     left, right = st.columns([3, 2])
     with left:
-        figure(viz.layout_grid(t_layout, shape), "Each block is striped with the colours of the devices holding it; "
-                                                 "the labels list their ranks.")
+        figure(viz.layout_grid(t_layout, shape), "One block per distinct shard: coloured by the rank holding "
+                                                 "it, or grey with its copies listed (legend: colour → rank).")
     with right:
         st.dataframe(t_info["table"], hide_index=True, width="stretch")
 

@@ -311,7 +311,8 @@ with left:
     st.markdown("**Bytes sent per step, by collective** (all devices together)")
     by = {k: b / trace.steps for k, b in trace.bytes_by_collective().items()}
     if by:
-        st.dataframe([{"collective": k, "bytes per step": fmt_bytes(b)} for k, b in by.items()], hide_index=True)
+        st.dataframe([{"collective": k, "bytes per step, sum over devices": fmt_bytes(b),
+                       "per device": fmt_bytes(b / trace.n_devices)} for k, b in by.items()], hide_index=True)
     else:
         st.caption("No communication: a single device.")
 with right:

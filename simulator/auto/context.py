@@ -52,6 +52,8 @@ PARALLEL_MODES = ("stand_alone", "data_parallel", "semi_auto_parallel", "auto_pa
                   "hybrid_parallel")
 SEARCH_MODES = ("sharding_propagation", "dynamic_programming", "recursive_programming")
 PIPELINE_SCHEDULERS = ("gpipe", "1f1b")
+SHOWN_IF_SET = ("enable_alltoall", "enable_parallel_optimizer", "grad_accumulation_step",
+                "dataset_strategy", "global_rank")  # in repr() when not the default
 
 
 @dataclass(frozen=True)
@@ -142,8 +144,10 @@ class AutoParallelContext:
     def __repr__(self) -> str:
         pipe = (f", pipeline_stages={self.pipeline_stages}, micro_size={self.micro_size}, "
                 f"{self.pipeline_scheduler}" if self.pipeline_stages > 1 else "")
+        extra = "".join(f", {f.name}={getattr(self, f.name)!r}" for f in fields(self)
+                        if f.name in SHOWN_IF_SET and getattr(self, f.name) != f.default)
         return (f"AutoParallelContext({self.parallel_mode}, device_num={self.device_num}, "
-                f"gradients_mean={self.gradients_mean}, search_mode={self.search_mode}{pipe})")
+                f"gradients_mean={self.gradients_mean}, search_mode={self.search_mode}{pipe}{extra})")
 
 
 class _Holder:

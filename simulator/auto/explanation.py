@@ -32,6 +32,7 @@ from ..errors import ParasimError
 from ..units import fmt_bytes
 from .context import AutoParallelContext
 from .graph import Network
+from .optimizer_shard import model_state_bytes_per_rank
 from .plan import ParallelPlan
 from .redistribution import Step
 
@@ -81,6 +82,7 @@ class Explanation:
                        stage_ranks=[list(self.plan.ranks(k)) for k in range(self.plan.n_stages)])
         if isinstance(self.plan, ParallelPlan):  # the slices rank global_rank holds
             r = self.ctx.global_rank
+            out["model_state_bytes_per_rank"] = model_state_bytes_per_rank(self.plan)
             out["global_rank"] = r
             out["rank_slices"] = {x: {"block": list(lay.block_index(r)),
                                       "shape": list(lay.local_shape(self.plan.net.tensors[x].shape))}

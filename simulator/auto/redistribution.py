@@ -259,22 +259,31 @@ class _Planner:
                 raise ParasimError(f"cannot make {q} a pending sum of {self.tensor}: it still "
                                    f"cuts dim {owner}")
 
-    def try_all_to_all(self, bad: list[int]) -> bool:
+    def a2a_move(self, bad: list[int]):
+        """(axis, from dim, to dim) of a cut that can move between dims in one AllToAll, or None."""
         for d in bad:
             a = self.dims[d][-1]
             for e, want in enumerate(self.dst.dims):
                 cur = self.dims[e]
                 if e != d and _is_prefix(cur, want) and len(cur) < len(want) and want[len(cur)] == a:
-                    def change(a=a, d=d, cur=cur):
-                        self.dims[d].pop()
-                        cur.append(a)
-                    self.emit("all_to_all", (a,), d, e,
-                              f"the cut along {self.nm([a])} moves from dim {d} to dim {e} of {self.tensor}: "
-                              f"AllToAll over groups of {self.size([a])} swaps the pieces", change)
-                    return True
-        return False
+                    return a, d, e
+        return None
 
-    def all_gather(self, d: int) -> None:
+    def try_all_to_all(self, bad: list[int]) -> bool:
+        move = self.a2a_move(bad)
+        if move is None:
+            return False
+        a, d, e = move
+
+        def change():
+            self.dims[d].pop()
+            self.dims[e].append(a)
+        self.emit("all_to_all", (a,), d, e,
+                  f"the cut along {self.nm([a])} moves from dim {d} to dim {e} of {self.tensor}: "
+                  f"AllToAll over groups of {self.size([a])} swaps the pieces", change)
+        return True
+
+    def all_gather(self, d: int, note: str = "") -> None:
         cur, want = self.dims[d], self.dst.dims[d]
         k = 0
         while k < min(len(cur), len(want)) and cur[k] == want[k]:
@@ -288,7 +297,7 @@ class _Planner:
             del cur[len(cur) - len(suffix):]
         self.emit("all_gather", tuple(suffix), d, None,
                   f"dim {d} of {self.tensor} is cut {self.size(suffix)} ways along "
-                  f"{self.nm(suffix)} here but not in the target: AllGather concatenates it",
+                  f"{self.nm(suffix)} here but not in the target: AllGather concatenates it{note}",
                   change)
 
     def run(self) -> list[Step]:
@@ -303,7 +312,15 @@ class _Planner:
             if not bad:
                 break
             if not (self.alltoall and self.try_all_to_all(bad)):
-                self.all_gather(bad[0])
+                move = None if self.alltoall else self.a2a_move(bad)
+                note = ""
+                if move is not None and move[1] == bad[0]:
+                    n = self.size([move[0]])
+                    local = self.itemsize * prod(self.layout().local_shape(self.shape))
+                    note = (f" (MindSpore's default, then a local Split; with enable_alltoall one AllToAll "
+                            f"would put {local * (n - 1) // n} B per rank on the wire instead of "
+                            f"{local * (n - 1)} B)")
+                self.all_gather(bad[0], note)
         self.make_partial(allow_used=True)
         if self.layout() != self.dst:  # a bug guard: the moves above always converge
             raise ParasimError(f"redistribution of {self.tensor} stopped at {self.layout()} "

@@ -9,8 +9,9 @@ Rank layout (Megatron-LM `parallel_state`, order tp-cp-ep-dp-pp): tensor-paralle
 consecutive (fastest), then context-parallel, then data-parallel, then pipeline:
 rank = k (t c d) + j (t c) + q t + i for tp index i, cp index q, dp index j, stage k. So a TP
 group of t <= devices_per_node ranks lives inside one node, a CP group has stride t and a DP
-group stride t c. Expert parallelism (Megatron-Core, ep dividing dp) takes ep consecutive
-data-parallel ranks (stride t c) for the experts' all-to-all.
+group stride t c. Expert parallelism (Megatron-Core's expert rank generator, ep dividing dp x cp)
+takes ep consecutive ranks of the flattened context x data axes (cp fastest, stride t) for the
+experts' all-to-all, as the runtime's `Parallelism.expert_mesh` does.
 
 Layers per stage (Megatron `--decoder-first-pipeline-num-layers` / `--decoder-last-...`): the
 first and last stages may hold a given number of layers and the rest are split evenly over the
@@ -78,9 +79,6 @@ class ParallelConfig:
             raise ParasimError(f"ZeRO stage {self.zero_stage} with pp={self.pp} pipeline stages is refused, as "
                                f"DeepSpeed refuses it: ZeRO-2/3 partition gradients, which a pipeline accumulates "
                                f"over its micro-batches; use ZeRO-1 (the distributed optimizer) with a pipeline")
-        if self.dp % self.ep:   # the cost model's own limit: its expert groups lie inside the data axis
-            raise ParasimError(f"expert-parallel size ep={self.ep} must divide dp={self.dp} (the cost model "
-                               f"carves the expert-parallel group out of the data-parallel ranks)")
         if self.cp_comm_type not in CP_COMM_TYPES:
             raise ParasimError(f"unknown cp_comm_type {self.cp_comm_type!r}; known {', '.join(CP_COMM_TYPES)}")
 
@@ -134,8 +132,9 @@ class ParallelConfig:
         return [self.rank(tp_index, j, stage, q) for j in range(self.dp) for q in range(self.cp)]
 
     def ep_group(self, tp_index: int = 0, stage: int = 0) -> list[int]:
-        """ep consecutive data-parallel ranks: the experts' all-to-all group."""
-        return [self.rank(tp_index, j, stage) for j in range(self.ep)]
+        """The experts' all-to-all group: ep consecutive ranks of the flattened cp x dp axes (module
+        docstring); the expert-data-parallel group is every ep-th rank of `dp_cp_group`."""
+        return self.dp_cp_group(tp_index, stage)[:self.ep]
 
     def stage_layers(self, layers: int) -> tuple[int, ...]:
         """Layers held by each pipeline stage (module docstring); refuses what cannot be split."""

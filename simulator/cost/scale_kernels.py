@@ -42,10 +42,28 @@ from simulator.cost.model_presets import ModelSpec
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.errors import ParasimError
 
+FP8_CAST_BYTES = 6   # per cast element: amax read (2) + cast read (2) + FP8 write (1) + transposed write (1)
+
+
+def fp8_cast_nbytes(linears, which: str) -> float:
+    """Memory traffic of Transformer Engine's FP8 casts (Transformer Engine docs, "Using FP8 with
+    Transformer Engine"; current scaling: an amax pass, then a fused cast + transpose) for these
+    (m, n, k) linear layers of one micro-batch. Forward ("f"): the (m, k) inputs given here are cast
+    (pass only the layers whose input is not cast for free: TE fuses the casts of the QKV and first
+    MLP inputs into LayerNormLinear / LayerNormMLP's norm and of the second MLP input into its
+    activation, so only the attention projection's input pays). Input-gradient pass ("b"): each
+    layer's (m, n) output gradient is cast. The weight-gradient GEMMs reuse both casts, and the
+    weights' FP8 copies are cached across micro-batches (Megatron passes `is_first_microbatch`)."""
+    if which == "f":
+        return sum(FP8_CAST_BYTES * m * k for m, n, k in linears)
+    if which == "b":
+        return sum(FP8_CAST_BYTES * m * n for m, n, k in linears)
+    raise ParasimError(f"fp8 casts are counted for the forward ('f') or the input gradient ('b'), not {which!r}")
+
 
 @dataclass(frozen=True, eq=False)
 class Kernel:
-    """A fused piece of work: matmuls (m, n, k, batch[, time_scale]) and element-wise bytes.
+    """A fused piece of work: matmuls (m, n, k, batch[, time_scale[, sixteen_bit]]) and element-wise bytes.
     `time_scale` (default 1) multiplies a matmul's time but not its counted FLOPs: FlashAttention
     skips the blocks a causal mask hides (0.5) and recomputes the scores in its backward (5/4 of
     the 4 attention-core backward matmuls), while FLOPs stay counted as Megatron counts them
@@ -68,10 +86,17 @@ class Kernel:
     def time_s(self, hw, dtype: str = "bf16") -> float:
         """Sum over its matmuls of the shape-aware roofline (x time_scale) + element-wise bytes at
         the memory bound (`simulator.cost.compute`): the one pricing of a kernel, for the closed
-        form and the event clock alike."""
+        form and the event clock alike.
+
+        With dtype "fp8" only the linear layers' GEMMs run in FP8 (Transformer Engine's
+        `fp8_autocast` covers its Linear modules): a matmul marked 16-bit (sixth field True: the
+        attention core, which TE's fused attention keeps in BF16 unless FP8 attention is asked
+        for, and the output layer, a plain Megatron linear) runs at the bf16 rate. The casts to
+        FP8 are element-wise bytes of the kernel (`fp8_cast_nbytes`)."""
         t = memory_time_s(self.ew_nbytes, hw)
         for mm in self.matmuls:
-            t += matmul_time_s(mm[0], mm[1], mm[2], hw, dtype, mm[3]) * (mm[4] if len(mm) > 4 else 1.0)
+            dt = "bf16" if dtype == "fp8" and len(mm) > 5 and mm[5] else dtype
+            t += matmul_time_s(mm[0], mm[1], mm[2], hw, dt, mm[3]) * (mm[4] if len(mm) > 4 else 1.0)
         return t
 
     def __add__(self, other: "Kernel") -> "Kernel":
@@ -132,8 +157,10 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
         up, down, router = (T, gate * f / t, h), (T, h, f / t), ()
     flash = A.flash_attention
     fs, bs = (0.5, 0.5 * 5 / 4) if flash else (1.0, 1.0)
-    core_fwd = ((sq, s, hd, heads, fs), (sq, hd, s, heads, fs))                      # scores, context
-    core_bwd = tuple((*x, bs) for x in ((sq, hd, s, heads), (sq, hd, s, heads), (sq, s, hd, heads), (s, hd, sq, heads)))
+    # the attention core stays 16-bit under FP8 (last field, `Kernel.time_s`)
+    core_fwd = ((sq, s, hd, heads, fs, True), (sq, hd, s, heads, fs, True))          # scores, context
+    core_bwd = tuple((*x, bs, True) for x in ((sq, hd, s, heads), (sq, hd, s, heads), (sq, s, hd, heads),
+                                             (s, hd, sq, heads)))
     softmax = 0.0 if flash else 9 * heads * sq * s
     ew_attn = 11 * T * h * rep + softmax
     ew_mlp = 11 * T * h * rep + (6 if model.gated_mlp else 4) * Te * f / t
@@ -144,19 +171,23 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
             out.append({"f": (m_, n_, k_, 1), "b": (m_, k_, n_, 1), "w": (k_, n_, m_, 1)}[which])
         return tuple(out)
 
-    attn_fwd = Kernel("attn_fwd", lin((qkv,), "f") + core_fwd + lin((proj,), "f"), ew_attn)
-    mlp_fwd = Kernel("mlp_fwd", lin(router + (up, down), "f"), ew_mlp)
+    def cast(shapes, which):  # Transformer Engine's FP8 casts around these linear layers' GEMMs
+        return fp8_cast_nbytes(shapes, which) if A.fp8 else 0.0
+
+    attn_fwd = Kernel("attn_fwd", lin((qkv,), "f") + core_fwd + lin((proj,), "f"), ew_attn + cast((proj,), "f"))
+    mlp_fwd = Kernel("mlp_fwd", lin(router + (up, down), "f"), ew_mlp)    # its casts are fused (fp8_cast_nbytes)
     selective = cfg.recompute == "selective" and not flash     # FlashAttention recomputes the core anyway
     attn_b = Kernel("attn_bgrad", (core_fwd if selective else ()) + lin((proj,), "b") + core_bwd + lin((qkv,), "b"),
-                    2 * ew_attn + (softmax if selective else 0.0))
-    mlp_b = Kernel("mlp_bgrad", lin((down, up) + router, "b"), 2 * ew_mlp)
+                    2 * ew_attn + (softmax if selective else 0.0) + cast((qkv, proj), "b"))
+    mlp_b = Kernel("mlp_bgrad", lin((down, up) + router, "b"), 2 * ew_mlp + cast((up, down), "b"))
     attn_w = Kernel("attn_wgrad", lin((proj, qkv), "w"))
     mlp_w = Kernel("mlp_wgrad", lin((down, up) + router, "w"))
     Vt = padded_vocab(model, t) / t
     ce = 12 * T * Vt                     # fp32 logits written, read for softmax, written again
     return LayerKernels(attn_fwd, mlp_fwd, attn_b, mlp_b, attn_w, mlp_w,
-                        Kernel("logits_fwd", ((T, Vt, h, 1),), ce), Kernel("logits_bgrad", ((T, h, Vt, 1),), 2 * ce / 3),
-                        Kernel("logits_wgrad", ((h, Vt, T, 1),)),
+                        Kernel("logits_fwd", ((T, Vt, h, 1, 1.0, True),), ce),     # output layer: 16-bit
+                        Kernel("logits_bgrad", ((T, h, Vt, 1, 1.0, True),), 2 * ce / 3),
+                        Kernel("logits_wgrad", ((h, Vt, T, 1, 1.0, True),)),
                         Kernel("core_fwd", core_fwd, softmax))
 
 

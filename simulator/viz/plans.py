@@ -4,9 +4,10 @@ collective_steps: a grid of steps (rows, top to bottom) x group ranks (columns).
 shows what rank r receives at step s: one coloured sub-cell per incoming transfer, coloured by
 chunk, labelled `c2←1` (chunk 2 from rank 1, overwritten) or `+c2←1` (reduced into the slot).
 
-layout_grid: the tensor drawn to scale as its grid of blocks; every block is striped with the
-colours of the devices holding it (replicas and partial-sum addends alike) and labelled with
-their ranks.
+layout_grid: the tensor drawn to scale as its grid of blocks, one per distinct shard: a block one
+rank holds has that rank's colour; a block several ranks hold (replicas and partial-sum addends
+alike) is grey, labelled with its ranks and the number of copies, with one chip per holding rank
+in its colour; a legend maps colours to ranks.
 """
 
 from __future__ import annotations
@@ -77,7 +78,9 @@ def collective_steps(plan: Plan, *, width: float | None = None, max_steps: int =
 
 
 def layout_grid(layout: Layout, shape: Sequence[int], *, name: str = "X", width: float = 7.0) -> Figure:
-    """The tensor of `shape` as blocks (to scale) striped by the devices holding each block.
+    """The tensor of `shape` as blocks (to scale): one block per distinct shard, coloured by the rank
+    holding it, or grey with its copies listed (a chip per holding rank) when replicated; a legend
+    maps colours to ranks.
 
     1-D tensors are one row; for 3-D and higher the leading dimensions are folded into rows."""
     shape = tuple(int(s) for s in shape)
@@ -92,25 +95,38 @@ def layout_grid(layout: Layout, shape: Sequence[int], *, name: str = "X", width:
         H, W = prod(shape[:-1]), shape[-1]
     n_rows, n_cols = prod(row_splits), prod(col_splits)
     aspect = min(max(H / W, 0.25), 2.5)
-    fig = new_figure(width, min(max(width * aspect * 0.75 + 1.3, 2.8), 11.0))
+    fig = new_figure(width, min(max(width * aspect * 0.75 + 1.8, 3.2), 11.0))
     ax = fig.add_subplot()
     bh, bw = 1.0 / n_rows, 1.0 / n_cols
+    font = max(8, 13 - len(splits) - n_cols // 4)
+    ranks: set[int] = set()
     for block in product(*(range(c) for c in splits)):
         rows_idx = block[:-1] if layout.ndim > 1 else ()
         row = _mixed_radix(rows_idx, row_splits) if layout.ndim > 1 else 0
         col = block[-1]
         holders = layout.devices_holding(block)
+        ranks.update(holders)
         x0, y0 = col * bw, row * bh
-        sw = bw / len(holders)
-        for k, r in enumerate(holders):  # copies: hatched stripes with thin dotted seams (cuts are thick white)
-            ax.add_patch(Rectangle((x0 + k * sw, y0), sw, bh, facecolor=device_color(r),
-                                   edgecolor="white" if len(holders) > 1 else "none", linewidth=0.6, linestyle=":",
-                                   hatch="///" if len(holders) > 1 else None, alpha=0.9, gid="stripe"))
-        ax.add_patch(Rectangle((x0, y0), bw, bh, facecolor="none", edgecolor="white", linewidth=2.0, gid="block"))
-        text = ",".join(map(str, holders)) if len(holders) <= 8 else f"{holders[0]}..{holders[-1]} ({len(holders)})"
-        ax.text(x0 + bw / 2, y0 + bh / 2, text, ha="center", va="center",
-                fontsize=max(6, 11 - len(splits) - n_cols // 4),
+        one = len(holders) == 1  # a shard on one rank: its colour; a replicated shard: one block, its copies listed
+        ax.add_patch(Rectangle((x0, y0), bw, bh, facecolor=device_color(holders[0]) if one else "#EEEEEE",
+                               edgecolor="white", linewidth=2.5, alpha=0.9 if one else 1.0, gid="block"))
+        text = (f"rank {holders[0]}" if one else
+                f"ranks {', '.join(map(str, holders))}" if len(holders) <= 4 else
+                f"ranks {holders[0]}..{holders[-1]}") + ("" if one else f"\n{len(holders)} copies")
+        ax.text(x0 + bw / 2, y0 + bh * (0.5 if one else 0.35), text, ha="center", va="center", fontsize=font,
                 bbox=dict(boxstyle="round,pad=0.2", fc="white", ec="none", alpha=0.85), gid="holders")
+        if not one:  # one chip per copy, in the colour of the rank that holds it
+            shown = holders[:8]
+            cw = min(bw * 0.8 / len(shown), bh * 0.3)
+            cx = x0 + bw / 2 - cw * len(shown) / 2
+            for k, r in enumerate(shown):
+                ax.add_patch(Rectangle((cx + k * cw, y0 + bh * 0.62), cw * 0.9, min(cw * 0.9, bh * 0.3),
+                                       facecolor=device_color(r), edgecolor="white", linewidth=0.5, gid="copy"))
+    order = sorted(ranks)
+    if len(order) <= 32:  # colour -> rank legend under the drawing
+        ax.legend(handles=[Patch(facecolor=device_color(r), label=f"rank {r}") for r in order],
+                  loc="upper center", bbox_to_anchor=(0.5, -0.08), ncol=min(8, len(order)), frameon=False,
+                  fontsize=9, handlelength=1.2, columnspacing=1.0)
     ax.set_xlim(0, 1)
     ax.set_ylim(1, 0)
     ax.set_xticks([])
@@ -122,12 +138,20 @@ def layout_grid(layout: Layout, shape: Sequence[int], *, name: str = "X", width:
     parts = [f"mesh {layout.mesh!r}", f"block {local}"]
     copies = [a for a in layout.replicated_axes if layout.mesh.axis_size(a) > 1]  # a size-1 axis makes no copy
     if copies:
-        parts.append(f"replicated over {', '.join(copies)} (one hatched stripe per copy)")
+        parts.append(f"replicated over {', '.join(copies)}: each grey block is one shard, its copies listed")
     if layout.partial:
         parts.append(f"partial sums over {', '.join(layout.partial)} (addends)")
     ax.set_title(" · ".join(parts), fontsize=9, color="#444444")
-    fig.suptitle(f"{layout.notation(name)}  shape {shape}", fontsize=12, fontweight="bold")
+    fig.suptitle(f"{_cut_notation(layout, name)}  shape {shape}", fontsize=12, fontweight="bold")
     return fig
+
+
+def _cut_notation(layout: Layout, name: str) -> str:
+    """The layout's textbook notation without mesh axes of size 1 (they cut nothing): a strategy
+    (2, 1) reads X[I_d0, J], not X[I_d0, J_d1]."""
+    size = layout.mesh.axis_size
+    kept = [tuple(a for a in axes if size(a) > 1) or None for axes in layout.dims]
+    return Layout(layout.mesh, kept, tuple(a for a in layout.partial if size(a) > 1)).notation(name)
 
 
 def _cut(parts: int) -> str:
