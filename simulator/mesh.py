@@ -56,6 +56,9 @@ def row_major_rank(shape: Sequence[int], coords: Sequence[int], names: Sequence[
     return pos
 
 
+MAX_MESH_DEVICES = 1 << 20   # a mesh lists every device id (about 100 bytes each)
+
+
 @dataclass(frozen=True, init=False)
 class DeviceMesh:
     """Named axes with sizes and the device ids laid on them row-major (last axis fastest)."""
@@ -72,6 +75,9 @@ class DeviceMesh:
         shape = tuple(_as_size(name, size) for name, size in items)
         _validate(names, shape)
         n = prod(shape)
+        if n > MAX_MESH_DEVICES:
+            raise ParasimError(f"mesh shape {shape} has {n} devices, more than the {MAX_MESH_DEVICES:,} a mesh "
+                               f"enumerates (each device id is listed)")
         ids = tuple(range(n)) if device_ids is None else tuple(int(d) for d in device_ids)
         if len(ids) != n:
             raise ParasimError(f"mesh shape {shape} has {n} positions but {len(ids)} device ids "

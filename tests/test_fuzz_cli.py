@@ -198,5 +198,102 @@ def test_make_plan(kind, algo, n, nbytes, root):
     assert sum(plan.bytes_sent_per_rank()) == plan.total_bytes
 
 
+
+def _one_line_or(fn, *args, **kw):
+    """fn's value, or None when it refuses with one ParasimError line (anything else fails)."""
+    with _alarm(20):
+        try:
+            return fn(*args, **kw)
+        except ParasimError as e:
+            assert "\n" not in str(e) and str(e)
+            return None
+
+
+@FUZZ
+@given(st.sampled_from(SCHEDULES + ("nope", "")), st.one_of(st.integers(-2, 9), st.sampled_from([10**7, True])),
+       st.one_of(st.integers(-2, 17), st.sampled_from([10**9, 2.5])), st.integers(-1, 4))
+def test_schedules(name, p, m, v):
+    from simulator.parallel.schedule_registry import make_schedule
+
+    sched = _one_line_or(make_schedule, name, p, m, v)
+    if sched is not None:
+        assert sched.p == p and len(sched.actions) == p and sched.m == m
+
+
+@FUZZ
+@given(st.lists(st.lists(st.sampled_from(["F0", "F1", "B0", "B1", "BW0", "BW1", "W0", "F-1", "X9", "F1.7", "#", ""]),
+                         max_size=5), max_size=4), st.integers(-1, 3))
+def test_hand_written_schedules(lines, v):
+    from simulator.parallel.schedule_check import parse_schedule
+
+    sched = _one_line_or(parse_schedule, "\n".join(" ".join(x) for x in lines), v)
+    if sched is not None:
+        assert sched.p >= 1
+
+
+@FUZZ
+@given(st.lists(st.tuples(st.sampled_from(["dp", "tp", "pp", "", "dp"]), st.one_of(st.integers(-1, 5),
+                                                                                     st.sampled_from([10**9, 1.5]))),
+                max_size=4),
+       st.lists(st.integers(-1, 9), max_size=3), st.integers(-1, 17), st.lists(st.integers(0, 9), max_size=3))
+def test_meshes_and_sharding_strategies(axes, strategy, devices, shape):
+    from simulator.layout import Layout
+    from simulator.mesh import DeviceMesh
+
+    mesh = _one_line_or(DeviceMesh, axes)
+    if mesh is not None:
+        assert mesh.size == math.prod(n for _, n in axes)
+    layout = _one_line_or(Layout.from_strategy, tuple(strategy), devices, tuple(shape) or None)
+    if layout is not None:
+        assert layout.mesh.size == devices
+
+
+@FUZZ
+@given(st.sampled_from([1, 2, 4, 8, 0, -1, 3]), st.sampled_from([1, 2, 4, 0, 5]), st.sampled_from([1, 2, 6, 0]),
+       st.sampled_from([1, 8, 96, 0, 7]), st.sampled_from(["1f1b", "interleaved", "zb-h1", "gpipe", "x"]),
+       st.sampled_from([1, 2, 3]), st.sampled_from([0, 1, 3, 4]), st.sampled_from(["none", "full", "x"]))
+def test_cost_parallel_config(tp, pp, dp, batch, schedule, v, zero, recompute):
+    from simulator.cost.parallel_config import ParallelConfig
+    from simulator.cost.scale_sim import simulate_at_scale
+
+    cfg = _one_line_or(ParallelConfig, tp=tp, pp=pp, dp=dp, global_batch=batch, schedule=schedule,
+                       virtual_stages=v, zero_stage=zero, recompute=recompute)
+    if cfg is not None:
+        res = _one_line_or(simulate_at_scale, "gpt3-1.3b", cfg, "a100-80gb", fold_tp=True)
+        assert res is None or (math.isfinite(res.step_time_s) and res.step_time_s > 0)
+
+
+@FUZZ
+@given(words)
+def test_checkpoint_paths_api(path):
+    from simulator.faults import Checkpoint, latest_checkpoint
+
+    with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(tmp):
+        assert _one_line_or(latest_checkpoint, path) is None          # nothing saved there
+        assert _one_line_or(Checkpoint.open, path) is None
+
+
+@FUZZ
+@given(st.one_of(st.text(max_size=30), st.sampled_from(['{"cells": 3}', '{"cells": [{"cell_type": "code"}]}', "[]",
+                                                        '{"cells": [{"cell_type": "code", "source": 7}]}'])))
+def test_lesson_files(text):
+    from simulator.grading import notebook_code
+
+    code = _one_line_or(notebook_code, text)
+    assert code is None or isinstance(code, str)
+    with tempfile.TemporaryDirectory() as tmp:
+        f = Path(tmp) / "exercise.py"
+        f.write_text(text, encoding="utf-8")
+        _assert_clean(["lesson", "check", "01", str(f), "--in-process"])
+
+
+@FUZZ
+@given(floats, st.one_of(st.integers(-5, 10**7), st.booleans()))
+def test_grading_limits(timeout, memory):
+    from simulator.grading.sandbox import Limits
+
+    limits = _one_line_or(Limits, timeout_s=timeout, memory_mb=memory)
+    assert limits is None or (0 < limits.timeout_s <= 86400 and limits.memory_mb >= 64)
+
 if __name__ == "__main__":
     pytest.main([__file__, "-q"])

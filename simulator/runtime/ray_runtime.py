@@ -110,7 +110,7 @@ def _quiet_driver() -> None:
     """Keep Ray's own reports off the driver's stdout, so `--json` prints pure JSON and a failure is
     parasim's one line: the errors Ray publishes to the driver ("(raylet) A worker died ...",
     printed on stdout by ray._private.worker.listen_error_messages) go to the "ray" logger at INFO
-    (below the WARNING level parasim starts Ray with), and the "Unhandled error" log of a failed
+    (parasim starts Ray logging errors only), and the "Unhandled error" log of a failed
     call nobody awaited is off (parasim awaits every call it needs and names the failure itself)."""
     import ray._private.worker as ray_worker
 
@@ -130,12 +130,12 @@ def _init(address: str | None, num_cpus: int) -> None:
 
     if address:
         try:
-            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
         except ConnectionError as e:  # something answers on the port, but no Ray cluster
             raise ParasimError(f"cannot join the Ray cluster at {address}: {e}") from None
     else:
         try:
-            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
         except Exception as e:  # noqa: BLE001 -- Ray raises bare Exception ("timed out during startup")
             raise ParasimError(f"Ray did not start on this machine: {' '.join(str(e).split())[:300]}") from None
 
