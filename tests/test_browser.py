@@ -153,6 +153,7 @@ def test_collective_player_plays_to_the_last_step_and_equals_numpy(server, brows
     assert "step=6" in page.url  # the URL follows the slider the player moved
     want = sum(100.0 * r + np.arange(16) for r in range(8))
     cells = page.locator('[data-testid="stTable"] tbody tr')
+    cells.nth(7).wait_for(timeout=30_000)  # the table follows the success line
     assert cells.count() == 8
     for i in range(8):
         row = [c.inner_text().strip() for c in cells.nth(i).locator("td").all()]
