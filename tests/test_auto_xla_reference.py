@@ -15,8 +15,8 @@ from simulator.auto.context import AutoParallelContext
 from simulator.auto.explain import explain
 from simulator.auto.graph import Network
 from simulator.auto.redistribution import redistribute
-from simulator.auto.strategy_search.cost import OpCostModel, step_time_s
 from simulator.auto.run import standalone, train
+from simulator.auto.strategy_search.cost import OpCostModel, step_time_s
 from simulator.layout import Layout
 from simulator.mesh import DeviceMesh
 from simulator.runtime import LocalRuntime
