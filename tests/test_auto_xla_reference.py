@@ -10,11 +10,13 @@ import pytest
 from auto_helpers import assert_same
 
 from simulator.auto import ops
+from simulator.auto.compile import redistribution_program
 from simulator.auto.context import AutoParallelContext
 from simulator.auto.explain import explain
 from simulator.auto.graph import Network
 from simulator.auto.redistribution import redistribute
 from simulator.auto.run import standalone, train
+from simulator.auto.strategy_search.cost import OpCostModel, step_time_s
 from simulator.layout import Layout
 from simulator.mesh import DeviceMesh
 from simulator.runtime import LocalRuntime
@@ -50,12 +52,18 @@ def test_transpose_matches_xla_all_to_all():
 def test_axis_swap_and_non_nesting_against_xla():
     # XLA: (16, 16) on mesh (2, 4): P('a', 'b') -> P('b', 'a'): an all-to-all over groups of 2
     # (pieces f64[1,4,4], 128 B leave each rank) and a collective-permute of f64[4,8] (256 B):
-    # 384 B. parasim (all-to-all on): AllGather over 2 (256 B) + AllToAll over 4 (384 B) = 640 B,
-    # 1.67x XLA's -- a permute is not among parasim's moves (a known gap)
+    # 384 B. parasim (all-to-all on) makes the same moves: an AllToAll over the minor factor 2 of
+    # 'b' gives the blocks the target's (4, 8) shape, a CollectivePermute sends them where they go
     m24 = DeviceMesh([("a", 2), ("b", 4)])
-    got = comm(Layout(m24, [("a",), ("b",)]), Layout(m24, [("b",), ("a",)]), (16, 16), alltoall=True)
-    assert got == [("all_gather", 2, 256), ("all_to_all", 4, 384)]
-    assert sum(b for *_, b in got) == pytest.approx(640) and 640 / 384 < 1.7
+    src, dst = Layout(m24, [("a",), ("b",)]), Layout(m24, [("b",), ("a",)])
+    got = comm(src, dst, (16, 16), alltoall=True)
+    assert got == [("all_to_all", 2, 128), ("collective_permute", 2, 256)]
+    assert sum(b for *_, b in got) == 384
+    steps = redistribute(src, dst, (16, 16))
+    # ranks whose (a, minor-b) block already is the target's keep it: 4 of 8 receive
+    assert len(steps[-1].groups) == 4 and "XLA's collective-permute" in steps[-1].reason
+    # MindSpore's default (enable_alltoall False) has no permute: gathers and local splits
+    assert "collective_permute" not in [k for k, _, _ in comm(src, dst, (16, 16), alltoall=False)]
     # XLA: (12, 12) on mesh (3, 2) -> mesh (2, 3) ("Involuntary full rematerialization"): an
     # all-gather of f64[4,6] over groups of 2 (192 B) then of f64[4,12] over groups of 3
     # (2 x 384 B): 960 B. parasim gathers in the other order: 384 + 576 = 960 B, the same
@@ -88,3 +96,50 @@ def test_reshape_of_a_column_cut_tensor_moves_the_cut_not_the_tensor(alltoall):
     res = train(net, ctx, feeds, runtime=LocalRuntime(8), steps=2)
     assert res.plan.stored["reshape0"].splits == (8,)
     assert_same(res, standalone(net, feeds, steps=2))
+
+
+def test_pure_permutation_is_one_collective_permute_that_runs():
+    # (4, 4) on mesh (2, 2): P('a', 'b') -> P('b', 'a') holds the same (2, 2) blocks on other
+    # ranks: ranks 1 and 2 swap theirs (one 32 B shard each), ranks 0 and 3 keep theirs
+    m22 = DeviceMesh([("a", 2), ("b", 2)])
+    src, dst = Layout(m22, [("a",), ("b",)]), Layout(m22, [("b",), ("a",)])
+    steps = redistribute(src, dst, (4, 4))
+    assert [(s.kind, s.groups, s.wire_bytes) for s in steps] == [("collective_permute", ((2, 1), (1, 2)), 32)]
+    x = np.arange(16.0).reshape(4, 4)
+    rt = LocalRuntime(4)
+    rt.load({r: {"act/x": b} for r, b in src.shard(x).items()})
+    rt.run(redistribution_program(steps, 4))
+    for r, want in dst.shard(x).items():
+        np.testing.assert_array_equal(rt.fetch(r, ["act/y"])["act/y"], want)
+
+
+def _swap_net():
+    rng = np.random.default_rng(1)
+    net = Network("swap")
+    x = net.input("x", (16, 16))
+    w = net.parameter("w", rng.standard_normal((16, 16)) * 0.3)
+    h = ops.Add().shard(((2, 4), (2, 4)))(x, w)  # device matrix [2, 4]
+    y = ops.Tanh().shard(((4, 2),))(h)  # device matrix [4, 2]: the cuts swap
+    ops.MSELoss()(y, net.input("t", (16, 16)))
+    return net, {"x": rng.standard_normal((16, 16)), "t": rng.standard_normal((16, 16))}
+
+
+def test_permute_trains_equal_to_standalone_forward_and_backward():
+    # the backward of a permute is the inverse permute (plan.py plans the gradient's move back)
+    net, feeds = _swap_net()
+    ctx = AutoParallelContext("semi_auto_parallel", 8, enable_alltoall=True)
+    kinds = [(m.phase, m.kind) for m in explain(net, ctx).moves if m.tensor in ("add0", "dadd0")]
+    assert kinds == [("forward", "all_to_all"), ("forward", "collective_permute"),
+                     ("backward", "all_to_all"), ("backward", "collective_permute")]
+    assert "CollectivePermute" in str(explain(net, ctx))
+    res = train(net, ctx, feeds, runtime=LocalRuntime(8), steps=2)
+    assert_same(res, standalone(net, feeds, steps=2))
+
+
+def test_search_cost_prices_a_permute_as_its_slowest_sender():
+    # the strategy search's cost model: one point-to-point transfer (alpha + S / B) per send
+    m22 = DeviceMesh([("a", 2), ("b", 2)])
+    [step] = redistribute(Layout(m22, [("a",), ("b",)]), Layout(m22, [("b",), ("a",)]), (4, 4))
+    topo = OpCostModel().topology(4)
+    link = topo.intra
+    assert step_time_s(step, topo) == pytest.approx(link.latency_s + 32 / link.bandwidth_Bps, rel=1e-12)

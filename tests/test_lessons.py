@@ -143,6 +143,15 @@ def test_lesson_12_catches_an_off_by_one_replay_and_a_fake_zero(tmp_path):
     assert not items[2].passed and items[1].passed  # a function that always says "identical" fails
 
 
+def test_lesson_10_grades_the_tiny_lm_against_its_plan(tmp_path):
+    """A replicated table is not vocabulary parallel; an AllGather counted at the whole tensor's
+    bytes (not each rank's n/D rows) disagrees with explain()."""
+    items = _edited(tmp_path, 10, "return ((d, 1), (1,)), ((1, 1), (1, d))", "return ((1, 1), (1,)), ((1, 1), (1, d))")
+    assert not items[6].passed and "cut 2 ways" in items[6].found and items[7].passed
+    items = _edited(tmp_path, 10, '("AllGather", full // device_num)', '("AllGather", full)')
+    assert items[6].passed and not items[7].passed
+    assert "('AllGather', 512)" in items[7].expected and "('AllGather', 1024)" in items[7].found
+
 def test_lesson_11_catches_a_brute_force_over_too_few_candidates(tmp_path):
     items = _edited(tmp_path, 11, "and a * k * c == device_num]", "and a * k * c == device_num and k == 1]")
     names = {i.name.split(":")[0].split()[0]: i for i in items.values()}

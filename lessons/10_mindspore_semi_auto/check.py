@@ -1,6 +1,8 @@
 """Autograder of lesson 10: MindSpore semi-auto rules against parasim's explain()."""
 
-from simulator import AutoParallelContext, auto, explain
+import numpy as np
+
+from simulator import AutoParallelContext, auto, auto_train, explain
 from simulator.grading import compare, ok
 
 LESSON = {
@@ -8,7 +10,8 @@ LESSON = {
     "goals": ["derive a MatMul's device matrix from its shard strategy, repeated calculation included",
               "predict which collective MindSpore inserts in the forward pass and over which rank groups",
               "find the mirror groups that all-reduce a weight's gradient, and the bytes each rank sends",
-              "check a sharded network against the stand-alone run"],
+              "check a sharded network against the stand-alone run",
+              "shard a tiny language model vocabulary-parallel and read the collectives and bytes of its plan"],
     "app_pages": ["Sharding & auto-parallel"],
     "requires": ["explain", "AutoParallelContext", "auto"],
     "minutes": 50,
@@ -80,4 +83,46 @@ def check_bytes(s):
         got = s.forward_bytes_per_rank(strategy, SHAPES[0][0], SHAPES[1][1])
         if got != want:
             return compare(want, got, f"strategy {strategy}: the (M/a, N/c) float64 block")
+    return ok()
+
+
+LM_CASES = [(2, 8, 16, 32), (4, 8, 16, 32), (4, 12, 8, 24)]  # device_num, tokens, hidden, vocab
+
+
+def _lm_strategy_problem(strategies, d, n, h, v):
+    """Why strategies are not vocabulary parallel on d devices (None if they are), from the plan."""
+    net, feeds = auto.tiny_lm_network(strategies, n, h, v)
+    ctx = AutoParallelContext("semi_auto_parallel", d)
+    try:
+        ops = explain(net, ctx).to_dict()["operators"]
+    except ValueError as e:  # an illegal strategy: explain() names the rule
+        return str(e)
+    table, logits = ops[0]["strategy"][0], ops[2]["strategy"][0]
+    if table[0] != d or logits[-1] != d or ops[1]["strategy"][1][-1] != d:
+        return f"on {d} devices the table's rows, wout's columns and the classes must each be cut {d} ways"
+    parallel, single = auto_train(net, ctx, feeds, steps=1), auto.standalone(net, feeds, steps=1)
+    if not np.allclose(parallel.losses, single.losses, rtol=1e-9):
+        return f"loss {parallel.losses} differs from the stand-alone {single.losses}"
+    return None
+
+
+def check_lm_strategies(s):
+    "lm_strategies shards the tiny LM vocabulary-parallel and it trains equal to stand-alone"
+    for d, n, h, v in LM_CASES:
+        problem = _lm_strategy_problem(s.lm_strategies(d), d, n, h, v)
+        if problem:
+            return compare("vocabulary parallel", problem, f"{d} devices: Gather ((D, 1), (1,)) cuts the table's rows")
+    return ok()
+
+
+def check_lm_collectives(s):
+    "lm_forward_collectives names explain()'s forward collectives and their bytes per rank"
+    for d, n, h, v in LM_CASES:
+        net, _ = auto.tiny_lm_network((((d, 1), (1,)), ((1, 1), (1, d)), ((1, d), (1,))), n, h, v)
+        fwd = explain(net, AutoParallelContext("semi_auto_parallel", d)).to_dict()["forward"]
+        want = [(m["op"], m["bytes_per_rank"]) for m in fwd]
+        got = [tuple(m) for m in s.lm_forward_collectives(n, h, d)]
+        if got != want:
+            return compare(want, got, f"{d} devices, {n} tokens, hidden {h}: the masked lookups are partial sums; "
+                                      "the MatMul needs the whole (n, H) input; the loss reduces one float64 per row")
     return ok()

@@ -61,9 +61,38 @@ def forward_bytes_per_rank(strategy, M: int, N: int, itemsize: int = 8) -> int:
     # END SOLUTION
 
 
+# %% [markdown]
+# A tiny language model on D devices (`auto.tiny_lm_network`): tokens (n,) -> Gather from the
+# table wte (V, H) -> MatMul wout (H, V) -> SparseSoftmaxCrossEntropyWithLogits. Vocabulary
+# parallel: the table's rows, wout's columns and the loss's classes are each cut D ways.
+
+
+# %%
+def lm_strategies(device_num: int):
+    """shard() strategies (gather, matmul, loss) of the tiny LM, vocabulary parallel on device_num."""
+    # BEGIN SOLUTION: table rows (V) cut D ways; wout columns and the loss classes cut D ways
+    d = device_num
+    return ((d, 1), (1,)), ((1, 1), (1, d)), ((1, d), (1,))
+    # END SOLUTION
+
+
+def lm_forward_collectives(n_tokens: int, hidden: int, device_num: int, itemsize: int = 8):
+    """The forward collectives explain() inserts for lm_strategies, in order, as
+    (name, bytes_per_rank): the embedding's partial sums reduce-scattered (each rank sends its whole
+    (n, H) partial), gathered back whole for the MatMul (each rank sends its n/D rows), then the
+    fused cross-entropy's AllReduce(max) and AllReduce(sum) of one number per row, and the loss."""
+    # BEGIN SOLUTION: ReduceScatter, AllGather, then three AllReduces
+    full = n_tokens * hidden * itemsize
+    return [("ReduceScatter", full), ("AllGather", full // device_num),
+            ("AllReduce", n_tokens * itemsize), ("AllReduce", n_tokens * itemsize), ("AllReduce", itemsize)]
+    # END SOLUTION
+
+
 # %%
 if __name__ == "__main__":
     ctx = set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=8)
     op = auto.ops.MatMul().shard(((2, 4), (4, 1)))
     print(explain(op, ctx, shapes=[(64, 32), (32, 16)]).to_text())
     print(device_matrix(((2, 4), (4, 1)), 8), forward_groups(((2, 4), (4, 1)), 8))
+    net, feeds = auto.tiny_lm_network(lm_strategies(4))
+    print(explain(net, set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=4)).to_text())

@@ -20,7 +20,7 @@ from .context import (
 from .explain import explain
 from .explanation import Explanation
 from .graph import Network, Tensor
-from .nets import mlp_network, transformer_network
+from .nets import mlp_network, tiny_lm_network, transformer_network
 from .pipeline import PipelinePlan, build_pipeline_plan, compile_pipeline
 from .plan import ParallelPlan
 from .planner import build_plan
@@ -31,7 +31,7 @@ from .strategy import MsLayout, OpSharding
 from .strategy_search import OpCostModel, SearchResult, plan_cost, search
 
 __all__ = ["AutoParallelContext", "AutoRunResult", "Cell", "shard", "OpCostModel", "SearchResult", "mlp_network", "plan_cost",
-           "search", "transformer_network", "Explanation", "MsLayout", "Network",
+           "search", "tiny_lm_network", "transformer_network", "Explanation", "MsLayout", "Network",
            "OpSharding", "ParallelPlan", "PipelinePlan", "build_pipeline_plan", "compile_pipeline", "Step",
            "Tensor", "build_plan", "compile_plan", "explain",
            "get_auto_parallel_context", "init", "ops", "redistribute", "redistribution_program",

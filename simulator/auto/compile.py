@@ -5,7 +5,9 @@ For every operator, in network order: the input redistributions, the local shard
 reverse order (seed 1/D on every copy of the loss, see plan.py), the parameter mirrors, and an
 SGD step on each rank's parameter shard. Every move of redistribution.py lowers to:
 split/pad/zero -> one Compute per rank (its own index); AllReduce/AllGather/ReduceScatter -> one
-Collective per group; AllToAll -> pack, a Collective all_to_all on axis 0, unpack.
+Collective per group; AllToAll -> pack, a Collective all_to_all on axis 0, unpack;
+CollectivePermute -> a Send/Recv per (sender, receiver) pair (all Sends first: they are buffered,
+so no cycle of ranks can deadlock) and a local copy on the ranks that keep their block.
 
 Tensor names on a device: `param/<p>`, `grad/<p>`, `act/<x>`, intermediates `<...>@<n>`.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from math import prod
 
-from ..program import Program, ProgramBuilder
+from ..program import Program, ProgramBuilder, Recv, Send
 from . import op_kernels, op_kernels_nn  # noqa: F401  (register the auto.* kernels emitted here)
 from .ops import Reshape
 from .plan import ITEMSIZE, ParallelPlan
@@ -77,6 +79,16 @@ class Emitter:
                 self.b.collective("all_to_all", g, packed, moved, axis=0, nbytes=st.nbytes)
             self.compute("auto.a2a_unpack", [moved], [out], dict(axis=st.dim), phase=phase,
                          label="a2a unpack")
+        elif st.kind == "collective_permute":
+            tag = f"permute {out}"
+            for s, d in st.groups:
+                self.b.add(s, Send(src, d, tag, st.nbytes))
+            for s, d in st.groups:
+                self.b.add(d, Recv(out, s, tag, st.nbytes))
+            receivers = {d for _, d in st.groups}
+            for r in range(self.D):
+                if r not in receivers:
+                    self.b.compute(r, "copy", [src], [out], phase=phase, label="permute keep")
         else:
             for g in st.groups:
                 self.b.collective(st.kind, g, src, out, axis=st.dim or 0, nbytes=st.nbytes,

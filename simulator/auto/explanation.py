@@ -37,7 +37,8 @@ from .plan import ParallelPlan
 from .redistribution import Step
 
 KIND_NAMES = {"all_reduce": "AllReduce", "reduce_scatter": "ReduceScatter",
-              "all_gather": "AllGather", "all_to_all": "AllToAll", "split": "Split (local)",
+              "all_gather": "AllGather", "all_to_all": "AllToAll",
+              "collective_permute": "CollectivePermute", "split": "Split (local)",
               "pad": "Pad (local)", "zero": "Zero copies (local)", "send": "Send/Recv"}
 PHASES = ("forward", "backward", "parameter_gradient", "pipeline")
 

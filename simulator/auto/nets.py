@@ -1,4 +1,5 @@
-"""Example networks for the strategy searches: an MLP and a stack of transformer layers.
+"""Example networks for the strategy searches: an MLP, a tiny language model (embedding ->
+MatMul -> cross-entropy, lesson 10) and a stack of transformer layers.
 
 Written in single-device style with simulator.auto.ops; no strategy is set, so an
 auto_parallel search decides every operator. Weights are small random float64 arrays (the
@@ -37,6 +38,26 @@ def mlp_network(n: int = 16, d: int = 8, f: int = 12, c: int = 4, seed: int = 0,
     y = ops.MatMul()(h, net.parameter("w2", rng.standard_normal((f, c)) / np.sqrt(f)))
     ops.SoftmaxCrossEntropy()(y, lab)
     feeds = {"x": rng.standard_normal((n, d)), "labels": rng.integers(0, c, n)}
+    return net, feeds
+
+
+def tiny_lm_network(strategies=None, n_tokens: int = 8, hidden: int = 16, vocab: int = 32, seed: int = 0):
+    """tokens (n,) -> Gather from the table wte (vocab, hidden) -> MatMul wout (hidden, vocab) ->
+    SparseSoftmaxCrossEntropyWithLogits against labels (n,). strategies: None (nothing set) or the
+    shard() strategies (gather, matmul, loss) of the three operators, e.g. vocabulary parallel on
+    D devices: ((D, 1), (1,)), ((1, 1), (1, D)), ((1, D), (1,)). Returns (net, feeds)."""
+    rng = np.random.default_rng(seed)
+    gather, matmul, loss = (ops.Gather(), ops.MatMul(), ops.SparseSoftmaxCrossEntropyWithLogits())
+    if strategies is not None:
+        for op, strategy in zip((gather, matmul, loss), strategies, strict=True):
+            op.shard(strategy)
+    net = Network("tiny-lm")
+    tokens = net.input("tokens", (n_tokens,), dtype="int64")
+    labels = net.input("labels", (n_tokens,), dtype="int64")
+    wte = net.parameter("wte", rng.standard_normal((vocab, hidden)))
+    wout = net.parameter("wout", rng.standard_normal((hidden, vocab)) / np.sqrt(hidden))
+    loss(matmul(gather(wte, tokens), wout), labels)
+    feeds = {"tokens": rng.integers(0, vocab, n_tokens), "labels": rng.integers(0, vocab, n_tokens)}
     return net, feeds
 
 

@@ -17,6 +17,9 @@ MindSpore's AllGather followed by a local Split, which moves (n - 1) x the bytes
 AllToAll's (n - 1) / n per rank. Device matrices that do not nest (cuts [3, 2] against [2, 3] on
 6 devices) have no common refinement: the tensor is gathered whole on the source matrix and
 sliced locally on the target one (MindSpore's and XLA's fallback).
+With `alltoall=True` a plan that first gives the blocks the target's shape and then sends each
+block point-to-point to the rank that needs it (XLA's collective-permute, permute.py) is used when
+it moves fewer bytes.
 Two further local moves serve gradients (whose replicated copies are addends, see plan.py):
 - pad  (embed this rank's slice in zeros: a cut becomes a pending sum, the adjoint of split),
 - zero (keep the value on coordinate 0 of an axis, zeros elsewhere: replicated -> pending sum).
@@ -35,8 +38,9 @@ from typing import Sequence
 from ..errors import ParasimError
 from ..layout import Layout
 from ..mesh import DeviceMesh
+from . import permute
 
-COMM_KINDS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
+COMM_KINDS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "collective_permute")
 LOCAL_KINDS = ("split", "pad", "zero")
 # nccl-tests bus-bandwidth factors (nccl-tests doc/PERFORMANCE.md): bytes on the wire per input byte
 _WIRE = {"all_reduce": lambda n: 2 * (n - 1) / n, "reduce_scatter": lambda n: (n - 1) / n,
@@ -69,6 +73,9 @@ class Step:
     @property
     def wire_bytes(self) -> float:
         """Bytes each rank puts on the wire with a ring algorithm (0 for local moves)."""
+        if self.kind == "collective_permute":  # groups = (sender, receiver) pairs: one shard each
+            sends = [s for s, _ in self.groups]
+            return float(max(map(sends.count, sends), default=0) * self.nbytes)
         n = self.group_size
         return _WIRE[self.kind](n) * self.nbytes if self.is_comm and n > 1 else 0.0
 
@@ -130,9 +137,35 @@ def redistribute(src: Layout, dst: Layout, shape: Sequence[int], itemsize: int =
             raise
         return _via_replicated(src, dst, shape, itemsize, tensor, alltoall)
     names = {f: a for m in (bmap, amap) for a, fs in m.items() for f in fs}  # src names win
-    plan = _Planner(on_mesh(src, fine, amap), on_mesh(dst, fine, bmap), shape, itemsize, tensor,
-                    names, alltoall)
-    return plan.run()
+    a, b = on_mesh(src, fine, amap), on_mesh(dst, fine, bmap)
+    steps = _Planner(a, b, shape, itemsize, tensor, names, alltoall).run()
+    if alltoall and not a.partial and not b.partial and cost_bytes(steps) > 0:
+        other = _via_permute(a, b, shape, itemsize, tensor, names)
+        if other is not None and cost_bytes(other) < cost_bytes(steps):
+            return other
+    return steps
+
+
+def _via_permute(src: Layout, dst: Layout, shape, itemsize, tensor, names) -> list[Step] | None:
+    """Give the blocks the target's shape, then send each to the rank that needs it (permute.py);
+    planned on the mesh refined into prime factors, so a cut of 4 can move half its factor."""
+    pm, pmap = permute.prime_mesh(src.mesh)
+    a, b = on_mesh(src, pm, pmap), on_mesh(dst, pm, pmap)
+    mid = permute.midpoint(a, b)
+    if mid is None:
+        return None
+    sub = {f: (names.get(x, x) if len(fs) == 1 else f"{names.get(x, x)}[{j}]")
+           for x, fs in pmap.items() for j, f in enumerate(fs)}
+    steps = _Planner(a, mid, shape, itemsize, tensor, sub, True).run()
+    if mid == b or not permute.is_permutation(mid, b):
+        return None  # no permute needed: the direct plan covers it
+    sends = permute.pairs(mid, b)
+    nbytes = prod(b.local_shape(shape)) * itemsize
+    steps.append(Step("collective_permute", (), None, None, mid, b, sends, nbytes,
+                      f"the blocks of {tensor} have the target's shape but sit on other ranks: {len(sends)} of "
+                      f"{pm.size} ranks receive theirs point-to-point, the others keep theirs (XLA's "
+                      f"collective-permute; MindSpore has none, so only with enable_alltoall)"))
+    return steps
 
 
 def _via_replicated(src: Layout, dst: Layout, shape, itemsize, tensor, alltoall) -> list[Step]:

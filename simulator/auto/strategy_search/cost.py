@@ -18,7 +18,8 @@ makes the objective the serialised step time.
   Narayanan et al. 2021, Sec. 3.5); inference 1x.
 - comm: every Step of redistribution.py priced by `collective_time_s` on the preset's topology
   (groups run in parallel; the slowest counts). The nccl size S is the whole array, so an
-  AllGather of an nbytes buffer over n ranks has S = n x nbytes; local moves (split, pad,
+  AllGather of an nbytes buffer over n ranks has S = n x nbytes; a CollectivePermute is its
+  slowest sender's point-to-point transfers (alpha + S / B each); local moves (split, pad,
   zero) are free.
 - memory per device: each parameter's stored shard twice (value and gradient) plus each
   operator's output shard (kept for the backward pass). Reshape outputs are views.
@@ -137,8 +138,16 @@ def step_time_s(step: Step, topology: Topology, scale: float = 1.0) -> float:
     `scale` converts the Step's bytes (computed at one itemsize) to the model's dtype."""
     if not step.is_comm or step.group_size < 2:
         return 0.0
+    if step.kind == "collective_permute":  # point-to-point: the slowest rank's sends, one link each
+        return max(sum(_p2p_s(step.nbytes * scale, s, d, topology) for s2, d in step.groups if s2 == s)
+                   for s, _ in step.groups)
     S = step.nbytes * scale * (step.group_size if step.kind == "all_gather" else 1)
     return max(collective_time_s(step.kind, S, g, topology) for g in step.groups)
+
+
+def _p2p_s(nbytes: float, src: int, dst: int, topology: Topology) -> float:
+    link = topology.intra if len(topology.nodes_of([src, dst])) == 1 else topology.inter
+    return link.latency_s + nbytes / link.bandwidth_Bps
 
 
 def steps_cost(steps: Sequence[Step], topology: Topology, scale: float = 1.0) -> Cost:
