@@ -35,6 +35,9 @@ from simulator.cost.parallel_config import MODERN, ParallelConfig
 # (model, GPUs, GBS, TP, PP, CP, VP, published Model TFLOP/s per GPU, embedding balanced in the split)
 ROWS = [("llama3-70b", 64, 128, 4, 8, 1, 5, 719, False), ("llama3.1-405b", 1024, 512, 8, 8, 2, 8, 737, True),
         ("gpt3-175b", 128, 256, 4, 8, 1, 6, 782, False)]
+# parasim's figures as recorded (priced / published FP8 throughput; priced FP8 / priced BF16): a change
+# of the FP8 model moves them and must update the module docstring and the README's validation section
+RECORDED = {"llama3-70b": (1.16, 1.38), "llama3.1-405b": (1.35, 1.50), "gpt3-175b": (1.28, 1.54)}
 
 
 def _priced(name, gpus, gbs, tp, pp, cp, vp, balanced, fp8):
@@ -48,6 +51,7 @@ def test_fp8_runs_are_priced_within_the_recorded_bounds(name, gpus, gbs, tp, pp,
     fp8 = _priced(name, gpus, gbs, tp, pp, cp, vp, balanced, True)
     bf16 = _priced(name, gpus, gbs, tp, pp, cp, vp, balanced, False)
     assert not fp8.oom
-    assert 1.0 < fp8.model_tflops_per_gpu / tflops < 1.4           # the recorded disagreement
-    assert 0.8 < bf16.model_tflops_per_gpu / tflops < 1.0           # BF16 of the same layout: below FP8's
-    assert 1.3 < fp8.model_tflops_per_gpu / bf16.model_tflops_per_gpu < 1.6   # parasim's FP8 gain
+    ratio, gain = RECORDED[name]
+    assert fp8.model_tflops_per_gpu / tflops == pytest.approx(ratio, abs=0.01)      # the recorded disagreement
+    assert 0.8 < bf16.model_tflops_per_gpu / tflops < 0.91          # BF16 of the same layout: below FP8's
+    assert fp8.model_tflops_per_gpu / bf16.model_tflops_per_gpu == pytest.approx(gain, abs=0.01)  # FP8 gain
