@@ -191,3 +191,11 @@ def or_error(fn, *args, **kwargs):
     except ParasimError as err:
         st.error(str(err))
         return None
+
+
+# help texts of the collective pickers (Collectives and Collective player pages)
+KIND_HELP = ("all_reduce: everyone gets the sum; reduce_scatter: rank r gets piece r of the sum; all_gather: "
+             "everyone gets every rank's piece; broadcast: the root's array to all; reduce: the sum on the root; "
+             "all_to_all: rank r's piece j goes to rank j")
+ALGO_HELP = ("ring: neighbours pass chunks round a ring; tree: up and down a binary tree; halving_doubling: "
+             "partners at distance n/2, n/4, ... (Rabenseifner); direct: everyone sends to everyone at once")

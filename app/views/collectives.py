@@ -3,7 +3,19 @@
 import numpy as np
 import streamlit as st
 from charts import bytes_bars, sweep_lines
-from ui import BIND, figure, friendly_errors, interactive, intro, link_to, remember, restore, show_code
+from ui import (
+    ALGO_HELP,
+    BIND,
+    KIND_HELP,
+    figure,
+    friendly_errors,
+    interactive,
+    intro,
+    link_to,
+    remember,
+    restore,
+    show_code,
+)
 
 from simulator import COLLECTIVE_KINDS as KINDS
 from simulator import (
@@ -40,13 +52,9 @@ restore("collectives")
 with st.sidebar:
     st.subheader("Collective")
     kind = st.selectbox("Kind", [k for k in KINDS if k != "barrier"], key="kind", **BIND,  # a barrier moves no data
-                        help="all_reduce: everyone gets the sum; reduce_scatter: rank r gets piece r of the sum; "
-                             "all_gather: everyone gets every piece; broadcast: the root's array to all; reduce: "
-                             "the sum on the root; all_to_all: rank r's piece j goes to rank j")
+                        help=KIND_HELP)
     algo = st.selectbox("Algorithm", algorithms(kind), key="algo", **BIND,
-                        help="ring: neighbours pass chunks round a ring; tree: up and down a binary tree; "
-                             "halving_doubling: partners at distance n/2, n/4, ... (Rabenseifner); direct: "
-                             "everyone sends to everyone at once")
+                        help=ALGO_HELP)
     n = st.slider("Ranks n", 2, 16, 4, key="n", **BIND)
     size_name = st.select_slider("Message size S", list(SIZES), value="16 MB", key="size", **BIND,
                                  help="the whole array, as nccl-tests counts it")

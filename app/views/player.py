@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 from charts import buffers_chart, links_chart
-from ui import BIND, friendly_errors, interactive, intro, remember, restore, show_code
+from ui import ALGO_HELP, BIND, KIND_HELP, friendly_errors, interactive, intro, remember, restore, show_code
 
 from simulator import COLLECTIVE_KINDS, algorithms
 from simulator.collectives.player import Replay, replay
@@ -26,13 +26,9 @@ restore("player")
 with st.sidebar:
     st.subheader("Collective")
     kind = st.selectbox("Kind", KINDS, key="kind", **BIND,
-                        help="all_reduce: everyone gets the sum; reduce_scatter: rank r gets piece r of the sum; "
-                             "all_gather: everyone gets every rank's piece; broadcast: the root's array to all; "
-                             "reduce: the sum on the root; all_to_all: rank r's piece j goes to rank j")
+                        help=KIND_HELP)
     algo = st.selectbox("Algorithm", algorithms(kind), key="algo", **BIND,
-                        help="ring: neighbours pass chunks round a ring; tree: up and down a binary tree; "
-                             "halving_doubling: partners at distance n/2, n/4, ... (Rabenseifner); direct: "
-                             "everyone sends to everyone at once")
+                        help=ALGO_HELP)
     n = st.slider("Ranks n", 2, 16, 4, key="n", **BIND)
     per_rank = st.select_slider("Numbers per rank", SIZES, value=16, key="per_rank", **BIND,
                                 help="float64 (8 bytes each): the input array of every rank")
