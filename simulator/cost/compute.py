@@ -27,7 +27,9 @@ Matmul utilisation (an assumption, documented so it can be argued with):
 - FP8 (`Assumptions.fp8`): matmuls at the preset's fp8 peak (1979 TFLOP/s dense on H100) with
   MATMUL_PEAK_FRACTION_FP8 = 0.73 in place of 0.80 (the best measured fp8 matmul on H200, the
   H100's compute, reaches 1453.4 of 1979 TFLOP/s, 73.4 %, against bf16's 80.3 %: stas00/
-  ml-engineering, MAMF tables) and 1-byte operands; element-wise kernels stay 16-bit.
+  ml-engineering, MAMF tables) and 1-byte operands; element-wise kernels stay 16-bit. Which matmuls
+  run in FP8 (the linear layers', not the attention core or the output layer) and the casts they pay:
+  `simulator.cost.scale_kernels.Kernel.time_s` and `fp8_cast_nbytes`.
 - FlashAttention's fused attention core is timed as its matmuls by this roofline (no s^2 HBM
   traffic), x 0.5 for the causal mask and x 5/4 in the backward for the recomputed scores
   (`simulator.cost.paper_kernels.Kernel.time_s`; Dao et al. 2022, Dao 2023).

@@ -200,8 +200,8 @@ class Assumptions:
     which is also what Megatron-LM does today unless told otherwise).
 
     - dtype: matmul/activation dtype (bf16 on A100).
-    - fp8 = False: matmuls at the hardware's fp8 peak (Transformer Engine FP8 GEMMs, Micikevicius
-      et al. 2022); element-wise traffic, activations and communication stay 16-bit; MFU is still
+    - fp8 = False: the linear layers' matmuls at the hardware's fp8 peak (Transformer Engine FP8 GEMMs,
+      Micikevicius et al. 2022), with their casts; the attention core and output layer stay BF16; element-wise traffic, activations and communication stay 16-bit; MFU is still
       reported against the 16-bit peak (as NeMo/Megatron report it).
     - grad_reduce_bytes = 4: Megatron accumulates gradients in an fp32 `main_grad` buffer and
       all-reduces it in fp32 for bf16 training.
