@@ -57,6 +57,7 @@ def collective_steps(plan: Plan, *, width: float | None = None, max_steps: int =
                     ax.text(x + w / 2, s + 0.5, txt, ha="center", va="center", fontsize=8 if len(ts) == 1 else 6,
                             color="black", bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8))
         ax.text(n + 0.1, s + 0.5, fmt_bytes(step.nbytes), va="center", fontsize=7, color="#555555")
+    ax.text(n + 0.1, -0.15, "sent,\nall ranks", va="bottom", fontsize=7, color="#555555")   # the column above
     ax.set_xlim(0, n + 0.9)
     ax.set_ylim(len(steps), 0)
     ax.set_xticks([r + 0.5 for r in range(n)], [f"rank {r}" for r in range(n)], fontsize=8)
