@@ -5,7 +5,8 @@ plus an acknowledgement. A collective step's chunks for a device on the same Ray
 `ShmChunk` tokens of this actor's shared-memory pool (simulator/runtime/shm_chunks.py says why:
 no object-store allocation per chunk); chunks for other nodes stay numpy arrays, which Ray moves
 through its object store. A received token is read in place (a read-only view of the peer's buffer),
-and its buffer released to its writer once the device no longer uses it. The device sees
+handed on as it is when the device passes the chunk on unchanged, and released once the device no
+longer uses it. The device sees
 numpy arrays either way, so its results are those of the in-process runtime bit for bit.
 """
 
@@ -32,7 +33,7 @@ class DeviceActor:
         self.device = device_class(rank)
         self.same_node: frozenset[int] = frozenset()
         self.pool, self.reader = ChunkPool(), ChunkReader()
-        self.held: dict[int, list[ShmChunk]] = {}  # open collective -> peers' buffers its slots use
+        self.held: dict[int, dict] = {}  # open collective -> {id(view): (view, token)} its slots use
 
     def node_id(self) -> str:
         """The Ray node this actor runs on."""
@@ -63,8 +64,8 @@ class DeviceActor:
             else:
                 if method == "clear":  # a restart of the run: nobody reads what this pool still holds
                     self.pool.close()
-                    for token in (t for ts in self.held.values() for t in ts):
-                        self.reader.release(token)
+                    for _, token in (x for ts in self.held.values() for x in ts.values()):
+                        self.reader.release(token, self.device.rank)
                     self.held = {}
                 outs = getattr(self.device, method)(*args)
         except DeviceFailure as e:
@@ -74,32 +75,42 @@ class DeviceActor:
     def _collective_step(self, call, *chunks) -> list:
         """Tokens become views of the peers' buffers. A view reduced into a slot is released after
         the step; a view the device keeps as a slot is released when the collective ends (its last
-        step joins the slots into a new array), so a kept chunk is never copied here."""
-        held = self.held.setdefault(call.key, [])
-        used = []
-        arrays = []
+        step joins the slots into a new array), and handed on as the same token if the device
+        sends it unchanged: a kept chunk is never copied here."""
+        held = self.held.setdefault(call.key, {})  # id(view) -> (view, token)
+        used, arrays = [], []
         for t, c in zip(call.recvs, chunks):
             if isinstance(c, ShmChunk):
-                (used if t.reduce else held).append(c)
-                c = self.reader.view(c)
+                view = self.reader.view(c)
+                if t.reduce:
+                    used.append(c)
+                else:
+                    held[id(view)] = (view, c)
+                c = view
             arrays.append(c)
+        ends = call.last
         try:
             outs = self.device.collective_step(call, *arrays)
+            return [self._send(call.ins.group[t.dst], out, held) for t, out in zip(call.sends, outs)]
         except BaseException:
-            used += self.held.pop(call.key, [])
+            ends = True  # the collective ends here: let go of every buffer
             raise
         finally:
             del arrays
+            rank = self.device.rank
             for token in used:
-                self.reader.release(token)
-        if call.last:
-            for token in self.held.pop(call.key, []):
-                self.reader.release(token)
-        return [self._send(call.ins.group[t.dst], out) for t, out in zip(call.sends, outs)]
+                self.reader.release(token, rank)
+            if ends:
+                for _, token in self.held.pop(call.key, {}).values():
+                    self.reader.release(token, rank)
 
-    def _send(self, dst: int, chunk):
-        """A token of the pool for a large chunk to a device on this node, else the array itself."""
+    def _send(self, dst: int, chunk, held: dict):
+        """For a large chunk to a device on this node: the token of the peer's buffer it came in
+        (handed on) or of a buffer of this actor's pool; else the array itself."""
         if dst not in self.same_node or getattr(chunk, "nbytes", 0) < MIN_CHUNK_BYTES:
             return chunk
-        token = self.pool.put(chunk)
+        view, token = held.get(id(chunk), (None, None))
+        if view is chunk and self.reader.hand_on(token, dst):
+            return token
+        token = self.pool.put(chunk, dst)
         return chunk if token is None else token

@@ -12,12 +12,14 @@ receiver's next call takes it as an argument, so the write happened before the r
 receiver maps the segment once, reads the chunk in place (no copy when it reduces the chunk into
 its own slot; one copy when it keeps the chunk), then marks the buffer free again.
 
-Buffer layout: a 64-byte header whose byte 0 is the busy flag (1: written, not yet read; 0: free)
-and the chunk's bytes after it. One reader per buffer (a chunk sent to two devices is two
-buffers), so a single flag suffices: the writer sets it, the reader clears it after use, the writer
-reuses only buffers whose flag is clear (otherwise it creates another). The pool is bounded
-(`max_bytes`): past it, `put` returns None and the caller sends the array through Ray as before.
-Segments are created with multiprocessing.shared_memory, whose resource tracker unlinks them if
+Buffer layout: a 64-byte header, byte i set while device i has still to read the chunk or
+keeps it as one of its slots, then the chunk's bytes. The writer sets the byte of the receiver;
+a receiver that passes the chunk on unchanged (a ring all-gather) sets the next receiver's byte
+before it hands on the same token, and clears its own when done; each byte has one writer at a
+time. The writer reuses a buffer only when its whole header is clear (otherwise it creates
+another), so a chunk is never overwritten while a device uses it; devices of rank >= 64 get
+arrays instead. The pool is bounded (`max_bytes`): past it, `put` returns None and the caller
+sends the array through Ray as before. Segments are created with multiprocessing.shared_memory, whose resource tracker unlinks them if
 the actor process dies; `close` unlinks them otherwise. No Ray import here.
 """
 
@@ -30,7 +32,8 @@ import numpy as np
 
 from ..errors import ParasimError
 
-HEADER = 64
+HEADER = 64  # also the number of ranks a buffer can track
+CLEAR = bytes(HEADER)
 MIN_CHUNK_BYTES = 100 * 1024  # below this Ray inlines the value in the call: no object store to avoid
 ROUND = 1 << 20  # buffers are whole MB, so slightly different chunk sizes share them
 
@@ -55,11 +58,14 @@ class ChunkPool:
     def nbytes(self) -> int:
         return sum(b.size for b in self.buffers)
 
-    def put(self, chunk: np.ndarray) -> ShmChunk | None:
-        """Copy `chunk` into a free buffer (a new one if none fits); None if the pool is full."""
+    def put(self, chunk: np.ndarray, reader: int) -> ShmChunk | None:
+        """Copy `chunk` into a free buffer (a new one if none fits) for device `reader`; None if
+        the pool is full or the reader's rank is beyond the header."""
+        if not 0 <= reader < HEADER:
+            return None
         chunk = np.ascontiguousarray(chunk)
         need = HEADER + chunk.nbytes
-        free = [b for b in self.buffers if b.size >= need and b.buf[0] == 0]
+        free = [b for b in self.buffers if b.size >= need and bytes(b.buf[:HEADER]) == CLEAR]
         if free:
             buf = min(free, key=lambda b: b.size)
         else:
@@ -69,7 +75,7 @@ class ChunkPool:
             buf = shared_memory.SharedMemory(create=True, size=size)
             self.buffers.append(buf)
         np.ndarray(chunk.shape, chunk.dtype, buffer=buf.buf, offset=HEADER)[...] = chunk
-        buf.buf[0] = 1
+        buf.buf[reader] = 1
         return ShmChunk(buf.name, chunk.dtype.str, chunk.shape)
 
     def close(self) -> None:
@@ -101,9 +107,17 @@ class ChunkReader:
         out.flags.writeable = False
         return out
 
-    def release(self, token: ShmChunk) -> None:
-        """The chunk has been used: its writer may reuse the buffer."""
-        self.segments[token.name].buf[0] = 0
+    def release(self, token: ShmChunk, rank: int) -> None:
+        """Device `rank` is done with the chunk (its writer may reuse the buffer once all are)."""
+        self.segments[token.name].buf[rank] = 0
+
+    def hand_on(self, token: ShmChunk, rank: int) -> bool:
+        """Mark device `rank` as a further reader of a chunk this device still holds; False if the
+        rank is beyond the header (send the array instead)."""
+        if not 0 <= rank < HEADER:
+            return False
+        self.segments[token.name].buf[rank] = 1
+        return True
 
     def close(self) -> None:
         for seg in self.segments.values():
