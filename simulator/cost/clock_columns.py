@@ -44,9 +44,9 @@ def price_columns(cols: ProgramColumns, model, collective_cost, step: int = 0, n
     if (cols.match[p2p] < 0).any():         # a send nobody receives, a recv without its send
         _refuse(on_deadlock)
     a, b, sent = _durations(cols, model, collective_cost)
-    prow, pref = _waits(cols)
-    level = _levels(cols, prow, pref, on_deadlock)
-    start = _times(N, a, b, prow, pref, level)
+    P = _waits(cols)
+    level = _levels(cols, P, on_deadlock)
+    start = _times(N, a, b, P, level)
     return ColumnTrace(n, _events(cols, start, a, sent), name=name, step=step)
 
 
@@ -69,7 +69,7 @@ def _durations(cols: ProgramColumns, model, collective_cost):
             width = max(len(g[1]) for g in got)
             table = np.array([list(g[1]) + [0] * (width - len(g[1])) for g in got], dtype=np.int64)
             sent[rows] = table[inv, cols.member[rows]]
-    snd, rcv = np.flatnonzero(kind == SEND), np.flatnonzero(kind == RECV)
+    snd = np.flatnonzero(kind == SEND)
     if len(snd):
         # the link of each transfer, asked once per (src, dst) pair; the send's bytes for both ends
         pairs = dev[snd] * n_or_1(cols) + peer[snd]
@@ -118,58 +118,63 @@ def _last_writers(cols: ProgramColumns) -> tuple[np.ndarray, np.ndarray]:
     return rrow[hit], found[hit] % (N + 1)
 
 
-def _waits(cols: ProgramColumns) -> tuple[np.ndarray, np.ndarray]:
-    """Pairs (row, value it waits for) sorted by row; values are 2 r (start of row r), 2 r + 1
-    (end of row r), 2 N (zero, which every row waits for)."""
+def _waits(cols: ProgramColumns) -> np.ndarray:
+    """(N, K) matrix of what each row waits for: 2 r is the start of row r, 2 r + 1 its end,
+    2 N zero (padding). Only the latest row of each lane counts: a lane's ends never decrease in
+    program order (each row starts after the lane's previous end), so an earlier row of the same
+    lane is never the max. Lanes: compute (compute rows, blocking collectives), comm (sends, recvs,
+    blocking collectives), the non-blocking stream. A row that takes a lane waits for its previous
+    row; the writers of its inputs count lane by lane for the lanes it does not take."""
     N, kind, dev = len(cols), cols.kind, cols.dev
     coll = kind == COLLECTIVE
     block = coll & cols.blocking
-    rows, refs = [np.arange(N)], [np.full(N, 2 * N)]
-    for lane in ((kind == COMPUTE) | block, (kind == SEND) | (kind == RECV) | block, coll & ~cols.blocking):
-        r, p = _prev_in_lane(dev, lane)     # compute lane, comm lane, non-blocking stream
-        rows.append(r)
-        refs.append(2 * p + 1)
+    lanes = ((kind == COMPUTE) | block, (kind == SEND) | (kind == RECV) | block, coll & ~cols.blocking)
+    latest = np.full((N, 4), -1, dtype=np.int64)
     r, w = _last_writers(cols)
-    rows.append(r)
-    refs.append(2 * w + 1)
+    for c, lane in enumerate(lanes):
+        on = lane[w]
+        np.maximum.at(latest[:, c], r[on], w[on])
+    for c, lane in enumerate(lanes):
+        latest[lane, c] = -1
+        r, p = _prev_in_lane(dev, lane)
+        latest[r, c] = p
+    P = np.where(latest >= 0, 2 * latest + 1, 2 * N)
     rcv = np.flatnonzero(kind == RECV)
-    rows.append(rcv)
-    refs.append(2 * cols.match[rcv])
-    prow, pref = np.concatenate(rows), np.concatenate(refs)
+    P[rcv, 3] = 2 * cols.match[rcv]
     if (cols.join >= 0).any():
-        prow, pref = _share_among_members(cols, prow, pref)
-    order = np.argsort(prow, kind="stable")
-    return prow[order], pref[order]
+        P = _share_among_members(cols, P)
+    P.sort(axis=1)
+    K = max(int((P < 2 * N).sum(axis=1).max()) if N else 0, 1)
+    return np.ascontiguousarray(P[:, :K])
 
 
-def _share_among_members(cols, prow, pref):
+def _share_among_members(cols, P) -> np.ndarray:
     """Members of a collective all start when the last is ready: each waits for all their waits."""
-    j = cols.join[prow]
-    mine = j >= 0
-    jr, jv = j[mine], pref[mine]
-    order = np.argsort(jr, kind="stable")
-    jr, jv = jr[order], jv[order]
-    nj = int(cols.join.max()) + 1
-    vstart = np.searchsorted(jr, np.arange(nj))
-    vcount = np.bincount(jr, minlength=nj)
-    members = np.flatnonzero(cols.join >= 0)
-    mj = cols.join[members]
-    cnt = vcount[mj]
-    out_row = np.repeat(members, cnt)
-    ends = np.cumsum(cnt)
-    idx = np.arange(int(ends[-1]) if len(ends) else 0) - np.repeat(ends - cnt, cnt) + np.repeat(vstart[mj], cnt)
-    return np.concatenate([prow[~mine], out_row]), np.concatenate([pref[~mine], jv[idx]])
+    rows = np.flatnonzero(cols.join >= 0)
+    order = np.lexsort((cols.member[rows], cols.join[rows]))
+    rows = rows[order]
+    j = cols.join[rows]
+    first = np.searchsorted(j, j)
+    size = np.bincount(j)[j]
+    g = int(size.max())
+    W = np.full((len(rows), g * P.shape[1]), P.shape[0] * 2, dtype=P.dtype)
+    for k in range(g):       # member k of each collective contributes its waits to all members
+        has = k < size
+        src = rows[np.where(has, first + k, 0)]
+        W[has, k * P.shape[1]:(k + 1) * P.shape[1]] = P[src[has]]
+    out = np.full((P.shape[0], W.shape[1]), P.shape[0] * 2, dtype=P.dtype)
+    out[:, :P.shape[1]] = P
+    out[rows] = W
+    return out
 
 
-def _levels(cols: ProgramColumns, prow, pref, on_deadlock) -> np.ndarray:
+def _levels(cols: ProgramColumns, P: np.ndarray, on_deadlock) -> np.ndarray:
     """A level per row: above its device's previous row and above every row it waits for."""
     N, n, dev = len(cols), cols.n_devices, cols.dev
-    wrow = np.where(pref < 2 * N, pref // 2, N)
+    wrow = np.minimum(P // 2, N)                     # padding -> sentinel row N
     devx = np.append(dev, n)
-    cross = devx[wrow] != dev[prow]
-    cross &= wrow < N
-    head = np.zeros(N, dtype=bool)
-    head[prow[cross]] = True
+    cross = (devx[wrow] != dev[:, None]) & (wrow < N)
+    head = cross.any(axis=1)
     first = np.searchsorted(dev, np.arange(n))
     head[first[first < N]] = True
     seg = np.cumsum(head) - 1
@@ -177,69 +182,55 @@ def _levels(cols: ProgramColumns, prow, pref, on_deadlock) -> np.ndarray:
     heads = np.flatnonzero(head)
     seg_len = np.diff(np.append(heads, N))
     off = np.arange(N) - heads[seg]
-    # cross-device waits per segment, padded with a sentinel row N (level -1, always done)
-    crow, cw = prow[cross], wrow[cross]
-    cs = seg[crow]
-    counts = np.bincount(cs, minlength=S)
-    K = max(int(counts.max()) if len(counts) else 0, 1)
-    X = np.full((S, K), N, dtype=np.int64)
-    o = np.argsort(cs, kind="stable")
-    cs, cw = cs[o], cw[o]
-    pos = np.arange(len(cs)) - np.searchsorted(cs, cs)
-    X[cs, pos] = cw
-    seg_x = np.append(seg, S)
-    off_x = np.append(off, 0)
+    # per segment: its head's cross-device waits as (segment, offset, device), padded with a sentinel
+    X = np.where(cross[heads], wrow[heads], N)
+    seg_x, off_x = np.append(seg, S), np.append(off, 0)
+    Xseg, Xoff, Xdev = seg_x[X], off_x[X], devx[X]
     seg_level = np.zeros(S + 1, dtype=np.int64)
     seg_level[S] = -1
     seg_hi = np.searchsorted(heads, np.append(first[1:], N))
     ptr = np.append(np.searchsorted(heads, first), np.iinfo(np.int64).max // 2)
     prev_end = np.full(n, -1, dtype=np.int64)
-    xdev = devx
     while True:
         act = np.flatnonzero(ptr[:n] < seg_hi)
         if not len(act):
             break
         s = ptr[act]
-        Xs = X[s]
-        ok = (seg_x[Xs] < ptr[xdev[Xs]]).all(axis=1)
+        xs = Xseg[s]
+        ok = (xs < ptr[Xdev[s]]).all(axis=1)
         if not ok.all():
             if not ok.any():
                 _refuse(on_deadlock)
-            act, s, Xs = act[ok], s[ok], Xs[ok]
-        lvl = np.maximum(prev_end[act] + 1, (seg_level[seg_x[Xs]] + off_x[Xs]).max(axis=1) + 1)
+            act, s, xs = act[ok], s[ok], xs[ok]
+        lvl = np.maximum(prev_end[act], (seg_level[xs] + Xoff[s]).max(axis=1)) + 1
         seg_level[s] = lvl
         prev_end[act] = lvl + seg_len[s] - 1
         ptr[act] += 1
     return seg_level[seg] + off
 
 
-def _times(N, a, b, prow, pref, level) -> np.ndarray:
+def _times(N, a, b, P, level) -> np.ndarray:
     """Start of every row, level by level (module docstring)."""
     order = np.argsort(level, kind="stable")
-    pos = np.empty(N, dtype=np.int64)
+    pos = np.empty(N + 1, dtype=np.int64)
     pos[order] = np.arange(N)
-    # waits renumbered to the level order, grouped by level
-    pp = pos[prow]
-    o = np.argsort(pp, kind="stable")
-    pp, pr = pp[o], pref[o]
-    pr = np.where(pr < 2 * N, 2 * pos[np.minimum(pr // 2, N - 1)] + pr % 2, 2 * N)
-    row_first = np.searchsorted(pp, np.arange(N + 1))
+    pos[N] = N
+    # waits renumbered to the level order: row r's start/end at 2 pos[r] / 2 pos[r] + 1
+    Q = P[order]
+    Q = 2 * pos[np.minimum(Q // 2, N)] + Q % 2
     lv = level[order]
     L = int(lv[-1]) + 1 if N else 0
-    lb = np.searchsorted(lv, np.arange(L + 1))
-    loc = row_first[:-1] - row_first[lb[:-1]][lv]
+    lb = np.searchsorted(lv, np.arange(L + 1)).tolist()
     ap, bp = a[order], b[order]
-    T = np.zeros(2 * N + 1)
-    lb_l, pb_l = lb.tolist(), row_first[lb].tolist()
-    reduceat = np.maximum.reduceat
+    T = np.zeros(2 * N + 2)
     for l in range(L):
-        lo, hi = lb_l[l], lb_l[l + 1]
-        s = reduceat(T[pr[pb_l[l]:pb_l[l + 1]]], loc[lo:hi])
+        lo, hi = lb[l], lb[l + 1]
+        s = T[Q[lo:hi]].max(axis=1)
         e = s + ap[lo:hi]
         e += bp[lo:hi]
         T[2 * lo:2 * hi:2] = s
         T[2 * lo + 1:2 * hi:2] = e
-    return T[2 * pos]
+    return T[2 * pos[:N]]
 
 
 def _events(cols: ProgramColumns, start, a, sent) -> EventColumns:
