@@ -35,9 +35,9 @@ faster than published, while Megatron-LM's own engine on the same model and GPUs
   Priced 1.20 x 150 (1.15 x 156).
 """
 
-import pytest
-
 from dataclasses import replace
+
+import pytest
 
 from simulator.cost.analytic import estimate
 from simulator.cost.hardware import get_hardware
