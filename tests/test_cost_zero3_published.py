@@ -33,8 +33,11 @@ the all-gathers and reduce-scatters "to amortize fixed overhead". parasim prices
 links, not a 2021 library's per-call host overheads, so the rows stay recorded disagreements.
 """
 
+import json
+
 import pytest
 
+from simulator.cli import main
 from simulator.cost.analytic import estimate
 from simulator.cost.model_presets import get_model as get
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
@@ -111,3 +114,15 @@ def test_the_scale_program_gathers_as_the_closed_form_prices():
                              overlap_grad_reduce=False)
     assert sim.step_time_s == pytest.approx(_priced(384, 4).step_time_s, rel=0.01)
     assert sim.step_time_s > kept.step_time_s
+
+
+def test_the_reuse_distance_is_a_simulate_flag(capsys):
+    argv = ["simulate", "--model", "gpt3-175b", "--dp", "1536", "--global-batch", "1536", "--zero", "3",
+            "--recompute", "full", "--json"]
+    steps = []
+    for extra in ([], ["--stage3-max-reuse-distance", "1e12"]):
+        assert main(argv + extra) == 0
+        steps.append(json.loads(capsys.readouterr().out)["step_time_s"])
+    assert steps[0] == pytest.approx(_priced(1536, 1).step_time_s, rel=1e-9) and steps[1] < steps[0]
+    assert main(argv + ["--stage3-max-reuse-distance", "0"]) == 2
+    assert "stage3_max_reuse_distance must be > 0" in capsys.readouterr().err
