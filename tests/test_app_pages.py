@@ -60,7 +60,7 @@ def tab_metrics(at, tab: int) -> dict:
 
 def test_sharding_explains_a_mindspore_matmul():
     at = page("sharding")
-    assert {"net", "device_num_auto", "mode_auto", "s1", "out1", "M", "K", "N"} <= {
+    assert {"net", "device_num", "parallel_mode", "s1", "out1", "M", "K", "N"} <= {
         w.key for kind in ("radio", "number_input", "selectbox", "text_input") for w in at.get(kind)}
     m = tab_metrics(at, 0)
     assert m["device matrix"] == "[2, 4, 1]" and m["collectives inserted"] == "3"  # ((2,4),(4,1)) on 8 devices
@@ -93,7 +93,7 @@ def test_sharding_invalid_strategies_are_one_line_errors():
 
 def test_sharding_two_layer_network_and_propagation():
     at = page("sharding")
-    at.radio(key="net").set_value("2-layer MLP: MatMul → ReLU → MatMul").run()
+    at.radio(key="net").set_value("2-layer MLP").run()
     ops = at.tabs[0].dataframe[0].value
     assert list(ops["device matrix"]) == ["[2, 1, 4]", "[2, 4]", "[2, 4, 1]"]  # Megatron column then row
     phases = list(at.tabs[0].table[0].value["phase"])
@@ -101,9 +101,9 @@ def test_sharding_two_layer_network_and_propagation():
     at.text_input(key="s_act").input("").run()  # unset ReLU in semi-auto: data parallel, a moved cut
     moved = list(at.tabs[0].table[0].value["collective"])
     assert "AllToAll" not in moved and "AllGather" in moved  # MindSpore's default: AllGather + Split
-    at.checkbox(key="alltoall").check().run()
+    at.checkbox(key="enable_alltoall").check().run()
     assert "AllToAll" in list(at.tabs[0].table[0].value["collective"])  # enable_alltoall: one AllToAll
-    at.selectbox(key="mode_auto").set_value("auto_parallel").run()  # propagation picks ((2, 4),)
+    at.selectbox(key="parallel_mode").set_value("auto_parallel").run()  # propagation picks ((2, 4),)
     assert "AllToAll" not in list(at.tabs[0].table[0].value["collective"])
     assert list(at.tabs[0].dataframe[0].value["set by"])[1] == "propagation"
 
@@ -120,9 +120,9 @@ def test_sharding_layout_and_uneven_cut():
 
 def test_sharding_mindspore_strategy_text_is_parsed_safely():
     at = page("sharding")
-    at.radio(key="mode").set_value("MindSpore strategy").run()
+    at.radio(key="layout_by").set_value("MindSpore strategy").run()
     assert tab_metrics(at, 1)["MindSpore strategy"] == "(2, 4)"
-    at.text_input(key="strategy").input("__import__('os')").run()
+    at.text_input(key="t_strategy").input("__import__('os')").run()
     assert "write integers" in at.error[0].value
 
 
@@ -257,7 +257,7 @@ def test_every_lesson_link_to_the_app_opens_that_configuration():
 
 def test_sharding_gpt_with_megatron_strategies_and_the_parallel_optimizer():
     at = page("sharding")
-    at.radio(key="net").set_value("GPT: embedding, attention, MLP, loss (Megatron strategies)").run()
+    at.radio(key="net").set_value("GPT").run()
     assert not at.exception and not at.error
     moves = at.tabs[0].table[0].value
     fwd = moves[moves["phase"] == "forward"]
@@ -265,7 +265,7 @@ def test_sharding_gpt_with_megatron_strategies_and_the_parallel_optimizer():
     assert set(fwd["collective"]) == {"AllReduce"} and list(fwd["groups"])[0] == "{0,1,2,3} {4,5,6,7}"
     at.checkbox(key="gpt_sp").check().run()  # sequence parallel: AllGather / ReduceScatter pairs
     assert {"AllGather", "ReduceScatter"} <= set(at.tabs[0].table[0].value["collective"])
-    at.checkbox(key="popt").check().run()  # weights split over dp: gathered forward, reduce-scattered
+    at.checkbox(key="enable_parallel_optimizer").check().run()  # weights split over dp: gathered forward, reduce-scattered
     moves = at.tabs[0].table[0].value
     grads = moves[moves["phase"] == "parameter gradient"]
     assert "ReduceScatter" in set(grads["collective"]) and "{0,4}" in list(grads["groups"])[0]

@@ -129,7 +129,9 @@ def test_user_strategy_is_kept_by_the_search():
     assert res.strategies["MatMul-0"] == ((2, 1), (1, 4)) and res.shardings[0].user_set
 
 
-def test_non_series_parallel_graph_is_refused():
+def test_non_series_parallel_graph_is_solved_exactly_and_a_huge_table_is_refused():
+    # every operator of the K4-like core has 3 neighbours: MindSpore needs its star / triangle
+    # eliminations here; parasim's k-way tables keep the optimum exact (dp.py)
     net = Network("k4")
     x = net.input("x", (8, 8), requires_grad=True)
     a = ops.ReLU()(x)
@@ -138,9 +140,15 @@ def test_non_series_parallel_graph_is_refused():
     d = ops.Add()(c, a)
     e = ops.Add()(d, b)
     ops.MSELoss()(e, net.input("t", (8, 8)))
-    with pytest.raises(ParasimError, match="not series-parallel"):
-        search(net, ctx_of(DP, D=4))
-    assert search(net, ctx_of(REC, D=4)).n_operators == 6  # the greedy search still works
+    prob = build_problem(net, 4, OpCostModel(fully_use_devices=False))
+    assert sorted(map(len, prob.neighbours().values())) == [1, 3, 3, 3, 3, 3]  # the loss, then 3 each
+    sizes = [len(prob.cands[v]) for v in prob.order]
+    best = min(prob.objective(dict(zip(prob.order, combo)))
+               for combo in itertools.product(*(range(n) for n in sizes)))
+    assert prob.objective(eliminate(prob)) == pytest.approx(best, rel=1e-12)
+    with pytest.raises(ParasimError, match=r"needs a table of [\d,]+ entries \(> 10\).*recursive_programming"):
+        eliminate(prob, max_table=10)
+    assert search(net, ctx_of(REC, D=4)).n_operators == 6
 
 
 @pytest.mark.parametrize("mode", [DP, REC])

@@ -260,3 +260,21 @@ def test_hovering_a_timeline_bar_shows_its_event(server, browser):
     for field in ("device", "lane", "op", "micro-batch", "stage", "start", "duration"):
         assert field in text
     page.close()
+
+
+def test_the_sharding_page_opens_from_a_link_and_writes_its_widgets_back(server, browser):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{server}/sharding?net=2-layer+MLP&enable_alltoall=true&s_act=", wait_until="domcontentloaded")
+    wait_until_idle(page)
+    assert page.get_by_role("radio", name="2-layer MLP").is_checked()
+    assert page.get_by_role("checkbox", name="enable_alltoall").is_checked()
+    assert page.get_by_text("AllToAll", exact=True).count() >= 1  # the unset ReLU's moved cut: one AllToAll
+    page.locator('[data-testid="stCheckbox"]').filter(has_text="gradients_mean").get_by_text("gradients_mean").click()
+    page.wait_for_url("**gradients_mean=true**", timeout=30_000)
+    box = page.get_by_label("device_num")
+    box.fill("16")
+    box.press("Enter")
+    page.wait_for_url("**device_num=16**", timeout=30_000)
+    assert "enable_alltoall=true" in page.url and "net=2-layer" in page.url
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.close()

@@ -1,6 +1,7 @@
 """A dead or malformed Ray address fails fast with one line (ray.init alone retried for 928 s)."""
 
 import socket
+import threading
 import time
 
 import pytest
@@ -31,3 +32,51 @@ def test_a_dead_address_fails_within_the_timeout(capsys):
     err = capsys.readouterr().err
     assert time.monotonic() - t0 < 30 and err.startswith(f"error: cannot reach the Ray cluster at {address}")
     assert err.count("\n") == 1
+
+
+@pytest.fixture(params=["garbage", "silent"])
+def not_ray_server(request):
+    """A local TCP server that accepts and then either answers garbage or says nothing."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    srv.settimeout(0.2)
+    stop, conns = threading.Event(), []
+
+    def serve():
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            conns.append(conn)
+            if request.param == "garbage":
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\nnot ray\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield request.param, f"127.0.0.1:{srv.getsockname()[1]}"
+    stop.set()
+    thread.join(5)
+    for c in conns:
+        c.close()
+    srv.close()
+
+
+def test_a_port_that_answers_but_is_not_ray_fails_within_the_timeout(not_ray_server, capsys):
+    """ray.init alone kept retrying such a port for minutes past --timeout-s."""
+    kind, address = not_ray_server
+    t0 = time.monotonic()
+    assert main(["train", "--runtime", "ray", "--address", address, "--timeout-s", "2"]) == 2
+    elapsed = time.monotonic() - t0
+    err = capsys.readouterr().err
+    assert elapsed < 2 + 2, elapsed
+    assert err.startswith(f"error: no Ray cluster at {address}: the port answers but") and err.count("\n") == 1, err
+    assert ("sent nothing" in err) == (kind == "silent")
+
+
+@pytest.mark.ray
+def test_a_real_ray_cluster_passes_the_probe(ray_session):
+    t0 = time.monotonic()
+    check_address(ray_session.get_runtime_context().gcs_address, 2)
+    assert time.monotonic() - t0 < 2

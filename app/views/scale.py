@@ -48,7 +48,7 @@ AUTO_INSTRUCTIONS = 25_000   # beyond this the event clock runs only on request 
 KEYS = ("model", "c_L", "c_h", "c_a", "c_s", "c_V", "c_f", "c_kv", "c_glu", "c_untied", "seq", "moe", "experts",
         "topk", "moe_ffn", "hw", "B", "tp", "pp", "dp", "b", "schedule", "v", "recompute", "sp", "cp", "cp_kind",
         "ep", "split", "first", "last", "zero", "ov_grad", "ov_param", "ov_tp", "flash", "precision", "fp8",
-        "s_gpus", "s_schedules", "s_zeros", "s_cp", "s_ep", "s_top")
+        "s_gpus", "s_schedules", "s_zeros", "s_cp", "s_ep", "s_top", "g_gpus", "g_mtbf", "g_write", "g_restart")
 
 intro("Scale explorer",
       "Too big to run, cheap to price: the closed-form cost model gives step time, TFLOP/s per GPU, MFU and "
@@ -86,14 +86,6 @@ with st.sidebar:
     hw = st.selectbox("Hardware", hws, index=hws.index("a100-80gb"), key="hw", **BIND)
     B = st.select_slider("Global batch B (sequences)", [64, 128, 256, 512, 1024, 1536, 2048, 4096], value=512,
                          key="B", **BIND)
-
-
-def fmt_long(seconds: float) -> str:
-    """Durations from seconds to days in the unit that reads best."""
-    for unit, size in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
-        if seconds >= 2 * size:
-            return f"{seconds / size:.3g} {unit}"
-    return fmt_time(seconds)
 
 
 def model_spec() -> ModelSpec:
@@ -234,7 +226,7 @@ def show_metrics(r: dict, base: dict | None = None) -> None:
         return None if base is None else fmt(r[key] - base[key])
 
     c[0].metric("GPUs", r["gpus"])
-    c[1].metric("step time", fmt_time(r["step_time_s"]), delta("step_time_s", lambda d: f"{d:+.3g} s"),
+    c[1].metric("step time", fmt_time(r["step_time_s"]), delta("step_time_s", lambda d: ("+" if d >= 0 else "") + fmt_time(d)),
                 delta_color="inverse")
     c[2].metric("TFLOP/s per GPU", f"{r['tflops_per_gpu']:.0f}", delta("tflops_per_gpu", lambda d: f"{d:+.0f}"))
     c[3].metric("MFU", f"{r['mfu']:.1%}", delta("mfu", lambda d: f"{d * 100:+.1f} pt"))
@@ -358,12 +350,12 @@ with tab_cmp:
 
 with tab_good:
     c = st.columns(4)
-    g_gpus = c[0].number_input("GPUs", 1, 1_000_000, 1024, key="g_gpus")
-    mtbf = c[1].number_input("MTBF per GPU (hours)", 100, 10_000_000, 50_000, 1000, key="g_mtbf",
+    g_gpus = c[0].number_input("GPUs", 1, 1_000_000, 1024, key="g_gpus", **BIND)
+    mtbf = c[1].number_input("MTBF per GPU (hours)", 100, 10_000_000, 50_000, 1000, key="g_mtbf", **BIND,
                              help="an assumption: vendors do not publish one; large clusters report a failure "
                                   "every few hours")
-    write = c[2].number_input("Checkpoint write bandwidth (GB/s)", 1, 10_000, 50, key="g_write")
-    restart = c[3].number_input("Restart time (s)", 0, 36_000, 600, 60, key="g_restart",
+    write = c[2].number_input("Checkpoint write bandwidth (GB/s)", 1, 10_000, 50, key="g_write", **BIND)
+    restart = c[3].number_input("Restart time (s)", 0, 36_000, 600, 60, key="g_restart", **BIND,
                                 help="rescheduling and job start, excluding the checkpoint read")
     ckpt = checkpoint_nbytes(spec.params())
     fm = or_error(FailureModel, int(g_gpus), float(mtbf), ckpt, float(write) * 1e9, None, float(restart))
@@ -373,12 +365,13 @@ with tab_good:
             young, daly = young_interval_s(fm), daly_interval_s(fm)
             g = goodput(fm, daly)
             c = st.columns(4)
-            c[0].metric("system MTBF", fmt_long(fm.system_mtbf_s), help="MTBF per GPU / GPUs")
-            c[1].metric("checkpoint C", fmt_long(fm.checkpoint_time_s), help=f"{ckpt / 1e9:.0f} GB at 14 B/param")
-            c[2].metric("best interval (Daly)", fmt_long(daly), help=f"Young: {fmt_long(young)}")
+            c[0].metric("system MTBF", fmt_time(fm.system_mtbf_s), help="MTBF per GPU / GPUs")
+            c[1].metric("checkpoint C", fmt_time(fm.checkpoint_time_s), help=f"{ckpt / 1e9:.0f} GB at 14 B/param")
+            c[2].metric("best interval (Daly)", fmt_time(daly), help=f"Young: {fmt_time(young)}")
             c[3].metric("goodput at best", f"{g.goodput:.1%}")
             st.image(png("goodput", fm, young, daly, f"{spec.name} on {int(g_gpus)} GPUs"), width="stretch")
-            st.caption("Checkpoint too often and the writes dominate; too rarely and each failure loses half an "
-                       "interval of work (Young 1974; Daly 2006).")
+            st.caption(f"Checkpoint too often and the writes dominate; too rarely and each failure loses half an "
+                       f"interval of work. Daly's interval {fmt_time(daly)} (dash-dot line; Daly 2006) refines "
+                       f"Young's √(2CM) = {fmt_time(young)} (dotted; Young 1974).")
     show_code(goodput, key="code_goodput")
 remember("scale", *KEYS)

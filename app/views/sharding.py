@@ -3,15 +3,15 @@ they insert; and how one tensor is spread over a device mesh, in three notations
 
 import numpy as np
 import streamlit as st
-from ui import figure, intro, or_error, parse_strategy, show_code
+from ui import BIND, figure, intro, or_error, parse_strategy, remember, restore, show_code
 
 from simulator import AutoParallelContext, DeviceMesh, Layout, ParasimError, auto, explain, viz
 from simulator.auto.gpt import gpt_network
 from simulator.units import fmt_bytes
 
 PHASES = {"forward": "forward", "backward": "backward", "parameter_gradient": "parameter gradient"}
-NETWORKS = ("MatMul", "2-layer MLP: MatMul → ReLU → MatMul",
-            "GPT: embedding, attention, MLP, loss (Megatron strategies)")
+NETWORKS = ("MatMul", "2-layer MLP", "GPT")  # short: the URL holds the option (?net=GPT)
+NETWORK_CAPTIONS = ("x @ w", "MatMul → ReLU → MatMul", "embedding, attention, MLP, loss (Megatron strategies)")
 MODES = {"semi_auto_parallel": "semi-auto: unset operators are data parallel",
          "auto_parallel": "auto: unset operators get a strategy by sharding propagation"}
 SPLITS = {"not split": (), "dp": ("dp",), "tp": ("tp",), "dp then tp": ("dp", "tp"), "tp then dp": ("tp", "dp")}
@@ -89,6 +89,15 @@ def explain_network(kind, m, k, n, h, texts, mode, device_num, gradients_mean, e
             "bytes": sum(mv.bytes_per_rank for mv in e.moves if not mv.local)}
 
 
+def notation(write) -> str:
+    """A layout in one notation, or why it has none there (a dim cut by mesh axes out of their order
+    has no DTensor placements): a table cell, never a traceback."""
+    try:
+        return write()
+    except ParasimError as err:
+        return f"none: {err}"
+
+
 def show_explanation(info: dict, draw: str) -> None:
     """Metrics, the operators, every inserted collective, the layouts and one tensor's blocks."""
     moves = info["moves"]
@@ -117,10 +126,12 @@ def show_explanation(info: dict, draw: str) -> None:
     for name, (layout, shape, tkind) in info["layouts"].items():
         rows.append({"tensor": name, "kind": tkind, "shape": str(shape), "textbook": layout.notation(name),
                      "MindSpore": str(layout.to_strategy()), "PartitionSpec": repr(layout.to_partition_spec()),
-                     "DTensor": repr(layout.to_placements()), "mesh": repr(layout.mesh)})
+                     "DTensor": notation(lambda lo=layout: repr(lo.to_placements())), "mesh": repr(layout.mesh)})
     st.dataframe(rows, hide_index=True, width="stretch")
     names = list(info["layouts"])
-    pick = st.selectbox("Draw the blocks of", names, index=names.index(draw), key="draw")
+    if st.session_state.get("draw") not in (None, *names):  # a tensor of another network
+        del st.session_state["draw"]
+    pick = st.selectbox("Draw the blocks of", names, index=names.index(draw), key="draw", **BIND)
     layout, shape, _ = info["layouts"][pick]
     left, right = st.columns([3, 2])
     with left:
@@ -131,25 +142,28 @@ def show_explanation(info: dict, draw: str) -> None:
         st.code(info["text"], language="text", wrap_lines=True)
 
 
+restore("sharding")
+AUTO_KEYS = ("net", "device_num", "parallel_mode", "gradients_mean", "enable_alltoall", "enable_parallel_optimizer",
+             "gpt_tp", "gpt_sp", "M", "K", "H", "N", "s1", "out1", "mlp_s1", "s_act", "s2", "draw")
 with tab_auto:
     c = st.columns([2, 1, 1, 1, 1])
-    kind = c[0].radio("Network", NETWORKS, key="net", horizontal=True)
-    device_num = c[1].number_input("device_num", 1, 64, 8, key="device_num_auto")
-    mode = c[2].selectbox("parallel_mode", list(MODES), key="mode_auto",
+    kind = c[0].radio("Network", NETWORKS, key="net", horizontal=True, captions=NETWORK_CAPTIONS, **BIND)
+    device_num = c[1].number_input("device_num", 1, 64, 8, key="device_num", **BIND)
+    mode = c[2].selectbox("parallel_mode", list(MODES), key="parallel_mode", **BIND,
                           help="\n\n".join(f"**{k}**: {v}" for k, v in MODES.items()))
-    gradients_mean = c[3].checkbox("gradients_mean", value=False, key="gmean",
+    gradients_mean = c[3].checkbox("gradients_mean", value=False, key="gradients_mean", **BIND,
                                    help="divide each mirrored gradient by its group size")
-    alltoall = c[4].checkbox("enable_alltoall", value=False, key="alltoall",
+    alltoall = c[4].checkbox("enable_alltoall", value=False, key="enable_alltoall", **BIND,
                              help="MindSpore's default (off) moves a cut between tensor dimensions with "
                                   "AllGather + Split; on, with one AllToAll (as XLA does)")
-    popt = c[4].checkbox("enable_parallel_optimizer", value=False, key="popt",
+    popt = c[4].checkbox("enable_parallel_optimizer", value=False, key="enable_parallel_optimizer", **BIND,
                          help="split each replicated weight over its data-parallel copies: AllGather "
                               "before use, ReduceScatter of its gradient (ZeRO-style, threshold 0)")
     mlp = kind == NETWORKS[1]
     gpt = kind == NETWORKS[2]
     c = st.columns(4)
-    tp = c[0].selectbox("tp (GPT)", [1, 2, 4, 8], index=2, key="gpt_tp", disabled=not gpt)
-    sp = c[1].checkbox("sequence parallel (GPT)", value=False, key="gpt_sp", disabled=not gpt,
+    tp = c[0].selectbox("tp (GPT)", [1, 2, 4, 8], index=2, key="gpt_tp", disabled=not gpt, **BIND)
+    sp = c[1].checkbox("sequence parallel (GPT)", value=False, key="gpt_sp", disabled=not gpt, **BIND,
                        help="layer norms cut along the sequence: AllGather before the column-parallel "
                             "linears, ReduceScatter after the row-parallel ones")
     if gpt:
@@ -158,21 +172,21 @@ with tab_auto:
                    "cut by heads, fused vocabulary-parallel cross-entropy; batch 2·dp, hidden 16, 4 heads, "
                    "sequence 8, vocabulary 32, one block")
     c = st.columns(4)
-    m = c[0].number_input("x rows (batch) M", 1, 4096, 32, key="M")
-    k = c[1].number_input("x cols K", 1, 4096, 16, key="K")
-    h = c[2].number_input("hidden H", 1, 4096, 64, key="H", disabled=not mlp)
-    n = c[3].number_input("output N", 1, 4096, 8 if mlp else 16, key="N")
+    m = c[0].number_input("x rows (batch) M", 1, 4096, 32, key="M", **BIND)
+    k = c[1].number_input("x cols K", 1, 4096, 16, key="K", **BIND)
+    h = c[2].number_input("hidden H", 1, 4096, 64, key="H", disabled=not mlp, **BIND)
+    n = c[3].number_input("output N", 1, 4096, 8 if mlp else 16, key="N", **BIND)
     c = st.columns(3)
     if mlp:
-        s1 = c[0].text_input("MatMul-0 (x @ w1) strategy", "((2, 1), (1, 4))", key="mlp_s1",
+        s1 = c[0].text_input("MatMul-0 (x @ w1) strategy", "((2, 1), (1, 4))", key="mlp_s1", **BIND,
                              help="column parallel: w1's columns cut 4 ways")
-        s_act = c[1].text_input("ReLU strategy (empty: not set)", "((2, 4),)", key="s_act")
-        s2 = c[2].text_input("MatMul-1 (h @ w2) strategy (empty: not set)", "((2, 4), (4, 1))", key="s2",
+        s_act = c[1].text_input("ReLU strategy (empty: not set)", "((2, 4),)", key="s_act", **BIND)
+        s2 = c[2].text_input("MatMul-1 (h @ w2) strategy (empty: not set)", "((2, 4), (4, 1))", key="s2", **BIND,
                              help="row parallel: the contracted H is cut 4 ways -> partial sums -> AllReduce")
         out1 = ""
     elif not gpt:
-        s1 = c[0].text_input("MatMul strategy ((a, k), (k, c))", "((2, 4), (4, 1))", key="s1")
-        out1 = c[1].text_input("out_strategy (empty: none)", "", key="out1",
+        s1 = c[0].text_input("MatMul strategy ((a, k), (k, c))", "((2, 4), (4, 1))", key="s1", **BIND)
+        out1 = c[1].text_input("out_strategy (empty: none)", "", key="out1", **BIND,
                                help="((a*k, c),) turns the forward AllReduce into a ReduceScatter")
         s_act = s2 = ""
     else:
@@ -225,26 +239,28 @@ def describe(mode, a, b, d0, d1, partial, text, shape) -> dict:
             "strategy": layout.to_strategy(), "placements": repr(layout.to_placements())}
 
 
+TENSOR_KEYS = ("layout_by", "rows", "cols", "mesh_dp", "mesh_tp", "dim0", "dim1", "partial", "t_devices", "t_strategy")
 with tab_tensor:
     c = st.columns([1, 1, 1, 2])
-    mode_t = c[0].radio("Describe the layout by", ["mesh axes", "MindSpore strategy"], key="mode")
-    rows_n = c[1].number_input("Tensor rows (dim 0)", 1, 4096, 8, key="rows")
-    cols_n = c[2].number_input("Tensor columns (dim 1)", 1, 4096, 16, key="cols")
+    mode_t = c[0].radio("Describe the layout by", ["mesh axes", "MindSpore strategy"], key="layout_by", **BIND)
+    rows_n = c[1].number_input("Tensor rows (dim 0)", 1, 4096, 8, key="rows", **BIND)
+    cols_n = c[2].number_input("Tensor columns (dim 1)", 1, 4096, 16, key="cols", **BIND)
     with c[3]:
         if mode_t == "mesh axes":
             cc = st.columns(2)
-            dp = cc[0].slider("Mesh axis dp", 1, 4, 2, key="mesh_dp")
-            tp = cc[1].slider("Mesh axis tp", 1, 4, 4, key="mesh_tp")
-            dim0 = cc[0].selectbox("Dim 0 split along", list(SPLITS), index=1, key="dim0")
-            dim1 = cc[1].selectbox("Dim 1 split along", list(SPLITS), index=2, key="dim1")
-            partial = st.multiselect("Partial sums along", ["dp", "tp"], key="partial")
+            dp = cc[0].slider("Mesh axis dp", 1, 4, 2, key="mesh_dp", **BIND)
+            tp = cc[1].slider("Mesh axis tp", 1, 4, 4, key="mesh_tp", **BIND)
+            dim0 = cc[0].selectbox("Dim 0 split along", list(SPLITS), index=1, key="dim0", **BIND)
+            dim1 = cc[1].selectbox("Dim 1 split along", list(SPLITS), index=2, key="dim1", **BIND)
+            partial = st.multiselect("Partial sums along", ["dp", "tp"], key="partial", **BIND)
             args = ("axes", dp, tp, SPLITS[dim0], SPLITS[dim1], tuple(partial), "")
         else:
             cc = st.columns(2)
-            dn = cc[0].slider("Devices", 1, 16, 8, key="device_num")
-            text = cc[1].text_input("Strategy (one integer per dim)", "2, 4", key="strategy")
+            dn = cc[0].slider("Devices", 1, 16, 8, key="t_devices", **BIND)
+            text = cc[1].text_input("Strategy (one integer per dim)", "2, 4", key="t_strategy", **BIND)
             args = ("strategy", dn, 0, (), (), (), text)
     t_info = or_error(describe, *args, (int(rows_n), int(cols_n)))
     if t_info is not None:
         tensor_results(t_info, (int(rows_n), int(cols_n)))
     show_code(Layout.block_index, Layout.devices_holding, Layout.from_strategy, key="code")
+remember("sharding", *AUTO_KEYS, *TENSOR_KEYS)

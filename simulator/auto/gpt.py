@@ -21,6 +21,11 @@ attention cut by heads, Wout by vocabulary columns and the fused cross-entropy w
 dim cut; the batch cut dp ways everywhere. With sp=True (Korthikanti et al. 2022) the layer-norm
 and residual regions are cut along the sequence too: the row-parallel outputs become
 ReduceScatters (out_strategy) and the column-parallel inputs AllGathers (redistribution).
+
+With key_only=True only the key operators carry the Megatron strategies: the embedding Gather,
+every BatchMatMul (the linears, attention's two products, the LM head) and the loss, as
+MindSpore's sharding_propagation tutorial configures only its MatMuls; auto_parallel's
+sharding_propagation fills in the rest (layer norms, bias adds, softmax, residual adds).
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from .graph import Network
 
 def gpt_network(layers: int = 2, hidden: int = 16, heads: int = 4, seq: int = 8, vocab: int = 32,
                 batch: int = 2, dp: int | None = None, tp: int | None = None, sp: bool = False,
-                seed: int = 0):
+                seed: int = 0, key_only: bool = False):
     """(net, feeds); with dp and tp the Megatron strategies are set (module docstring),
     without them no operator has a strategy (for auto_parallel's searches)."""
     rng = np.random.default_rng(seed)
@@ -43,7 +48,8 @@ def gpt_network(layers: int = 2, hidden: int = 16, heads: int = 4, seq: int = 8,
     s = t if sp else 1  # sequence cut of the layer-norm regions
 
     def st(op, *strategy, out=None):
-        return op.shard(tuple(strategy), out) if mega else op
+        key = isinstance(op, (ops.BatchMatMul, ops.Gather, ops.SparseSoftmaxCrossEntropyWithLogits))
+        return op.shard(tuple(strategy), out) if mega and (key or not key_only) else op
 
     net = Network("gpt")
     tokens = net.input("tokens", (B, S), dtype="int64")

@@ -116,10 +116,9 @@ class TrainConfig:
                f"degrees dp={dp}{cps} x pp={pp} x tp={tp} = {dp * pp * tp * cp} do not multiply to {n} devices")
         if cp > 1:
             check_context_parallel(self.model, cp, self.cp_kind, tp)
-            _check(self.schedule not in ZERO_BUBBLE or pp == 1 or (tp == 1 and not hasattr(self.model, "experts")),
+            _check(self.schedule not in ZERO_BUBBLE or pp == 1 or not hasattr(self.model, "experts"),
                    f"schedule {self.schedule} splits backward into B and W; the context-parallel layers split them "
-                   f"with tp = 1 on dense models, here tp={tp}{' and a MoE model' if hasattr(self.model, 'experts') else ''}"
-                   ": use gpipe, 1f1b, interleaved or dualpipe")
+                   "on dense models, not on a MoE model: use gpipe, 1f1b, interleaved or dualpipe")
         if self.ep > 1:
             check_expert_parallel(self, dp, cp, pp)
         if s == "layer":

@@ -136,9 +136,9 @@ def pipeline_schedule(cfg: TrainConfig):
     """The configured schedule, or the user's hand-written one (`cfg.schedule_text`, one line per
     stage, e.g. "F0 F1 BW0 BW1"), validated: a broken dependency is refused by name."""
     if cfg.schedule_text is None and cfg.schedule == "dualpipe" and cfg.pp > 1:
-        # TP layers and MoE blocks on the 5-D lanes (cp or ep > 1) emit B and W together
-        moe_lanes = hasattr(cfg.model, "experts") and max(cfg.cp, cfg.ep) > 1
-        return dualpipe(cfg.pp, cfg.m, split=cfg.tp == 1 and not moe_lanes)
+        # MoE blocks on the 5-D lanes (tp, cp or ep > 1) emit B and W together
+        moe_lanes = hasattr(cfg.model, "experts") and max(cfg.tp, cfg.cp, cfg.ep) > 1
+        return dualpipe(cfg.pp, cfg.m, split=not moe_lanes)
     if cfg.schedule_text is None:
         return make_schedule(cfg.schedule if cfg.pp > 1 or cfg.virtual_stages > 1 else "1f1b", cfg.pp, cfg.m,
                              cfg.virtual_stages)

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 from typing import Any
 
 from ..errors import DeviceFailure, ParasimError
 from .base import DEVICE_METHODS, Runtime
 from .device import Device
+from .ray_address import check_address
 
 
 class _Failure(Exception):
@@ -56,19 +56,21 @@ class _DeviceActor:
         return (*outs, True) if outs else True
 
 
-def ensure_ray(address: str | None = None, num_cpus: int = 2) -> bool:
+def ensure_ray(address: str | None = None, num_cpus: int = 2, join_timeout_s: float | None = None) -> bool:
     """Initialise Ray unless it already is; True if this call started it.
 
     Called from a thread other than the main one (a Streamlit script run, say), Ray is started
     from a parked daemon thread instead: Ray's head processes are started with PR_SET_PDEATHSIG,
     which Linux fires when the *thread* that started them exits, so a Ray started from a
-    short-lived thread dies with it (and takes the process down)."""
+    short-lived thread dies with it (and takes the process down). Joining a cluster at `address`
+    also runs in that thread, abandoned after join_timeout_s (default 30 s; ray.init retries an
+    address that answers but never completes the handshake for minutes)."""
     import ray
 
     _quiet_driver()         # also when Ray was started by someone else: its reports stay off stdout
     if ray.is_initialized():
         return False
-    if threading.current_thread() is threading.main_thread():
+    if threading.current_thread() is threading.main_thread() and not address:
         _init(address, num_cpus)
         return True
     started, failure = threading.Event(), []
@@ -82,28 +84,13 @@ def ensure_ray(address: str | None = None, num_cpus: int = 2) -> bool:
         threading.Event().wait()  # park for the life of the process: Ray's processes stay alive
 
     threading.Thread(target=keeper, name="parasim-ray-keeper", daemon=True).start()
-    if not started.wait(timeout=300):
-        raise ParasimError("Ray did not start within 300 s")
+    bound = 300.0 if not address else 30.0 if join_timeout_s is None else float(join_timeout_s)
+    if not started.wait(timeout=bound):
+        raise ParasimError(f"cannot join the Ray cluster at {address} within {bound:g} s" if address
+                           else f"Ray did not start within {bound:g} s")
     if failure:
         raise failure[0]
     return True
-
-
-def check_address(address: str, timeout_s: float | None = None) -> None:
-    """Refuse a malformed Ray address, or one nobody answers on, in one line within timeout_s
-    (default 10 s): ray.init itself retries a dead address for many minutes."""
-    if address in ("auto", "local"):
-        return
-    text = address.split("://", 1)[1] if "://" in address else address
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ParasimError(f"Ray address {address!r} is not HOST:PORT (e.g. 127.0.0.1:6379), 'auto' or 'local'")
-    wait = 10.0 if timeout_s is None else float(timeout_s)
-    try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=wait).close()
-    except OSError as e:
-        why = "timed out" if isinstance(e, TimeoutError) else (e.strerror or str(e))
-        raise ParasimError(f"cannot reach the Ray cluster at {address} within {wait:g} s: {why}") from None
 
 
 def _quiet_driver() -> None:
@@ -154,7 +141,7 @@ class RayRuntime(Runtime):
 
         if address:  # checked even when Ray is already up: a dead address must not pass silently
             check_address(address, timeout_s)
-        self._owns_ray = ensure_ray(address, num_cpus)
+        self._owns_ray = ensure_ray(address, num_cpus, None if timeout_s is None else max(float(timeout_s), 10.0))
         self.timeout_s, self.device_class = timeout_s, device_class
         self.devices_per_node = int(devices_per_node)
         self._where: dict = {}  # acknowledgement ref -> (rank, what the call runs)

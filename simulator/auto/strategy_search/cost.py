@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from math import prod
 from typing import Sequence
 
@@ -156,25 +157,33 @@ def steps_cost(steps: Sequence[Step], topology: Topology, scale: float = 1.0) ->
                 comm_bytes=sum(s.nbytes * scale for s in comm))
 
 
+@lru_cache(maxsize=1 << 16)
+def move_cost(src: Layout, dst: Layout, shape: tuple, itemsize: int, alltoall: bool,
+              topology: Topology) -> Cost:
+    """The Steps of one redistribution priced (cached: the searches price the same move for many
+    operator pairs, forward and as part of its adjoint)."""
+    return steps_cost(redistribute(src, dst, shape, itemsize, alltoall=alltoall), topology)
+
+
 def transfer_cost(src: Layout, dst: Layout, shape, backward: bool, model: OpCostModel,
                   topology: Topology) -> Cost:
     """Moving a tensor from where it is stored (src) to where an operator needs it (dst), and,
     when its gradient flows back, the adjoint move of the gradient (plan.py's grad_in_steps)."""
-    it = model.itemsize
-    cost = steps_cost(redistribute(src, dst, shape, it, alltoall=model.enable_alltoall), topology)
+    it, a2a, shape = model.itemsize, model.enable_alltoall, tuple(shape)
+    cost = move_cost(src, dst, shape, it, a2a, topology)
     if backward and model.train:
-        cost = cost + steps_cost(redistribute(grad_layout(dst), grad_layout(src), shape, it, alltoall=model.enable_alltoall), topology)
+        cost = cost + move_cost(grad_layout(dst), grad_layout(src), shape, it, a2a, topology)
     return cost
 
 
 def output_cost(raw: Layout, out: Layout, shape, backward: bool, model: OpCostModel,
                 topology: Topology) -> Cost:
     """The forward communication resolving partial sums (raw -> out) and its backward adjoint."""
-    it = model.itemsize
-    cost = steps_cost(redistribute(raw, out, shape, it, alltoall=model.enable_alltoall), topology)
+    it, a2a, shape = model.itemsize, model.enable_alltoall, tuple(shape)
+    cost = move_cost(raw, out, shape, it, a2a, topology)
     if backward and model.train:
         raw_grad = Layout(raw.mesh, raw.dims, raw.replicated_axes)
-        cost = cost + steps_cost(redistribute(grad_layout(out), raw_grad, shape, it, alltoall=model.enable_alltoall), topology)
+        cost = cost + move_cost(grad_layout(out), raw_grad, shape, it, a2a, topology)
     return cost
 
 

@@ -1,9 +1,10 @@
 """dynamic_programming: exact minimisation by graph eliminations, then recovery.
 
-MindSpore's dynamic-programming search (`auto_parallel/dp_algo_costmodel.cc`,
-`graph_costmodel.cc`) shrinks the cost graph with eliminations until one operator is left,
-picks its cheapest strategy, and replays the eliminations backwards to recover the others.
-parasim applies the same eliminations as min-sum variable elimination on numpy tables:
+MindSpore's dynamic-programming search (`auto_parallel/dp_algo_costmodel.cc` GetStrategy,
+`graph_costmodel.cc`) shrinks the cost graph with eliminations until one or two operators are
+left, picks their cheapest strategies, and replays the eliminations backwards to recover the
+others. parasim applies the same eliminations as min-sum variable elimination (bucket
+elimination, Dechter 1999) on numpy tables ("factors", one axis per operator):
 
 - contract / merge elimination (an operator with one neighbour w):
       unary[w][s_w] += min_v ( pair[w, v][s_w, s_v] + unary[v][s_v] )
@@ -11,10 +12,17 @@ parasim applies the same eliminations as min-sum variable elimination on numpy t
       pair[u, w][s_u, s_w] += min_v ( pair[u, v] + unary[v] + pair[v, w] )
   when u and w are already joined this is MindSpore's triangle elimination, and the sum into
   the existing table its edge elimination (parallel edges merged);
+- star elimination (an operator with k >= 3 neighbours, e.g. the shared source of a residual
+  connection or an input read by every layer): the k neighbours get one k-way table
+      f[s_1, ..., s_k] = min_v ( unary[v] + sum of v's tables )
+  MindSpore's triangle and star eliminations store that table as extra cost-list entries on
+  one neighbour and only check the other neighbours' strategies at recovery
+  (CheckSelectedStrategy: a mismatch is logged, not repaired), so they can be inexact; parasim
+  keeps the k-way table, so the result stays the exact optimum;
 - an isolated operator: its cheapest strategy.
-Operators are eliminated fewest neighbours first. A graph where every remaining operator has
-three or more neighbours (not series-parallel, where MindSpore needs star eliminations or gives
-up exactness) is refused with a one-line message.
+Operators are eliminated fewest neighbours first (then smallest table). The work grows with
+the largest table (the graph's treewidth); a graph that would need a table of more than
+`MAX_TABLE` entries is refused with a one-line message naming the other search modes.
 
 Memory limit (MindSpore keeps a list of (memory, cost) candidates per strategy and drops those
 over `device_memory_capacity` at the end): parasim uses a Lagrangian relaxation (Everett 1963):
@@ -27,61 +35,58 @@ when it lies on the lower convex hull of (memory, objective); otherwise a near-o
 
 from __future__ import annotations
 
+from math import prod
+
 import numpy as np
 
 from ...errors import ParasimError
 from ...units import fmt_bytes
 from .problem import Problem
 
+MAX_TABLE = 20_000_000  # entries of the largest elimination table dynamic_programming builds
 
-def eliminate(prob: Problem, lam: float = 0.0) -> dict[int, int]:
+
+def _spread(scope: tuple, table: np.ndarray, onto: tuple) -> np.ndarray:
+    """`table` (axes in `scope` order, a subsequence of the sorted `onto`) broadcast over `onto`."""
+    shape = [table.shape[scope.index(v)] if v in scope else 1 for v in onto]
+    return table.reshape(shape)
+
+
+def eliminate(prob: Problem, lam: float = 0.0, max_table: int = MAX_TABLE) -> dict[int, int]:
     """The choice (candidate index per operator) minimising objective + lam * memory."""
-    unary = {v: np.asarray(prob.unary[v], dtype=float) + lam * np.asarray(prob.mem[v], dtype=float)
-             for v in prob.order}
-    pair = {k: np.asarray(m, dtype=float) for k, m in prob.pair.items()}
+    size = {v: len(prob.cands[v]) for v in prob.order}
+    factors: list[tuple[tuple, np.ndarray]] = [
+        ((v,), np.asarray(prob.unary[v], dtype=float) + lam * np.asarray(prob.mem[v], dtype=float))
+        for v in prob.order]
+    factors += [((a, b), np.asarray(m, dtype=float)) for (a, b), m in sorted(prob.pair.items())]
     nb = prob.neighbours()
-    net = prob.net
-
-    def get(a, b):
-        return pair[(a, b)] if a < b else pair[(b, a)].T
-
-    def add(a, b, m):
-        key, m = ((a, b), m) if a < b else ((b, a), m.T)
-        pair[key] = pair[key] + m if key in pair else m
-        nb[a].add(b)
-        nb[b].add(a)
-
     record = []
     alive = set(prob.order)
     while alive:
-        v = min(alive, key=lambda u: (len(nb[u]), u))
-        ws = sorted(nb[v])
-        if len(ws) > 2:
-            names = ", ".join(net.nodes[w].label for w in ws)
-            raise ParasimError(f"dynamic_programming: after eliminations every operator has 3 or "
-                               f"more neighbours ({net.nodes[v].label}: {names}); the graph is not "
-                               f"series-parallel; use recursive_programming or sharding_propagation")
-        if not ws:
-            record.append((v, (), int(np.argmin(unary[v]))))
-        elif len(ws) == 1:
-            w = ws[0]
-            t = get(w, v) + unary[v][None, :]  # (S_w, S_v)
-            record.append((v, (w,), t.argmin(axis=1)))
-            unary[w] = unary[w] + t.min(axis=1)
-        else:
-            u, w = ws
-            t = get(u, v)[:, :, None] + unary[v][None, :, None] + get(v, w)[None, :, :]  # (S_u, S_v, S_w)
-            record.append((v, (u, w), t.argmin(axis=1)))
-            for x in ws:
-                pair.pop((min(x, v), max(x, v)))
-            add(u, w, t.min(axis=1))
-        for x in ws:
-            nb[x].discard(v)
+        v = min(alive, key=lambda u: (len(nb[u]), prod(size[w] for w in nb[u]), u))
+        scope = tuple(sorted(nb[v] | {v}))
+        entries = prod(size[w] for w in scope)
+        if entries > max_table:
+            names = ", ".join(prob.net.nodes[w].label for w in sorted(nb[v]))
+            raise ParasimError(f"dynamic_programming: eliminating {prob.net.nodes[v].label} needs a "
+                               f"table of {entries:,} entries (> {max_table:,}) over its neighbours "
+                               f"{names}; use recursive_programming or sharding_propagation")
+        mine = [f for f in factors if v in f[0]]
+        factors = [f for f in factors if v not in f[0]]
+        total = sum(_spread(s, t, scope) for s, t in mine)
+        axis = scope.index(v)
+        rest = scope[:axis] + scope[axis + 1:]
+        total = np.broadcast_to(total, tuple(size[w] for w in scope))
+        record.append((v, rest, total.argmin(axis=axis)))
+        factors.append((rest, total.min(axis=axis)))
+        for w in rest:
+            nb[w].discard(v)
+            nb[w] |= set(rest) - {w}
         nb[v] = set()
         alive.discard(v)
     choice: dict[int, int] = {}
-    for v, ws, arg in reversed(record):  # recovery: neighbours were eliminated later
-        choice[v] = int(arg if not ws else arg[tuple(choice[w] for w in ws)])
+    for v, rest, arg in reversed(record):  # recovery: the operators in `rest` were eliminated later
+        choice[v] = int(arg[tuple(choice[w] for w in rest)])
     return choice
 
 

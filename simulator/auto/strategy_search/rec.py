@@ -17,6 +17,14 @@ parasim's interpretation, on the same cost tables as dynamic_programming:
   repeated calculation on the remaining factor; so does one whose every doubling would need a
   redistribution between device matrices that do not nest (infinite cost, problem.py).
 The result uses D devices wherever the shapes allow. Greedy: fast, not always optimal.
+
+Refinement (parasim's addition, not in MindSpore's D-Rec): the halving rounds alone can end
+far from the optimum (a 2-layer GPT on 8 devices: 36% slower than Megatron's strategies), so a
+final sweep lets each operator in turn take its cheapest candidate among those using as many
+devices as its current one (so the rounds' use of the devices is kept) given its neighbours'
+current ones (iterated conditional modes, Besag 1986) until a sweep changes nothing (at most
+`SWEEPS`). Each change lowers the objective, so the refined plan is never worse than the
+rounds' plan; it is a local optimum, not necessarily the global one (dynamic_programming's).
 """
 
 from __future__ import annotations
@@ -57,6 +65,25 @@ def solve_recursive(prob: Problem) -> dict[int, int]:
             if not np.isfinite(score).any():
                 continue  # every doubling needs a redistribution that cannot be made: keep it
             choice[v] = options[int(np.argmin(score))]
+    return refine(prob, choice, nb)
+
+
+SWEEPS = 20
+
+
+def refine(prob: Problem, choice: dict[int, int], nb: dict[int, set[int]]) -> dict[int, int]:
+    """Iterated conditional modes (module docstring): strictly improving moves only."""
+    used = {v: np.array([prod(_cuts(s).values()) for s in prob.cands[v]]) for v in prob.order}
+    for _ in range(SWEEPS):
+        changed = False
+        for v in prob.order:
+            score = prob.unary[v] + sum(prob.pair_of(v, w)[:, choice[w]] for w in nb[v])
+            score = np.where(used[v] == used[v][choice[v]], score, np.inf)
+            k = int(np.argmin(score))
+            if score[k] < score[choice[v]]:
+                choice[v], changed = k, True
+        if not changed:
+            break
     return choice
 
 
