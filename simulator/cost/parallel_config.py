@@ -229,6 +229,10 @@ class Assumptions:
     - recipe = "megatron": the model-state bytes per parameter (`simulator.model_states.RECIPES`:
       megatron 2 + 4 + 12, mixed 2 + 2 + 12, fp32 4 + 4 + 8); `PRECISION` names the three
       consistent (dtype, gradient-reduction bytes, recipe) triples.
+    - stage3_max_reuse_distance = 1e9 (DeepSpeed's ZeRO-3 config key and default, in elements):
+      with full recomputation a ZeRO-3 sub-module whose parameters would be reused only after this
+      many other elements were fetched is released and gathered a third time for its backward
+      (`simulator.cost.zero3_fetch`; GPT-3 175B: 2/3 of every layer).
     """
 
     dtype: str = "bf16"
@@ -243,6 +247,7 @@ class Assumptions:
     nvls: bool = True
     capacity_factor: float | None = None
     recipe: str = "megatron"
+    stage3_max_reuse_distance: float = 1e9
 
     def __post_init__(self):
         from simulator.model_states import recipe_bytes
@@ -251,6 +256,8 @@ class Assumptions:
             raise ParasimError(f"capacity_factor must be >= 1 (or None for dropless), got {self.capacity_factor}")
         if self.link_efficiency is not None and not 0 < self.link_efficiency <= 1:
             raise ParasimError(f"link_efficiency must be in (0, 1], got {self.link_efficiency}")
+        if not self.stage3_max_reuse_distance > 0:
+            raise ParasimError(f"stage3_max_reuse_distance must be > 0 elements, got {self.stage3_max_reuse_distance}")
 
     @property
     def matmul_dtype(self) -> str:

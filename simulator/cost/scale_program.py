@@ -40,6 +40,7 @@ from simulator.cost.scale_kernels import (
     layer_kernels,
     padded_vocab,
 )
+from simulator.cost.zero3_fetch import zero3_pass
 from simulator.errors import ParasimError
 from simulator.parallel.schedule_registry import make_schedule
 from simulator.program import Collective, Compute, Program, Recv, Send, no_gc
@@ -70,6 +71,8 @@ class _Emitter:
         expert = experts * model.mlp_params(model.moe_ffn_hidden) if experts else 0
         self.layer_local = (model.layer_params() - expert + expert / cfg.ep) / cfg.tp   # this rank's share
         self.layer_grad = A.grad_reduce_bytes * self.layer_local
+        # ZeRO-3 with full recomputation: elements of a layer gathered a third time (`zero3_fetch`)
+        self.regather = zero3_pass(model, cfg.tp, cfg.ep, 1, 0, cfg.recompute, A.stage3_max_reuse_distance)[1]
         T = cfg.micro_batch_size * model.seq / cfg.cp
         self.kv_local = int(2 * 2 * T * model.kv_dim / cfg.tp)                        # K and V, 16-bit
         self.qkv_a2a = int(2 * T * (model.hidden + 2 * model.kv_dim) / cfg.tp)
@@ -121,14 +124,17 @@ class _Emitter:
         if self.cfg.ep > 1:
             self.group_comm(out, r, x, j, "ep", "all_to_all", self.moe_a2a)
 
-    def gather_layer(self, out, r, c, l, j, which) -> tuple:
-        """ZeRO-3: all-gather one layer's 16-bit parameters over the data-parallel group before
-        its forward and again before its backward (non-blocking = prefetched, `overlap_param_gather`)."""
-        if self.cfg.zero_stage < 3 or self.cfg.dp * self.cfg.cp == 1:
+    def gather_layer(self, out, r, c, l, j, which, elements=None) -> tuple:
+        """ZeRO-3: all-gather one layer's 16-bit parameters (or `elements` of them) over the
+        data-parallel group before its forward and again before its backward (non-blocking =
+        prefetched, `overlap_param_gather`). One collective per layer: the closed form adds the
+        latency of DeepSpeed's per-sub-module fetches (`zero3_fetch`)."""
+        elements = self.layer_local if elements is None else elements
+        if self.cfg.zero_stage < 3 or self.cfg.dp * self.cfg.cp == 1 or not elements:
             return ()
         w = f"w{which}{c}.{l}.{j}"
         out.append(Collective("all_gather", "params", w, (r,), tag="dp", microbatch=j,
-                              nbytes=int(2 * self.layer_local / (self.cfg.dp * self.cfg.cp)),
+                              nbytes=int(2 * elements / (self.cfg.dp * self.cfg.cp)),
                               blocking=not self.A.overlap_param_gather))
         return (w,)
 
@@ -214,6 +220,8 @@ class _Emitter:
         for l, needs in self.gathered(out, r, c, j, "b", reversed(range(self.chunks[s]))):
             if self.cfg.recompute == "full":
                 self.layer_fwd(out, r, g, j, s, l, label="R", needs=needs)
+                # the sub-modules DeepSpeed released after the recomputed forward (`zero3_fetch`)
+                needs = needs + self.gather_layer(out, r, c, l, j, "3", self.regather)
             for kb, kw in ((self.K.mlp_b, self.K.mlp_w), (self.K.attn_b, self.K.attn_w)):
                 kern = self.bw[kb] if kind == "BW" else kb
                 done = (self.grad_name(c, l, j),) if last_mb and kb is self.K.attn_b else ()

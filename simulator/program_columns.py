@@ -1,0 +1,134 @@
+"""A Program as columns: one row per instruction in numpy arrays, for programs of a million rows.
+
+Strategy compilers whose programs are regular (a pipeline schedule's timeline, a scale program)
+emit these columns directly with numpy instead of a million instruction objects; the cost model's
+clock prices them vectorised (`simulator.cost.clock_columns`). The instruction objects are still
+there as row views: `ColumnarProgram.code` builds them on first use (the walk, the real runtimes,
+`describe`), from the same compiler, so one program is still what both clocks consume.
+
+Rows are device-major, each device's rows in program order (row r of device d is instruction
+`code[d][r - first row of d]`). Per row:
+  dev         the device;
+  kind        COMPUTE, SEND, RECV or COLLECTIVE (programs with Free are not columnar);
+  blocking    collectives: blocking (True) or on the non-blocking stream;
+  proto       compute and collective rows: the index in `protos` of an instruction priced exactly as
+              this row (same op, FLOPs, bytes, kernel; same collective kind, group, bytes, tag);
+  peer, nbytes  send: destination; recv: source; the bytes of the transfer;
+  match       send: its recv's row; recv: its send's row (Sends and Recvs matched FIFO per (src, dst, tag));
+  join        multi-member collectives: one id per collective instance shared by its members' rows
+              (-1 otherwise); member: the row's position in the group;
+  reads, writes  CSR (reads_ptr, reads) of integer tensor ids per row (ids are per program);
+  microbatch  -1 for None; meta: index in `metas`, what the trace event of this row shows:
+              (name format with {j} for the micro-batch, phase, op / kind, nbytes, flops, group).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .program import Program
+
+COMPUTE, SEND, RECV, COLLECTIVE = 0, 1, 2, 3
+
+
+@dataclass(frozen=True, eq=False)
+class ProgramColumns:
+    n_devices: int
+    dev: np.ndarray
+    kind: np.ndarray
+    blocking: np.ndarray
+    proto: np.ndarray
+    peer: np.ndarray
+    nbytes: np.ndarray
+    match: np.ndarray
+    join: np.ndarray
+    member: np.ndarray
+    reads_ptr: np.ndarray
+    reads: np.ndarray
+    writes_ptr: np.ndarray
+    writes: np.ndarray
+    microbatch: np.ndarray
+    meta: np.ndarray
+    protos: tuple
+    metas: tuple
+
+    def __len__(self) -> int:
+        return len(self.dev)
+
+    def rows_of(self, d: int) -> tuple[int, int]:
+        """[first, end) rows of device d."""
+        lo, hi = np.searchsorted(self.dev, [d, d + 1])
+        return int(lo), int(hi)
+
+
+def csr(counts: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(ptr, values) of a CSR list from per-row counts."""
+    ptr = np.zeros(len(counts) + 1, dtype=np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    return ptr, np.asarray(values, dtype=np.int64)
+
+
+def fifo_match(src: np.ndarray, dst: np.ndarray, tag: np.ndarray, send_rows: np.ndarray,
+               recv_src: np.ndarray, recv_dst: np.ndarray, recv_tag: np.ndarray, recv_rows: np.ndarray) -> np.ndarray:
+    """For each recv row, the row of its send: the k-th Send of (src, dst, tag) in program order
+    matches the k-th Recv of the same key (`simulator.program`'s FIFO rule). Rows must be given in
+    program order per device; -1 where no send exists."""
+    def ranked(s, d, t, rows):
+        order = np.lexsort((rows, t, d, s))
+        keys = np.stack([s[order], d[order], t[order]], axis=1)
+        new = np.ones(len(order), dtype=bool)
+        new[1:] = (keys[1:] != keys[:-1]).any(axis=1)
+        start = np.maximum.accumulate(np.where(new, np.arange(len(order)), 0))
+        return order, keys, np.arange(len(order)) - start
+
+    so, sk, sr = ranked(src, dst, tag, send_rows)
+    ro, rk, rr = ranked(recv_src, recv_dst, recv_tag, recv_rows)
+    out = np.full(len(recv_rows), -1, dtype=np.int64)
+    if len(so) == 0 or len(ro) == 0:
+        return out
+    # both sorted by (key, rank): a joint sort lines each recv up with the send of equal key and rank
+    skey = np.concatenate([sk, sr[:, None]], axis=1)
+    rkey = np.concatenate([rk, rr[:, None]], axis=1)
+    allk = np.concatenate([skey, rkey])
+    side = np.concatenate([np.zeros(len(so), dtype=np.int8), np.ones(len(ro), dtype=np.int8)])
+    order = np.lexsort((side, allk[:, 3], allk[:, 2], allk[:, 1], allk[:, 0]))
+    k, sd = allk[order], side[order]
+    pair = (sd[:-1] == 0) & (sd[1:] == 1) & (k[:-1] == k[1:]).all(axis=1)
+    i = np.nonzero(pair)[0]
+    out[ro[order[i + 1] - len(so)]] = send_rows[so[order[i]]]
+    return out
+
+
+class ColumnarProgram(Program):
+    """A Program held as `ProgramColumns`; `code` (the instruction objects) is built on first use
+    by `build_code`, the compiler's object form of the same program."""
+
+    def __init__(self, columns: ProgramColumns, build_code: Callable[[], tuple], name: str = ""):
+        object.__setattr__(self, "n_devices", columns.n_devices)
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "columns", columns)
+        object.__setattr__(self, "_build_code", build_code)
+
+    @property
+    def code(self) -> tuple:
+        got = self.__dict__.get("_code")
+        if got is None:
+            got = tuple(tuple(c) for c in self._build_code())
+            if len(got) != self.n_devices:
+                raise AssertionError(f"columnar program {self.name!r}: {len(got)} code lists for {self.n_devices}")
+            self.__dict__["_code"] = got
+        return got
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    def __repr__(self) -> str:
+        return f"ColumnarProgram({self.name!r}, {self.n_devices} devices, {len(self):,} instructions)"
+
+    __hash__ = object.__hash__
+
+    def __eq__(self, other) -> bool:
+        return self is other
