@@ -25,7 +25,7 @@ from simulator.models import GPTConfig
 from simulator.parallel.config import TrainConfig
 from simulator.parallel.schedule_registry import make_schedule
 from simulator.parallel.strategies import compile_strategy
-from simulator.program import Compute, Program
+from simulator.program import Collective, Compute, Program
 from simulator.program_columns import ColumnarProgram
 from simulator.trace_columns import ColumnTrace
 
@@ -34,7 +34,7 @@ MOE = ModelSpec("moe", layers=4, hidden=512, heads=8, seq=256, vocab=4096, num_e
 
 
 def fresh(prog: Program) -> Program:
-    """The same instructions without the cached walk."""
+    """The same instructions without the cached walk (and, for a columnar program, its objects)."""
     return Program(prog.n_devices, prog.code, prog.name)
 
 
@@ -79,7 +79,8 @@ def assert_same_columnar(prog, model, **kw):
     # each device's events in its program order: the send/recv pairs and computes of its code
     for d in range(prog.n_devices):
         kinds = [e.kind for e in new.events if e.device == d]
-        assert kinds == [type(i).__name__.lower() if not isinstance(i, Compute) else i.op for i in objects.code[d]]
+        assert kinds == [i.op if isinstance(i, Compute) else i.kind if isinstance(i, Collective)
+                         else type(i).__name__.lower() for i in objects.code[d]]
 
 
 @pytest.mark.parametrize("name,p,m,v", [("1f1b", 8, 16, 1), ("gpipe", 4, 8, 1), ("1f1b", 1, 4, 1),
@@ -116,6 +117,9 @@ SCALE_CASES = [
     (SMALL, ParallelConfig(tp=2, pp=2, dp=2, cp=2, global_batch=8), Assumptions(), False),
     (SMALL, ParallelConfig(tp=2, pp=2, dp=2, cp=2, global_batch=8, cp_comm_type="a2a"), Assumptions(), True),
     (MOE, ParallelConfig(tp=1, pp=2, dp=4, ep=2, global_batch=8), Assumptions(overlap_grad_reduce=True), False),
+    (SMALL, ParallelConfig(tp=2, pp=4, dp=2, global_batch=16, schedule="zb-h1"), Assumptions(), True),
+    (SMALL, ParallelConfig(tp=2, pp=2, dp=2, global_batch=8, zero_stage=1), Assumptions(overlap_grad_reduce=True),
+     True),
 ]
 
 
@@ -123,7 +127,8 @@ SCALE_CASES = [
 def test_scale_programs(model, cfg, A, fold):
     prog = build_scale_program(model, cfg, A, fold_tp=fold)
     dm = ScaleDeviceModel(HardwareDeviceModel("a100-80gb", cfg.gpus, A.matmul_dtype), cfg, fold_tp=fold)
-    assert_same(prog, dm)
+    assert_same(prog, dm)                    # its instruction objects on the walk
+    assert_same_columnar(prog, dm, step=1)   # its columns on the vectorised clock
 
 
 GPT = GPTConfig(layers=2, hidden=16, heads=4, seq_len=8, vocab=16)

@@ -188,7 +188,7 @@ def _best(net: Network, node: Node, D: int, done: dict[int, OpSharding], a2a: bo
             cand = sharding_of(net, node, D, strat)
         except ParasimError:
             continue
-        try:  # device matrices that do not nest (e.g. cuts 3 x 2 against 2 x 3): no move exists
+        try:  # a move redistribute() refuses: skip the candidate
             cost = cost_bytes(redistribute(cand.raw, cand.out, net.tensors[node.output].shape, alltoall=a2a))
             for i, x in enumerate(node.inputs):
                 p = net.producer(x)

@@ -15,7 +15,7 @@ parasim's interpretation, on the same cost tables as dynamic_programming:
   new ones). Costs are priced on all D devices, so the devices not yet used repeat the work;
 - an operator with no letter left to cut (all whole or too small) keeps its strategy, i.e.
   repeated calculation on the remaining factor; so does one whose every doubling would need a
-  redistribution between device matrices that do not nest (infinite cost, problem.py).
+  redistribution that redistribute() refuses (infinite cost, problem.py).
 The result uses D devices wherever the shapes allow. Greedy: fast, not always optimal.
 
 Refinement (parasim's addition, not in MindSpore's D-Rec): the halving rounds alone can end
