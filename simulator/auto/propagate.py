@@ -45,7 +45,8 @@ def sharding_of(net: Network, node: Node, D: int, strategy, out_strategy=None,
     letters, out, order, whole = node.op.spec(shapes)
     sh = build_sharding(node.label, letters, out, order, shapes, D, strategy, out_strategy,
                         whole, user_set, view=node.op.strategy_view(shapes),
-                        default_out=lambda raw: node.op.out_layout(raw, shapes))
+                        default_out=lambda raw: node.op.out_layout(raw, shapes),
+                        repeat_left=node.op.repeat_on_left(strategy, D))
     node.op.check(sh)
     return sh
 
