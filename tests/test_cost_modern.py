@@ -32,8 +32,9 @@ def test_fp8_uses_the_fp8_peak_and_is_refused_where_there_is_none():
     cfg = ParallelConfig(tp=8, global_batch=8)
     bf16 = estimate(LLAMA, cfg, "h100-sxm", Assumptions(flash_attention=True))
     fp8 = estimate(LLAMA, cfg, "h100-sxm", Assumptions(flash_attention=True, fp8=True))
-    # at tp 8 and s 8192 the 16-bit attention core and the exposed TP communication dominate: ~1.1x
-    assert bf16.step_time_s / fp8.step_time_s == pytest.approx(1.11, abs=0.01)
+    # at tp 8 and s 8192 the 16-bit attention core and the exposed TP communication dominate, and FP8's
+    # GEMMs lose more to the narrow t = 8 shards (the balance-scaled half dimension, cost.compute): ~1.08x
+    assert bf16.step_time_s / fp8.step_time_s == pytest.approx(1.08, abs=0.01)
     hw, k8 = get_hardware("h100-sxm"), layer_kernels(LLAMA, cfg, Assumptions(flash_attention=True, fp8=True))
     k16 = layer_kernels(LLAMA, cfg, Assumptions(flash_attention=True))
     assert k8.core_fwd.time_s(hw, "fp8") == k16.core_fwd.time_s(hw, "bf16")        # attention core stays BF16

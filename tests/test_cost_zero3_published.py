@@ -30,8 +30,8 @@ gather of 2/3 of every layer), which moved the rows from 1.23 / 1.66 / 2.45.
 The rest is not the network. NCCL's own cost model (src/graph/tuning.cc of NCCL 2.8.4, February
 2021: all-gather and reduce-scatter run the ring only; bus bandwidth = channels x NIC speed, 8 x 24
 GB/s on DGX A100; latency 8.4 us + (n - nodes) x 3.4 us over NVLink + (nodes - 1) x 9.6 us over the
-network) prices DeepSpeed's 1,443 collectives per step (1,059 gathers and 384 fp16 reduce-scatters of
-151-604M elements) at 8.9 / 11.3 / 15.9 s, of which 2.3 / 4.6 / 9.2 s are ring latency. The
+network) prices DeepSpeed's 1,440 linear-weight collectives per step (1,056 gathers and 384 fp16
+reduce-scatters of 151-604M elements) at 8.9 / 11.3 / 15.9 s, 2.3 / 4.6 / 9.2 s of it ring latency. The
 published steps leave 28.8 / 40.1 / 53.2 s beyond the priced compute: ~14-26 ms per collective that
 no link explains. DeepSpeed's own changes name it: PR #1188 (October 2021) "the async version is not
 async at all, because each all_gather calls torch.cuda.synchronize()", plus the memcpy

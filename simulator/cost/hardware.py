@@ -69,6 +69,7 @@ class Hardware:
     source: str = ""
     link_efficiency: float = LINK_EFFICIENCY   # NCCL busbw / line rate (module docstring)
     nvls_allreduce_gain: MappingProxyType = field(default_factory=dict)   # group size -> NVLS/ring busbw
+    sms: int = 0                          # streaming multiprocessors (0: not a GPU / unknown)
 
     def __post_init__(self):
         flops = dict(self.peak_flops)
@@ -113,19 +114,21 @@ MiB = 2**20
 
 
 def _hw(name, bf16, fp16, fp32, fp64, memory_bytes, hbm_TBps, per_node, intra_GBps, intra_us,
-        inter_GBps, inter_us, source, fp8=None, nvls=None, link_efficiency=LINK_EFFICIENCY) -> Hardware:
+        inter_GBps, inter_us, source, fp8=None, nvls=None, link_efficiency=LINK_EFFICIENCY, sms=0) -> Hardware:
     flops = {k: v * 1e12 for k, v in (("fp8", fp8), ("bf16", bf16), ("fp16", fp16), ("fp32", fp32),
                                       ("fp64", fp64)) if v is not None}
     return Hardware(name, flops, memory_bytes, hbm_TBps * 1e12, per_node,
                     Link(intra_us * 1e-6, intra_GBps * 1e9), Link(inter_us * 1e-6, inter_GBps * 1e9), source,
-                    link_efficiency, nvls or {})
+                    link_efficiency, nvls or {}, sms)
 
 
 _A100 = ("NVIDIA A100 Tensor Core GPU datasheet (2021): 312 TFLOP/s bf16/fp16 dense, 19.5 fp32 "
+         "(108 SMs, NVIDIA A100 architecture whitepaper) "
          "(non-tensor; TF32 156), 19.5 fp64 tensor; NVLink 3 600 GB/s bidirectional per GPU; "
          "DGX A100 / Selene: 8 GPUs per node, one 200 Gb/s HDR InfiniBand NIC per GPU. "
          "Latencies (alpha) are typical NCCL per-step figures, an assumption.")
-_H100 = ("NVIDIA H100 Tensor Core GPU datasheet (SXM5): 989 TFLOP/s bf16/fp16 dense, 1979 fp8 dense, "
+_H100 = ("NVIDIA H100 Tensor Core GPU datasheet (SXM5): 989 TFLOP/s bf16/fp16 dense, 1979 fp8 dense "
+         "(132 SMs, NVIDIA H100 architecture whitepaper), "
          "67 fp32, 67 fp64 tensor; 3.35 TB/s HBM3; NVLink 4 900 GB/s bidirectional; DGX H100: 8 GPUs per "
          "node, one 400 Gb/s ConnectX-7 NIC per GPU; NVLink SHARP in the NVSwitch (NVLS gains measured, "
          "module docstring).")
@@ -139,14 +142,14 @@ _CPU = ("A fixed 2-core x86 CPU running numpy, the default clock of real runs (t
 # name -> factory (pure functions; `local` reads the calibration file when asked for)
 _PRESETS = {
     "a100-40gb": lambda: _hw("a100-40gb", 312, 312, 19.5, 19.5, 40960 * MiB, 1.555, 8, 300, 2, 25, 5,
-                             _A100 + " 40 GB HBM2 at 1,555 GB/s."),
+                             _A100 + " 40 GB HBM2 at 1,555 GB/s.", sms=108),
     "a100-80gb": lambda: _hw("a100-80gb", 312, 312, 19.5, 19.5, 81920 * MiB, 2.039, 8, 300, 2, 25, 5,
-                             _A100 + " 80 GB HBM2e at 2,039 GB/s."),
+                             _A100 + " 80 GB HBM2e at 2,039 GB/s.", sms=108),
     "h100-sxm": lambda: _hw("h100-sxm", 989, 989, 67, 67, 81559 * MiB, 3.35, 8, 450, 2, 50, 5, _H100 + " 80 GB.",
-                            fp8=1979, nvls=NVLS_GAIN_H100),
+                            fp8=1979, nvls=NVLS_GAIN_H100, sms=132),
     "h200": lambda: _hw("h200", 989, 989, 67, 67, 143771 * MiB, 4.8, 8, 450, 2, 50, 5,
                         "NVIDIA H200 datasheet: H100 SXM compute, 141 GB HBM3e at 4.8 TB/s; " + _H100,
-                        fp8=1979, nvls=NVLS_GAIN_H100),
+                        fp8=1979, nvls=NVLS_GAIN_H100, sms=132),
     "tpu-v4-like": lambda: _hw(
         "tpu-v4-like", 275, 275, 275 / 3, None, 32 * 1024 * MiB, 1.2, 4, 90, 5, 90, 5,
         "Google TPU v4 (Jouppi et al. 2023; How To Scale Your Model, TPU chapter): 275 TFLOP/s bf16, "
