@@ -44,9 +44,9 @@ def price_columns(cols: ProgramColumns, model, collective_cost, step: int = 0, n
     if (cols.match[p2p] < 0).any():         # a send nobody receives, a recv without its send
         _refuse(on_deadlock)
     a, b, sent = _durations(cols, model, collective_cost)
-    P = _waits(cols)
-    level = _levels(cols, P, on_deadlock)
-    start = _times(N, a, b, P, level)
+    waits = _waits(cols)
+    level = _levels(cols, waits, on_deadlock)
+    start = _times(N, a, b, waits, level)
     return ColumnTrace(n, _events(cols, start, a, sent), name=name, step=step)
 
 
@@ -118,72 +118,125 @@ def _last_writers(cols: ProgramColumns) -> tuple[np.ndarray, np.ndarray]:
     return rrow[hit], found[hit] % (N + 1)
 
 
-def _waits(cols: ProgramColumns) -> np.ndarray:
-    """(N, K) matrix of what each row waits for: 2 r is the start of row r, 2 r + 1 its end,
-    2 N zero (padding). Only the latest row of each lane counts: a lane's ends never decrease in
-    program order (each row starts after the lane's previous end), so an earlier row of the same
-    lane is never the max. Lanes: compute (compute rows, blocking collectives), comm (sends, recvs,
-    blocking collectives), the non-blocking stream. A row that takes a lane waits for its previous
-    row; the writers of its inputs count lane by lane for the lanes it does not take."""
+def _waits(cols: ProgramColumns):
+    """What each row waits for, as refs: 2 r is the start of row r, 2 r + 1 its end, 2 N zero.
+    P (N, K): per row at most one ref per lane and its send's start (a recv). Only the latest row
+    of a lane counts: a lane's ends never decrease in program order (each row starts after the
+    lane's previous end), so an earlier row of the same lane is never the max. Lanes: compute
+    (compute rows, blocking collectives), comm (sends, recvs, blocking collectives), the
+    non-blocking stream. A row that takes a lane waits for its previous row; the writers of its
+    inputs count lane by lane for the lanes it does not take. (jrows, E): the rows of collectives
+    of several members and the refs of all their members (they all start when the last is ready)."""
     N, kind, dev = len(cols), cols.kind, cols.dev
     coll = kind == COLLECTIVE
     block = coll & cols.blocking
     lanes = ((kind == COMPUTE) | block, (kind == SEND) | (kind == RECV) | block, coll & ~cols.blocking)
-    latest = np.full((N, 4), -1, dtype=np.int64)
     r, w = _last_writers(cols)
-    for c, lane in enumerate(lanes):
+    cols_out = []
+    for lane in lanes:
+        col = np.full(N, -1, dtype=np.int64)
         on = lane[w]
-        np.maximum.at(latest[:, c], r[on], w[on])
-    for c, lane in enumerate(lanes):
-        latest[lane, c] = -1
-        r, p = _prev_in_lane(dev, lane)
-        latest[r, c] = p
-    P = np.where(latest >= 0, 2 * latest + 1, 2 * N)
+        np.maximum.at(col, r[on], w[on])
+        col[lane] = -1
+        rr, pp = _prev_in_lane(dev, lane)
+        col[rr] = pp
+        if (col >= 0).any():
+            cols_out.append(np.where(col >= 0, 2 * col + 1, 2 * N))
     rcv = np.flatnonzero(kind == RECV)
-    P[rcv, 3] = 2 * cols.match[rcv]
-    if (cols.join >= 0).any():
-        P = _share_among_members(cols, P)
-    P.sort(axis=1)
-    K = max(int((P < 2 * N).sum(axis=1).max()) if N else 0, 1)
-    return np.ascontiguousarray(P[:, :K])
+    if len(rcv):
+        col = np.full(N, 2 * N, dtype=np.int64)
+        col[rcv] = 2 * cols.match[rcv]
+        cols_out.append(col)
+    P = np.stack(cols_out, axis=1) if cols_out else np.full((N, 1), 2 * N, dtype=np.int64)
+    P = _prune(P)
+    jrows = np.flatnonzero(cols.join >= 0)
+    return P, jrows, _member_waits(cols, P, jrows), _anchors(cols, P, jrows)
 
 
-def _share_among_members(cols, P) -> np.ndarray:
-    """Members of a collective all start when the last is ready: each waits for all their waits."""
-    rows = np.flatnonzero(cols.join >= 0)
-    order = np.lexsort((cols.member[rows], cols.join[rows]))
-    rows = rows[order]
-    j = cols.join[rows]
-    first = np.searchsorted(j, j)
-    size = np.bincount(j)[j]
-    g = int(size.max())
-    W = np.full((len(rows), g * P.shape[1]), P.shape[0] * 2, dtype=P.dtype)
-    for k in range(g):       # member k of each collective contributes its waits to all members
-        has = k < size
-        src = rows[np.where(has, first + k, 0)]
-        W[has, k * P.shape[1]:(k + 1) * P.shape[1]] = P[src[has]]
-    out = np.full((P.shape[0], W.shape[1]), P.shape[0] * 2, dtype=P.dtype)
-    out[:, :P.shape[1]] = P
-    out[rows] = W
+RUN = 64     # rows priced in one step after an anchor at most (bounds the padding of `_times`)
+
+
+def _prune(P: np.ndarray) -> np.ndarray:
+    """Drop duplicate waits, and when a row waits for the end of the row before it, drop its other
+    waits that row also waited for: end(x) <= start(prev) <= end(prev) (durations are >= 0), so
+    the max is the same. Rows then often wait for their predecessor only (`_anchors`)."""
+    N, K = P.shape
+    out = P.copy()
+    prev_end = 2 * np.arange(N) - 1
+    has_prev = (P == prev_end[:, None]).any(axis=1)
+    has_prev[0] = False
+    before = np.empty_like(P)
+    before[1:], before[0] = P[:-1], 2 * N
+    for i in range(K):
+        x = P[:, i]
+        drop = has_prev & (x != prev_end) & ((x & 1) == 1) & (before == x[:, None]).any(axis=1)
+        if i:
+            drop |= (P[:, :i] == x[:, None]).any(axis=1)
+        out[drop, i] = 2 * N
     return out
 
 
-def _levels(cols: ProgramColumns, P: np.ndarray, on_deadlock) -> np.ndarray:
-    """A level per row: above its device's previous row and above every row it waits for."""
+def _anchors(cols, P, jrows) -> np.ndarray:
+    """Rows whose only wait is the end of the row before them on their device are priced in one
+    step with it, by an exact running sum (`_times`); the others are anchors of such runs."""
+    N = len(cols)
+    prev = 2 * np.arange(N) - 1
+    real = P < 2 * N
+    single = (real.sum(axis=1) == 1) & (np.where(real, P, -2) == prev[:, None]).any(axis=1)
+    single[np.searchsorted(cols.dev, np.arange(cols.n_devices))[:min(cols.n_devices, N)]] = False
+    single[jrows] = False
+    anchor = ~single
+    run = np.arange(N) - np.maximum.accumulate(np.where(anchor, np.arange(N), 0))
+    anchor |= run % RUN == 0
+    return anchor
+
+
+def _member_waits(cols, P, rows) -> np.ndarray:
+    """For each member row of a collective of several members: the waits of all its members."""
+    if not len(rows):
+        return np.zeros((0, 1), dtype=np.int64)
+    order = np.lexsort((cols.member[rows], cols.join[rows]))
+    srt = rows[order]
+    j = cols.join[srt]
+    first = np.searchsorted(j, j)
+    size = np.bincount(j)[j]
+    g, K = int(size.max()), P.shape[1]
+    E = np.full((len(srt), g * K), 2 * P.shape[0], dtype=np.int64)
+    for k in range(g):       # member k of each collective contributes its waits to all members
+        has = k < size
+        E[has, k * K:(k + 1) * K] = P[srt[first[has] + k]]
+    out = np.empty_like(E)
+    out[order] = E
+    return out
+
+
+def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
+    """A level per row: above its device's previous anchor and above every row it waits for; the
+    rows of an anchor's run share its level."""
+    P, jrows, E, anchor = waits
     N, n, dev = len(cols), cols.n_devices, cols.dev
-    wrow = np.minimum(P // 2, N)                     # padding -> sentinel row N
     devx = np.append(dev, n)
+    wrow = np.minimum(P // 2, N)                     # padding -> sentinel row N
     cross = (devx[wrow] != dev[:, None]) & (wrow < N)
     head = cross.any(axis=1)
+    if len(jrows):
+        ew = np.minimum(E // 2, N)
+        ecross = (devx[ew] != dev[jrows][:, None]) & (ew < N)
+        head[jrows] |= ecross.any(axis=1)
     first = np.searchsorted(dev, np.arange(n))
     head[first[first < N]] = True
     seg = np.cumsum(head) - 1
     S = int(seg[-1]) + 1 if N else 0
     heads = np.flatnonzero(head)
-    seg_len = np.diff(np.append(heads, N))
-    off = np.arange(N) - heads[seg]
-    # per segment: its head's cross-device waits as (segment, offset, device), padded with a sentinel
+    rank = np.cumsum(anchor) - 1                     # anchors before a row, in program order
+    off = rank - rank[heads][seg]
+    seg_len = np.diff(np.append(rank[heads], rank[-1] + 1))
+    # per segment: its head's cross-device waits as (segment, offset, device), padded with row N
     X = np.where(cross[heads], wrow[heads], N)
+    if len(jrows):
+        extra = np.full((S, E.shape[1]), N, dtype=np.int64)
+        extra[seg[jrows]] = np.where(ecross, ew, N)
+        X = np.concatenate([X, extra], axis=1)
     seg_x, off_x = np.append(seg, S), np.append(off, 0)
     Xseg, Xoff, Xdev = seg_x[X], off_x[X], devx[X]
     seg_level = np.zeros(S + 1, dtype=np.int64)
@@ -209,28 +262,47 @@ def _levels(cols: ProgramColumns, P: np.ndarray, on_deadlock) -> np.ndarray:
     return seg_level[seg] + off
 
 
-def _times(N, a, b, P, level) -> np.ndarray:
-    """Start of every row, level by level (module docstring)."""
-    order = np.argsort(level, kind="stable")
-    pos = np.empty(N + 1, dtype=np.int64)
-    pos[order] = np.arange(N)
-    pos[N] = N
-    # waits renumbered to the level order: row r's start/end at 2 pos[r] / 2 pos[r] + 1
-    Q = P[order]
-    Q = 2 * pos[np.minimum(Q // 2, N)] + Q % 2
-    lv = level[order]
-    L = int(lv[-1]) + 1 if N else 0
+def _times(N, a, b, waits, level) -> np.ndarray:
+    """Start of every row, level by level (module docstring). At a level, each anchor starts at the
+    max of its waits; its run (itself and the rows after it that wait only for their predecessor)
+    is one running sum along [start, a0, b0, a1, b1, ...], numpy's add.accumulate, which adds in
+    order: the partial sums are exactly end_k = (start_k + a_k) + b_k and start_k+1 = end_k."""
+    P, jrows, E, anchor = waits
+    A = np.flatnonzero(anchor)
+    order = np.argsort(level[A], kind="stable")
+    A = A[order]
+    size = np.diff(np.append(np.flatnonzero(anchor), N))[order]     # run lengths
+    W = int(size.max()) if len(size) else 1
+    k = np.arange(W)
+    R = np.where(k < size[:, None], A[:, None] + k, N + 1)          # run rows; N + 1: scratch
+    ax, bx = np.append(a, [0.0, 0.0]), np.append(b, [0.0, 0.0])
+    M = np.zeros((len(A), 2 * W + 1))
+    M[:, 1::2], M[:, 2::2] = ax[R], bx[R]
+    SI, EI = 2 * R, 2 * R + 1
+    QA = P[A]
+    lv = level[A]
+    L = int(lv[-1]) + 1 if len(lv) else 0
     lb = np.searchsorted(lv, np.arange(L + 1)).tolist()
-    ap, bp = a[order], b[order]
-    T = np.zeros(2 * N + 2)
+    apos = np.empty(N, dtype=np.int64)
+    apos[A] = np.arange(len(A))
+    jpos = apos[jrows]
+    jo = np.argsort(jpos)
+    jpos, EQ = jpos[jo], E[jo]
+    jb = np.searchsorted(jpos, lb).tolist()
+    T = np.zeros(2 * N + 4)
+    top, acc = np.maximum.reduce, np.add.accumulate
     for l in range(L):
         lo, hi = lb[l], lb[l + 1]
-        s = T[Q[lo:hi]].max(axis=1)
-        e = s + ap[lo:hi]
-        e += bp[lo:hi]
-        T[2 * lo:2 * hi:2] = s
-        T[2 * lo + 1:2 * hi:2] = e
-    return T[2 * pos[:N]]
+        s = top(T[QA[lo:hi]], axis=1)
+        if jb[l] < jb[l + 1]:
+            i = jpos[jb[l]:jb[l + 1]] - lo
+            s[i] = np.maximum(s[i], top(T[EQ[jb[l]:jb[l + 1]]], axis=1))
+        m = M[lo:hi]
+        m[:, 0] = s
+        acc(m, axis=1, out=m)
+        T[SI[lo:hi]] = m[:, 0:-1:2]
+        T[EI[lo:hi]] = m[:, 2::2]
+    return T[0:2 * N:2]
 
 
 def _events(cols: ProgramColumns, start, a, sent) -> EventColumns:
