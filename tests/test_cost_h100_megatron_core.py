@@ -15,6 +15,9 @@ References (Model TFLOP/s per GPU as NVIDIA reports it; FP8; DGX-H100; no activa
     Nemotron-22B     64  256    2  4096   2  4  1 10   562
     LLAMA3-8B         8  128    1  8192   1  1  2  1   711
     LLAMA3-70B       64  128    1  8192   4  4  2  5   734
+  NeMo 25.02 container, NeMo 2.0 (docs.nvidia.com/nemo-framework/user-guide, performance summary,
+  System: DGX-H100; current-scaling FP8):
+    GPT3-175B       512 2048    2  2048   4  8  1  6   932
   Megatron-Bridge docs/performance-summary.md and performance-summary-archive.md (github.com/
   NVIDIA-NeMo/Megatron-Bridge; FP8 current scaling, DDP with the distributed optimizer):
     LLAMA3_70B      64  128    1  8192   4  8  1  5   719   (25.11 container)
@@ -62,6 +65,7 @@ MODELS = {"gpt3-5b": ModelSpec("gpt3-5b", 24, 4096, 32, 2048, 50257),
 ROWS = [("gpt3-5b", "gpt3-5b", 64, 2048, 4, 1, 1, 1, 1, 765), ("gpt3-20b", "gpt3-20b", 64, 256, 2, 2, 1, 1, 1, 750),
         ("gpt3-175b-128", "gpt3-175b", 128, 256, 1, 4, 8, 1, 6, 771),
         ("gpt3-175b-512", "gpt3-175b", 512, 2048, 2, 4, 8, 1, 6, 888),
+        ("gpt3-175b-512-25.02", "gpt3-175b", 512, 2048, 2, 4, 8, 1, 6, 932),
         ("llama2-7b", "llama2-7b", 8, 128, 1, 1, 1, 1, 1, 780), ("llama2-13b", "llama2-13b", 16, 128, 1, 1, 4, 1, 10, 760),
         ("llama2-70b", "llama2-70b", 64, 128, 1, 4, 4, 1, 20, 768),
         ("nemotron-8b", "nemotron-8b", 64, 256, 4, 2, 1, 1, 1, 643),

@@ -135,19 +135,20 @@ def _waits(cols: ProgramColumns):
     cols_out = []
     for lane in lanes:
         col = np.full(N, -1, dtype=np.int64)
-        on = lane[w]
-        np.maximum.at(col, r[on], w[on])
-        col[lane] = -1
         rr, pp = _prev_in_lane(dev, lane)
         col[rr] = pp
-        if (col >= 0).any():
-            cols_out.append(np.where(col >= 0, 2 * col + 1, 2 * N))
+        on = lane[w] & ~lane[r]          # a row on the lane already waits for its latest row
+        if on.any():
+            np.maximum.at(col, r[on], w[on])
+        if len(rr) or on.any():
+            cols_out.append(col)
     rcv = np.flatnonzero(kind == RECV)
+    P = np.full((N, max(len(cols_out) + (len(rcv) > 0), 1)), 2 * N, dtype=np.int32)
+    for c, col in enumerate(cols_out):
+        has = col >= 0
+        P[has, c] = 2 * col[has] + 1
     if len(rcv):
-        col = np.full(N, 2 * N, dtype=np.int64)
-        col[rcv] = 2 * cols.match[rcv]
-        cols_out.append(col)
-    P = np.stack(cols_out, axis=1) if cols_out else np.full((N, 1), 2 * N, dtype=np.int64)
+        P[rcv, -1] = 2 * cols.match[rcv]
     P = _prune(P)
     jrows = np.flatnonzero(cols.join >= 0)
     return P, jrows, _member_waits(cols, P, jrows), _anchors(cols, P, jrows)
@@ -156,33 +157,44 @@ def _waits(cols: ProgramColumns):
 RUN = 64     # rows priced in one step after an anchor at most (bounds the padding of `_times`)
 
 
+def _any_eq(cols: list, x: np.ndarray) -> np.ndarray:
+    """Is x equal to one of the columns (numpy reduces short rows of a 2-d array slowly)?"""
+    out = cols[0] == x
+    for c in cols[1:]:
+        out |= c == x
+    return out
+
+
 def _prune(P: np.ndarray) -> np.ndarray:
     """Drop duplicate waits, and when a row waits for the end of the row before it, drop its other
     waits that row also waited for: end(x) <= start(prev) <= end(prev) (durations are >= 0), so
     the max is the same. Rows then often wait for their predecessor only (`_anchors`)."""
     N, K = P.shape
-    out = P.copy()
-    prev_end = 2 * np.arange(N) - 1
-    has_prev = (P == prev_end[:, None]).any(axis=1)
-    has_prev[0] = False
-    before = np.empty_like(P)
-    before[1:], before[0] = P[:-1], 2 * N
-    for i in range(K):
-        x = P[:, i]
-        drop = has_prev & (x != prev_end) & ((x & 1) == 1) & (before == x[:, None]).any(axis=1)
+    if K == 1:
+        return P
+    cols = [np.ascontiguousarray(P[:, k]) for k in range(K)]
+    before = [np.concatenate([[2 * N], c[:-1]]) for c in cols]
+    prev_end = 2 * np.arange(N, dtype=P.dtype) - 1
+    has_prev = _any_eq(cols, prev_end)
+    out = []
+    for i, x in enumerate(cols):
+        drop = has_prev & (x != prev_end) & ((x & 1) == 1) & _any_eq(before, x)
         if i:
-            drop |= (P[:, :i] == x[:, None]).any(axis=1)
-        out[drop, i] = 2 * N
-    return out
+            drop |= _any_eq(cols[:i], x)
+        out.append(np.where(drop, 2 * N, x).astype(P.dtype))
+    return np.stack(out, axis=1)
 
 
 def _anchors(cols, P, jrows) -> np.ndarray:
     """Rows whose only wait is the end of the row before them on their device are priced in one
     step with it, by an exact running sum (`_times`); the others are anchors of such runs."""
     N = len(cols)
-    prev = 2 * np.arange(N) - 1
-    real = P < 2 * N
-    single = (real.sum(axis=1) == 1) & (np.where(real, P, -2) == prev[:, None]).any(axis=1)
+    prev = 2 * np.arange(N, dtype=P.dtype) - 1
+    columns = [P[:, k] for k in range(P.shape[1])]
+    count = np.zeros(N, dtype=np.int8)
+    for c in columns:
+        count += c < 2 * N
+    single = (count == 1) & _any_eq(columns, prev)
     single[np.searchsorted(cols.dev, np.arange(cols.n_devices))[:min(cols.n_devices, N)]] = False
     single[jrows] = False
     anchor = ~single
@@ -218,7 +230,9 @@ def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
     devx = np.append(dev, n)
     wrow = np.minimum(P // 2, N)                     # padding -> sentinel row N
     cross = (devx[wrow] != dev[:, None]) & (wrow < N)
-    head = cross.any(axis=1)
+    head = cross[:, 0].copy()
+    for k in range(1, cross.shape[1]):
+        head |= cross[:, k]
     if len(jrows):
         ew = np.minimum(E // 2, N)
         ecross = (devx[ew] != dev[jrows][:, None]) & (ew < N)
@@ -230,36 +244,46 @@ def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
     heads = np.flatnonzero(head)
     rank = np.cumsum(anchor) - 1                     # anchors before a row, in program order
     off = rank - rank[heads][seg]
-    seg_len = np.diff(np.append(rank[heads], rank[-1] + 1))
+    seg_len = np.diff(np.append(rank[heads], rank[-1] + 1)) if N else rank[:0]
     # per segment: its head's cross-device waits as (segment, offset, device), padded with row N
     X = np.where(cross[heads], wrow[heads], N)
     if len(jrows):
         extra = np.full((S, E.shape[1]), N, dtype=np.int64)
         extra[seg[jrows]] = np.where(ecross, ew, N)
         X = np.concatenate([X, extra], axis=1)
-    seg_x, off_x = np.append(seg, S), np.append(off, 0)
-    Xseg, Xoff, Xdev = seg_x[X], off_x[X], devx[X]
-    seg_level = np.zeros(S + 1, dtype=np.int64)
-    seg_level[S] = -1
-    seg_hi = np.searchsorted(heads, np.append(first[1:], N))
-    ptr = np.append(np.searchsorted(heads, first), np.iinfo(np.int64).max // 2)
+    # segments renumbered with one terminal slot after each device's last: segment i of device d
+    # is i + d; its terminal waits for slot NEVER, so a finished device just stays put
+    segdev = dev[heads]
+    lo = np.searchsorted(segdev, np.arange(n))
+    hi = np.searchsorted(segdev, np.arange(n), side="right")
+    DONE, NEVER = S + n, S + n + 1                   # a slot already levelled (-1), one never
+    slot = np.append(seg + dev[heads][seg], DONE)    # row -> its segment's slot; row N -> DONE
+    Xs = np.full((S + n, X.shape[1]), NEVER, dtype=np.int64)
+    Xo = np.zeros((S + n, X.shape[1]), dtype=np.int64)
+    sid = np.arange(S) + segdev
+    Xs[sid], Xo[sid] = slot[X], np.append(off, 0)[X]
+    seg_len_s = np.zeros(S + n, dtype=np.int64)
+    seg_len_s[sid] = seg_len
+    BIG = np.int64(1) << 40
+    level = np.full(S + n + 2, BIG, dtype=np.int64)
+    level[DONE] = -1
+    ptr = lo + np.arange(n)
     prev_end = np.full(n, -1, dtype=np.int64)
-    while True:
-        act = np.flatnonzero(ptr[:n] < seg_hi)
-        if not len(act):
-            break
-        s = ptr[act]
-        xs = Xseg[s]
-        ok = (xs < ptr[Xdev[s]]).all(axis=1)
-        if not ok.all():
-            if not ok.any():
-                _refuse(on_deadlock)
-            act, s, xs = act[ok], s[ok], xs[ok]
-        lvl = np.maximum(prev_end[act], (seg_level[xs] + Xoff[s]).max(axis=1)) + 1
-        seg_level[s] = lvl
-        prev_end[act] = lvl + seg_len[s] - 1
-        ptr[act] += 1
-    return seg_level[seg] + off
+    top, where = np.maximum.reduce, np.where
+    left = S
+    while left:
+        g = level[Xs[ptr]]                           # levels of the cross-device waits (BIG: not yet)
+        ok = (g < BIG).all(axis=1)
+        k = int(np.count_nonzero(ok))
+        if not k:
+            _refuse(on_deadlock)
+        left -= k
+        lvl = np.maximum(prev_end, top(g + Xo[ptr], axis=1)) + 1
+        level[ptr] = where(ok, lvl, BIG)
+        prev_end = where(ok, lvl + seg_len_s[ptr] - 1, prev_end)
+        ptr += ok
+    del hi
+    return level[slot[:N]] + off
 
 
 def _times(N, a, b, waits, level) -> np.ndarray:

@@ -313,7 +313,7 @@ class TensorParallel:
         return {n: shard_param(lyr, n, np.empty(s, dtype=np.int8), self.cfg.tp, 0).shape
                 for n, s in lyr.param_shapes().items()}
 
-    def shard(self, li: int, name: str, value: np.ndarray, t: int) -> np.ndarray:
+    def shard(self, li: int, name: str, value: np.ndarray, t: int, rank: int = 0) -> np.ndarray:
         return shard_param(layer_of(self.cfg.model, li), name, value, self.cfg.tp, t)
 
     def gather(self, homes: dict) -> Callable:
