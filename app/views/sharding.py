@@ -146,17 +146,18 @@ restore("sharding")
 AUTO_KEYS = ("net", "device_num", "parallel_mode", "gradients_mean", "enable_alltoall", "enable_parallel_optimizer",
              "gpt_tp", "gpt_sp", "M", "K", "H", "N", "s1", "out1", "mlp_s1", "s_act", "s2", "draw")
 with tab_auto:
-    c = st.columns([2, 1, 1, 1, 1])
+    c = st.columns([3, 2, 3])  # room for the MindSpore option names at 1024 px
     kind = c[0].radio("Network", NETWORKS, key="net", horizontal=True, captions=NETWORK_CAPTIONS, **BIND)
     device_num = c[1].number_input("device_num", 1, 64, 8, key="device_num", **BIND)
     mode = c[2].selectbox("parallel_mode", list(MODES), key="parallel_mode", **BIND,
                           help="\n\n".join(f"**{k}**: {v}" for k, v in MODES.items()))
-    gradients_mean = c[3].checkbox("gradients_mean", value=False, key="gradients_mean", **BIND,
+    c = st.columns([2, 2, 3])
+    gradients_mean = c[0].checkbox("gradients_mean", value=False, key="gradients_mean", **BIND,
                                    help="divide each mirrored gradient by its group size")
-    alltoall = c[4].checkbox("enable_alltoall", value=False, key="enable_alltoall", **BIND,
+    alltoall = c[1].checkbox("enable_alltoall", value=False, key="enable_alltoall", **BIND,
                              help="MindSpore's default (off) moves a cut between tensor dimensions with "
                                   "AllGather + Split; on, with one AllToAll (as XLA does)")
-    popt = c[4].checkbox("enable_parallel_optimizer", value=False, key="enable_parallel_optimizer", **BIND,
+    popt = c[2].checkbox("enable_parallel_optimizer", value=False, key="enable_parallel_optimizer", **BIND,
                          help="split each replicated weight over its data-parallel copies: AllGather "
                               "before use, ReduceScatter of its gradient (ZeRO-style, threshold 0)")
     mlp = kind == NETWORKS[1]
