@@ -131,7 +131,7 @@ def _waits(cols: ProgramColumns):
     coll = kind == COLLECTIVE
     block = coll & cols.blocking
     lanes = ((kind == COMPUTE) | block, (kind == SEND) | (kind == RECV) | block, coll & ~cols.blocking)
-    r, w = _last_writers(cols)
+    r, w = cols.deps if cols.deps is not None else _last_writers(cols)
     cols_out = []
     for lane in lanes:
         col = np.full(N, -1, dtype=np.int64)
