@@ -366,7 +366,9 @@ def build_scale_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assu
     def code():
         with no_gc():       # a million small objects, no cycles (program.no_gc)
             return [em.device(k, k * em.w + i, sched.actions[k]) for k in range(cfg.pp) for i in range(em.w)]
-    return ColumnarProgram(_columns(em, sched, n), code, f"{model.name} {cfg!r} (one replica of {cfg.dp})")
+    with no_gc():
+        cols = _columns(em, sched, n)
+    return ColumnarProgram(cols, code, f"{model.name} {cfg!r} (one replica of {cfg.dp})")
 
 
 def _columns(em: _Emitter, sched, n: int):

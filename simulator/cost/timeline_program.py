@@ -19,7 +19,8 @@ from ..program_columns import COMPUTE, RECV, SEND, ColumnarProgram, ProgramColum
 
 def schedule_program(sched, flops_f: float = 1e12, flops_b: float = 2e12, nbytes: int = 1 << 20) -> Program:
     """The schedule (`schedule_registry.make_schedule`, F and BW actions) as a Program."""
-    cols = _schedule_columns(sched, flops_f, flops_b, nbytes)
+    with no_gc():
+        cols = _schedule_columns(sched, flops_f, flops_b, nbytes)
 
     def code():
         with no_gc():       # many small objects, no cycles (program.no_gc)
