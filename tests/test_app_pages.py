@@ -280,3 +280,15 @@ def test_a_link_opens_a_lesson():
     at.run()
     assert not at.exception and at.selectbox(key="lesson").value == 5 and at.subheader[0].value == title
     assert at.selectbox(key="lesson").proto.query_param_key == "lesson"  # the browser writes it back
+
+
+def test_every_metric_on_every_page_explains_its_term():
+    """The glossary tooltip: every metric has a help text (the ⓘ beside its label)."""
+    from ui import PAGE_FILES
+
+    for file in PAGE_FILES.values():
+        at = AppTest.from_file(str(APP / file), default_timeout=120).run()
+        if any(b.key == "run" for b in at.button) and "collectives" not in file:
+            at.button(key="run").click().run()  # the pages whose metrics follow a run
+        assert not at.exception, file
+        assert not [m.label for m in at.metric if not m.help], file

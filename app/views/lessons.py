@@ -148,7 +148,7 @@ c = st.columns([3, 1])
 with c[0]:
     st.markdown("**You will**\n" + "\n".join(f"- {g}" for g in d["goals"]))
 with c[1]:
-    st.metric("minutes", d["minutes"])
+    st.metric("minutes", d["minutes"], help="about how long the lesson takes, exercise included")
     st.caption(f"status: {d['status']}")
 st.markdown("**Open in the app**")
 page_links(d["app_pages"], key=f"links-{number}")

@@ -226,15 +226,22 @@ def show_metrics(r: dict, base: dict | None = None) -> None:
     def delta(key, fmt):
         return None if base is None else fmt(r[key] - base[key])
 
-    c[0].metric("GPUs", r["gpus"])
+    c[0].metric("GPUs", r["gpus"], help="t × c × p × d: every GPU of the run")
     c[1].metric("step time", fmt_time(r["step_time_s"]), delta("step_time_s", lambda d: ("+" if d >= 0 else "") + fmt_time(d)),
-                delta_color="inverse")
-    c[2].metric("TFLOP/s per GPU", f"{r['tflops_per_gpu']:.0f}", delta("tflops_per_gpu", lambda d: f"{d:+.0f}"))
-    c[3].metric("MFU", f"{r['mfu']:.1%}", delta("mfu", lambda d: f"{d * 100:+.1f} pt"))
+                delta_color="inverse", help="one optimizer step over the global batch B: compute, pipeline bubble, "
+                                            "exposed communication and the optimizer")
+    c[2].metric("TFLOP/s per GPU", f"{r['tflops_per_gpu']:.0f}", delta("tflops_per_gpu", lambda d: f"{d:+.0f}"),
+                help="hardware FLOPs per second and GPU, recomputation included (Narayanan et al. 2021, eq. 3)")
+    c[3].metric("MFU", f"{r['mfu']:.1%}", delta("mfu", lambda d: f"{d * 100:+.1f} pt"),
+                help="model FLOPs utilisation: the model's FLOPs per second (no recomputation) over the GPUs' "
+                     "peak (PaLM, Chowdhery et al. 2022)")
     c[4].metric("bubble", f"{r['bubble_fraction']:.1%}", delta("bubble_fraction", lambda d: f"{d * 100:+.1f} pt"),
-                delta_color="inverse")
+                delta_color="inverse", help="pipeline bubble: the share of the step a GPU idles waiting for "
+                                            "its pipeline neighbours")
     c[5].metric("memory per GPU", f"{r['memory_per_gpu_bytes'] / 1e9:.1f} GB", "OOM" if r["oom"] else None,
-                delta_color="inverse" if r["oom"] else "normal")
+                delta_color="inverse" if r["oom"] else "normal",
+                help="weights, gradients, optimizer states, activations and buffers on the fullest GPU; OOM "
+                     "beyond its capacity")
 
 
 def show_timeline(spec: ModelSpec, kw: dict, akw: dict, zero: int) -> None:
@@ -369,7 +376,8 @@ with tab_good:
             c[0].metric("system MTBF", fmt_time(fm.system_mtbf_s), help="MTBF per GPU / GPUs")
             c[1].metric("checkpoint C", fmt_time(fm.checkpoint_time_s), help=f"{ckpt / 1e9:.0f} GB at 14 B/param")
             c[2].metric("best interval (Daly)", fmt_time(daly), help=f"Young: {fmt_time(young)}")
-            c[3].metric("goodput at best", f"{g.goodput:.1%}")
+            c[3].metric("goodput at best", f"{g.goodput:.1%}", help="useful training time / wall time with a "
+                        "checkpoint every Daly interval: the rest goes to writes, lost work and restarts")
             st.image(png("goodput", fm, young, daly, f"{spec.name} on {int(g_gpus)} GPUs"), width="stretch")
             st.caption(f"Checkpoint too often and the writes dominate; too rarely and each failure loses half an "
                        f"interval of work. Daly's interval {fmt_time(daly)} (dash-dot line; Daly 2006) refines "

@@ -103,8 +103,10 @@ def show_explanation(info: dict, draw: str) -> None:
     moves = info["moves"]
     c = st.columns(4)
     c[0].metric("device matrix", info["ops"][0]["device matrix"], help="of the first operator")
-    c[1].metric("collectives inserted", len(moves))
-    c[2].metric("bytes per rank (all)", fmt_bytes(info["bytes"]))
+    c[1].metric("collectives inserted", len(moves), help="forward, backward and gradient-mirror collectives "
+                "the compiler adds (local moves need no communication and are not counted)")
+    c[2].metric("bytes per rank (all)", fmt_bytes(info["bytes"]), help="the bytes each rank sends, summed over "
+                "every inserted collective of one step")
     c[3].metric("repeated calculation", info["ops"][0]["repeated calculation"],
                 help="device_num / product of the device matrix: neighbouring ranks compute the same block")
 
@@ -211,10 +213,15 @@ def parse_ints(text: str) -> tuple[int, ...]:
 def tensor_results(t_info: dict, shape: tuple[int, int]) -> None:
     t_layout = t_info["layout"]
     c = st.columns(4)
-    c[0].metric("textbook", t_layout.notation())
-    c[1].metric("MindSpore strategy", str(t_info["strategy"]))
-    c[2].metric("block per device", f"{t_info['local'][0]} × {t_info['local'][1]}")
-    c[3].metric("copies of each block", len(t_layout.devices_holding((0,) * t_layout.ndim)))
+    c[0].metric("textbook", t_layout.notation(), help="X[I_a, J_b]: dim 0 (I) cut along mesh axis a, dim 1 (J) "
+                "along b; no subscript: not cut")
+    c[1].metric("MindSpore strategy", str(t_info["strategy"]), help="how many slices each dimension is cut "
+                "into (shard() strategy of this tensor)")
+    c[2].metric("block per device", f"{t_info['local'][0]} × {t_info['local'][1]}",
+                help="rows × columns each device stores")
+    c[3].metric("copies of each block", len(t_layout.devices_holding((0,) * t_layout.ndim)),
+                help="devices holding the same block: its replicas (mesh axes that cut no dimension) and "
+                     "partial-sum addends alike")
     st.caption(f"JAX-like spec `{t_info['spec']}` · DTensor-like placements `{t_info['placements']}` · "
                f"mesh {t_layout.mesh!r}")
     left, right = st.columns([3, 2])
