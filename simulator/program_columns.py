@@ -18,6 +18,9 @@ Rows are device-major, each device's rows in program order (row r of device d is
   join        multi-member collectives: one id per collective instance shared by its members' rows
               (-1 otherwise); member: the row's position in the group;
   reads, writes  CSR (reads_ptr, reads) of integer tensor ids per row (ids are per program);
+  deps        or, when the compiler knows them, (rows, writers): pairs of a row and a row that
+              last wrote one of its inputs (then reads and writes may be empty); writers on a
+              lane the row takes itself may be left out (they never decide when it starts);
   microbatch  -1 for None; meta: index in `metas`, what the trace event of this row shows:
               (name format with {j} for the micro-batch, phase, op / kind, nbytes, flops, group).
 """
@@ -54,6 +57,7 @@ class ProgramColumns:
     meta: np.ndarray
     protos: tuple
     metas: tuple
+    deps: tuple | None = None
 
     def __len__(self) -> int:
         return len(self.dev)
