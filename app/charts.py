@@ -5,10 +5,10 @@ Streamlit calls here, so pages and lessons can reuse them. matplotlib stays for 
                                scroll to zoom the time axis, click a bar (or pick in the menu) to
                                highlight one micro-batch's path through the stages, step boundaries
                                as rules; idle time drawn as what the step accounting calls it.
-- buffers_chart(replay, k)     each rank's slots after step k of a collective, what they hold.
-- links_chart(replay, k)       bytes on each (sender, receiver) link during step k.
 - aggregate_trace(trace)       a large trace drawn as runs of one micro-batch per lane (and a note).
 - memory_components_spec()     bytes per memory component per GPU against the capacity (a spec).
+
+The collective player's charts live in player_charts.py.
 """
 
 from __future__ import annotations
@@ -161,62 +161,6 @@ def step_parts_table(trace: Trace) -> pd.DataFrame:
     parts = trace.step_breakdown()
     return pd.DataFrame({"part": [STEP_PART_LABELS[k] for k in parts], "share": list(parts.values()),
                          "time per device and step": [fmt_time(v * trace.step_time_s) for v in parts.values()]})
-
-
-# ---- collectives ----------------------------------------------------------------------------------
-def buffers_frame(replay, k: int) -> pd.DataFrame:
-    """Rank x slot after step k: what the slot holds, its values, and whether step k wrote it."""
-    from simulator.collectives.player import describe_slot
-
-    n = replay.plan.n
-    written = {(t.dst, t.dst_chunk): t for t in replay.plan.steps[k - 1].transfers} if k >= 1 else {}
-    rows = []
-    for r, slots in enumerate(replay.states[k]):
-        for j, arr in enumerate(slots):
-            held = replay.holds[k][r][j]
-            t = written.get((r, j))
-            vals = "empty" if arr is None else " ".join(f"{v:g}" for v in list(arr.ravel()[:6])) + (
-                " …" if arr is not None and arr.size > 6 else "")
-            rows.append({"rank": r, "slot": j, "holds": describe_slot(replay.kind, held, n),
-                         "contributions": len(held), "values": vals,
-                         "this step": "-" if t is None else (f"+= from rank {t.src}" if t.reduce else f"<- from rank {t.src}"),
-                         "changed": t is not None})
-    return pd.DataFrame(rows)
-
-
-def buffers_chart(replay, k: int) -> alt.LayerChart:
-    df = buffers_frame(replay, k)
-    n, slots = replay.plan.n, replay.plan.n_chunks
-    cell = max(18, min(56, 760 // max(slots, 1)))
-    base = alt.Chart(df).encode(
-        x=alt.X("slot:O", title="slot (chunk) of the buffer", axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("rank:O", title="rank"))
-    rect = base.mark_rect(stroke="white", strokeWidth=1).encode(
-        color=alt.Color("contributions:Q", title="ranks' inputs in the slot",
-                        scale=alt.Scale(domain=[0, n], scheme="blues"), legend=alt.Legend(orient="top")),
-        tooltip=["rank:O", "slot:O", "holds:N", "values:N", "this step:N"])
-    ring = base.mark_rect(fill=None, stroke="#E45756", strokeWidth=2.5).transform_filter("datum.changed")
-    layers = [rect, ring]
-    if slots <= 16:
-        layers.append(base.mark_text(fontSize=max(9, min(FONT, cell // 4)), fontWeight="bold").encode(
-            text="holds:N", color=alt.condition(f"datum.contributions > {n / 2}", alt.value("white"), alt.value("#222"))))
-    return alt.layer(*layers).properties(width=min(cell * slots, 900), height=min(34 * n, 560),
-                                         title=f"buffers after step {k} of {len(replay.plan.steps)}")
-
-
-def links_chart(replay, k: int) -> alt.Chart:
-    """Bytes each rank sends each other rank during step k (empty before the first step)."""
-    links = replay.step_links(k)
-    n = replay.plan.n
-    df = pd.DataFrame([{"from": s, "to": d, "bytes": b, "size": fmt_bytes(b)} for (s, d), b in links.items()]
-                      or [{"from": 0, "to": 0, "bytes": 0, "size": "-"}])
-    cell = max(18, min(40, 520 // n))
-    return alt.Chart(df).mark_rect(stroke="white").encode(
-        x=alt.X("to:O", title="to rank", scale=alt.Scale(domain=list(range(n))), axis=alt.Axis(labelAngle=0)),
-        y=alt.Y("from:O", title="from rank", scale=alt.Scale(domain=list(range(n)))),
-        color=alt.Color("bytes:Q", scale=alt.Scale(scheme="reds"), legend=alt.Legend(orient="top", format="~s")),
-        tooltip=["from:O", "to:O", "size:N"]).properties(width=cell * n, height=cell * n,
-                                                         title=f"bytes on each link in step {k}")
 
 
 # ---- scale explorer ------------------------------------------------------------------------------

@@ -3,10 +3,11 @@
     python bench/bench_clock.py            # 1F1B 128 x 1024 and the 1T-parameter step
     python bench/bench_clock.py --quick    # 1F1B 32 x 256 and GPT-3 175B
 
-"before" is the walk and clock frozen in tests/clock_reference.py (the implementation the fast
-path replaced); "after" is `Program.walk` + `clock.simulate`. Both price the same Program and
-must give the same trace (the bench checks the makespan and the event count; the tests compare
-every event). Targets (issue 18): 1F1B with 128 stages x 1024 micro-batches, build + price, under
+"before" builds the instruction objects and prices them with the walk and clock frozen in
+tests/clock_reference.py; "after" is today's path: the program as built by its compiler (columns
+for a schedule timeline, `simulator.program_columns`) priced by `clock.simulate` (vectorised for
+columns). Both must give the same trace (the bench checks the makespan and the event count;
+tests/test_clock_equivalence.py compares every event). Targets (issue 18): 1F1B with 128 stages x 1024 micro-batches, build + price, under
 0.5 s; the 1T-parameter step of Megatron-LM Table 1 (t8 p64, 3072 GPUs, one replica, TP folded)
 under 1 s. CPU seconds are printed beside wall seconds (the machine is shared).
 """
@@ -31,6 +32,7 @@ from simulator.cost.scale_program import build_scale_program  # noqa: E402
 from simulator.cost.timeline_program import schedule_program  # noqa: E402
 from simulator.parallel.schedule_registry import make_schedule  # noqa: E402
 from simulator.program import Program  # noqa: E402
+from simulator.program_columns import ColumnarProgram  # noqa: E402
 
 
 def timed(fn):
@@ -39,16 +41,24 @@ def timed(fn):
     return out, time.perf_counter() - w, time.process_time() - c
 
 
-def row(label, build, price_new, price_old):
-    """Build the program once per path (the walk is cached on a Program) and price it."""
+def row(label, build, price_new, price_old, target_s):
+    """Build and price the program on each path: after first, then before on instruction objects."""
     prog, wb, cb = timed(build)
     new, wn, cn = timed(lambda: price_new(prog))
-    old_prog = Program(prog.n_devices, prog.code, prog.name)
+    makespan, events = new.makespan_s, len(new.columns) if hasattr(new, "columns") else len(new.events)
+    # instruction objects as before columns: the compiler's object form (a columnar program's
+    # row views), or the same build again when the program is still built as objects
+    old_prog, wob, cob = timed(lambda: Program(prog.n_devices, prog.code, prog.name)
+                               if isinstance(prog, ColumnarProgram) else build())
     old, wo, co = timed(lambda: price_old(old_prog))
-    same = len(new.events) == len(old.events) and new.makespan_s == old.makespan_s
-    print(f"{label}: {len(prog):,} instructions, build {wb:.2f} s wall / {cb:.2f} s CPU")
-    print(f"  price  before {wo:6.2f} s wall / {co:6.2f} s CPU   after {wn:6.2f} s wall / {cn:6.2f} s CPU   "
-          f"speed-up {co / max(cn, 1e-9):.1f}x (CPU); build + price after: {cb + cn:.2f} s CPU; same trace: {same}")
+    same = events == len(old.events) and makespan == old.makespan_s
+    print(f"{label}: {len(old_prog):,} instructions")
+    print(f"  before: build {wob:5.2f} s wall / {cob:5.2f} s CPU, price {wo:5.2f} s wall / {co:5.2f} s CPU "
+          f"= {cob + co:5.2f} s CPU")
+    print(f"  after:  build {wb:5.2f} s wall / {cb:5.2f} s CPU, price {wn:5.2f} s wall / {cn:5.2f} s CPU "
+          f"= {cb + cn:5.2f} s CPU   speed-up {(cob + co) / max(cb + cn, 1e-9):.1f}x; "
+          + (f"target < {target_s} s: {'met' if cb + cn < target_s else 'NOT met'}; " if target_s else "")
+          + f"same makespan and event count: {same}")
 
 
 def main() -> None:
@@ -59,7 +69,7 @@ def main() -> None:
     model = SimpleDeviceModel(flops_per_s=1e12, latency_s=0.0, bandwidth_Bps=1e30)
     sched = make_schedule("1f1b", p, m)
     row(f"1F1B p={p} m={m}", lambda: schedule_program(sched), lambda pr: simulate(pr, model),
-        lambda pr: reference_simulate(pr, model))
+        lambda pr: reference_simulate(pr, model), None if args.quick else 0.5)
 
     name, cfg = (("gpt3-175b", ParallelConfig(tp=8, pp=12, dp=16, global_batch=1536, recompute="full")) if args.quick
                  else ("megatron-1t", ParallelConfig(tp=8, pp=64, dp=6, global_batch=3072, recompute="full")))
@@ -67,7 +77,7 @@ def main() -> None:
     spec = get_model(name)
     dm = ScaleDeviceModel(HardwareDeviceModel("a100-80gb", cfg.gpus, A.matmul_dtype), cfg, fold_tp=True)
     row(f"{name} {cfg!r} one replica, TP folded", lambda: build_scale_program(spec, cfg, A, fold_tp=True),
-        lambda pr: simulate(pr, dm), lambda pr: reference_simulate(pr, dm))
+        lambda pr: simulate(pr, dm), lambda pr: reference_simulate(pr, dm), None if args.quick else 1.0)
 
 
 if __name__ == "__main__":

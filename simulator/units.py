@@ -32,8 +32,16 @@ def fmt_bytes(nbytes: float) -> str:
     return f"{nbytes:.0f} B"
 
 
+LONG_UNITS = (("d", 86400.0), ("h", 3600.0), ("min", 60.0))
+
+
 def fmt_time(time_s: float) -> str:
-    """Human-readable seconds: 1.2 s, 35 ms, 80 µs, 3 ns."""
+    """The one formatter of every duration parasim prints (CLI, app, figures): 3 ns, 80 µs, 35 ms,
+    1.2 s, 68.6 min, 5.2 h, 3.1 d, three significant digits. Minutes, hours and days start at
+    twice their size (90 s, 100 min, 30 h), so a value never reads as 1.1 of a unit."""
+    for unit, size in LONG_UNITS:
+        if abs(time_s) >= 2 * size:
+            return f"{time_s / size:.3g} {unit}"
     time_s = float(f"{time_s:.3g}")  # round first: 0.000999999 s -> 1 ms, not "1e+03 µs"
     for unit, scale in (("s", 1.0), ("ms", MS), ("µs", US)):
         if abs(time_s) >= scale:

@@ -53,3 +53,52 @@ def test_player_reads_its_configuration_from_the_url_at_16_ranks():
     at.selectbox(key="algo").set_value("tree").run()
     last = len(make_plan("broadcast", "tree", 16, 16 * 8).steps)
     assert not at.exception and metrics(at)["step"] == f"{last} of {last}"
+
+
+def buffer_labels(at) -> tuple[int, list[str], int]:
+    """The buffers chart of the page: (label font px, the cells' labels, the number of columns)."""
+    import json
+
+    spec = next(json.loads(c.proto.spec) for c in at.get("arrow_vega_lite_chart") or at.get("vega_lite_chart")
+                if "buffers after step" in c.proto.spec)
+    text = next(layer for layer in spec["layer"] if layer["mark"]["type"] == "text")
+    import pyarrow as pa
+
+    chart = next(c for c in at.get("arrow_vega_lite_chart") or at.get("vega_lite_chart")
+                 if "buffers after step" in c.proto.spec)
+    df = pa.ipc.open_stream(chart.proto.datasets[0].data.data).read_pandas()  # the chart's data, as sent
+    return text["mark"]["fontSize"], list(df["label"]), df["slot"].nunique()
+
+
+def test_player_at_16_ranks_all_to_all_labels_every_cell_at_10_px_or_more():
+    at = AppTest.from_file(str(APP / "views" / "player.py"), default_timeout=60)
+    at.query_params.update({"kind": "all_to_all", "algo": "direct", "n": "16", "step": "15"})
+    at.run()
+    assert not at.exception and metrics(at)["step"] == "15 of 15"
+    font, labels, columns = buffer_labels(at)
+    assert font >= 10 and columns == 16 and len(labels) == 16 * 16  # one block per (rank, source rank)
+    grid = [labels[r * 16:(r + 1) * 16] for r in range(16)]
+    assert all(grid[r][i] == ("all" if i == r else f"p{r}") for r in range(16) for i in range(16))  # piece r of everyone
+    assert list(at.table[0].value["equal"]) == ["yes"] * 16
+
+
+def test_every_collective_and_algorithm_is_labelled_readably_up_to_16_ranks():
+    """Every cell has a label of at most two lines that fits its cell in a 480 px plot at >= 10 px."""
+    import player_charts as pc
+
+    from simulator import COLLECTIVE_KINDS, algorithms
+    from simulator.collectives.player import replay
+
+    for kind in (k for k in COLLECTIVE_KINDS if k != "barrier"):
+        for algo in algorithms(kind):
+            for n in (5, 16):
+                rep = replay(kind, [100.0 * r + np.arange(16) for r in range(n)], algo)
+                for k in range(len(rep.plan.steps) + 1):
+                    chart = pc.buffers_chart(rep, k).to_dict()
+                    font = next(la for la in chart["layer"] if la["mark"]["type"] == "text")["mark"]["fontSize"]
+                    df = pc.buffers_frame(rep, k)
+                    columns = df["slot"].nunique()
+                    assert font >= pc.MIN_FONT and len(df) == n * columns and df["label"].str.len().min() > 0
+                    widest = max(len(line) for lab in df["label"] for line in lab.split("\n"))
+                    assert df["label"].str.count("\n").max() <= 1, (kind, algo, n, k)
+                    assert widest * pc.CHAR_EM * font <= pc.PLOT_PX / columns, (kind, algo, n, k, widest)

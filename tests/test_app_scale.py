@@ -78,3 +78,54 @@ def test_scale_goodput_follows_the_failure_rate():
     g2 = metrics(at, GOOD)
     assert float(g2["goodput at best"].rstrip("%")) < float(g["goodput at best"].rstrip("%"))
     assert g2["best interval (Daly)"] != g["best interval (Daly)"]
+
+
+def test_the_daly_interval_prints_identically_everywhere(monkeypatch):
+    """One formatter (simulator.units.fmt_time) for every duration: the metric, its help, the caption
+    and the chart's legend show the same strings, and the chart's title repeats no other interval."""
+    import streamlit as st
+
+    from simulator import viz
+    from simulator.units import fmt_time
+
+    drawn = []
+    real = viz.goodput_chart
+
+    def spy(*args, **kwargs):
+        fig = real(*args, **kwargs)
+        drawn.append(([t.get_text() for t in fig.axes[0].get_legend().get_texts()], fig._suptitle.get_text()))
+        return fig
+
+    monkeypatch.setattr(viz, "goodput_chart", spy)
+    st.cache_data.clear()  # the page caches its PNGs
+    at = page("scale")
+    daly = metrics(at, GOOD)["best interval (Daly)"]
+    young = next(m for m in at.tabs[GOOD].metric if m.label == "best interval (Daly)").help.removeprefix("Young: ")
+    from simulator import get_model
+    from simulator.cost.goodput import FailureModel, checkpoint_nbytes, daly_interval_s, young_interval_s
+
+    fm = FailureModel(1024, 50_000, checkpoint_nbytes(get_model("gpt3-175b").params()), 50e9, None, 600)
+    assert daly == fmt_time(daly_interval_s(fm)) == "68.6 min" and young == fmt_time(young_interval_s(fm))
+    caption = next(c.value for c in at.tabs[GOOD].caption if "Daly" in c.value)
+    assert f"Daly's interval {daly}" in caption and f"√(2CM) = {young}" in caption
+    legend, title = drawn[-1]
+    assert f"Daly {daly}" in legend and f"Young √(2CM) {young}" in legend
+    assert "τ =" not in title  # the curve's best sample (1.13 h) is not printed beside Daly's 1.14 h
+    assert fmt_time(4116) == "68.6 min" and fmt_time(2 * 3600) == "2 h" and fmt_time(119) == "119 s"
+    assert fmt_time(3 * 86400) == "3 d" and fmt_time(0.035) == "35 ms" and fmt_time(-0.5) == "-500 ms"
+
+
+def test_the_compare_and_goodput_tabs_read_the_url():
+    from app_helpers import APP
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(APP / "views" / "scale.py"), default_timeout=120)
+    at.query_params.update({"a_tp": "4", "b_schedule": "1f1b", "b_zero": "1", "g_gpus": "4096", "g_mtbf": "20000"})
+    at.run()
+    assert not at.exception
+    assert at.select_slider(key="a_tp").value == 4 and at.selectbox(key="b_schedule").value == "1f1b"
+    assert at.radio(key="b_zero").value == 1 and at.number_input(key="g_gpus").value == 4096
+    assert metrics(at, GOOD)["system MTBF"] == "4.88 h"  # 20,000 h / 4096 GPUs
+    bound = {w.key: w.proto.query_param_key for kind in ("select_slider", "selectbox", "radio", "number_input",
+                                                          "toggle", "slider") for w in at.get(kind) if w.key}
+    assert all(bound[k] == k for k in bound if k[:2] in ("a_", "b_", "g_")), bound

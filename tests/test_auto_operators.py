@@ -2,6 +2,8 @@
 (float64, 1e-9), and the inserted collectives match MindSpore's rules (ops_info sources named
 per case); illegal strategies are refused with the rule."""
 
+from math import prod
+
 import numpy as np
 import pytest
 from auto_helpers import assert_same
@@ -121,6 +123,52 @@ def test_gather_shard_batch_and_axis_all_reduces_over_the_row_group():
     net, _ = _net([(16, 8), (4, 3)], ops.Gather(), ((2, 1), (4, 1)), extra={1: ("idx", np.zeros((4, 3)))})
     e = explain(net, AutoParallelContext("semi_auto_parallel", 8))
     assert _forward(e, "Gather-0") == [("all_reduce", ((0, 1), (2, 3), (4, 5), (6, 7)), 1 * 3 * 8 * 8)]
+
+
+@pytest.mark.parametrize("table, indices, n_idx, out, want", [
+    # MindSpore tests/ut/python/parallel/test_gather_v2.py (8 devices, table [64, 64] cut by rows)
+    # with the collective gather_info.cc inserts (ShardAxisImpl::InferReplaceGraph: ReduceScatter
+    # unless axis_split_forward_allreduce_, set when indices dim 0 % row cut != 0, by
+    # ShardBatchAndAxis, or by an out_strategy equal to the AllReduce strategy):
+    # test_gatherv2_forward_all_reduce: ((8, 1), (1, 1)), indices [2, 64]: 2 % 8 != 0
+    ((8, 1), (1, 1), 2, None, ("all_reduce", ((0, 1, 2, 3, 4, 5, 6, 7),))),
+    # the same table with indices [64, 64] (test_gatherv2_semi_auto3's table strategy): ReduceScatter
+    ((8, 1), (1, 1), 64, None, ("reduce_scatter", ((0, 1, 2, 3, 4, 5, 6, 7),))),
+    # test_gatherv2_split_axis_0_repeat_calc: ((4, 1), (1, 1)) on 8: the repeat goes LEFT of the
+    # device matrix [2, 4, 1] (SetAttribute), so the sum is over consecutive ranks
+    ((4, 1), (1, 1), 2, None, ("all_reduce", ((0, 1, 2, 3), (4, 5, 6, 7)))),
+    ((4, 1), (1, 1), 64, None, ("reduce_scatter", ((0, 1, 2, 3), (4, 5, 6, 7)))),
+    # test_gatherv2_shard_batch_and_axis: ((4, 1), (2, 1)): device matrix [2, 4], AllReduce
+    # along the table's dim (ShardBatchAndAxisImpl: axis_split_forward_allreduce_ = true) ...
+    ((4, 1), (2, 1), 64, None, ("all_reduce", ((0, 1, 2, 3), (4, 5, 6, 7)))),
+    # ... or ReduceScatter when out_strategy is the ReduceScatter one (CheckOutputStrategy:
+    # indices' strategy + table's column cut, dim 0 times the row cut = (8, 1, 1))
+    ((4, 1), (2, 1), 64, ((8, 1, 1),), ("reduce_scatter", ((0, 1, 2, 3), (4, 5, 6, 7)))),
+    # out_strategy equal to the AllReduce strategy ((1, 1) + (1,)) turns the ReduceScatter off
+    ((8, 1), (1, 1), 64, ((1, 1, 1),), ("all_reduce", ((0, 1, 2, 3, 4, 5, 6, 7),))),
+])
+def test_gather_row_split_inserts_mindspores_collective(table, indices, n_idx, out, want):
+    net = Network("gather")
+    t = net.parameter("t", RNG.standard_normal((64, 64)))
+    idx = net.input("idx", (n_idx, 64))
+    y = ops.Gather().shard((table, indices), out)(t, idx)
+    ops.MSELoss()(y, net.input("target", y.shape))
+    e = explain(net, AutoParallelContext("semi_auto_parallel", 8))
+    assert [(m.kind, m.groups) for m in e.phase("forward") if m.op == "Gather-0"] == [want]
+    mirror = [m.groups for m in e.phase("parameter_gradient") if m.tensor == "dt"]
+    if prod(table) * prod(indices) < 8:  # repeated on the left: the mirror spans ranks 4 apart
+        assert mirror == [((0, 4), (1, 5), (2, 6), (3, 7))]
+
+
+def test_gather_repeat_on_the_left_trains_equal_and_refuses_a_partial_batch_and_axis():
+    net, feeds = _net([(16, 8), (4, 3)], ops.Gather(), ((4, 1), (1, 1)),
+                      extra={1: ("idx", RNG.integers(0, 16, (4, 3)))})
+    assert_same(train(net, AutoParallelContext("semi_auto_parallel", 8), feeds, steps=2),
+                standalone(net, feeds, steps=2))
+    # ShardBatchAndAxis needs row cut x indices cut = the device count (2 x 2 != 8)
+    bad, _ = _net([(16, 8), (4, 3)], ops.Gather(), ((2, 1), (2, 1)), extra={1: ("idx", np.zeros((4, 3)))})
+    with pytest.raises(ParasimError, match=r"r x d = 8 devices"):
+        explain(bad, AutoParallelContext("semi_auto_parallel", 8))
 
 
 def test_vocab_parallel_cross_entropy_all_reduces_max_sum_and_loss():

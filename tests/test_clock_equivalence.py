@@ -1,7 +1,14 @@
 """The fast walk and clock give exactly the traces of the implementation they replaced
-(frozen in tests/clock_reference.py): same events in the same order, same times, same flows."""
+(frozen in tests/clock_reference.py): same events, same times, same flows.
+
+Instruction programs are priced by the walk: same events in the same order. Columnar programs
+(schedule timelines, `simulator.program_columns`) are priced by the vectorised clock, whose trace
+lists each device's events in program order: every event is compared after sorting both traces
+the same way, and flows are compared as the pairs of events they join."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import pytest
 from clock_reference import reference_simulate, reference_walk
@@ -13,18 +20,21 @@ from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.scale_kernels import ScaleDeviceModel
 from simulator.cost.scale_program import build_scale_program
 from simulator.cost.timeline_program import schedule_program
+from simulator.errors import ProgramError
 from simulator.models import GPTConfig
 from simulator.parallel.config import TrainConfig
 from simulator.parallel.schedule_registry import make_schedule
 from simulator.parallel.strategies import compile_strategy
-from simulator.program import Program
+from simulator.program import Collective, Compute, Program
+from simulator.program_columns import ColumnarProgram
+from simulator.trace_columns import ColumnTrace
 
 SMALL = ModelSpec("small", layers=8, hidden=1024, heads=16, seq=512, vocab=8192)
 MOE = ModelSpec("moe", layers=4, hidden=512, heads=8, seq=256, vocab=4096, num_experts=8)
 
 
 def fresh(prog: Program) -> Program:
-    """The same instructions without the cached walk."""
+    """The same instructions without the cached walk (and, for a columnar program, its objects)."""
     return Program(prog.n_devices, prog.code, prog.name)
 
 
@@ -37,11 +47,75 @@ def assert_same(prog: Program, model, **kw):
     assert new.makespan_s == old.makespan_s
 
 
+def _key(e):
+    return (e.device, e.lane, e.start_s, e.kind, e.name, e.microbatch, e.duration_s)
+
+
+def assert_same_events(new, old):
+    """Every field of every event equal (exact floats), in any order; flows join the same pairs."""
+    a, b = sorted(new.events, key=_key), sorted(old.events, key=_key)
+    assert len(a) == len(b) > 0
+    assert [replace(e, flow=None) for e in a] == [replace(e, flow=None) for e in b]
+    pairs = []
+    for events in (a, b):
+        by_flow: dict = {}
+        for e in events:
+            if e.flow is not None:
+                by_flow.setdefault(e.flow, []).append(_key(e))
+        pairs.append(sorted(sorted(v) for v in by_flow.values()))
+    assert pairs[0] == pairs[1] and all(len(p) == 2 for p in pairs[0])
+    assert new.makespan_s == old.makespan_s
+    assert [e.flow is None for e in a] == [e.flow is None for e in b]
+
+
+def assert_same_columnar(prog, model, **kw):
+    """A columnar program priced vectorised vs its instruction objects on the frozen clock."""
+    assert isinstance(prog, ColumnarProgram)
+    objects = Program(prog.n_devices, prog.code, prog.name)
+    assert len(objects) == len(prog)
+    new, old = simulate(prog, model, **kw), reference_simulate(objects, model, **kw)
+    assert isinstance(new, ColumnTrace) and new.makespan_s == old.makespan_s   # read from the columns
+    assert_same_events(new, old)
+    # each device's events in its program order: the send/recv pairs and computes of its code
+    for d in range(prog.n_devices):
+        kinds = [e.kind for e in new.events if e.device == d]
+        assert kinds == [i.op if isinstance(i, Compute) else i.kind if isinstance(i, Collective)
+                         else type(i).__name__.lower() for i in objects.code[d]]
+
+
 @pytest.mark.parametrize("name,p,m,v", [("1f1b", 8, 16, 1), ("gpipe", 4, 8, 1), ("1f1b", 1, 4, 1),
-                                        ("1f1b", 16, 3, 1)])
+                                        ("1f1b", 16, 3, 1), ("interleaved", 4, 8, 2), ("zb-h1", 4, 8, 1),
+                                        ("zb-h2", 4, 6, 1)])
 def test_schedule_timeline(name, p, m, v):
     sched = make_schedule(name, p, m, v)
-    assert_same(schedule_program(sched), SimpleDeviceModel(latency_s=1e-5, bandwidth_Bps=1e9))
+    prog = schedule_program(sched)
+    assert_same_columnar(prog, SimpleDeviceModel(latency_s=1e-5, bandwidth_Bps=1e9), step=2)
+    assert list(prog.walk()) == reference_walk(prog)       # the instruction view walks as before
+
+
+def test_columnar_trace_builds_its_events_only_when_a_consumer_reads_them():
+    prog = schedule_program(make_schedule("1f1b", 4, 8))
+    model = SimpleDeviceModel(latency_s=1e-5, bandwidth_Bps=1e9)
+    new = simulate(prog, model, name="t")
+    old = reference_simulate(Program(prog.n_devices, prog.code, prog.name), model, name="t")
+    assert new.makespan_s == old.makespan_s and new._events is None      # read from the columns
+    assert new.step_breakdown() == pytest.approx(old.step_breakdown(), rel=1e-12)
+    assert new._events is not None
+    chrome = [sorted(map(str, t.to_chrome()["traceEvents"])) for t in (new, old)]
+    assert len(chrome[0]) == len(chrome[1])
+    two = new.append(simulate(prog, model))                                # Trace.append still works
+    assert len(two.events) == 2 * len(old.events) and two.makespan_s == 2 * old.makespan_s
+
+
+def test_schedule_timeline_that_cannot_finish_is_refused_by_the_walk():
+    """DualPipe's actions are not a one-direction pipeline: its timeline program deadlocks, and the
+    columnar clock refuses it with the walk's message, as the instruction clock does."""
+    prog = schedule_program(make_schedule("dualpipe", 4, 8))
+    with pytest.raises(ProgramError) as old:
+        reference_simulate(Program(prog.n_devices, prog.code, prog.name), SimpleDeviceModel())
+    with pytest.raises(ProgramError) as new:
+        simulate(schedule_program(make_schedule("dualpipe", 4, 8)), SimpleDeviceModel())
+    assert str(new.value) == str(old.value) and "deadlock" in str(new.value)
 
 
 SCALE_CASES = [
@@ -57,6 +131,9 @@ SCALE_CASES = [
     (SMALL, ParallelConfig(tp=2, pp=2, dp=2, cp=2, global_batch=8), Assumptions(), False),
     (SMALL, ParallelConfig(tp=2, pp=2, dp=2, cp=2, global_batch=8, cp_comm_type="a2a"), Assumptions(), True),
     (MOE, ParallelConfig(tp=1, pp=2, dp=4, ep=2, global_batch=8), Assumptions(overlap_grad_reduce=True), False),
+    (SMALL, ParallelConfig(tp=2, pp=4, dp=2, global_batch=16, schedule="zb-h1"), Assumptions(), True),
+    (SMALL, ParallelConfig(tp=2, pp=2, dp=2, global_batch=8, zero_stage=1), Assumptions(overlap_grad_reduce=True),
+     True),
 ]
 
 
@@ -64,7 +141,8 @@ SCALE_CASES = [
 def test_scale_programs(model, cfg, A, fold):
     prog = build_scale_program(model, cfg, A, fold_tp=fold)
     dm = ScaleDeviceModel(HardwareDeviceModel("a100-80gb", cfg.gpus, A.matmul_dtype), cfg, fold_tp=fold)
-    assert_same(prog, dm)
+    assert_same(prog, dm)                    # its instruction objects on the walk
+    assert_same_columnar(prog, dm, step=1)   # its columns on the vectorised clock
 
 
 GPT = GPTConfig(layers=2, hidden=16, heads=4, seq_len=8, vocab=16)

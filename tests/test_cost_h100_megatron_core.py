@@ -1,27 +1,51 @@
-"""The cost model against NVIDIA's published Megatron-Core / NeMo throughput on DGX-H100 (FP8).
+"""The cost model against NVIDIA's published Megatron-Core / NeMo FP8 throughput on DGX-H100.
 
-References (Model TFLOP/s per GPU as NVIDIA reports it, FP8 current scaling, DGX-H100):
-  Megatron-Bridge docs/performance-summary.md, "25.11 NeMo Container", System: DGX-H100
-  (https://github.com/NVIDIA-NeMo/Megatron-Bridge/blob/main/docs/performance-summary.md):
-    LLAMA3_70B     64 GPUs, GBS 128, MBS 1, seq 8192, TP 4, PP 8, CP 1, VP 5       719
-    LLAMA3.1_405B  1024 GPUs, GBS 512, MBS 1, seq 8192, TP 8, PP 8, CP 2, VP 8     737
-  NeMo docs/source/performance/performance_summary.md (NeMo 24.07, DGX-H100, FP8)
-  (https://github.com/NVIDIA/NeMo/blob/main/docs/source/performance/performance_summary.md):
-    GPT3-175B      128 GPUs, GBS 256, MBS 1, seq 2048, TP 4, PP 8, CP 1, VP 6      782
+References (Model TFLOP/s per GPU as NVIDIA reports it; FP8; DGX-H100; no activation recomputation):
+  NeMo docs/source/performance/performance_summary.md, NeMo 24.07 container, last revision
+  (github.com/NVIDIA/NeMo commit 8e3d65d, "24.07 perf numbers"; delayed-scaling FP8):
+    model          GPUs  GBS  MBS  seq   TP PP CP VP   TFLOP/s
+    GPT3-5B          64 2048    4  2048   1  1  1  1   765
+    GPT3-20B         64  256    2  2048   2  1  1  1   750
+    GPT3-175B       128  256    1  2048   4  8  1  6   771
+    GPT3-175B       512 2048    2  2048   4  8  1  6   888
+    LLAMA2-7B         8  128    1  4096   1  1  1  1   780
+    LLAMA2-13B       16  128    1  4096   1  4  1 10   760
+    LLAMA2-70B       64  128    1  4096   4  4  1 20   768
+    Nemotron-8B      64  256    4  4096   2  1  1  1   643
+    Nemotron-22B     64  256    2  4096   2  4  1 10   562
+    LLAMA3-8B         8  128    1  8192   1  1  2  1   711
+    LLAMA3-70B       64  128    1  8192   4  4  2  5   734
+  NeMo 25.02 container, NeMo 2.0 (docs.nvidia.com/nemo-framework/user-guide, performance summary,
+  System: DGX-H100; current-scaling FP8):
+    GPT3-175B       512 2048    2  2048   4  8  1  6   932
+  Megatron-Bridge docs/performance-summary.md and performance-summary-archive.md (github.com/
+  NVIDIA-NeMo/Megatron-Bridge; FP8 current scaling, DDP with the distributed optimizer):
+    LLAMA3_70B      64  128    1  8192   4  8  1  5   719   (25.11 container)
+    LLAMA3_70B      64  256    1  8192   4  8  1  5   731   (26.04.01)
+    LLAMA3.1_405B 1024  512    1  8192   8  8  2  8   737   (25.11)
+    LLAMA3.1_405B 1024 1536    1  8192   8  8  2  8   827   (26.04.01)
+Model shapes: NeMo's GPTConfig5B / GPTConfig20B (24 x 4096 and 44 x 6144, 4h MLP, GPT-2 vocabulary)
+and Nemotron3Config8B / 22B (32 x 4096 and 40 x 6144, squared-ReLU 4h MLP, no biases, rotary, untied,
+vocabulary 256000), `nemo/collections/llm/gpt/model/{base,nemotron}.py`; the others are presets.
 Priced with what these recipes turn on (`MODERN`: FlashAttention, gradient/parameter/TP overlap,
-distributed optimizer, SP) and FP8 matmuls, no recomputation.
+distributed optimizer, SP) and FP8 linear layers. Nemotron-340B (128 GPUs, t8 p8 v12) is left out:
+without recomputation its published layout needs 102 GB per GPU as Megatron counts memory, so the
+recipe ran with something we are not told.
 
-Llama 3 70B 1.16x, GPT-3 175B 1.28x, Llama 3.1 405B 1.35x the published figures: recorded, not matched.
-parasim's FP8 follows Transformer Engine: only the linear layers' GEMMs run in FP8 (at the measured
-fp8 matmul plateau, 73 % of the 1979 TFLOP/s peak, `simulator.cost.compute`), the attention core and
-the output layer stay BF16, and every FP8 GEMM pays its casts (amax + cast + transpose passes over
-the inputs not fused into a norm or activation and over the output gradients,
-`simulator.cost.scale_kernels.fp8_cast_nbytes`). That gives the
-published layouts an FP8 gain of 1.38-1.54x over BF16; the same layouts priced in BF16 come out at
-0.83-0.90 of the published FP8 throughput, so the published runs gain only ~1.15x end to end. The
-remainder (FP8 GEMM tiles losing more to small or odd shapes than BF16 ones, scaling-factor
-bookkeeping, kernels we do not list) is not priced. The bounds below are the recorded disagreement,
-so a better FP8 model shows up here.
+What brought the rows in (the FP8 rows were 1.16-1.35x before; the model changes are documented in
+`simulator.cost.compute` and `simulator.cost.scale_kernels`): the FP8 plateau measured on H100 itself
+(70.9 %, not H200's 73.4 %); the half-efficiency dimension of a GEMM scaled by the device's FLOP per HBM
+byte (H100 bf16 124, fp8 247, A100 64), which reproduces NVIDIA's FP8-over-BF16 GEMM speedups (1.75x
+large, >= 1.25x most others, cuBLAS 12.9 blog); Transformer Engine's userbuffers taking 16 of 132 SMs
+from the GEMMs they overlap; Megatron's unfused vocab-parallel cross-entropy (38 + 14 bytes per logit).
+Three rows stay above 15 % and are asserted at their recorded ratio: the two small models with
+4-sequence micro-batches (GPT3-5B 1.16, Nemotron-8B 1.19: the Megatron-Core BF16 weak-scaling table
+shows the same excess for small models, tests/test_cost_h100_bf16_megatron.py) and Llama 3.1 405B at
+GBS 512 (1.21; 1.19 before InfiniBand got its own link efficiency, `simulator.cost.hardware`), whose
+own layout at GBS 1536 comes in at 1.12: NVIDIA's two batch sizes imply a
+per-step cost that does not scale with the micro-batches, ~1.4 s of the 14 s step against the 1.2 s
+(pipeline bubble, exposed p2p and data-parallel) we price; the 25.11 and 26.04 containers differ too,
+so we record rather than explain it.
 """
 
 from dataclasses import replace
@@ -29,29 +53,62 @@ from dataclasses import replace
 import pytest
 
 from simulator.cost.analytic import estimate
-from simulator.cost.model_presets import get_model
+from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.parallel_config import MODERN, ParallelConfig
 
-# (model, GPUs, GBS, TP, PP, CP, VP, published Model TFLOP/s per GPU, embedding balanced in the split)
-ROWS = [("llama3-70b", 64, 128, 4, 8, 1, 5, 719, False), ("llama3.1-405b", 1024, 512, 8, 8, 2, 8, 737, True),
-        ("gpt3-175b", 128, 256, 4, 8, 1, 6, 782, False)]
-# parasim's figures as recorded (priced / published FP8 throughput; priced FP8 / priced BF16): a change
-# of the FP8 model moves them and must update the module docstring and the README's validation section
-RECORDED = {"llama3-70b": (1.16, 1.38), "llama3.1-405b": (1.35, 1.50), "gpt3-175b": (1.28, 1.54)}
+_NEMOTRON = dict(biases=False, position_embedding=False, tied_embeddings=False)
+MODELS = {"gpt3-5b": ModelSpec("gpt3-5b", 24, 4096, 32, 2048, 50257),
+          "gpt3-20b": ModelSpec("gpt3-20b", 44, 6144, 48, 2048, 50257),
+          "nemotron-8b": ModelSpec("nemotron-8b", 32, 4096, 32, 4096, 256000, ffn_hidden=16384, **_NEMOTRON),
+          "nemotron-22b": ModelSpec("nemotron-22b", 40, 6144, 48, 4096, 256000, ffn_hidden=24576, **_NEMOTRON)}
+
+# (row id, model, GPUs, GBS, MBS, TP, PP, CP, VP, published Model TFLOP/s per GPU): module docstring
+ROWS = [("gpt3-5b", "gpt3-5b", 64, 2048, 4, 1, 1, 1, 1, 765), ("gpt3-20b", "gpt3-20b", 64, 256, 2, 2, 1, 1, 1, 750),
+        ("gpt3-175b-128", "gpt3-175b", 128, 256, 1, 4, 8, 1, 6, 771),
+        ("gpt3-175b-512", "gpt3-175b", 512, 2048, 2, 4, 8, 1, 6, 888),
+        ("gpt3-175b-512-25.02", "gpt3-175b", 512, 2048, 2, 4, 8, 1, 6, 932),
+        ("llama2-7b", "llama2-7b", 8, 128, 1, 1, 1, 1, 1, 780), ("llama2-13b", "llama2-13b", 16, 128, 1, 1, 4, 1, 10, 760),
+        ("llama2-70b", "llama2-70b", 64, 128, 1, 4, 4, 1, 20, 768),
+        ("nemotron-8b", "nemotron-8b", 64, 256, 4, 2, 1, 1, 1, 643),
+        ("nemotron-22b", "nemotron-22b", 64, 256, 2, 2, 4, 1, 10, 562),
+        ("llama3-8b-cp2", "llama3-8b", 8, 128, 1, 1, 1, 2, 1, 711),
+        ("llama3-70b-cp2", "llama3-70b", 64, 128, 1, 4, 4, 2, 5, 734),
+        ("llama3-70b-25.11", "llama3-70b", 64, 128, 1, 4, 8, 1, 5, 719),
+        ("llama3-70b-26.04", "llama3-70b", 64, 256, 1, 4, 8, 1, 5, 731),
+        ("llama3.1-405b-25.11", "llama3.1-405b", 1024, 512, 1, 8, 8, 2, 8, 737),
+        ("llama3.1-405b-26.04", "llama3.1-405b", 1024, 1536, 1, 8, 8, 2, 8, 827)]
+# priced / published where parasim stays more than 15 % off (module docstring): a change of the model
+# that moves them must update this table, the module docstring and the README's validation section
+RECORDED = {"gpt3-5b": 1.16, "nemotron-8b": 1.19, "llama3.1-405b-25.11": 1.21}
 
 
-def _priced(name, gpus, gbs, tp, pp, cp, vp, balanced, fp8):
-    cfg = ParallelConfig(tp=tp, pp=pp, cp=cp, dp=gpus // (tp * pp * cp), global_batch=gbs, schedule="interleaved",
-                         virtual_stages=vp, sequence_parallel=True, zero_stage=1, balance_embedding=balanced)
-    return estimate(get_model(name), cfg, "h100-sxm", replace(MODERN, fp8=fp8))
+def _priced(name, gpus, gbs, mbs, tp, pp, cp, vp, fp8):
+    model = MODELS.get(name) or get_model(name)
+    cfg = ParallelConfig(tp=tp, pp=pp, cp=cp, dp=gpus // (tp * pp * cp), micro_batch_size=mbs, global_batch=gbs,
+                         schedule="interleaved" if vp > 1 else "1f1b", virtual_stages=vp,
+                         sequence_parallel=tp > 1, zero_stage=1, balance_embedding=model.layers % (pp * vp) > 0)
+    return estimate(model, cfg, "h100-sxm", replace(MODERN, fp8=fp8))
 
 
-@pytest.mark.parametrize("name,gpus,gbs,tp,pp,cp,vp,tflops,balanced", ROWS, ids=["70b", "405b", "175b"])
-def test_fp8_runs_are_priced_within_the_recorded_bounds(name, gpus, gbs, tp, pp, cp, vp, tflops, balanced):
-    fp8 = _priced(name, gpus, gbs, tp, pp, cp, vp, balanced, True)
-    bf16 = _priced(name, gpus, gbs, tp, pp, cp, vp, balanced, False)
-    assert not fp8.oom
-    ratio, gain = RECORDED[name]
-    assert fp8.model_tflops_per_gpu / tflops == pytest.approx(ratio, abs=0.01)      # the recorded disagreement
-    assert 0.8 < bf16.model_tflops_per_gpu / tflops < 0.91          # BF16 of the same layout: below FP8's
-    assert fp8.model_tflops_per_gpu / bf16.model_tflops_per_gpu == pytest.approx(gain, abs=0.01)  # FP8 gain
+@pytest.mark.parametrize("row,name,gpus,gbs,mbs,tp,pp,cp,vp,tflops", ROWS, ids=[r[0] for r in ROWS])
+def test_nvidia_fp8_runs_on_h100(row, name, gpus, gbs, mbs, tp, pp, cp, vp, tflops):
+    fp8 = _priced(name, gpus, gbs, mbs, tp, pp, cp, vp, True)
+    assert not fp8.oom                      # the recipes ran without recomputation, and fit
+    ratio = fp8.model_tflops_per_gpu / tflops
+    if row in RECORDED:
+        assert ratio == pytest.approx(RECORDED[row], abs=0.01)      # the recorded disagreement
+    else:
+        assert ratio == pytest.approx(1.0, abs=0.15)
+
+
+def test_fp8_gain_over_bf16_on_the_same_layout():
+    """No NVIDIA table pairs BF16 and FP8 for one dense layout on H100; the FP8 gain is the priced
+    ratio of the two on each published layout. Only the linear layers' GEMMs speed up (at most 1.75x,
+    NVIDIA's large-GEMM figure); the BF16 attention core and output layer, the element-wise passes and
+    the casts do not, so the gain is 1.25-1.5x, largest for the big models whose GEMMs dominate."""
+    gains = {}
+    for row, name, gpus, gbs, mbs, tp, pp, cp, vp, _ in ROWS:
+        fp8, bf16 = (_priced(name, gpus, gbs, mbs, tp, pp, cp, vp, x) for x in (True, False))
+        gains[row] = fp8.model_tflops_per_gpu / bf16.model_tflops_per_gpu
+    assert all(1.2 < g < 1.5 for g in gains.values())
+    assert gains["gpt3-175b-128"] > gains["gpt3-20b"] > gains["nemotron-22b"]

@@ -56,7 +56,7 @@ def test_llama3_405b_published_layouts_fit_without_dropout_masks():
     the 85.5 GB an H100 reports (15 % margin). 8k GPUs (m = 32): with v = 2, 47 chunks in flight
     need 95 GB, 11 % over; the paper does not give v, and v = 4 (47 + 32 = 79 chunks of 1-2 layers,
     127 layers instead of 164.5) fits with a 6 % margin: under Megatron's accounting Meta's 8k run
-    needs v >= 4. (At v = 4 our time model is 23 % above Table 4's MFU: it prices interleaving's
+    needs v >= 4. (At v = 4 our time model is 22 % above Table 4's MFU: it prices interleaving's
     extra p2p but not its smaller, less efficient chunks, so the throughput tests keep v = 2.)
     With Megatron's default dropout the 8k layout does not fit even at v = 4."""
     cap = get_hardware("h100-sxm").memory_bytes

@@ -25,9 +25,9 @@ def test_table1_has_ten_rows_with_published_sizes():
 
 
 @pytest.mark.parametrize("run", TABLE1, ids=lambda r: r.model)
-def test_table1_tflops_per_gpu_within_10_percent(run):
+def test_table1_tflops_per_gpu_within_7_percent(run):
     res = estimate(run.model, _cfg(run), "a100-80gb")
-    assert res.tflops_per_gpu == pytest.approx(run.tflops_per_gpu, rel=0.10)
+    assert res.tflops_per_gpu == pytest.approx(run.tflops_per_gpu, rel=0.07)   # issue 13: stays within 7 %
     assert not res.oom
 
 

@@ -86,7 +86,6 @@ def test_activation_memory_shrinks_as_one_over_cp(kind):
 @pytest.mark.parametrize("kw,message", [
     (dict(cp=3, devices=3), "sequence length 16 is not divisible by 6"),
     (dict(cp=8, devices=8, cp_kind="all-to-all"), "4 heads cannot be split 8 ways"),
-    (dict(cp=2, tp=2, devices=8, pp=2, schedule="zb-h1", strategy="hybrid"), "split them with tp = 1 .* here tp=2"),
     (dict(cp=2, devices=2, strategy="dp"), "runs with strategies cp and hybrid"),
     (dict(cp=2, devices=3), "do not multiply to 3 devices"),
 ])

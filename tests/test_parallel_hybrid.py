@@ -102,6 +102,6 @@ def test_zero1_over_the_data_axis_shards_optimizer_state_and_keeps_the_math(kw):
     assert added == pytest.approx(dp_bytes, rel=0.05)
 
 
-def test_zero_stages_2_and_3_are_refused_with_pipelines_or_tensor_parallelism():
+def test_zero_stages_2_and_3_are_refused_with_pipelines():
     with pytest.raises(Exception, match="stage 1 \\(the distributed optimizer\\)"):
         TrainConfig(GPT, strategy="hybrid", devices=8, dp=2, tp=2, pp=2, zero=2).resolved()

@@ -131,7 +131,6 @@ def test_vocab_parallel_embedding_lookup_sums_to_the_full_table():
     (dict(model=GPTConfig(layers=1, hidden=16, heads=4, seq_len=6, vocab=16), tp=4, strategy="sp"),
      ["sequence length 6"]),
     (dict(model=MLPConfig(in_dim=8, hidden=16, layers=2, classes=4), tp=2), ["transformer layers"]),
-    (dict(model=GPT, tp=2, pp=2, microbatches=4, schedule="zb-h1", strategy="hybrid"), ["zb-h1"]),
 ])
 def test_refuses_degrees_that_do_not_divide(kw, words):
     kw = dict(kw)

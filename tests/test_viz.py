@@ -116,6 +116,30 @@ def test_collective_steps_ring_labels_name_chunk_and_source():
     assert "6 steps" in collective_steps(plan)._suptitle.get_text()
 
 
+def test_collective_steps_label_every_cell_readably_up_to_16_ranks():
+    """At 16 ranks, for every collective and algorithm: every cell that receives something has a
+    label, inside its cell, at least 10 px tall when the figure is shown 1000 px wide."""
+    from simulator import COLLECTIVE_KINDS, algorithms
+    from simulator.viz.plans import LABEL_PX, SHOWN_PX
+
+    for kind in (k for k in COLLECTIVE_KINDS if k != "barrier"):
+        for algo in algorithms(kind):
+            plan = make_plan(kind, algo, 16, 16 * 8 * 16)
+            fig = collective_steps(plan, max_steps=12)
+            ax = fig.axes[0]
+            fig.canvas.draw()
+            shown = SHOWN_PX / fig.bbox.width  # display px per figure px
+            labels = [t for t in ax.texts if t.get_gid() == "label"]
+            receiving = {(s, t.dst) for s, step in enumerate(plan.steps[:12]) for t in step.transfers}
+            assert len(labels) >= len(receiving), (kind, algo)
+            assert min(t.get_fontsize() for t in labels) * fig.dpi / 72 * shown >= LABEL_PX - 1e-9
+            cell_px = ax.transData.transform((0.92, 0))[0] - ax.transData.transform((0, 0))[0]
+            widest = max(t.get_window_extent().width for t in labels)
+            assert widest <= cell_px, (kind, algo, widest, cell_px)  # every label inside one rank's cell
+    assert [t.get_text() for t in collective_steps(make_plan("all_to_all", "direct", 16, 2048)).axes[0].texts
+            if t.get_gid() == "label"][:2] == ["←15", "←0"]  # an all-to-all names the source only
+
+
 @pytest.mark.parametrize("dims,partial,shape", [(["dp", "tp"], (), (8, 16)), (["dp", None], (), (4, 6)),
                                                 ([None, "tp"], "dp", (8, 16)), ([("dp", "tp")], (), (16,))])
 def test_layout_grid_blocks_and_holders(dims, partial, shape):

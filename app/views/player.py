@@ -4,7 +4,7 @@ with the bytes on each link; the last step's buffers are compared with numpy's r
 import numpy as np
 import pandas as pd
 import streamlit as st
-from charts import buffers_chart, links_chart
+from player_charts import buffers_chart, links_chart
 from ui import ALGO_HELP, BIND, KIND_HELP, friendly_errors, interactive, intro, remember, restore, show_code
 
 from simulator import COLLECTIVE_KINDS, algorithms

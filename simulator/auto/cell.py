@@ -18,7 +18,15 @@ MindSpore semantics (docs "Cell.shard", "mindspore.shard", "recompute"):
   Cell.shard) they are propagated from the boundary. parasim fixes each boundary layout with
   an Identity operator carrying the strategy, so explain() lists the boundary moves by name.
 - `recompute()`: the operators the cell creates form one segment whose forward the backward
-  pass runs again (compile.recompute), instead of keeping their outputs.
+  pass runs again (compile.recompute), instead of keeping their outputs. After the forward pass
+  the device keeps only the cell's inputs and outputs (every tensor is freed after its last use,
+  liveness.py); the segment is recomputed once, right before the first backward operator that
+  needs it, and its values are freed as the backward consumes them. That is MindSpore's pass
+  (`frontend/optimizer/recompute.cc`: the maximal connected recomputed subgraph is duplicated
+  once, scheduled after the inputs of its first backward user). So recomputing each layer's
+  cell lowers the peak (one layer's activations are alive at a time); recomputing one cell
+  that is the whole network lowers the memory held between forward and backward but not the
+  peak, which the recomputation rebuilds at the start of the backward pass.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 For every operator, in network order: the input redistributions, the local shard kernel
 (Compute), the forward communication (Collective). Then, for a scalar loss, the backward pass in
 reverse order (seed 1/D on every copy of the loss, see plan.py), the parameter mirrors, and an
-SGD step on each rank's parameter shard. Every move of redistribution.py lowers to:
+SGD step on each rank's parameter shard; every tensor the step creates is freed after its last
+use (liveness.py), so the measured peak memory is the live set's. Every move of redistribution.py lowers to:
 split/pad/zero -> one Compute per rank (its own index); AllReduce/AllGather/ReduceScatter -> one
 Collective per group; AllToAll -> pack, a Collective all_to_all on axis 0, unpack;
 CollectivePermute -> a Send/Recv per (sender, receiver) pair (all Sends first: they are buffered,
@@ -18,6 +19,7 @@ from math import prod
 
 from ..program import Program, ProgramBuilder, Recv, Send
 from . import op_kernels, op_kernels_nn  # noqa: F401  (register the auto.* kernels emitted here)
+from .liveness import free_dead
 from .ops import Reshape
 from .plan import ITEMSIZE, ParallelPlan
 from .redistribution import Step
@@ -101,8 +103,9 @@ def compile_plan(plan: ParallelPlan, train: bool = True) -> Program:
     op_inputs = forward_pass(em, plan)
     loss = plan.loss
     if train and loss is not None:
-        free_recomputed(em, plan, op_inputs)
         _backward(em, plan, op_inputs, loss)
+    net = plan.net
+    free_dead(em.b, {f"act/{net.output.name}"} | {f"grad/{p}" for p in net.params})
     return em.b.build()
 
 
@@ -151,24 +154,6 @@ def recompute(em: Emitter, plan: ParallelPlan, segment: int, op_inputs: dict) ->
         if np_.node.recompute == segment:
             op_inputs[np_.node.index] = emit_node(em, plan, np_, cur, em.fresh(f"act/{np_.node.output}"),
                                                   phase="backward", tag="recompute ")
-
-
-def free_recomputed(em: Emitter, plan: ParallelPlan, op_inputs: dict) -> None:
-    """After the forward pass, drop what a recomputed segment keeps only for its backward:
-    the tensors produced inside it that nothing outside it reads (the backward recomputes them)."""
-    net = plan.net
-    seg_of = {n.output: n.recompute for n in net.nodes if n.recompute is not None}
-    drop = set()
-    for node in net.nodes:
-        if node.recompute is None:
-            continue
-        for x, name in zip(node.inputs, op_inputs[node.index]):
-            outside = any(c.recompute != seg_of.get(x) for c, _ in net.consumers(x))
-            if seg_of.get(x) == node.recompute and not outside and x != net.output.name:
-                drop |= {name, f"act/{x}"}
-    for r in range(em.D):
-        for name in sorted(drop):
-            em.b.free(r, name)
 
 
 def kernel_attrs(np_, shapes, local_out):

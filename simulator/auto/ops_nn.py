@@ -119,7 +119,16 @@ class Gather(Primitive):
       indices outside its rows (Sub offset, clip, Equal), looks up, multiplies by the mask, and
       the partial results are summed: ReduceScatter along output dim 0 when indices dim 0 divides
       by r, AllReduce otherwise; the indices may not be cut,
-    - except "shard batch and axis": table (r, 1) with indices (d, 1, ..): AllReduce.
+    - except "shard batch and axis": table (r, 1) with indices (d, 1) where r x d is the
+      device count and neither is: AllReduce;
+    - a row-split table on fewer devices than D (table (4, 1) on 8) repeats on the LEFT of the
+      device matrix (ShardAxisImpl::SetAttribute: repeated_num_in_dev_matrix_right_ is false
+      unless the table's cuts multiply to 1 or D), so the sum runs over consecutive ranks
+      ({0..3}, {4..7}) and the mirror over ranks D / 2 apart ({0, 4}, ...);
+    - out_strategy picks the forward collective (GatherInfo::CheckOutputStrategy): the indices'
+      strategy followed by the table's column cut gives AllReduce; the same with dim 0 times the
+      row cut, ReduceScatter. parasim also accepts other output cuts (the sequence-parallel GPT
+      cuts the sequence, which MindSpore's Gather cannot express).
     The backward of each is its adjoint (MindSpore's convention: AllGather, AllReduce)."""
 
     name, n_inputs, grad_inputs = "Gather", 2, (0,)
@@ -143,10 +152,20 @@ class Gather(Primitive):
         v, h = sharding.inputs[0].splits
         idx = sharding.inputs[1].splits
         if v > 1 and any(c > 1 for c in idx):
-            batch_and_axis = h == 1 and all(c == 1 for c in idx[1:])
+            D = sharding.mesh.size
+            batch_and_axis = (h == 1 and len(idx) == 2 and idx[1] == 1 and v * idx[0] == D)
             need(batch_and_axis, f"{self.name}: the table is cut {v} ways along its rows, so the indices "
-                                 f"may not be cut (got {idx}); only table (r, 1) with indices (d, 1, ..) "
-                                 f"is allowed (MindSpore gather_info.cc, shard batch and axis)")
+                                 f"may not be cut (got {idx}); only table (r, 1) with indices (d, 1) and "
+                                 f"r x d = {D} devices is allowed (MindSpore gather_info.cc, "
+                                 f"ShardBatchAndAxis)")
+
+    def repeat_on_left(self, strategy, device_num: int) -> bool:
+        """A row-split table whose cuts use more than 1 and fewer than D devices (docstring)."""
+        try:
+            table = [int(c) for c in strategy[0]]
+        except (TypeError, ValueError, IndexError):
+            return False  # a TensorLayout names its own device matrix
+        return table[0] > 1 and 1 < prod(table) < device_num
 
     def out_layout(self, raw, shapes):
         """ReduceScatter along output dim 0 when the rows are cut and the indices are not and

@@ -104,6 +104,11 @@ class Primitive:
     def check(self, sharding) -> None:
         """Rules beyond the letters (raise ParasimError naming the rule)."""
 
+    def repeat_on_left(self, strategy, device_num: int) -> bool:
+        """Whether repeated calculation is the leftmost (slowest) device-matrix dimension for
+        this strategy (tuples); MindSpore's default, and parasim's, is the rightmost."""
+        return False
+
     def inner_steps(self, sharding, shapes, tensor: str):
         """Collectives inside the operator: a list of (Step, reduce op), empty for most."""
         return []

@@ -45,7 +45,8 @@ def sharding_of(net: Network, node: Node, D: int, strategy, out_strategy=None,
     letters, out, order, whole = node.op.spec(shapes)
     sh = build_sharding(node.label, letters, out, order, shapes, D, strategy, out_strategy,
                         whole, user_set, view=node.op.strategy_view(shapes),
-                        default_out=lambda raw: node.op.out_layout(raw, shapes))
+                        default_out=lambda raw: node.op.out_layout(raw, shapes),
+                        repeat_left=node.op.repeat_on_left(strategy, D))
     node.op.check(sh)
     return sh
 
@@ -188,7 +189,7 @@ def _best(net: Network, node: Node, D: int, done: dict[int, OpSharding], a2a: bo
             cand = sharding_of(net, node, D, strat)
         except ParasimError:
             continue
-        try:  # device matrices that do not nest (e.g. cuts 3 x 2 against 2 x 3): no move exists
+        try:  # a move redistribute() refuses: skip the candidate
             cost = cost_bytes(redistribute(cand.raw, cand.out, net.tensors[node.output].shape, alltoall=a2a))
             for i, x in enumerate(node.inputs):
                 p = net.producer(x)

@@ -127,20 +127,35 @@ def on_mesh(layout: Layout, fine: DeviceMesh, amap: dict) -> Layout:
 
 def redistribute(src: Layout, dst: Layout, shape: Sequence[int], itemsize: int = 8,
                  tensor: str = "X", alltoall: bool = True) -> list[Step]:
-    """Steps turning `src` into `dst` for a tensor of global `shape` (see the module docstring)."""
+    """Steps turning `src` into `dst` for a tensor of global `shape` (see the module docstring).
+    Whatever the direct planning cannot do (device matrices that do not nest, or any move it
+    cannot find) falls back to gathering the tensor whole and slicing it again, as MindSpore and
+    XLA do; only layouts over different numbers of devices or an impossible shape are refused."""
     shape = tuple(shape)
+    src.local_shape(shape)
     dst.local_shape(shape)
+    if sorted(src.mesh.device_ids) != sorted(dst.mesh.device_ids):
+        raise ParasimError(f"cannot redistribute between {src.mesh.size} and {dst.mesh.size} devices"
+                           if src.mesh.size != dst.mesh.size else
+                           f"cannot redistribute between devices {sorted(src.mesh.device_ids)} and "
+                           f"{sorted(dst.mesh.device_ids)}: a redistribution stays on one set of devices")
     try:
-        fine, amap, bmap = unify(src.mesh, dst.mesh)
-    except ParasimError:
-        if src.mesh.size != dst.mesh.size:
-            raise
-        return _via_replicated(src, dst, shape, itemsize, tensor, alltoall)
+        return _direct(src, dst, shape, itemsize, tensor, alltoall)
+    except ParasimError as e:
+        return _via_replicated(src, dst, shape, itemsize, tensor, alltoall, str(e))
+
+
+def _direct(src: Layout, dst: Layout, shape, itemsize, tensor, alltoall) -> list[Step]:
+    """The plan on the unified device arrangement (raises when the matrices do not nest)."""
+    fine, amap, bmap = unify(src.mesh, dst.mesh)
     names = {f: a for m in (bmap, amap) for a, fs in m.items() for f in fs}  # src names win
     a, b = on_mesh(src, fine, amap), on_mesh(dst, fine, bmap)
     steps = _Planner(a, b, shape, itemsize, tensor, names, alltoall).run()
     if alltoall and not a.partial and not b.partial and cost_bytes(steps) > 0:
-        other = _via_permute(a, b, shape, itemsize, tensor, names)
+        try:
+            other = _via_permute(a, b, shape, itemsize, tensor, names)
+        except ParasimError:  # no collective-permute plan: keep the direct one
+            other = None
         if other is not None and cost_bytes(other) < cost_bytes(steps):
             return other
     return steps
@@ -168,15 +183,14 @@ def _via_permute(src: Layout, dst: Layout, shape, itemsize, tensor, names) -> li
     return steps
 
 
-def _via_replicated(src: Layout, dst: Layout, shape, itemsize, tensor, alltoall) -> list[Step]:
-    """Non-nesting device matrices: gather to whole on the source matrix, slice on the target."""
+def _via_replicated(src: Layout, dst: Layout, shape, itemsize, tensor, alltoall, why: str) -> list[Step]:
+    """Gather to whole on the source matrix, slice on the target (`why` the direct plan failed)."""
     whole_a, whole_b = Layout.replicated(src.mesh, len(shape)), Layout.replicated(dst.mesh, len(shape))
     names_a = {a: a for a in src.mesh.axis_names}
     names_b = {a: a for a in dst.mesh.axis_names}
     first = _Planner(src, whole_a, shape, itemsize, tensor, names_a, alltoall).run()
     second = _Planner(whole_b, dst, shape, itemsize, tensor, names_b, alltoall).run()
-    note = (f"; device matrices {list(src.mesh.shape)} and {list(dst.mesh.shape)} do not nest, so "
-            f"{tensor} is gathered whole and re-sliced")
+    note = (f"; no direct plan ({why}), so {tensor} is gathered whole and re-sliced")
     return [Step(s.kind, s.axes, s.dim, s.dim_to, s.before, s.after, s.groups, s.nbytes, s.reason + note)
             for s in first + second]
 

@@ -9,7 +9,8 @@ docs "operator_parallel", `ops_info/matmul_info.cc`, `operator_info.cc`):
 - a letter shared by two inputs must be cut the same way in both (MatMul's two k values);
 - device matrix = the cuts of the letters in the operator's order (MatMul [a, k, c]); its
   product P must divide the device count D; if r = D / P > 1, r is appended as the rightmost,
-  fastest-varying dimension ("rep", repeated calculation);
+  fastest-varying dimension ("rep", repeated calculation), or prepended as the leftmost where
+  MindSpore does so (a row-split Gather, Primitive.repeat_on_left);
 - a letter that is summed away (k in MatMul, the reduced axis of ReduceSum) leaves every rank
   with a partial sum over that letter's device-matrix dimension.
 
@@ -116,14 +117,15 @@ def _is_int(v) -> bool:
 def build_sharding(op: str, letters: Sequence[str], out_letters: str, order: str,
                    shapes: Sequence[tuple[int, ...]], device_num: int, in_strategy,
                    out_strategy=None, unsplittable: str = "", user_set: bool = True,
-                   view=None, default_out=None) -> OpSharding:
+                   view=None, default_out=None, repeat_left: bool = False) -> OpSharding:
     """Validate `in_strategy` (tuples or TensorLayouts) for an operator and build its OpSharding.
 
     letters: one index string per input ("mk", "kn"); out_letters: "mn"; order: the letters in
     device-matrix order; unsplittable: letters that must stay whole (a softmax axis). A letter
     outside `order` (a broadcast, sliced or concatenated dim) is never cut. view: (letters,
     shapes) the strategy tuples refer to when not the inputs' (OneHot, Tile); default_out(raw):
-    the operator's own output layout when no out_strategy is given (None: sums resolved)."""
+    the operator's own output layout when no out_strategy is given (None: sums resolved);
+    repeat_left: repeated calculation leftmost in the device matrix (Primitive.repeat_on_left)."""
     in_strategy = tuple(in_strategy)
     vletters, vshapes = view if view is not None else (letters, shapes)
     if len(in_strategy) != len(vletters):
@@ -133,7 +135,7 @@ def build_sharding(op: str, letters: Sequence[str], out_letters: str, order: str
     if kinds == {True}:
         mesh, axes_of = _from_layouts(op, vletters, vshapes, device_num, in_strategy)
     elif kinds == {False}:
-        mesh, axes_of = _from_tuples(op, vletters, order, vshapes, device_num, in_strategy)
+        mesh, axes_of = _from_tuples(op, vletters, order, vshapes, device_num, in_strategy, repeat_left)
     else:
         raise ParasimError(f"{op}: mix of strategy tuples and Layouts; use one kind for all inputs")
     for i, s in enumerate(vletters):
@@ -168,7 +170,7 @@ def _check_divides(op, i, shape, splits) -> None:
                                f"cannot cut {cut} ways ({size} % {cut} = {size % cut})")
 
 
-def _from_tuples(op, letters, order, shapes, device_num, strategies):
+def _from_tuples(op, letters, order, shapes, device_num, strategies, repeat_left=False):
     cuts: dict[str, tuple[int, int, int]] = {}  # letter -> (cut, input, dim)
     for i, (s, chars, shape) in enumerate(zip(strategies, letters, shapes)):
         s = tuple(s) if isinstance(s, (tuple, list)) else s
@@ -198,7 +200,9 @@ def _from_tuples(op, letters, order, shapes, device_num, strategies):
         raise ParasimError(f"{op}: strategy {tuple(map(tuple, strategies))}: {e}") from None
     names = matrix_axis_names(len(matrix))
     r = device_num // prod(matrix)
-    mesh = DeviceMesh(list(zip(names, matrix)) + ([(REPEAT_AXIS, r)] if r > 1 else []))
+    rep = [(REPEAT_AXIS, r)] if r > 1 else []
+    axes = list(zip(names, matrix))
+    mesh = DeviceMesh(rep + axes if repeat_left else axes + rep)
     return mesh, {c: (names[k],) for k, c in enumerate(order)}
 
 

@@ -101,6 +101,9 @@ def add_assumption_flags(p) -> None:
     p.add_argument("--no-nvls", dest="nvls", action="store_false", help="no NVLink SHARP all-reduce")
     p.add_argument("--moe-expert-capacity-factor", dest="capacity_factor", type=float, default=None,
                    help="MoE tokens per expert x this factor (default: dropless)")
+    p.add_argument("--stage3-max-reuse-distance", dest="stage3_max_reuse_distance", type=float, default=1e9,
+                   help="DeepSpeed ZeRO-3: elements fetched before a released parameter's reuse (default 1e9); "
+                        "with --recompute full, sub-modules beyond it are gathered a third time")
 
 
 def default_flash_attention(model: ModelSpec) -> bool:
@@ -120,7 +123,8 @@ def assumptions_from_args(args, model: ModelSpec) -> Assumptions:
                        overlap_param_gather=bool(getattr(args, "overlap_param_gather", False)),
                        overlap_tp_comm=bool(getattr(args, "overlap_tp_comm", False)),
                        nvls=bool(getattr(args, "nvls", True)),
-                       capacity_factor=getattr(args, "capacity_factor", None))
+                       capacity_factor=getattr(args, "capacity_factor", None),
+                       stage3_max_reuse_distance=float(getattr(args, "stage3_max_reuse_distance", 1e9)))
 
 
 def model_from_args(args) -> ModelSpec:

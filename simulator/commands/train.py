@@ -37,9 +37,13 @@ def add_parser(sub) -> None:
     p.add_argument("--cp", type=int, default=1, help="context-parallel degree: each sequence split cp ways")
     p.add_argument("--cp-kind", choices=CP_KINDS, default="ring",
                    help="ring attention (K/V blocks around the ring) or all-to-all (Ulysses)")
-    p.add_argument("--zero", type=int, default=0, help="ZeRO stage 0-3")
+    p.add_argument("--zero", type=int, default=0,
+                   help="ZeRO stage 0-3 over the data x context ranks (expert parameters over their expert-data "
+                        "ranks); stages 2-3 without a pipeline")
     p.add_argument("--microbatches", type=int, default=1)
-    p.add_argument("--schedule", choices=SCHEDULES, default="1f1b")
+    p.add_argument("--schedule", choices=SCHEDULES, default="1f1b",
+                   help="pipeline schedule; zb-h1, zb-h2 and dualpipe split backward into B and W "
+                        "(also with --tp and --cp)")
     p.add_argument("--virtual-stages", type=int, default=1)
     p.add_argument("--schedule-file", default=None,
                    help="a hand-written schedule: one line per stage, e.g. 'F0 F1 BW0 BW1' (validated)")

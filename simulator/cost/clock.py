@@ -34,7 +34,9 @@ from typing import Protocol
 from ..collectives.algorithms import make_plan
 from ..collectives.plan import Plan
 from ..program import Collective, Compute, Free, Program, no_gc
+from ..program_columns import ColumnarProgram
 from ..trace import MemorySample, Trace, TraceEvent
+from .clock_columns import price_columns
 from .comm import plan_time
 
 
@@ -87,9 +89,15 @@ def simulate(program: Program, model: DeviceModel | None = None, *, step: int = 
     with chunk ids and flow arrows (cost/collective_steps.py); the timing is unchanged. A device
     model with `draw_collective_steps = True` asks for the same (the training loops pass theirs)."""
     model = model or SimpleDeviceModel()
+    steps = collective_steps or getattr(model, "draw_collective_steps", False)
+    if isinstance(program, ColumnarProgram) and not memory and not steps:
+        cache: dict = {}
+        with no_gc():       # thousands of small numpy calls; no cycles (program.no_gc)
+            return price_columns(program.columns, model, lambda ins: collective_cost(ins, model, cache), step,
+                                 name or program.name, on_deadlock=program.walk)
     with no_gc():
         trace = _simulate(program, model, step, memory, name)
-    if collective_steps or getattr(model, "draw_collective_steps", False):
+    if steps:
         trace.events += _collective_step_events(program, trace, model, step)
     return trace
 
@@ -151,7 +159,6 @@ class _Clock:
         self.events: list[TraceEvent] = []
         self.plans: dict[tuple, tuple[float, list[int]]] = {}
         self.links: dict[tuple[int, int], tuple[float, float]] = {}
-        self.price = getattr(model, "price_collective", None)
         self.flow_id = 0
 
     def link(self, src: int, dst: int) -> tuple[float, float]:
@@ -262,14 +269,22 @@ class _Clock:
 
     def priced(self, ins: Collective) -> tuple[float, list[int]]:
         """(duration, bytes each member sends), by the device model or from the algorithm's plan."""
-        key = (ins.kind, ins.algo, ins.group, ins.nbytes, ins.tag)
-        got = self.plans.get(key)
-        if got is None:
-            priced = self.price(ins) if self.price is not None else None
-            if priced is not None:
-                got = (priced[0], [priced[1]] * len(ins.group))
-            else:
-                plan = plan_of(ins)
-                got = (plan_time_s(plan, ins.group, self.model), plan.bytes_sent_per_rank())
-            self.plans[key] = got
-        return got
+        return collective_cost(ins, self.model, self.plans)
+
+
+def collective_cost(ins: Collective, model: DeviceModel, cache: dict) -> tuple[float, list[int]]:
+    """(duration, bytes each member sends) of a collective, by the device model's
+    `price_collective` or from the algorithm's plan; `cache` keeps one answer per
+    (kind, algo, group, nbytes, tag)."""
+    key = (ins.kind, ins.algo, ins.group, ins.nbytes, ins.tag)
+    got = cache.get(key)
+    if got is None:
+        price = getattr(model, "price_collective", None)
+        priced = price(ins) if price is not None else None
+        if priced is not None:
+            got = (priced[0], [priced[1]] * len(ins.group))
+        else:
+            plan = plan_of(ins)
+            got = (plan_time_s(plan, ins.group, model), plan.bytes_sent_per_rank())
+        cache[key] = got
+    return got

@@ -28,6 +28,7 @@ import math
 from dataclasses import dataclass
 
 from simulator.errors import ParasimError
+from simulator.units import fmt_time
 
 HOUR_S = 3600.0
 CHECKPOINT_BYTES_PER_PARAM = 14   # bf16 params (2) + fp32 master, momentum, variance (12); no grads
@@ -125,11 +126,11 @@ def goodput(fm: FailureModel, interval_s: float, useful_s: float | None = None) 
     _pos(interval_s=interval_s)
     C, R, M = fm.checkpoint_time_s, fm.restore_time_s, fm.system_mtbf_s
     if C + R >= M:
-        raise ParasimError(f"checkpoint C = {C:.3g} s plus restore R = {R:.3g} s must be well below the system MTBF "
-                           f"M = {M:.3g} s ({fm.n_devices} devices x {fm.device_mtbf_h:g} h); the first-order model "
+        raise ParasimError(f"checkpoint C = {fmt_time(C)} plus restore R = {fmt_time(R)} must be well below the system "
+                           f"MTBF M = {fmt_time(M)} ({fm.n_devices} devices x {fm.device_mtbf_h:g} h); the first-order model "
                            "does not hold")
     if interval_s + C >= M:
-        raise ParasimError(f"interval {interval_s:.3g} s + checkpoint {C:.3g} s must be below the system MTBF {M:.3g} s")
+        raise ParasimError(f"interval {fmt_time(interval_s)} + checkpoint {fmt_time(C)} must be below the system MTBF {fmt_time(M)}")
     ck, lost, rst = C / interval_s, (interval_s + C) / (2 * M), R / M
     g = 1 / (1 + ck + lost + rst)
     wall = fails = None

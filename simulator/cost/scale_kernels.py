@@ -33,6 +33,7 @@ nodes), and reports the bytes each member sends (nccl-tests bus factor x S).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from simulator.cost.comm import NVLS, bus_bandwidth_factor, collective_time_s
 from simulator.cost.compute import matmul_time_s, memory_time_s
@@ -43,6 +44,19 @@ from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.errors import ParasimError
 
 FP8_CAST_BYTES = 6   # per cast element: amax read (2) + cast read (2) + FP8 write (1) + transposed write (1)
+# Megatron-LM's vocab-parallel cross-entropy (megatron/core/tensor_parallel/cross_entropy.py, the default
+# without --cross-entropy-loss-fusion), bytes per (token, vocabulary) element of one TP rank's logits.
+# Forward: .float() (read 2, write 4), max (read 4), subtract the max in place (4 + 4), exp in place
+# (4 + 4), sum (read 4), divide by the sum in place, the softmax kept for the backward (4 + 4) = 38.
+# Backward: softmax x grad_output in place (4 + 4), cast back to 16 bits for the output layer (4 + 2) = 14.
+CROSS_ENTROPY_FWD_BYTES = 38
+CROSS_ENTROPY_BWD_BYTES = 14
+# Transformer Engine's userbuffers TP overlap (--tp-comm-overlap) runs its "pipeline" (proj_fprop,
+# fc2_fprop: reduce-scatter after the row-parallel forward GEMMs) and "bulk" (qkv_dgrad, qkv_wgrad,
+# fc1_dgrad, fc1_wgrad) overlaps with num_sm = 16 and set_sm_margin = True: those GEMMs run on 16 fewer
+# SMs (transformer_engine/pytorch/module/base.py, initialize_ub get_default_config); the "ring_exchange"
+# ones (qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad) use 1 SM and no margin.
+TE_UB_SMS = 16
 
 
 def fp8_cast_nbytes(linears, which: str) -> float:
@@ -61,9 +75,23 @@ def fp8_cast_nbytes(linears, which: str) -> float:
     raise ParasimError(f"fp8 casts are counted for the forward ('f') or the input gradient ('b'), not {which!r}")
 
 
+class MatMul(NamedTuple):
+    """One matmul of a Kernel: `batch` independent (m, k) @ (k, n) products (`Kernel`)."""
+
+    m: float
+    n: float
+    k: float
+    batch: float = 1
+    time_scale: float = 1.0      # multiplies the time, not the counted FLOPs (FlashAttention)
+    sixteen_bit: bool = False    # stays BF16 under FP8 (attention core, output layer)
+    sms_reserved: int = 0        # SMs a concurrent communication kernel takes from it (TE_UB_SMS)
+
+
 @dataclass(frozen=True, eq=False)
 class Kernel:
-    """A fused piece of work: matmuls (m, n, k, batch[, time_scale[, sixteen_bit]]) and element-wise bytes.
+    """A fused piece of work: matmuls (`MatMul`, or plain (m, n, k, batch) tuples) and element-wise
+    bytes. `sms_reserved`: SMs a concurrent communication kernel takes from a GEMM (TE_UB_SMS),
+    which then runs sms / (sms - reserved) times longer on a GPU that lists its SMs.
     `time_scale` (default 1) multiplies a matmul's time but not its counted FLOPs: FlashAttention
     skips the blocks a causal mask hides (0.5) and recomputes the scores in its backward (5/4 of
     the 4 attention-core backward matmuls), while FLOPs stay counted as Megatron counts them
@@ -94,9 +122,13 @@ class Kernel:
         for, and the output layer, a plain Megatron linear) runs at the bf16 rate. The casts to
         FP8 are element-wise bytes of the kernel (`fp8_cast_nbytes`)."""
         t = memory_time_s(self.ew_nbytes, hw)
-        for mm in self.matmuls:
-            dt = "bf16" if dtype == "fp8" and len(mm) > 5 and mm[5] else dtype
-            t += matmul_time_s(mm[0], mm[1], mm[2], hw, dt, mm[3]) * (mm[4] if len(mm) > 4 else 1.0)
+        sms = getattr(hw, "sms", 0)
+        for mm in map(lambda x: MatMul(*x), self.matmuls):
+            dt = "bf16" if dtype == "fp8" and mm.sixteen_bit else dtype
+            x = matmul_time_s(mm.m, mm.n, mm.k, hw, dt, mm.batch) * mm.time_scale
+            if mm.sms_reserved and sms > mm.sms_reserved:
+                x *= sms / (sms - mm.sms_reserved)
+            t += x
         return t
 
     def __add__(self, other: "Kernel") -> "Kernel":
@@ -158,36 +190,39 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
     flash = A.flash_attention
     fs, bs = (0.5, 0.5 * 5 / 4) if flash else (1.0, 1.0)
     # the attention core stays 16-bit under FP8 (last field, `Kernel.time_s`)
-    core_fwd = ((sq, s, hd, heads, fs, True), (sq, hd, s, heads, fs, True))          # scores, context
-    core_bwd = tuple((*x, bs, True) for x in ((sq, hd, s, heads), (sq, hd, s, heads), (sq, s, hd, heads),
-                                             (s, hd, sq, heads)))
+    core_fwd = (MatMul(sq, s, hd, heads, fs, True), MatMul(sq, hd, s, heads, fs, True))   # scores, context
+    core_bwd = tuple(MatMul(*x, bs, True) for x in ((sq, hd, s, heads), (sq, hd, s, heads), (sq, s, hd, heads),
+                                                      (s, hd, sq, heads)))
     softmax = 0.0 if flash else 9 * heads * sq * s
     ew_attn = 11 * T * h * rep + softmax
     ew_mlp = 11 * T * h * rep + (6 if model.gated_mlp else 4) * Te * f / t
 
-    def lin(shapes, which):  # forward (m, n, k); input grad (m, k, n); weight grad (k, n, m)
+    def lin(shapes, which, ub=0):  # forward (m, n, k); input grad (m, k, n); weight grad (k, n, m)
         out = []
         for m_, n_, k_ in shapes:
-            out.append({"f": (m_, n_, k_, 1), "b": (m_, k_, n_, 1), "w": (k_, n_, m_, 1)}[which])
+            mm = {"f": (m_, n_, k_), "b": (m_, k_, n_), "w": (k_, n_, m_)}[which]
+            out.append(MatMul(*mm, sms_reserved=ub))
         return tuple(out)
+
+    ub = TE_UB_SMS if A.overlap_tp_comm and t > 1 else 0   # TE userbuffers' SM margin (TE_UB_SMS)
 
     def cast(shapes, which):  # Transformer Engine's FP8 casts around these linear layers' GEMMs
         return fp8_cast_nbytes(shapes, which) if A.fp8 else 0.0
 
-    attn_fwd = Kernel("attn_fwd", lin((qkv,), "f") + core_fwd + lin((proj,), "f"), ew_attn + cast((proj,), "f"))
-    mlp_fwd = Kernel("mlp_fwd", lin(router + (up, down), "f"), ew_mlp)    # its casts are fused (fp8_cast_nbytes)
+    attn_fwd = Kernel("attn_fwd", lin((qkv,), "f") + core_fwd + lin((proj,), "f", ub), ew_attn + cast((proj,), "f"))
+    mlp_fwd = Kernel("mlp_fwd", lin(router + (up,), "f") + lin((down,), "f", ub), ew_mlp)   # casts fused (fp8_cast_nbytes)
     selective = cfg.recompute == "selective" and not flash     # FlashAttention recomputes the core anyway
-    attn_b = Kernel("attn_bgrad", (core_fwd if selective else ()) + lin((proj,), "b") + core_bwd + lin((qkv,), "b"),
+    attn_b = Kernel("attn_bgrad", (core_fwd if selective else ()) + lin((proj,), "b") + core_bwd + lin((qkv,), "b", ub),
                     2 * ew_attn + (softmax if selective else 0.0) + cast((qkv, proj), "b"))
-    mlp_b = Kernel("mlp_bgrad", lin((down, up) + router, "b"), 2 * ew_mlp + cast((up, down), "b"))
-    attn_w = Kernel("attn_wgrad", lin((proj, qkv), "w"))
-    mlp_w = Kernel("mlp_wgrad", lin((down, up) + router, "w"))
+    mlp_b = Kernel("mlp_bgrad", lin((down,), "b") + lin((up,), "b", ub) + lin(router, "b"),
+                   2 * ew_mlp + cast((up, down), "b"))
+    attn_w = Kernel("attn_wgrad", lin((proj,), "w") + lin((qkv,), "w", ub))
+    mlp_w = Kernel("mlp_wgrad", lin((down,), "w") + lin((up,), "w", ub) + lin(router, "w"))
     Vt = padded_vocab(model, t) / t
-    ce = 12 * T * Vt                     # fp32 logits written, read for softmax, written again
-    return LayerKernels(attn_fwd, mlp_fwd, attn_b, mlp_b, attn_w, mlp_w,
-                        Kernel("logits_fwd", ((T, Vt, h, 1, 1.0, True),), ce),     # output layer: 16-bit
-                        Kernel("logits_bgrad", ((T, h, Vt, 1, 1.0, True),), 2 * ce / 3),
-                        Kernel("logits_wgrad", ((h, Vt, T, 1, 1.0, True),)),
+    return LayerKernels(attn_fwd, mlp_fwd, attn_b, mlp_b, attn_w, mlp_w,    # output layer: 16-bit
+                        Kernel("logits_fwd", (MatMul(T, Vt, h, sixteen_bit=True),), CROSS_ENTROPY_FWD_BYTES * T * Vt),
+                        Kernel("logits_bgrad", (MatMul(T, h, Vt, sixteen_bit=True),), CROSS_ENTROPY_BWD_BYTES * T * Vt),
+                        Kernel("logits_wgrad", (MatMul(h, Vt, T, sixteen_bit=True),)),
                         Kernel("core_fwd", core_fwd, softmax))
 
 

@@ -40,9 +40,12 @@ from simulator.cost.scale_kernels import (
     layer_kernels,
     padded_vocab,
 )
+from simulator.cost.zero3_fetch import zero3_pass
 from simulator.errors import ParasimError
 from simulator.parallel.schedule_registry import make_schedule
 from simulator.program import Collective, Compute, Program, Recv, Send, no_gc
+from simulator.program_columns import ColumnarProgram
+from simulator.program_tiles import J, TileBuilder
 
 DEFAULT_BUCKET_NBYTES = 25e6   # PyTorch DDP's default bucket_cap_mb = 25
 
@@ -70,6 +73,8 @@ class _Emitter:
         expert = experts * model.mlp_params(model.moe_ffn_hidden) if experts else 0
         self.layer_local = (model.layer_params() - expert + expert / cfg.ep) / cfg.tp   # this rank's share
         self.layer_grad = A.grad_reduce_bytes * self.layer_local
+        # ZeRO-3 with full recomputation: elements of a layer gathered a third time (`zero3_fetch`)
+        self.regather = zero3_pass(model, cfg.tp, cfg.ep, 1, 0, cfg.recompute, A.stage3_max_reuse_distance)[1]
         T = cfg.micro_batch_size * model.seq / cfg.cp
         self.kv_local = int(2 * 2 * T * model.kv_dim / cfg.tp)                        # K and V, 16-bit
         self.qkv_a2a = int(2 * T * (model.hidden + 2 * model.kv_dim) / cfg.tp)
@@ -121,14 +126,17 @@ class _Emitter:
         if self.cfg.ep > 1:
             self.group_comm(out, r, x, j, "ep", "all_to_all", self.moe_a2a)
 
-    def gather_layer(self, out, r, c, l, j, which) -> tuple:
-        """ZeRO-3: all-gather one layer's 16-bit parameters over the data-parallel group before
-        its forward and again before its backward (non-blocking = prefetched, `overlap_param_gather`)."""
-        if self.cfg.zero_stage < 3 or self.cfg.dp * self.cfg.cp == 1:
+    def gather_layer(self, out, r, c, l, j, which, elements=None) -> tuple:
+        """ZeRO-3: all-gather one layer's 16-bit parameters (or `elements` of them) over the
+        data-parallel group before its forward and again before its backward (non-blocking =
+        prefetched, `overlap_param_gather`). One collective per layer: the closed form adds the
+        latency of DeepSpeed's per-sub-module fetches (`zero3_fetch`)."""
+        elements = self.layer_local if elements is None else elements
+        if self.cfg.zero_stage < 3 or self.cfg.dp * self.cfg.cp == 1 or not elements:
             return ()
         w = f"w{which}{c}.{l}.{j}"
         out.append(Collective("all_gather", "params", w, (r,), tag="dp", microbatch=j,
-                              nbytes=int(2 * self.layer_local / (self.cfg.dp * self.cfg.cp)),
+                              nbytes=int(2 * elements / (self.cfg.dp * self.cfg.cp)),
                               blocking=not self.A.overlap_param_gather))
         return (w,)
 
@@ -200,11 +208,12 @@ class _Emitter:
         else:
             out.append(Send(x, ((s + 1) % p) * w + r % w, f"f{s + 1}.{j}", self.p2p, j))
 
-    def backward(self, out, k, r, j, c, kind, grads_done):
-        """kind BW (input and weight gradients) or B (input gradients only)."""
+    def backward(self, out, k, r, j, c, kind, grads_done, last):
+        """kind BW (input and weight gradients) or B (input gradients only); `last`: the
+        micro-batch that completes the gradients (`is_last`)."""
         s, p, w = c * self.cfg.pp + k, self.cfg.pp, self.w
         g = f"g{s}.{j}"
-        last_mb = kind == "BW" and (j == self.cfg.microbatches - 1 or self.per_mb_grads)
+        last_mb = kind == "BW" and last
         if s < self.S - 1:
             self.recv(out, r, g, ((s + 1) % p) * w + r % w, f"b{s}.{j}", j)
         elif self.logits:
@@ -214,6 +223,8 @@ class _Emitter:
         for l, needs in self.gathered(out, r, c, j, "b", reversed(range(self.chunks[s]))):
             if self.cfg.recompute == "full":
                 self.layer_fwd(out, r, g, j, s, l, label="R", needs=needs)
+                # the sub-modules DeepSpeed released after the recomputed forward (`zero3_fetch`)
+                needs = needs + self.gather_layer(out, r, c, l, j, "3", self.regather)
             for kb, kw in ((self.K.mlp_b, self.K.mlp_w), (self.K.attn_b, self.K.attn_w)):
                 kern = self.bw[kb] if kind == "BW" else kb
                 done = (self.grad_name(c, l, j),) if last_mb and kb is self.K.attn_b else ()
@@ -232,9 +243,9 @@ class _Emitter:
         if s > 0:
             out.append(Send(g, ((s - 1) % p) * w + r % w, f"b{s - 1}.{j}", self.p2p, j))
 
-    def wgrad(self, out, r, j, c, grads_done):
+    def wgrad(self, out, r, j, c, grads_done, last):
         s = c * self.cfg.pp + (r // self.w)
-        last_mb = j == self.cfg.microbatches - 1 or self.per_mb_grads
+        last_mb = last
         if s == self.S - 1 and self.logits:
             self.comp(out, self.K.logits_w, f"g{s}.{j}", "wgrad", j, f"W{j} logits")
         for l in reversed(range(self.chunks[s])):
@@ -245,42 +256,41 @@ class _Emitter:
                 grads_done(out, r, c, l, j)
 
     # ---- one device ---------------------------------------------------------------------------
+    def is_last(self, j: int) -> bool:
+        """Does micro-batch j's backward complete the gradients (the last one; every one when
+        DeepSpeed reduces per micro-batch)?"""
+        return j == self.cfg.microbatches - 1 or self.per_mb_grads
+
     def device(self, k: int, r: int, actions) -> list:
-        cfg, out = self.cfg, []
-        d, zero = cfg.dp * cfg.cp, cfg.zero_stage     # gradients average over data x context ranks
-        dp_kind = "all_reduce" if zero == 0 else "reduce_scatter"
-        buckets, pending = [], {"bytes": 0.0, "names": []}
-
-        def flush(force=False):
-            if not pending["names"] or (pending["bytes"] < self.bucket_nbytes and not force):
-                return
-            name = f"bucket{len(buckets)}"
-            # the bucket's gradients are its layers' grad tensors; one collective reduces them all
-            out.append(Compute("pack", tuple(pending["names"]), (name,), 0.0, 0, {"kernel": Kernel("pack")},
-                               "other", None, f"bucket {len(buckets)}"))
-            if d > 1:
-                out.append(Collective(dp_kind, name, name, (r,), nbytes=int(pending["bytes"]),
-                                      blocking=not self.overlap, tag="dp"))
-            buckets.append(name)
-            pending["bytes"], pending["names"] = 0.0, []
-
-        def grads_done(out_, r_, c, l, j):
-            pending["bytes"] += self.layer_grad
-            pending["names"].append(self.grad_name(c, l, j))
-            flush()
-
-        if zero in (1, 2) and d > 1 and self.A.overlap_param_gather:
-            # the previous step's parameter all-gather, overlapping this step's first forward
-            out.append(Collective("all_gather", "params", "params_next", (r,), nbytes=int(2 * self._params(k) / d),
-                                  tag="dp", blocking=False))
+        out, buckets = [], _Buckets(self, r)
+        self.prologue(out, r)
         for a in actions:
-            if a.kind == "F":
-                self.forward(out, k, r, a.microbatch, a.chunk)
-            elif a.kind in ("BW", "B"):
-                self.backward(out, k, r, a.microbatch, a.chunk, a.kind, grads_done)
-            else:
-                self.wgrad(out, r, a.microbatch, a.chunk, grads_done)
-        flush(force=True)
+            self.action(out, k, r, a.kind, a.microbatch, a.chunk, self.is_last(a.microbatch), buckets)
+        self.epilogue(out, k, r, buckets)
+        return out
+
+    def prologue(self, out, r) -> None:
+        cfg = self.cfg
+        d = cfg.dp * cfg.cp
+        if cfg.zero_stage in (1, 2) and d > 1 and self.A.overlap_param_gather:
+            # the previous step's parameter all-gather, overlapping this step's first forward
+            out.append(Collective("all_gather", "params", "params_next", (r,),
+                                  nbytes=int(2 * self._params(r // self.w) / d), tag="dp", blocking=False))
+
+    def action(self, out, k, r, kind, j, c, last, buckets) -> None:
+        """One schedule action (F, BW, B or W) of micro-batch j, chunk c."""
+        if kind == "F":
+            self.forward(out, k, r, j, c)
+        elif kind in ("BW", "B"):
+            self.backward(out, k, r, j, c, kind, buckets.done, last)
+        else:
+            self.wgrad(out, r, j, c, buckets.done, last)
+
+    def epilogue(self, out, k, r, buckets) -> None:
+        """The last bucket, the embedding gradient, the optimizer and ZeRO's parameter gather."""
+        cfg = self.cfg
+        d, zero = cfg.dp * cfg.cp, cfg.zero_stage
+        buckets.flush(out, force=True)
         holds_emb = k == 0 or k == cfg.pp - 1
         params = self._params(k)
         if holds_emb:
@@ -292,23 +302,53 @@ class _Emitter:
                 out.append(Collective("all_reduce", "tied", emb, pair,
                                       nbytes=int(self.A.grad_reduce_bytes * self.emb_params), tag="emb"))
             if d > 1:
-                out.append(Collective(dp_kind, emb, emb, (r,), nbytes=int(self.A.grad_reduce_bytes * self.emb_params),
+                out.append(Collective(buckets.kind, emb, emb, (r,),
+                                      nbytes=int(self.A.grad_reduce_bytes * self.emb_params),
                                       blocking=not self.overlap, tag="dp"))
-            buckets.append(emb)
+            buckets.names.append(emb)
         if self.optimizer:
             shard = d if zero >= 1 else 1
             kern = Kernel("adam", (), ADAM_BYTES_PER_PARAM * params / shard)
-            out.append(Compute("adam", tuple(buckets), ("params",), 0.0, int(kern.ew_nbytes), {"kernel": kern},
+            out.append(Compute("adam", tuple(buckets.names), ("params",), 0.0, int(kern.ew_nbytes), {"kernel": kern},
                                "optimizer", None, "optimizer"))
         if zero in (1, 2) and d > 1 and not self.A.overlap_param_gather:
             out.append(Collective("all_gather", "params", "params", (r,), nbytes=int(2 * params / d), tag="dp"))
-        return out
 
     def _params(self, k: int) -> float:
         """Parameters of pipeline device k on one TP rank: its layers, and the embedding / LM head."""
         cfg = self.cfg
         n = sum(self.chunks[c * cfg.pp + k] for c in range(cfg.virtual_stages))
         return n * self.layer_local + (self.emb_params if k in (0, cfg.pp - 1) else 0.0)
+
+
+class _Buckets:
+    """A device's gradient buckets: the layers whose gradients are complete are grouped into
+    buckets of >= bucket_nbytes, each reduced over the data-parallel group when full."""
+
+    def __init__(self, em: _Emitter, r: int):
+        self.em, self.r = em, r
+        self.kind = "all_reduce" if em.cfg.zero_stage == 0 else "reduce_scatter"
+        self.names: list[str] = []                       # the buckets so far
+        self.pending_bytes, self.pending = 0.0, []       # gradients not yet in a bucket
+
+    def done(self, out, r, c, l, j) -> None:
+        self.pending_bytes += self.em.layer_grad
+        self.pending.append(self.em.grad_name(c, l, j))
+        self.flush(out)
+
+    def flush(self, out, force=False) -> None:
+        em = self.em
+        if not self.pending or (self.pending_bytes < em.bucket_nbytes and not force):
+            return
+        name = f"bucket{len(self.names)}"
+        # the bucket's gradients are its layers' grad tensors; one collective reduces them all
+        out.append(Compute("pack", tuple(self.pending), (name,), 0.0, 0, {"kernel": Kernel("pack")},
+                           "other", None, f"bucket {len(self.names)}"))
+        if em.cfg.dp * em.cfg.cp > 1:
+            out.append(Collective(self.kind, name, name, (self.r,), nbytes=int(self.pending_bytes),
+                                  blocking=not em.overlap, tag="dp"))
+        self.names.append(name)
+        self.pending_bytes, self.pending = 0.0, []
 
 
 def build_scale_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumptions = Assumptions(), *,
@@ -321,9 +361,44 @@ def build_scale_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assu
     sched = make_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.virtual_stages)
     em = _Emitter(model, cfg, assumptions, layer_kernels(model, cfg, assumptions), fold_tp, bucket_nbytes,
                   overlap_grad_reduce, logits, optimizer)
-    code = []
-    with no_gc():       # a million small objects, no cycles (program.no_gc)
-        for k in range(cfg.pp):
-            for i in range(em.w):
-                code.append(tuple(em.device(k, k * em.w + i, sched.actions[k])))
-    return Program(cfg.pp * em.w, tuple(code), f"{model.name} {cfg!r} (one replica of {cfg.dp})")
+    n = cfg.pp * em.w
+
+    def code():
+        with no_gc():       # a million small objects, no cycles (program.no_gc)
+            return [em.device(k, k * em.w + i, sched.actions[k]) for k in range(cfg.pp) for i in range(em.w)]
+    with no_gc():
+        cols = _columns(em, sched, n)
+    return ColumnarProgram(cols, code, f"{model.name} {cfg!r} (one replica of {cfg.dp})")
+
+
+def _columns(em: _Emitter, sched, n: int):
+    """The program's columns: each device's actions as blocks emitted once per (kind, chunk) with
+    the micro-batch as a placeholder (`program_tiles`), except the actions that complete gradients,
+    whose buckets differ (emitted one by one, in order, with the same bucket state as `device`)."""
+    tiles = TileBuilder(n)
+    for k in range(em.cfg.pp):
+        for i in range(em.w):
+            r, cache = k * em.w + i, {}
+            buckets = _Buckets(em, r)
+            blocks: list = [[]]
+            em.prologue(blocks[0], r)
+            which, js = [0], [0]
+            for a in sched.actions[k]:
+                if a.kind in ("BW", "W") and em.is_last(a.microbatch):
+                    blocks.append([])
+                    em.action(blocks[-1], k, r, a.kind, J, a.chunk, True, buckets)
+                    t = len(blocks) - 1
+                else:
+                    t = cache.get((a.kind, a.chunk))
+                    if t is None:
+                        t = cache[(a.kind, a.chunk)] = len(blocks)
+                        blocks.append([])
+                        em.action(blocks[-1], k, r, a.kind, J, a.chunk, False, buckets)   # not last: no bucket
+                which.append(t)
+                js.append(a.microbatch)
+            blocks.append([])
+            em.epilogue(blocks[-1], k, r, buckets)
+            which.append(len(blocks) - 1)
+            js.append(0)
+            tiles.add_many(r, blocks, which, js)
+    return tiles.build()

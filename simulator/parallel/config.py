@@ -116,10 +116,9 @@ class TrainConfig:
                f"degrees dp={dp}{cps} x pp={pp} x tp={tp} = {dp * pp * tp * cp} do not multiply to {n} devices")
         if cp > 1:
             check_context_parallel(self.model, cp, self.cp_kind, tp)
-            _check(self.schedule not in ZERO_BUBBLE or pp == 1 or (tp == 1 and not hasattr(self.model, "experts")),
+            _check(self.schedule not in ZERO_BUBBLE or pp == 1 or not hasattr(self.model, "experts"),
                    f"schedule {self.schedule} splits backward into B and W; the context-parallel layers split them "
-                   f"with tp = 1 on dense models, here tp={tp}{' and a MoE model' if hasattr(self.model, 'experts') else ''}"
-                   ": use gpipe, 1f1b, interleaved or dualpipe")
+                   "on dense models, not on a MoE model: use gpipe, 1f1b, interleaved or dualpipe")
         if self.ep > 1:
             check_expert_parallel(self, dp, cp, pp)
         if s == "layer":
@@ -143,10 +142,12 @@ class TrainConfig:
         _check(stage == self.zero or self.zero == 0,
                f"strategy {s} means ZeRO stage {stage}, but --zero {self.zero} was given")
         # only the ZeRO compiler shards model states; elsewhere a stage would be silently ignored
-        _check(stage == 0 or s in ("dp", "zero1", "zero2", "zero3") or (stage == 1 and s in ("pp", "tp", "sp", "hybrid")),
-               f"ZeRO stage {stage} runs with strategies dp and zero1-3 (pp=1, tp=1), and stage 1 (the distributed "
-               f"optimizer) also with pp, tp, sp and hybrid; strategy {s} (dp={dp}, pp={pp}, tp={tp}) cannot use "
-               f"stage {stage}: drop --zero")
+        _check(stage == 0 or s in ("dp", "zero1", "zero2", "zero3") or (stage == 1 and s in ("pp", "tp", "sp", "hybrid", "ep"))
+               or (s in ("tp", "hybrid", "ep") and pp == 1),
+               f"ZeRO stage {stage} runs with strategies dp and zero1-3, stage 1 (the distributed optimizer) also with "
+               f"pp, tp, sp, hybrid and ep, stages 2-3 with tp, hybrid and ep without a pipeline (DeepSpeed refuses "
+               f"ZeRO-2/3 with pipeline parallelism); strategy {s} (dp={dp}, pp={pp}, tp={tp}) cannot use stage "
+               f"{stage}: drop --zero{' or use pp=1' if pp > 1 and s in ('tp', 'hybrid', 'ep') else ''}")
         _check(stage == 0 or dp > 1 or s.startswith("zero"),
                f"ZeRO stage {stage} shards model states over the data-parallel group, but strategy {s} has dp=1 "
                f"(pp={pp}, tp={tp}): raise --dp or drop --zero")
@@ -192,9 +193,6 @@ def check_expert_parallel(cfg: TrainConfig, dp: int, cp: int, pp: int) -> None:
     _check(cfg.schedule not in ZERO_BUBBLE or pp == 1,
            f"schedule {cfg.schedule} splits backward into B and W; expert-parallel MoE blocks emit them together: "
            "use gpipe, 1f1b, interleaved or dualpipe with ep > 1")
-    _check(cfg.zero == 0 and not cfg.strategy.startswith("zero"),
-           f"ZeRO shards model states over the data group; expert gradients are reduced over their expert-data "
-           f"group (dp x cp / ep = {dp * cp // ep} ranks): drop --zero with ep={ep}")
     _check(cfg.bucket_mb is None and cfg.grad_dtype == "float64",
            "expert parallelism moves float64 per-parameter AllReduces: drop --bucket-mb and --grad-dtype")
 

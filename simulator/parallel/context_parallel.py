@@ -167,8 +167,8 @@ class ContextTensorParallelReplica(ContextAttention, TensorParallelReplica):
     def activation_nbytes(self, li: int) -> int:
         return super().activation_nbytes(li) // self.cp
 
-    def _fl(self, kind: str) -> float:
-        return super()._fl(kind) / self.cp  # T/cp tokens; attention Tl x T per rank
+    def _fl_parts(self) -> int:
+        return self.tp * self.cp  # T/cp tokens; attention Tl x T per rank
 
     def _lin_flops(self, k: float) -> float:
         """k B (s/cp) h w: the QKV projection is 6, W_o 2 (forward); backward doubles them."""
@@ -186,15 +186,11 @@ class ContextTensorParallelReplica(ContextAttention, TensorParallelReplica):
     def emit_attention_backward(self, r, li, lyr, a, dout, j, accumulate):
         c, T = self._names(li, j)
         CP = f"act/cp/{li}/mb{j}"
-        kw = {"phase": "backward", "microbatch": j}
-        G = lambda *ns: [grad(li, n) for n in ns]  # noqa: E731
-        acc = lambda *ns: G(*ns) if accumulate else []  # noqa: E731
-        self.builder.compute(r, "cp_o_bwd", [f"{c}/att", dout, param(li, "w_o"), *acc("w_o")], [f"{CP}/datt", *G("w_o")],
-                             flops=self._lin_flops(4), label=f"B{j} {lyr.name} W_o", **kw)
+        self.grad_op(r, li, j, "cp_o_bwd", [f"{c}/att", dout, param(li, "w_o")], [f"{CP}/datt"], ("w_o",), accumulate,
+                     (self._lin_flops(2),) * 2, label=f"{lyr.name} W_o")
         self.emit_cp_attention_backward(r, li, lyr, j)
-        self.builder.compute(r, "cp_qkv_bwd", [a, f"{CP}/dq", f"{CP}/dkv", param(li, "w_qkv"), *acc("w_qkv", "b_qkv")],
-                             [f"{T}/da_part", *G("w_qkv", "b_qkv")], flops=self._lin_flops(12),
-                             label=f"B{j} {lyr.name} qkv", **kw)
+        self.grad_op(r, li, j, "cp_qkv_bwd", [a, f"{CP}/dq", f"{CP}/dkv", param(li, "w_qkv")], [f"{T}/da_part"],
+                     ("w_qkv", "b_qkv"), accumulate, (self._lin_flops(6),) * 2, label=f"{lyr.name} qkv")
         self._drop(r, f"{CP}/dq", f"{CP}/dkv")
 
     def emit_layer_forward(self, r, li, x, y, j):
@@ -216,12 +212,10 @@ class ContextTensorParallelReplica(ContextAttention, TensorParallelReplica):
         if not isinstance(lyr, Embedding):
             return super().emit_layer_backward(r, li, dy, dx, j, accumulate)
         c, _ = self._names(li, j)
-        G = [grad(li, n) for n in ("wte", "wpe")]
         rows = lyr.vocab // self.tp
-        self.builder.compute(r, "cp_tp_embed_bwd", [f"{c}/tokens", dy, *(G if accumulate else [])], G,
-                             attrs={"start": self.t * rows, "rows": rows, "seq": lyr.seq_len,
-                                    "positions": self.positions[self.c]},
-                             phase="backward", microbatch=j, label=f"B{j} {lyr.name}")
+        self.grad_op(r, li, j, "cp_tp_embed_bwd", [f"{c}/tokens", dy], [], ("wte", "wpe"), accumulate,
+                     attrs={"start": self.t * rows, "rows": rows, "seq": lyr.seq_len, "positions": self.positions[self.c]},
+                     label=lyr.name)
         self._drop(r, f"{c}/tokens")
 
 

@@ -31,6 +31,7 @@ from ..models import functional as K
 from ..models.attention import merge_heads as _merge
 from ..models.attention import split_heads as _heads
 from ..ops import kernel
+from .tp_kernels import tp_logits_bwd_weight
 
 
 def _acc(grads: tuple, existing: tuple) -> tuple:
@@ -58,8 +59,21 @@ def cp_qkv_fwd(a, w_qkv, b_qkv):
 @kernel("cp_qkv_bwd")
 def cp_qkv_bwd(a, dq, dkv, w_qkv, *existing):
     """-> (da (B, Tl, h), a partial sum over tensor ranks when tp > 1; dW_qkv, db_qkv)."""
+    da, wc = cp_qkv_bwd_input(a, dq, dkv, w_qkv)
+    return (da,) + cp_qkv_bwd_weight(wc, *existing)
+
+
+@kernel("cp_qkv_bwd_input")
+def cp_qkv_bwd_input(a, dq, dkv, w_qkv):
+    """B: -> (da, weight cache (a, dqkv))."""
     dqkv = np.concatenate([dq, dkv[0], dkv[1]], axis=-1)  # (B, Tl, 3w)
-    return (K.linear_backward_input(dqkv, w_qkv),) + _acc(K.linear_backward_weight(a, dqkv), existing)
+    return K.linear_backward_input(dqkv, w_qkv), (a, dqkv)
+
+
+@kernel("cp_qkv_bwd_weight")
+def cp_qkv_bwd_weight(wc, *existing):
+    """W: -> (dW_qkv = a^T dqkv, db_qkv)."""
+    return _acc(K.linear_backward_weight(*wc), existing)
 
 
 @kernel("cp_pre_fwd")
@@ -103,8 +117,18 @@ def cp_o_fwd(att, w_o):
 @kernel("cp_o_bwd")
 def cp_o_bwd(att, dout, w_o, *existing):
     """dout (B, Tl, h) -> (datt (B, Tl, h/tp), dW_o (h/tp, h))."""
-    return (K.linear_backward_input(dout, w_o),) + _acc((K.linear_backward_weight(att, dout, has_bias=False)[0],),
-                                                         existing)
+    datt, wc = cp_o_bwd_input(att, dout, w_o)
+    return (datt,) + cp_o_bwd_weight(wc, *existing)
+
+
+@kernel("cp_o_bwd_input")
+def cp_o_bwd_input(att, dout, w_o):
+    """B: -> (datt, weight cache (att, dout))."""
+    return K.linear_backward_input(dout, w_o), (att, dout)
+
+
+# W: dW_o = att^T dout, the same product as the vocabulary-parallel head's dW_out = a^T dlogits
+cp_o_bwd_weight = kernel("cp_o_bwd_weight")(tp_logits_bwd_weight)
 
 
 @kernel("cp_post_fwd")
@@ -270,6 +294,12 @@ def cp_tp_embed_bwd(tokens, dy, *existing, start: int, rows: int, seq: int, posi
     dwpe = np.zeros((seq, h), dtype=dy.dtype)
     dwpe[np.asarray(positions)] = dy.sum(axis=0)
     return _acc((dwte, dwpe), existing)
+
+
+@kernel("cp_tp_embed_bwd_weight")
+def cp_tp_embed_bwd_weight(wc, *existing, start: int, rows: int, seq: int, positions: tuple):
+    """W of the embedding (no input gradient): wc = (tokens, dy) kept by B."""
+    return cp_tp_embed_bwd(*wc, *existing, start=start, rows=rows, seq=seq, positions=positions)
 
 
 @kernel("cp_embed_bwd")

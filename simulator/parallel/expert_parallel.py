@@ -120,9 +120,13 @@ class Experts:
                 out[n] = (s[0] // self.cfg.ep,) + tuple(s[1:])
         return out
 
-    def shard(self, li: int, name: str, value: np.ndarray, t: int) -> np.ndarray:
-        """Expert tensors stay whole here (compile_experts cuts them by the rank's ep coordinate)."""
-        return value if is_expert(self.cfg.model, li, name) else self.inner.shard(li, name, value, t)
+    def shard(self, li: int, name: str, value: np.ndarray, t: int, rank: int = 0) -> np.ndarray:
+        """An expert tensor's experts [e E/ep, (e+1) E/ep), e = the rank's ep coordinate; the rest as
+        the inner placement cuts them."""
+        if not is_expert(self.cfg.model, li, name):
+            return self.inner.shard(li, name, value, t, rank)
+        e_loc = value.shape[0] // self.cfg.ep
+        return value[self.index_of[rank] * e_loc:(self.index_of[rank] + 1) * e_loc].copy()
 
     def gather(self, homes: dict):
         """Dense tensors as the inner placement reads them; experts concatenated over the ep axis."""
@@ -194,11 +198,8 @@ def compile_experts(cfg: TrainConfig) -> Compiled:
     moe_layers = [li for li in range(cfg.n_layers) if is_moe(model, li)]
     expert_tensors = {f"{'param' if not st else 'opt'}/{li}/{n}{st}": li for li in moe_layers for n in EXPERT_PARAMS
                       for st in states}
-    for r, held in compiled.initial.items():
-        e_loc = model.experts // ep
-        for name in [n for n in held if n in expert_tensors]:
-            held[name] = held[name][index[r] * e_loc:(index[r] + 1) * e_loc].copy()
-        for li in {expert_tensors[n] for n in held if n in expert_tensors}:
+    for held in compiled.initial.values():
+        for li in {int(k.split("/")[1]) for k in held if k.startswith("param/")} & set(moe_layers):
             held[f"out/moe/{li}"] = np.zeros(model.experts + 1)
     compiled.notes.update(ep=ep, layouts={n: ExpertRows(ep, index) for n in expert_tensors} if ep > 1 else {})
     compiled.gather = _with_routing_counts(compiled, moe_layers)

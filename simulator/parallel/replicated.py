@@ -28,7 +28,7 @@ from .layer_kernels import layer_of, optimizer_state_names
 from .schedule_check import parse_schedule, validate
 from .schedule_registry import make_schedule
 from .schedules import dualpipe
-from .zero_hybrid import emit_zero1_optimizer, shard_optimizer_state
+from .zero_hybrid import ShardedReader, ZeroGroups, emit_zero_optimizer, shard_state, with_zero
 
 
 def split_layers(n_layers: int, stages: int) -> tuple[tuple[int, ...], ...]:
@@ -125,7 +125,8 @@ class WholeLayers:
     def shapes(self, li: int) -> dict:
         return layer_of(self.model, li).param_shapes()
 
-    def shard(self, li: int, name: str, value: np.ndarray, t: int) -> np.ndarray:
+    def shard(self, li: int, name: str, value: np.ndarray, t: int, rank: int = 0) -> np.ndarray:
+        """Rank `rank`'s part of a full parameter (tensor rank t)."""
         return value
 
     def gather(self, homes: dict) -> Callable | None:
@@ -136,9 +137,9 @@ def pipeline_schedule(cfg: TrainConfig):
     """The configured schedule, or the user's hand-written one (`cfg.schedule_text`, one line per
     stage, e.g. "F0 F1 BW0 BW1"), validated: a broken dependency is refused by name."""
     if cfg.schedule_text is None and cfg.schedule == "dualpipe" and cfg.pp > 1:
-        # TP layers and MoE blocks on the 5-D lanes (cp or ep > 1) emit B and W together
-        moe_lanes = hasattr(cfg.model, "experts") and max(cfg.cp, cfg.ep) > 1
-        return dualpipe(cfg.pp, cfg.m, split=cfg.tp == 1 and not moe_lanes)
+        # MoE blocks on the 5-D lanes (tp, cp or ep > 1) emit B and W together
+        moe_lanes = hasattr(cfg.model, "experts") and max(cfg.tp, cfg.cp, cfg.ep) > 1
+        return dualpipe(cfg.pp, cfg.m, split=not moe_lanes)
     if cfg.schedule_text is None:
         return make_schedule(cfg.schedule if cfg.pp > 1 or cfg.virtual_stages > 1 else "1f1b", cfg.pp, cfg.m,
                              cfg.virtual_stages)
@@ -148,6 +149,18 @@ def pipeline_schedule(cfg: TrainConfig):
                            f"the configuration {cfg.pp} stages and {cfg.m} micro-batches")
     validate(sched)
     return sched
+
+
+def grad_groups(mesh: DeviceMesh, bidirectional: bool) -> dict[int, tuple[int, ...]]:
+    """rank -> the ranks its gradients are reduced over: data and context ranks alike (Megatron
+    reduces over dp x cp), and under DualPipe the two model copies too (device d and its mirror
+    p-1-d hold the same stages)."""
+    group_of = {r: g for g in mesh.groups(("dp", "cp")) for r in g}
+    if bidirectional:
+        pp = mesh.axes["pp"]
+        mirror = {r: mesh.rank_at({**dict(zip(mesh.axis_names, mesh.coords(r))), "pp": pp - 1 - mesh.coord(r, "pp")}) for r in group_of}
+        group_of = {r: tuple(sorted(set(g) | {mirror[x] for x in g})) for r, g in group_of.items()}
+    return group_of
 
 
 def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
@@ -160,16 +173,14 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     stages = split_layers(cfg.n_layers, pp * v)
     schedule = pipeline_schedule(cfg)
     optimizer = make_optimizer(cfg)
-    # gradients are partial over data and context ranks alike (Megatron reduces over dp x cp), and
-    # under DualPipe over the two model copies too (device d and its mirror p-1-d hold the same stages)
-    group_of = {r: g for g in mesh.groups(("dp", "cp")) for r in g}
-    if schedule.bidirectional:
-        mirror = {r: mesh.rank_at({**dict(zip(mesh.axis_names, mesh.coords(r))), "pp": pp - 1 - mesh.coord(r, "pp")}) for r in group_of}
-        group_of = {r: tuple(sorted(set(g) | {mirror[x] for x in g})) for r, g in group_of.items()}
-    zero1 = cfg.zero == 1 and dp > 1  # Megatron's distributed optimizer: ZeRO-1 over the data axis
-    if zero1 and (cfg.bucket_mb is not None or cfg.grad_dtype != "float64"):
-        raise ParasimError("ZeRO-1 here moves float64 per-parameter collectives: drop --bucket-mb and --grad-dtype")
-    sync = GradSync(b, cfg.model, {} if zero1 else group_of, None if cfg.bucket_mb is None else cfg.bucket_mb * 1e6,
+    group_of = grad_groups(mesh, schedule.bidirectional)
+    # ZeRO over the data x context axes: stage 1 is Megatron's distributed optimizer; stages 2-3 (no
+    # pipeline, TrainConfig refuses it) gather and scatter around every layer (zero_hybrid.py)
+    zero = cfg.zero if dp > 1 else 0
+    if zero and (cfg.bucket_mb is not None or cfg.grad_dtype != "float64"):
+        raise ParasimError(f"ZeRO-{zero} here moves float64 per-parameter collectives: drop --bucket-mb and --grad-dtype")
+    zgroups = ZeroGroups(group_of, getattr(placement, "grad_group", None), cfg.gradients_mean)
+    sync = GradSync(b, cfg.model, {} if zero else group_of, None if cfg.bucket_mb is None else cfg.bucket_mb * 1e6,
                     cfg.grad_dtype, cfg.gradients_mean, shapes=placement.shapes,
                     grad_group=getattr(placement, "grad_group", None))
     mbs = cfg.microbatch_size
@@ -183,6 +194,8 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
         # every tensor (and context) rank runs the same schedule: their collectives match
         ranks = tuple(mesh.rank_at({"pp": s, "dp": i, "ep": 0, "cp": c, "tp": t}) for s in range(pp))
         lane = placement.replica(b, stages, ranks, t, mbs, scale, sync.ready, c=c)
+        if zero >= 2:
+            lane = with_zero(lane, zero, zgroups, placement.shapes)
         if schedule.bidirectional:
             run_bidirectional(schedule, lane, placement.replica(b, stages, ranks[::-1], t, mbs, scale, sync.ready, c=c))
         else:
@@ -205,10 +218,10 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
         if schedule.bidirectional:
             held = sorted(held + list(stages[pp - 1 - s]))
         initial[r] = initial_state(cfg.model, held, optimizer, cfg.seed,
-                                   lambda li, n, value, t=t: placement.shard(li, n, value, t))
-        if zero1:
-            emit_zero1_optimizer(b, r, held, placement.shapes, optimizer, group_of[r], cfg.gradients_mean)
-            initial[r] = shard_optimizer_state(initial[r], dp, group_of[r].index(r))
+                                   lambda li, n, value, t=t, r=r: placement.shard(li, n, value, t, r))
+        if zero:
+            emit_zero_optimizer(b, r, held, placement.shapes, optimizer, zgroups, zero)
+            initial[r] = shard_state(initial[r], zero, lambda li, n, r=r: _part(zgroups.of(r, li, n)[0], r))
         else:
             emit_optimizer(b, r, held, cfg.model, optimizer, placement.shapes)
         if mesh.coord(r, "dp") == 0 and mesh.coord(r, "cp") == 0:
@@ -217,5 +230,26 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
                     homes.setdefault((li, n), []).append((r, param(li, n)))  # in tensor-rank order
                     if t == 0:
                         param_home[(li, n)] = (r, param(li, n))
+    read = placement.gather(homes)
+    if zero == 3:  # parameters live as shards: the read-back gathers them
+        read = _sharded_read(read, param_home, zgroups, placement.shapes)
     return Compiled(cfg, b.build(), initial, feeds, param_home, loss_tensors, count * dp, mesh,
-                    {"stages": stages, "schedule": schedule.name if pp > 1 or v > 1 else None, "zero": cfg.zero}, placement.gather(homes))
+                    {"stages": stages, "schedule": schedule.name if pp > 1 or v > 1 else None, "zero": cfg.zero}, read)
+
+
+def _part(group: tuple[int, ...], rank: int) -> tuple[int, int]:
+    return len(group), group.index(rank)
+
+
+def _sharded_read(read: Callable | None, param_home: dict, groups: ZeroGroups, shapes: Callable) -> Callable:
+    """The placement's read-back (or param_home's) through a runtime whose fetch gathers stage-3 shards."""
+    def gather(runtime) -> list[dict]:
+        proxy = ShardedReader(runtime, groups, shapes)
+        if read is not None:
+            return read(proxy)
+        out: list[dict] = [dict() for _ in range(1 + max(li for li, _ in param_home))]
+        for (li, n), (rank, tensor) in param_home.items():
+            out[li][n] = proxy.fetch(rank, [tensor])[tensor]
+        return out
+
+    return gather

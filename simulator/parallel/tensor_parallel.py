@@ -16,6 +16,9 @@ Each transformer block runs on the n ranks of a tensor group:
 Sequence parallelism (sequence_parallel.py, Korthikanti et al. 2022) is the `sp` flag of the same
 emitter: the layer-norm regions hold T/n tokens; AllGather replaces the identity before each
 column-parallel linear and ReduceScatter the AllReduce after each row-parallel one.
+Zero-bubble schedules (zb-h1, zb-h2, DualPipe) split every backward kernel (bw_split.py): B keeps
+the input-gradient chain with its collectives (the f AllReduce, or under SP the re-gathers and the
+ReduceScatter), W computes each shard's weight gradients later with no communication.
 
 Tensor names follow emit.py; per-layer pieces are act/cache/{layer}/mb{j}/{piece} (kept for
 backward) and act/tp/{layer}/mb{j}/{piece} (temporaries).
@@ -32,11 +35,11 @@ from ..errors import ParasimError
 from ..models import Embedding, GPTConfig, LMHead, TransformerBlock
 from ..program import Collective
 from . import tp_kernels  # noqa: F401 -- registers the tp_*/vp_ce_* kernels this compiler emits
+from .bw_split import SplitBackward
 from .config import TrainConfig
 from .emit import Replica, grad, param
 from .layer_kernels import layer_of
 from .replicated import Compiled, compile_replicated
-from .schedule_registry import ZERO_BUBBLE
 
 QKV = "qkv"  # q, k and v column blocks each cut by heads
 # Gradients that are partial sums over the tensor group under sequence parallelism (their layer
@@ -93,13 +96,10 @@ def check_tensor_parallel(cfg: TrainConfig, sp: bool) -> None:
     if bad:
         raise ParasimError(f"tensor-parallel degree {n} must divide " + ", ".join(f"{k} {v}" for k, v in sizes.items())
                            + f"; it does not divide {', '.join(bad)}")
-    if n > 1 and cfg.schedule in ZERO_BUBBLE and cfg.pp > 1:
-        raise ParasimError(f"schedule {cfg.schedule} splits backward into B and W; the tensor-parallel layers emit "
-                           "them together: use gpipe, 1f1b or interleaved with tp > 1")
 
 
 @dataclass
-class TensorParallelReplica(Replica):
+class TensorParallelReplica(SplitBackward, Replica):
     """A model replica's lane of tensor rank `t` of `tp`: the same schedule as every other lane of
     its tensor groups, so their collectives meet in the same order."""
 
@@ -135,13 +135,19 @@ class TensorParallelReplica(Replica):
     def activation_nbytes(self, li: int) -> int:
         return super().activation_nbytes(li) // (self.tp if self.sp else 1)
 
-    def _fl(self, kind: str) -> float:
-        """Matmul FLOPs of one piece on one rank (Narayanan et al. 2021 counts, divided by n)."""
+    def _fl(self, kind: str):
+        """Matmul FLOPs of one piece on one rank (Narayanan et al. 2021 counts, divided by n); a
+        backward piece ("_b") as (input gradients, weight gradients): each linear's two products."""
         c, B = self.config, self.microbatch_size
         s, h, V = c.seq_len, c.hidden, c.vocab
         per = {"attn": 8 * B * s * h * h + 4 * B * s * s * h, "mlp": 16 * B * s * h * h, "head": 2 * B * s * h * V,
-               "attn_b": 16 * B * s * h * h + 8 * B * s * s * h, "mlp_b": 32 * B * s * h * h, "head_b": 4 * B * s * h * V}
-        return float(per[kind]) / self.tp
+               "attn_b": (8 * B * s * h * h + 8 * B * s * s * h, 8 * B * s * h * h), "mlp_b": (16 * B * s * h * h,) * 2,
+               "head_b": (2 * B * s * h * V,) * 2}[kind]
+        n = self._fl_parts()
+        return tuple(float(x) / n for x in per) if isinstance(per, tuple) else float(per) / n
+
+    def _fl_parts(self) -> int:
+        return self.tp
 
     def _names(self, li, j):
         return f"act/cache/{li}/mb{j}", f"act/tp/{li}/mb{j}"
@@ -159,12 +165,9 @@ class TensorParallelReplica(Replica):
     def emit_attention_backward(self, r, li, lyr, a, dout, j, accumulate):
         """act/tp/{li}/mb{j}/da_part and the gradients of w_qkv, b_qkv, w_o from d(output)."""
         c, T = self._names(li, j)
-        names = ("w_qkv", "b_qkv", "w_o")
-        G = [grad(li, n) for n in names]
-        self.builder.compute(r, "tp_attn_bwd", [f"{c}/attn", a, dout, param(li, "w_qkv"), param(li, "w_o"),
-                                                *(G if accumulate else [])],
-                             [f"{T}/da_part", *G], flops=self._fl("attn_b"), label=f"B{j} {lyr.name} attn",
-                             phase="backward", microbatch=j)
+        self.grad_op(r, li, j, "tp_attn_bwd", [f"{c}/attn", a, dout, param(li, "w_qkv"), param(li, "w_o")],
+                     [f"{T}/da_part"], ("w_qkv", "b_qkv", "w_o"), accumulate, self._fl("attn_b"),
+                     label=f"{lyr.name} attn")
         self._drop(r, f"{c}/attn")
 
     # ---- forward ----------------------------------------------------------------------------------
@@ -230,50 +233,49 @@ class TensorParallelReplica(Replica):
         self._drop(r, f"act/cache/loss/mb{j}")
 
     def emit_layer_backward(self, r, li, dy, dx, j, accumulate):
-        b, lyr = self.builder, layer_of(self.config, li)
+        lyr = layer_of(self.config, li)
         c, T = self._names(li, j)
         P = lambda n: param(li, n)  # noqa: E731
-        G = lambda *ns: [grad(li, n) for n in ns]  # noqa: E731
-        acc = lambda *ns: G(*ns) if accumulate else []  # noqa: E731
-        kw = dict(phase="backward", microbatch=j)
+        op = lambda *a, **k: self.grad_op(r, li, j, *a, accumulate=accumulate, **k)  # noqa: E731
         sp_only = (lambda *ns: ns) if self.sp else (lambda *ns: ())
         if isinstance(lyr, Embedding):
             dyf = self._gather(r, dy, f"{T}/dy", j, f"{li}/dy/mb{j}")
             rows = lyr.vocab // self.tp
-            b.compute(r, "tp_embed_bwd", [f"{c}/tokens", dyf, *acc("wte", "wpe")], G("wte", "wpe"),
-                      attrs={"start": self.t * rows, "rows": rows, "seq": lyr.seq_len}, label=f"B{j} {lyr.name}", **kw)
+            op("tp_embed_bwd", [f"{c}/tokens", dyf], [], ("wte", "wpe"),
+               attrs={"start": self.t * rows, "rows": rows, "seq": lyr.seq_len}, label=lyr.name)
             self._drop(r, f"{c}/tokens", *sp_only(dyf))
         elif isinstance(lyr, TransformerBlock):
             dyf = self._gather(r, dy, f"{T}/dy", j, f"{li}/dy/mb{j}")
             m = self._gather(r, f"{c}/m", f"{T}/m", j, f"{li}/m/mb{j}")  # re-gathered, not kept (Sec. 4.2.2)
-            b.compute(r, "tp_mlp_bwd", [f"{c}/mlp", m, dyf, P("w_fc"), P("w_proj"), *acc("w_fc", "b_fc", "w_proj")],
-                      [f"{T}/dm_part", *G("w_fc", "b_fc", "w_proj")], flops=self._fl("mlp_b"),
-                      label=f"B{j} {lyr.name} mlp", **kw)
+            op("tp_mlp_bwd", [f"{c}/mlp", m, dyf, P("w_fc"), P("w_proj")], [f"{T}/dm_part"], ("w_fc", "b_fc", "w_proj"),
+               flops=self._fl("mlp_b"), label=f"{lyr.name} mlp")
             self._drop(r, f"{c}/mlp", f"{c}/m", *sp_only(m, dyf))
             self._reduce(r, f"{T}/dm_part", f"{T}/dm", j, f"{li}/dm/mb{j}")
-            b.compute(r, "tp_res_ln_bwd", [f"{c}/ln2", dy, f"{T}/dm", P("ln2_g"), *acc("ln2_g", "ln2_b", "b_proj")],
-                      [f"{T}/dx1", *G("ln2_g", "ln2_b", "b_proj")], label=f"B{j} {lyr.name} ln2", **kw)
+            op("tp_res_ln_bwd", [f"{c}/ln2", dy, f"{T}/dm", P("ln2_g")], [f"{T}/dx1"], ("ln2_g", "ln2_b", "b_proj"),
+               label=f"{lyr.name} ln2")
             self._drop(r, f"{c}/ln2", f"{T}/dm")
             dx1f = self._gather(r, f"{T}/dx1", f"{T}/dx1_full", j, f"{li}/dx1/mb{j}")
             a = self._gather(r, f"{c}/a", f"{T}/a", j, f"{li}/a/mb{j}")
             self.emit_attention_backward(r, li, lyr, a, dx1f, j, accumulate)
             self._drop(r, f"{c}/a", *sp_only(a, dx1f))
             self._reduce(r, f"{T}/da_part", f"{T}/da", j, f"{li}/da/mb{j}")
-            b.compute(r, "tp_res_ln_bwd", [f"{c}/ln1", f"{T}/dx1", f"{T}/da", P("ln1_g"), *acc("ln1_g", "ln1_b", "b_o")],
-                      [dx, *G("ln1_g", "ln1_b", "b_o")], label=f"B{j} {lyr.name} ln1", **kw)
+            op("tp_res_ln_bwd", [f"{c}/ln1", f"{T}/dx1", f"{T}/da", P("ln1_g")], [dx], ("ln1_g", "ln1_b", "b_o"),
+               label=f"{lyr.name} ln1")
             self._drop(r, f"{c}/ln1", f"{T}/dx1", f"{T}/da")
         else:  # LMHead
             a = self._gather(r, f"{c}/a", f"{T}/a", j, f"{li}/a/mb{j}")
-            b.compute(r, "tp_logits_bwd", [a, dy, P("w_out"), *acc("w_out")], [f"{T}/da_part", *G("w_out")],
-                      flops=self._fl("head_b"), label=f"B{j} {lyr.name} logits", **kw)
+            op("tp_logits_bwd", [a, dy, P("w_out")], [f"{T}/da_part"], ("w_out",), flops=self._fl("head_b"),
+               label=f"{lyr.name} logits")
             self._drop(r, f"{c}/a", *sp_only(a))
             self._reduce(r, f"{T}/da_part", f"{T}/da", j, f"{li}/da/mb{j}")
-            b.compute(r, "tp_ln_bwd", [f"{c}/ln", f"{T}/da", P("ln_g"), *acc("ln_g", "ln_b")], [dx, *G("ln_g", "ln_b")],
-                      label=f"B{j} {lyr.name} ln", **kw)
+            op("tp_ln_bwd", [f"{c}/ln", f"{T}/da", P("ln_g")], [dx], ("ln_g", "ln_b"), label=f"{lyr.name} ln")
             self._drop(r, f"{c}/ln", f"{T}/da")
 
     def emit_layer_backward_input(self, r, li, dy, dx, j):
-        raise ParasimError("zero-bubble B/W splitting is not available with tensor parallelism")
+        self.split_backward_input(r, li, dy, dx, j)
+
+    def emit_layer_backward_weight(self, r, li, j, accumulate):
+        self.split_backward_weight(r, li, j, accumulate)
 
     def _weight_done(self, r: int, li: int) -> None:
         """Under SP, sum the partial layer-norm and bias gradients over the tensor group once the
@@ -311,7 +313,7 @@ class TensorParallel:
         return {n: shard_param(lyr, n, np.empty(s, dtype=np.int8), self.cfg.tp, 0).shape
                 for n, s in lyr.param_shapes().items()}
 
-    def shard(self, li: int, name: str, value: np.ndarray, t: int) -> np.ndarray:
+    def shard(self, li: int, name: str, value: np.ndarray, t: int, rank: int = 0) -> np.ndarray:
         return shard_param(layer_of(self.cfg.model, li), name, value, self.cfg.tp, t)
 
     def gather(self, homes: dict) -> Callable:

@@ -55,16 +55,38 @@ def tp_res_ln_bwd(cache, dres, dln, gamma, *existing):
     """Backward of  out = res + f(LN(res) ...)  around a reduced branch: dres is d out, dln the
     reduced gradient of the LN output.  dx = dres + LN'(dln);  d gamma, d beta of the LN; d bias
     of the branch's row-parallel linear = sum of dres.  -> (dx, dgamma, dbeta, dbias)."""
-    dx = dres + K.layer_norm_backward_input(cache, dln, gamma)
-    dg, db = K.layer_norm_backward_weight(cache, dln)
-    return (dx,) + _acc((dg, db, _bias_grad(dres)), existing)
+    dx, wc = tp_res_ln_bwd_input(cache, dres, dln, gamma)
+    return (dx,) + tp_res_ln_bwd_weight(wc, *existing)
+
+
+@kernel("tp_res_ln_bwd_input")
+def tp_res_ln_bwd_input(cache, dres, dln, gamma):
+    """B: -> (dx, weight cache)."""
+    return dres + K.layer_norm_backward_input(cache, dln, gamma), (cache, dln, dres)
+
+
+@kernel("tp_res_ln_bwd_weight")
+def tp_res_ln_bwd_weight(wc, *existing):
+    """W: -> (dgamma, dbeta, dbias)."""
+    cache, dln, dres = wc
+    return _acc(K.layer_norm_backward_weight(cache, dln) + (_bias_grad(dres),), existing)
 
 
 @kernel("tp_ln_bwd")
 def tp_ln_bwd(cache, dln, gamma, *existing):
     """dx = LN'(dln) and (dgamma, dbeta)."""
-    dx = K.layer_norm_backward_input(cache, dln, gamma)
-    return (dx,) + _acc(K.layer_norm_backward_weight(cache, dln), existing)
+    dx, wc = tp_ln_bwd_input(cache, dln, gamma)
+    return (dx,) + tp_ln_bwd_weight(wc, *existing)
+
+
+@kernel("tp_ln_bwd_input")
+def tp_ln_bwd_input(cache, dln, gamma):
+    return K.layer_norm_backward_input(cache, dln, gamma), (cache, dln)
+
+
+@kernel("tp_ln_bwd_weight")
+def tp_ln_bwd_weight(wc, *existing):
+    return _acc(tuple(K.layer_norm_backward_weight(*wc)), existing)
 
 
 # ---- attention: column-parallel q, k, v by head group, row-parallel output projection --------------
@@ -81,14 +103,27 @@ def tp_attn_fwd(a, w_qkv, b_qkv, w_o, heads: int, causal: bool = True):
 @kernel("tp_attn_bwd")
 def tp_attn_bwd(cache, a, dout, w_qkv, w_o, *existing):
     """dout (B, T, h) full.  -> (da_part (B, T, h), dW_qkv (h, 3h/n), db_qkv (3h/n,), dW_o (h/n, h))."""
+    da_part, wc = tp_attn_bwd_input(cache, a, dout, w_qkv, w_o)
+    return (da_part,) + tp_attn_bwd_weight(wc, *existing)
+
+
+@kernel("tp_attn_bwd_input")
+def tp_attn_bwd_input(cache, a, dout, w_qkv, w_o):
+    """B: -> (da_part, weight cache (a, dqkv, att, dout))."""
     c_att, att = cache
     datt = K.linear_backward_input(dout, w_o)  # (B, T, h) @ (h, h/n)
     dq, dk, dv = attention_backward(c_att, datt)
     dqkv = np.concatenate([dq, dk, dv], axis=-1)  # (B, T, 3h/n)
-    da_part = K.linear_backward_input(dqkv, w_qkv)  # (B, T, 3h/n) @ (3h/n, h)
+    return K.linear_backward_input(dqkv, w_qkv), (a, dqkv, att, dout)  # (B, T, 3h/n) @ (3h/n, h)
+
+
+@kernel("tp_attn_bwd_weight")
+def tp_attn_bwd_weight(wc, *existing):
+    """W: -> (dW_qkv = a^T dqkv, db_qkv, dW_o = att^T dout)."""
+    a, dqkv, att, dout = wc
     dw_qkv, db_qkv = K.linear_backward_weight(a, dqkv)
     dw_o, _ = K.linear_backward_weight(att, dout, has_bias=False)
-    return (da_part,) + _acc((dw_qkv, db_qkv, dw_o), existing)
+    return _acc((dw_qkv, db_qkv, dw_o), existing)
 
 
 # ---- MLP: column-parallel fc (gelu local), row-parallel proj -----------------------------------------
@@ -104,13 +139,26 @@ def tp_mlp_fwd(m, w_fc, b_fc, w_proj):
 @kernel("tp_mlp_bwd")
 def tp_mlp_bwd(cache, m, dout, w_fc, w_proj, *existing):
     """-> (dm_part (B, T, h), dW_fc, db_fc, dW_proj)."""
+    dm_part, wc = tp_mlp_bwd_input(cache, m, dout, w_fc, w_proj)
+    return (dm_part,) + tp_mlp_bwd_weight(wc, *existing)
+
+
+@kernel("tp_mlp_bwd_input")
+def tp_mlp_bwd_input(cache, m, dout, w_fc, w_proj):
+    """B: -> (dm_part, weight cache (m, df, g, dout))."""
     f, g = cache
     dg = K.linear_backward_input(dout, w_proj)  # (B, T, h) @ (h, 4h/n)
     df = K.gelu_backward(f, dg)
-    dm_part = K.linear_backward_input(df, w_fc)  # (B, T, 4h/n) @ (4h/n, h)
+    return K.linear_backward_input(df, w_fc), (m, df, g, dout)  # (B, T, 4h/n) @ (4h/n, h)
+
+
+@kernel("tp_mlp_bwd_weight")
+def tp_mlp_bwd_weight(wc, *existing):
+    """W: -> (dW_fc = m^T df, db_fc, dW_proj = g^T dout)."""
+    m, df, g, dout = wc
     dw_fc, db_fc = K.linear_backward_weight(m, df)
     dw_proj, _ = K.linear_backward_weight(g, dout, has_bias=False)
-    return (dm_part,) + _acc((dw_fc, db_fc, dw_proj), existing)
+    return _acc((dw_fc, db_fc, dw_proj), existing)
 
 
 # ---- vocabulary-parallel embedding ------------------------------------------------------------------
@@ -145,6 +193,12 @@ def tp_embed_bwd(tokens, dy, *existing, start: int, rows: int, seq: int):
     return _acc((dwte, dwpe), existing)
 
 
+@kernel("tp_embed_bwd_weight")
+def tp_embed_bwd_weight(wc, *existing, start: int, rows: int, seq: int):
+    """W of the embedding (it has no input gradient): wc = (tokens, dy) kept by B."""
+    return tp_embed_bwd(*wc, *existing, start=start, rows=rows, seq=seq)
+
+
 # ---- vocabulary-parallel LM head and cross-entropy --------------------------------------------------
 @kernel("tp_logits_fwd")
 def tp_logits_fwd(a, w_out):
@@ -155,8 +209,18 @@ def tp_logits_fwd(a, w_out):
 @kernel("tp_logits_bwd")
 def tp_logits_bwd(a, dlogits, w_out, *existing):
     """-> (da_part (B, T, h), dW_out (h, V/n))."""
-    dw, _ = K.linear_backward_weight(a, dlogits, has_bias=False)
-    return (K.linear_backward_input(dlogits, w_out),) + _acc((dw,), existing)
+    da_part, wc = tp_logits_bwd_input(a, dlogits, w_out)
+    return (da_part,) + tp_logits_bwd_weight(wc, *existing)
+
+
+@kernel("tp_logits_bwd_input")
+def tp_logits_bwd_input(a, dlogits, w_out):
+    return K.linear_backward_input(dlogits, w_out), (a, dlogits)
+
+
+@kernel("tp_logits_bwd_weight")
+def tp_logits_bwd_weight(wc, *existing):
+    return _acc((K.linear_backward_weight(*wc, has_bias=False)[0],), existing)
 
 
 @kernel("vp_ce_max")

@@ -37,14 +37,9 @@ from .emit import Replica, grad, param
 from .layer_kernels import layer_of, optimizer_state_names
 from .replicated import Compiled, compile_replicated, emit_optimizer, initial_state, make_optimizer, tokens_per_sample
 from .schedule_registry import make_schedule
+from .zero_hybrid import shard_sizes as shard_sizes  # one home; re-exported
 
 F64 = 8
-
-
-def shard_sizes(size: int, parts: int) -> list[int]:
-    """Element counts of np.array_split(range(size), parts)."""
-    q, r = divmod(size, parts)
-    return [q + (1 if i < r else 0) for i in range(parts)]
 
 
 def shard_of(value: np.ndarray, parts: int, index: int) -> np.ndarray:

@@ -1,16 +1,29 @@
-"""ZeRO stage 1 over the data-parallel axis of a pipeline / tensor / hybrid run: Megatron-LM's
-"distributed optimizer" (Shoeybi et al.; Rajbhandari et al. 2020, Sec. 5.1, P_os).
+"""ZeRO stages 1-3 on the lanes of a pipeline / tensor / context / expert (hybrid) run: Megatron-LM's
+distributed optimizer (stage 1) and DeepSpeed's stages 2 and 3 (Rajbhandari et al. 2020, Sec. 5).
 
-Each rank of a data-parallel group holds the same (tensor-parallel shard of the) parameters of its
-pipeline stage. After backward, instead of an AllReduce, every local gradient is flattened and
-ReduceScattered over the group (np.array_split convention); rank i updates its 1/N_d of the
-elements with its 1/N_d of the optimizer state, then the updated slices are AllGathered and
-reshaped back. Per device this moves 2 Psi_local as the AllReduce did (ring: 2(N_d-1)/N_d Psi) and
-holds the optimizer state only for its slice: K Psi_local / N_d instead of K Psi_local.
+Every gradient is sharded over the ranks that hold the same (tensor-parallel shard of the)
+parameter and see different tokens: the data x context group of its rank for a dense parameter,
+and, in a mixture-of-experts model, the expert-data group (dp x cp / ep ranks holding the same
+experts) for an expert parameter, whose gradient is summed there and scaled by 1 / (dp x cp) as
+without ZeRO (Megatron-Core's distributed optimizer keeps separate buffers for the dense and the
+expert parameters, each sharded over its own data-parallel group). Rank i of a group of N owns the
+elements np.array_split(flat, N)[i] of the flattened tensor.
+
+  stage 1: after backward each flat gradient is ReduceScattered over its group, rank i updates its
+           slice with its slice of the optimizer state, the slices are AllGathered (2 Psi moved).
+  stage 2: as 1, but each layer's gradient is ReduceScattered per micro-batch as soon as its
+           backward has produced it; only the gradient shard is kept.
+  stage 3: parameters are kept as shards (param/{layer}/{name}/own); a layer's are AllGathered
+           before its forward and again before its backward, and freed after (3 Psi moved).
+Per group with Psi_g parameters on N_g ranks: float64 Adam holds 8 + 8 + 16 bytes per parameter,
+stage 1: 16 Psi_g + 16 Psi_g / N_g, 2: 8 Psi_g + 24 Psi_g / N_g, 3: 32 Psi_g / N_g
+(`simulator.model_states.model_state_bytes`). DeepSpeed refuses ZeRO-2/3 with pipeline
+parallelism (its PipelineEngine asserts stage < 2): so does TrainConfig.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -22,33 +35,170 @@ from .layer_kernels import optimizer_state_names
 F64 = 8
 
 
-def emit_zero1_optimizer(b: ProgramBuilder, rank: int, layers, shapes: Callable, optimizer,
-                         group: tuple[int, ...], mean: bool) -> None:
-    """ReduceScatter each gradient over `group`, update this rank's slice, AllGather the slices."""
-    i, n_d = group.index(rank), len(group)
-    op = "mean" if mean else "sum"
+def shard_sizes(size: int, parts: int) -> list[int]:
+    """Element counts of np.array_split(range(size), parts)."""
+    q, r = divmod(size, parts)
+    return [q + (1 if i < r else 0) for i in range(parts)]
+
+
+def own(tensor: str) -> str:
+    """Stage 3: the name under which a rank keeps its shard of a parameter."""
+    return f"{tensor}/own"
+
+
+@dataclass(frozen=True)
+class ZeroGroups:
+    """The group (and reduction) of every gradient: `group_of[rank]` (data x context) for dense
+    parameters; `expert_group(rank, grad tensor, dense group)` -> (group, factor) for expert ones."""
+
+    group_of: dict
+    expert_group: Callable | None = None
+    mean: bool = True
+
+    def of(self, r: int, li: int, n: str) -> tuple[tuple[int, ...], str, float]:
+        """(group, reduce op, factor applied after the reduction)."""
+        dense = self.group_of[r]
+        other = self.expert_group and self.expert_group(r, grad(li, n), dense)
+        if other:
+            return other[0], "sum", other[1]
+        return dense, "mean" if self.mean else "sum", 1.0
+
+
+def _scatter(b: ProgramBuilder, r: int, groups: ZeroGroups, li: int, n: str, flat: str, size: int, tag: str) -> None:
+    """ReduceScatter a flat gradient in place over its group, then apply the group's factor."""
+    group, op, factor = groups.of(r, li, n)
+    if len(group) > 1:
+        b.add(r, Collective("reduce_scatter", flat, flat, group, op=op, nbytes=F64 * size, tag=tag))
+    if factor != 1.0:
+        b.compute(r, "scale", [flat], [flat], attrs={"factor": factor}, phase="other", label=f"{flat} x {factor:.4g}")
+
+
+def _allgather(b: ProgramBuilder, r: int, group, src: str, dst: str, shape, size: int, tag: str) -> None:
+    """AllGather the slices `src` over the group and reshape them to `shape` as `dst`."""
+    mine = shard_sizes(size, len(group))[group.index(r)]
+    if len(group) > 1:
+        b.add(r, Collective("all_gather", src, f"{dst}/flat", group, nbytes=F64 * mine, tag=tag))
+        src = f"{dst}/flat"
+    b.compute(r, "reshape", [src], [dst], attrs={"shape": tuple(shape)}, phase="other", label=f"unflatten {dst}")
+    if src == f"{dst}/flat":
+        b.free(r, src)
+
+
+def emit_zero_optimizer(b: ProgramBuilder, rank: int, layers, shapes: Callable, optimizer, groups: ZeroGroups,
+                        stage: int) -> None:
+    """The optimizer step of one rank: stage 1 ReduceScatters each whole gradient first; stages 1-2
+    update this rank's slice of the full parameter and AllGather the slices; stage 3 updates its
+    parameter shard in place."""
     b.compute(rank, "increment", ["opt/step"], ["opt/step"], phase="optimizer", label="step += 1")
     states = optimizer_state_names(optimizer)
     for li in reversed(list(layers)):
         for n, shape in shapes(li).items():
             size = int(np.prod(shape))
-            own = len(np.array_split(np.empty(size), n_d)[i])
-            g, flat, st = grad(li, n), f"grad/{li}/{n}/flat", [f"opt/{li}/{n}/{s}" for s in states]
-            b.compute(rank, "flatten", [g], [flat], phase="other", label=f"flatten grad {li}/{n}")
-            b.free(rank, g)
-            b.add(rank, Collective("reduce_scatter", flat, flat, group, op=op, nbytes=F64 * size, tag=f"zrs:{li}/{n}"))
-            new = f"param/{li}/{n}/shard"
+            group, _, _ = groups.of(rank, li, n)
+            i, n_d = group.index(rank), len(group)
+            mine = shard_sizes(size, n_d)[i]
+            g, st = grad(li, n), [f"opt/{li}/{n}/{s}" for s in states]
+            flat = f"{g}/shard"
+            if stage == 1:
+                b.compute(rank, "flatten", [g], [flat], phase="other", label=f"flatten grad {li}/{n}")
+                b.free(rank, g)
+                _scatter(b, rank, groups, li, n, flat, size, f"zrs:{li}/{n}")
+            kw = dict(nbytes=F64 * mine * (3 + 2 * len(st)), flops=10 * mine, phase="optimizer")
+            if stage == 3:
+                b.compute(rank, "opt_update", [own(param(li, n)), flat, "opt/step", *st], [own(param(li, n)), *st],
+                          attrs={"optimizer": optimizer}, label=f"update {li}/{n} shard", **kw)
+                b.free(rank, flat)
+                continue
+            new = f"param/{li}/{n}/slice"
             b.compute(rank, "zero_shard_update", [param(li, n), flat, "opt/step", *st], [new, *st],
-                      attrs={"optimizer": optimizer, "parts": n_d, "index": i}, nbytes=F64 * own * (3 + 2 * len(st)),
-                      flops=10 * own, phase="optimizer", label=f"update {li}/{n} slice")
+                      attrs={"optimizer": optimizer, "parts": n_d, "index": i}, label=f"update {li}/{n} slice", **kw)
             b.free(rank, flat)
-            b.add(rank, Collective("all_gather", new, new, group, nbytes=F64 * own, tag=f"zag:{li}/{n}"))
-            b.compute(rank, "reshape", [new], [param(li, n)], attrs={"shape": tuple(shape)}, phase="other",
-                      label=f"unflatten {li}/{n}")
+            _allgather(b, rank, group, new, param(li, n), shape, size, f"zag:{li}/{n}")
             b.free(rank, new)
 
 
-def shard_optimizer_state(state: dict[str, np.ndarray], parts: int, index: int) -> dict[str, np.ndarray]:
-    """This rank's flat slice of every optimizer-state array (parameters stay whole)."""
-    return {k: (np.array_split(np.ravel(v), parts)[index].copy() if k.startswith("opt/") and k != "opt/step" else v)
-            for k, v in state.items()}
+def shard_state(state: dict[str, np.ndarray], stage: int, part_of: Callable) -> dict[str, np.ndarray]:
+    """This rank's flat slice of every optimizer-state array (and, stage 3, of every parameter, kept
+    under `own(name)`); part_of(layer, name) -> (parts, index)."""
+    out = {}
+    for k, v in state.items():
+        if k == "opt/step" or not k.startswith(("opt/", "param/")) or (k.startswith("param/") and stage < 3):
+            out[k] = v
+            continue
+        _, li, n = k.split("/")[:3]
+        parts, index = part_of(int(li), n)
+        out[own(k) if k.startswith("param/") else k] = np.array_split(np.ravel(v), parts)[index].copy()
+    return out
+
+
+class ShardedReader:
+    """A runtime seen through stage-3 shards: fetch(rank, [param names]) AllGathers each from its
+    group's `own` shards (what the placements' read-back asks for)."""
+
+    def __init__(self, runtime, groups: ZeroGroups, shapes: Callable):
+        self.runtime, self.groups, self.shapes = runtime, groups, shapes
+
+    def fetch(self, rank: int, names) -> dict:
+        out = {}
+        for name in names:
+            _, li, n = name.split("/")[:3]
+            group, _, _ = self.groups.of(rank, int(li), n)
+            parts = [self.runtime.fetch(m, [own(name)])[own(name)] for m in group]
+            out[name] = np.concatenate(parts).reshape(self.shapes(int(li))[n])
+        return out
+
+
+class ZeroLane:
+    """Mixed in before a lane's Replica class for stages 2 and 3 (pipelines are refused): stage 3
+    gathers a layer's parameters around its forward and its backward; stages 2-3 ReduceScatter each
+    micro-batch's gradients as soon as the layer's backward has produced them. Set after
+    construction: zero_stage, zero_groups, zero_shapes."""
+
+    zero_stage = 2
+    zero_groups: ZeroGroups
+    zero_shapes: Callable
+
+    def _gather_params(self, r: int, li: int, tag: str) -> None:
+        if self.zero_stage < 3:
+            return
+        for n, shape in self.zero_shapes(li).items():
+            group, _, _ = self.zero_groups.of(r, li, n)
+            p = param(li, n)
+            _allgather(self.builder, r, group, own(p), p, shape, int(np.prod(shape)), f"{tag}:{li}/{n}")
+
+    def _release_params(self, r: int, li: int) -> None:
+        if self.zero_stage == 3:
+            self.builder.free(r, *(param(li, n) for n in self.zero_shapes(li)))
+
+    def emit_layer_forward(self, r, li, x, y, j):
+        self._gather_params(r, li, f"zagf{j}")
+        super().emit_layer_forward(r, li, x, y, j)
+        self._release_params(r, li)
+
+    def emit_layer_backward(self, r, li, dy, dx, j, accumulate):
+        b = self.builder
+        self._gather_params(r, li, f"zagb{j}")
+        super().emit_layer_backward(r, li, dy, dx, j, False)
+        self._release_params(r, li)
+        for n, shape in self.zero_shapes(li).items():
+            g = grad(li, n)
+            flat = f"{g}/mb" if accumulate else f"{g}/shard"
+            b.compute(r, "flatten", [g], [flat], phase="other", label=f"flatten grad {li}/{n}")
+            b.free(r, g)
+            _scatter(b, r, self.zero_groups, li, n, flat, int(np.prod(shape)), f"zrs{j}:{li}/{n}")
+            if accumulate:
+                b.compute(r, "add", [f"{g}/shard", flat], [f"{g}/shard"], phase="other", label=f"acc {li}/{n}")
+                b.free(r, flat)
+
+
+_LANES: dict[type, type] = {}
+
+
+def with_zero(lane, stage: int, groups: ZeroGroups, shapes: Callable):
+    """The same lane, its class extended by ZeroLane (stages 2 and 3)."""
+    cls = type(lane)
+    if cls not in _LANES:
+        _LANES[cls] = type(f"Zero{cls.__name__}", (ZeroLane, cls), {})
+    lane.__class__ = _LANES[cls]
+    lane.zero_stage, lane.zero_groups, lane.zero_shapes = stage, groups, shapes
+    return lane

@@ -12,6 +12,7 @@ from typing import Mapping, Sequence
 
 from matplotlib.figure import Figure
 
+from ..units import fmt_time
 from .style import (
     MEMORY_CATEGORIES,
     MEMORY_COLORS,
@@ -129,7 +130,7 @@ def goodput_chart(curve: Sequence, *, young_s: float | None = None, daly_s: floa
              (chosen_s, "chosen", "#333333", "-")]
     for x, label, color, style in marks:
         if x is not None:
-            ax.axvline(x * scale, color=color, linestyle=style, linewidth=1.4, label=f"{label} {x * scale:.3g} {unit}")
+            ax.axvline(x * scale, color=color, linestyle=style, linewidth=1.4, label=f"{label} {fmt_time(x)}")
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(lambda x, _: f"{x:g}")
     ax.set_ylim(0, 100)
@@ -137,6 +138,8 @@ def goodput_chart(curve: Sequence, *, young_s: float | None = None, daly_s: floa
     ax.set_ylabel("% (goodput; losses per useful second)")
     ax.grid(color="#DDDDDD", linewidth=0.6)
     ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
-    fig.suptitle(f"{title} · best {best.goodput:.1%} at τ = {best.interval_s * scale:.3g} {unit}",
-                 fontsize=11, fontweight="bold")
+    # the optimum's interval is printed once, by the marks' legend, when they are given (the curve's best
+    # sample lies a grid step away from it: two different numbers for one quantity)
+    at = "" if young_s is not None or daly_s is not None else f" at τ = {fmt_time(best.interval_s)}"
+    fig.suptitle(f"{title} · best {best.goodput:.1%}{at}", fontsize=11, fontweight="bold")
     return fig

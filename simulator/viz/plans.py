@@ -2,7 +2,8 @@
 
 collective_steps: a grid of steps (rows, top to bottom) x group ranks (columns). The cell (s, r)
 shows what rank r receives at step s: one coloured sub-cell per incoming transfer, coloured by
-chunk, labelled `c2←1` (chunk 2 from rank 1, overwritten) or `+c2←1` (reduced into the slot).
+chunk, labelled `c2←1` (chunk 2 from rank 1, overwritten) or `+c2←1` (reduced into the slot); a
+cell too narrow for one label per transfer says `+15c←15r` (15 chunks from 15 ranks).
 
 layout_grid: the tensor drawn to scale as its grid of blocks, one per distinct shard: a block one
 rank holds has that rank's colour; a block several ranks hold (replicas and partial-sum addends
@@ -28,16 +29,42 @@ from .style import chunk_color, device_color, message_figure, new_figure
 EMPTY_CELL = "#F3F3F3"
 
 
+SHOWN_PX = 1000   # the step grid is read at about this width (the app's main column, a slide)
+LABEL_PX = 10     # and its labels must be at least this tall there
+
+
+def _incoming_label(ts, all_to_all: bool) -> str:
+    """One cell's label: 'c2←1' chunk 2 from rank 1 ('+' reduced into the slot); in an all-to-all,
+    whose chunk ids only say (source, destination), '←1'; several transfers: '3c←1' (3 chunks from
+    rank 1) or '15c←15r' (15 chunks from 15 ranks)."""
+    plus = "+" if any(t.reduce for t in ts) else ""
+    if len(ts) == 1:
+        return f"←{ts[0].src}" if all_to_all else f"{plus}c{ts[0].dst_chunk}←{ts[0].src}"
+    srcs = {t.src for t in ts}
+    return f"{plus}{len(ts)}c←{ts[0].src}" if len(srcs) == 1 else f"{plus}{len(ts)}c←{len(srcs)}r"
+
+
 def collective_steps(plan: Plan, *, width: float | None = None, max_steps: int = 64) -> Figure:
-    """Steps x ranks grid of who receives which chunk from whom (first `max_steps` steps)."""
+    """Steps x ranks grid of who receives which chunk from whom (first `max_steps` steps). Texts
+    grow with the figure so that shown SHOWN_PX wide they are LABEL_PX or more (16 ranks: 11.5 pt
+    in a 16-inch figure); a cell too narrow for one label per transfer gets one label for all."""
     if not plan.steps:
         return message_figure(f"{plan.kind} on {plan.n} rank(s) needs no communication")
     steps = plan.steps[:max_steps]
     n = plan.n
     width = width or min(2.2 + 1.1 * n, 16.0)
-    fig = new_figure(width, min(1.4 + 0.42 * len(steps), 20.0))
+    pt = max(8.0, LABEL_PX * 72 * width / SHOWN_PX)  # points of a label that reads LABEL_PX when shown
+    cell_px = SHOWN_PX / (n + 0.9) * 0.92
+    fig = new_figure(width, min(1.4 + max(0.42, 3.2 * pt / 72) * len(steps), 20.0))  # room for two lines
     ax = fig.add_subplot()
-    show_text = n <= 16 and len(steps) <= 64
+    all_to_all = plan.kind == "all_to_all"
+
+    def fits(text: str, px: float) -> bool:  # DejaVu Sans: ~0.75 em a character (arrows wider), and the box's pad
+        return max(map(len, text.split("\n"))) * 0.75 * LABEL_PX + 4 <= px
+
+    def wrap(text: str) -> str:  # a label too wide for its cell breaks before the arrow
+        return text if fits(text, cell_px) else text.replace("←", "\n←")
+
     for s, step in enumerate(steps):
         incoming = defaultdict(list)
         for t in step.transfers:
@@ -46,35 +73,43 @@ def collective_steps(plan: Plan, *, width: float | None = None, max_steps: int =
             ax.add_patch(Rectangle((r + 0.04, s + 0.06), 0.92, 0.88, facecolor=EMPTY_CELL, edgecolor="none"))
             ts = incoming.get(r, [])
             w = 0.92 / max(len(ts), 1)
+            each = [_incoming_label([t], all_to_all) for t in ts]
+            one_each = all(fits(x, cell_px / max(len(ts), 1)) for x in each)
             for k, t in enumerate(ts):
                 x = r + 0.04 + k * w
                 cell = Rectangle((x, s + 0.06), w, 0.88, facecolor=chunk_color(t.dst_chunk, plan.n_chunks),
                                  edgecolor="white", linewidth=0.8, hatch="///" if t.reduce else None,
                                  gid="transfer")
                 ax.add_patch(cell)
-                if show_text and len(ts) <= 3:
-                    txt = f"{'+' if t.reduce else ''}c{t.dst_chunk}←{t.src}"
-                    ax.text(x + w / 2, s + 0.5, txt, ha="center", va="center", fontsize=8 if len(ts) == 1 else 6,
-                            color="black", bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8))
-        ax.text(n + 0.1, s + 0.5, fmt_bytes(step.nbytes), va="center", fontsize=7, color="#555555")
-    ax.text(n + 0.1, -0.15, "sent,\nall ranks", va="bottom", fontsize=7, color="#555555")   # the column above
+                if one_each:
+                    ax.text(x + w / 2, s + 0.5, each[k], ha="center", va="center", fontsize=pt, color="black",
+                            bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8), gid="label")
+            if ts and not one_each:
+                ax.text(r + 0.5, s + 0.5, wrap(_incoming_label(ts, all_to_all)), ha="center", va="center", fontsize=pt,
+                        color="black", bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85),
+                        gid="label")
+        ax.text(n + 0.1, s + 0.5, fmt_bytes(step.nbytes), va="center", fontsize=pt * 0.9, color="#555555")
+    ax.text(n + 0.1, -0.15, "sent,\nall ranks", va="bottom", fontsize=pt * 0.9, color="#555555")   # the column above
     ax.set_xlim(0, n + 0.9)
     ax.set_ylim(len(steps), 0)
-    ax.set_xticks([r + 0.5 for r in range(n)], [f"rank {r}" for r in range(n)], fontsize=8)
+    ax.set_xticks([r + 0.5 for r in range(n)], [f"rank {r}" if n <= 8 else str(r) for r in range(n)], fontsize=pt)
     ax.xaxis.tick_top()
+    if n > 8:
+        ax.set_xlabel("rank", fontsize=pt)
+        ax.xaxis.set_label_position("top")
     ax.set_yticks([s + 0.5 for s in range(len(steps))],
-                  [f"{s + 1}" + (f" {st.label}" if st.label else "") for s, st in enumerate(steps)], fontsize=8)
-    ax.set_ylabel("step")
+                  [f"{s + 1}" + (f" {st.label}" if st.label else "") for s, st in enumerate(steps)], fontsize=pt)
+    ax.set_ylabel("step", fontsize=pt)
     for side in ("top", "right", "bottom", "left"):
         ax.spines[side].set_visible(False)
     ax.tick_params(length=0)
     more = f" (first {max_steps} of {len(plan.steps)} steps)" if len(plan.steps) > max_steps else ""
     sent = plan.bytes_sent_per_rank()
     fig.suptitle(f"{plan.algo} {plan.kind} on {n} ranks · {fmt_bytes(plan.nbytes)} · {len(plan.steps)} steps · "
-                 f"max {fmt_bytes(max(sent))} sent per rank{more}", fontsize=11, fontweight="bold")
+                 f"max {fmt_bytes(max(sent))} sent per rank{more}", fontsize=max(11.0, pt * 1.2), fontweight="bold")
     handles = [Patch(facecolor="white", edgecolor="#666666", hatch="///", label="+ reduce into slot"),
                Patch(facecolor="white", edgecolor="#666666", label="copy into slot")]
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False, fontsize=8)
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False, fontsize=pt)
     return fig
 
 

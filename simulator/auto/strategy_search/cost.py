@@ -131,7 +131,7 @@ class Cost:
 
 
 ZERO = Cost()
-INFEASIBLE = Cost(comm_s=math.inf)  # a redistribution between device matrices that do not nest
+INFEASIBLE = Cost(comm_s=math.inf)  # a redistribution that redistribute() refuses
 
 
 def step_time_s(step: Step, topology: Topology, scale: float = 1.0) -> float:

@@ -14,8 +14,9 @@ objective (cost.py) splits into
   adjoint), the mirror AllReduce and memory of the parameters stored in its layout;
 - a pairwise term per edge: redistributing a tensor from where it is stored (its producer's
   output, or a leaf's first consumer) to where a consumer needs it, forward and backward;
-  infinite when the two device matrices do not nest (no redistribution exists, e.g. cuts 3 x 2
-  against 2 x 3 on 6 devices), so no search picks such a pair.
+  device matrices that do not nest (cuts 3 x 2 against 2 x 3 on 6 devices) are priced with
+  redistribution.py's gather + re-slice fallback; a move redistribute() refuses (another set of
+  devices) is infinite, so no search picks it.
 Memory is a unary sum, limited per device (`OpCostModel.memory_limit_bytes`).
 dp.py and rec.py minimise it; `assign_searched` hands the choice to plan.py.
 """
@@ -270,7 +271,7 @@ def _edge(prob: Problem, src, dst, shape, back, priced, unary_fn, tables, model)
     def move(la: Layout, lb: Layout) -> Cost:
         try:
             return transfer_cost(la, lb, shape, back, model, model.topology(prob.D))
-        except ParasimError:  # device matrices that do not nest: no redistribution exists
+        except ParasimError:  # a move redistribute() refuses
             return INFEASIBLE
 
     def cost(la: Layout, lb: Layout) -> Cost:

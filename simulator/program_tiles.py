@@ -1,0 +1,189 @@
+"""Columns from blocks of instructions repeated per micro-batch (a program's regular part).
+
+A compiler whose program repeats the same instructions for every micro-batch (a scale program:
+an action's layers, per micro-batch) emits each distinct block once, with the micro-batch written
+as the placeholder "{j}" (`J`) in names, tags, labels and `microbatch`, and lists which block each
+device runs for which micro-batch. `TileBuilder` turns the list into `ProgramColumns` with numpy:
+a million rows from a few hundred blocks. A name with "{j}" is another tensor (tag) for every
+micro-batch; a name without it is one tensor of its device. Sends and Recvs are matched FIFO per
+(src, dst, tag), collectives of several members by the order each member issues them on the
+group (`simulator.program`'s rules); a program that breaks them is left to the walk to name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .program import Collective, Compute, Recv, Send
+from .program_columns import COLLECTIVE, COMPUTE, RECV, SEND, ProgramColumns, csr
+
+J = "{j}"
+
+
+class _Intern(dict):
+    def id(self, key) -> int:
+        got = self.get(key)
+        if got is None:
+            got = self[key] = len(self)
+        return got
+
+
+def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Concatenation of range(s, s + c) for each (s, c)."""
+    ends = np.cumsum(counts)
+    return np.arange(int(ends[-1]) if len(ends) else 0) - np.repeat(ends - counts, counts) + np.repeat(starts, counts)
+
+
+def fifo_rank(keys: np.ndarray) -> np.ndarray:
+    """Each element's rank among the elements of equal key before it."""
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    rank = np.empty(len(keys), dtype=np.int64)
+    rank[order] = np.arange(len(keys)) - np.searchsorted(sk, sk)
+    return rank
+
+
+class TileBuilder:
+    """Collects (device, block, micro-batch) in program order, device after device (module docstring)."""
+
+    def __init__(self, n_devices: int):
+        self.n = n_devices
+        self.blocks: list[tuple] = []                   # (devices, templates, micro-batches) arrays
+        self._tpl_of: dict[int, int] = {}
+        self._tpls: list[tuple[int, list]] = []      # holds every block (so ids stay unique)
+        self.names, self.tags, self.groups = _Intern(), _Intern(), _Intern()
+        self.protos, self.metas = _Intern(), _Intern()
+        self._proto_ins: list = []
+
+    def _template(self, dev: int, block: list) -> int:
+        t = self._tpl_of.get(id(block))
+        if t is None:
+            t = self._tpl_of[id(block)] = len(self._tpls)
+            self._tpls.append((dev, block))
+        elif self._tpls[t][0] != dev:
+            raise ValueError("a block is reused on another device")
+        return t
+
+    def add(self, dev: int, block: list, j: int = 0) -> None:
+        """Device dev runs `block` next, for micro-batch j."""
+        self.add_many(dev, [block], [0], [j])
+
+    def add_many(self, dev: int, blocks: list, which, js) -> None:
+        """Device dev runs blocks[which[i]] for micro-batch js[i] next, for i in order."""
+        ids = np.array([self._template(dev, b) if b else -1 for b in blocks], dtype=np.int64)
+        t = ids[np.asarray(which, dtype=np.int64)]
+        keep = t >= 0
+        self.blocks.append((np.full(int(keep.sum()), dev), t[keep], np.asarray(js, dtype=np.int64)[keep]))
+
+    # ---- one block's rows (once per block) ------------------------------------------------------
+    def _proto(self, key, ins) -> int:
+        k = self.protos.id(key)
+        if k == len(self._proto_ins):
+            self._proto_ins.append(ins)
+        return k
+
+    def _rows(self, dev: int, block: list) -> list[tuple]:
+        rows = []
+        for ins in block:
+            mb = ins.microbatch
+            mbj, mbc = mb == J, (-1 if mb is None or mb == J else mb)
+            t = type(ins)
+            if t is Compute:
+                kern = ins.attrs.get("kernel") if ins.attrs else None
+                rows.append((COMPUTE, False, -1, 0, -1, -1, 0, self._proto((ins.op, ins.flops, ins.nbytes, id(kern)), ins),
+                             mbj, mbc, self.metas.id((ins.label or ins.op, ins.phase, ins.op, (), ins.nbytes, ins.flops)),
+                             -1, ins.inputs, ins.outputs))
+            elif t is Send:
+                rows.append((SEND, False, ins.dst, ins.nbytes, self.tags.id(ins.tag), -1, 0, -1, mbj, mbc,
+                             self.metas.id((f"send {ins.tensor} to {ins.dst}", "comm", "send", (), 0, 0.0)),
+                             self.metas.id((f"recv {ins.tensor} from {dev}", "comm", "recv", (), 0, 0.0)),
+                             (ins.tensor,), ()))
+            elif t is Recv:
+                rows.append((RECV, False, ins.src, ins.nbytes, self.tags.id(ins.tag), -1, 0, -1, mbj, mbc, -1, -1,
+                             (), (ins.tensor,)))
+            elif t is Collective:
+                if len(ins.group) > 1 and not ins.blocking:
+                    raise ValueError("non-blocking collectives of several members are priced by the walk")
+                key = (ins.kind, ins.algo, ins.group, ins.nbytes, ins.tag, ins.root)
+                rows.append((COLLECTIVE, ins.blocking, -1, 0, -1, self.groups.id(ins.group), ins.group.index(dev),
+                             self._proto(key, ins), mbj, mbc,
+                             self.metas.id((f"{ins.kind} {ins.tensor}", ins.phase, ins.kind, ins.group, 0, 0.0)), -1,
+                             (ins.tensor,), (ins.out,)))
+            else:
+                raise ValueError(f"{type(ins).__name__} has no columnar form")
+        return rows
+
+    # ---- all rows ---------------------------------------------------------------------------------
+    def build(self) -> ProgramColumns:
+        n = self.n
+        tl = []
+        for dev, block in self._tpls:
+            tl += self._rows(dev, block)
+        tlen = np.array([len(b) for _, b in self._tpls], dtype=np.int64)
+        tstart = np.cumsum(tlen) - tlen
+        (tkind, tblock, tpeer, tnb, ttag, tgroup, tmember, tproto, tmbj, tmbc, tmeta, trmeta) = (
+            np.array(c) for c in zip(*(r[:12] for r in tl)))
+        bdev, btpl, bj = (np.concatenate([b[i] for b in self.blocks]) if self.blocks else np.zeros(0, np.int64)
+                          for i in range(3))
+        if (np.diff(bdev) < 0).any():
+            raise ValueError("blocks must be added device after device")
+        lens = tlen[btpl]
+        trow = ranges(tstart[btpl], lens)
+        jr, dev = np.repeat(bj, lens), np.repeat(bdev, lens)
+        M = int(bj.max()) + 1 if len(bj) else 1
+        kind, peer = tkind[trow].astype(np.int8), tpeer[trow]
+
+        def tensors(col):
+            cnt = np.array([len(r[col]) for r in tl], dtype=np.int64)
+            nid = np.array([self.names.id(x) for r in tl for x in r[col]], dtype=np.int64)
+            hasj = np.array(["{j}" in name for name in self.names] or [False])
+            ptr = np.cumsum(cnt) - cnt
+            c = cnt[trow]
+            v = nid[ranges(ptr[trow], c)]
+            return csr(c, v * M + np.where(hasj[v], np.repeat(jr, c), 0))
+
+        rp, rv = tensors(12)
+        wp, wv = tensors(13)
+        match = self._match(kind, dev, peer, ttag[trow], jr, M)
+        join, member = self._joins(kind, dev, tgroup[trow], tmember[trow])
+        meta = tmeta[trow]
+        rcv = np.flatnonzero((kind == RECV) & (match >= 0))
+        meta[rcv] = trmeta[trow[match[rcv]]]
+        mb = np.where(tmbj[trow], jr, tmbc[trow])
+        return ProgramColumns(n, dev, kind, tblock[trow].astype(bool), tproto[trow], peer, tnb[trow].astype(np.int64),
+                              match, join, member, rp, rv, wp, wv, mb, meta, tuple(self._proto_ins),
+                              tuple(self.metas))
+
+    def _match(self, kind, dev, peer, tag, jr, M) -> np.ndarray:
+        """Send <-> recv rows: the k-th of each (src, dst, tag) in program order meet."""
+        N, n = len(kind), self.n
+        match = np.full(N, -1, dtype=np.int64)
+        snd, rcv = np.flatnonzero(kind == SEND), np.flatnonzero(kind == RECV)
+        tagj = np.array(["{j}" in t for t in self.tags] or [False])
+        tkey = tag * M + np.where(tagj[np.maximum(tag, 0)], jr, 0)
+        span = max(len(self.tags), 1) * M
+        if n * n * span * (max(len(snd), 1) + 1) >= 2 ** 62:
+            raise ValueError("program too large to match sends by integer keys")
+        sk = (dev[snd] * n + peer[snd]) * span + tkey[snd]
+        rk = (peer[rcv] * n + dev[rcv]) * span + tkey[rcv]
+        R = len(snd) + 1
+        sk, rk = sk * R + fifo_rank(sk), rk * R + fifo_rank(rk)
+        o = np.argsort(sk)
+        pos = np.minimum(np.searchsorted(sk[o], rk), max(len(snd) - 1, 0))
+        hit = (sk[o][pos] == rk) if len(snd) else np.zeros(len(rcv), dtype=bool)
+        s_rows = snd[o[pos[hit]]]
+        match[rcv[hit]] = s_rows
+        match[s_rows] = rcv[hit]
+        return match
+
+    def _joins(self, kind, dev, group, member) -> tuple[np.ndarray, np.ndarray]:
+        """One id per instance of a collective of several members: the k-th each member issues."""
+        N = len(kind)
+        join = np.full(N, -1, dtype=np.int64)
+        size = np.array([len(g) for g in self.groups] or [1])
+        multi = np.flatnonzero((kind == COLLECTIVE) & (size[np.maximum(group, 0)] > 1))
+        if len(multi):
+            G = len(self.groups)
+            seq = fifo_rank(dev[multi] * G + group[multi])
+            _, join[multi] = np.unique(group[multi] * (int(seq.max()) + 1) + seq, return_inverse=True)
+        return join, np.where(join >= 0, member, 0)
