@@ -53,6 +53,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=3, help="steps per runtime; the best is reported")
     ap.add_argument("--quick", action="store_true", help="L=2, h=32, s=16, V=64")
     ap.add_argument("--address", default=None, help="Ray cluster address (default: in-process Ray)")
+    ap.add_argument("--object-store", action="store_true",
+                    help="also run Ray with every chunk through the object store (shared_memory=False, as before issue 18)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     if a.quick:
@@ -63,6 +65,8 @@ def main(argv=None) -> int:
     compiled = compile_strategy(cfg)
     t0 = time.perf_counter()
     runtimes = {"local": make_runtime("local", 8), "ray": make_runtime("ray", 8, address=a.address)}
+    if a.object_store:  # the same Ray session, a second set of actors
+        runtimes["ray_objstore"] = make_runtime("ray", 8, address=a.address, shared_memory=False)
     startup_s = time.perf_counter() - t0
     rows = {}
     try:
@@ -73,20 +77,22 @@ def main(argv=None) -> int:
     finally:
         for rt in runtimes.values():
             rt.close()
-    assert rows["ray"]["losses"] == rows["local"]["losses"], "the runtimes disagree"
+    assert all(r["losses"] == rows["local"]["losses"] for r in rows.values()), "the runtimes disagree"
     sim = simulate(compiled.program)
     out = {"model": repr(model), "program": compiled.program.name, "instructions": len(compiled.program),
            "startup_s": startup_s, "simulated_step_s": sim.makespan_s, **{k: v for k, v in rows.items()},
-           "ray_over_local": rows["ray"]["best_step_s"] / rows["local"]["best_step_s"]}
+           **{f"{k}_over_local": rows[k]["best_step_s"] / rows["local"]["best_step_s"] for k in rows if k != "local"}}
     if a.json:
         print(json.dumps(out))
         return 0
     print(f"{model!r}: {compiled.program.name}, {out['instructions']} instructions on 8 devices")
     print(f"runtimes started in {fmt_time(startup_s)} (Ray: 8 actors)")
-    print(f"{'runtime':8} {'best step':>10} {'device calls':>13} {'bytes sent':>11} {'peak/device':>12}  losses")
+    print(f"{'runtime':12} {'best step':>10} {'device calls':>13} {'bytes sent':>11} {'peak/device':>12}  losses")
     for kind, r in rows.items():
-        print(f"{kind:8} {fmt_time(r['best_step_s']):>10} {r['calls']:>13} {fmt_bytes(r['bytes_sent']):>11} "
+        print(f"{kind:12} {fmt_time(r['best_step_s']):>10} {r['calls']:>13} {fmt_bytes(r['bytes_sent']):>11} "
               f"{fmt_bytes(max(r['peak_bytes_per_device'])):>12}  " + " ".join(f"{x:.4f}" for x in r["losses"]))
+    if "ray_objstore" in rows:
+        print(f"ray with chunks through the object store / local: {out['ray_objstore_over_local']:.2f}x")
     print(f"ray / local: {out['ray_over_local']:.2f}x; simulated step on the default device model: "
           f"{fmt_time(sim.makespan_s)}; losses identical on both runtimes")
     return 0
