@@ -25,8 +25,10 @@ Runs on DeepSpeed's pipeline engine (Megatron-DeepSpeed):
   type:transformer|embedding), bf16 with "zero_optimization.stage" 0 ("bf16 must use z0! it implements
   its own zero stage 1 equivalent"), on Jean Zay: 48 nodes of 8 A100 80GB with four 100 Gb/s Omni-Path
   links per node (6.25 GB/s per GPU, not HDR's 25). "About 150 TFLOP/s" (BigScience model card; 150 at
-  batch 2048 in stas00/ml-engineering training/hparams.md; GENCI reports 156), counted by eq. 3 with
-  recomputation and the padded vocabulary (Megatron-DeepSpeed megatron/training.py). DeepSpeed's bf16
+  batch 2048 in stas00/ml-engineering training/hparams.md; GENCI reports 156); the training log at
+  iteration 12695, batch 2048 (train/tr11-176B-ml/chronicles.md, 2022-03-18): 105.22 s per iteration,
+  149.02 TFLOP/s, counted by eq. 3 with recomputation and the padded vocabulary (Megatron-DeepSpeed
+  megatron/training.py). DeepSpeed's bf16
   pipeline path (DeepSpeed PR #1801, April 2022) does two things Megatron-LM does not, both priced by
   `Assumptions`: after every micro-batch's backward each stage casts its bf16 gradients to fp32 and
   adds them into fp32 accumulators (pipe/engine.py `_exec_backward_pass` -> bf16_optimizer.py
@@ -154,6 +156,8 @@ def test_bloom_176b_on_jean_zay_within_15_percent():
     jean_zay = _jean_zay()
     assert BLOOM_CFG.gpus == 384 and BLOOM_CFG.stage_layers(70) == (5,) + (6,) * 10 + (5,)
     ds = estimate(BLOOM, BLOOM_CFG, jean_zay, DEEPSPEED_BF16)
+    assert ds.tflops_per_gpu * ds.step_time_s == pytest.approx(149.02 * 105.22, rel=0.01)   # eq. 3 both
+    assert 105.22 / ds.step_time_s == pytest.approx(1.11, abs=0.01)    # the training log's iteration
     assert ds.tflops_per_gpu / 150 == pytest.approx(1.11, abs=0.01)
     assert ds.tflops_per_gpu / 156 == pytest.approx(1.06, abs=0.01)
     megatron = estimate(BLOOM, BLOOM_CFG, jean_zay)                    # as if run on Megatron-LM

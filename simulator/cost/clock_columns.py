@@ -75,9 +75,9 @@ def _durations(cols: ProgramColumns, model, collective_cost):
     snd = np.flatnonzero(kind == SEND)
     if len(snd):
         # the link of each transfer, asked once per (src, dst) pair; the send's bytes for both ends
-        pairs = dev[snd] * n_or_1(cols) + peer[snd]
-        used, inv = np.unique(pairs, return_inverse=True)
-        links = np.array([model.link(int(p) // n_or_1(cols), int(p) % n_or_1(cols)) for p in used], dtype=float)
+        n = max(cols.n_devices, 1)
+        used, inv = np.unique(dev[snd] * n + peer[snd], return_inverse=True)
+        links = np.array([model.link(int(p) // n, int(p) % n) for p in used], dtype=float)
         lat, bw = links[inv, 0], links[inv, 1]
         xfer = cols.nbytes[snd].astype(float) / bw
         a[snd], b[snd] = lat, xfer
@@ -90,10 +90,6 @@ def _refuse(on_deadlock) -> None:
     if on_deadlock is not None:
         on_deadlock()
     raise AssertionError("a columnar program cannot finish, but its instruction walk does")
-
-
-def n_or_1(cols) -> int:
-    return max(cols.n_devices, 1)
 
 
 def _prev_in_lane(dev: np.ndarray, member: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
