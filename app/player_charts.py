@@ -18,8 +18,8 @@ from charts import FONT
 from simulator.units import fmt_bytes
 
 MIN_FONT = 10      # px: the smallest label the player draws
-PLOT_PX = 560      # the narrowest plot the labels must fit (a 1024 px window with the sidebar open)
-CHAR_EM = 0.62     # width of a character of the bold label font, in ems
+PLOT_PX = 480      # the narrowest plot the labels must fit (measured: ~490 px in a 1024 px window, sidebar open)
+CHAR_EM = 0.55     # width of a character of the bold label font (Source Sans, Streamlit's), in ems, with margin
 
 
 def _run(ids: list[int], n: int) -> tuple[int, int] | None:

@@ -22,7 +22,6 @@ from simulator.cost.scale_sim import simulate_at_scale
 from simulator.cost.timeline_program import schedule_program
 from simulator.parallel.schedule_registry import make_schedule
 from simulator.parallel.schedule_sim import simulate_schedule
-from simulator.program import Program
 
 
 def timed(fn, repeat=1):
@@ -44,8 +43,8 @@ def main() -> None:
           f"(target < 2 s); bubble {res.bubble_fraction:.4f} vs (p-1)/(m+p-1) = {ideal:.4f}")
     prog, w_prog, _ = timed(lambda: schedule_program(sched))
     model = SimpleDeviceModel(flops_per_s=1e12, latency_s=0.0, bandwidth_Bps=1e30)
-    trace, w_clk, c_clk = timed(lambda: simulate(Program(prog.n_devices, prog.code, prog.name), model))
-    print(f"  event clock:  program of {len(prog):,} instructions built in {w_prog:.2f} s; walk + clock "
+    trace, w_clk, c_clk = timed(lambda: simulate(prog, model))
+    print(f"  event clock:  program of {len(prog):,} instructions built in {w_prog:.2f} s; clock "
           f"{w_clk:.2f} s wall / {c_clk:.2f} s CPU; makespan {trace.makespan_s:.0f} = schedule_sim "
           f"{res.makespan:.0f} x 1 s: {abs(trace.makespan_s - res.makespan) < 1e-6 * res.makespan}")
 

@@ -18,8 +18,11 @@ Rows are device-major, each device's rows in program order (row r of device d is
   join        multi-member collectives: one id per collective instance shared by its members' rows
               (-1 otherwise); member: the row's position in the group;
   reads, writes  CSR (reads_ptr, reads) of integer tensor ids per row (ids are per program);
+  deps        or, when the compiler knows them, (rows, writers): pairs of a row and a row that
+              last wrote one of its inputs (then reads and writes may be empty); writers on a
+              lane the row takes itself may be left out (they never decide when it starts);
   microbatch  -1 for None; meta: index in `metas`, what the trace event of this row shows:
-              (name format with {j} for the micro-batch, phase, op / kind, nbytes, flops, group).
+              (name format with {j} for the micro-batch, phase, op / kind, group, nbytes, flops).
 """
 
 from __future__ import annotations
@@ -54,14 +57,10 @@ class ProgramColumns:
     meta: np.ndarray
     protos: tuple
     metas: tuple
+    deps: tuple | None = None
 
     def __len__(self) -> int:
         return len(self.dev)
-
-    def rows_of(self, d: int) -> tuple[int, int]:
-        """[first, end) rows of device d."""
-        lo, hi = np.searchsorted(self.dev, [d, d + 1])
-        return int(lo), int(hi)
 
 
 def csr(counts: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -69,37 +68,6 @@ def csr(counts: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     ptr = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=ptr[1:])
     return ptr, np.asarray(values, dtype=np.int64)
-
-
-def fifo_match(src: np.ndarray, dst: np.ndarray, tag: np.ndarray, send_rows: np.ndarray,
-               recv_src: np.ndarray, recv_dst: np.ndarray, recv_tag: np.ndarray, recv_rows: np.ndarray) -> np.ndarray:
-    """For each recv row, the row of its send: the k-th Send of (src, dst, tag) in program order
-    matches the k-th Recv of the same key (`simulator.program`'s FIFO rule). Rows must be given in
-    program order per device; -1 where no send exists."""
-    def ranked(s, d, t, rows):
-        order = np.lexsort((rows, t, d, s))
-        keys = np.stack([s[order], d[order], t[order]], axis=1)
-        new = np.ones(len(order), dtype=bool)
-        new[1:] = (keys[1:] != keys[:-1]).any(axis=1)
-        start = np.maximum.accumulate(np.where(new, np.arange(len(order)), 0))
-        return order, keys, np.arange(len(order)) - start
-
-    so, sk, sr = ranked(src, dst, tag, send_rows)
-    ro, rk, rr = ranked(recv_src, recv_dst, recv_tag, recv_rows)
-    out = np.full(len(recv_rows), -1, dtype=np.int64)
-    if len(so) == 0 or len(ro) == 0:
-        return out
-    # both sorted by (key, rank): a joint sort lines each recv up with the send of equal key and rank
-    skey = np.concatenate([sk, sr[:, None]], axis=1)
-    rkey = np.concatenate([rk, rr[:, None]], axis=1)
-    allk = np.concatenate([skey, rkey])
-    side = np.concatenate([np.zeros(len(so), dtype=np.int8), np.ones(len(ro), dtype=np.int8)])
-    order = np.lexsort((side, allk[:, 3], allk[:, 2], allk[:, 1], allk[:, 0]))
-    k, sd = allk[order], side[order]
-    pair = (sd[:-1] == 0) & (sd[1:] == 1) & (k[:-1] == k[1:]).all(axis=1)
-    i = np.nonzero(pair)[0]
-    out[ro[order[i + 1] - len(so)]] = send_rows[so[order[i]]]
-    return out
 
 
 class ColumnarProgram(Program):

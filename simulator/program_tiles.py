@@ -48,23 +48,32 @@ class TileBuilder:
 
     def __init__(self, n_devices: int):
         self.n = n_devices
-        self.blocks: list[tuple[int, int, int]] = []
+        self.blocks: list[tuple] = []                   # (devices, templates, micro-batches) arrays
         self._tpl_of: dict[int, int] = {}
         self._tpls: list[tuple[int, list]] = []      # holds every block (so ids stay unique)
         self.names, self.tags, self.groups = _Intern(), _Intern(), _Intern()
         self.protos, self.metas = _Intern(), _Intern()
         self._proto_ins: list = []
 
-    def add(self, dev: int, block: list, j: int = 0) -> None:
-        if not block:
-            return
+    def _template(self, dev: int, block: list) -> int:
         t = self._tpl_of.get(id(block))
         if t is None:
             t = self._tpl_of[id(block)] = len(self._tpls)
             self._tpls.append((dev, block))
         elif self._tpls[t][0] != dev:
             raise ValueError("a block is reused on another device")
-        self.blocks.append((dev, t, j))
+        return t
+
+    def add(self, dev: int, block: list, j: int = 0) -> None:
+        """Device dev runs `block` next, for micro-batch j."""
+        self.add_many(dev, [block], [0], [j])
+
+    def add_many(self, dev: int, blocks: list, which, js) -> None:
+        """Device dev runs blocks[which[i]] for micro-batch js[i] next, for i in order."""
+        ids = np.array([self._template(dev, b) if b else -1 for b in blocks], dtype=np.int64)
+        t = ids[np.asarray(which, dtype=np.int64)]
+        keep = t >= 0
+        self.blocks.append((np.full(int(keep.sum()), dev), t[keep], np.asarray(js, dtype=np.int64)[keep]))
 
     # ---- one block's rows (once per block) ------------------------------------------------------
     def _proto(self, key, ins) -> int:
@@ -114,8 +123,8 @@ class TileBuilder:
         tstart = np.cumsum(tlen) - tlen
         (tkind, tblock, tpeer, tnb, ttag, tgroup, tmember, tproto, tmbj, tmbc, tmeta, trmeta) = (
             np.array(c) for c in zip(*(r[:12] for r in tl)))
-        b = np.array(self.blocks, dtype=np.int64).reshape(-1, 3)
-        bdev, btpl, bj = b[:, 0], b[:, 1], b[:, 2]
+        bdev, btpl, bj = (np.concatenate([b[i] for b in self.blocks]) if self.blocks else np.zeros(0, np.int64)
+                          for i in range(3))
         if (np.diff(bdev) < 0).any():
             raise ValueError("blocks must be added device after device")
         lens = tlen[btpl]

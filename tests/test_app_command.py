@@ -97,3 +97,19 @@ def test_page_url_builds_the_links_lessons_use():
         "http://localhost:8501/pipelines?schedules=gpipe&schedules=1f1b"
     with pytest.raises(ValueError, match="unknown page"):
         page_url("nowhere")
+
+
+def test_host_chooses_the_bound_address_and_a_bad_port_is_one_line():
+    import argparse
+
+    from simulator.commands.app import add_parser, streamlit_command
+    from simulator.errors import ParasimError
+
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers())
+    for argv, host in ((["app"], "127.0.0.1"), (["app", "--host", "0.0.0.0"], "0.0.0.0")):
+        cmd = streamlit_command(parser.parse_args(argv), Path("main.py"))
+        assert cmd[cmd.index("--server.address") + 1] == host
+        assert cmd[cmd.index("--client.toolbarMode") + 1] == "minimal"  # no Deploy button
+    with pytest.raises(ParasimError, match="--port 0: a port is a number from 1 to 65535"):
+        streamlit_command(parser.parse_args(["app", "--port", "0"]), Path("main.py"))

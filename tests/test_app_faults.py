@@ -56,3 +56,15 @@ def test_faults_straggler_and_lost_message_are_worded_as_what_happened():
     at.button(key="run").click().run()
     m = metrics(at)
     assert m["recovered"] == "nothing failed" and m["replayed steps"] == "0" and not at.success
+
+
+def test_faults_offer_only_faults_that_can_fire_on_the_chosen_strategy():
+    at = page("faults")
+    for strategy, drop in (("dp", False), ("zero1", False), ("pp", True), ("hybrid", True)):
+        at.selectbox(key="f_strategy").set_value(strategy).run()
+        assert ("drop" in at.selectbox(key="fault").options) == drop, strategy
+    at.selectbox(key="fault").set_value("drop").run()  # on hybrid
+    at.selectbox(key="f_strategy").set_value("dp").run()  # no sends: back to the first kind, no refusal
+    assert not at.exception and at.selectbox(key="fault").value == "kill"
+    at.button(key="run").click().run()
+    assert not any("no Send" in e.value for e in at.error) and metrics(at)

@@ -237,14 +237,14 @@ def test_every_lesson_link_to_the_app_opens_that_configuration():
     from simulator.grading import list_lessons
 
     links = [(x.number, *link) for x in list_lessons() for link in deep_links((x.folder / "README.md").read_text())]
-    assert {n for n, *_ in links} >= {2, 3, 5, 12, 13}
+    assert {n for n, *_ in links} >= {2, 3, 5, 10, 12, 13}
     for number, label, title, params in links:
         at = AppTest.from_file(str(APP / PAGE_FILES[title]), default_timeout=120)
         at.query_params.update(params)
         at.run()
         assert not at.exception, (number, label)
-        widgets = {w.key: w for kind in ("selectbox", "slider", "select_slider", "radio", "multiselect", "toggle")
-                   for w in at.get(kind) if w.key}
+        widgets = {w.key: w for kind in ("selectbox", "slider", "select_slider", "radio", "multiselect", "toggle",
+                                         "checkbox", "text_input", "number_input") for w in at.get(kind) if w.key}
         for key, value in params.items():
             got = widgets[key].value  # an unknown key would be a link that configures nothing
             want = value if isinstance(value, list) else [value]
@@ -269,3 +269,26 @@ def test_sharding_gpt_with_megatron_strategies_and_the_parallel_optimizer():
     moves = at.tabs[0].table[0].value
     grads = moves[moves["phase"] == "parameter gradient"]
     assert "ReduceScatter" in set(grads["collective"]) and "{0,4}" in list(grads["groups"])[0]
+
+
+def test_a_link_opens_a_lesson():
+    from simulator.grading import get_lesson
+
+    title = f"05 · {get_lesson(5).title}"
+    at = AppTest.from_file(str(APP / "views" / "lessons.py"), default_timeout=60)
+    at.query_params["lesson"] = title  # the option as shown (app/README.md)
+    at.run()
+    assert not at.exception and at.selectbox(key="lesson").value == 5 and at.subheader[0].value == title
+    assert at.selectbox(key="lesson").proto.query_param_key == "lesson"  # the browser writes it back
+
+
+def test_every_metric_on_every_page_explains_its_term():
+    """The glossary tooltip: every metric has a help text (the ⓘ beside its label)."""
+    from ui import PAGE_FILES
+
+    for file in PAGE_FILES.values():
+        at = AppTest.from_file(str(APP / file), default_timeout=120).run()
+        if any(b.key == "run" for b in at.button) and "collectives" not in file:
+            at.button(key="run").click().run()  # the pages whose metrics follow a run
+        assert not at.exception, file
+        assert not [m.label for m in at.metric if not m.help], file

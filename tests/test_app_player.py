@@ -83,7 +83,7 @@ def test_player_at_16_ranks_all_to_all_labels_every_cell_at_10_px_or_more():
 
 
 def test_every_collective_and_algorithm_is_labelled_readably_up_to_16_ranks():
-    """Every cell has a label of at most two lines that fits its cell in a 560 px plot at >= 10 px."""
+    """Every cell has a label of at most two lines that fits its cell in a 480 px plot at >= 10 px."""
     import player_charts as pc
 
     from simulator import COLLECTIVE_KINDS, algorithms

@@ -113,3 +113,19 @@ def test_the_daly_interval_prints_identically_everywhere(monkeypatch):
     assert "τ =" not in title  # the curve's best sample (1.13 h) is not printed beside Daly's 1.14 h
     assert fmt_time(4116) == "68.6 min" and fmt_time(2 * 3600) == "2 h" and fmt_time(119) == "119 s"
     assert fmt_time(3 * 86400) == "3 d" and fmt_time(0.035) == "35 ms" and fmt_time(-0.5) == "-500 ms"
+
+
+def test_the_compare_and_goodput_tabs_read_the_url():
+    from app_helpers import APP
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(APP / "views" / "scale.py"), default_timeout=120)
+    at.query_params.update({"a_tp": "4", "b_schedule": "1f1b", "b_zero": "1", "g_gpus": "4096", "g_mtbf": "20000"})
+    at.run()
+    assert not at.exception
+    assert at.select_slider(key="a_tp").value == 4 and at.selectbox(key="b_schedule").value == "1f1b"
+    assert at.radio(key="b_zero").value == 1 and at.number_input(key="g_gpus").value == 4096
+    assert metrics(at, GOOD)["system MTBF"] == "4.88 h"  # 20,000 h / 4096 GPUs
+    bound = {w.key: w.proto.query_param_key for kind in ("select_slider", "selectbox", "radio", "number_input",
+                                                          "toggle", "slider") for w in at.get(kind) if w.key}
+    assert all(bound[k] == k for k in bound if k[:2] in ("a_", "b_", "g_")), bound

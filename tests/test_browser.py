@@ -206,7 +206,7 @@ def test_nothing_in_the_main_area_overflows_at_1024x768_on_any_page(server, brow
     from ui import PAGE_PATHS
 
     page = browser.new_page(viewport={"width": 1024, "height": 768})
-    visits = [f"/{p}" for p in PAGE_PATHS.values()] + ["/pipelines?present=true&p=8&m=16", "/player?present=true&n=16"]
+    visits = [f"/{p}" for p in PAGE_PATHS.values()] + ["/pipelines?present=true&p=8&m=16", "/player?present=true&n=16&kind=all_to_all&step=15"]
     bad = {}
     for path in visits:
         page.goto(server + path, wait_until="domcontentloaded")
@@ -268,7 +268,7 @@ def test_the_sharding_page_opens_from_a_link_and_writes_its_widgets_back(server,
     wait_until_idle(page)
     assert page.get_by_role("radio", name="2-layer MLP").is_checked()
     assert page.get_by_role("checkbox", name="enable_alltoall").is_checked()
-    assert page.get_by_text("AllToAll", exact=True).count() >= 1  # the unset ReLU's moved cut: one AllToAll
+    page.get_by_text("AllToAll", exact=True).first.wait_for(timeout=60_000)  # the unset ReLU's moved cut: one AllToAll
     page.locator('[data-testid="stCheckbox"]').filter(has_text="gradients_mean").get_by_text("gradients_mean").click()
     page.wait_for_url("**gradients_mean=true**", timeout=30_000)
     box = page.get_by_label("device_num")

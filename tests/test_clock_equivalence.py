@@ -93,6 +93,20 @@ def test_schedule_timeline(name, p, m, v):
     assert list(prog.walk()) == reference_walk(prog)       # the instruction view walks as before
 
 
+def test_columnar_trace_builds_its_events_only_when_a_consumer_reads_them():
+    prog = schedule_program(make_schedule("1f1b", 4, 8))
+    model = SimpleDeviceModel(latency_s=1e-5, bandwidth_Bps=1e9)
+    new = simulate(prog, model, name="t")
+    old = reference_simulate(Program(prog.n_devices, prog.code, prog.name), model, name="t")
+    assert new.makespan_s == old.makespan_s and new._events is None      # read from the columns
+    assert new.step_breakdown() == pytest.approx(old.step_breakdown(), rel=1e-12)
+    assert new._events is not None
+    chrome = [sorted(map(str, t.to_chrome()["traceEvents"])) for t in (new, old)]
+    assert len(chrome[0]) == len(chrome[1])
+    two = new.append(simulate(prog, model))                                # Trace.append still works
+    assert len(two.events) == 2 * len(old.events) and two.makespan_s == 2 * old.makespan_s
+
+
 def test_schedule_timeline_that_cannot_finish_is_refused_by_the_walk():
     """DualPipe's actions are not a one-direction pipeline: its timeline program deadlocks, and the
     columnar clock refuses it with the walk's message, as the instruction clock does."""

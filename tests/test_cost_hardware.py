@@ -109,3 +109,19 @@ def test_hardware_device_model_for_the_clock():
     assert HardwareDeviceModel("a100-80gb", 16, link_efficiency=1.0).link(0, 7) == pytest.approx((2e-6, 300e9))
     with pytest.raises(ParasimError):
         HardwareDeviceModel("tpu-v4-like", 4, dtype="fp64")
+
+
+def test_infiniband_gets_its_own_nccl_efficiency():
+    """H100/H200 price the inter-node NIC at NCCL's measured 47 of 50 GB/s per NDR NIC, NVLink at
+    0.8; A100 keeps 0.8 on both (`simulator.cost.hardware` docstring); a given efficiency applies to both."""
+    from dataclasses import replace
+    h100, a100 = get_hardware("h100-sxm"), get_hardware("a100-80gb")
+    topo = h100.topology(16)
+    assert topo.inter.bandwidth_Bps == pytest.approx(0.94 * 50e9, rel=1e-12)
+    assert topo.intra.bandwidth_Bps == pytest.approx(0.8 * 450e9, rel=1e-12)
+    assert get_hardware("h200").topology(16).inter.bandwidth_Bps == pytest.approx(0.94 * 50e9, rel=1e-12)
+    assert a100.topology(16).inter.bandwidth_Bps == pytest.approx(0.8 * 25e9, rel=1e-12)
+    forced = h100.topology(16, 0.5)
+    assert (forced.inter.bandwidth_Bps, forced.intra.bandwidth_Bps) == (0.5 * 50e9, 0.5 * 450e9)
+    with pytest.raises(ParasimError, match="inter_link_efficiency must be in"):
+        replace(h100, inter_link_efficiency=1.5)

@@ -22,6 +22,7 @@ STRATEGIES = {"dp": "data parallel (replicas can restore a lost device)",
               "pp": "pipeline (no replicas: restore from the checkpoint)",
               "zero1": "ZeRO-1 (sharded optimizer state: restore from the checkpoint)",
               "hybrid": "dp 2 × pp 2"}
+SENDS = ("pp", "hybrid")  # the strategies whose programs have point-to-point sends (a drop needs one)
 KINDS = {"kill": "the device dies (its actor is gone)", "fail": "it crashes at an instruction",
          "slow": "a straggler: slow, no failure", "drop": "a message is lost (pipeline sends only)"}
 
@@ -47,7 +48,11 @@ with st.sidebar:
                          help="a data-parallel peer holds the same weights: copy them and retry only the "
                               "failed step")
     st.subheader("Fault")
-    kind = st.selectbox("Kind", list(KINDS), key="fault", **BIND)
+    offered = [k for k in KINDS if k != "drop" or strategy in SENDS]  # every choice gives a valid run
+    if st.session_state.get("fault") not in (None, *offered):  # drop, then a strategy without sends
+        del st.session_state["fault"]
+    kind = st.selectbox("Kind", offered, key="fault", **BIND,
+                        help="drop is offered for the strategies whose devices send messages (pp, hybrid)")
     st.caption(KINDS[kind])
     device = st.slider("Device", 0, devices - 1, 1, key="device", **BIND)
     step = st.slider("At step", 0, 7, 3, key="fault_step", **BIND, help="steps count from 0")

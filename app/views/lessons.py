@@ -5,7 +5,7 @@ from pathlib import Path
 
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
-from ui import APP_URL, PAGE_FILES, deep_links, intro, link_to, show_code
+from ui import APP_URL, BIND, PAGE_FILES, deep_links, intro, link_to, show_code
 
 from simulator import (
     Limits,
@@ -141,14 +141,14 @@ st.dataframe([{"#": d["number"], "lesson": d["title"], "minutes": d["minutes"],
              height=35 * (len(items) + 1) + 3)
 
 labels = {d["number"]: f"{d['number']:02d} · {d['title']}" for d in items}
-number = st.selectbox("Open lesson", list(labels), format_func=labels.get, key="lesson")
+number = st.selectbox("Open lesson", list(labels), format_func=labels.get, key="lesson", **BIND)  # ?lesson=05 · title
 d = next(x for x in items if x["number"] == number)
 st.subheader(labels[number])
 c = st.columns([3, 1])
 with c[0]:
     st.markdown("**You will**\n" + "\n".join(f"- {g}" for g in d["goals"]))
 with c[1]:
-    st.metric("minutes", d["minutes"])
+    st.metric("minutes", d["minutes"], help="about how long the lesson takes, exercise included")
     st.caption(f"status: {d['status']}")
 st.markdown("**Open in the app**")
 page_links(d["app_pages"], key=f"links-{number}")

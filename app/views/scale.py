@@ -48,7 +48,8 @@ AUTO_INSTRUCTIONS = 25_000   # beyond this the event clock runs only on request 
 KEYS = ("model", "c_L", "c_h", "c_a", "c_s", "c_V", "c_f", "c_kv", "c_glu", "c_untied", "seq", "moe", "experts",
         "topk", "moe_ffn", "hw", "B", "tp", "pp", "dp", "b", "schedule", "v", "recompute", "sp", "cp", "cp_kind",
         "ep", "split", "first", "last", "zero", "ov_grad", "ov_param", "ov_tp", "flash", "precision", "fp8",
-        "s_gpus", "s_schedules", "s_zeros", "s_cp", "s_ep", "s_top", "g_gpus", "g_mtbf", "g_write", "g_restart")
+        "s_gpus", "s_schedules", "s_zeros", "s_cp", "s_ep", "s_top", "g_gpus", "g_mtbf", "g_write", "g_restart",
+        *(f"{ab}_{k}" for ab in "ab" for k in ("tp", "pp", "dp", "b", "schedule", "v", "recompute", "sp", "zero")))
 
 intro("Scale explorer",
       "Too big to run, cheap to price: the closed-form cost model gives step time, TFLOP/s per GPU, MFU and "
@@ -108,23 +109,23 @@ def model_spec() -> ModelSpec:
 def config_widgets(prefix: str, defaults: dict, per_row: int = 4, extended: bool = False) -> dict:
     """t, p, d, b, schedule, v, recompute, SP widgets (keys prefixed) -> ParallelConfig kwargs; with
     `extended` also c and its kind, e and the stage split. `per_row` = 2 in the half-width columns."""
-    bind = BIND if not prefix else {}
+    # every tab's configuration is in the URL (Compare: a_tp, b_schedule, ...)
     cells = [c for _ in range(8 // per_row) for c in st.columns(per_row)]
-    kw = {"tp": cells[0].select_slider("Tensor parallel t", TP, value=defaults["tp"], key=f"{prefix}tp", **bind),
-          "pp": cells[1].select_slider("Pipeline stages p", PP, value=defaults["pp"], key=f"{prefix}pp", **bind),
-          "dp": cells[2].select_slider("Data parallel d", DP, value=defaults["dp"], key=f"{prefix}dp", **bind),
+    kw = {"tp": cells[0].select_slider("Tensor parallel t", TP, value=defaults["tp"], key=f"{prefix}tp", **BIND),
+          "pp": cells[1].select_slider("Pipeline stages p", PP, value=defaults["pp"], key=f"{prefix}pp", **BIND),
+          "dp": cells[2].select_slider("Data parallel d", DP, value=defaults["dp"], key=f"{prefix}dp", **BIND),
           "micro_batch_size": cells[3].select_slider("Micro-batch b (sequences)", [1, 2, 4, 8], value=1,
-                                                     key=f"{prefix}b", **bind)}
+                                                     key=f"{prefix}b", **BIND)}
     kw["schedule"] = cells[4].selectbox("Schedule", SCHEDULES, index=SCHEDULES.index(defaults["schedule"]),
-                                        key=f"{prefix}schedule", **bind)
+                                        key=f"{prefix}schedule", **BIND)
     kw["virtual_stages"] = cells[5].slider("Chunks v (interleaved)", 1, 4, defaults.get("v", 1), key=f"{prefix}v",
-                                           disabled=kw["schedule"] != "interleaved", **bind)
+                                           disabled=kw["schedule"] != "interleaved", **BIND)
     if kw["schedule"] != "interleaved":
         kw["virtual_stages"] = 1
     kw["recompute"] = cells[6].selectbox("Recompute", RECOMPUTE, index=RECOMPUTE.index(defaults["recompute"]),
-                                         key=f"{prefix}recompute", **bind)
+                                         key=f"{prefix}recompute", **BIND)
     kw["sequence_parallel"] = cells[7].toggle("Sequence parallel", value=defaults.get("sp", False),
-                                              key=f"{prefix}sp", disabled=kw["tp"] == 1, **bind) and kw["tp"] > 1
+                                              key=f"{prefix}sp", disabled=kw["tp"] == 1, **BIND) and kw["tp"] > 1
     if extended:
         c = st.columns(4)
         kw["cp"] = c[0].select_slider("Context parallel c", CP, value=1, key="cp", **BIND,
@@ -225,15 +226,22 @@ def show_metrics(r: dict, base: dict | None = None) -> None:
     def delta(key, fmt):
         return None if base is None else fmt(r[key] - base[key])
 
-    c[0].metric("GPUs", r["gpus"])
+    c[0].metric("GPUs", r["gpus"], help="t × c × p × d: every GPU of the run")
     c[1].metric("step time", fmt_time(r["step_time_s"]), delta("step_time_s", lambda d: ("+" if d >= 0 else "") + fmt_time(d)),
-                delta_color="inverse")
-    c[2].metric("TFLOP/s per GPU", f"{r['tflops_per_gpu']:.0f}", delta("tflops_per_gpu", lambda d: f"{d:+.0f}"))
-    c[3].metric("MFU", f"{r['mfu']:.1%}", delta("mfu", lambda d: f"{d * 100:+.1f} pt"))
+                delta_color="inverse", help="one optimizer step over the global batch B: compute, pipeline bubble, "
+                                            "exposed communication and the optimizer")
+    c[2].metric("TFLOP/s per GPU", f"{r['tflops_per_gpu']:.0f}", delta("tflops_per_gpu", lambda d: f"{d:+.0f}"),
+                help="hardware FLOPs per second and GPU, recomputation included (Narayanan et al. 2021, eq. 3)")
+    c[3].metric("MFU", f"{r['mfu']:.1%}", delta("mfu", lambda d: f"{d * 100:+.1f} pt"),
+                help="model FLOPs utilisation: the model's FLOPs per second (no recomputation) over the GPUs' "
+                     "peak (PaLM, Chowdhery et al. 2022)")
     c[4].metric("bubble", f"{r['bubble_fraction']:.1%}", delta("bubble_fraction", lambda d: f"{d * 100:+.1f} pt"),
-                delta_color="inverse")
+                delta_color="inverse", help="pipeline bubble: the share of the step a GPU idles waiting for "
+                                            "its pipeline neighbours")
     c[5].metric("memory per GPU", f"{r['memory_per_gpu_bytes'] / 1e9:.1f} GB", "OOM" if r["oom"] else None,
-                delta_color="inverse" if r["oom"] else "normal")
+                delta_color="inverse" if r["oom"] else "normal",
+                help="weights, gradients, optimizer states, activations and buffers on the fullest GPU; OOM "
+                     "beyond its capacity")
 
 
 def show_timeline(spec: ModelSpec, kw: dict, akw: dict, zero: int) -> None:
@@ -316,12 +324,12 @@ with tab_cmp:
     with left:
         st.markdown("#### Configuration A")
         kw_a = config_widgets("a_", {"tp": 8, "pp": 8, "dp": 8, "schedule": "1f1b", "recompute": "full"}, 2)
-        zero_a = st.radio("ZeRO (A)", [0, 1, 2, 3], horizontal=True, key="a_zero")
+        zero_a = st.radio("ZeRO (A)", [0, 1, 2, 3], horizontal=True, key="a_zero", **BIND)
     with right:
         st.markdown("#### Configuration B")
         kw_b = config_widgets("b_", {"tp": 4, "pp": 16, "dp": 8, "schedule": "interleaved", "v": 2,
                                      "recompute": "selective", "sp": True}, 2)
-        zero_b = st.radio("ZeRO (B)", [0, 1, 2, 3], horizontal=True, index=1, key="b_zero")
+        zero_b = st.radio("ZeRO (B)", [0, 1, 2, 3], horizontal=True, index=1, key="b_zero", **BIND)
     ra = or_error(explore, spec, hw, B, tuple(sorted(kw_a.items())))
     rb = or_error(explore, spec, hw, B, tuple(sorted(kw_b.items())))
     if ra is not None and rb is not None:
@@ -368,7 +376,8 @@ with tab_good:
             c[0].metric("system MTBF", fmt_time(fm.system_mtbf_s), help="MTBF per GPU / GPUs")
             c[1].metric("checkpoint C", fmt_time(fm.checkpoint_time_s), help=f"{ckpt / 1e9:.0f} GB at 14 B/param")
             c[2].metric("best interval (Daly)", fmt_time(daly), help=f"Young: {fmt_time(young)}")
-            c[3].metric("goodput at best", f"{g.goodput:.1%}")
+            c[3].metric("goodput at best", f"{g.goodput:.1%}", help="useful training time / wall time with a "
+                        "checkpoint every Daly interval: the rest goes to writes, lost work and restarts")
             st.image(png("goodput", fm, young, daly, f"{spec.name} on {int(g_gpus)} GPUs"), width="stretch")
             st.caption(f"Checkpoint too often and the writes dominate; too rarely and each failure loses half an "
                        f"interval of work. Daly's interval {fmt_time(daly)} (dash-dot line; Daly 2006) refines "

@@ -103,8 +103,10 @@ def show_explanation(info: dict, draw: str) -> None:
     moves = info["moves"]
     c = st.columns(4)
     c[0].metric("device matrix", info["ops"][0]["device matrix"], help="of the first operator")
-    c[1].metric("collectives inserted", len(moves))
-    c[2].metric("bytes per rank (all)", fmt_bytes(info["bytes"]))
+    c[1].metric("collectives inserted", len(moves), help="forward, backward and gradient-mirror collectives "
+                "the compiler adds (local moves need no communication and are not counted)")
+    c[2].metric("bytes per rank (all)", fmt_bytes(info["bytes"]), help="the bytes each rank sends, summed over "
+                "every inserted collective of one step")
     c[3].metric("repeated calculation", info["ops"][0]["repeated calculation"],
                 help="device_num / product of the device matrix: neighbouring ranks compute the same block")
 
@@ -146,17 +148,18 @@ restore("sharding")
 AUTO_KEYS = ("net", "device_num", "parallel_mode", "gradients_mean", "enable_alltoall", "enable_parallel_optimizer",
              "gpt_tp", "gpt_sp", "M", "K", "H", "N", "s1", "out1", "mlp_s1", "s_act", "s2", "draw")
 with tab_auto:
-    c = st.columns([2, 1, 1, 1, 1])
+    c = st.columns([3, 2, 3])  # room for the MindSpore option names at 1024 px
     kind = c[0].radio("Network", NETWORKS, key="net", horizontal=True, captions=NETWORK_CAPTIONS, **BIND)
     device_num = c[1].number_input("device_num", 1, 64, 8, key="device_num", **BIND)
     mode = c[2].selectbox("parallel_mode", list(MODES), key="parallel_mode", **BIND,
                           help="\n\n".join(f"**{k}**: {v}" for k, v in MODES.items()))
-    gradients_mean = c[3].checkbox("gradients_mean", value=False, key="gradients_mean", **BIND,
+    c = st.columns([2, 2, 3])
+    gradients_mean = c[0].checkbox("gradients_mean", value=False, key="gradients_mean", **BIND,
                                    help="divide each mirrored gradient by its group size")
-    alltoall = c[4].checkbox("enable_alltoall", value=False, key="enable_alltoall", **BIND,
+    alltoall = c[1].checkbox("enable_alltoall", value=False, key="enable_alltoall", **BIND,
                              help="MindSpore's default (off) moves a cut between tensor dimensions with "
                                   "AllGather + Split; on, with one AllToAll (as XLA does)")
-    popt = c[4].checkbox("enable_parallel_optimizer", value=False, key="enable_parallel_optimizer", **BIND,
+    popt = c[2].checkbox("enable_parallel_optimizer", value=False, key="enable_parallel_optimizer", **BIND,
                          help="split each replicated weight over its data-parallel copies: AllGather "
                               "before use, ReduceScatter of its gradient (ZeRO-style, threshold 0)")
     mlp = kind == NETWORKS[1]
@@ -210,10 +213,15 @@ def parse_ints(text: str) -> tuple[int, ...]:
 def tensor_results(t_info: dict, shape: tuple[int, int]) -> None:
     t_layout = t_info["layout"]
     c = st.columns(4)
-    c[0].metric("textbook", t_layout.notation())
-    c[1].metric("MindSpore strategy", str(t_info["strategy"]))
-    c[2].metric("block per device", f"{t_info['local'][0]} × {t_info['local'][1]}")
-    c[3].metric("copies of each block", len(t_layout.devices_holding((0,) * t_layout.ndim)))
+    c[0].metric("textbook", t_layout.notation(), help="X[I_a, J_b]: dim 0 (I) cut along mesh axis a, dim 1 (J) "
+                "along b; no subscript: not cut")
+    c[1].metric("MindSpore strategy", str(t_info["strategy"]), help="how many slices each dimension is cut "
+                "into (shard() strategy of this tensor)")
+    c[2].metric("block per device", f"{t_info['local'][0]} × {t_info['local'][1]}",
+                help="rows × columns each device stores")
+    c[3].metric("copies of each block", len(t_layout.devices_holding((0,) * t_layout.ndim)),
+                help="devices holding the same block: its replicas (mesh axes that cut no dimension) and "
+                     "partial-sum addends alike")
     st.caption(f"JAX-like spec `{t_info['spec']}` · DTensor-like placements `{t_info['placements']}` · "
                f"mesh {t_layout.mesh!r}")
     left, right = st.columns([3, 2])

@@ -255,10 +255,10 @@ c[1].metric("bytes sent per step", fmt_bytes(sum(trace.bytes_by_collective().val
 c[2].metric("peak memory per device", fmt_bytes(max(trace.peak_memory_bytes(), default=0)) if trace.memory
             else "not run", help="largest bytes one device held (measured on the devices)")
 if real:
-    c[3].metric("final loss", f"{out['losses'][-1]:.4f}")
+    c[3].metric("final loss", f"{out['losses'][-1]:.4f}", help="the loss of the last step's batch")
     c[4].metric("vs one device", f"{out['diff']:.1e}", help="max relative weight difference after training")
 else:
-    c[3].metric("final loss", "not run")
+    c[3].metric("final loss", "not run", help="the simulated clock prices the step without running it")
     c[4].metric("vs one device", "not run")
 st.caption(out["summary"] + (f" · wall time {fmt_time(out['wall_s'])}" if real else ""))
 if real:

@@ -15,7 +15,8 @@ Per micro-batch and transformer layer, on one tensor-parallel rank (T = b s toke
   fully recomputed forward (Shoeybi et al. 2019; with SP each becomes all-gather +
   reduce-scatter of the same volume, Korthikanti et al. 2022). Not overlapped (`Assumptions`).
   recompute: full adds the whole forward to B; selective adds the attention core only.
-Last stage adds the logits (T, V/t, h) and cross-entropy traffic; stages hold L/p layers.
+Last stage adds the logits (T, V/t, h) and cross-entropy traffic; stages hold L/p layers. Each
+stage's W adds `Assumptions.grad_accum_bytes` of HBM traffic per parameter it holds (0 by default).
 
 Step (p stages, m micro-batches, v chunks; F, B, W per-stage means, M = slowest stage F+B+W):
   step = m M + bubble + exposed p2p + exposed DP sync + embedding all-reduce + optimizer
@@ -24,8 +25,8 @@ Step (p stages, m micro-batches, v chunks; F, B, W per-stage means, M = slowest 
   p2p: Megatron's scatter/gather: each TP rank sends T h 2 / t bytes to the next stage, then an
        intra-node all-gather; one forward and one backward exchange per micro-batch per chunk,
        blocking, so 2 (m v + p - 1) exchanges sit on the critical path.
-  DP sync of the stage's gradients (fp32): ZeRO 0 all-reduce; 1-2 reduce-scatter of gradients +
-       all-gather of 16-bit parameters; 3 reduce-scatter + two parameter all-gathers (3 Psi) per
+  DP sync of the stage's gradients (fp32): ZeRO 0 all-reduce; 1-2 reduce-scatter of gradients
+       (ZeRO-1 with `Assumptions.dp_grad_all_reduce`: all-reduce) + all-gather of 16-bit parameters; 3 reduce-scatter + two parameter all-gathers (3 Psi) per
        micro-batch, one per sub-module, a third for what full recomputation re-gathers (`zero3_fetch`).
   optimizer: Adam is memory-bound, 30 bytes per (sharded) parameter.
 Outputs: TFLOP/s per GPU as Narayanan et al. 2021 eq. 3 counts it (hardware FLOPs, including
@@ -178,9 +179,19 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     w_l = kt(K.attn_w) + kt(K.mlp_w)
     layers = cfg.stage_layers(L)
     lf, lb, lw = kt(K.logits_fwd), kt(K.logits_b), kt(K.logits_w)
+    # parameters held by each stage, per tensor-parallel rank (embedding/head on the end stages)
+    emb = padded_vocab(model, t) * h / t
+    heads_on = [(k == 0) + (k == p - 1 and (p > 1 or not model.tied_embeddings)) for k in range(p)]
+    experts = getattr(model, "num_experts", 0)
+    expert_layer = experts * model.mlp_params(model.moe_ffn_hidden) if experts else 0
+    dense_layer = model.layer_params() - expert_layer
+    dense_k = [(layers[k] * dense_layer + heads_on[k] * emb * t) / t for k in range(p)]
+    expert_k = [layers[k] * expert_layer / (t * cfg.ep) for k in range(p)]
     stages = [[n * f_l, n * b_l, n * w_l] for n in layers]
     for i, x in enumerate((lf, lb, lw)):
         stages[-1][i] += x
+    for k in range(p):   # gradient accumulation outside the GEMMs, after every micro-batch (`Assumptions`)
+        stages[k][2] += memory_time_s(A.grad_accum_bytes * (dense_k[k] + expert_k[k]), hw)
     slowest_k = max(range(p), key=lambda k: sum(stages[k]))
     slowest = sum(stages[slowest_k])
     Fm, Bm, Wm = (sum(x[i] for x in stages) / p for i in range(3))
@@ -197,14 +208,8 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     p2p_total = 2 * (m * v + p - 1) * p2p if p > 1 else 0.0
 
     # data-parallel synchronisation of the largest stage's gradients (module docstring)
-    emb = padded_vocab(model, t) * h / t
-    heads_on = [(k == 0) + (k == p - 1 and (p > 1 or not model.tied_embeddings)) for k in range(p)]
-    experts = getattr(model, "num_experts", 0)
-    expert_layer = experts * model.mlp_params(model.moe_ffn_hidden) if experts else 0
-    dense_layer = model.layer_params() - expert_layer
     k_big = max(range(p), key=lambda k: layers[k] * model.layer_params() + heads_on[k] * emb * t)
-    dense = (layers[k_big] * dense_layer + heads_on[k_big] * emb * t) / t
-    expert = layers[k_big] * expert_layer / (t * cfg.ep)
+    dense, expert = dense_k[k_big], expert_k[k_big]
     stage_params = dense + expert
     fetch = zero3_pass(model, t, cfg.ep, layers[k_big], heads_on[k_big], cfg.recompute, A.stage3_max_reuse_distance)
     dp_by, dp_exposed = _dp_sync(cfg, A, topo, dense, expert, stages[k_big], m, fetch)
@@ -277,15 +282,17 @@ def _dp_sync(cfg: ParallelConfig, A: Assumptions, topo, dense: float, expert: fl
         groups.append((expert, cfg.dp_cp_group()[::cfg.ep]))
     rs = ag = 0.0
     for params, grp in groups:
-        if cfg.zero_stage == 0:
+        full = cfg.zero_stage == 0 or (cfg.zero_stage == 1 and A.dp_grad_all_reduce)
+        if full:
             rs += collective_time_s("all_reduce", A.grad_reduce_bytes * params, grp, topo, ar_algo)
         else:
             rs += collective_time_s("reduce_scatter", A.grad_reduce_bytes * params, grp, topo, algo)
+        if cfg.zero_stage:
             ag += collective_time_s("all_gather", 2 * params, grp, topo, algo)
     z = cfg.zero_stage
     bwd, mb = B + W, F + B + W                      # one micro-batch's backward, and its whole work
     if z <= 1:
-        by = {"all_reduce": rs} if z == 0 else {"reduce_scatter": rs, "all_gather": ag}
+        by = {"all_reduce": rs} if z == 0 else {"all_reduce" if full else "reduce_scatter": rs, "all_gather": ag}
         exposed = max(0.0, rs - bwd) if A.overlap_grad_reduce else rs
         exposed += max(0.0, ag - F) if A.overlap_param_gather else ag
         return by, exposed

@@ -92,8 +92,9 @@ def simulate(program: Program, model: DeviceModel | None = None, *, step: int = 
     steps = collective_steps or getattr(model, "draw_collective_steps", False)
     if isinstance(program, ColumnarProgram) and not memory and not steps:
         cache: dict = {}
-        return price_columns(program.columns, model, lambda ins: collective_cost(ins, model, cache), step,
-                             name or program.name, on_deadlock=program.walk)
+        with no_gc():       # thousands of small numpy calls; no cycles (program.no_gc)
+            return price_columns(program.columns, model, lambda ins: collective_cost(ins, model, cache), step,
+                                 name or program.name, on_deadlock=program.walk)
     with no_gc():
         trace = _simulate(program, model, step, memory, name)
     if steps:

@@ -40,6 +40,9 @@ def price_columns(cols: ProgramColumns, model, collective_cost, step: int = 0, n
     """The trace of `cols` on `model`. collective_cost(ins) -> (time_s, bytes sent per member);
     on_deadlock() raises the walk's error when the rows cannot all be levelled."""
     n, N = cols.n_devices, len(cols)
+    if N == 0:
+        return ColumnTrace(n, _events(cols, np.zeros(0), np.zeros(0), np.zeros(0, dtype=np.int64)), name=name,
+                           step=step)
     p2p = (cols.kind == SEND) | (cols.kind == RECV)
     if (cols.match[p2p] < 0).any():         # a send nobody receives, a recv without its send
         _refuse(on_deadlock)
@@ -72,9 +75,9 @@ def _durations(cols: ProgramColumns, model, collective_cost):
     snd = np.flatnonzero(kind == SEND)
     if len(snd):
         # the link of each transfer, asked once per (src, dst) pair; the send's bytes for both ends
-        pairs = dev[snd] * n_or_1(cols) + peer[snd]
-        used, inv = np.unique(pairs, return_inverse=True)
-        links = np.array([model.link(int(p) // n_or_1(cols), int(p) % n_or_1(cols)) for p in used], dtype=float)
+        n = max(cols.n_devices, 1)
+        used, inv = np.unique(dev[snd] * n + peer[snd], return_inverse=True)
+        links = np.array([model.link(int(p) // n, int(p) % n) for p in used], dtype=float)
         lat, bw = links[inv, 0], links[inv, 1]
         xfer = cols.nbytes[snd].astype(float) / bw
         a[snd], b[snd] = lat, xfer
@@ -87,10 +90,6 @@ def _refuse(on_deadlock) -> None:
     if on_deadlock is not None:
         on_deadlock()
     raise AssertionError("a columnar program cannot finish, but its instruction walk does")
-
-
-def n_or_1(cols) -> int:
-    return max(cols.n_devices, 1)
 
 
 def _prev_in_lane(dev: np.ndarray, member: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -131,23 +130,24 @@ def _waits(cols: ProgramColumns):
     coll = kind == COLLECTIVE
     block = coll & cols.blocking
     lanes = ((kind == COMPUTE) | block, (kind == SEND) | (kind == RECV) | block, coll & ~cols.blocking)
-    r, w = _last_writers(cols)
+    r, w = cols.deps if cols.deps is not None else _last_writers(cols)
     cols_out = []
     for lane in lanes:
         col = np.full(N, -1, dtype=np.int64)
-        on = lane[w]
-        np.maximum.at(col, r[on], w[on])
-        col[lane] = -1
         rr, pp = _prev_in_lane(dev, lane)
         col[rr] = pp
-        if (col >= 0).any():
-            cols_out.append(np.where(col >= 0, 2 * col + 1, 2 * N))
+        on = lane[w] & ~lane[r]          # a row on the lane already waits for its latest row
+        if on.any():
+            np.maximum.at(col, r[on], w[on])
+        if len(rr) or on.any():
+            cols_out.append(col)
     rcv = np.flatnonzero(kind == RECV)
+    P = np.full((N, max(len(cols_out) + (len(rcv) > 0), 1)), 2 * N, dtype=np.int32)
+    for c, col in enumerate(cols_out):
+        has = col >= 0
+        P[has, c] = 2 * col[has] + 1
     if len(rcv):
-        col = np.full(N, 2 * N, dtype=np.int64)
-        col[rcv] = 2 * cols.match[rcv]
-        cols_out.append(col)
-    P = np.stack(cols_out, axis=1) if cols_out else np.full((N, 1), 2 * N, dtype=np.int64)
+        P[rcv, -1] = 2 * cols.match[rcv]
     P = _prune(P)
     jrows = np.flatnonzero(cols.join >= 0)
     return P, jrows, _member_waits(cols, P, jrows), _anchors(cols, P, jrows)
@@ -156,33 +156,44 @@ def _waits(cols: ProgramColumns):
 RUN = 64     # rows priced in one step after an anchor at most (bounds the padding of `_times`)
 
 
+def _any_eq(cols: list, x: np.ndarray) -> np.ndarray:
+    """Is x equal to one of the columns (numpy reduces short rows of a 2-d array slowly)?"""
+    out = cols[0] == x
+    for c in cols[1:]:
+        out |= c == x
+    return out
+
+
 def _prune(P: np.ndarray) -> np.ndarray:
     """Drop duplicate waits, and when a row waits for the end of the row before it, drop its other
     waits that row also waited for: end(x) <= start(prev) <= end(prev) (durations are >= 0), so
     the max is the same. Rows then often wait for their predecessor only (`_anchors`)."""
     N, K = P.shape
-    out = P.copy()
-    prev_end = 2 * np.arange(N) - 1
-    has_prev = (P == prev_end[:, None]).any(axis=1)
-    has_prev[0] = False
-    before = np.empty_like(P)
-    before[1:], before[0] = P[:-1], 2 * N
-    for i in range(K):
-        x = P[:, i]
-        drop = has_prev & (x != prev_end) & ((x & 1) == 1) & (before == x[:, None]).any(axis=1)
+    if K == 1:
+        return P
+    cols = [np.ascontiguousarray(P[:, k]) for k in range(K)]
+    before = [np.concatenate([[2 * N], c[:-1]]) for c in cols]
+    prev_end = 2 * np.arange(N, dtype=P.dtype) - 1
+    has_prev = _any_eq(cols, prev_end)
+    out = []
+    for i, x in enumerate(cols):
+        drop = has_prev & (x != prev_end) & ((x & 1) == 1) & _any_eq(before, x)
         if i:
-            drop |= (P[:, :i] == x[:, None]).any(axis=1)
-        out[drop, i] = 2 * N
-    return out
+            drop |= _any_eq(cols[:i], x)
+        out.append(np.where(drop, 2 * N, x).astype(P.dtype))
+    return np.stack(out, axis=1)
 
 
 def _anchors(cols, P, jrows) -> np.ndarray:
     """Rows whose only wait is the end of the row before them on their device are priced in one
     step with it, by an exact running sum (`_times`); the others are anchors of such runs."""
     N = len(cols)
-    prev = 2 * np.arange(N) - 1
-    real = P < 2 * N
-    single = (real.sum(axis=1) == 1) & (np.where(real, P, -2) == prev[:, None]).any(axis=1)
+    prev = 2 * np.arange(N, dtype=P.dtype) - 1
+    columns = [P[:, k] for k in range(P.shape[1])]
+    count = np.zeros(N, dtype=np.int8)
+    for c in columns:
+        count += c < 2 * N
+    single = (count == 1) & _any_eq(columns, prev)
     single[np.searchsorted(cols.dev, np.arange(cols.n_devices))[:min(cols.n_devices, N)]] = False
     single[jrows] = False
     anchor = ~single
@@ -218,7 +229,9 @@ def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
     devx = np.append(dev, n)
     wrow = np.minimum(P // 2, N)                     # padding -> sentinel row N
     cross = (devx[wrow] != dev[:, None]) & (wrow < N)
-    head = cross.any(axis=1)
+    head = cross[:, 0].copy()
+    for k in range(1, cross.shape[1]):
+        head |= cross[:, k]
     if len(jrows):
         ew = np.minimum(E // 2, N)
         ecross = (devx[ew] != dev[jrows][:, None]) & (ew < N)
@@ -230,43 +243,67 @@ def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
     heads = np.flatnonzero(head)
     rank = np.cumsum(anchor) - 1                     # anchors before a row, in program order
     off = rank - rank[heads][seg]
-    seg_len = np.diff(np.append(rank[heads], rank[-1] + 1))
+    seg_len = np.diff(np.append(rank[heads], rank[-1] + 1)) if N else rank[:0]
     # per segment: its head's cross-device waits as (segment, offset, device), padded with row N
     X = np.where(cross[heads], wrow[heads], N)
     if len(jrows):
         extra = np.full((S, E.shape[1]), N, dtype=np.int64)
         extra[seg[jrows]] = np.where(ecross, ew, N)
         X = np.concatenate([X, extra], axis=1)
-    seg_x, off_x = np.append(seg, S), np.append(off, 0)
-    Xseg, Xoff, Xdev = seg_x[X], off_x[X], devx[X]
-    seg_level = np.zeros(S + 1, dtype=np.int64)
-    seg_level[S] = -1
-    seg_hi = np.searchsorted(heads, np.append(first[1:], N))
-    ptr = np.append(np.searchsorted(heads, first), np.iinfo(np.int64).max // 2)
+    # segments renumbered with one terminal slot after each device's last: segment i of device d
+    # is slot i + d; its terminal waits for slot NEVER, so a finished device just stays put
+    segdev = dev[heads]
+    lo = np.searchsorted(segdev, np.arange(n))
+    DONE, NEVER = S + n, S + n + 1                   # a slot already levelled (-1), one never
+    slot = np.append(seg + segdev[seg], DONE)        # row -> its segment's slot; row N -> DONE
+    X = X[:, (X < N).any(axis=0)]
+    if not X.shape[1]:
+        X = np.full((S, 1), N, dtype=np.int64)
+    X.sort(axis=1)                                   # real waits first, the sentinel N last
+    X = X[:, :max(int((X < N).sum(axis=1).max()) if S else 0, 1)]
+    sid = np.arange(S) + segdev
+    Xs, Xo = [], []                                  # per wait column: its slot and offset
+    for c in range(X.shape[1]):
+        xs = np.full(S + n, NEVER, dtype=np.int64)
+        xo = np.zeros(S + n, dtype=np.int64)
+        xs[sid], xo[sid] = slot[X[:, c]], np.append(off, 0)[X[:, c]]
+        Xs.append(xs)
+        Xo.append(xo)
+    seg_len_s = np.zeros(S + n, dtype=np.int64)
+    seg_len_s[sid] = seg_len
+    BIG = np.int64(1) << 40
+    level = np.full(S + n + 2, BIG, dtype=np.int64)
+    level[DONE] = -1
+    ptr = lo + np.arange(n)
     prev_end = np.full(n, -1, dtype=np.int64)
-    while True:
-        act = np.flatnonzero(ptr[:n] < seg_hi)
-        if not len(act):
-            break
-        s = ptr[act]
-        xs = Xseg[s]
-        ok = (xs < ptr[Xdev[s]]).all(axis=1)
-        if not ok.all():
-            if not ok.any():
-                _refuse(on_deadlock)
-            act, s, xs = act[ok], s[ok], xs[ok]
-        lvl = np.maximum(prev_end[act], (seg_level[xs] + Xoff[s]).max(axis=1)) + 1
-        seg_level[s] = lvl
-        prev_end[act] = lvl + seg_len[s] - 1
-        ptr[act] += 1
-    return seg_level[seg] + off
+    left = S
+    while left:
+        g = level[Xs[0][ptr]]                        # level of a cross-device wait (>= BIG: not yet)
+        top = g + Xo[0][ptr]
+        for xs, xo in zip(Xs[1:], Xo[1:]):
+            gk = level[xs[ptr]]
+            np.maximum(g, gk, out=g)
+            np.maximum(top, gk + xo[ptr], out=top)
+        ok = g < BIG
+        k = int(np.count_nonzero(ok))
+        if not k:
+            _refuse(on_deadlock)
+        left -= k
+        lvl = np.maximum(prev_end, top)
+        lvl += 1
+        level[ptr] = lvl                             # >= BIG where not ready: still not levelled
+        np.copyto(prev_end, lvl + seg_len_s[ptr] - 1, where=ok)
+        ptr += ok
+    return level[slot[:N]] + off
 
 
 def _times(N, a, b, waits, level) -> np.ndarray:
     """Start of every row, level by level (module docstring). At a level, each anchor starts at the
     max of its waits; its run (itself and the rows after it that wait only for their predecessor)
     is one running sum along [start, a0, b0, a1, b1, ...], numpy's add.accumulate, which adds in
-    order: the partial sums are exactly end_k = (start_k + a_k) + b_k and start_k+1 = end_k."""
+    order: the partial sums are exactly end_k = (start_k + a_k) + b_k and start_k+1 = end_k.
+    Values: slot r holds the end of row r, N zero, N + 1 scratch, N + 2 + i the start of the i-th
+    anchor in level order (a run row's start is its predecessor's end)."""
     P, jrows, E, anchor = waits
     A = np.flatnonzero(anchor)
     order = np.argsort(level[A], kind="stable")
@@ -278,31 +315,41 @@ def _times(N, a, b, waits, level) -> np.ndarray:
     ax, bx = np.append(a, [0.0, 0.0]), np.append(b, [0.0, 0.0])
     M = np.zeros((len(A), 2 * W + 1))
     M[:, 1::2], M[:, 2::2] = ax[R], bx[R]
-    SI, EI = 2 * R, 2 * R + 1
-    QA = P[A]
+    apos = np.full(N + 1, -1, dtype=np.int64)
+    apos[A] = np.arange(len(A))
+
+    def slots(refs):        # refs (2 r: start of r, 2 r + 1: end of r, 2 N: zero) -> value slots
+        r = np.minimum(refs // 2, N)
+        start = np.where(apos[r] >= 0, N + 2 + apos[r], r - 1)
+        return np.where(refs >= 2 * N, N, np.where(refs % 2 == 1, r, start))
+    QA = [slots(P[A, c].astype(np.int64)) for c in range(P.shape[1])]
     lv = level[A]
     L = int(lv[-1]) + 1 if len(lv) else 0
     lb = np.searchsorted(lv, np.arange(L + 1)).tolist()
-    apos = np.empty(N, dtype=np.int64)
-    apos[A] = np.arange(len(A))
     jpos = apos[jrows]
     jo = np.argsort(jpos)
-    jpos, EQ = jpos[jo], E[jo]
+    jpos, EQ = jpos[jo], slots(E[jo])
     jb = np.searchsorted(jpos, lb).tolist()
-    T = np.zeros(2 * N + 4)
-    top, acc = np.maximum.reduce, np.add.accumulate
+    T = np.zeros(N + 2 + len(A))
+    top, acc, base = np.maximum.reduce, np.add.accumulate, N + 2
     for l in range(L):
         lo, hi = lb[l], lb[l + 1]
-        s = top(T[QA[lo:hi]], axis=1)
+        s = T[QA[0][lo:hi]]
+        for q in QA[1:]:
+            np.maximum(s, T[q[lo:hi]], out=s)
         if jb[l] < jb[l + 1]:
             i = jpos[jb[l]:jb[l + 1]] - lo
             s[i] = np.maximum(s[i], top(T[EQ[jb[l]:jb[l + 1]]], axis=1))
+        T[base + lo:base + hi] = s
         m = M[lo:hi]
         m[:, 0] = s
         acc(m, axis=1, out=m)
-        T[SI[lo:hi]] = m[:, 0:-1:2]
-        T[EI[lo:hi]] = m[:, 2::2]
-    return T[0:2 * N:2]
+        T[R[lo:hi]] = m[:, 2::2]
+    T[N + 1] = 0.0
+    start = np.empty(N)
+    start[1:] = T[:N - 1]                     # a run row starts at its predecessor's end
+    start[A] = T[base:base + len(A)]
+    return start
 
 
 def _events(cols: ProgramColumns, start, a, sent) -> EventColumns:

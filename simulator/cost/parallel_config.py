@@ -233,6 +233,17 @@ class Assumptions:
       with full recomputation a ZeRO-3 sub-module whose parameters would be reused only after this
       many other elements were fetched is released and gathered a third time for its backward
       (`simulator.cost.zero3_fetch`; GPT-3 175B: 2/3 of every layer).
+    - grad_accum_bytes = 0: HBM bytes moved per parameter of a stage after every micro-batch's
+      backward to accumulate its gradient outside the weight-gradient GEMM (memory-bound, on the
+      critical path of every stage). 0 is Megatron-LM's gradient-accumulation fusion (the GEMM adds
+      into the fp32 `main_grad`). DeepSpeed's pipeline engine with bf16 (DeepSpeed PR #1801,
+      pipe/engine.py `_exec_backward_pass` -> bf16_optimizer.py `update_hp_grads`, BLOOM's setup):
+      18 = read the bf16 gradient (2), write its fp32 copy (4), read it and the fp32 accumulator
+      (4 + 4), write the accumulator (4).
+    - dp_grad_all_reduce = False: with ZeRO-1 the gradients are reduce-scattered. True: they are
+      all-reduced in full and each rank then updates its shard, as DeepSpeed's BF16_Optimizer does
+      (its own ZeRO-1 under `zero_optimization.stage` 0: pipe/engine.py `_bf16_reduce_grads` ->
+      `buffered_allreduce_fallback` of the fp32 gradients, then `all_gather_dp_groups`).
     """
 
     dtype: str = "bf16"
@@ -248,6 +259,8 @@ class Assumptions:
     capacity_factor: float | None = None
     recipe: str = "megatron"
     stage3_max_reuse_distance: float = 1e9
+    grad_accum_bytes: float = 0.0
+    dp_grad_all_reduce: bool = False
 
     def __post_init__(self):
         from simulator.model_states import recipe_bytes
@@ -256,6 +269,8 @@ class Assumptions:
             raise ParasimError(f"capacity_factor must be >= 1 (or None for dropless), got {self.capacity_factor}")
         if self.link_efficiency is not None and not 0 < self.link_efficiency <= 1:
             raise ParasimError(f"link_efficiency must be in (0, 1], got {self.link_efficiency}")
+        if not self.grad_accum_bytes >= 0:
+            raise ParasimError(f"grad_accum_bytes must be >= 0 bytes per parameter, got {self.grad_accum_bytes}")
         if not self.stage3_max_reuse_distance > 0:
             raise ParasimError(f"stage3_max_reuse_distance must be > 0 elements, got {self.stage3_max_reuse_distance}")
 

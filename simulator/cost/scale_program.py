@@ -366,7 +366,9 @@ def build_scale_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assu
     def code():
         with no_gc():       # a million small objects, no cycles (program.no_gc)
             return [em.device(k, k * em.w + i, sched.actions[k]) for k in range(cfg.pp) for i in range(em.w)]
-    return ColumnarProgram(_columns(em, sched, n), code, f"{model.name} {cfg!r} (one replica of {cfg.dp})")
+    with no_gc():
+        cols = _columns(em, sched, n)
+    return ColumnarProgram(cols, code, f"{model.name} {cfg!r} (one replica of {cfg.dp})")
 
 
 def _columns(em: _Emitter, sched, n: int):
@@ -378,20 +380,25 @@ def _columns(em: _Emitter, sched, n: int):
         for i in range(em.w):
             r, cache = k * em.w + i, {}
             buckets = _Buckets(em, r)
-            out: list = []
-            em.prologue(out, r)
-            tiles.add(r, out)
+            blocks: list = [[]]
+            em.prologue(blocks[0], r)
+            which, js = [0], [0]
             for a in sched.actions[k]:
                 if a.kind in ("BW", "W") and em.is_last(a.microbatch):
-                    out = []
-                    em.action(out, k, r, a.kind, J, a.chunk, True, buckets)
+                    blocks.append([])
+                    em.action(blocks[-1], k, r, a.kind, J, a.chunk, True, buckets)
+                    t = len(blocks) - 1
                 else:
-                    out = cache.get((a.kind, a.chunk))
-                    if out is None:
-                        out = cache[(a.kind, a.chunk)] = []
-                        em.action(out, k, r, a.kind, J, a.chunk, False, buckets)   # not last: no bucket
-                tiles.add(r, out, a.microbatch)
-            out = []
-            em.epilogue(out, k, r, buckets)
-            tiles.add(r, out)
+                    t = cache.get((a.kind, a.chunk))
+                    if t is None:
+                        t = cache[(a.kind, a.chunk)] = len(blocks)
+                        blocks.append([])
+                        em.action(blocks[-1], k, r, a.kind, J, a.chunk, False, buckets)   # not last: no bucket
+                which.append(t)
+                js.append(a.microbatch)
+            blocks.append([])
+            em.epilogue(blocks[-1], k, r, buckets)
+            which.append(len(blocks) - 1)
+            js.append(0)
+            tiles.add_many(r, blocks, which, js)
     return tiles.build()

@@ -16,12 +16,11 @@ import numpy as np
 from ..program import Compute, Program, Recv, Send, no_gc
 from ..program_columns import COMPUTE, RECV, SEND, ColumnarProgram, ProgramColumns, csr
 
-X, Y, DY, DX = range(4)     # tensor kinds: x_j, y_j, dy_j, dx_j (id = kind * m + j)
-
 
 def schedule_program(sched, flops_f: float = 1e12, flops_b: float = 2e12, nbytes: int = 1 << 20) -> Program:
     """The schedule (`schedule_registry.make_schedule`, F and BW actions) as a Program."""
-    cols = _schedule_columns(sched, flops_f, flops_b, nbytes)
+    with no_gc():
+        cols = _schedule_columns(sched, flops_f, flops_b, nbytes)
 
     def code():
         with no_gc():       # many small objects, no cycles (program.no_gc)
@@ -59,7 +58,6 @@ def _schedule_columns(sched, flops_f, flops_b, nbytes) -> ProgramColumns:
     adev = np.repeat(np.arange(p), lens)
     a_f = np.fromiter((a.kind == "F" for row in sched.actions for a in row), bool, sum(lens))
     amb = np.fromiter((a.microbatch for row in sched.actions for a in row), np.int64, sum(lens))
-    m = int(amb.max()) + 1 if len(amb) else 1
     hr = np.where(a_f, adev > 0, adev < p - 1)          # has a recv before its compute
     hs = np.where(a_f, adev < p - 1, adev > 0)          # has a send after it
     cnt = 1 + hr + hs
@@ -71,13 +69,10 @@ def _schedule_columns(sched, flops_f, flops_b, nbytes) -> ProgramColumns:
     N = len(act)
     fwd_peer = np.where(slot == 2, 1, -1)               # F: from d - 1, to d + 1; BW: the reverse
     peer = np.where(kind == COMPUTE, -1, dev + np.where(f, fwd_peer, -fwd_peer))
-    # tensors: F: recv writes x, compute x -> y, send reads y; BW: recv writes dy, compute y, dy -> dx
-    t = lambda k: k * m + mb                            # noqa: E731
-    reads_n = np.where(slot == 0, 0, np.where(slot == 2, 1, np.where(f, 1, 2)))
-    writes_n = np.where(slot == 2, 0, 1)
-    r_first = np.where(slot == 2, np.where(f, t(Y), t(DX)), np.where(f, t(X), t(Y)))
-    reads = np.stack([r_first, t(DY)], axis=1)[np.arange(2)[None, :] < reads_n[:, None]]
-    writes = np.where(slot == 0, np.where(f, t(X), t(DY)), np.where(f, t(Y), t(DX)))[writes_n == 1]
+    # what reads what: F: recv writes x, compute x -> y, send reads y; BW: recv writes dy, compute
+    # y, dy -> dx (y from F_j's compute, on the compute lane BW takes itself), send reads dx
+    dep = np.flatnonzero((slot == 2) | ((slot == 1) & hr[act]))
+    deps = (dep, dep - 1)
     # the k-th F send of device d meets the k-th F recv of d + 1 (tag "f"); BW sends go to d - 1
     rank = np.zeros(len(adev), dtype=np.int64)
     for flag in (True, False):
@@ -107,8 +102,7 @@ def _schedule_columns(sched, flops_f, flops_b, nbytes) -> ProgramColumns:
     protos = (Compute("F", ("x0",), ("y0",), flops_f, 0, phase="forward", microbatch=0),
               Compute("BW", ("y0", "dy0"), ("dx0",), flops_b, 0, phase="backward", microbatch=0))
     neg = np.full(N, -1, dtype=np.int64)
-    rp, rv = csr(reads_n, reads)
-    wp, wv = csr(writes_n, writes)
+    rp, rv = csr(np.zeros(N, dtype=np.int64), [])     # the tensors are in `deps`
     return ProgramColumns(p, dev, kind, np.zeros(N, dtype=bool), np.where(kind == COMPUTE, np.where(f, 0, 1), -1),
                           peer, np.full(N, nbytes, dtype=np.int64), match, neg, np.zeros(N, dtype=np.int64),
-                          rp, rv, wp, wv, mb, meta, protos, tuple(metas))
+                          rp, rv, rp, rv, mb, meta, protos, tuple(metas), deps)

@@ -19,12 +19,15 @@ parasim's interpretation, on the same cost tables as dynamic_programming:
 The result uses D devices wherever the shapes allow. Greedy: fast, not always optimal.
 
 Refinement (parasim's addition, not in MindSpore's D-Rec): the halving rounds alone can end
-far from the optimum (a 2-layer GPT on 8 devices: 36% slower than Megatron's strategies), so a
-final sweep lets each operator in turn take its cheapest candidate among those using as many
+far from the optimum, so a final sweep lets each operator in turn take its cheapest candidate among those using as many
 devices as its current one (so the rounds' use of the devices is kept) given its neighbours'
 current ones (iterated conditional modes, Besag 1986) until a sweep changes nothing (at most
 `SWEEPS`). Each change lowers the objective, so the refined plan is never worse than the
 rounds' plan; it is a local optimum, not necessarily the global one (dynamic_programming's).
+On the 2-layer GPT of tests/test_auto_gpt.py (a100-80gb, bf16) the objective on 4 devices goes
+from 0.3504 ms (rounds) to 0.3184 ms, below Megatron's 0.3484 ms; on 8 devices (Megatron dp 2 x
+tp 4: 0.7082 ms) from 0.9664 ms to 0.8824 ms, still 25% slower, where dynamic_programming finds
+0.6722 ms.
 """
 
 from __future__ import annotations
