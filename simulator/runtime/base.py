@@ -74,6 +74,7 @@ class Runtime(ABC):
     """n_devices emulated devices. load -> run(program) -> fetch; close when done."""
 
     name = "abstract"
+    forward_by_handle = True  # a chunk a member only passes on is handed on by its handle (see _collective)
 
     def __init__(self, n_devices: int):
         if int(n_devices) != n_devices or n_devices < 1:
@@ -234,8 +235,8 @@ class Runtime(ABC):
             for g, (r, i) in enumerate(members):
                 recv_at = low.recvs[s - 1][g] if s else []
                 send_at = low.sends[s][g] if s < n_steps else []
-                fwd_at = [k for k in send_at if (g, cur[k].src_chunk) in fresh]
-                ret_at = [k for k in send_at if (g, cur[k].src_chunk) not in fresh]
+                fwd_at = [k for k in send_at if self.forward_by_handle and (g, cur[k].src_chunk) in fresh]
+                ret_at = [k for k in send_at if k not in fwd_at]
                 produced.update((k, fresh[(g, cur[k].src_chunk)]) for k in fwd_at)
                 if not (recv_at or send_at or s == 0 or s == n_steps):
                     continue

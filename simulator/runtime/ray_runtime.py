@@ -22,38 +22,10 @@ import threading
 from typing import Any
 
 from ..errors import DeviceFailure, ParasimError
-from .base import DEVICE_METHODS, Runtime
+from .base import Runtime
 from .device import Device
+from .ray_actor import DeviceActor, RemoteFailure
 from .ray_address import check_address
-
-
-class _Failure(Exception):
-    """DeviceFailure in a form pickle can rebuild (its args are its constructor's)."""
-
-    def __init__(self, rank: int, instruction: str, reason: str):
-        super().__init__(rank, instruction, reason)
-
-
-class _DeviceActor:
-    """The actor body: a Device, one entry point. Returns n results + an acknowledgement."""
-
-    def __init__(self, rank: int, device_class: type = Device):
-        self.device = device_class(rank)
-
-    def node_id(self) -> str:
-        """The Ray node this actor runs on."""
-        import ray
-
-        return ray.get_runtime_context().get_node_id()
-
-    def invoke(self, method: str, *args):
-        if method not in DEVICE_METHODS:
-            raise ParasimError(f"device method {method!r} is not callable; valid: {', '.join(DEVICE_METHODS)}")
-        try:
-            outs = getattr(self.device, method)(*args)
-        except DeviceFailure as e:
-            raise _Failure(e.rank, e.instruction, e.reason) from None
-        return (*outs, True) if outs else True
 
 
 def ensure_ray(address: str | None = None, num_cpus: int = 2, join_timeout_s: float | None = None) -> bool:
@@ -130,13 +102,19 @@ def _init(address: str | None, num_cpus: int) -> None:
 class RayRuntime(Runtime):
     """n actors. timeout_s bounds every wait (None: wait forever); devices_per_node > 0 places
     the actors with a placement group of one bundle per simulated node (ranks r // devices_per_node
-    share a bundle, so intra-node groups stay on one Ray node; bundles SPREAD over Ray nodes)."""
+    share a bundle, so intra-node groups stay on one Ray node; bundles SPREAD over Ray nodes).
+    shared_memory: collective chunks between actors of one Ray node go through the actors'
+    shared-memory buffers (ray_actor.py, shm_chunks.py); False sends every chunk through Ray's
+    object store, a chunk a member only passes on by its handle (the runtime before issue 18)."""
 
     name = "ray"
 
     def __init__(self, n_devices: int, address: str | None = None, num_cpus: int = 2,
-                 timeout_s: float | None = None, devices_per_node: int = 0, device_class: type = Device):
+                 timeout_s: float | None = None, devices_per_node: int = 0, device_class: type = Device,
+                 shared_memory: bool = True):
         super().__init__(n_devices)
+        self.shared_memory = bool(shared_memory)
+        self.forward_by_handle = not self.shared_memory
         import ray
 
         if address:  # checked even when Ray is already up: a dead address must not pass silently
@@ -155,8 +133,25 @@ class RayRuntime(Runtime):
             ray.get(self.placement_group.ready(), timeout=timeout_s or 60)
         self.actors = [self._new_actor(r) for r in range(self.n_devices)]
         self._rank_of = {a._actor_id.hex(): r for r, a in enumerate(self.actors)}
-        if timeout_s is not None:  # actors start slowly on a busy machine: the bound is per call, not for startup
-            ray.get([a.invoke.remote("reset_counters") for a in self.actors], timeout=max(120.0, timeout_s))
+        # actors start slowly on a busy machine: the bound is per call, not for startup
+        self._introduce(timeout=None if timeout_s is None else max(120.0, timeout_s))
+
+    def _introduce(self, timeout: float | None = None) -> None:
+        """Tell every actor which ranks share its Ray node (their collective chunks go through
+        shared memory, simulator/runtime/shm_chunks.py)."""
+        import ray
+
+        refs = [a.node_id.remote() for a in self.actors]
+        ray.wait(refs, num_returns=len(refs), timeout=timeout)
+        nodes = []
+        for ref in refs:  # a dead actor has no node: nobody sends it shared memory
+            try:
+                nodes.append(ray.get(ref, timeout=0))
+            except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
+                nodes.append(None)
+        ray.wait([a.set_neighbours.remote([r for r, n in enumerate(nodes) if n is not None and n == node
+                                           and self.shared_memory])
+                  for a, node in zip(self.actors, nodes)], num_returns=len(refs), timeout=timeout)
 
     def _new_actor(self, rank: int, placed: bool = True):
         import ray
@@ -167,7 +162,7 @@ class RayRuntime(Runtime):
 
             opts = {"num_cpus": 0.001, "max_restarts": 0, "scheduling_strategy": PlacementGroupSchedulingStrategy(
                 self.placement_group, placement_group_bundle_index=rank // self.devices_per_node)}
-        return ray.remote(_DeviceActor).options(**opts).remote(rank, self.device_class)
+        return ray.remote(DeviceActor).options(**opts).remote(rank, self.device_class)
 
     # ---- fault tolerance: kill, probe, restart ----------------------------------------------------
     def kill(self, rank: int, reason: str = "killed") -> None:
@@ -207,6 +202,7 @@ class RayRuntime(Runtime):
         self.actors[rank] = actor
         self._rank_of[actor._actor_id.hex()] = rank
         self._kernels_on[rank] = set()
+        self._introduce(timeout=max(60.0, self.timeout_s or 0))
 
     def node_of(self) -> list[str]:
         """The Ray node id of every device."""
@@ -272,7 +268,7 @@ class RayRuntime(Runtime):
                 what = next((w for h, (r, w) in self._where.items() if r == rank and h in live), "a Ray call")
                 return DeviceFailure(rank, what, "its actor died (process or node lost)")
         causes = [getattr(e, "cause", None) for e in errors]
-        fails = [DeviceFailure(*c.args) for c in causes if isinstance(c, _Failure)]
+        fails = [DeviceFailure(*c.args) for c in causes if isinstance(c, RemoteFailure)]
         fails.sort(key=lambda f: f.reason.startswith("aborted"))
         if fails:
             return fails[0]
@@ -283,6 +279,10 @@ class RayRuntime(Runtime):
 
         if not ray.is_initialized():
             return
+        try:  # each actor unlinks its shared-memory buffers (a dead one's go with its process)
+            ray.wait([a.close.remote() for a in self.actors], num_returns=len(self.actors), timeout=10)
+        except Exception:
+            pass
         for a in self.actors:
             ray.kill(a)
         self.actors = []
