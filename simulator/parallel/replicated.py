@@ -232,7 +232,8 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     if zero == 3:  # parameters live as shards: the read-back gathers them
         read = _sharded_read(read, param_home, zgroups, placement.shapes)
     return Compiled(cfg, b.build(), initial, feeds, param_home, loss_tensors, count * dp, mesh,
-                    {"stages": stages, "schedule": schedule.name if pp > 1 or v > 1 else None, "zero": cfg.zero}, read)
+                    {"stages": stages, "schedule": schedule.name if pp > 1 or v > 1 else None, "zero": cfg.zero,
+                     "zero_groups": zgroups if zero else None}, read)
 
 
 def _part(group: tuple[int, ...], rank: int) -> tuple[int, int]:
