@@ -10,6 +10,7 @@ from simulator.faults import Checkpoint, convert_checkpoint, parse_faults, train
 from simulator.faults.shards import shard_layouts, state_shapes
 from simulator.models import GPTConfig
 from simulator.parallel.config import TrainConfig
+from simulator.parallel.experts import MoEGPTConfig
 from simulator.parallel.strategies import compile_strategy
 from simulator.training import train
 
@@ -33,11 +34,24 @@ def test_hybrid_zero_checkpoint_resumes_bit_identically(tmp_path, zero, pp):
     assert len(m) == 4 and all(len(s.shape) == 1 for s in m)
     assert sorted(np.concatenate([s.positions((8, 24)) for s in m])) == list(range(8 * 24))
     layout = {n: ck.record["tensors"][n]["layout"] for n in ("opt/1/w_qkv/m", "param/1/w_qkv")}
-    assert layout["opt/1/w_qkv/m"].startswith("ZeRO flat pieces of tensor-parallel shards")
+    assert layout["opt/1/w_qkv/m"].startswith("ZeRO flat pieces of tensor-parallel")
     assert layout["param/1/w_qkv"].startswith("ZeRO" if zero == 3 else "tensor-parallel shards")
     resumed = train_resilient(cfg, resume_from=ck.path)
     assert identical(resumed.train.params, full.train.params)
     np.testing.assert_array_equal(resumed.train.losses, full.train.losses[1:])
+    assert resumed.train.max_rel_weight_diff_vs_single < 1e-9
+
+
+@pytest.mark.parametrize("model, kw", [
+    (GPT, dict(devices=4, dp=2, cp=2, zero=1)),  # ZeRO over data x context, no tensor parallelism
+    (MoEGPTConfig(layers=2, hidden=8, heads=2, seq_len=4, vocab=8, experts=4, top_k=1),
+     dict(devices=4, dp=4, ep=2, zero=3)),  # expert rows in flat pieces over the expert-data ranks
+])
+def test_zero_over_context_and_expert_groups_resumes(tmp_path, model, kw):
+    cfg = TrainConfig(model, strategy="hybrid", batch_size=4, steps=2, **kw)
+    full = train_resilient(cfg, checkpoint_every=1, checkpoint_dir=tmp_path)
+    resumed = train_resilient(cfg, resume_from=tmp_path / "step_00000001")
+    assert identical(resumed.train.params, full.train.params)
     assert resumed.train.max_rel_weight_diff_vs_single < 1e-9
 
 

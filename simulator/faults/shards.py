@@ -116,11 +116,10 @@ def state_shapes(cfg: TrainConfig) -> dict[str, tuple[int, ...]]:
 
 
 def zero_pieces(compiled: Compiled, name: str) -> bool:
-    """Whether ranks hold `name` as ZeRO flat pieces of tensor-parallel slices (hybrid + ZeRO: the
-    optimizer state, and at stage 3 the parameters)."""
+    """Whether ranks hold `name` in ZeRO's flat pieces (hybrid + ZeRO: the optimizer state, and at
+    stage 3 the parameters); indexed shards of it are then pieces of tensor-parallel / expert slices."""
     zero = compiled.notes.get("zero") if compiled.notes.get("zero_groups") is not None else 0
-    return bool(zero) and compiled.config.tp > 1 and (name.startswith("opt/") and name != "opt/step"
-                                                        or zero == 3 and name.startswith("param/"))
+    return bool(zero) and (name.startswith("opt/") and name != "opt/step" or zero == 3 and name.startswith("param/"))
 
 
 def shard_layouts(compiled: Compiled) -> dict[str, list[CheckpointShard]]:
@@ -145,7 +144,7 @@ def shard_layouts(compiled: Compiled) -> dict[str, list[CheckpointShard]]:
         shards = [_shard_of(compiled, name, shapes[name], r, local.get((name, r))) for r in ranks]
         flat_holders = [r for r, shard in zip(ranks, shards) if shard is None]
         shards = [shard for shard in shards if shard is not None] + _flat_split(compiled, name, shapes[name],
-                                                                               flat_holders, groups, local)
+                                                                               flat_holders, _zero_groups(compiled, name, flat_holders) or groups, local)
         out[name] = sorted(shards, key=lambda s: s.rank)
     return out
 
@@ -158,19 +157,24 @@ def _shard_of(compiled: Compiled, name: str, shape: tuple[int, ...], r: int,
     size = int(np.prod(shape, dtype=np.int64))
     explicit = compiled.notes.get("layouts", {}) or {}
     if local == shape:
-        return CheckpointShard(name, r, box=tuple((0, s) for s in shape))
-    if name in explicit:
+        return CheckpointShard(name, r, box=tuple((0, s) for s in shape), local=key)
+    if name in explicit:  # a block (experts' rows), as is or in ZeRO's flat pieces
         sl = explicit[name].block_slices(r, shape)
-        return CheckpointShard(name, r, box=tuple((s.start, s.stop) for s in sl))
-    if compiled.config.tp > 1 and compiled.mesh is not None and name != "opt/step":
-        idx = _tensor_parallel_index(compiled, name, shape, r)
+        box = CheckpointShard(name, r, box=tuple((s.start, s.stop) for s in sl), local=key)
+        idx, rule = np.arange(size).reshape(shape)[sl], "the strategy's Layout"
+    elif compiled.config.tp > 1 and compiled.mesh is not None and name != "opt/step":
+        box, idx, rule = None, _tensor_parallel_index(compiled, name, shape, r), "the tensor-parallel rule"
+    else:
+        box = idx = None
+    if idx is not None:
         zero = compiled.notes.get("zero_groups")
-        if idx.shape != local and zero is not None and len(local) == 1:  # ZeRO's flat piece of the TP slice
+        if idx.shape != local and zero is not None and len(local) == 1:  # ZeRO's flat piece of the slice
             group = zero.of(r, int(name.split("/")[1]), name.split("/")[2])[0]
             idx = np.array_split(np.ravel(idx), len(group))[group.index(r)]
+        elif box is not None and idx.shape == local:
+            return box
         if idx.shape != local:
-            raise ParasimError(f"cannot record the layout of {name}: rank {r} holds {local}, "
-                               f"the tensor-parallel rule gives {idx.shape}")
+            raise ParasimError(f"cannot record the layout of {name}: rank {r} holds {local}, {rule} gives {idx.shape}")
         return CheckpointShard(name, r, index=tuple(int(i) for i in np.ravel(idx)), shape=idx.shape, local=key)
     if len(local) == 1 and local[0] == size:
         return CheckpointShard(name, r, flat=(0, size), local=key)
@@ -178,6 +182,15 @@ def _shard_of(compiled: Compiled, name: str, shape: tuple[int, ...], r: int,
         return None
     raise ParasimError(f"cannot record the layout of {name}: rank {r} holds shape {local} "
                        f"of global {shape} and the strategy gives no Layout for it")
+
+
+def _zero_groups(compiled: Compiled, name: str, ranks: list[int]) -> list[tuple[int, ...]]:
+    """The ZeRO groups (data x context, or expert-data) a hybrid run splits `name` over; [] otherwise."""
+    zero = compiled.notes.get("zero_groups")
+    if zero is None or not ranks or name == "opt/step":
+        return []
+    li, n = int(name.split("/")[1]), name.split("/")[2]
+    return sorted({zero.of(r, li, n)[0] for r in ranks})
 
 
 def _flat_split(compiled: Compiled, name: str, shape, flat_holders: list[int], groups,
@@ -220,8 +233,9 @@ def describe_layout(shape: tuple[int, ...], shards: list[CheckpointShard], zero_
     if all(s.flat is not None for s in shards):
         return f"flat split over ranks {ranks}"
     if any(s.index is not None for s in shards):
-        zero = "ZeRO flat pieces of " if zero_pieces else ""
-        return f"{zero}tensor-parallel shards (indexed) on ranks {ranks}"
+        if zero_pieces:
+            return f"ZeRO flat pieces of tensor-parallel or expert slices (indexed) on ranks {ranks}"
+        return f"tensor-parallel shards (indexed) on ranks {ranks}"
     return "blocks " + ", ".join(repr(s) for s in shards)
 
 
