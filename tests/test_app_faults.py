@@ -26,17 +26,28 @@ def test_faults_kill_is_recovered_from_a_replica_then_from_a_checkpoint():
 
 def test_faults_refuse_a_fault_that_cannot_fire():
     at = page("faults")
-    at.slider(key="fault_step").set_value(7).run()
+    assert at.slider(key="fault_step").max == at.slider(key="f_steps").value - 1  # only steps that run
+    at.number_input(key="ins").set_value(10_000).run()
     at.button(key="run").click().run()
     assert not at.exception
-    assert len(at.error) == 1 and "never run" in at.error[0].value and "\n" not in at.error[0].value
-    at.slider(key="fault_step").set_value(3).run()
+    err = at.error[0].value
+    assert len(at.error) == 1 and "instructions (indices 0.." in err and "\n" not in err
+    assert err.startswith("Kill device 1 before step 3, at instruction #10000") and "kill:" not in err
+    at.number_input(key="ins").set_value(-1).run()
     at.button(key="run").click().run()
     before = metrics(at)
-    at.slider(key="fault_step").set_value(7).run()
+    at.number_input(key="ins").set_value(10_000).run()
     at.button(key="run").click().run()  # the error is shown beside the last run that worked
-    assert any("never run" in e.value for e in at.error) and metrics(at) == before
+    assert any("instructions" in e.value for e in at.error) and metrics(at) == before
     assert any("the last run that worked" in c.value for c in at.caption)
+
+
+def test_faults_step_slider_follows_the_number_of_steps():
+    at = page("faults")
+    at.slider(key="fault_step").set_value(5).run()
+    at.slider(key="f_steps").set_value(3).run()
+    assert not at.exception
+    assert at.slider(key="fault_step").max == 2 and at.slider(key="fault_step").value == 2
 
 
 def test_faults_straggler_and_lost_message_are_worded_as_what_happened():

@@ -89,7 +89,6 @@ def test_bytes_per_step_match_the_formula(dp, cp, ep, kind):
 @pytest.mark.parametrize("kw,message", [
     (dict(devices=4, dp=4, ep=3), "ep=3 must divide the experts \\(4\\)"),
     (dict(devices=4, dp=2, tp=2, ep=4), "ep=4 ranks out of the dp x cp = 2 x 1 = 2 .* 4 does not divide 2"),
-    (dict(devices=4, dp=2, pp=2, ep=2, microbatches=2, schedule="zb-h1"), "expert-parallel MoE blocks emit them"),
     (dict(devices=4, dp=2, pp=2, ep=2, zero=2, microbatches=2), "DeepSpeed refuses ZeRO-2/3 with pipeline"),
     (dict(devices=4, dp=4, ep=2, bucket_mb=1.0), "drop --bucket-mb"),
     (dict(devices=3, dp=1, pp=3, ep=1, microbatches=6, schedule="dualpipe"), "even number of stages; got 3"),

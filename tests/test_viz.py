@@ -118,7 +118,7 @@ def test_collective_steps_ring_labels_name_chunk_and_source():
 
 def test_collective_steps_label_every_cell_readably_up_to_16_ranks():
     """At 16 ranks, for every collective and algorithm: every cell that receives something has a
-    label, inside its cell, at least 10 px tall when the figure is shown 1000 px wide."""
+    label, inside its cell, at least 10 px tall when the figure is shown 850 px wide (the app at 1280 px)."""
     from simulator import COLLECTIVE_KINDS, algorithms
     from simulator.viz.plans import LABEL_PX, SHOWN_PX
 

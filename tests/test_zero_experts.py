@@ -27,7 +27,8 @@ GPT = GPTConfig(layers=2, hidden=16, heads=4, seq_len=8, vocab=16)
     (MOE, dict(devices=8, dp=2, cp=2, tp=2, ep=2)),
     (MOE, dict(devices=8, dp=4, tp=2, ep=4)),  # ep = dp: each expert-data group is one rank
     (GPT, dict(devices=8, dp=2, cp=2, tp=2)),
-], ids=["moe-dp4-ep2-m2", "moe-dp2-cp2-tp2-ep2", "moe-dp4-tp2-ep4", "gpt-dp2-cp2-tp2"])
+    (MOE, dict(devices=4, dp=1, cp=4, ep=2)),  # dp = 1: sharded over the context ranks (Megatron: dp x cp)
+], ids=["moe-dp4-ep2-m2", "moe-dp2-cp2-tp2-ep2", "moe-dp4-tp2-ep4", "gpt-dp2-cp2-tp2", "moe-cp4-ep2"])
 def test_zero_stages_on_the_5d_mesh_equal_one_device(model, kw, stage):
     r = train(TrainConfig(model, strategy="hybrid", zero=stage, batch_size=8, steps=2, **kw))
     assert r.config.zero == stage

@@ -55,7 +55,10 @@ with st.sidebar:
                         help="drop is offered for the strategies whose devices send messages (pp, hybrid)")
     st.caption(KINDS[kind])
     device = st.slider("Device", 0, devices - 1, 1, key="device", **BIND)
-    step = st.slider("At step", 0, 7, 3, key="fault_step", **BIND, help="steps count from 0")
+    if st.session_state.get("fault_step", 0) > steps - 1:  # fewer steps than before: the last one
+        st.session_state["fault_step"] = steps - 1
+    step = st.slider("At step", 0, steps - 1, min(3, steps - 1), key="fault_step", **BIND,
+                     help="steps count from 0")
     at_ins = st.number_input("At instruction # (-1: the kind's default place)", -1, 10_000, -1, key="ins", **BIND,
                              help="the index in the device's program; by default a kill strikes before the "
                                   "step, a crash at the step's first instruction, a drop at its first send")
@@ -110,8 +113,9 @@ request = (model_name, strategy, steps, checkpoint_every, replicas, kind, device
 if run:
     try:
         st.session_state["fault_run"] = (request, run_with_fault(*request))
-    except ParasimError as err:
-        st.error(str(err))
+    except ParasimError as err:  # the CLI's fault spec (kill:1@3) in words
+        spec = f"fault {Fault(device, step, kind, None if at_ins < 0 else int(at_ins))!r}"
+        st.error(str(err).replace(spec, describe_fault(kind, device, step, int(at_ins)).capitalize()))
         if "fault_run" in st.session_state:
             st.caption("Below: the last run that worked.")
 if "fault_run" not in st.session_state:

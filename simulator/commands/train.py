@@ -29,7 +29,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("train", help="train a model with a parallel strategy on emulated devices")
     p.add_argument("--model", choices=sorted(MODELS), default="gpt")
     p.add_argument("--strategy", choices=STRATEGIES, default="single")
-    p.add_argument("--devices", type=int, default=1)
+    p.add_argument("--devices", type=int, default=None,
+                   help="emulated devices (default: the product of the degrees given, dp x cp x tp x pp)")
     p.add_argument("--dp", type=int, default=0, help="data-parallel degree (default: derived)")
     p.add_argument("--pp", type=int, default=0, help="pipeline stages (default: derived)")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
@@ -94,9 +95,25 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
+MAX_DERIVED_DEVICES = 1024
+
+
+def devices_of(a) -> int:
+    """--devices, or the product of the degrees given (0, derived, counts as 1)."""
+    if a.devices is not None:
+        return a.devices
+    if min(a.dp, a.pp, a.cp, a.tp) < 0:
+        return 1  # TrainConfig names the bad degree
+    n = max(a.dp, 1) * a.cp * a.tp * max(a.pp, 1)
+    if n > MAX_DERIVED_DEVICES:
+        raise ParasimError(f"the degrees multiply to {n} devices, more than the {MAX_DERIVED_DEVICES} derived "
+                           "without --devices: give --devices")
+    return n
+
+
 def config_from_args(a) -> TrainConfig:
     return TrainConfig(
-        MODELS[a.model](a), strategy=a.strategy, devices=a.devices, dp=a.dp, pp=a.pp, tp=a.tp, ep=a.ep,
+        MODELS[a.model](a), strategy=a.strategy, devices=devices_of(a), dp=a.dp, pp=a.pp, tp=a.tp, ep=a.ep,
         cp=a.cp, cp_kind=a.cp_kind,
         zero=a.zero, batch_size=a.batch, microbatches=a.microbatches, schedule=a.schedule,
         virtual_stages=a.virtual_stages, bucket_mb=a.bucket_mb, accumulate=a.accumulate, grad_dtype=a.grad_dtype,

@@ -41,6 +41,7 @@ from .shards import (
     describe_layout,
     shard_layouts,
     state_shapes,
+    zero_pieces,
 )
 
 FORMAT = "parasim-checkpoint/1"
@@ -104,12 +105,12 @@ def write_checkpoint(root, step: int, compiled: Compiled, shards: dict[int, dict
         for name, where in layouts.items():
             records = []
             for s in where:
-                rec = write_shard(tmp, _file_of(s.rank, name), shards[s.rank][name])
+                rec = write_shard(tmp, _file_of(s.rank, name), shards[s.rank][s.key])
                 records.append({**s.to_json(), **rec})
                 if after_file:
                     after_file(rec["file"])
             tensors[name] = {"global_shape": list(shapes[name]), "dtype": records[0]["dtype"],
-                             "layout": describe_layout(shapes[name], where), "shards": records}
+                             "layout": describe_layout(shapes[name], where, zero_pieces(compiled, name)), "shards": records}
         cfg = compiled.config
         record = {"format": FORMAT, "step": int(step), "config": config_to_json(cfg),
                   "devices": cfg.devices, "strategy": cfg.strategy, "mesh": repr(compiled.mesh), "tensors": tensors}
@@ -154,7 +155,7 @@ def save_checkpoint(runtime, compiled: Compiled, step: int, root,
     names: dict[int, list[str]] = {}
     for name, where in layouts.items():
         for s in where:
-            names.setdefault(s.rank, []).append(name)
+            names.setdefault(s.rank, []).append(s.key)
     shards = {r: runtime.fetch(r, ns) for r, ns in names.items()}
     return write_checkpoint(root, step, compiled, shards, after_file, keep_last)
 
@@ -224,7 +225,7 @@ class Checkpoint:
         return {n: self.array(n) for n in self.record["tensors"]}
 
     def shards_for(self, compiled: Compiled) -> dict[int, dict[str, np.ndarray]]:
-        """rank -> {name: shard} of this checkpoint re-cut for `compiled` (any device count and
+        """rank -> {key: shard} of this checkpoint re-cut for `compiled` (any device count and
         strategy, same model and optimizer)."""
         want = state_shapes(compiled.config)
         have = {n: tuple(t["global_shape"]) for n, t in self.record["tensors"].items()}
@@ -236,7 +237,7 @@ class Checkpoint:
         for name, where in shard_layouts(compiled).items():
             value = self.array(name)
             for s in where:
-                out.setdefault(s.rank, {})[name] = s.cut(value)
+                out.setdefault(s.rank, {})[s.key] = s.cut(value)
         return out
 
 

@@ -11,7 +11,9 @@ A shard is one of:
           group holds np.array_split(ravel(global), N_d)[i]; Rajbhandari et al. 2020 Sec. 5)
     index the elements ravel(global)[index] in the shard's shape (tensor parallelism: Megatron's
           W_qkv keeps the columns of its heads in each of q, k and v, which no box describes;
-          the index is found by sharding arange(size) with the strategy's own `shard_param`)
+          the index is found by sharding arange(size) with the strategy's own `shard_param`;
+          ZeRO on a hybrid run holds a flat piece of a tensor-parallel slice: the index is then
+          np.array_split(ravel(that slice of arange(size)), N)[i] over the rank's ZeRO group)
 
 This is MindSpore's "strategy file" idea (MindSpore docs, "Distributed Checkpoint Transformation":
 a checkpoint records each parameter's layout so `mindspore.transform_checkpoints` can re-cut it for
@@ -33,7 +35,9 @@ from ..parallel.config import TrainConfig
 from ..parallel.experts import MoEGPTConfig
 from ..parallel.layer_kernels import layer_of, optimizer_state_names
 from ..parallel.replicated import Compiled, make_optimizer
+from ..parallel.zero_hybrid import own
 
+OWN = own("")  # the suffix of a ZeRO-3 parameter shard's name (zero_hybrid.own)
 MODEL_KINDS = {"MLPConfig": MLPConfig, "GPTConfig": GPTConfig, "MoEGPTConfig": MoEGPTConfig}
 
 
@@ -47,6 +51,12 @@ class CheckpointShard:
     flat: tuple[int, int] | None = None
     index: tuple[int, ...] | None = None  # flat global positions, in the shard's element order
     shape: tuple[int, ...] | None = None  # the shard's shape (index shards)
+    local: str | None = None  # the rank's own name for it when not `name` (ZeRO-3 `.../own`); not saved
+
+    @property
+    def key(self) -> str:
+        """The name under which the rank holds this shard."""
+        return self.local or self.name
 
     def __post_init__(self):
         if sum(x is not None for x in (self.box, self.flat, self.index)) != 1:
@@ -105,14 +115,25 @@ def state_shapes(cfg: TrainConfig) -> dict[str, tuple[int, ...]]:
     return out
 
 
+def zero_pieces(compiled: Compiled, name: str) -> bool:
+    """Whether ranks hold `name` in ZeRO's flat pieces (hybrid + ZeRO: the optimizer state, and at
+    stage 3 the parameters); indexed shards of it are then pieces of tensor-parallel / expert slices."""
+    zero = compiled.notes.get("zero") if compiled.notes.get("zero_groups") is not None else 0
+    return bool(zero) and (name.startswith("opt/") and name != "opt/step" or zero == 3 and name.startswith("param/"))
+
+
 def shard_layouts(compiled: Compiled) -> dict[str, list[CheckpointShard]]:
     """name -> the shards of it every rank holds at the start of a step (from `compiled.initial`)."""
     shapes = state_shapes(compiled.config)
     holders: dict[str, list[int]] = {}
+    local: dict[tuple[str, int], str] = {}  # (name, rank) -> the rank's key when it differs
     for r in sorted(compiled.initial):
-        for name in compiled.initial[r]:
+        for key in compiled.initial[r]:
+            name = key.removesuffix(OWN) if key.endswith(OWN) else key  # ZeRO-3 parameter shards
             if name in shapes:
                 holders.setdefault(name, []).append(r)
+                if key != name:
+                    local[(name, r)] = key
     missing = [n for n in shapes if n not in holders]
     if missing:
         raise ParasimError(f"strategy {compiled.config.strategy}: no device holds {missing[0]} "
@@ -120,39 +141,60 @@ def shard_layouts(compiled: Compiled) -> dict[str, list[CheckpointShard]]:
     groups = compiled.mesh.groups("dp") if compiled.mesh is not None else [tuple(sorted(compiled.initial))]
     out: dict[str, list[CheckpointShard]] = {}
     for name, ranks in holders.items():
-        shards = [_shard_of(compiled, name, shapes[name], r) for r in ranks]
+        shards = [_shard_of(compiled, name, shapes[name], r, local.get((name, r))) for r in ranks]
         flat_holders = [r for r, shard in zip(ranks, shards) if shard is None]
         shards = [shard for shard in shards if shard is not None] + _flat_split(compiled, name, shapes[name],
-                                                                               flat_holders, groups)
+                                                                               flat_holders, _zero_groups(compiled, name, flat_holders) or groups, local)
         out[name] = sorted(shards, key=lambda s: s.rank)
     return out
 
 
-def _shard_of(compiled: Compiled, name: str, shape: tuple[int, ...], r: int) -> CheckpointShard | None:
-    """The shard of `name` rank r holds, or None for a piece of an even flat split (ZeRO)."""
-    local = tuple(np.shape(compiled.initial[r][name]))
+def _shard_of(compiled: Compiled, name: str, shape: tuple[int, ...], r: int,
+              key: str | None = None) -> CheckpointShard | None:
+    """The shard of `name` rank r holds (under `key`, if not `name`), or None for a piece of an
+    even flat split (ZeRO)."""
+    local = tuple(np.shape(compiled.initial[r][key or name]))
     size = int(np.prod(shape, dtype=np.int64))
     explicit = compiled.notes.get("layouts", {}) or {}
     if local == shape:
-        return CheckpointShard(name, r, box=tuple((0, s) for s in shape))
-    if name in explicit:
+        return CheckpointShard(name, r, box=tuple((0, s) for s in shape), local=key)
+    if name in explicit:  # a block (experts' rows), as is or in ZeRO's flat pieces
         sl = explicit[name].block_slices(r, shape)
-        return CheckpointShard(name, r, box=tuple((s.start, s.stop) for s in sl))
-    if compiled.config.tp > 1 and compiled.mesh is not None and name != "opt/step":
-        idx = _tensor_parallel_index(compiled, name, shape, r)
+        box = CheckpointShard(name, r, box=tuple((s.start, s.stop) for s in sl), local=key)
+        idx, rule = np.arange(size).reshape(shape)[sl], "the strategy's Layout"
+    elif compiled.config.tp > 1 and compiled.mesh is not None and name != "opt/step":
+        box, idx, rule = None, _tensor_parallel_index(compiled, name, shape, r), "the tensor-parallel rule"
+    else:
+        box = idx = None
+    if idx is not None:
+        zero = compiled.notes.get("zero_groups")
+        if idx.shape != local and zero is not None and len(local) == 1:  # ZeRO's flat piece of the slice
+            group = zero.of(r, int(name.split("/")[1]), name.split("/")[2])[0]
+            idx = np.array_split(np.ravel(idx), len(group))[group.index(r)]
+        elif box is not None and idx.shape == local:
+            return box
         if idx.shape != local:
-            raise ParasimError(f"cannot record the layout of {name}: rank {r} holds {local}, "
-                               f"the tensor-parallel rule gives {idx.shape}")
-        return CheckpointShard(name, r, index=tuple(int(i) for i in np.ravel(idx)), shape=idx.shape)
+            raise ParasimError(f"cannot record the layout of {name}: rank {r} holds {local}, {rule} gives {idx.shape}")
+        return CheckpointShard(name, r, index=tuple(int(i) for i in np.ravel(idx)), shape=idx.shape, local=key)
     if len(local) == 1 and local[0] == size:
-        return CheckpointShard(name, r, flat=(0, size))
+        return CheckpointShard(name, r, flat=(0, size), local=key)
     if len(local) == 1:
         return None
     raise ParasimError(f"cannot record the layout of {name}: rank {r} holds shape {local} "
                        f"of global {shape} and the strategy gives no Layout for it")
 
 
-def _flat_split(compiled: Compiled, name: str, shape, flat_holders: list[int], groups) -> list[CheckpointShard]:
+def _zero_groups(compiled: Compiled, name: str, ranks: list[int]) -> list[tuple[int, ...]]:
+    """The ZeRO groups (data x context, or expert-data) a hybrid run splits `name` over; [] otherwise."""
+    zero = compiled.notes.get("zero_groups")
+    if zero is None or not ranks or name == "opt/step":
+        return []
+    li, n = int(name.split("/")[1]), name.split("/")[2]
+    return sorted({zero.of(r, li, n)[0] for r in ranks})
+
+
+def _flat_split(compiled: Compiled, name: str, shape, flat_holders: list[int], groups,
+                local: dict) -> list[CheckpointShard]:
     """The holders of flat pieces, per data-parallel group: np.array_split's even split, checked."""
     size = int(np.prod(shape, dtype=np.int64))
     shards = []
@@ -163,11 +205,12 @@ def _flat_split(compiled: Compiled, name: str, shape, flat_holders: list[int], g
         bounds = np.cumsum([0] + [len(p) for p in np.array_split(np.empty(size), len(members))])
         for i, r in enumerate(members):
             a, b = int(bounds[i]), int(bounds[i + 1])
-            if np.shape(compiled.initial[r][name]) != (b - a,):
+            key = local.get((name, r))
+            if np.shape(compiled.initial[r][key or name]) != (b - a,):
                 raise ParasimError(f"cannot record the layout of {name}: rank {r} holds "
-                                   f"{np.shape(compiled.initial[r][name])} elements, an even split of "
+                                   f"{np.shape(compiled.initial[r][key or name])} elements, an even split of "
                                    f"{size} over {len(members)} ranks gives {b - a}")
-            shards.append(CheckpointShard(name, r, flat=(a, b)))
+            shards.append(CheckpointShard(name, r, flat=(a, b), local=key))
     return shards
 
 
@@ -181,14 +224,17 @@ def _tensor_parallel_index(compiled: Compiled, name: str, shape, rank: int) -> n
                        compiled.mesh.coord(rank, "tp"))
 
 
-def describe_layout(shape: tuple[int, ...], shards: list[CheckpointShard]) -> str:
-    """One line: 'replicated on ranks [0, 1]', 'flat split over ranks [0, 1, 2]' or the blocks."""
+def describe_layout(shape: tuple[int, ...], shards: list[CheckpointShard], zero_pieces: bool = False) -> str:
+    """One line: 'replicated on ranks [0, 1]', 'flat split over ranks [0, 1, 2]' or the blocks;
+    zero_pieces: the indexed shards are ZeRO's flat pieces of tensor-parallel slices."""
     ranks = [s.rank for s in shards]
     if all(s.box == tuple((0, n) for n in shape) for s in shards):
         return f"replicated on ranks {ranks}"
     if all(s.flat is not None for s in shards):
         return f"flat split over ranks {ranks}"
     if any(s.index is not None for s in shards):
+        if zero_pieces:
+            return f"ZeRO flat pieces of tensor-parallel or expert slices (indexed) on ranks {ranks}"
         return f"tensor-parallel shards (indexed) on ranks {ranks}"
     return "blocks " + ", ".join(repr(s) for s in shards)
 

@@ -19,7 +19,7 @@ from ..models import GPTConfig, MLPConfig, build_model
 from .cp_split import check_context_parallel
 from .degrees import Parallelism, check_positive, is_int
 from .schedule_registry import SCHEDULES as SCHEDULES  # re-exported: the CLI and app list them
-from .schedule_registry import ZERO_BUBBLE, schedule_spec
+from .schedule_registry import schedule_spec
 
 STRATEGIES = ("single", "dp", "layer", "pp", "tp", "sp", "cp", "ep", "zero1", "zero2", "zero3", "hybrid")
 CP_KINDS = ("ring", "all-to-all")
@@ -116,9 +116,6 @@ class TrainConfig:
                f"degrees dp={dp}{cps} x pp={pp} x tp={tp} = {dp * pp * tp * cp} do not multiply to {n} devices")
         if cp > 1:
             check_context_parallel(self.model, cp, self.cp_kind, tp)
-            _check(self.schedule not in ZERO_BUBBLE or pp == 1 or not hasattr(self.model, "experts"),
-                   f"schedule {self.schedule} splits backward into B and W; the context-parallel layers split them "
-                   "on dense models, not on a MoE model: use gpipe, 1f1b, interleaved or dualpipe")
         if self.ep > 1:
             check_expert_parallel(self, dp, cp, pp)
         if s == "layer":
@@ -148,9 +145,9 @@ class TrainConfig:
                f"pp, tp, sp, hybrid and ep, stages 2-3 with tp, hybrid and ep without a pipeline (DeepSpeed refuses "
                f"ZeRO-2/3 with pipeline parallelism); strategy {s} (dp={dp}, pp={pp}, tp={tp}) cannot use stage "
                f"{stage}: drop --zero{' or use pp=1' if pp > 1 and s in ('tp', 'hybrid', 'ep') else ''}")
-        _check(stage == 0 or dp > 1 or s.startswith("zero"),
-               f"ZeRO stage {stage} shards model states over the data-parallel group, but strategy {s} has dp=1 "
-               f"(pp={pp}, tp={tp}): raise --dp or drop --zero")
+        _check(stage == 0 or dp * cp > 1 or s.startswith("zero"),
+               f"ZeRO stage {stage} shards model states over the data x context group, but strategy {s} has "
+               f"dp=1 and cp=1 (pp={pp}, tp={tp}): raise --dp or drop --zero")
         out = replace(self, dp=dp, pp=pp, tp=tp, cp=cp, zero=stage)
         object.__setattr__(out, "parallelism", par)
         return out
@@ -190,9 +187,6 @@ def check_expert_parallel(cfg: TrainConfig, dp: int, cp: int, pp: int) -> None:
     _check(experts % ep == 0, f"ep={ep} must divide the experts ({experts}): each expert-parallel rank holds "
                               f"experts/ep of every MoE block")
     # ep dividing dp x cp is the shared value's rule (`Parallelism`, checked when it is made)
-    _check(cfg.schedule not in ZERO_BUBBLE or pp == 1,
-           f"schedule {cfg.schedule} splits backward into B and W; expert-parallel MoE blocks emit them together: "
-           "use gpipe, 1f1b, interleaved or dualpipe with ep > 1")
     _check(cfg.bucket_mb is None and cfg.grad_dtype == "float64",
            "expert parallelism moves float64 per-parameter AllReduces: drop --bucket-mb and --grad-dtype")
 

@@ -224,12 +224,22 @@ class MoEBlock(Layer):
 
     def experts_backward(self, pe, cache, dout):
         """-> (d xin, {expert param: grad}) for the experts of pe."""
+        dxin, wcache = self.experts_backward_input(pe, cache, dout)
+        return dxin, self.experts_backward_weight(wcache)
+
+    def experts_backward_input(self, pe, cache, dout):
+        """B: -> (d xin, weight cache (xin, dh, g, dout))."""
         xin, hpre, g = cache
         dg = dout @ pe["w_proj"].transpose(0, 2, 1)  # (E', T, h) @ (E', h, f)
         dh = K.gelu_backward(hpre, dg)
-        grads = {"w_fc": xin.transpose(0, 2, 1) @ dh, "b_fc": dh.sum(axis=1),
-                 "w_proj": g.transpose(0, 2, 1) @ dout, "b_proj": dout.sum(axis=1)}
-        return dh @ pe["w_fc"].transpose(0, 2, 1), grads
+        return dh @ pe["w_fc"].transpose(0, 2, 1), (xin, dh, g, dout)
+
+    @staticmethod
+    def experts_backward_weight(wcache):
+        """W: {expert param: grad} = xin^T dh, sum dh, g^T dout, sum dout per expert."""
+        xin, dh, g, dout = wcache
+        return {"w_fc": xin.transpose(0, 2, 1) @ dh, "b_fc": dh.sum(axis=1),
+                "w_proj": g.transpose(0, 2, 1) @ dout, "b_proj": dout.sum(axis=1)}
 
     def pre_backward(self, p, cache, ddisp, dgates, dy):
         """-> (dx, {non-expert param: grad}).  dy is the block's output gradient (residual path)."""
@@ -239,6 +249,15 @@ class MoEBlock(Layer):
 
     def dispatch_backward(self, w_router, cache, ddisp, dgates):
         """-> (dm (B, T, h), {"w_router": grad}) from d dispatch (E, B C, h) and d gates (B, T, k)."""
+        dm, (m, dz) = self.dispatch_backward_input(w_router, cache, ddisp, dgates)
+        return dm, {"w_router": self.router_weight_grad(m, dz)}
+
+    def router_weight_grad(self, m, dz):
+        """W of the router: m^T dz, (h, B T) @ (B T, E)."""
+        return m.reshape(-1, self.hidden).T @ dz.reshape(-1, self.experts)
+
+    def dispatch_backward_input(self, w_router, cache, ddisp, dgates):
+        """B: -> (dm, weight cache (m, d logits))."""
         c, h = cache, self.hidden
         flat, kept = c["flat"], c["flat"] >= 0
         rows = ddisp.reshape(-1, h)[np.maximum(flat, 0)]  # (B, s, k, h)
@@ -252,21 +271,33 @@ class MoEBlock(Layer):
         dprobs = np.zeros_like(c["probs"])
         np.put_along_axis(dprobs, c["expert"], dchosen, axis=-1)
         dz = c["probs"] * (dprobs - (dprobs * c["probs"]).sum(-1, keepdims=True))  # softmax backward
-        grads = {"w_router": c["m"].reshape(-1, h).T @ dz.reshape(-1, self.experts)}
-        return dm + dz @ w_router.T, grads
+        return dm + dz @ w_router.T, (c["m"], dz)
 
     def attend_backward(self, p, cache, dy, dm):
         """Backward of `attend`: dy reaches x1 through the residual, dm through ln2. -> (dx, grads)."""
-        c, grads = cache, {}
+        dx, wcache = self.attend_backward_input(p, cache, dy, dm)
+        return dx, self.attend_backward_weight(wcache)
+
+    def attend_backward_input(self, p, cache, dy, dm):
+        """B: -> (dx, weight cache: each linear's input and output gradient, each LN's cache and d out)."""
+        c = cache
         dx1 = dy + K.layer_norm_backward_input(c["ln2"], dm, p["ln2_g"])
-        grads["ln2_g"], grads["ln2_b"] = K.layer_norm_backward_weight(c["ln2"], dm)
-        grads["w_o"], grads["b_o"] = K.linear_backward_weight(c["att"], dx1)
         datt = K.linear_backward_input(dx1, p["w_o"])
         dqkv = np.concatenate(attention_backward(c["att_cache"], datt), axis=-1)  # (B, s, 3h)
-        grads["w_qkv"], grads["b_qkv"] = K.linear_backward_weight(c["a"], dqkv)
         da = K.linear_backward_input(dqkv, p["w_qkv"])
-        grads["ln1_g"], grads["ln1_b"] = K.layer_norm_backward_weight(c["ln1"], da)
-        return dx1 + K.layer_norm_backward_input(c["ln1"], da, p["ln1_g"]), grads
+        dx = dx1 + K.layer_norm_backward_input(c["ln1"], da, p["ln1_g"])
+        return dx, (c["ln2"], dm, c["att"], dx1, c["a"], dqkv, c["ln1"], da)
+
+    @staticmethod
+    def attend_backward_weight(wcache):
+        """W: {attention-half param: grad}."""
+        ln2, dm, att, dx1, a, dqkv, ln1, da = wcache
+        grads = {}
+        grads["ln2_g"], grads["ln2_b"] = K.layer_norm_backward_weight(ln2, dm)
+        grads["w_o"], grads["b_o"] = K.linear_backward_weight(att, dx1)
+        grads["w_qkv"], grads["b_qkv"] = K.linear_backward_weight(a, dqkv)
+        grads["ln1_g"], grads["ln1_b"] = K.layer_norm_backward_weight(ln1, da)
+        return grads
 
     # ---- the Layer interface (one device: all experts local) ---------------------------------
     def forward(self, params, x):

@@ -52,8 +52,21 @@ def moe_attn_fwd(x, *params, config, layer: int):
 def moe_attn_bwd(cache, dy, dm, *rest, config, layer: int):
     """(cache, dy, dm, ATTN params..., [grads so far...]) -> (dx, ATTN grads...)."""
     params, existing = rest[:len(ATTN)], rest[len(ATTN):]
-    dx, grads = layer_of(config, layer).attend_backward(dict(zip(ATTN, params)), cache, dy, dm)
-    return (dx,) + _acc(tuple(grads[n] for n in ATTN), existing)
+    dx, wc = moe_attn_bwd_input(cache, dy, dm, *params, config=config, layer=layer)
+    return (dx,) + moe_attn_bwd_weight(wc, *existing, config=config, layer=layer)
+
+
+@kernel("moe_attn_bwd_input")
+def moe_attn_bwd_input(cache, dy, dm, *params, config, layer: int):
+    """B: -> (dx, weight cache)."""
+    return layer_of(config, layer).attend_backward_input(dict(zip(ATTN, params)), cache, dy, dm)
+
+
+@kernel("moe_attn_bwd_weight")
+def moe_attn_bwd_weight(wc, *existing, config, layer: int):
+    """W: -> ATTN grads."""
+    grads = layer_of(config, layer).attend_backward_weight(wc)
+    return _acc(tuple(grads[n] for n in ATTN), existing)
 
 
 @kernel("cp_moe_out_fwd")
@@ -68,10 +81,22 @@ def cp_moe_out_fwd(x, att, w_o, b_o, ln2_g, ln2_b):
 @kernel("cp_moe_out_bwd")
 def cp_moe_out_bwd(c_ln2, att, dy, dm, w_o, ln2_g, *existing):
     """-> (datt, dx1, grads of w_o, b_o, ln2_g, ln2_b)."""
+    datt, dx1, wc = cp_moe_out_bwd_input(c_ln2, att, dy, dm, w_o, ln2_g)
+    return (datt, dx1) + cp_moe_out_bwd_weight(wc, *existing)
+
+
+@kernel("cp_moe_out_bwd_input")
+def cp_moe_out_bwd_input(c_ln2, att, dy, dm, w_o, ln2_g):
+    """B: -> (datt, dx1, weight cache (att, dx1, ln2 cache, dm))."""
     dx1 = dy + K.layer_norm_backward_input(c_ln2, dm, ln2_g)
-    dw_o, db_o = K.linear_backward_weight(att, dx1)
-    dl_g, dl_b = K.layer_norm_backward_weight(c_ln2, dm)
-    return (K.linear_backward_input(dx1, w_o), dx1) + _acc((dw_o, db_o, dl_g, dl_b), existing)
+    return K.linear_backward_input(dx1, w_o), dx1, (att, dx1, c_ln2, dm)
+
+
+@kernel("cp_moe_out_bwd_weight")
+def cp_moe_out_bwd_weight(wc, *existing):
+    """W: -> (dW_o, db_o, dln2_g, dln2_b)."""
+    att, dx1, c_ln2, dm = wc
+    return _acc(K.linear_backward_weight(att, dx1) + K.layer_norm_backward_weight(c_ln2, dm), existing)
 
 
 # ---- router and dispatch -----------------------------------------------------------------------------
@@ -99,8 +124,20 @@ def moe_dispatch(m, w_router, *gathered, config, layer: int, order: tuple = (), 
 @kernel("moe_dispatch_bwd")
 def moe_dispatch_bwd(cache, ddisp, dgates, w_router, *existing, config, layer: int):
     """-> (dm, dW_r)."""
-    dm, grads = layer_of(config, layer).dispatch_backward(w_router, cache, ddisp, dgates)
-    return (dm,) + _acc((grads["w_router"],), existing)
+    dm, wc = moe_dispatch_bwd_input(cache, ddisp, dgates, w_router, config=config, layer=layer)
+    return (dm,) + moe_dispatch_bwd_weight(wc, *existing, config=config, layer=layer)
+
+
+@kernel("moe_dispatch_bwd_input")
+def moe_dispatch_bwd_input(cache, ddisp, dgates, w_router, config, layer: int):
+    """B: -> (dm, weight cache (m, d router logits))."""
+    return layer_of(config, layer).dispatch_backward_input(w_router, cache, ddisp, dgates)
+
+
+@kernel("moe_dispatch_bwd_weight")
+def moe_dispatch_bwd_weight(wc, *existing, config, layer: int):
+    """W: -> (dW_r,)."""
+    return _acc((layer_of(config, layer).router_weight_grad(*wc),), existing)
 
 
 # ---- experts and combine -----------------------------------------------------------------------------
@@ -127,7 +164,21 @@ def moe_post_bwd(cache, eout, dy, config, layer: int):
 @kernel("moe_experts_bwd")
 def moe_experts_bwd(ecache, dbuf, *rest, config, layer: int, ep: int):
     """(cache, d outputs (ep E_loc, T, h), expert params..., [grads so far...]) -> (d inputs, grads...)."""
-    lyr = layer_of(config, layer)
     params, existing = rest[:len(EXPERT_PARAMS)], rest[len(EXPERT_PARAMS):]
-    dxin, grads = lyr.experts_backward(dict(zip(EXPERT_PARAMS, params)), ecache, _to_experts(dbuf, ep))
-    return (_from_experts(dxin, ep),) + _acc(tuple(grads[n] for n in EXPERT_PARAMS), existing)
+    dxin, wc = moe_experts_bwd_input(ecache, dbuf, *params, config=config, layer=layer, ep=ep)
+    return (dxin,) + moe_experts_bwd_weight(wc, *existing, config=config, layer=layer, ep=ep)
+
+
+@kernel("moe_experts_bwd_input")
+def moe_experts_bwd_input(ecache, dbuf, *params, config, layer: int, ep: int):
+    """B: -> (d inputs in the source-major layout, weight cache)."""
+    lyr = layer_of(config, layer)
+    dxin, wc = lyr.experts_backward_input(dict(zip(EXPERT_PARAMS, params)), ecache, _to_experts(dbuf, ep))
+    return _from_experts(dxin, ep), wc
+
+
+@kernel("moe_experts_bwd_weight")
+def moe_experts_bwd_weight(wc, *existing, config, layer: int, ep: int):
+    """W: -> the expert grads (no communication: each rank's experts saw all their tokens in B)."""
+    grads = layer_of(config, layer).experts_backward_weight(wc)
+    return _acc(tuple(grads[n] for n in EXPERT_PARAMS), existing)

@@ -13,7 +13,8 @@ Megatron-LM's MoE layer with its AllToAll token dispatcher).
     combine            y = x1 + sum of gate x expert output
 
 Backward runs the two AllToAlls in reverse (the backward of AllToAll is AllToAll), then the
-router's backward, then the attention half's. The attention halves are the three mixins at the
+router's backward, then the attention half's; under zero-bubble schedules B keeps that chain and W
+computes the expert, router and attention-half weight gradients later (bw_split.py). The attention halves are the three mixins at the
 bottom; `ExpertLayers` emits everything else.
 
 Names on a rank for layer li and micro-batch j: act/moe/{li}/mb{j}/... (the dispatch cache is kept
@@ -26,15 +27,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..program import Collective
-from .emit import grad, param
+from .bw_split import SplitBackward
+from .emit import param
 from .experts import EXPERT_PARAMS, MoEBlock
 from .layer_kernels import layer_of
 from .moe_kernels import ATTN
 
 
 @dataclass
-class ExpertLayers:
-    """Mixed in before a Replica class: its MoE blocks dispatch over `ep_group_of[rank]`."""
+class ExpertLayers(SplitBackward):
+    """Mixed in before a Replica class: its MoE blocks dispatch over `ep_group_of[rank]`; their
+    backward splits into B and W for zero-bubble schedules (bw_split.py)."""
 
     ep_group_of: dict = field(default_factory=dict)  # rank -> its expert-parallel group
 
@@ -104,25 +107,27 @@ class ExpertLayers:
                   label=f"B{j} {lyr.name} combine", **kw)
         b.free(r, back)
         dbuf = self._a2a(r, f"{a}/deo", f"{a}/dout", nb, f"combine-b{j}:{li}", j)
-        exp_grads = [grad(li, n) for n in EXPERT_PARAMS]
-        b.compute(r, "moe_experts_bwd", [f"{a}/ecache", dbuf, *(param(li, n) for n in EXPERT_PARAMS),
-                                         *(exp_grads if accumulate else [])], [f"{a}/dxin", *exp_grads],
-                  attrs={**at, "ep": ep}, flops=2 * self._expert_flops(lyr), label=f"B{j} {lyr.name} experts", **kw)
+        self.grad_op(r, li, j, "moe_experts_bwd", [f"{a}/ecache", dbuf, *(param(li, n) for n in EXPERT_PARAMS)],
+                     [f"{a}/dxin"], EXPERT_PARAMS, accumulate, (self._expert_flops(lyr),) * 2,
+                     attrs={**at, "ep": ep}, label=f"{lyr.name} experts")
         b.free(r, f"{a}/ecache", dbuf)
         ddisp = self._a2a(r, f"{a}/dxin", f"{a}/ddisp", nb, f"dispatch-b{j}:{li}", j)
-        g = grad(li, "w_router")
-        b.compute(r, "moe_dispatch_bwd", [f"{a}/route", ddisp, f"{a}/dgates", param(li, "w_router"),
-                                          *([g] if accumulate else [])], [f"{a}/dm", g], attrs=at,
-                  flops=4.0 * self.microbatch_size * self._moe_tokens() * lyr.hidden * lyr.experts,
-                  label=f"B{j} {lyr.name} route", **kw)
+        router = 2.0 * self.microbatch_size * self._moe_tokens() * lyr.hidden * lyr.experts
+        self.grad_op(r, li, j, "moe_dispatch_bwd", [f"{a}/route", ddisp, f"{a}/dgates", param(li, "w_router")],
+                     [f"{a}/dm"], ("w_router",), accumulate, (router, router), attrs=at, label=f"{lyr.name} route")
         b.free(r, f"{a}/route", ddisp, f"{a}/dgates")
         self.emit_moe_attention_backward(r, li, lyr, dy, f"{a}/dm", dx, j, accumulate)
         b.free(r, f"{a}/dm")
 
     def emit_layer_backward_input(self, r, li, dy, dx, j):
         if isinstance(layer_of(self.config, li), MoEBlock):
-            raise AssertionError("config.py refuses B/W-split schedules with expert parallelism")
+            return self.split_backward_input(r, li, dy, dx, j)
         return super().emit_layer_backward_input(r, li, dy, dx, j)
+
+    def emit_layer_backward_weight(self, r, li, j, accumulate):
+        if isinstance(layer_of(self.config, li), MoEBlock):
+            return self.split_backward_weight(r, li, j, accumulate)
+        return super().emit_layer_backward_weight(r, li, j, accumulate)
 
 
 class WholeAttention:
@@ -139,12 +144,10 @@ class WholeAttention:
     def emit_moe_attention_backward(self, r, li, lyr, dy, dm, dx, j, accumulate):
         c = f"act/cache/{li}/mb{j}"
         B, s, h = self.microbatch_size, self.config.seq_len, self.config.hidden
-        G = [grad(li, n) for n in ATTN]
         out = dx or f"act/moe/{li}/mb{j}/dx"
-        self.builder.compute(r, "moe_attn_bwd", [f"{c}/att", dy, dm, *(param(li, n) for n in ATTN),
-                                                 *(G if accumulate else [])], [out, *G],
-                             attrs={"config": self.config, "layer": li}, flops=16.0 * B * s * h * h + 8.0 * B * s * s * h,
-                             phase="backward", microbatch=j, label=f"B{j} {lyr.name} attn")
+        self.grad_op(r, li, j, "moe_attn_bwd", [f"{c}/att", dy, dm, *(param(li, n) for n in ATTN)], [out], ATTN,
+                     accumulate, (8.0 * B * s * h * h + 8.0 * B * s * s * h, 8.0 * B * s * h * h),
+                     attrs={"config": self.config, "layer": li}, label=f"{lyr.name} attn")
         self.builder.free(r, f"{c}/att", *([] if dx else [out]))
 
 
@@ -165,19 +168,15 @@ class ContextAttentionHalf:
 
     def emit_moe_attention_backward(self, r, li, lyr, dy, dm, dx, j, accumulate):
         b, c, T = self.builder, f"act/cache/{li}/mb{j}", f"act/cp/{li}/mb{j}"
-        kw = {"phase": "backward", "microbatch": j}
         tl, B, h = self._moe_tokens(), self.microbatch_size, self.config.hidden
-        G = lambda *ns: [grad(li, n) for n in ns]  # noqa: E731
-        acc = lambda *ns: G(*ns) if accumulate else []  # noqa: E731
         post, pre = ("w_o", "b_o", "ln2_g", "ln2_b"), ("ln1_g", "ln1_b", "w_qkv", "b_qkv")
-        b.compute(r, "cp_moe_out_bwd", [f"{c}/ln2", f"{c}/att", dy, dm, param(li, "w_o"), param(li, "ln2_g"),
-                                        *acc(*post)], [f"{T}/datt", f"{T}/dx1", *G(*post)],
-                  flops=4.0 * B * tl * h * h, label=f"B{j} {lyr.name} out+ln2", **kw)
+        self.grad_op(r, li, j, "cp_moe_out_bwd", [f"{c}/ln2", f"{c}/att", dy, dm, param(li, "w_o"), param(li, "ln2_g")],
+                     [f"{T}/datt", f"{T}/dx1"], post, accumulate, (2.0 * B * tl * h * h,) * 2, label=f"{lyr.name} out+ln2")
         b.free(r, f"{c}/ln2")
         self.emit_cp_attention_backward(r, li, lyr, j)
-        b.compute(r, "cp_pre_bwd", [f"{c}/pre", f"{T}/dq", f"{T}/dkv", f"{T}/dx1", param(li, "ln1_g"),
-                                    param(li, "w_qkv"), *acc(*pre)], [dx, *G(*pre)],
-                  flops=12.0 * B * tl * h * h, label=f"B{j} {lyr.name} qkv+ln1", **kw)
+        self.grad_op(r, li, j, "cp_pre_bwd", [f"{c}/pre", f"{T}/dq", f"{T}/dkv", f"{T}/dx1", param(li, "ln1_g"),
+                                              param(li, "w_qkv")], [dx], pre, accumulate, (6.0 * B * tl * h * h,) * 2,
+                     label=f"{lyr.name} qkv+ln1")
         b.free(r, f"{c}/pre", f"{T}/dq", f"{T}/dkv", f"{T}/dx1")
 
 
@@ -200,16 +199,13 @@ class TensorAttentionHalf:
     def emit_moe_attention_backward(self, r, li, lyr, dy, dm, dx, j, accumulate):
         b, (c, T) = self.builder, self._names(li, j)
         kw = {"phase": "backward", "microbatch": j}
-        G = lambda *ns: [grad(li, n) for n in ns]  # noqa: E731
-        acc = lambda *ns: G(*ns) if accumulate else []  # noqa: E731
-        b.compute(r, "tp_ln_bwd", [f"{c}/ln2", dm, param(li, "ln2_g"), *acc("ln2_g", "ln2_b")],
-                  [f"{T}/dxl", *G("ln2_g", "ln2_b")], label=f"B{j} {lyr.name} ln2", **kw)
+        self.grad_op(r, li, j, "tp_ln_bwd", [f"{c}/ln2", dm, param(li, "ln2_g")], [f"{T}/dxl"], ("ln2_g", "ln2_b"),
+                     accumulate, label=f"{lyr.name} ln2")
         b.compute(r, "add", [dy, f"{T}/dxl"], [f"{T}/dx1"], label=f"B{j} {lyr.name} residual", **kw)
         self._drop(r, f"{c}/ln2", f"{T}/dxl")
         self.emit_attention_backward(r, li, lyr, f"{c}/a", f"{T}/dx1", j, accumulate)
         self._drop(r, f"{c}/a")
         self._reduce(r, f"{T}/da_part", f"{T}/da", j, f"{li}/da/mb{j}")
-        b.compute(r, "tp_res_ln_bwd", [f"{c}/ln1", f"{T}/dx1", f"{T}/da", param(li, "ln1_g"),
-                                       *acc("ln1_g", "ln1_b", "b_o")], [dx, *G("ln1_g", "ln1_b", "b_o")],
-                  label=f"B{j} {lyr.name} ln1", **kw)
+        self.grad_op(r, li, j, "tp_res_ln_bwd", [f"{c}/ln1", f"{T}/dx1", f"{T}/da", param(li, "ln1_g")], [dx],
+                     ("ln1_g", "ln1_b", "b_o"), accumulate, label=f"{lyr.name} ln1")
         self._drop(r, f"{c}/ln1", f"{T}/dx1", f"{T}/da")

@@ -137,9 +137,7 @@ def pipeline_schedule(cfg: TrainConfig):
     """The configured schedule, or the user's hand-written one (`cfg.schedule_text`, one line per
     stage, e.g. "F0 F1 BW0 BW1"), validated: a broken dependency is refused by name."""
     if cfg.schedule_text is None and cfg.schedule == "dualpipe" and cfg.pp > 1:
-        # MoE blocks on the 5-D lanes (tp, cp or ep > 1) emit B and W together
-        moe_lanes = hasattr(cfg.model, "experts") and max(cfg.tp, cfg.cp, cfg.ep) > 1
-        return dualpipe(cfg.pp, cfg.m, split=not moe_lanes)
+        return dualpipe(cfg.pp, cfg.m)
     if cfg.schedule_text is None:
         return make_schedule(cfg.schedule if cfg.pp > 1 or cfg.virtual_stages > 1 else "1f1b", cfg.pp, cfg.m,
                              cfg.virtual_stages)
@@ -176,7 +174,7 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     group_of = grad_groups(mesh, schedule.bidirectional)
     # ZeRO over the data x context axes: stage 1 is Megatron's distributed optimizer; stages 2-3 (no
     # pipeline, TrainConfig refuses it) gather and scatter around every layer (zero_hybrid.py)
-    zero = cfg.zero if dp > 1 else 0
+    zero = cfg.zero if dp * cp > 1 else 0
     if zero and (cfg.bucket_mb is not None or cfg.grad_dtype != "float64"):
         raise ParasimError(f"ZeRO-{zero} here moves float64 per-parameter collectives: drop --bucket-mb and --grad-dtype")
     zgroups = ZeroGroups(group_of, getattr(placement, "grad_group", None), cfg.gradients_mean)
@@ -234,7 +232,8 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     if zero == 3:  # parameters live as shards: the read-back gathers them
         read = _sharded_read(read, param_home, zgroups, placement.shapes)
     return Compiled(cfg, b.build(), initial, feeds, param_home, loss_tensors, count * dp, mesh,
-                    {"stages": stages, "schedule": schedule.name if pp > 1 or v > 1 else None, "zero": cfg.zero}, read)
+                    {"stages": stages, "schedule": schedule.name if pp > 1 or v > 1 else None, "zero": cfg.zero,
+                     "zero_groups": zgroups if zero else None}, read)
 
 
 def _part(group: tuple[int, ...], rank: int) -> tuple[int, int]:

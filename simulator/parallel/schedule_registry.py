@@ -69,7 +69,7 @@ SCHEDULE_SPECS: dict[str, ScheduleSpec] = {s.name: s for s in (
                  lambda p, F, B, W, v: (p - 1) * max(0.0, F + B - W), splits_bw=True),
     ScheduleSpec("zb-h2", lambda p, m, v: zb_h2(p, m), lambda p, m, v: float(min(2 * p - 1, m)),
                  lambda p, F, B, W, v: (p - 1) * max(0.0, F + B - 2 * W), splits_bw=True),
-    # DualPipe splits B and W when the layers can (tp = 1; MoE blocks also cp = ep = 1), so it does not require the split
+    # DualPipe runs some backwards whole (BW) and the rest split (B, then W), so it is not marked splits_bw
     ScheduleSpec("dualpipe", lambda p, m, v: dualpipe(p, m), lambda p, m, v: float(p + 1), None),
 )}
 

@@ -29,7 +29,7 @@ from .style import chunk_color, device_color, message_figure, new_figure
 EMPTY_CELL = "#F3F3F3"
 
 
-SHOWN_PX = 1000   # the step grid is read at about this width (the app's main column, a slide)
+SHOWN_PX = 850    # the step grid is read at about this width (the app's main column in a 1280 px window)
 LABEL_PX = 10     # and its labels must be at least this tall there
 
 
@@ -46,7 +46,7 @@ def _incoming_label(ts, all_to_all: bool) -> str:
 
 def collective_steps(plan: Plan, *, width: float | None = None, max_steps: int = 64) -> Figure:
     """Steps x ranks grid of who receives which chunk from whom (first `max_steps` steps). Texts
-    grow with the figure so that shown SHOWN_PX wide they are LABEL_PX or more (16 ranks: 11.5 pt
+    grow with the figure so that shown SHOWN_PX wide they are LABEL_PX or more (16 ranks: 13.6 pt
     in a 16-inch figure); a cell too narrow for one label per transfer gets one label for all."""
     if not plan.steps:
         return message_figure(f"{plan.kind} on {plan.n} rank(s) needs no communication")
@@ -62,8 +62,12 @@ def collective_steps(plan: Plan, *, width: float | None = None, max_steps: int =
     def fits(text: str, px: float) -> bool:  # DejaVu Sans: ~0.75 em a character (arrows wider), and the box's pad
         return max(map(len, text.split("\n"))) * 0.75 * LABEL_PX + 4 <= px
 
-    def wrap(text: str) -> str:  # a label too wide for its cell breaks before the arrow
-        return text if fits(text, cell_px) else text.replace("←", "\n←")
+    # one label per cell too wide for it: every cell label breaks before its arrow (alike in the figure)
+    cells = [[t for t in step.transfers if t.dst == r] for step in steps for r in range(n)]
+    broken = any(not fits(_incoming_label(ts, all_to_all), cell_px) for ts in cells if ts)
+
+    def wrap(text: str) -> str:
+        return text.replace("←", "\n←") if broken else text
 
     for s, step in enumerate(steps):
         incoming = defaultdict(list)
@@ -73,7 +77,7 @@ def collective_steps(plan: Plan, *, width: float | None = None, max_steps: int =
             ax.add_patch(Rectangle((r + 0.04, s + 0.06), 0.92, 0.88, facecolor=EMPTY_CELL, edgecolor="none"))
             ts = incoming.get(r, [])
             w = 0.92 / max(len(ts), 1)
-            each = [_incoming_label([t], all_to_all) for t in ts]
+            each = [wrap(_incoming_label([t], all_to_all)) for t in ts]
             one_each = all(fits(x, cell_px / max(len(ts), 1)) for x in each)
             for k, t in enumerate(ts):
                 x = r + 0.04 + k * w

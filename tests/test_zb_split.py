@@ -1,12 +1,14 @@
-"""Zero-bubble schedules (ZB-H1, ZB-H2, DualPipe) with tensor, sequence and context parallelism: the
-Megatron layers' backward split into B (input gradients and their TP collectives) and W (weight
-gradients, no communication), trained equal to one device and priced on the event clock."""
+"""Zero-bubble schedules (ZB-H1, ZB-H2, DualPipe) with tensor, sequence, context and expert
+parallelism: the Megatron layers' and MoE blocks' backward split into B (input gradients with their
+TP collectives, ring hops and AllToAlls) and W (weight gradients, no communication), trained equal
+to one device and priced on the event clock."""
 
 import json
 
 import pytest
 
 from simulator import GPTConfig, TrainConfig, train
+from simulator.parallel.experts import MoEGPTConfig
 from simulator.program import Collective, Compute
 
 GPT = GPTConfig(layers=4, hidden=16, heads=4, seq_len=8, vocab=16)
@@ -66,21 +68,62 @@ def test_w_is_deferred_past_a_later_micro_batchs_b_and_moves_no_bytes():
     assert zb.trace.bubble_fraction() < base.trace.bubble_fraction()  # on the cost model's clock
 
 
+def _grad_allreduce_bytes(r) -> int:
+    """The gradient AllReduces of a run, by the ring formula: each group of N ranks holding S bytes
+    sends 2 (N - 1) S in all (ranks' shares 2 (N-1)/N S)."""
+    total = 0
+    for code in r.compiled.program.code:
+        for i in code:
+            if isinstance(i, Collective) and i.kind == "all_reduce" and i.tensor.startswith("grad/"):
+                total += 2 * (len(i.group) - 1) * i.nbytes // len(i.group)
+    return total
+
+
 def test_cli_prices_dualpipe_with_context_and_tensor_parallelism(capsys):
+    """`parasim train --strategy hybrid --dp 1 --cp 2 --tp 2 --pp 2 --schedule dualpipe` (devices
+    derived: 8): the same activation collectives as 1F1B; the gradient AllReduce runs over the
+    context ranks and DualPipe's mirror copies (4 ranks) instead of the context ranks (2)."""
     from simulator.cli import main
 
-    args = ["train", "--strategy", "hybrid", "--devices", "8", "--dp", "1", "--cp", "2", "--tp", "2", "--pp", "2",
+    args = ["train", "--strategy", "hybrid", "--dp", "1", "--cp", "2", "--tp", "2", "--pp", "2",
             "--layers", "2", "--microbatches", "4", "--steps", "1", "--json"]
     assert main([*args, "--schedule", "dualpipe"]) == 0
     dual = json.loads(capsys.readouterr().out)
     assert main([*args, "--schedule", "1f1b"]) == 0
     base = json.loads(capsys.readouterr().out)
-    assert dual["schedule"] == "dualpipe" and dual["max_rel_weight_diff_vs_single"] < 1e-9
-    # the same collectives per micro-batch; DualPipe's two model copies add the mirror stages' gradient AllReduce
+    assert dual["devices"] == 8 and dual["schedule"] == "dualpipe" and dual["max_rel_weight_diff_vs_single"] < 1e-9
     assert {k: v for k, v in dual["bytes_by_collective"].items() if k != "all_reduce"} == \
            {k: v for k, v in base["bytes_by_collective"].items() if k != "all_reduce"}
-    assert dual["bytes_by_collective"]["all_reduce"] > base["bytes_by_collective"]["all_reduce"]
+    cfg = dict(strategy="hybrid", devices=8, dp=1, cp=2, tp=2, pp=2, microbatches=4, batch_size=8, steps=1)
+    g = GPTConfig(layers=2, hidden=32, heads=4, seq_len=16, vocab=32)  # the CLI's defaults
+    runs = {s: train(TrainConfig(g, schedule=s, **cfg)) for s in ("dualpipe", "1f1b")}
+    assert {s: r.trace.bytes_by_collective() for s, r in runs.items()} == \
+           {"dualpipe": dual["bytes_by_collective"], "1f1b": base["bytes_by_collective"]}
+    extra = _grad_allreduce_bytes(runs["dualpipe"]) - _grad_allreduce_bytes(runs["1f1b"])
+    assert extra > 0 and dual["bytes_by_collective"]["all_reduce"] - base["bytes_by_collective"]["all_reduce"] == extra
     assert dual["bubble_fraction"] < base["bubble_fraction"]
+
+
+MOE = MoEGPTConfig(layers=2, hidden=8, heads=4, seq_len=8, vocab=16, experts=4, top_k=2, capacity_factor=1.0)
+MOE_CASES = [  # (degrees, schedule, the attention half's W kernels)
+    (dict(devices=4, pp=2, dp=2, ep=2), "zb-h1", {"moe_attn_bwd_weight"}),
+    (dict(devices=4, pp=2, tp=2), "zb-h2", {"tp_attn_bwd_weight", "tp_res_ln_bwd_weight", "tp_ln_bwd_weight"}),
+    (dict(devices=4, pp=2, cp=2, ep=2), "zb-h1", {"cp_moe_out_bwd_weight", "cp_pre_bwd_weight"}),
+    (dict(devices=8, pp=2, cp=2, tp=2, ep=2), "dualpipe", {"cp_o_bwd_weight", "cp_qkv_bwd_weight"}),
+    (dict(devices=16, dp=2, pp=2, cp=2, tp=2, ep=4), "zb-h1", {"cp_o_bwd_weight", "cp_qkv_bwd_weight"}),
+]
+
+
+@pytest.mark.parametrize("kw,schedule,attention", MOE_CASES,
+                         ids=["-".join(f"{k}{v}" for k, v in c[0].items()) + f"-{c[1]}" for c in MOE_CASES])
+def test_split_backward_of_moe_blocks_on_every_lane_equals_one_device(kw, schedule, attention):
+    """B runs the combine, the expert and router input gradients with the AllToAlls between them;
+    W the expert, router and attention-half weight gradients (compute only)."""
+    r = train(TrainConfig(MOE, strategy="hybrid", schedule=schedule, batch_size=8, microbatches=4, steps=2, **kw))
+    assert r.max_rel_weight_diff_vs_single < 1e-9
+    assert sum(layer["dropped"] for layer in r.to_dict()["moe"].values()) > 0  # capacity is exercised
+    weight = {i.op for c in r.compiled.program.code for i in c if isinstance(i, Compute) and i.phase == "wgrad"}
+    assert {"moe_experts_bwd_weight", "moe_dispatch_bwd_weight"} | attention <= weight
 
 
 @pytest.mark.ray
