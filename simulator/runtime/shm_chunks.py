@@ -19,12 +19,15 @@ before it hands on the same token, and clears its own when done; each byte has o
 time. The writer reuses a buffer only when its whole header is clear (otherwise it creates
 another), so a chunk is never overwritten while a device uses it; devices of rank >= 64 get
 arrays instead. The pool is bounded (`max_bytes`): past it, `put` returns None and the caller
-sends the array through Ray as before. Segments are created with multiprocessing.shared_memory, whose resource tracker unlinks them if
+sends the array through Ray as before; so does a machine whose /dev/shm lacks room for the new
+buffer plus `SHM_RESERVE` (a container's 64 MB /dev/shm: a write into a full tmpfs would kill the
+actor with SIGBUS, where Ray's store falls back to disk). Segments are created with multiprocessing.shared_memory, whose resource tracker unlinks them if
 the actor process dies; `close` unlinks them otherwise. No Ray import here.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from multiprocessing import resource_tracker, shared_memory
 
@@ -36,6 +39,16 @@ HEADER = 64  # also the number of ranks a buffer can track
 CLEAR = bytes(HEADER)
 MIN_CHUNK_BYTES = 100 * 1024  # below this Ray inlines the value in the call: no object store to avoid
 ROUND = 1 << 20  # buffers are whole MB, so slightly different chunk sizes share them
+SHM_RESERVE = 1 << 30  # /dev/shm left free for Ray's object store and the other actors' pools
+
+
+def shm_free_bytes(path: str = "/dev/shm") -> int | None:
+    """Free bytes of the shared-memory file system (None where there is no /dev/shm to ask)."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
 
 
 @dataclass(frozen=True)
@@ -70,7 +83,8 @@ class ChunkPool:
             buf = min(free, key=lambda b: b.size)
         else:
             size = -(-need // ROUND) * ROUND
-            if self.nbytes + size > self.max_bytes:
+            free = shm_free_bytes()
+            if self.nbytes + size > self.max_bytes or (free is not None and free < size + SHM_RESERVE):
                 return None
             buf = shared_memory.SharedMemory(create=True, size=size)
             self.buffers.append(buf)
