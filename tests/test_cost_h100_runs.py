@@ -58,7 +58,8 @@ def test_llama3_405b_published_layouts_fit_without_dropout_masks():
     127 layers instead of 164.5) fits with a 6 % margin: under Megatron's accounting Meta's 8k run
     needs v >= 4. (At v = 4 our time model is 22 % above Table 4's MFU: it prices interleaving's
     extra p2p but not its smaller, less efficient chunks, so the throughput tests keep v = 2.)
-    With Megatron's default dropout the 8k layout does not fit even at v = 4."""
+    With Megatron's default dropout masks the 8k layout at v = 4 fills 99.7 % of the device: no
+    margin left."""
     cap = get_hardware("h100-sxm").memory_bytes
     mem = {}
     for key, (cp, dp, seq, batch, v, drop) in {"16k": (1, 128, 8192, 2048, 2, False),
@@ -68,8 +69,9 @@ def test_llama3_405b_published_layouts_fit_without_dropout_masks():
                                                "8k v4 dropout": (1, 64, 8192, 2048, 4, True)}.items():
         model = get_model("llama3-405b", seq=seq, dropout=drop)
         mem[key] = memory_report(model, _cfg(cp, dp, batch, v), "h100-sxm", flash_attention=True).total_bytes / cap
-    assert 0.8 < mem["16k"] < 0.9 and 0.8 < mem["16k-cp16"] < 0.9
-    assert 1.05 < mem["8k v2"] < 1.15 and 0.9 < mem["8k v4"] < 0.97 and mem["8k v4 dropout"] > 0.99
+    assert mem["16k"] < 1 and mem["16k-cp16"] < 1 and mem["8k v2"] > 1 and mem["8k v4"] < 1
+    recorded = {"16k": 0.855, "16k-cp16": 0.855, "8k v2": 1.114, "8k v4": 0.943, "8k v4 dropout": 0.997}
+    assert {k: round(x, 3) for k, x in mem.items()} == recorded    # a change of the memory model shows
 
 
 def test_dropout_masks_and_uneven_chunks_as_counted():
