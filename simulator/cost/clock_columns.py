@@ -96,18 +96,10 @@ def _refuse(on_deadlock) -> None:
 def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
     """A level per row: above its device's previous anchor and above every row it waits for; the
     rows of an anchor's run share its level."""
-    P, jrows, E, anchor = waits
+    anchor, (xr, xw) = waits[3], waits[4]
     N, n, dev = len(cols), cols.n_devices, cols.dev
-    devx = np.append(dev, n)
-    wrow = np.minimum(P // 2, N)                     # padding -> sentinel row N
-    cross = (devx[wrow] != dev[:, None]) & (wrow < N)
-    head = cross[:, 0].copy()
-    for k in range(1, cross.shape[1]):
-        head |= cross[:, k]
-    if len(jrows):
-        ew = np.minimum(E // 2, N)
-        ecross = (devx[ew] != dev[jrows][:, None]) & (ew < N)
-        head[jrows] |= ecross.any(axis=1)
+    head = np.zeros(N, dtype=bool)
+    head[xr] = True
     first = np.searchsorted(dev, np.arange(n))
     head[first[first < N]] = True
     seg = np.cumsum(head) - 1
@@ -116,29 +108,22 @@ def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
     rank = np.cumsum(anchor) - 1                     # anchors before a row, in program order
     off = rank - rank[heads][seg]
     seg_len = np.diff(np.append(rank[heads], rank[-1] + 1)) if N else rank[:0]
-    # per segment: its head's cross-device waits as (segment, offset, device), padded with row N
-    X = np.where(cross[heads], wrow[heads], N)
-    if len(jrows):
-        extra = np.full((S, E.shape[1]), N, dtype=np.int64)
-        extra[seg[jrows]] = np.where(ecross, ew, N)
-        X = np.concatenate([X, extra], axis=1)
     # segments renumbered with one terminal slot after each device's last: segment i of device d
     # is slot i + d; its terminal waits for slot NEVER, so a finished device just stays put
     segdev = dev[heads]
     lo = np.searchsorted(segdev, np.arange(n))
     DONE, NEVER = S + n, S + n + 1                   # a slot already levelled (-1), one never
-    slot = np.append(seg + segdev[seg], DONE)        # row -> its segment's slot; row N -> DONE
-    X = X[:, (X < N).any(axis=0)]
-    if not X.shape[1]:
-        X = np.full((S, 1), N, dtype=np.int64)
-    X.sort(axis=1)                                   # real waits first, the sentinel N last
-    X = X[:, :max(int((X < N).sum(axis=1).max()) if S else 0, 1)]
     sid = np.arange(S) + segdev
-    Xs, Xo = [], []                                  # per wait column: its slot and offset
-    for c in range(X.shape[1]):
+    # per segment: its head's cross-device waits as columns (slot, offset) of the rows waited for
+    xseg = seg[xr]
+    col = np.arange(len(xr)) - np.searchsorted(xseg, xseg) if (np.diff(xseg) <= 0).any() else xseg * 0
+    Xs, Xo = [], []
+    for c in range(max(int(col.max()) + 1 if len(col) else 0, 1)):
         xs = np.full(S + n, NEVER, dtype=np.int64)
+        xs[sid] = DONE
         xo = np.zeros(S + n, dtype=np.int64)
-        xs[sid], xo[sid] = slot[X[:, c]], np.append(off, 0)[X[:, c]]
+        at, w = sid[xseg[col == c]], xw[col == c]
+        xs[at], xo[at] = seg[w] + dev[w], off[w]
         Xs.append(xs)
         Xo.append(xo)
     seg_len_s = np.zeros(S + n, dtype=np.int64)
@@ -150,23 +135,20 @@ def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
     prev_end = np.full(n, -1, dtype=np.int64)
     left = S
     while left:
-        g = level[Xs[0][ptr]]                        # level of a cross-device wait (>= BIG: not yet)
-        top = g + Xo[0][ptr]
+        top = level[Xs[0][ptr]] + Xo[0][ptr]         # >= BIG: a wait not levelled yet
         for xs, xo in zip(Xs[1:], Xo[1:]):
-            gk = level[xs[ptr]]
-            np.maximum(g, gk, out=g)
-            np.maximum(top, gk + xo[ptr], out=top)
-        ok = g < BIG
+            np.maximum(top, level[xs[ptr]] + xo[ptr], out=top)
+        ok = top < BIG
         k = int(np.count_nonzero(ok))
         if not k:
             _refuse(on_deadlock)
         left -= k
-        lvl = np.maximum(prev_end, top)
-        lvl += 1
-        level[ptr] = lvl                             # >= BIG where not ready: still not levelled
-        np.copyto(prev_end, lvl + seg_len_s[ptr] - 1, where=ok)
+        np.maximum(prev_end, top, out=top)
+        top += 1
+        level[ptr] = top                             # >= BIG where not ready: still not levelled
+        np.copyto(prev_end, top + seg_len_s[ptr] - 1, where=ok)
         ptr += ok
-    return level[slot[:N]] + off
+    return level[seg + segdev[seg]] + off
 
 
 def _times(N, a, b, waits, level) -> np.ndarray:
@@ -179,7 +161,7 @@ def _times(N, a, b, waits, level) -> np.ndarray:
     calls on blocks laid out beforehand (`_level_blocks`): the max of its waits (a (K, anchors)
     gather) into row 0 of its run block (2 W + 1, anchors), the running sums down the block, and
     one scatter of the block's even rows (the anchors' starts, then the run rows' ends)."""
-    P, jrows, E, anchor = waits
+    P, jrows, E, anchor = waits[:4]
     A = np.flatnonzero(anchor)
     size = np.diff(np.append(A, N))                                 # run lengths
     order = np.argsort(level[A], kind="stable")

@@ -46,7 +46,8 @@ def waits_of(cols: ProgramColumns):
     (compute rows, blocking collectives), comm (sends, recvs, blocking collectives), the
     non-blocking stream. A row that takes a lane waits for its previous row; the writers of its
     inputs count lane by lane for the lanes it does not take. (jrows, E): the rows of collectives
-    of several members and the refs of all their members (they all start when the last is ready)."""
+    of several members and the refs of all their members (they all start when the last is ready).
+    Then the anchors (`_anchors`) and the waits across devices (`_cross`)."""
     N, kind, dev = len(cols), cols.kind, cols.dev
     coll = kind == COLLECTIVE
     block = coll & cols.blocking
@@ -71,7 +72,29 @@ def waits_of(cols: ProgramColumns):
         P[rcv, -1] = 2 * cols.match[rcv]
     P = _prune(P)
     jrows = np.flatnonzero(cols.join >= 0)
-    return P, jrows, _member_waits(cols, P, jrows), _anchors(cols, P, jrows)
+    E = _member_waits(cols, P, jrows)
+    return P, jrows, E, _anchors(cols, P, jrows), _cross(cols, P, rcv, jrows, E)
+
+
+def _cross(cols, P, rcv, jrows, E) -> tuple[np.ndarray, np.ndarray]:
+    """(row, row it waits for on another device), by row: only a recv (its send) and a member of a
+    collective (its other members' waits) wait across devices; lanes and writers are per device."""
+    N, dev = len(cols), cols.dev
+    xr, xw = rcv[:0], rcv[:0]
+    if len(rcv):
+        w = P[rcv, -1] // 2
+        on = w < N
+        on[on] = dev[w[on]] != dev[rcv[on]]
+        xr, xw = rcv[on], w[on].astype(np.int64)
+    if len(jrows):
+        ew = E // 2
+        on = ew < N
+        on[on] = dev[ew[on]] != np.broadcast_to(dev[jrows][:, None], ew.shape)[on]
+        i, _ = np.nonzero(on)
+        xr, xw = np.concatenate([xr, jrows[i]]), np.concatenate([xw, ew[on].astype(np.int64)])
+        o = np.argsort(xr, kind="stable")
+        xr, xw = xr[o], xw[o]
+    return xr, xw
 
 
 RUN = 64     # rows priced in one step after an anchor at most (bounds the padding of `_times`)
