@@ -22,9 +22,9 @@ order give the same bits: end = (start + a) + b, a and b as `clock.py` adds them
 Vectorised in two passes. Levels: a row's level exceeds its device's previous row's and its
 cross-device waits' levels; rows between cross-device waits form a segment whose levels follow
 each other, so one loop over segments, vectorised across devices, levels them all. Times: one
-step per level over the rows of that level (at most one per device), numpy's maximum.reduceat
-over their waits. A program that cannot finish stops the levelling; the instruction walk then
-names the deadlock (`Program.walk`).
+step per level over the anchors of that level (at most one per device): the max of their waits,
+then their runs' running sums (`_times`). A program that cannot finish stops the levelling; the
+instruction walk then names the deadlock (`Program.walk`). What each row waits for: `clock_waits`.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import numpy as np
 
 from ..program_columns import COLLECTIVE, COMPUTE, RECV, SEND, ProgramColumns
 from ..trace_columns import ColumnTrace, EventColumns
+from .clock_waits import waits_of
 
 
 def price_columns(cols: ProgramColumns, model, collective_cost, step: int = 0, name: str = "",
@@ -47,7 +48,7 @@ def price_columns(cols: ProgramColumns, model, collective_cost, step: int = 0, n
     if (cols.match[p2p] < 0).any():         # a send nobody receives, a recv without its send
         _refuse(on_deadlock)
     a, b, sent = _durations(cols, model, collective_cost)
-    waits = _waits(cols)
+    waits = waits_of(cols)
     level = _levels(cols, waits, on_deadlock)
     start = _times(N, a, b, waits, level)
     return ColumnTrace(n, _events(cols, start, a, sent), name=name, step=step)
@@ -90,135 +91,6 @@ def _refuse(on_deadlock) -> None:
     if on_deadlock is not None:
         on_deadlock()
     raise AssertionError("a columnar program cannot finish, but its instruction walk does")
-
-
-def _prev_in_lane(dev: np.ndarray, member: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(row, previous row of the same device in the lane) for every lane member with one."""
-    rows = np.flatnonzero(member)
-    same = dev[rows[1:]] == dev[rows[:-1]]
-    return rows[1:][same], rows[:-1][same]
-
-
-def _last_writers(cols: ProgramColumns) -> tuple[np.ndarray, np.ndarray]:
-    """(row, row that last wrote one of its inputs on its device, earlier in program order)."""
-    N = len(cols)
-    rrow = np.repeat(np.arange(N), np.diff(cols.reads_ptr))
-    wrow = np.repeat(np.arange(N), np.diff(cols.writes_ptr))
-    if not len(rrow) or not len(wrow):
-        return rrow[:0], rrow[:0]
-    T = int(max(cols.reads.max(), cols.writes.max())) + 1
-    wkey = (cols.dev[wrow] * T + cols.writes) * (N + 1) + wrow
-    wkey.sort()
-    rk = cols.dev[rrow] * T + cols.reads
-    pos = np.searchsorted(wkey, rk * (N + 1) + rrow) - 1
-    hit = pos >= 0
-    found = wkey[np.where(hit, pos, 0)]
-    hit &= found // (N + 1) == rk
-    return rrow[hit], found[hit] % (N + 1)
-
-
-def _waits(cols: ProgramColumns):
-    """What each row waits for, as refs: 2 r is the start of row r, 2 r + 1 its end, 2 N zero.
-    P (N, K): per row at most one ref per lane and its send's start (a recv). Only the latest row
-    of a lane counts: a lane's ends never decrease in program order (each row starts after the
-    lane's previous end), so an earlier row of the same lane is never the max. Lanes: compute
-    (compute rows, blocking collectives), comm (sends, recvs, blocking collectives), the
-    non-blocking stream. A row that takes a lane waits for its previous row; the writers of its
-    inputs count lane by lane for the lanes it does not take. (jrows, E): the rows of collectives
-    of several members and the refs of all their members (they all start when the last is ready)."""
-    N, kind, dev = len(cols), cols.kind, cols.dev
-    coll = kind == COLLECTIVE
-    block = coll & cols.blocking
-    lanes = ((kind == COMPUTE) | block, (kind == SEND) | (kind == RECV) | block, coll & ~cols.blocking)
-    r, w = cols.deps if cols.deps is not None else _last_writers(cols)
-    cols_out = []
-    for lane in lanes:
-        col = np.full(N, -1, dtype=np.int64)
-        rr, pp = _prev_in_lane(dev, lane)
-        col[rr] = pp
-        on = lane[w] & ~lane[r]          # a row on the lane already waits for its latest row
-        if on.any():
-            np.maximum.at(col, r[on], w[on])
-        if len(rr) or on.any():
-            cols_out.append(col)
-    rcv = np.flatnonzero(kind == RECV)
-    P = np.full((N, max(len(cols_out) + (len(rcv) > 0), 1)), 2 * N, dtype=np.int32)
-    for c, col in enumerate(cols_out):
-        has = col >= 0
-        P[has, c] = 2 * col[has] + 1
-    if len(rcv):
-        P[rcv, -1] = 2 * cols.match[rcv]
-    P = _prune(P)
-    jrows = np.flatnonzero(cols.join >= 0)
-    return P, jrows, _member_waits(cols, P, jrows), _anchors(cols, P, jrows)
-
-
-RUN = 64     # rows priced in one step after an anchor at most (bounds the padding of `_times`)
-
-
-def _any_eq(cols: list, x: np.ndarray) -> np.ndarray:
-    """Is x equal to one of the columns (numpy reduces short rows of a 2-d array slowly)?"""
-    out = cols[0] == x
-    for c in cols[1:]:
-        out |= c == x
-    return out
-
-
-def _prune(P: np.ndarray) -> np.ndarray:
-    """Drop duplicate waits, and when a row waits for the end of the row before it, drop its other
-    waits that row also waited for: end(x) <= start(prev) <= end(prev) (durations are >= 0), so
-    the max is the same. Rows then often wait for their predecessor only (`_anchors`)."""
-    N, K = P.shape
-    if K == 1:
-        return P
-    cols = [np.ascontiguousarray(P[:, k]) for k in range(K)]
-    before = [np.concatenate([[2 * N], c[:-1]]) for c in cols]
-    prev_end = 2 * np.arange(N, dtype=P.dtype) - 1
-    has_prev = _any_eq(cols, prev_end)
-    out = []
-    for i, x in enumerate(cols):
-        drop = has_prev & (x != prev_end) & ((x & 1) == 1) & _any_eq(before, x)
-        if i:
-            drop |= _any_eq(cols[:i], x)
-        out.append(np.where(drop, 2 * N, x).astype(P.dtype))
-    return np.stack(out, axis=1)
-
-
-def _anchors(cols, P, jrows) -> np.ndarray:
-    """Rows whose only wait is the end of the row before them on their device are priced in one
-    step with it, by an exact running sum (`_times`); the others are anchors of such runs."""
-    N = len(cols)
-    prev = 2 * np.arange(N, dtype=P.dtype) - 1
-    columns = [P[:, k] for k in range(P.shape[1])]
-    count = np.zeros(N, dtype=np.int8)
-    for c in columns:
-        count += c < 2 * N
-    single = (count == 1) & _any_eq(columns, prev)
-    single[np.searchsorted(cols.dev, np.arange(cols.n_devices))[:min(cols.n_devices, N)]] = False
-    single[jrows] = False
-    anchor = ~single
-    run = np.arange(N) - np.maximum.accumulate(np.where(anchor, np.arange(N), 0))
-    anchor |= run % RUN == 0
-    return anchor
-
-
-def _member_waits(cols, P, rows) -> np.ndarray:
-    """For each member row of a collective of several members: the waits of all its members."""
-    if not len(rows):
-        return np.zeros((0, 1), dtype=np.int64)
-    order = np.lexsort((cols.member[rows], cols.join[rows]))
-    srt = rows[order]
-    j = cols.join[srt]
-    first = np.searchsorted(j, j)
-    size = np.bincount(j)[j]
-    g, K = int(size.max()), P.shape[1]
-    E = np.full((len(srt), g * K), 2 * P.shape[0], dtype=np.int64)
-    for k in range(g):       # member k of each collective contributes its waits to all members
-        has = k < size
-        E[has, k * K:(k + 1) * K] = P[srt[first[has] + k]]
-    out = np.empty_like(E)
-    out[order] = E
-    return out
 
 
 def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
@@ -303,18 +175,15 @@ def _times(N, a, b, waits, level) -> np.ndarray:
     is one running sum along [start, a0, b0, a1, b1, ...], numpy's add.accumulate, which adds in
     order: the partial sums are exactly end_k = (start_k + a_k) + b_k and start_k+1 = end_k.
     Values: slot r holds the end of row r, N zero, N + 1 scratch, N + 2 + i the start of the i-th
-    anchor in level order (a run row's start is its predecessor's end)."""
+    anchor in level order (a run row's start is its predecessor's end). Each level is three numpy
+    calls on blocks laid out beforehand (`_level_blocks`): the max of its waits (a (K, anchors)
+    gather) into row 0 of its run block (2 W + 1, anchors), the running sums down the block, and
+    one scatter of the block's even rows (the anchors' starts, then the run rows' ends)."""
     P, jrows, E, anchor = waits
     A = np.flatnonzero(anchor)
+    size = np.diff(np.append(A, N))                                 # run lengths
     order = np.argsort(level[A], kind="stable")
-    A = A[order]
-    size = np.diff(np.append(np.flatnonzero(anchor), N))[order]     # run lengths
-    W = int(size.max()) if len(size) else 1
-    k = np.arange(W)
-    R = np.where(k < size[:, None], A[:, None] + k, N + 1)          # run rows; N + 1: scratch
-    ax, bx = np.append(a, [0.0, 0.0]), np.append(b, [0.0, 0.0])
-    M = np.zeros((len(A), 2 * W + 1))
-    M[:, 1::2], M[:, 2::2] = ax[R], bx[R]
+    A, size = A[order], size[order]
     apos = np.full(N + 1, -1, dtype=np.int64)
     apos[A] = np.arange(len(A))
 
@@ -322,34 +191,63 @@ def _times(N, a, b, waits, level) -> np.ndarray:
         r = np.minimum(refs // 2, N)
         start = np.where(apos[r] >= 0, N + 2 + apos[r], r - 1)
         return np.where(refs >= 2 * N, N, np.where(refs % 2 == 1, r, start))
-    QA = [slots(P[A, c].astype(np.int64)) for c in range(P.shape[1])]
-    lv = level[A]
-    L = int(lv[-1]) + 1 if len(lv) else 0
-    lb = np.searchsorted(lv, np.arange(L + 1)).tolist()
-    jpos = apos[jrows]
-    jo = np.argsort(jpos)
-    jpos, EQ = jpos[jo], slots(E[jo])
-    jb = np.searchsorted(jpos, lb).tolist()
+    Q = slots(P[A].astype(np.int64))
+    if len(jrows):          # a collective of several members waits for all its members' waits
+        EQ = slots(E)
+        if EQ.shape[1] > Q.shape[1]:
+            Q = np.concatenate([Q, np.full((len(A), EQ.shape[1] - Q.shape[1]), N, dtype=np.int64)], axis=1)
+        Q[apos[jrows], :EQ.shape[1]] = EQ
+        Q[apos[jrows], EQ.shape[1]:] = N
     T = np.zeros(N + 2 + len(A))
-    top, acc, base = np.maximum.reduce, np.add.accumulate, N + 2
-    for l in range(L):
-        lo, hi = lb[l], lb[l + 1]
-        s = T[QA[0][lo:hi]]
-        for q in QA[1:]:
-            np.maximum(s, T[q[lo:hi]], out=s)
-        if jb[l] < jb[l + 1]:
-            i = jpos[jb[l]:jb[l + 1]] - lo
-            s[i] = np.maximum(s[i], top(T[EQ[jb[l]:jb[l + 1]]], axis=1))
-        T[base + lo:base + hi] = s
-        m = M[lo:hi]
-        m[:, 0] = s
-        acc(m, axis=1, out=m)
-        T[R[lo:hi]] = m[:, 2::2]
+    top, acc = np.maximum.reduce, np.add.accumulate
+    for q, s, m, ev, r in zip(*_level_blocks(N, a, b, A, size, level[A], Q)):
+        top(T[q], axis=0, out=s)
+        acc(m, axis=0, out=m)
+        T[r] = ev
     T[N + 1] = 0.0
     start = np.empty(N)
     start[1:] = T[:N - 1]                     # a run row starts at its predecessor's end
-    start[A] = T[base:base + len(A)]
+    start[A] = T[N + 2:]
     return start
+
+
+def _level_blocks(N, a, b, A, size, lv, Q):
+    """Per level (anchors A[lo:hi] in level order, their runs' lengths, their waits' slots Q):
+    views of three matrices with a column per anchor, cut to the level's columns and rows: the
+    wait slots (K, anchors), real waits first, K the most real waits of an anchor of the level
+    (then the zero slot N); the run block M (2 W + 1, anchors), W the level's longest run: row 0
+    for the start, rows 2 k + 1 and 2 k + 2 for a and b of the k-th row of each run (0 past its
+    end); row 0 and the even rows of M; the slots the even rows go to (R: the anchor's start slot,
+    then the ends of its run's rows, scratch N + 1 past its end)."""
+    nA = len(A)
+    if not nA:
+        return [], [], [], [], []
+    L = int(lv[-1]) + 1
+    lb = np.searchsorted(lv, np.arange(L + 1))
+    Qt = np.full((Q.shape[1], nA), N, dtype=np.intp)      # real waits first
+    nw = np.zeros(nA, dtype=np.intp)
+    for c in range(Q.shape[1]):
+        real = np.flatnonzero(Q[:, c] != N)
+        Qt[nw[real], real] = Q[real, c]
+        nw[real] += 1
+    W = int(size.max())
+    k = np.arange(W)[:, None]
+    rows = np.where(k < size, A + k, N + 1)                # (W, nA): run rows, scratch past the end
+    M = np.zeros((2 * W + 1, nA))
+    M[1::2], M[2::2] = np.append(a, [0.0, 0.0])[rows], np.append(b, [0.0, 0.0])[rows]
+    R = np.empty((W + 1, nA), dtype=np.intp)
+    R[0], R[1:] = N + 2 + np.arange(nA), rows
+    los = np.minimum(lb[:-1], nA - 1)                      # every level has an anchor (_levels)
+    Kl = np.maximum(np.maximum.reduceat(nw, los), 1).tolist()
+    Wl = np.maximum.reduceat(size, los).tolist()
+    qs, s0, ms, ev, rs = [], [], [], [], []
+    for lo, hi, K, w in zip(lb[:-1].tolist(), lb[1:].tolist(), Kl, Wl):
+        qs.append(Qt[:K, lo:hi])
+        s0.append(M[0, lo:hi])
+        ms.append(M[:2 * w + 1, lo:hi])
+        ev.append(M[:2 * w + 1:2, lo:hi])
+        rs.append(R[:w + 1, lo:hi])
+    return qs, s0, ms, ev, rs
 
 
 def _events(cols: ProgramColumns, start, a, sent) -> EventColumns:
