@@ -66,7 +66,7 @@ def _durations(cols: ProgramColumns, model, collective_cost):
         rows = np.flatnonzero(mask)
         if not len(rows):
             continue
-        used, inv = np.unique(cols.proto[rows], return_inverse=True)
+        used, inv = _unique(cols.proto[rows], len(cols.protos))
         got = [price(cols.protos[k]) for k in used.tolist()]
         a[rows] = np.array([g[0] for g in got], dtype=float)[inv]
         if mask is coll:
@@ -77,13 +77,25 @@ def _durations(cols: ProgramColumns, model, collective_cost):
     if len(snd):
         # the link of each transfer, asked once per (src, dst) pair; the send's bytes for both ends
         n = max(cols.n_devices, 1)
-        used, inv = np.unique(dev[snd] * n + peer[snd], return_inverse=True)
+        used, inv = _unique(dev[snd] * n + peer[snd], n * n)
         links = np.array([model.link(int(p) // n, int(p) % n) for p in used], dtype=float)
         lat, bw = links[inv, 0], links[inv, 1]
         xfer = cols.nbytes[snd].astype(float) / bw
         a[snd], b[snd] = lat, xfer
         a[cols.match[snd]] = lat + xfer
     return a, b, sent
+
+
+def _unique(keys: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(keys, return_inverse=True) for keys in range(size), by a table when it is small."""
+    if size > 4 * len(keys) + (1 << 16):
+        return np.unique(keys, return_inverse=True)
+    seen = np.zeros(size, dtype=bool)
+    seen[keys] = True
+    used = np.flatnonzero(seen)
+    at = np.zeros(size, dtype=np.int64)
+    at[used] = np.arange(len(used))
+    return used, at[keys]
 
 
 def _refuse(on_deadlock) -> None:
@@ -116,14 +128,15 @@ def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
     sid = np.arange(S) + segdev
     # per segment: its head's cross-device waits as columns (slot, offset) of the rows waited for
     xseg = seg[xr]
-    col = np.arange(len(xr)) - np.searchsorted(xseg, xseg) if (np.diff(xseg) <= 0).any() else xseg * 0
+    col = np.arange(len(xr)) - np.searchsorted(xseg, xseg) if (np.diff(xseg) <= 0).any() else xseg[:1] * 0
     Xs, Xo = [], []
-    for c in range(max(int(col.max()) + 1 if len(col) else 0, 1)):
+    C = int(col.max()) + 1 if len(col) else 1
+    for c in range(C):
         xs = np.full(S + n, NEVER, dtype=np.int64)
         xs[sid] = DONE
         xo = np.zeros(S + n, dtype=np.int64)
-        at, w = sid[xseg[col == c]], xw[col == c]
-        xs[at], xo[at] = seg[w] + dev[w], off[w]
+        at, w = (xseg, xw) if C == 1 else (xseg[col == c], xw[col == c])
+        xs[sid[at]], xo[sid[at]] = seg[w] + dev[w], off[w]
         Xs.append(xs)
         Xo.append(xo)
     seg_len_s = np.zeros(S + n, dtype=np.int64)
@@ -173,13 +186,12 @@ def _times(N, a, b, waits, level) -> np.ndarray:
         r = np.minimum(refs // 2, N)
         start = np.where(apos[r] >= 0, N + 2 + apos[r], r - 1)
         return np.where(refs >= 2 * N, N, np.where(refs % 2 == 1, r, start))
-    Q = slots(P[A].astype(np.int64))
+    Q = [slots(c[A].astype(np.int64)) for c in P]
     if len(jrows):          # a collective of several members waits for all its members' waits
         EQ = slots(E)
-        if EQ.shape[1] > Q.shape[1]:
-            Q = np.concatenate([Q, np.full((len(A), EQ.shape[1] - Q.shape[1]), N, dtype=np.int64)], axis=1)
-        Q[apos[jrows], :EQ.shape[1]] = EQ
-        Q[apos[jrows], EQ.shape[1]:] = N
+        for e in range(EQ.shape[1]):
+            Q.append(np.full(len(A), N, dtype=np.int64))
+            Q[-1][apos[jrows]] = EQ[:, e]
     T = np.zeros(N + 2 + len(A))
     top, acc = np.maximum.reduce, np.add.accumulate
     for q, s, m, ev, r in zip(*_level_blocks(N, a, b, A, size, level[A], Q)):
@@ -206,11 +218,11 @@ def _level_blocks(N, a, b, A, size, lv, Q):
         return [], [], [], [], []
     L = int(lv[-1]) + 1
     lb = np.searchsorted(lv, np.arange(L + 1))
-    Qt = np.full((Q.shape[1], nA), N, dtype=np.intp)      # real waits first
+    Qt = np.full((len(Q), nA), N, dtype=np.intp)          # real waits first
     nw = np.zeros(nA, dtype=np.intp)
-    for c in range(Q.shape[1]):
-        real = np.flatnonzero(Q[:, c] != N)
-        Qt[nw[real], real] = Q[real, c]
+    for q in Q:
+        real = np.flatnonzero(q != N)
+        Qt[nw[real], real] = q[real]
         nw[real] += 1
     W = int(size.max())
     k = np.arange(W)[:, None]
@@ -234,28 +246,23 @@ def _level_blocks(N, a, b, A, size, lv, Q):
 
 def _events(cols: ProgramColumns, start, a, sent) -> EventColumns:
     """One event per row; a send shows its recv's interval, a recv its send's bytes and micro-batch."""
-    kind, N = cols.kind, len(cols)
+    kind = cols.kind
     rcv = np.flatnonzero(kind == RECV)
     snd = cols.match[rcv]
     st, du = start.copy(), a.copy()
     st[snd], du[snd] = start[rcv], a[rcv]
-    nbytes = np.zeros(N, dtype=np.int64)
-    flops = np.zeros(N)
     meta_nb = np.array([m[4] for m in cols.metas], dtype=np.int64)
     meta_fl = np.array([m[5] for m in cols.metas], dtype=float)
     comp = kind == COMPUTE
-    nbytes[comp] = meta_nb[cols.meta[comp]]
-    flops[comp] = meta_fl[cols.meta[comp]]
-    p2p = (kind == SEND) | (kind == RECV)
-    nbytes[p2p] = cols.nbytes[p2p]
+    nbytes = np.where(comp, meta_nb[cols.meta], cols.nbytes)     # p2p: the transfer's bytes
+    flops = np.where(comp, meta_fl[cols.meta], 0.0)
     nbytes[rcv] = cols.nbytes[snd]
-    coll = kind == COLLECTIVE
+    coll = np.flatnonzero(kind == COLLECTIVE)
     nbytes[coll] = sent[coll]
     mb = cols.microbatch.copy()
     mb[rcv] = cols.microbatch[snd]
-    flow = np.full(N, -1, dtype=np.int64)
+    flow = np.full(len(cols), -1, dtype=np.int64)
     flow[rcv] = np.arange(1, len(rcv) + 1)
     flow[snd] = flow[rcv]
     metas = tuple((m[0], m[1], m[2], m[3]) for m in cols.metas)
-    return EventColumns(cols.dev, np.where(comp, 0, 1).astype(np.int8), cols.meta, st, du, nbytes, flops, mb, flow,
-                        metas)
+    return EventColumns(cols.dev, (~comp).view(np.int8), cols.meta, st, du, nbytes, flops, mb, flow, metas)
