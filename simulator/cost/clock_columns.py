@@ -178,15 +178,14 @@ def _times(N, a, b, waits, level) -> np.ndarray:
     A = np.flatnonzero(anchor)
     size = np.diff(np.append(A, N))                                 # run lengths
     order = np.argsort(level[A], kind="stable")
-    A, size = A[order], size[order]
     apos = np.full(N + 1, -1, dtype=np.int64)
-    apos[A] = np.arange(len(A))
+    apos[A[order]] = np.arange(len(A))
 
     def slots(refs):        # refs (2 r: start of r, 2 r + 1: end of r, 2 N: zero) -> value slots
         r = np.minimum(refs // 2, N)
         start = np.where(apos[r] >= 0, N + 2 + apos[r], r - 1)
         return np.where(refs >= 2 * N, N, np.where(refs % 2 == 1, r, start))
-    Q = [slots(c[A].astype(np.int64)) for c in P]
+    Q = [slots(c[A[order]].astype(np.int64)) for c in P]
     if len(jrows):          # a collective of several members waits for all its members' waits
         EQ = slots(E)
         for e in range(EQ.shape[1]):
@@ -194,25 +193,26 @@ def _times(N, a, b, waits, level) -> np.ndarray:
             Q[-1][apos[jrows]] = EQ[:, e]
     T = np.zeros(N + 2 + len(A))
     top, acc = np.maximum.reduce, np.add.accumulate
-    for q, s, m, ev, r in zip(*_level_blocks(N, a, b, A, size, level[A], Q)):
+    for q, s, m, ev, r in zip(*_level_blocks(N, a, b, A, size, order, level[A[order]], Q)):
         top(T[q], axis=0, out=s)
         acc(m, axis=0, out=m)
         T[r] = ev
     T[N + 1] = 0.0
     start = np.empty(N)
     start[1:] = T[:N - 1]                     # a run row starts at its predecessor's end
-    start[A] = T[N + 2:]
+    start[A[order]] = T[N + 2:]
     return start
 
 
-def _level_blocks(N, a, b, A, size, lv, Q):
-    """Per level (anchors A[lo:hi] in level order, their runs' lengths, their waits' slots Q):
-    views of three matrices with a column per anchor, cut to the level's columns and rows: the
-    wait slots (K, anchors), real waits first, K the most real waits of an anchor of the level
-    (then the zero slot N); the run block M (2 W + 1, anchors), W the level's longest run: row 0
-    for the start, rows 2 k + 1 and 2 k + 2 for a and b of the k-th row of each run (0 past its
-    end); row 0 and the even rows of M; the slots the even rows go to (R: the anchor's start slot,
-    then the ends of its run's rows, scratch N + 1 past its end)."""
+def _level_blocks(N, a, b, A, size, order, lv, Q):
+    """Per level (anchors A[order][lo:hi], in row order A with their runs' lengths size; lv their
+    levels, Q their waits' slots): views of three matrices with a column per anchor in level
+    order, cut to the level's columns and rows: the wait slots (K, anchors), real waits first, K
+    the most real waits of an anchor of the level (then the zero slot N); the run block M
+    (2 W + 1, anchors), W the level's longest run: row 0 for the start, rows 2 k + 1 and 2 k + 2
+    for a and b of the k-th row of each run (0 past its end); row 0 and the even rows of M; the
+    slots the even rows go to (R: the anchor's start slot, then the ends of its run's rows,
+    scratch N + 1 past its end)."""
     nA = len(A)
     if not nA:
         return [], [], [], [], []
@@ -224,13 +224,24 @@ def _level_blocks(N, a, b, A, size, lv, Q):
         real = np.flatnonzero(q != N)
         Qt[nw[real], real] = q[real]
         nw[real] += 1
+    # row r, the k-th of the run of the anchor in column c: M[2 k + 1, c] = a[r], M[2 k + 2, c] =
+    # b[r], R[k + 1, c] = r (the runs cover the rows in order)
     W = int(size.max())
-    k = np.arange(W)[:, None]
-    rows = np.where(k < size, A + k, N + 1)                # (W, nA): run rows, scratch past the end
+    col = np.empty(nA, dtype=np.intp)
+    col[order] = np.arange(nA)
+    k = np.arange(N) - np.repeat(A, size)
+    c = np.repeat(col + nA, size)
+    at = 2 * nA * k + c
     M = np.zeros((2 * W + 1, nA))
-    M[1::2], M[2::2] = np.append(a, [0.0, 0.0])[rows], np.append(b, [0.0, 0.0])[rows]
-    R = np.empty((W + 1, nA), dtype=np.intp)
-    R[0], R[1:] = N + 2 + np.arange(nA), rows
+    M.ravel()[at] = a
+    at += nA
+    M.ravel()[at] = b
+    R = np.full((W + 1, nA), N + 1, dtype=np.intp)
+    R[0] = N + 2 + np.arange(nA)
+    k *= nA
+    k += c
+    R.ravel()[k] = np.arange(N)
+    size = size[order]
     los = np.minimum(lb[:-1], nA - 1)                      # every level has an anchor (_levels)
     Kl = np.maximum(np.maximum.reduceat(nw, los), 1).tolist()
     Wl = np.maximum.reduceat(size, los).tolist()

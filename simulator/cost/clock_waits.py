@@ -13,11 +13,17 @@ import numpy as np
 from ..program_columns import COLLECTIVE, COMPUTE, RECV, SEND, ProgramColumns
 
 
-def _prev_in_lane(dev: np.ndarray, member: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(row, previous row of the same device in the lane) for every lane member with one."""
-    rows = np.flatnonzero(member)
-    same = dev[rows[1:]] == dev[rows[:-1]]
-    return rows[1:][same], rows[:-1][same]
+def _lane_refs(dev: np.ndarray, lane: np.ndarray, dt) -> np.ndarray:
+    """Per row: the end of the previous row of its device in the lane (a lane member with one), or
+    2 N (zero)."""
+    N = len(dev)
+    col = np.full(N, 2 * N, dtype=dt)
+    rows = np.flatnonzero(lane)
+    if len(rows) > 1:
+        col[rows[1:]] = 2 * rows[:-1] + 1
+        d = dev[rows]
+        col[rows[1:][d[1:] != d[:-1]]] = 2 * N       # a device's first row in the lane
+    return col
 
 
 def _last_writers(cols: ProgramColumns) -> tuple[np.ndarray, np.ndarray]:
@@ -58,9 +64,7 @@ def waits_of(cols: ProgramColumns):
     for lane in lanes:
         if not lane.any():
             continue
-        col = np.full(N, 2 * N, dtype=dt)
-        rr, pp = _prev_in_lane(dev, lane)
-        col[rr] = 2 * pp + 1
+        col = _lane_refs(dev, lane, dt)
         on = lane[w] & ~lane[r]          # a row on the lane already waits for its latest row
         if on.any():                     # (so these rows are not on the lane: no previous row)
             rows, latest = _latest(r[on], w[on], N)
