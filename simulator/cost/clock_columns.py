@@ -139,16 +139,18 @@ def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
         xs[sid[at]], xo[sid[at]] = seg[w] + dev[w], off[w]
         Xs.append(xs)
         Xo.append(xo)
-    seg_len_s = np.zeros(S + n, dtype=np.int64)
-    seg_len_s[sid] = seg_len
+    last = np.full(S + n, -1, dtype=np.int64)      # a segment's last level minus its first
+    last[sid] = seg_len - 1
     BIG = np.int64(1) << 40
     level = np.full(S + n + 2, BIG, dtype=np.int64)
     level[DONE] = -1
     ptr = lo + np.arange(n)
     prev_end = np.full(n, -1, dtype=np.int64)
     left = S
+    xs0, xo0 = Xs[0], Xo[0]
     while left:
-        top = level[Xs[0][ptr]] + Xo[0][ptr]         # >= BIG: a wait not levelled yet
+        top = level[xs0[ptr]]                        # >= BIG: a wait not levelled yet
+        top += xo0[ptr]
         for xs, xo in zip(Xs[1:], Xo[1:]):
             np.maximum(top, level[xs[ptr]] + xo[ptr], out=top)
         ok = top < BIG
@@ -159,7 +161,8 @@ def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
         np.maximum(prev_end, top, out=top)
         top += 1
         level[ptr] = top                             # >= BIG where not ready: still not levelled
-        np.copyto(prev_end, top + seg_len_s[ptr] - 1, where=ok)
+        top += last[ptr]
+        np.copyto(prev_end, top, where=ok)
         ptr += ok
     return level[seg + segdev[seg]] + off
 
@@ -169,90 +172,99 @@ def _times(N, a, b, waits, level) -> np.ndarray:
     max of its waits; its run (itself and the rows after it that wait only for their predecessor)
     is one running sum along [start, a0, b0, a1, b1, ...], numpy's add.accumulate, which adds in
     order: the partial sums are exactly end_k = (start_k + a_k) + b_k and start_k+1 = end_k.
-    Values: slot r holds the end of row r, N zero, N + 1 scratch, N + 2 + i the start of the i-th
-    anchor in level order (a run row's start is its predecessor's end). Each level is three numpy
-    calls on blocks laid out beforehand (`_level_blocks`): the max of its waits (a (K, anchors)
-    gather) into row 0 of its run block (2 W + 1, anchors), the running sums down the block, and
-    one scatter of the block's even rows (the anchors' starts, then the run rows' ends)."""
+    The sums are taken in place in one array V laid out beforehand, a block per level with a
+    column per anchor of the level (`_layout`): so each level is two numpy calls, the max of its
+    waits (a (K, anchors) gather from V) into row 0 of its block, then the running sums down it."""
     P, jrows, E, anchor = waits[:4]
     A = np.flatnonzero(anchor)
     size = np.diff(np.append(A, N))                                 # run lengths
     order = np.argsort(level[A], kind="stable")
+    V, ends, starts, blocks, lb = _layout(N, a, b, A, size, order, level[A[order]])
     apos = np.full(N + 1, -1, dtype=np.int64)
     apos[A[order]] = np.arange(len(A))
+    ends = np.append(ends, len(V) - 1)                  # ref 2 N (zero): the last value of V, 0
 
-    def slots(refs):        # refs (2 r: start of r, 2 r + 1: end of r, 2 N: zero) -> value slots
-        r = np.minimum(refs // 2, N)
-        start = np.where(apos[r] >= 0, N + 2 + apos[r], r - 1)
-        return np.where(refs >= 2 * N, N, np.where(refs % 2 == 1, r, start))
-    Q = [slots(c[A[order]].astype(np.int64)) for c in P]
+    def where_in_v(refs):   # refs (2 r: start of r, 2 r + 1: end of r, 2 N: zero) -> places in V
+        r = refs >> 1
+        out = ends[r]
+        st = np.flatnonzero((refs & 1) == 0)
+        st = st[r.reshape(-1)[st] < N]                  # a start: the anchor's, or the end before
+        r = r.reshape(-1)[st]
+        out.reshape(-1)[st] = np.where(apos[r] >= 0, starts[apos[r]], ends[r - 1])
+        return out
+    Q = [where_in_v(c[A[order]]) for c in P if (c[A] < 2 * N).any()]
     if len(jrows):          # a collective of several members waits for all its members' waits
-        EQ = slots(E)
+        EQ = where_in_v(E)
         for e in range(EQ.shape[1]):
-            Q.append(np.full(len(A), N, dtype=np.int64))
+            Q.append(np.full(len(A), ends[N], dtype=np.intp))
             Q[-1][apos[jrows]] = EQ[:, e]
-    T = np.zeros(N + 2 + len(A))
     top, acc = np.maximum.reduce, np.add.accumulate
-    for q, s, m, ev, r in zip(*_level_blocks(N, a, b, A, size, order, level[A[order]], Q)):
-        top(T[q], axis=0, out=s)
+    for q, s, m in zip(_wait_blocks(Q, ends[N], lb), blocks[0], blocks[1]):
+        top(V[q], axis=0, out=s)
         acc(m, axis=0, out=m)
-        T[r] = ev
-    T[N + 1] = 0.0
     start = np.empty(N)
-    start[1:] = T[:N - 1]                     # a run row starts at its predecessor's end
-    start[A[order]] = T[N + 2:]
+    start[1:] = V[ends[:N - 1]]                          # a run row starts at its predecessor's end
+    start[A[order]] = V[starts]
     return start
 
 
-def _level_blocks(N, a, b, A, size, order, lv, Q):
-    """Per level (anchors A[order][lo:hi], in row order A with their runs' lengths size; lv their
-    levels, Q their waits' slots): views of three matrices with a column per anchor in level
-    order, cut to the level's columns and rows: the wait slots (K, anchors), real waits first, K
-    the most real waits of an anchor of the level (then the zero slot N); the run block M
-    (2 W + 1, anchors), W the level's longest run: row 0 for the start, rows 2 k + 1 and 2 k + 2
-    for a and b of the k-th row of each run (0 past its end); row 0 and the even rows of M; the
-    slots the even rows go to (R: the anchor's start slot, then the ends of its run's rows,
-    scratch N + 1 past its end)."""
+def _layout(N, a, b, A, size, order, lv):
+    """The values of `_times`, V: per level a block (2 W + 1, n), n its anchors (columns, in level
+    order), W its longest run: row 0 the anchor's start, rows 2 k + 1 and 2 k + 2 a and b of the
+    k-th row of the run (0 past its end), the running sums turning them into the ends. V's last
+    value is 0 (nobody's). Returns V, the place in V of each row's end and of each anchor's
+    start, per level (row 0, block) views, and the levels' bounds in level order."""
     nA = len(A)
-    if not nA:
-        return [], [], [], [], []
-    L = int(lv[-1]) + 1
+    L = int(lv[-1]) + 1 if nA else 0
     lb = np.searchsorted(lv, np.arange(L + 1))
-    Qt = np.full((len(Q), nA), N, dtype=np.intp)          # real waits first
-    nw = np.zeros(nA, dtype=np.intp)
-    for q in Q:
-        real = np.flatnonzero(q != N)
-        Qt[nw[real], real] = q[real]
-        nw[real] += 1
-    # row r, the k-th of the run of the anchor in column c: M[2 k + 1, c] = a[r], M[2 k + 2, c] =
-    # b[r], R[k + 1, c] = r (the runs cover the rows in order)
-    W = int(size.max())
+    cnt = np.diff(lb)
+    lvl = np.repeat(np.arange(L), cnt)
+    los = np.minimum(lb[:-1], max(nA - 1, 0))              # every level has an anchor (_levels)
+    Wl = np.maximum.reduceat(size[order], los) if nA else cnt
+    off = np.concatenate([[0], np.cumsum((2 * Wl + 1) * cnt)])
+    n_of = cnt[lvl]
+    starts = off[lvl] + np.arange(nA) - lb[lvl]             # row 0 of the level's block
+    # row r, the k-th of its anchor's run: a at row 2 k + 1 of the anchor's column, b below it
     col = np.empty(nA, dtype=np.intp)
     col[order] = np.arange(nA)
-    k = np.arange(N) - np.repeat(A, size)
-    c = np.repeat(col + nA, size)
-    at = 2 * nA * k + c
-    M = np.zeros((2 * W + 1, nA))
-    M.ravel()[at] = a
-    at += nA
-    M.ravel()[at] = b
-    R = np.full((W + 1, nA), N + 1, dtype=np.intp)
-    R[0] = N + 2 + np.arange(nA)
-    k *= nA
-    k += c
-    R.ravel()[k] = np.arange(N)
-    size = size[order]
-    los = np.minimum(lb[:-1], nA - 1)                      # every level has an anchor (_levels)
-    Kl = np.maximum(np.maximum.reduceat(nw, los), 1).tolist()
-    Wl = np.maximum.reduceat(size, los).tolist()
-    qs, s0, ms, ev, rs = [], [], [], [], []
-    for lo, hi, K, w in zip(lb[:-1].tolist(), lb[1:].tolist(), Kl, Wl):
-        qs.append(Qt[:K, lo:hi])
-        s0.append(M[0, lo:hi])
-        ms.append(M[:2 * w + 1, lo:hi])
-        ev.append(M[:2 * w + 1:2, lo:hi])
-        rs.append(R[:w + 1, lo:hi])
-    return qs, s0, ms, ev, rs
+    n_r = np.repeat(n_of[col], size)
+    at = np.arange(N) - np.repeat(A, size)
+    at *= 2 * n_r
+    at += n_r
+    at += np.repeat(starts[col], size)
+    V = np.zeros(int(off[-1]) + 1)
+    V[at] = a
+    at += n_r
+    V[at] = b
+    s0, ms = [], []
+    for o0, o1, w, n in zip(off[:-1].tolist(), off[1:].tolist(), Wl.tolist(), cnt.tolist()):
+        m = V[o0:o1].reshape(2 * w + 1, n)
+        s0.append(m[0])
+        ms.append(m)
+    return V, at, starts, (s0, ms), lb
+
+
+def _wait_blocks(Q, zero, lb) -> list:
+    """Per level (bounds lb in level order): its anchors' waits (places in V, one list per column
+    of Q) as a (K, n) block, real waits first, K the most real waits of an anchor of the level,
+    the others padded with the place of zero."""
+    nA, L = int(lb[-1]), len(lb) - 1
+    cnt = np.diff(lb)
+    lvl = np.repeat(np.arange(L), cnt)
+    nw = np.zeros(nA, dtype=np.intp)
+    for q in Q:
+        nw += q != zero
+    Kl = np.maximum(np.maximum.reduceat(nw, np.minimum(lb[:-1], max(nA - 1, 0))), 1) if nA else cnt
+    off = np.concatenate([[0], np.cumsum(Kl * cnt)])
+    QF = np.full(int(off[-1]), zero, dtype=np.intp)
+    at = off[lvl] + np.arange(nA) - lb[lvl]
+    n_of = cnt[lvl]
+    for q in Q:
+        real = np.flatnonzero(q != zero)
+        QF[at[real]] = q[real]
+        at[real] += n_of[real]
+    return [QF[o0:o1].reshape(k, n) for o0, o1, k, n in zip(off[:-1].tolist(), off[1:].tolist(), Kl.tolist(),
+                                                             cnt.tolist())]
 
 
 def _events(cols: ProgramColumns, start, a, sent) -> EventColumns:
