@@ -69,7 +69,7 @@ def _schedule_columns(sched, flops_f, flops_b, nbytes) -> ProgramColumns:
     rcv, snd = ci[ra] - 1, ci[sa] + 1
     kind = np.full(N, COMPUTE, dtype=np.int8)
     kind[rcv], kind[snd] = RECV, SEND
-    dev, f, mb = np.repeat(adev, cnt), np.repeat(a_f, cnt), np.repeat(amb, cnt)
+    dev, mb = np.repeat(adev, cnt), np.repeat(amb, cnt)
     # F: from d - 1, to d + 1; BW: the reverse
     fwd = np.where(a_f, 1, -1)
     peer = np.full(N, -1, dtype=np.int64)
@@ -109,8 +109,8 @@ def _schedule_columns(sched, flops_f, flops_b, nbytes) -> ProgramColumns:
               Compute("BW", ("y0", "dy0"), ("dx0",), flops_b, 0, phase="backward", microbatch=0))
     neg = np.full(N, -1, dtype=np.int64)
     rp, rv = csr(np.zeros(N, dtype=np.int64), [])     # the tensors are in `deps`
-    proto = np.where(f, 0, 1)
-    proto[kind != COMPUTE] = -1
+    proto = np.repeat(np.where(a_f, 0, 1), cnt)
+    proto[rcv], proto[snd] = -1, -1
     return ProgramColumns(p, dev, kind, np.zeros(N, dtype=bool), proto,
                           peer, np.full(N, nbytes, dtype=np.int64), match, neg, np.zeros(N, dtype=np.int64),
                           rp, rv, rp, rv, mb, meta, protos, tuple(metas), deps)
