@@ -126,30 +126,26 @@ def _any_eq(cols: list, x: np.ndarray) -> np.ndarray:
 
 
 def _prune(P: list) -> list:
-    """Drop duplicate waits, and when a row waits for the end of the row before it, drop its other
-    waits that row also waited for: end(x) <= start(prev) <= end(prev) (durations are >= 0), so
-    the max is the same; and its waits for earlier rows of the chain of rows before it that each
-    wait for their predecessor's end (their ends never decrease along the chain). Rows then often
-    wait for their predecessor only (`_anchors`)."""
+    """Drop duplicate waits, and when a row waits for the end of the row before it, its waits for
+    earlier rows of the chain of rows before it that each wait for their predecessor's end: along
+    the chain end(u) <= start(u + 1) <= end(u + 1) (durations are >= 0), so the max is the same.
+    Rows then often wait for their predecessor only (`_anchors`)."""
     if len(P) == 1:
         return P
     N, dt = len(P[0]), P[0].dtype
     prev_end = np.arange(-1, 2 * N - 1, 2, dtype=dt)
     has_prev = _any_eq(P, prev_end)
-    before = [np.concatenate([np.full(1, 2 * N, dtype=dt), c[:-1]]) for c in P]
     # rows head(r - 1) + 1 .. r - 1 each wait for the end of the row before them, so the start or
     # end of any row u in head(r - 1) .. r - 1 is at most end(r - 1)
     heads = np.flatnonzero(~has_prev).astype(dt)          # row 0 is one (no ref is -1)
     chain = np.empty(N, dtype=dt)
     chain[0] = 0
     chain[1:] = np.repeat(2 * heads, np.diff(np.append(heads, N)))[:-1]
+    chain[~has_prev] = prev_end[~has_prev]                # no chain: drop nothing
     out = []
     for i, x in enumerate(P):
-        drop = (x & 1).astype(bool)
-        drop &= _any_eq(before, x)
-        drop |= (x >= chain) & (x < prev_end)
-        drop &= has_prev
-        drop &= x != prev_end
+        drop = x >= chain
+        drop &= x < prev_end
         if i:
             drop |= _any_eq(P[:i], x)
         out.append(np.where(drop, dt.type(2 * N), x))
