@@ -66,7 +66,7 @@ def _durations(cols: ProgramColumns, model, collective_cost):
         rows = np.flatnonzero(mask)
         if not len(rows):
             continue
-        used, inv = np.unique(cols.proto[rows], return_inverse=True)
+        used, inv = _unique(cols.proto[rows], len(cols.protos))
         got = [price(cols.protos[k]) for k in used.tolist()]
         a[rows] = np.array([g[0] for g in got], dtype=float)[inv]
         if mask is coll:
@@ -77,13 +77,25 @@ def _durations(cols: ProgramColumns, model, collective_cost):
     if len(snd):
         # the link of each transfer, asked once per (src, dst) pair; the send's bytes for both ends
         n = max(cols.n_devices, 1)
-        used, inv = np.unique(dev[snd] * n + peer[snd], return_inverse=True)
+        used, inv = _unique(dev[snd] * n + peer[snd], n * n)
         links = np.array([model.link(int(p) // n, int(p) % n) for p in used], dtype=float)
         lat, bw = links[inv, 0], links[inv, 1]
         xfer = cols.nbytes[snd].astype(float) / bw
         a[snd], b[snd] = lat, xfer
         a[cols.match[snd]] = lat + xfer
     return a, b, sent
+
+
+def _unique(keys: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(keys, return_inverse=True) for keys in range(size), by a table when it is small."""
+    if size > 4 * len(keys) + (1 << 16):
+        return np.unique(keys, return_inverse=True)
+    seen = np.zeros(size, dtype=bool)
+    seen[keys] = True
+    used = np.flatnonzero(seen)
+    at = np.zeros(size, dtype=np.int64)
+    at[used] = np.arange(len(used))
+    return used, at[keys]
 
 
 def _refuse(on_deadlock) -> None:
@@ -96,18 +108,10 @@ def _refuse(on_deadlock) -> None:
 def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
     """A level per row: above its device's previous anchor and above every row it waits for; the
     rows of an anchor's run share its level."""
-    P, jrows, E, anchor = waits
+    anchor, (xr, xw) = waits[3], waits[4]
     N, n, dev = len(cols), cols.n_devices, cols.dev
-    devx = np.append(dev, n)
-    wrow = np.minimum(P // 2, N)                     # padding -> sentinel row N
-    cross = (devx[wrow] != dev[:, None]) & (wrow < N)
-    head = cross[:, 0].copy()
-    for k in range(1, cross.shape[1]):
-        head |= cross[:, k]
-    if len(jrows):
-        ew = np.minimum(E // 2, N)
-        ecross = (devx[ew] != dev[jrows][:, None]) & (ew < N)
-        head[jrows] |= ecross.any(axis=1)
+    head = np.zeros(N, dtype=bool)
+    head[xr] = True
     first = np.searchsorted(dev, np.arange(n))
     head[first[first < N]] = True
     seg = np.cumsum(head) - 1
@@ -116,57 +120,51 @@ def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
     rank = np.cumsum(anchor) - 1                     # anchors before a row, in program order
     off = rank - rank[heads][seg]
     seg_len = np.diff(np.append(rank[heads], rank[-1] + 1)) if N else rank[:0]
-    # per segment: its head's cross-device waits as (segment, offset, device), padded with row N
-    X = np.where(cross[heads], wrow[heads], N)
-    if len(jrows):
-        extra = np.full((S, E.shape[1]), N, dtype=np.int64)
-        extra[seg[jrows]] = np.where(ecross, ew, N)
-        X = np.concatenate([X, extra], axis=1)
     # segments renumbered with one terminal slot after each device's last: segment i of device d
     # is slot i + d; its terminal waits for slot NEVER, so a finished device just stays put
     segdev = dev[heads]
     lo = np.searchsorted(segdev, np.arange(n))
     DONE, NEVER = S + n, S + n + 1                   # a slot already levelled (-1), one never
-    slot = np.append(seg + segdev[seg], DONE)        # row -> its segment's slot; row N -> DONE
-    X = X[:, (X < N).any(axis=0)]
-    if not X.shape[1]:
-        X = np.full((S, 1), N, dtype=np.int64)
-    X.sort(axis=1)                                   # real waits first, the sentinel N last
-    X = X[:, :max(int((X < N).sum(axis=1).max()) if S else 0, 1)]
     sid = np.arange(S) + segdev
-    Xs, Xo = [], []                                  # per wait column: its slot and offset
-    for c in range(X.shape[1]):
+    # per segment: its head's cross-device waits as columns (slot, offset) of the rows waited for
+    xseg = seg[xr]
+    col = np.arange(len(xr)) - np.searchsorted(xseg, xseg) if (np.diff(xseg) <= 0).any() else xseg[:1] * 0
+    Xs, Xo = [], []
+    C = int(col.max()) + 1 if len(col) else 1
+    for c in range(C):
         xs = np.full(S + n, NEVER, dtype=np.int64)
+        xs[sid] = DONE
         xo = np.zeros(S + n, dtype=np.int64)
-        xs[sid], xo[sid] = slot[X[:, c]], np.append(off, 0)[X[:, c]]
+        at, w = (xseg, xw) if C == 1 else (xseg[col == c], xw[col == c])
+        xs[sid[at]], xo[sid[at]] = seg[w] + dev[w], off[w]
         Xs.append(xs)
         Xo.append(xo)
-    seg_len_s = np.zeros(S + n, dtype=np.int64)
-    seg_len_s[sid] = seg_len
+    last = np.full(S + n, -1, dtype=np.int64)      # a segment's last level minus its first
+    last[sid] = seg_len - 1
     BIG = np.int64(1) << 40
     level = np.full(S + n + 2, BIG, dtype=np.int64)
     level[DONE] = -1
     ptr = lo + np.arange(n)
     prev_end = np.full(n, -1, dtype=np.int64)
     left = S
+    xs0, xo0 = Xs[0], Xo[0]
     while left:
-        g = level[Xs[0][ptr]]                        # level of a cross-device wait (>= BIG: not yet)
-        top = g + Xo[0][ptr]
+        top = level[xs0[ptr]]                        # >= BIG: a wait not levelled yet
+        top += xo0[ptr]
         for xs, xo in zip(Xs[1:], Xo[1:]):
-            gk = level[xs[ptr]]
-            np.maximum(g, gk, out=g)
-            np.maximum(top, gk + xo[ptr], out=top)
-        ok = g < BIG
+            np.maximum(top, level[xs[ptr]] + xo[ptr], out=top)
+        ok = top < BIG
         k = int(np.count_nonzero(ok))
         if not k:
             _refuse(on_deadlock)
         left -= k
-        lvl = np.maximum(prev_end, top)
-        lvl += 1
-        level[ptr] = lvl                             # >= BIG where not ready: still not levelled
-        np.copyto(prev_end, lvl + seg_len_s[ptr] - 1, where=ok)
+        np.maximum(prev_end, top, out=top)
+        top += 1
+        level[ptr] = top                             # >= BIG where not ready: still not levelled
+        top += last[ptr]
+        np.copyto(prev_end, top, where=ok)
         ptr += ok
-    return level[slot[:N]] + off
+    return level[seg + segdev[seg]] + off
 
 
 def _times(N, a, b, waits, level) -> np.ndarray:
@@ -174,106 +172,120 @@ def _times(N, a, b, waits, level) -> np.ndarray:
     max of its waits; its run (itself and the rows after it that wait only for their predecessor)
     is one running sum along [start, a0, b0, a1, b1, ...], numpy's add.accumulate, which adds in
     order: the partial sums are exactly end_k = (start_k + a_k) + b_k and start_k+1 = end_k.
-    Values: slot r holds the end of row r, N zero, N + 1 scratch, N + 2 + i the start of the i-th
-    anchor in level order (a run row's start is its predecessor's end). Each level is three numpy
-    calls on blocks laid out beforehand (`_level_blocks`): the max of its waits (a (K, anchors)
-    gather) into row 0 of its run block (2 W + 1, anchors), the running sums down the block, and
-    one scatter of the block's even rows (the anchors' starts, then the run rows' ends)."""
-    P, jrows, E, anchor = waits
+    The sums are taken in place in one array V laid out beforehand, a block per level with a
+    column per anchor of the level (`_layout`): so each level is two numpy calls, the max of its
+    waits (a (K, anchors) gather from V) into row 0 of its block, then the running sums down it."""
+    P, jrows, E, anchor = waits[:4]
     A = np.flatnonzero(anchor)
     size = np.diff(np.append(A, N))                                 # run lengths
     order = np.argsort(level[A], kind="stable")
-    A, size = A[order], size[order]
+    V, ends, starts, blocks, lb = _layout(N, a, b, A, size, order, level[A[order]])
     apos = np.full(N + 1, -1, dtype=np.int64)
-    apos[A] = np.arange(len(A))
+    apos[A[order]] = np.arange(len(A))
+    ends = np.append(ends, len(V) - 1)                  # ref 2 N (zero): the last value of V, 0
 
-    def slots(refs):        # refs (2 r: start of r, 2 r + 1: end of r, 2 N: zero) -> value slots
-        r = np.minimum(refs // 2, N)
-        start = np.where(apos[r] >= 0, N + 2 + apos[r], r - 1)
-        return np.where(refs >= 2 * N, N, np.where(refs % 2 == 1, r, start))
-    Q = slots(P[A].astype(np.int64))
+    def where_in_v(refs):   # refs (2 r: start of r, 2 r + 1: end of r, 2 N: zero) -> places in V
+        r = refs >> 1
+        out = ends[r]
+        st = np.flatnonzero((refs & 1) == 0)
+        st = st[r.reshape(-1)[st] < N]                  # a start: the anchor's, or the end before
+        r = r.reshape(-1)[st]
+        out.reshape(-1)[st] = np.where(apos[r] >= 0, starts[apos[r]], ends[r - 1])
+        return out
+    Q = [where_in_v(c[A[order]]) for c in P if (c[A] < 2 * N).any()]
     if len(jrows):          # a collective of several members waits for all its members' waits
-        EQ = slots(E)
-        if EQ.shape[1] > Q.shape[1]:
-            Q = np.concatenate([Q, np.full((len(A), EQ.shape[1] - Q.shape[1]), N, dtype=np.int64)], axis=1)
-        Q[apos[jrows], :EQ.shape[1]] = EQ
-        Q[apos[jrows], EQ.shape[1]:] = N
-    T = np.zeros(N + 2 + len(A))
+        EQ = where_in_v(E)
+        for e in range(EQ.shape[1]):
+            Q.append(np.full(len(A), ends[N], dtype=np.intp))
+            Q[-1][apos[jrows]] = EQ[:, e]
     top, acc = np.maximum.reduce, np.add.accumulate
-    for q, s, m, ev, r in zip(*_level_blocks(N, a, b, A, size, level[A], Q)):
-        top(T[q], axis=0, out=s)
+    for q, s, m in zip(_wait_blocks(Q, ends[N], lb), blocks[0], blocks[1]):
+        top(V[q], axis=0, out=s)
         acc(m, axis=0, out=m)
-        T[r] = ev
-    T[N + 1] = 0.0
     start = np.empty(N)
-    start[1:] = T[:N - 1]                     # a run row starts at its predecessor's end
-    start[A] = T[N + 2:]
+    start[1:] = V[ends[:N - 1]]                          # a run row starts at its predecessor's end
+    start[A[order]] = V[starts]
     return start
 
 
-def _level_blocks(N, a, b, A, size, lv, Q):
-    """Per level (anchors A[lo:hi] in level order, their runs' lengths, their waits' slots Q):
-    views of three matrices with a column per anchor, cut to the level's columns and rows: the
-    wait slots (K, anchors), real waits first, K the most real waits of an anchor of the level
-    (then the zero slot N); the run block M (2 W + 1, anchors), W the level's longest run: row 0
-    for the start, rows 2 k + 1 and 2 k + 2 for a and b of the k-th row of each run (0 past its
-    end); row 0 and the even rows of M; the slots the even rows go to (R: the anchor's start slot,
-    then the ends of its run's rows, scratch N + 1 past its end)."""
+def _layout(N, a, b, A, size, order, lv):
+    """The values of `_times`, V: per level a block (2 W + 1, n), n its anchors (columns, in level
+    order), W its longest run: row 0 the anchor's start, rows 2 k + 1 and 2 k + 2 a and b of the
+    k-th row of the run (0 past its end), the running sums turning them into the ends. V's last
+    value is 0 (nobody's). Returns V, the place in V of each row's end and of each anchor's
+    start, per level (row 0, block) views, and the levels' bounds in level order."""
     nA = len(A)
-    if not nA:
-        return [], [], [], [], []
-    L = int(lv[-1]) + 1
+    L = int(lv[-1]) + 1 if nA else 0
     lb = np.searchsorted(lv, np.arange(L + 1))
-    Qt = np.full((Q.shape[1], nA), N, dtype=np.intp)      # real waits first
+    cnt = np.diff(lb)
+    lvl = np.repeat(np.arange(L), cnt)
+    los = np.minimum(lb[:-1], max(nA - 1, 0))              # every level has an anchor (_levels)
+    Wl = np.maximum.reduceat(size[order], los) if nA else cnt
+    off = np.concatenate([[0], np.cumsum((2 * Wl + 1) * cnt)])
+    n_of = cnt[lvl]
+    starts = off[lvl] + np.arange(nA) - lb[lvl]             # row 0 of the level's block
+    # row r, the k-th of its anchor's run: a at row 2 k + 1 of the anchor's column, b below it
+    col = np.empty(nA, dtype=np.intp)
+    col[order] = np.arange(nA)
+    n_r = np.repeat(n_of[col], size)
+    at = np.arange(N) - np.repeat(A, size)
+    at *= 2 * n_r
+    at += n_r
+    at += np.repeat(starts[col], size)
+    V = np.zeros(int(off[-1]) + 1)
+    V[at] = a
+    at += n_r
+    V[at] = b
+    s0, ms = [], []
+    for o0, o1, w, n in zip(off[:-1].tolist(), off[1:].tolist(), Wl.tolist(), cnt.tolist()):
+        m = V[o0:o1].reshape(2 * w + 1, n)
+        s0.append(m[0])
+        ms.append(m)
+    return V, at, starts, (s0, ms), lb
+
+
+def _wait_blocks(Q, zero, lb) -> list:
+    """Per level (bounds lb in level order): its anchors' waits (places in V, one list per column
+    of Q) as a (K, n) block, real waits first, K the most real waits of an anchor of the level,
+    the others padded with the place of zero."""
+    nA, L = int(lb[-1]), len(lb) - 1
+    cnt = np.diff(lb)
+    lvl = np.repeat(np.arange(L), cnt)
     nw = np.zeros(nA, dtype=np.intp)
-    for c in range(Q.shape[1]):
-        real = np.flatnonzero(Q[:, c] != N)
-        Qt[nw[real], real] = Q[real, c]
-        nw[real] += 1
-    W = int(size.max())
-    k = np.arange(W)[:, None]
-    rows = np.where(k < size, A + k, N + 1)                # (W, nA): run rows, scratch past the end
-    M = np.zeros((2 * W + 1, nA))
-    M[1::2], M[2::2] = np.append(a, [0.0, 0.0])[rows], np.append(b, [0.0, 0.0])[rows]
-    R = np.empty((W + 1, nA), dtype=np.intp)
-    R[0], R[1:] = N + 2 + np.arange(nA), rows
-    los = np.minimum(lb[:-1], nA - 1)                      # every level has an anchor (_levels)
-    Kl = np.maximum(np.maximum.reduceat(nw, los), 1).tolist()
-    Wl = np.maximum.reduceat(size, los).tolist()
-    qs, s0, ms, ev, rs = [], [], [], [], []
-    for lo, hi, K, w in zip(lb[:-1].tolist(), lb[1:].tolist(), Kl, Wl):
-        qs.append(Qt[:K, lo:hi])
-        s0.append(M[0, lo:hi])
-        ms.append(M[:2 * w + 1, lo:hi])
-        ev.append(M[:2 * w + 1:2, lo:hi])
-        rs.append(R[:w + 1, lo:hi])
-    return qs, s0, ms, ev, rs
+    for q in Q:
+        nw += q != zero
+    Kl = np.maximum(np.maximum.reduceat(nw, np.minimum(lb[:-1], max(nA - 1, 0))), 1) if nA else cnt
+    off = np.concatenate([[0], np.cumsum(Kl * cnt)])
+    QF = np.full(int(off[-1]), zero, dtype=np.intp)
+    at = off[lvl] + np.arange(nA) - lb[lvl]
+    n_of = cnt[lvl]
+    for q in Q:
+        real = np.flatnonzero(q != zero)
+        QF[at[real]] = q[real]
+        at[real] += n_of[real]
+    return [QF[o0:o1].reshape(k, n) for o0, o1, k, n in zip(off[:-1].tolist(), off[1:].tolist(), Kl.tolist(),
+                                                             cnt.tolist())]
 
 
 def _events(cols: ProgramColumns, start, a, sent) -> EventColumns:
     """One event per row; a send shows its recv's interval, a recv its send's bytes and micro-batch."""
-    kind, N = cols.kind, len(cols)
+    kind = cols.kind
     rcv = np.flatnonzero(kind == RECV)
     snd = cols.match[rcv]
     st, du = start.copy(), a.copy()
     st[snd], du[snd] = start[rcv], a[rcv]
-    nbytes = np.zeros(N, dtype=np.int64)
-    flops = np.zeros(N)
     meta_nb = np.array([m[4] for m in cols.metas], dtype=np.int64)
     meta_fl = np.array([m[5] for m in cols.metas], dtype=float)
     comp = kind == COMPUTE
-    nbytes[comp] = meta_nb[cols.meta[comp]]
-    flops[comp] = meta_fl[cols.meta[comp]]
-    p2p = (kind == SEND) | (kind == RECV)
-    nbytes[p2p] = cols.nbytes[p2p]
+    nbytes = np.where(comp, meta_nb[cols.meta], cols.nbytes)     # p2p: the transfer's bytes
+    flops = np.where(comp, meta_fl[cols.meta], 0.0)
     nbytes[rcv] = cols.nbytes[snd]
-    coll = kind == COLLECTIVE
+    coll = np.flatnonzero(kind == COLLECTIVE)
     nbytes[coll] = sent[coll]
     mb = cols.microbatch.copy()
     mb[rcv] = cols.microbatch[snd]
-    flow = np.full(N, -1, dtype=np.int64)
+    flow = np.full(len(cols), -1, dtype=np.int64)
     flow[rcv] = np.arange(1, len(rcv) + 1)
     flow[snd] = flow[rcv]
     metas = tuple((m[0], m[1], m[2], m[3]) for m in cols.metas)
-    return EventColumns(cols.dev, np.where(comp, 0, 1).astype(np.int8), cols.meta, st, du, nbytes, flops, mb, flow,
-                        metas)
+    return EventColumns(cols.dev, (~comp).view(np.int8), cols.meta, st, du, nbytes, flops, mb, flow, metas)
