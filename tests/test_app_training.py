@@ -196,3 +196,13 @@ def test_training_defaults_always_give_a_valid_run():
     assert not at.error and "tp=4" in summary(at)
     table = next(d.value for d in at.dataframe if "bytes per step, sum over devices" in d.value.columns)
     assert "per device" in table.columns  # the total says it is a total, beside the share of one device
+
+
+def test_float16_gradients_are_shown_as_measured_not_as_equal():
+    """The page judged with its own rule (a warning past 1e-9); it now shows the run's verdict."""
+    at = page("training")
+    at.selectbox(key="strategy").set_value("dp").run()
+    at.selectbox(key="grad_dtype").set_value("float16").run()
+    m = run(at)
+    assert float(m["vs one device"]) > 1e-9 and not at.success
+    assert "measured only: float16 gradients on the wire round by design" in at.info[-1].value

@@ -38,6 +38,28 @@ def test_a_matching_run_reports_ok():
     assert r.check_failure() is None and r.to_dict()["matches_single_device"]
 
 
+def test_a_lower_precision_wire_is_measured_not_called_a_match(capsys):
+    """float16 gradients on the wire differed by 0.11 and printed "(matches)", exit 0, matches: true."""
+    base = ["train", "--strategy", "dp", "--devices", "4", "--grad-dtype", "float16", "--steps", "3"]
+    assert main(base) == 0
+    assert "(measured only: lower-precision gradients on the wire)" in capsys.readouterr().out
+    assert main([*base, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["matches_single_device"] is None and out["check"].startswith("measured only: float16 gradients")
+    assert 1e-9 < out["max_rel_weight_diff_vs_single"]
+
+
+def test_a_wire_format_nobody_uses_keeps_the_float64_check(capsys):
+    """--grad-dtype float16 on a pipeline without data-parallel replicas casts nothing: the 1e-9 check
+    holds (it was skipped, and a diverged run's 1.23 difference printed "(matches)")."""
+    pp = ["train", "--strategy", "pp", "--devices", "2", "--microbatches", "2", "--grad-dtype", "float16",
+          "--steps", "3", "--json"]
+    assert main(pp) == 0 and json.loads(capsys.readouterr().out)["matches_single_device"] is True
+    assert main([*pp, "--lr", "1e6"]) == 1
+    err = capsys.readouterr().err
+    assert "more than the 1e-09 float64 allows; the loss grew" in err and "a diverging run" in err
+
+
 def test_a_resume_with_another_batch_does_not_match(tmp_path, capsys):
     base = ["train", *TINY, "--strategy", "dp", "--devices", "2", "--json"]
     assert main(base + ["--steps", "2", "--checkpoint-dir", str(tmp_path)]) == 0

@@ -211,7 +211,7 @@ def run_for_real(cfg: TrainConfig, price_on: str, on_ray: bool) -> dict:
             rt.close()
     bar.progress(1.0, text="checked against one device")
     return {"trace": res.trace, "losses": res.losses, "reference": res.reference_losses,
-            "diff": res.max_rel_weight_diff_vs_single, "sent": res.bytes_sent_per_device,
+            "diff": res.max_rel_weight_diff_vs_single, "verdict": res.verdict(), "sent": res.bytes_sent_per_device,
             "messages": res.messages, "wall_s": res.wall_time_s, "summary": summary(res.config, res.compiled.notes),
             "stages": stage_map(res.config)}
 
@@ -262,11 +262,14 @@ else:
     c[4].metric("vs one device", "not run")
 st.caption(out["summary"] + (f" · wall time {fmt_time(out['wall_s'])}" if real else ""))
 if real:
-    if out["diff"] < 1e-9:
+    matches, line = out["verdict"]
+    if matches:
         st.success(f"The check: after {len(out['losses'])} step(s) every weight equals the single-device run "
                    f"to {out['diff']:.1e} (relative); the losses coincide.")
+    elif matches is None:
+        st.info(f"The check: {line}.")
     else:
-        st.warning(f"The weights differ from the single-device run by {out['diff']:.2e} (relative).")
+        st.error(f"The check: {line}.")
 
 interactive(timeline_chart(trace, stage_of=out["stages"], title="timeline"), key="timeline")
 st.caption("Hover a bar for its details; drag to pan and scroll to zoom the time axis (double-click resets); click a "

@@ -216,13 +216,16 @@ def _train(a, cfg: TrainConfig, runtime, model, resilient: bool):
                            checkpoint_dir=a.checkpoint_dir, resume_from=a.resume, keep_last=a.keep_last)
 
 
+VERDICT_WORDS = {True: "matches", False: "DOES NOT MATCH", None: "measured only: lower-precision gradients on the wire"}
+
+
 def _print_text(cfg: TrainConfig, out: dict, resilient: bool) -> None:
     extra = "".join(f", {k}={v}" for k, v in (("cp", cfg.cp), ("ep", cfg.ep)) if v > 1)
     print(f"{cfg.strategy} on {cfg.devices} devices (dp={cfg.dp}, pp={cfg.pp}, tp={cfg.tp}{extra}, m={cfg.m})")
     print("losses: " + " ".join("nan/inf" if x is None else f"{x:.4f}" for x in out["losses"]))
     diff = out["max_rel_weight_diff_vs_single"]
     print(f"max relative weight difference vs one device: {'nan/inf' if diff is None else f'{diff:.3g}'}"
-          f" ({'matches' if out['matches_single_device'] else 'DOES NOT MATCH'})")
+          f" ({VERDICT_WORDS[out['matches_single_device']]})")
     parts = out.get("step_breakdown") or {}
     print("the step: " + ", ".join(f"{STEP_PART_LABELS[k]} {v:.1%}" for k, v in parts.items())
           + f"; bytes by collective: {out['bytes_by_collective']}")
@@ -237,8 +240,8 @@ def _print_text(cfg: TrainConfig, out: dict, resilient: bool) -> None:
 
 
 def _verdict(out: dict) -> int:
-    """Exit 1 (with one line on stderr) when the run does not match one device."""
-    if out["matches_single_device"]:
+    """Exit 1 (with one line on stderr) when the run does not match one device (None: measured only)."""
+    if out["matches_single_device"] is not False:
         return 0
     print(f"error: {out['check']}", file=sys.stderr)
     return 1
