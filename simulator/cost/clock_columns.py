@@ -19,11 +19,12 @@ device out of its own order); non-blocking collectives of several members are no
 programs (their completion order is the walk's). The same floating-point operations in the same
 order give the same bits: end = (start + a) + b, a and b as `clock.py` adds them.
 
-Vectorised in two passes. Levels: a row's level exceeds its device's previous row's and its
-cross-device waits' levels; rows between cross-device waits form a segment whose levels follow
-each other, so one loop over segments, vectorised across devices, levels them all. Times: one
-step per level over the anchors of that level (at most one per device): the max of their waits,
-then their runs' running sums (`_times`). A program that cannot finish stops the levelling; the
+Vectorised in two passes over anchors, the rows that do not just follow the row before them
+(`clock_waits`: the others join their anchor's run). Levels: an anchor's level exceeds its
+device's previous anchor's and its cross-device waits' levels; anchors between cross-device waits
+form a segment whose levels follow each other, so one loop over segments, vectorised across
+devices, levels them all. Times: one step per level over the anchors of that level (at most one
+per device): the max of their waits, then their runs' running sums (`_times`). A program that cannot finish stops the levelling; the
 instruction walk then names the deadlock (`Program.walk`). What each row waits for: `clock_waits`.
 """
 
