@@ -15,6 +15,7 @@ under 1 s. CPU seconds are printed beside wall seconds (the machine is shared).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -66,6 +67,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
     p, m = (32, 256) if args.quick else (128, 1024)
+    print("load average (1, 5, 15 min): " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     model = SimpleDeviceModel(flops_per_s=1e12, latency_s=0.0, bandwidth_Bps=1e30)
     sched = make_schedule("1f1b", p, m)
     row(f"1F1B p={p} m={m}", lambda: schedule_program(sched), lambda pr: simulate(pr, model),

@@ -31,7 +31,9 @@ class _Intern(dict):
 def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Concatenation of range(s, s + c) for each (s, c)."""
     ends = np.cumsum(counts)
-    return np.arange(int(ends[-1]) if len(ends) else 0) - np.repeat(ends - counts, counts) + np.repeat(starts, counts)
+    out = np.arange(int(ends[-1]) if len(ends) else 0)
+    out -= np.repeat(ends - counts - starts, counts)
+    return out
 
 
 def fifo_rank(keys: np.ndarray) -> np.ndarray:
@@ -122,7 +124,8 @@ class TileBuilder:
         tlen = np.array([len(b) for _, b in self._tpls], dtype=np.int64)
         tstart = np.cumsum(tlen) - tlen
         (tkind, tblock, tpeer, tnb, ttag, tgroup, tmember, tproto, tmbj, tmbc, tmeta, trmeta) = (
-            np.array(c) for c in zip(*(r[:12] for r in tl)))
+            np.array(c, dtype=t) for c, t in zip(zip(*(r[:12] for r in tl)), (np.int8, bool) + (np.int64,) * 6
+                                                  + (bool,) + (np.int64,) * 3))
         bdev, btpl, bj = (np.concatenate([b[i] for b in self.blocks]) if self.blocks else np.zeros(0, np.int64)
                           for i in range(3))
         if (np.diff(bdev) < 0).any():
@@ -131,41 +134,48 @@ class TileBuilder:
         trow = ranges(tstart[btpl], lens)
         jr, dev = np.repeat(bj, lens), np.repeat(bdev, lens)
         M = int(bj.max()) + 1 if len(bj) else 1
-        kind, peer = tkind[trow].astype(np.int8), tpeer[trow]
+        kind, peer = tkind[trow], tpeer[trow]
 
-        def tensors(col):
+        def tensors(col):       # a block's tensors: its template's, "{j}" ones for its micro-batch
             cnt = np.array([len(r[col]) for r in tl], dtype=np.int64)
             nid = np.array([self.names.id(x) for r in tl for x in r[col]], dtype=np.int64)
             hasj = np.array(["{j}" in name for name in self.names] or [False])
-            ptr = np.cumsum(cnt) - cnt
-            c = cnt[trow]
-            v = nid[ranges(ptr[trow], c)]
-            return csr(c, v * M + np.where(hasj[v], np.repeat(jr, c), 0))
+            rptr = np.concatenate([[0], np.cumsum(cnt)])
+            eptr = rptr[tstart]
+            el = (rptr[tstart + tlen] - eptr)[btpl]
+            v = nid[ranges(eptr[btpl], el)]
+            vals = v * M
+            vals += np.repeat(bj, el) * hasj[v]
+            return csr(cnt[trow], vals)
 
         rp, rv = tensors(12)
         wp, wv = tensors(13)
-        match = self._match(kind, dev, peer, ttag[trow], jr, M)
-        join, member = self._joins(kind, dev, tgroup[trow], tmember[trow])
+        match = self._match(kind, dev, peer, ttag, trow, jr, M)
+        join, member = self._joins(kind, dev, tgroup, tmember, trow)
         meta = tmeta[trow]
         rcv = np.flatnonzero((kind == RECV) & (match >= 0))
         meta[rcv] = trmeta[trow[match[rcv]]]
         mb = np.where(tmbj[trow], jr, tmbc[trow])
-        return ProgramColumns(n, dev, kind, tblock[trow].astype(bool), tproto[trow], peer, tnb[trow].astype(np.int64),
+        return ProgramColumns(n, dev, kind, tblock[trow], tproto[trow], peer, tnb[trow],
                               match, join, member, rp, rv, wp, wv, mb, meta, tuple(self._proto_ins),
                               tuple(self.metas))
 
-    def _match(self, kind, dev, peer, tag, jr, M) -> np.ndarray:
-        """Send <-> recv rows: the k-th of each (src, dst, tag) in program order meet."""
+    def _match(self, kind, dev, peer, ttag, trow, jr, M) -> np.ndarray:
+        """Send <-> recv rows: the k-th of each (src, dst, tag) in program order meet (ttag: each
+        template row's tag, trow: each row's template row)."""
         N, n = len(kind), self.n
         match = np.full(N, -1, dtype=np.int64)
         snd, rcv = np.flatnonzero(kind == SEND), np.flatnonzero(kind == RECV)
         tagj = np.array(["{j}" in t for t in self.tags] or [False])
-        tkey = tag * M + np.where(tagj[np.maximum(tag, 0)], jr, 0)
+
+        def tkey(rows):
+            tag = ttag[trow[rows]]
+            return tag * M + np.where(tagj[np.maximum(tag, 0)], jr[rows], 0)
         span = max(len(self.tags), 1) * M
         if n * n * span * (max(len(snd), 1) + 1) >= 2 ** 62:
             raise ValueError("program too large to match sends by integer keys")
-        sk = (dev[snd] * n + peer[snd]) * span + tkey[snd]
-        rk = (peer[rcv] * n + dev[rcv]) * span + tkey[rcv]
+        sk = (dev[snd] * n + peer[snd]) * span + tkey(snd)
+        rk = (peer[rcv] * n + dev[rcv]) * span + tkey(rcv)
         R = len(snd) + 1
         sk, rk = sk * R + fifo_rank(sk), rk * R + fifo_rank(rk)
         o = np.argsort(sk)
@@ -176,14 +186,20 @@ class TileBuilder:
         match[s_rows] = rcv[hit]
         return match
 
-    def _joins(self, kind, dev, group, member) -> tuple[np.ndarray, np.ndarray]:
-        """One id per instance of a collective of several members: the k-th each member issues."""
+    def _joins(self, kind, dev, tgroup, tmember, trow) -> tuple[np.ndarray, np.ndarray]:
+        """One id per instance of a collective of several members: the k-th each member issues
+        (tgroup, tmember: each template row's group and place in it; trow: each row's)."""
         N = len(kind)
         join = np.full(N, -1, dtype=np.int64)
+        member = np.zeros(N, dtype=np.int64)
         size = np.array([len(g) for g in self.groups] or [1])
-        multi = np.flatnonzero((kind == COLLECTIVE) & (size[np.maximum(group, 0)] > 1))
+        coll = np.flatnonzero(kind == COLLECTIVE)
+        group = tgroup[trow[coll]]
+        multi = coll[size[np.maximum(group, 0)] > 1]
         if len(multi):
             G = len(self.groups)
-            seq = fifo_rank(dev[multi] * G + group[multi])
-            _, join[multi] = np.unique(group[multi] * (int(seq.max()) + 1) + seq, return_inverse=True)
-        return join, np.where(join >= 0, member, 0)
+            group = tgroup[trow[multi]]
+            seq = fifo_rank(dev[multi] * G + group)
+            _, join[multi] = np.unique(group * (int(seq.max()) + 1) + seq, return_inverse=True)
+            member[multi] = tmember[trow[multi]]
+        return join, member

@@ -23,9 +23,11 @@ refused it (a `ParasimError`, e.g. a batch that the micro-batches cannot divide)
 from __future__ import annotations
 
 import csv
+import inspect
 import io
 import itertools
 import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -41,6 +43,9 @@ from .parallel.schedule_sim import simulate_schedule
 from .training import train
 
 KINDS = ("train", "estimate", "search", "schedule")
+SCHEDULE_NAMES = ("schedule", "p", "m", "v", "t_f", "t_b", "t_w", "t_comm")
+# points a sweep may run: a train or search point takes seconds, an estimate or schedule point ms
+MAX_POINTS = {"train": 64, "search": 64, "estimate": 10_000, "schedule": 10_000}
 
 
 def flatten(d: dict, prefix: str = "") -> dict:
@@ -105,11 +110,54 @@ class SweepTable:
 
 
 def _points(vary: dict[str, Any]) -> list[dict]:
+    names = list(vary)
+    return [dict(zip(names, combo)) for combo in itertools.product(*(list(vary[n]) for n in names))]
+
+
+def _names(kind: str) -> tuple[set, set]:
+    """(names a `kind` sweep accepts, names it needs) in its base, fixed arguments and varied values."""
+    if kind == "train":
+        return {f.name for f in fields(TrainConfig)}, set()
+    if kind == "estimate":
+        return ({f.name for f in fields(ParallelConfig)} | {f.name for f in fields(Assumptions)}
+                | {"model", "hardware", "assumptions"}), {"model", "hardware"}
+    if kind == "search":
+        params = inspect.signature(search_configs).parameters
+        return set(params), {n for n, q in params.items() if q.default is inspect.Parameter.empty}
+    return set(SCHEDULE_NAMES), {"schedule", "p", "m"}
+
+
+def _check(kind: str, base, runner_kwargs: dict, vary: dict) -> int:
+    """Refuse up front (one line) a name the kind does not know, a needed name nobody gives, or
+    more points than MAX_POINTS; returns the number of points."""
     for name, values in vary.items():
         if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
             raise ParasimError(f"vary {name}=... needs a list of values, got {values!r}")
-    names = list(vary)
-    return [dict(zip(names, combo)) for combo in itertools.product(*(list(vary[n]) for n in names))]
+    allowed, needed = _names(kind)
+    given = set(vary) | (set(base) if isinstance(base, dict) else set())
+    if kind == "train":     # runner_kwargs are train()'s own arguments (device_model=, ...)
+        if unknown := sorted(set(runner_kwargs) - set(inspect.signature(train).parameters) - {"cfg", "check"}):
+            raise ParasimError(f"train() has no argument {unknown[0]!r}")
+    else:
+        given |= set(runner_kwargs)
+    if unknown := sorted(given - allowed):
+        raise ParasimError(f"a {kind} sweep has no input {unknown[0]!r}; known: {', '.join(sorted(allowed))}")
+    if missing := sorted(needed - given):
+        raise ParasimError(f"a {kind} sweep needs {', '.join(missing)} (set it or vary it)")
+    n = math.prod(len(list(v)) for v in vary.values())
+    if n > MAX_POINTS[kind]:
+        sizes = " x ".join(str(len(list(v))) for v in vary.values())
+        raise ParasimError(f"a {kind} sweep runs at most {MAX_POINTS[kind]:,} points; {sizes} = {n:,}")
+    return n
+
+
+def _number(a: dict, name: str, integer: bool):
+    """a[name] as an int (integer) or a finite float, or one line naming the input."""
+    x = a[name]
+    ok = isinstance(x, int) if integer else isinstance(x, (int, float)) and math.isfinite(x)
+    if isinstance(x, bool) or not ok:
+        raise ParasimError(f"{name} must be {'an integer' if integer else 'a finite number'}, got {x!r}")
+    return x
 
 
 def _split(obj, point: dict, cls) -> tuple[Any, dict]:
@@ -132,8 +180,10 @@ def _run_estimate(base: ParallelConfig, point: dict, kwargs: dict) -> dict:
     cfg, rest = _split(base, point, ParallelConfig)
     call = {**kwargs, **rest}
     a_names = {f.name for f in fields(Assumptions)}
-    assumptions = replace(call.pop("assumptions", Assumptions()), **{k: call.pop(k) for k in list(call)
-                                                                      if k in a_names})
+    base_a = call.pop("assumptions", Assumptions())
+    if not isinstance(base_a, Assumptions):
+        raise ParasimError(f"assumptions must be an Assumptions, got {base_a!r}")
+    assumptions = replace(base_a, **{k: call.pop(k) for k in list(call) if k in a_names})
     model, hardware = call.pop("model", None), call.pop("hardware", None)
     if model is None or hardware is None or call:
         raise ParasimError("an estimate sweep needs model= and hardware= (and only ParallelConfig or Assumptions "
@@ -152,9 +202,9 @@ def _run_search(base: dict, point: dict, kwargs: dict) -> dict:
 
 def _run_schedule(base: dict, point: dict, kwargs: dict) -> dict:
     a = {"t_f": 1.0, "t_b": 1.0, "t_w": 0.0, "v": 1, **base, **kwargs, **point}
-    unknown = set(a) - {"schedule", "p", "m", "v", "t_f", "t_b", "t_w", "t_comm"}
-    if unknown:
-        raise ParasimError(f"a schedule sweep varies schedule, p, m, v, t_f, t_b, t_w, t_comm; not {sorted(unknown)}")
+    for name in SCHEDULE_NAMES[1:]:
+        if name in a:
+            _number(a, name, integer=name in ("p", "m", "v"))
     sched = make_schedule(a["schedule"], a["p"], a["m"], a["v"]) if a["v"] > 1 else \
         make_schedule(a["schedule"], a["p"], a["m"])
     return simulate_schedule(sched, t_f=a["t_f"], t_b=a["t_b"], t_w=a["t_w"], t_comm=a.get("t_comm", 0.0)).to_dict()
@@ -178,6 +228,7 @@ def sweep(kind: str, base, runner_kwargs: dict | None = None, **vary) -> SweepTa
         raise ParasimError(f"a {kind} sweep starts from a dict of arguments")
     if not vary:
         raise ParasimError("nothing to vary: give at least one name=[values]")
+    _check(kind, base, dict(runner_kwargs or {}), vary)
     records = []
     for point in _points(vary):
         record = {k: (v.name if hasattr(v, "name") and not isinstance(v, str) else v) for k, v in point.items()}

@@ -177,3 +177,23 @@ def test_cli_checkpoint_show_and_convert(tmp_path, capsys):
     assert main(["checkpoint", "convert", str(tmp_path / "big"), str(tmp_path / "x"), "--to-strategy", "pp",
                  "--devices", "3", "--pp", "2"]) == 2
     assert "do not multiply" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("src, dst", [
+    (["--strategy", "cp", "--devices", "2"], ["--to-strategy", "dp", "--dp", "2"]),           # cp=2 was carried over
+    (["--strategy", "pp", "--devices", "2", "--microbatches", "2"], ["--to-strategy", "layer", "--pp", "2"]),
+    (["--strategy", "dp", "--devices", "2"], ["--to-strategy", "hybrid", "--dp", "2", "--cp", "2", "--tp", "2"]),
+], ids=["cp-to-dp", "pp-to-layer", "dp-to-hybrid-cp"])
+def test_cli_convert_takes_the_degrees_as_train_does(tmp_path, capsys, src, dst):
+    """Found converting every strategy into every other: --devices was required even with the degrees
+    given, a cp source kept cp=2 for any target, a pipeline's micro-batches went into layer-wise MP."""
+    gpt = ["--model", "gpt", "--layers", "2", "--hidden", "8", "--heads", "2", "--seq", "4", "--vocab", "8"]
+    assert main(["train", *gpt, *src, "--steps", "2", "--checkpoint-every", "1", "--checkpoint-dir",
+                 str(tmp_path / "a")]) == 0
+    assert main(["checkpoint", "convert", str(tmp_path / "a"), str(tmp_path / "b"), *dst, "--json"]) == 0
+    capsys.readouterr()
+    strategy = dst[1]
+    assert main(["train", *gpt, "--strategy", strategy, *dst[2:], "--steps", "3", "--resume", str(tmp_path / "b"),
+                 "--json"]) == 0
+    resumed = json.loads(capsys.readouterr().out)
+    assert resumed["matches_single_device"] and len(resumed["losses"]) == 1

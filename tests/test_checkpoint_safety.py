@@ -6,6 +6,7 @@ import io
 import json
 import os
 import shutil
+import threading
 
 import numpy as np
 import pytest
@@ -78,6 +79,55 @@ def test_a_crash_at_any_replace_or_delete_leaves_a_complete_latest(tmp_path, mon
             assert np.array_equal(Checkpoint.open(root).array("param/0/w"), np.full((6, 8), 2.0))
             assert not list(root.glob(".tmp-*")) and not list(root.glob("*.part-*"))
             assert len(list(root.glob(f"step_{new_step:08d}*"))) == 1  # superseded copies are gone
+
+
+def test_a_crash_halfway_through_deleting_an_old_checkpoint_leaves_no_half_step(tmp_path, monkeypatch):
+    """kill -9 while --keep-last deletes an old checkpoint left a step folder without its strategy
+    file, which no later save recognised or removed (found by killing real runs)."""
+    rt, compiled = _runtime(1.0)
+    for step in (1, 2):
+        save_checkpoint(rt, compiled, step, tmp_path, keep_last=2)
+    real = shutil.rmtree
+
+    def half_delete(path, *a, **kw):     # the strategy file goes first, then the process dies
+        os.remove(os.path.join(path, "strategy.json"))
+        raise Crash(str(path))
+
+    with monkeypatch.context() as m:
+        m.setattr(shutil, "rmtree", half_delete)
+        with pytest.raises(Crash):
+            save_checkpoint(rt, compiled, 3, tmp_path, keep_last=2)
+    assert sorted(p.name for p in tmp_path.glob("step_*")) == ["step_00000002", "step_00000003"]
+    assert real is shutil.rmtree
+    (tmp_path / "step_00000000").mkdir()         # the same leftover, as an older version left it
+    (tmp_path / "step_00000000" / "rank0").mkdir()
+    save_checkpoint(rt, compiled, 4, tmp_path, keep_last=2)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != ".lock") == \
+        ["latest.json", "step_00000003", "step_00000004"]
+
+
+def test_two_runs_saving_into_one_folder_do_not_delete_each_others_files(tmp_path):
+    """Each save removes the temporary folders a crashed save left; without the folder's lock it
+    removed another live run's save in progress ("cannot write checkpoint ...: No such file")."""
+    errors = []
+
+    def saver(value):
+        rt, compiled = _runtime(value)
+        try:
+            for step in range(12):
+                save_checkpoint(rt, compiled, step, tmp_path, keep_last=3)
+        except BaseException as e:  # noqa: BLE001 -- reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=saver, args=(v,)) for v in (1.0, 2.0)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    w = Checkpoint.open(tmp_path).array("param/0/w")
+    assert np.array_equal(w, np.full((6, 8), 1.0)) or np.array_equal(w, np.full((6, 8), 2.0))
+    assert not list(tmp_path.glob(".tmp-*")) and len(list(tmp_path.glob("step_*"))) == 3
 
 
 def _saved(tmp_path):

@@ -152,6 +152,28 @@ def test_lesson_and_app(verb, arg):
     assert _run(["app", "--port", "99999"])[0] == 2
 
 
+SWEEP_NAMES = {"schedule": ["schedule", "p", "m", "v", "t_f", "t_b", "t_w", "t_comm", "foo"],
+               "estimate": ["model", "hardware", "tp", "pp", "dp", "global_batch", "micro_batch", "zero_stage",
+                            "overlap_grad_reduce", "assumptions", "foo"],
+               "search": ["model", "hardware", "gpus", "global_batch", "top", "max_tp", "foo"],
+               "train": ["strategy", "devices", "dp", "pp", "microbatches", "batch", "layers", "lr", "model", "foo"]}
+sweep_values = st.one_of(number_text, st.sampled_from(["1f1b", "gpipe", "megatron-1.7b", "a100-80gb", "none", "true"]))
+
+
+@settings(FUZZ, max_examples=40)
+@given(st.sampled_from(sorted(SWEEP_NAMES)).flatmap(lambda kind: st.tuples(
+    st.just(kind), st.lists(st.tuples(st.sampled_from(["--set", "--vary"]), st.sampled_from(SWEEP_NAMES[kind]),
+                                      st.lists(sweep_values, min_size=1, max_size=3)), max_size=4))))
+def test_sweep(case):
+    """A misspelt or missing name, a value of the wrong type, a grid too large: one line up front, or
+    a table whose refused points carry their reason (found: KeyError, TypeError tracebacks)."""
+    kind, opts = case
+    argv = ["sweep", kind]
+    for flag, name, values in opts:
+        argv += [flag, f"{name}={(values[0] if flag == '--set' else ','.join(values))}"]
+    _assert_clean(argv)
+
+
 # ---- the Python API -------------------------------------------------------------------------------
 @FUZZ
 @given(st.sampled_from(STRATEGIES), st.integers(-1, 9), st.integers(-1, 4), st.integers(-1, 4),

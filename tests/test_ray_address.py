@@ -1,6 +1,8 @@
 """A dead or malformed Ray address fails fast with one line (ray.init alone retried for 928 s)."""
 
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -80,3 +82,47 @@ def test_a_real_ray_cluster_passes_the_probe(ray_session):
     t0 = time.monotonic()
     check_address(ray_session.get_runtime_context().gcs_address, 2)
     assert time.monotonic() - t0 < 2
+
+
+@pytest.fixture
+def http2_server_not_ray():
+    """A local server that speaks HTTP/2's first frame (SETTINGS) and then nothing: it passes the
+    probe, and ray.init retried it past --timeout-s (10 s at least, whatever the timeout)."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    srv.settimeout(0.2)
+    stop, conns = threading.Event(), []
+
+    def serve():
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            conns.append(conn)
+            conn.sendall(bytes([0, 0, 0, 0x4, 0, 0, 0, 0, 0]))   # an empty SETTINGS frame
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{srv.getsockname()[1]}"
+    stop.set()
+    thread.join(5)
+    for c in conns:
+        c.close()
+    srv.close()
+
+
+def test_an_http2_port_that_is_not_ray_fails_within_the_timeout(http2_server_not_ray):
+    """In a child process: the abandoned ray.init must not share this test session's Ray state."""
+    address = http2_server_not_ray
+    t0 = time.monotonic()
+    run = subprocess.run([sys.executable, "-m", "simulator", "train", "--runtime", "ray", "--address", address,
+                          "--timeout-s", "2"], capture_output=True, text=True, timeout=120)
+    elapsed = time.monotonic() - t0
+    assert run.returncode == 2, run.stderr
+    first = run.stderr.splitlines()[0]
+    assert first == f"error: cannot join the Ray cluster at {address} within 2 s", run.stderr
+    assert run.stdout == ""
+    # 2 s for the probe and the join together, plus the child's start (imports: ~1-3 s); it was >= 10 s
+    assert elapsed < 8, elapsed

@@ -35,6 +35,7 @@ from simulator import (
 from simulator.cli import main as cli_main
 from simulator.cost.goodput import FailureModel
 from simulator.cost.search import search_training
+from simulator.errors import ParasimError
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = (ROOT / "README.md").read_text(encoding="utf-8").split("## Experiments as tables", 1)[1].split("\n## ", 1)[0]
@@ -132,3 +133,19 @@ def test_every_result_type_has_to_dict_and_asdict():
         assert type(r).to_dict.__doc__, name
         assert dataclasses.asdict(r), name  # no "cannot pickle 'mappingproxy'"
         pickle.loads(pickle.dumps(r))
+
+
+def test_names_and_grid_size_are_checked_before_any_point_runs():
+    """A misspelt name used to give every row the same error (or a KeyError traceback for a missing
+    one); a grid of 10^6 train points would have run for days."""
+    with pytest.raises(ParasimError, match="a schedule sweep has no input 'mm'"):
+        sweep("schedule", {"schedule": "1f1b", "p": 4}, mm=[1, 2])
+    with pytest.raises(ParasimError, match="a schedule sweep needs schedule"):
+        sweep("schedule", {"p": 4}, m=[1, 2])
+    with pytest.raises(ParasimError, match="a search sweep needs global_batch, gpus, hardware, model"):
+        sweep("search", {}, top=[1])
+    with pytest.raises(ParasimError, match=r"a train sweep runs at most 64 points; 1000 x 1000 = 1,000,000"):
+        sweep("train", TrainConfig(GPTConfig(2, 32, 4, 16, 32), strategy="dp", devices=2),
+              batch_size=range(1000), steps=range(1000))
+    t = sweep("schedule", {"schedule": "1f1b", "p": 4, "m": 8}, v=["x", 1])
+    assert t.records[0]["error"] == "v must be an integer, got 'x'" and not t.records[1]["error"]

@@ -10,7 +10,8 @@ import json
 from dataclasses import replace
 
 from ..errors import ParasimError
-from ..parallel.config import SCHEDULES, STRATEGIES
+from ..parallel.config import CP_KINDS, SCHEDULES, STRATEGIES
+from .train import devices_of
 
 
 def add_parser(sub) -> None:
@@ -25,10 +26,13 @@ def add_parser(sub) -> None:
     conv.add_argument("src")
     conv.add_argument("dst")
     conv.add_argument("--to-strategy", required=True, choices=STRATEGIES)
-    conv.add_argument("--devices", type=int, required=True)
+    conv.add_argument("--devices", type=int, default=None,
+                      help="default: the product of the degrees given, dp x cp x tp x pp (as `parasim train`)")
     conv.add_argument("--dp", type=int, default=0)
     conv.add_argument("--pp", type=int, default=0)
     conv.add_argument("--tp", type=int, default=1)
+    conv.add_argument("--cp", type=int, default=1, help="context-parallel degree (--to-strategy cp or hybrid)")
+    conv.add_argument("--cp-kind", choices=CP_KINDS, default=None, help="default: the source's")
     conv.add_argument("--zero", type=int, default=0)
     conv.add_argument("--ep", type=int, default=1, help="expert-parallel degree (--to-strategy ep)")
     conv.add_argument("--microbatches", type=int, default=None, help="default: the source's")
@@ -56,10 +60,13 @@ def run(a) -> int:
                 print(f"  {n} {tuple(t['global_shape'])}: {t['layout']}")
         return 0
     src = Checkpoint.open(a.src)
-    if a.devices < 1:
-        raise ParasimError(f"--devices must be a positive integer, got {a.devices}")
-    target = replace(src.config, strategy=a.to_strategy, devices=a.devices, dp=a.dp, pp=a.pp, tp=a.tp,
-                     zero=a.zero, ep=a.ep, microbatches=a.microbatches or src.config.microbatches,
+    devices = devices_of(a)
+    if devices < 1:
+        raise ParasimError(f"--devices must be a positive integer, got {devices}")
+    # the source's micro-batches carry over, except into layer-wise model parallelism (it has none)
+    m = a.microbatches or (1 if a.to_strategy == "layer" else src.config.microbatches)
+    target = replace(src.config, strategy=a.to_strategy, devices=devices, dp=a.dp, pp=a.pp, tp=a.tp, cp=a.cp,
+                     cp_kind=a.cp_kind or src.config.cp_kind, zero=a.zero, ep=a.ep, microbatches=m,
                      schedule=a.schedule or src.config.schedule, virtual_stages=1).resolved()
     path = convert_checkpoint(a.src, a.dst, target)
     out = {"src": str(src.path), "dst": str(path), "step": src.step, "from": f"{src.config.strategy} on "

@@ -22,9 +22,9 @@ order give the same bits: end = (start + a) + b, a and b as `clock.py` adds them
 Vectorised in two passes. Levels: a row's level exceeds its device's previous row's and its
 cross-device waits' levels; rows between cross-device waits form a segment whose levels follow
 each other, so one loop over segments, vectorised across devices, levels them all. Times: one
-step per level over the rows of that level (at most one per device), numpy's maximum.reduceat
-over their waits. A program that cannot finish stops the levelling; the instruction walk then
-names the deadlock (`Program.walk`).
+step per level over the anchors of that level (at most one per device): the max of their waits,
+then their runs' running sums (`_times`). A program that cannot finish stops the levelling; the
+instruction walk then names the deadlock (`Program.walk`). What each row waits for: `clock_waits`.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ import numpy as np
 
 from ..program_columns import COLLECTIVE, COMPUTE, RECV, SEND, ProgramColumns
 from ..trace_columns import ColumnTrace, EventColumns
+from .clock_waits import waits_of
 
 
 def price_columns(cols: ProgramColumns, model, collective_cost, step: int = 0, name: str = "",
@@ -47,7 +48,7 @@ def price_columns(cols: ProgramColumns, model, collective_cost, step: int = 0, n
     if (cols.match[p2p] < 0).any():         # a send nobody receives, a recv without its send
         _refuse(on_deadlock)
     a, b, sent = _durations(cols, model, collective_cost)
-    waits = _waits(cols)
+    waits = waits_of(cols)
     level = _levels(cols, waits, on_deadlock)
     start = _times(N, a, b, waits, level)
     return ColumnTrace(n, _events(cols, start, a, sent), name=name, step=step)
@@ -65,7 +66,7 @@ def _durations(cols: ProgramColumns, model, collective_cost):
         rows = np.flatnonzero(mask)
         if not len(rows):
             continue
-        used, inv = np.unique(cols.proto[rows], return_inverse=True)
+        used, inv = _unique(cols.proto[rows], len(cols.protos))
         got = [price(cols.protos[k]) for k in used.tolist()]
         a[rows] = np.array([g[0] for g in got], dtype=float)[inv]
         if mask is coll:
@@ -76,13 +77,25 @@ def _durations(cols: ProgramColumns, model, collective_cost):
     if len(snd):
         # the link of each transfer, asked once per (src, dst) pair; the send's bytes for both ends
         n = max(cols.n_devices, 1)
-        used, inv = np.unique(dev[snd] * n + peer[snd], return_inverse=True)
+        used, inv = _unique(dev[snd] * n + peer[snd], n * n)
         links = np.array([model.link(int(p) // n, int(p) % n) for p in used], dtype=float)
         lat, bw = links[inv, 0], links[inv, 1]
         xfer = cols.nbytes[snd].astype(float) / bw
         a[snd], b[snd] = lat, xfer
         a[cols.match[snd]] = lat + xfer
     return a, b, sent
+
+
+def _unique(keys: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """np.unique(keys, return_inverse=True) for keys in range(size), by a table when it is small."""
+    if size > 4 * len(keys) + (1 << 16):
+        return np.unique(keys, return_inverse=True)
+    seen = np.zeros(size, dtype=bool)
+    seen[keys] = True
+    used = np.flatnonzero(seen)
+    at = np.zeros(size, dtype=np.int64)
+    at[used] = np.arange(len(used))
+    return used, at[keys]
 
 
 def _refuse(on_deadlock) -> None:
@@ -92,150 +105,13 @@ def _refuse(on_deadlock) -> None:
     raise AssertionError("a columnar program cannot finish, but its instruction walk does")
 
 
-def _prev_in_lane(dev: np.ndarray, member: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(row, previous row of the same device in the lane) for every lane member with one."""
-    rows = np.flatnonzero(member)
-    same = dev[rows[1:]] == dev[rows[:-1]]
-    return rows[1:][same], rows[:-1][same]
-
-
-def _last_writers(cols: ProgramColumns) -> tuple[np.ndarray, np.ndarray]:
-    """(row, row that last wrote one of its inputs on its device, earlier in program order)."""
-    N = len(cols)
-    rrow = np.repeat(np.arange(N), np.diff(cols.reads_ptr))
-    wrow = np.repeat(np.arange(N), np.diff(cols.writes_ptr))
-    if not len(rrow) or not len(wrow):
-        return rrow[:0], rrow[:0]
-    T = int(max(cols.reads.max(), cols.writes.max())) + 1
-    wkey = (cols.dev[wrow] * T + cols.writes) * (N + 1) + wrow
-    wkey.sort()
-    rk = cols.dev[rrow] * T + cols.reads
-    pos = np.searchsorted(wkey, rk * (N + 1) + rrow) - 1
-    hit = pos >= 0
-    found = wkey[np.where(hit, pos, 0)]
-    hit &= found // (N + 1) == rk
-    return rrow[hit], found[hit] % (N + 1)
-
-
-def _waits(cols: ProgramColumns):
-    """What each row waits for, as refs: 2 r is the start of row r, 2 r + 1 its end, 2 N zero.
-    P (N, K): per row at most one ref per lane and its send's start (a recv). Only the latest row
-    of a lane counts: a lane's ends never decrease in program order (each row starts after the
-    lane's previous end), so an earlier row of the same lane is never the max. Lanes: compute
-    (compute rows, blocking collectives), comm (sends, recvs, blocking collectives), the
-    non-blocking stream. A row that takes a lane waits for its previous row; the writers of its
-    inputs count lane by lane for the lanes it does not take. (jrows, E): the rows of collectives
-    of several members and the refs of all their members (they all start when the last is ready)."""
-    N, kind, dev = len(cols), cols.kind, cols.dev
-    coll = kind == COLLECTIVE
-    block = coll & cols.blocking
-    lanes = ((kind == COMPUTE) | block, (kind == SEND) | (kind == RECV) | block, coll & ~cols.blocking)
-    r, w = cols.deps if cols.deps is not None else _last_writers(cols)
-    cols_out = []
-    for lane in lanes:
-        col = np.full(N, -1, dtype=np.int64)
-        rr, pp = _prev_in_lane(dev, lane)
-        col[rr] = pp
-        on = lane[w] & ~lane[r]          # a row on the lane already waits for its latest row
-        if on.any():
-            np.maximum.at(col, r[on], w[on])
-        if len(rr) or on.any():
-            cols_out.append(col)
-    rcv = np.flatnonzero(kind == RECV)
-    P = np.full((N, max(len(cols_out) + (len(rcv) > 0), 1)), 2 * N, dtype=np.int32)
-    for c, col in enumerate(cols_out):
-        has = col >= 0
-        P[has, c] = 2 * col[has] + 1
-    if len(rcv):
-        P[rcv, -1] = 2 * cols.match[rcv]
-    P = _prune(P)
-    jrows = np.flatnonzero(cols.join >= 0)
-    return P, jrows, _member_waits(cols, P, jrows), _anchors(cols, P, jrows)
-
-
-RUN = 64     # rows priced in one step after an anchor at most (bounds the padding of `_times`)
-
-
-def _any_eq(cols: list, x: np.ndarray) -> np.ndarray:
-    """Is x equal to one of the columns (numpy reduces short rows of a 2-d array slowly)?"""
-    out = cols[0] == x
-    for c in cols[1:]:
-        out |= c == x
-    return out
-
-
-def _prune(P: np.ndarray) -> np.ndarray:
-    """Drop duplicate waits, and when a row waits for the end of the row before it, drop its other
-    waits that row also waited for: end(x) <= start(prev) <= end(prev) (durations are >= 0), so
-    the max is the same. Rows then often wait for their predecessor only (`_anchors`)."""
-    N, K = P.shape
-    if K == 1:
-        return P
-    cols = [np.ascontiguousarray(P[:, k]) for k in range(K)]
-    before = [np.concatenate([[2 * N], c[:-1]]) for c in cols]
-    prev_end = 2 * np.arange(N, dtype=P.dtype) - 1
-    has_prev = _any_eq(cols, prev_end)
-    out = []
-    for i, x in enumerate(cols):
-        drop = has_prev & (x != prev_end) & ((x & 1) == 1) & _any_eq(before, x)
-        if i:
-            drop |= _any_eq(cols[:i], x)
-        out.append(np.where(drop, 2 * N, x).astype(P.dtype))
-    return np.stack(out, axis=1)
-
-
-def _anchors(cols, P, jrows) -> np.ndarray:
-    """Rows whose only wait is the end of the row before them on their device are priced in one
-    step with it, by an exact running sum (`_times`); the others are anchors of such runs."""
-    N = len(cols)
-    prev = 2 * np.arange(N, dtype=P.dtype) - 1
-    columns = [P[:, k] for k in range(P.shape[1])]
-    count = np.zeros(N, dtype=np.int8)
-    for c in columns:
-        count += c < 2 * N
-    single = (count == 1) & _any_eq(columns, prev)
-    single[np.searchsorted(cols.dev, np.arange(cols.n_devices))[:min(cols.n_devices, N)]] = False
-    single[jrows] = False
-    anchor = ~single
-    run = np.arange(N) - np.maximum.accumulate(np.where(anchor, np.arange(N), 0))
-    anchor |= run % RUN == 0
-    return anchor
-
-
-def _member_waits(cols, P, rows) -> np.ndarray:
-    """For each member row of a collective of several members: the waits of all its members."""
-    if not len(rows):
-        return np.zeros((0, 1), dtype=np.int64)
-    order = np.lexsort((cols.member[rows], cols.join[rows]))
-    srt = rows[order]
-    j = cols.join[srt]
-    first = np.searchsorted(j, j)
-    size = np.bincount(j)[j]
-    g, K = int(size.max()), P.shape[1]
-    E = np.full((len(srt), g * K), 2 * P.shape[0], dtype=np.int64)
-    for k in range(g):       # member k of each collective contributes its waits to all members
-        has = k < size
-        E[has, k * K:(k + 1) * K] = P[srt[first[has] + k]]
-    out = np.empty_like(E)
-    out[order] = E
-    return out
-
-
 def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
     """A level per row: above its device's previous anchor and above every row it waits for; the
     rows of an anchor's run share its level."""
-    P, jrows, E, anchor = waits
+    anchor, (xr, xw) = waits[3], waits[4]
     N, n, dev = len(cols), cols.n_devices, cols.dev
-    devx = np.append(dev, n)
-    wrow = np.minimum(P // 2, N)                     # padding -> sentinel row N
-    cross = (devx[wrow] != dev[:, None]) & (wrow < N)
-    head = cross[:, 0].copy()
-    for k in range(1, cross.shape[1]):
-        head |= cross[:, k]
-    if len(jrows):
-        ew = np.minimum(E // 2, N)
-        ecross = (devx[ew] != dev[jrows][:, None]) & (ew < N)
-        head[jrows] |= ecross.any(axis=1)
+    head = np.zeros(N, dtype=bool)
+    head[xr] = True
     first = np.searchsorted(dev, np.arange(n))
     head[first[first < N]] = True
     seg = np.cumsum(head) - 1
@@ -244,57 +120,51 @@ def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
     rank = np.cumsum(anchor) - 1                     # anchors before a row, in program order
     off = rank - rank[heads][seg]
     seg_len = np.diff(np.append(rank[heads], rank[-1] + 1)) if N else rank[:0]
-    # per segment: its head's cross-device waits as (segment, offset, device), padded with row N
-    X = np.where(cross[heads], wrow[heads], N)
-    if len(jrows):
-        extra = np.full((S, E.shape[1]), N, dtype=np.int64)
-        extra[seg[jrows]] = np.where(ecross, ew, N)
-        X = np.concatenate([X, extra], axis=1)
     # segments renumbered with one terminal slot after each device's last: segment i of device d
     # is slot i + d; its terminal waits for slot NEVER, so a finished device just stays put
     segdev = dev[heads]
     lo = np.searchsorted(segdev, np.arange(n))
     DONE, NEVER = S + n, S + n + 1                   # a slot already levelled (-1), one never
-    slot = np.append(seg + segdev[seg], DONE)        # row -> its segment's slot; row N -> DONE
-    X = X[:, (X < N).any(axis=0)]
-    if not X.shape[1]:
-        X = np.full((S, 1), N, dtype=np.int64)
-    X.sort(axis=1)                                   # real waits first, the sentinel N last
-    X = X[:, :max(int((X < N).sum(axis=1).max()) if S else 0, 1)]
     sid = np.arange(S) + segdev
-    Xs, Xo = [], []                                  # per wait column: its slot and offset
-    for c in range(X.shape[1]):
+    # per segment: its head's cross-device waits as columns (slot, offset) of the rows waited for
+    xseg = seg[xr]
+    col = np.arange(len(xr)) - np.searchsorted(xseg, xseg) if (np.diff(xseg) <= 0).any() else xseg[:1] * 0
+    Xs, Xo = [], []
+    C = int(col.max()) + 1 if len(col) else 1
+    for c in range(C):
         xs = np.full(S + n, NEVER, dtype=np.int64)
+        xs[sid] = DONE
         xo = np.zeros(S + n, dtype=np.int64)
-        xs[sid], xo[sid] = slot[X[:, c]], np.append(off, 0)[X[:, c]]
+        at, w = (xseg, xw) if C == 1 else (xseg[col == c], xw[col == c])
+        xs[sid[at]], xo[sid[at]] = seg[w] + dev[w], off[w]
         Xs.append(xs)
         Xo.append(xo)
-    seg_len_s = np.zeros(S + n, dtype=np.int64)
-    seg_len_s[sid] = seg_len
+    last = np.full(S + n, -1, dtype=np.int64)      # a segment's last level minus its first
+    last[sid] = seg_len - 1
     BIG = np.int64(1) << 40
     level = np.full(S + n + 2, BIG, dtype=np.int64)
     level[DONE] = -1
     ptr = lo + np.arange(n)
     prev_end = np.full(n, -1, dtype=np.int64)
     left = S
+    xs0, xo0 = Xs[0], Xo[0]
     while left:
-        g = level[Xs[0][ptr]]                        # level of a cross-device wait (>= BIG: not yet)
-        top = g + Xo[0][ptr]
+        top = level[xs0[ptr]]                        # >= BIG: a wait not levelled yet
+        top += xo0[ptr]
         for xs, xo in zip(Xs[1:], Xo[1:]):
-            gk = level[xs[ptr]]
-            np.maximum(g, gk, out=g)
-            np.maximum(top, gk + xo[ptr], out=top)
-        ok = g < BIG
+            np.maximum(top, level[xs[ptr]] + xo[ptr], out=top)
+        ok = top < BIG
         k = int(np.count_nonzero(ok))
         if not k:
             _refuse(on_deadlock)
         left -= k
-        lvl = np.maximum(prev_end, top)
-        lvl += 1
-        level[ptr] = lvl                             # >= BIG where not ready: still not levelled
-        np.copyto(prev_end, lvl + seg_len_s[ptr] - 1, where=ok)
+        np.maximum(prev_end, top, out=top)
+        top += 1
+        level[ptr] = top                             # >= BIG where not ready: still not levelled
+        top += last[ptr]
+        np.copyto(prev_end, top, where=ok)
         ptr += ok
-    return level[slot[:N]] + off
+    return level[seg + segdev[seg]] + off
 
 
 def _times(N, a, b, waits, level) -> np.ndarray:
@@ -302,80 +172,120 @@ def _times(N, a, b, waits, level) -> np.ndarray:
     max of its waits; its run (itself and the rows after it that wait only for their predecessor)
     is one running sum along [start, a0, b0, a1, b1, ...], numpy's add.accumulate, which adds in
     order: the partial sums are exactly end_k = (start_k + a_k) + b_k and start_k+1 = end_k.
-    Values: slot r holds the end of row r, N zero, N + 1 scratch, N + 2 + i the start of the i-th
-    anchor in level order (a run row's start is its predecessor's end)."""
-    P, jrows, E, anchor = waits
+    The sums are taken in place in one array V laid out beforehand, a block per level with a
+    column per anchor of the level (`_layout`): so each level is two numpy calls, the max of its
+    waits (a (K, anchors) gather from V) into row 0 of its block, then the running sums down it."""
+    P, jrows, E, anchor = waits[:4]
     A = np.flatnonzero(anchor)
+    size = np.diff(np.append(A, N))                                 # run lengths
     order = np.argsort(level[A], kind="stable")
-    A = A[order]
-    size = np.diff(np.append(np.flatnonzero(anchor), N))[order]     # run lengths
-    W = int(size.max()) if len(size) else 1
-    k = np.arange(W)
-    R = np.where(k < size[:, None], A[:, None] + k, N + 1)          # run rows; N + 1: scratch
-    ax, bx = np.append(a, [0.0, 0.0]), np.append(b, [0.0, 0.0])
-    M = np.zeros((len(A), 2 * W + 1))
-    M[:, 1::2], M[:, 2::2] = ax[R], bx[R]
+    V, ends, starts, blocks, lb = _layout(N, a, b, A, size, order, level[A[order]])
     apos = np.full(N + 1, -1, dtype=np.int64)
-    apos[A] = np.arange(len(A))
+    apos[A[order]] = np.arange(len(A))
+    ends = np.append(ends, len(V) - 1)                  # ref 2 N (zero): the last value of V, 0
 
-    def slots(refs):        # refs (2 r: start of r, 2 r + 1: end of r, 2 N: zero) -> value slots
-        r = np.minimum(refs // 2, N)
-        start = np.where(apos[r] >= 0, N + 2 + apos[r], r - 1)
-        return np.where(refs >= 2 * N, N, np.where(refs % 2 == 1, r, start))
-    QA = [slots(P[A, c].astype(np.int64)) for c in range(P.shape[1])]
-    lv = level[A]
-    L = int(lv[-1]) + 1 if len(lv) else 0
-    lb = np.searchsorted(lv, np.arange(L + 1)).tolist()
-    jpos = apos[jrows]
-    jo = np.argsort(jpos)
-    jpos, EQ = jpos[jo], slots(E[jo])
-    jb = np.searchsorted(jpos, lb).tolist()
-    T = np.zeros(N + 2 + len(A))
-    top, acc, base = np.maximum.reduce, np.add.accumulate, N + 2
-    for l in range(L):
-        lo, hi = lb[l], lb[l + 1]
-        s = T[QA[0][lo:hi]]
-        for q in QA[1:]:
-            np.maximum(s, T[q[lo:hi]], out=s)
-        if jb[l] < jb[l + 1]:
-            i = jpos[jb[l]:jb[l + 1]] - lo
-            s[i] = np.maximum(s[i], top(T[EQ[jb[l]:jb[l + 1]]], axis=1))
-        T[base + lo:base + hi] = s
-        m = M[lo:hi]
-        m[:, 0] = s
-        acc(m, axis=1, out=m)
-        T[R[lo:hi]] = m[:, 2::2]
-    T[N + 1] = 0.0
+    def where_in_v(refs):   # refs (2 r: start of r, 2 r + 1: end of r, 2 N: zero) -> places in V
+        r = refs >> 1
+        out = ends[r]
+        st = np.flatnonzero((refs & 1) == 0)
+        st = st[r.reshape(-1)[st] < N]                  # a start: the anchor's, or the end before
+        r = r.reshape(-1)[st]
+        out.reshape(-1)[st] = np.where(apos[r] >= 0, starts[apos[r]], ends[r - 1])
+        return out
+    Q = [where_in_v(c[A[order]]) for c in P if (c[A] < 2 * N).any()]
+    if len(jrows):          # a collective of several members waits for all its members' waits
+        EQ = where_in_v(E)
+        for e in range(EQ.shape[1]):
+            Q.append(np.full(len(A), ends[N], dtype=np.intp))
+            Q[-1][apos[jrows]] = EQ[:, e]
+    top, acc = np.maximum.reduce, np.add.accumulate
+    for q, s, m in zip(_wait_blocks(Q, ends[N], lb), blocks[0], blocks[1]):
+        top(V[q], axis=0, out=s)
+        acc(m, axis=0, out=m)
     start = np.empty(N)
-    start[1:] = T[:N - 1]                     # a run row starts at its predecessor's end
-    start[A] = T[base:base + len(A)]
+    start[1:] = V[ends[:N - 1]]                          # a run row starts at its predecessor's end
+    start[A[order]] = V[starts]
     return start
+
+
+def _layout(N, a, b, A, size, order, lv):
+    """The values of `_times`, V: per level a block (2 W + 1, n), n its anchors (columns, in level
+    order), W its longest run: row 0 the anchor's start, rows 2 k + 1 and 2 k + 2 a and b of the
+    k-th row of the run (0 past its end), the running sums turning them into the ends. V's last
+    value is 0 (nobody's). Returns V, the place in V of each row's end and of each anchor's
+    start, per level (row 0, block) views, and the levels' bounds in level order."""
+    nA = len(A)
+    L = int(lv[-1]) + 1 if nA else 0
+    lb = np.searchsorted(lv, np.arange(L + 1))
+    cnt = np.diff(lb)
+    lvl = np.repeat(np.arange(L), cnt)
+    los = np.minimum(lb[:-1], max(nA - 1, 0))              # every level has an anchor (_levels)
+    Wl = np.maximum.reduceat(size[order], los) if nA else cnt
+    off = np.concatenate([[0], np.cumsum((2 * Wl + 1) * cnt)])
+    n_of = cnt[lvl]
+    starts = off[lvl] + np.arange(nA) - lb[lvl]             # row 0 of the level's block
+    # row r, the k-th of its anchor's run: a at row 2 k + 1 of the anchor's column, b below it
+    col = np.empty(nA, dtype=np.intp)
+    col[order] = np.arange(nA)
+    n_r = np.repeat(n_of[col], size)
+    at = np.arange(N) - np.repeat(A, size)
+    at *= 2 * n_r
+    at += n_r
+    at += np.repeat(starts[col], size)
+    V = np.zeros(int(off[-1]) + 1)
+    V[at] = a
+    at += n_r
+    V[at] = b
+    s0, ms = [], []
+    for o0, o1, w, n in zip(off[:-1].tolist(), off[1:].tolist(), Wl.tolist(), cnt.tolist()):
+        m = V[o0:o1].reshape(2 * w + 1, n)
+        s0.append(m[0])
+        ms.append(m)
+    return V, at, starts, (s0, ms), lb
+
+
+def _wait_blocks(Q, zero, lb) -> list:
+    """Per level (bounds lb in level order): its anchors' waits (places in V, one list per column
+    of Q) as a (K, n) block, real waits first, K the most real waits of an anchor of the level,
+    the others padded with the place of zero."""
+    nA, L = int(lb[-1]), len(lb) - 1
+    cnt = np.diff(lb)
+    lvl = np.repeat(np.arange(L), cnt)
+    nw = np.zeros(nA, dtype=np.intp)
+    for q in Q:
+        nw += q != zero
+    Kl = np.maximum(np.maximum.reduceat(nw, np.minimum(lb[:-1], max(nA - 1, 0))), 1) if nA else cnt
+    off = np.concatenate([[0], np.cumsum(Kl * cnt)])
+    QF = np.full(int(off[-1]), zero, dtype=np.intp)
+    at = off[lvl] + np.arange(nA) - lb[lvl]
+    n_of = cnt[lvl]
+    for q in Q:
+        real = np.flatnonzero(q != zero)
+        QF[at[real]] = q[real]
+        at[real] += n_of[real]
+    return [QF[o0:o1].reshape(k, n) for o0, o1, k, n in zip(off[:-1].tolist(), off[1:].tolist(), Kl.tolist(),
+                                                             cnt.tolist())]
 
 
 def _events(cols: ProgramColumns, start, a, sent) -> EventColumns:
     """One event per row; a send shows its recv's interval, a recv its send's bytes and micro-batch."""
-    kind, N = cols.kind, len(cols)
+    kind = cols.kind
     rcv = np.flatnonzero(kind == RECV)
     snd = cols.match[rcv]
     st, du = start.copy(), a.copy()
     st[snd], du[snd] = start[rcv], a[rcv]
-    nbytes = np.zeros(N, dtype=np.int64)
-    flops = np.zeros(N)
     meta_nb = np.array([m[4] for m in cols.metas], dtype=np.int64)
     meta_fl = np.array([m[5] for m in cols.metas], dtype=float)
     comp = kind == COMPUTE
-    nbytes[comp] = meta_nb[cols.meta[comp]]
-    flops[comp] = meta_fl[cols.meta[comp]]
-    p2p = (kind == SEND) | (kind == RECV)
-    nbytes[p2p] = cols.nbytes[p2p]
+    nbytes = np.where(comp, meta_nb[cols.meta], cols.nbytes)     # p2p: the transfer's bytes
+    flops = np.where(comp, meta_fl[cols.meta], 0.0)
     nbytes[rcv] = cols.nbytes[snd]
-    coll = kind == COLLECTIVE
+    coll = np.flatnonzero(kind == COLLECTIVE)
     nbytes[coll] = sent[coll]
     mb = cols.microbatch.copy()
     mb[rcv] = cols.microbatch[snd]
-    flow = np.full(N, -1, dtype=np.int64)
+    flow = np.full(len(cols), -1, dtype=np.int64)
     flow[rcv] = np.arange(1, len(rcv) + 1)
     flow[snd] = flow[rcv]
     metas = tuple((m[0], m[1], m[2], m[3]) for m in cols.metas)
-    return EventColumns(cols.dev, np.where(comp, 0, 1).astype(np.int8), cols.meta, st, du, nbytes, flops, mb, flow,
-                        metas)
+    return EventColumns(cols.dev, (~comp).view(np.int8), cols.meta, st, du, nbytes, flops, mb, flow, metas)

@@ -54,45 +54,51 @@ def _schedule_code(sched, flops_f, flops_b, nbytes) -> list:
 def _schedule_columns(sched, flops_f, flops_b, nbytes) -> ProgramColumns:
     """The rows of `_schedule_code`, built with numpy: per action [recv] compute [send]."""
     p = sched.p
-    lens = [len(row) for row in sched.actions]
+    lens = np.fromiter(map(len, sched.actions), np.int64, p)
+    n = int(lens.sum())
     adev = np.repeat(np.arange(p), lens)
-    a_f = np.fromiter((a.kind == "F" for row in sched.actions for a in row), bool, sum(lens))
-    amb = np.fromiter((a.microbatch for row in sched.actions for a in row), np.int64, sum(lens))
-    hr = np.where(a_f, adev > 0, adev < p - 1)          # has a recv before its compute
-    hs = np.where(a_f, adev < p - 1, adev > 0)          # has a send after it
+    a_f = np.fromiter((a.kind == "F" for row in sched.actions for a in row), bool, n)
+    amb = np.fromiter((a.microbatch for row in sched.actions for a in row), np.int64, n)
+    up, down = adev < p - 1, adev > 0
+    hr = np.where(a_f, down, up)                        # has a recv before its compute
+    hs = np.where(a_f, up, down)                        # has a send after it
     cnt = 1 + hr + hs
-    act = np.repeat(np.arange(len(adev)), cnt)
-    off = np.arange(len(act)) - np.repeat(np.cumsum(cnt) - cnt, cnt)
-    slot = off + 1 - hr[act]                            # 0 recv, 1 compute, 2 send
-    kind = np.array([RECV, COMPUTE, SEND], dtype=np.int8)[slot]
-    dev, f, mb = adev[act], a_f[act], amb[act]
-    N = len(act)
-    fwd_peer = np.where(slot == 2, 1, -1)               # F: from d - 1, to d + 1; BW: the reverse
-    peer = np.where(kind == COMPUTE, -1, dev + np.where(f, fwd_peer, -fwd_peer))
+    ci = np.cumsum(cnt) - cnt + hr                      # each action's compute row
+    N = int(ci[-1] + 1 + hs[-1]) if n else 0
+    ra, sa = np.flatnonzero(hr), np.flatnonzero(hs)     # actions with a recv, with a send
+    rcv, snd = ci[ra] - 1, ci[sa] + 1
+    kind = np.full(N, COMPUTE, dtype=np.int8)
+    kind[rcv], kind[snd] = RECV, SEND
+    dev, mb = np.repeat(adev, cnt), np.repeat(amb, cnt)
+    # F: from d - 1, to d + 1; BW: the reverse
+    fwd = np.where(a_f, 1, -1)
+    peer = np.full(N, -1, dtype=np.int64)
+    peer[rcv], peer[snd] = (adev - fwd)[ra], (adev + fwd)[sa]
     # what reads what: F: recv writes x, compute x -> y, send reads y; BW: recv writes dy, compute
     # y, dy -> dx (y from F_j's compute, on the compute lane BW takes itself), send reads dx
-    dep = np.flatnonzero((slot == 2) | ((slot == 1) & hr[act]))
+    dep = np.zeros(N, dtype=bool)
+    dep[snd], dep[ci[ra]] = True, True
+    dep = np.flatnonzero(dep)
     deps = (dep, dep - 1)
-    # the k-th F send of device d meets the k-th F recv of d + 1 (tag "f"); BW sends go to d - 1
-    rank = np.zeros(len(adev), dtype=np.int64)
-    for flag in (True, False):
-        sel = a_f == flag
-        c = np.cumsum(sel)
-        first = np.searchsorted(adev, adev)
-        before = np.where(first > 0, c[np.maximum(first - 1, 0)], 0)
-        rank[sel] = (c - before - 1)[sel]
-    R = int(rank.max()) + 1 if len(rank) else 1
-    key = lambda d, fl, r: (d * 2 + fl) * R + r         # noqa: E731
+    # the k-th F send of device d meets the k-th F recv of d + 1 (tag "f"); BW sends go to d - 1:
+    # rank = the action's place among its device's actions of its kind
+    starts = np.cumsum(lens) - lens
+    f_before = np.cumsum(a_f) - a_f                     # F actions before this one
+    fb0 = np.repeat(np.append(f_before, 0)[starts], lens)
+    rank = np.where(a_f, f_before - fb0, np.arange(n) - f_before - np.repeat(starts, lens) + fb0)
+    R = int(rank.max()) + 1 if n else 1
     table = np.full(2 * p * R + 1, -1, dtype=np.int64)
-    rcv, snd = np.flatnonzero(kind == RECV), np.flatnonzero(kind == SEND)
-    table[key(dev[rcv], f[rcv], rank[act[rcv]])] = rcv
+    table[(adev[ra] * 2 + a_f[ra]) * R + rank[ra]] = rcv
     match = np.full(N, -1, dtype=np.int64)
-    tgt = key(peer[snd], f[snd], rank[act[snd]])
-    ok = (peer[snd] >= 0) & (peer[snd] < p)
-    match[snd] = np.where(ok, table[np.where(ok, tgt, -1)], -1)
+    to = (adev + fwd)[sa]
+    ok = (to >= 0) & (to < p)
+    match[snd] = np.where(ok, table[np.where(ok, (to * 2 + a_f[sa]) * R + rank[sa], -1)], -1)
     has = match[snd] >= 0
     match[match[snd[has]]] = snd[has]
-    meta = np.where(slot == 1, np.where(f, 0, 1), 2 + 4 * dev + 2 * (slot == 0) + ~f)
+    # metas: 0 F, 1 BW; per device d: 2 + 4 d + (0 send y, 1 send dx, 2 recv y, 3 recv dx)
+    meta = np.repeat(np.where(a_f, 0, 1), cnt)
+    meta[rcv] = 4 + 4 * adev[ra] + ~a_f[ra]
+    meta[snd] = 2 + 4 * adev[sa] + ~a_f[sa]
     metas = [("F", "forward", "F", (), 0, float(flops_f)), ("BW", "backward", "BW", (), 0, float(flops_b))]
     for d in range(p):
         metas += [(f"send y{{j}} to {d + 1}", "comm", "send", (), 0, 0.0),
@@ -103,6 +109,8 @@ def _schedule_columns(sched, flops_f, flops_b, nbytes) -> ProgramColumns:
               Compute("BW", ("y0", "dy0"), ("dx0",), flops_b, 0, phase="backward", microbatch=0))
     neg = np.full(N, -1, dtype=np.int64)
     rp, rv = csr(np.zeros(N, dtype=np.int64), [])     # the tensors are in `deps`
-    return ProgramColumns(p, dev, kind, np.zeros(N, dtype=bool), np.where(kind == COMPUTE, np.where(f, 0, 1), -1),
+    proto = np.repeat(np.where(a_f, 0, 1), cnt)
+    proto[rcv], proto[snd] = -1, -1
+    return ProgramColumns(p, dev, kind, np.zeros(N, dtype=bool), proto,
                           peer, np.full(N, nbytes, dtype=np.int64), match, neg, np.zeros(N, dtype=np.int64),
                           rp, rv, rp, rv, mb, meta, protos, tuple(metas), deps)

@@ -10,14 +10,20 @@ Saving never corrupts the last good checkpoint (the write-then-rename discipline
 of PyTorch DCP / Orbax): everything is written into a hidden temporary directory, each file
 itself through a temporary name and `os.replace`; `strategy.json` is written last; only then is
 the directory renamed to its own name (step_k, or step_k.<hex> when step k is saved again) and
-`latest.json` replaced; superseded copies are deleted only after that. A crash at any point
-leaves `latest.json` pointing to a complete checkpoint, the old one or the new one.
+`latest.json` replaced; superseded copies are deleted only after that, each first renamed to a
+hidden `.tmp-drop-*` name so that a crash while deleting leaves no half checkpoint under a step
+name. A crash at any point leaves `latest.json` pointing to a complete checkpoint, the old one or
+the new one; the next save removes the hidden leftovers. Saves into one ROOT hold an exclusive
+lock on ROOT/.lock (fcntl.flock, released by the kernel even on kill -9), so two runs sharing a
+checkpoint folder never delete each other's files in progress.
 Each shard's size, dtype, shape and SHA-256 are recorded and checked on load, its path must stay
 inside the checkpoint (ckpt_files.py); `np.load(allow_pickle=False)`; the strategy file is JSON.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import shutil
@@ -94,8 +100,43 @@ def write_checkpoint(root, step: int, compiled: Compiled, shards: dict[int, dict
     keep_last: keep only the N most recently written checkpoints (the latest always among them).
     `after_file(relative path)` is called after each file (tests use it to simulate a crash)."""
     root = _root(root)
-    for stale in [*root.glob(".tmp-*"), *root.glob("*.part-*")]:  # leftovers of a crashed save
-        shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
+    with _locked(root):
+        _remove_leftovers(root)
+        final = _write(root, step, compiled, shards, after_file)
+        prune(root, keep_last)
+    return final
+
+
+@contextlib.contextmanager
+def _locked(root: Path):
+    """Hold ROOT/.lock exclusively (another run saving into ROOT waits for its save to end)."""
+    try:
+        fd = os.open(root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise ParasimError(f"cannot write checkpoint lock {root / '.lock'}: {e.strerror}") from None
+    try:
+        with contextlib.suppress(OSError):     # a file system without locks: save unlocked
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)    # releases the lock
+
+
+def _remove_leftovers(root: Path) -> None:
+    """What a crashed save or delete left: hidden temporary folders and files, and step folders
+    without strategy.json that `latest.json` does not point to (a delete interrupted by an older
+    version, which removed in place)."""
+    current = latest_checkpoint(root)
+    stale = [*root.glob(".tmp-*"), *root.glob("*.part-*"),
+             *(d for d in root.iterdir() if d.is_dir() and _STEP_DIR.match(d.name) and d != current
+               and not (d / STRATEGY).exists())]
+    for d in stale:
+        shutil.rmtree(d, ignore_errors=True) if d.is_dir() else d.unlink(missing_ok=True)
+
+
+def _write(root: Path, step: int, compiled: Compiled, shards: dict[int, dict[str, np.ndarray]],
+           after_file: Callable[[str], None] | None) -> Path:
+    """The new copy, complete under its own name, with `latest.json` pointing at it."""
     layouts = shard_layouts(compiled)
     shapes = state_shapes(compiled.config)
     tmp = root / f".tmp-step_{step:08d}-{uuid.uuid4().hex[:8]}"
@@ -125,7 +166,6 @@ def write_checkpoint(root, step: int, compiled: Compiled, shards: dict[int, dict
     except OSError as e:  # a full disk, a folder that went read-only: no half checkpoint left behind
         shutil.rmtree(tmp, ignore_errors=True)
         raise ParasimError(f"cannot write checkpoint step {step} to {root}: {e.strerror or e}") from None
-    prune(root, keep_last)
     return final
 
 
@@ -143,8 +183,13 @@ def prune(root, keep_last: int | None = None) -> list[Path]:
     rest = sorted((d for d in others if d not in drop), key=lambda d: (d / STRATEGY).stat().st_mtime, reverse=True)
     if keep_last is not None:
         drop += rest[keep_last - 1:]
-    for d in drop:
-        shutil.rmtree(d, ignore_errors=True)
+    for d in drop:     # hidden first (atomic), then deleted: a crash in between leaves only a .tmp-*
+        trash = Path(root) / f".tmp-drop-{d.name}-{uuid.uuid4().hex[:8]}"
+        try:
+            os.replace(d, trash)
+        except OSError:
+            continue
+        shutil.rmtree(trash, ignore_errors=True)
     return drop
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from typing import Any
 
 from ..errors import DeviceFailure, ParasimError
@@ -28,7 +29,8 @@ from .ray_actor import DeviceActor, RemoteFailure
 from .ray_address import check_address
 
 
-def ensure_ray(address: str | None = None, num_cpus: int = 2, join_timeout_s: float | None = None) -> bool:
+def ensure_ray(address: str | None = None, num_cpus: int = 2, join_timeout_s: float | None = None,
+               stated_s: float | None = None) -> bool:
     """Initialise Ray unless it already is; True if this call started it.
 
     Called from a thread other than the main one (a Streamlit script run, say), Ray is started
@@ -36,7 +38,8 @@ def ensure_ray(address: str | None = None, num_cpus: int = 2, join_timeout_s: fl
     which Linux fires when the *thread* that started them exits, so a Ray started from a
     short-lived thread dies with it (and takes the process down). Joining a cluster at `address`
     also runs in that thread, abandoned after join_timeout_s (default 30 s; ray.init retries an
-    address that answers but never completes the handshake for minutes)."""
+    address that answers but never completes the handshake for minutes); stated_s: the bound the
+    refusal names (the caller's whole timeout, of which joining got what was left)."""
     import ray
 
     _quiet_driver()         # also when Ray was started by someone else: its reports stay off stdout
@@ -58,7 +61,8 @@ def ensure_ray(address: str | None = None, num_cpus: int = 2, join_timeout_s: fl
     threading.Thread(target=keeper, name="parasim-ray-keeper", daemon=True).start()
     bound = 300.0 if not address else 30.0 if join_timeout_s is None else float(join_timeout_s)
     if not started.wait(timeout=bound):
-        raise ParasimError(f"cannot join the Ray cluster at {address} within {bound:g} s" if address
+        said = bound if stated_s is None else stated_s
+        raise ParasimError(f"cannot join the Ray cluster at {address} within {said:g} s" if address
                            else f"Ray did not start within {bound:g} s")
     if failure:
         raise failure[0]
@@ -117,9 +121,13 @@ class RayRuntime(Runtime):
         self.forward_by_handle = not self.shared_memory
         import ray
 
+        deadline = None if timeout_s is None else time.monotonic() + float(timeout_s)
         if address:  # checked even when Ray is already up: a dead address must not pass silently
             check_address(address, timeout_s)
-        self._owns_ray = ensure_ray(address, num_cpus, None if timeout_s is None else max(float(timeout_s), 10.0))
+        # joining shares the caller's bound with the probe: an HTTP/2 port that is not Ray's GCS
+        # passes the probe, and ray.init then retries it; the whole refusal stays within timeout_s
+        self._owns_ray = ensure_ray(address, num_cpus,
+                                    None if deadline is None else max(deadline - time.monotonic(), 0.5), timeout_s)
         self.timeout_s, self.device_class = timeout_s, device_class
         self.devices_per_node = int(devices_per_node)
         self._where: dict = {}  # acknowledgement ref -> (rank, what the call runs)
