@@ -19,11 +19,12 @@ device out of its own order); non-blocking collectives of several members are no
 programs (their completion order is the walk's). The same floating-point operations in the same
 order give the same bits: end = (start + a) + b, a and b as `clock.py` adds them.
 
-Vectorised in two passes. Levels: a row's level exceeds its device's previous row's and its
-cross-device waits' levels; rows between cross-device waits form a segment whose levels follow
-each other, so one loop over segments, vectorised across devices, levels them all. Times: one
-step per level over the anchors of that level (at most one per device): the max of their waits,
-then their runs' running sums (`_times`). A program that cannot finish stops the levelling; the
+Vectorised in two passes over anchors, the rows that do not just follow the row before them
+(`clock_waits`: the others join their anchor's run). Levels: an anchor's level exceeds its
+device's previous anchor's and its cross-device waits' levels; anchors between cross-device waits
+form a segment whose levels follow each other, so one loop over segments, vectorised across
+devices, levels them all. Times: one step per level over the anchors of that level (at most one
+per device): the max of their waits, then their runs' running sums (`_times`). A program that cannot finish stops the levelling; the
 instruction walk then names the deadlock (`Program.walk`). What each row waits for: `clock_waits`.
 """
 
@@ -129,23 +130,24 @@ def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
     # per segment: its head's cross-device waits as columns (slot, offset) of the rows waited for
     xseg = seg[xr]
     col = np.arange(len(xr)) - np.searchsorted(xseg, xseg) if (np.diff(xseg) <= 0).any() else xseg[:1] * 0
-    Xs, Xo = [], []
+    # per wait column c: Xs[c] the slot waited for, Xo[c] the offset in it + 1
     C = int(col.max()) + 1 if len(col) else 1
+    Xs, Xo = [], []
     for c in range(C):
         xs = np.full(S + n, NEVER, dtype=np.int64)
         xs[sid] = DONE
-        xo = np.zeros(S + n, dtype=np.int64)
+        xo = np.ones(S + n, dtype=np.int64)
         at, w = (xseg, xw) if C == 1 else (xseg[col == c], xw[col == c])
-        xs[sid[at]], xo[sid[at]] = seg[w] + dev[w], off[w]
+        xs[sid[at]], xo[sid[at]] = seg[w] + dev[w], off[w] + 1
         Xs.append(xs)
         Xo.append(xo)
-    last = np.full(S + n, -1, dtype=np.int64)      # a segment's last level minus its first
-    last[sid] = seg_len - 1
+    length = np.zeros(S + n, dtype=np.int64)
+    length[sid] = seg_len
     BIG = np.int64(1) << 40
     level = np.full(S + n + 2, BIG, dtype=np.int64)
     level[DONE] = -1
     ptr = lo + np.arange(n)
-    prev_end = np.full(n, -1, dtype=np.int64)
+    after = np.zeros(n, dtype=np.int64)              # each device's next free level
     left = S
     xs0, xo0 = Xs[0], Xo[0]
     while left:
@@ -158,11 +160,10 @@ def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
         if not k:
             _refuse(on_deadlock)
         left -= k
-        np.maximum(prev_end, top, out=top)
-        top += 1
+        np.maximum(after, top, out=top)
         level[ptr] = top                             # >= BIG where not ready: still not levelled
-        top += last[ptr]
-        np.copyto(prev_end, top, where=ok)
+        top += length[ptr]
+        np.copyto(after, top, where=ok)
         ptr += ok
     return level[seg + segdev[seg]] + off
 
@@ -192,7 +193,8 @@ def _times(N, a, b, waits, level) -> np.ndarray:
         r = r.reshape(-1)[st]
         out.reshape(-1)[st] = np.where(apos[r] >= 0, starts[apos[r]], ends[r - 1])
         return out
-    Q = [where_in_v(c[A[order]]) for c in P if (c[A] < 2 * N).any()]
+    Ao = A[order]
+    Q = [where_in_v(q) for q in (c[Ao] for c in P) if (q < 2 * N).any()]
     if len(jrows):          # a collective of several members waits for all its members' waits
         EQ = where_in_v(E)
         for e in range(EQ.shape[1]):
@@ -204,7 +206,7 @@ def _times(N, a, b, waits, level) -> np.ndarray:
         acc(m, axis=0, out=m)
     start = np.empty(N)
     start[1:] = V[ends[:N - 1]]                          # a run row starts at its predecessor's end
-    start[A[order]] = V[starts]
+    start[Ao] = V[starts]
     return start
 
 

@@ -215,16 +215,20 @@ class Runtime(ABC):
             self._plans[key] = _Lowered(make_plan(ins.kind, ins.algo, n, nbytes, root=groot))
         return self._plans[key].plan, groot
 
+    def _start_collective(self, program: Program, ev: Event) -> tuple[_Lowered, int, int]:
+        """A collective event's lowered plan, group-local root and a new key naming it on its devices."""
+        first = program.code[ev.at[0][0]][ev.at[0][1]]
+        plan, groot = self.lower(first)
+        self._keys += 1
+        return self._plans[(first.kind, first.algo, plan.n, first.nbytes, groot)], groot, self._keys
+
     def _collective(self, program: Program, ev: Event, call) -> None:
         """Run one collective step by step. A chunk a member only passes on (it arrived by a plain
         copy and has not been reduced into since) is forwarded by its handle: the member is not
         asked to return it again (it still counts the bytes), so Ray ships each such chunk once."""
         members = ev.at  # ((rank, index), ...) in group order
-        first = program.code[members[0][0]][members[0][1]]
-        plan, groot = self.lower(first)
-        low = self._plans[(first.kind, first.algo, plan.n, first.nbytes, groot)]
-        self._keys += 1
-        key = self._keys  # names the open collective on its devices
+        low, groot, key = self._start_collective(program, ev)
+        plan = low.plan
         n_steps = len(plan.steps)
         chunks: dict[int, Any] = {}  # position in the previous step -> handle
         fresh: dict[tuple[int, int], Any] = {}  # (member, slot) -> handle of the copy it holds

@@ -1,7 +1,9 @@
 """The body of a Ray device actor: a Device, one entry point, and how collective chunks travel.
 
 `invoke(method, *args)` runs one device call (simulator/runtime/base.py) and returns its n results
-plus an acknowledgement. A collective step's chunks for a device on the same Ray node leave as
+plus an acknowledgement; `invoke("collective_run", steps, timeout_s)` runs a device's every step
+of one collective in one call, the chunks coming and going through the members' mailboxes
+(chunk_mail.py) instead of through the driver. A collective step's chunks for a device on the same Ray node leave as
 `ShmChunk` tokens of this actor's shared-memory pool (simulator/runtime/shm_chunks.py says why:
 no object-store allocation per chunk); chunks for other nodes stay numpy arrays, which Ray moves
 through its object store. A received token is read in place (a read-only view of the peer's buffer),
@@ -12,8 +14,12 @@ numpy arrays either way, so its results are those of the in-process runtime bit 
 
 from __future__ import annotations
 
+import os
+import time
+
 from ..errors import DeviceFailure, ParasimError
 from .base import DEVICE_METHODS
+from .chunk_mail import Aborted, Mailbox, available
 from .device import Device
 from .shm_chunks import MIN_CHUNK_BYTES, ChunkPool, ChunkReader, ShmChunk
 
@@ -26,14 +32,16 @@ class RemoteFailure(Exception):
 
 
 class DeviceActor:
-    """One device in an actor. `set_neighbours(ranks)` names the ranks on this actor's Ray node
-    (their chunks may go through shared memory); none until the driver says so."""
+    """One device in an actor. `set_neighbours(peers)` names the ranks on this actor's Ray node
+    (their chunks may go through shared memory) with their mailboxes (address, process id); none
+    until the driver says so."""
 
     def __init__(self, rank: int, device_class: type = Device):
         self.device = device_class(rank)
         self.same_node: frozenset[int] = frozenset()
         self.pool, self.reader = ChunkPool(), ChunkReader()
         self.held: dict[int, dict] = {}  # open collective -> {id(view): (view, token)} its slots use
+        self.mail = Mailbox(rank) if available() else None
 
     def node_id(self) -> str:
         """The Ray node this actor runs on."""
@@ -41,8 +49,15 @@ class DeviceActor:
 
         return ray.get_runtime_context().get_node_id()
 
-    def set_neighbours(self, ranks) -> bool:
-        self.same_node = frozenset(int(r) for r in ranks)
+    def whereabouts(self) -> tuple:
+        """(Ray node id, process id, mailbox address or None)."""
+        return self.node_id(), os.getpid(), None if self.mail is None else self.mail.address
+
+    def set_neighbours(self, peers: dict) -> bool:
+        """peers: {rank: (mailbox address or None, process id)} of the devices on this Ray node."""
+        self.same_node = frozenset(int(r) for r in peers)
+        if self.mail is not None:
+            self.mail.peers = {int(r): (a, pid) for r, (a, pid) in peers.items() if a is not None}
         return True
 
     def shared_buffers(self) -> list[str]:
@@ -53,24 +68,77 @@ class DeviceActor:
         """Unlink this actor's shared-memory buffers (the driver calls it before killing the actor)."""
         self.reader.close()
         self.pool.close()
+        if self.mail is not None:
+            self.mail.close()
         return True
 
     def invoke(self, method: str, *args):
-        if method not in DEVICE_METHODS:
+        if method not in DEVICE_METHODS and method != "collective_run":
             raise ParasimError(f"device method {method!r} is not callable; valid: {', '.join(DEVICE_METHODS)}")
         try:
             if method == "collective_step":
                 outs = self._collective_step(*args)
+            elif method == "collective_run":
+                outs = self._collective_run(*args)
             else:
                 if method == "clear":  # a restart of the run: nobody reads what this pool still holds
                     self.pool.close()
                     for _, token in (x for ts in self.held.values() for x in ts.values()):
                         self.reader.release(token, self.device.rank)
                     self.held = {}
+                    self._forget(float("inf"))
                 outs = getattr(self.device, method)(*args)
         except DeviceFailure as e:
             raise RemoteFailure(e.rank, e.instruction, e.reason) from None
         return (*outs, True) if outs else True
+
+    def _forget(self, before_key: float) -> None:
+        """Let go of the chunks older collectives (aborted ones) left in the mailbox."""
+        if self.mail is not None:
+            for token in self.mail.forget(before_key):
+                self.reader.view(token)
+                self.reader.release(token, self.device.rank)
+
+    def _collective_run(self, steps, timeout_s: float | None) -> list:
+        """Every step of this device's side of one collective: steps = ((s, call, recv_at,
+        send_at), ...), recv_at the positions in plan step s-1 of the transfers `call.recvs`,
+        send_at those in step s of `call.sends`. Each received chunk is taken from this mailbox
+        (waiting for it), each sent one posted to its receiver's. A failure here tells the other
+        members (they abort instead of waiting); a peer's abort raises "aborted: ...". Every
+        wait is bounded by timeout_s (None: while the peer's process lives)."""
+        mail, rank = self.mail, self.device.rank
+        key, group = steps[0][1].key, steps[0][1].ins.group
+        self._forget(key)
+        where = f"instruction #{steps[0][1].index} {steps[0][1].ins!r}"
+
+        def deadline():
+            return None if timeout_s is None else time.monotonic() + timeout_s
+
+        try:
+            for s, call, recv_at, send_at in steps:
+                chunks = []
+                try:
+                    for k, t in zip(recv_at, call.recvs):
+                        chunks.append(mail.take(key, s - 1, k, group[t.src], deadline()))
+                except BaseException:
+                    for c in chunks:
+                        if isinstance(c, ShmChunk):
+                            self.reader.view(c)
+                            self.reader.release(c, rank)
+                    raise
+                outs = self._collective_step(call, *chunks)
+                for k, t, out in zip(send_at, call.sends, outs):
+                    mail.send(group[t.dst], key, s, k, out, deadline())
+        except Aborted as e:
+            src, reason = e.args
+            raise DeviceFailure(rank, where, f"aborted: device {src} failed during the collective ({reason})") from None
+        except DeviceFailure as e:
+            mail.abort(key, group, str(e))
+            raise DeviceFailure(e.rank, e.instruction or where, e.reason) from None
+        except BaseException as e:
+            mail.abort(key, group, f"{type(e).__name__}: {e}")
+            raise
+        return []
 
     def _collective_step(self, call, *chunks) -> list:
         """Tokens become views of the peers' buffers. A view reduced into a slot is released after

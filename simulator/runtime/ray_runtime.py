@@ -24,7 +24,7 @@ from typing import Any
 
 from ..errors import DeviceFailure, ParasimError
 from .base import Runtime
-from .device import Device
+from .device import CollectiveCall, Device
 from .ray_actor import DeviceActor, RemoteFailure
 from .ray_address import check_address
 
@@ -146,20 +146,57 @@ class RayRuntime(Runtime):
 
     def _introduce(self, timeout: float | None = None) -> None:
         """Tell every actor which ranks share its Ray node (their collective chunks go through
-        shared memory, simulator/runtime/shm_chunks.py)."""
+        shared memory, simulator/runtime/shm_chunks.py) and where their mailboxes are
+        (chunk_mail.py)."""
         import ray
 
-        refs = [a.node_id.remote() for a in self.actors]
+        refs = [a.whereabouts.remote() for a in self.actors]
         ray.wait(refs, num_returns=len(refs), timeout=timeout)
-        nodes = []
+        where = []
         for ref in refs:  # a dead actor has no node: nobody sends it shared memory
             try:
-                nodes.append(ray.get(ref, timeout=0))
+                where.append(ray.get(ref, timeout=0))
             except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
-                nodes.append(None)
-        ray.wait([a.set_neighbours.remote([r for r, n in enumerate(nodes) if n is not None and n == node
-                                           and self.shared_memory])
-                  for a, node in zip(self.actors, nodes)], num_returns=len(refs), timeout=timeout)
+                where.append((None, None, None))
+        self._where_is = where
+        ray.wait([a.set_neighbours.remote({r: (addr, pid) for r, (n, pid, addr) in enumerate(where)
+                                           if n is not None and n == node and self.shared_memory})
+                  for a, (node, _, _) in zip(self.actors, where)], num_returns=len(refs), timeout=timeout)
+
+    def _hand_to_hand(self, ranks) -> bool:
+        """True if a collective over `ranks` runs as one call per member, its chunks handed actor to
+        actor (every member on one Ray node, with a mailbox, shared memory on)."""
+        if not self.shared_memory:
+            return False
+        nodes = {self._where_is[r][0] for r in ranks}
+        return len(nodes) == 1 and None not in nodes and all(self._where_is[r][2] for r in ranks)
+
+    def _collective(self, program, ev, call) -> None:
+        """One `collective_run` call per member for the whole collective where the members can hand
+        each other the chunks (`_hand_to_hand`): no driver round trip per step. Each member gets
+        the same per-step CollectiveCall as the step-by-step driver (base.py) would give it, so
+        it runs the same steps, counts the same bytes and ends with the same result. Elsewhere,
+        step by step through Ray (base.py)."""
+        if not self._hand_to_hand([r for r, _ in ev.at]):
+            return super()._collective(program, ev, call)
+        low, groot, key = self._start_collective(program, ev)
+        plan, n_steps = low.plan, len(low.plan.steps)
+        for g, (r, i) in enumerate(ev.at):
+            steps = []
+            for s in range(n_steps + 1):
+                recv_at = low.recvs[s - 1][g] if s else []
+                send_at = low.sends[s][g] if s < n_steps else []
+                if recv_at or send_at or s == 0 or s == n_steps:
+                    spec = CollectiveCall(key, i, program.code[r][i], plan.n, g, groot, plan.n_chunks,
+                                          tuple(plan.steps[s - 1].transfers[k] for k in recv_at),
+                                          tuple(plan.steps[s].transfers[k] for k in send_at), s == 0, s == n_steps)
+                    steps.append((s, spec, tuple(recv_at), tuple(send_at)))
+            call(r, "collective_run", (tuple(steps), self._actor_wait_s()), 0)
+
+    def _actor_wait_s(self) -> float | None:
+        """How long a member waits for a peer's chunk: beyond the driver's bounded wait (which
+        names the straggler first), so members left waiting after it do not hang for ever."""
+        return None if self.timeout_s is None else 2.0 * self.timeout_s + 5.0
 
     def _new_actor(self, rank: int, placed: bool = True):
         import ray
@@ -313,5 +350,7 @@ def _what(method: str, args: tuple) -> str:
         return f"instruction #{index} {ins!r}"
     if method == "collective_step" and args:
         return f"instruction #{args[0].index} {args[0].ins!r}"
+    if method == "collective_run" and args and args[0]:
+        return f"instruction #{args[0][0][1].index} {args[0][0][1].ins!r}"
     return f"a {method} call"
 
