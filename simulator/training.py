@@ -26,8 +26,8 @@ from .errors import DeviceFailure, ParasimError
 from .models import build_model, get_batch
 from .parallel.config import TrainConfig
 from .parallel.replicated import Compiled, make_optimizer
-from .program import Compute
 from .parallel.strategies import compile_strategy
+from .program import Compute
 from .runtime import make_runtime
 from .trace import Trace
 
