@@ -62,7 +62,7 @@ class DeviceActor:
         """peers: {rank: (mailbox address or None, process id)} of the devices on this Ray node."""
         self.same_node = frozenset(int(r) for r in peers)
         if self.mail is not None:
-            self.mail.peers = {int(r): (a, pid) for r, (a, pid) in peers.items() if a is not None}
+            self.mail.set_peers({int(r): (a, pid) for r, (a, pid) in peers.items() if a is not None})
         return True
 
     def shared_buffers(self) -> list[str]:
