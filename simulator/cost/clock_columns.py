@@ -107,8 +107,8 @@ def _refuse(on_deadlock) -> None:
 
 
 def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
-    """A level per row: above its device's previous anchor and above every row it waits for; the
-    rows of an anchor's run share its level."""
+    """A level per anchor (in row order): above its device's previous anchor and above every row it
+    waits for (the rows of an anchor's run share its level)."""
     anchor, (xr, xw) = waits[3], waits[4]
     N, n, dev = len(cols), cols.n_devices, cols.dev
     head = np.zeros(N, dtype=bool)
@@ -118,9 +118,10 @@ def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
     seg = np.cumsum(head) - 1
     S = int(seg[-1]) + 1 if N else 0
     heads = np.flatnonzero(head)
-    rank = np.cumsum(anchor) - 1                     # anchors before a row, in program order
-    off = rank - rank[heads][seg]
-    seg_len = np.diff(np.append(rank[heads], rank[-1] + 1)) if N else rank[:0]
+    rank = np.cumsum(anchor)                         # anchors up to a row, in program order
+    rank -= 1
+    hrank = rank[heads]
+    seg_len = np.diff(np.append(hrank, rank[-1] + 1)) if N else rank[:0]
     # segments renumbered with one terminal slot after each device's last: segment i of device d
     # is slot i + d; its terminal waits for slot NEVER, so a finished device just stays put
     segdev = dev[heads]
@@ -138,7 +139,7 @@ def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
         xs[sid] = DONE
         xo = np.ones(S + n, dtype=np.int64)
         at, w = (xseg, xw) if C == 1 else (xseg[col == c], xw[col == c])
-        xs[sid[at]], xo[sid[at]] = seg[w] + dev[w], off[w] + 1
+        xs[sid[at]], xo[sid[at]] = seg[w] + dev[w], rank[w] - hrank[seg[w]] + 1
         Xs.append(xs)
         Xo.append(xo)
     length = np.zeros(S + n, dtype=np.int64)
@@ -165,7 +166,9 @@ def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
         top += length[ptr]
         np.copyto(after, top, where=ok)
         ptr += ok
-    return level[seg + segdev[seg]] + off
+    A = np.flatnonzero(anchor)
+    sa = seg[A]
+    return level[sa + segdev[sa]] + np.arange(len(A)) - hrank[sa]
 
 
 def _times(N, a, b, waits, level) -> np.ndarray:
@@ -179,8 +182,8 @@ def _times(N, a, b, waits, level) -> np.ndarray:
     P, jrows, E, anchor = waits[:4]
     A = np.flatnonzero(anchor)
     size = np.diff(np.append(A, N))                                 # run lengths
-    order = np.argsort(level[A], kind="stable")
-    V, ends, starts, blocks, lb = _layout(N, a, b, A, size, order, level[A[order]])
+    order = np.argsort(level, kind="stable")
+    V, ends, starts, blocks, lb = _layout(N, a, b, A, size, order, level[order])
     apos = np.full(N + 1, -1, dtype=np.int64)
     apos[A[order]] = np.arange(len(A))
     ends = np.append(ends, len(V) - 1)                  # ref 2 N (zero): the last value of V, 0
