@@ -177,8 +177,8 @@ def _times(N, a, b, waits, level) -> np.ndarray:
     is one running sum along [start, a0, b0, a1, b1, ...], numpy's add.accumulate, which adds in
     order: the partial sums are exactly end_k = (start_k + a_k) + b_k and start_k+1 = end_k.
     The sums are taken in place in one array V laid out beforehand, a block per level with a
-    column per anchor of the level (`_layout`): so each level is two numpy calls, the max of its
-    waits (a (K, anchors) gather from V) into row 0 of its block, then the running sums down it."""
+    column per anchor of the level (`_layout`), so each level is three numpy calls: a (K, anchors)
+    gather of its waits from V, their max into row 0 of its block, the running sums down it."""
     P, jrows, E, anchor = waits[:4]
     A = np.flatnonzero(anchor)
     size = np.diff(np.append(A, N))                                 # run lengths
