@@ -19,11 +19,12 @@ device out of its own order); non-blocking collectives of several members are no
 programs (their completion order is the walk's). The same floating-point operations in the same
 order give the same bits: end = (start + a) + b, a and b as `clock.py` adds them.
 
-Vectorised in two passes. Levels: a row's level exceeds its device's previous row's and its
-cross-device waits' levels; rows between cross-device waits form a segment whose levels follow
-each other, so one loop over segments, vectorised across devices, levels them all. Times: one
-step per level over the anchors of that level (at most one per device): the max of their waits,
-then their runs' running sums (`_times`). A program that cannot finish stops the levelling; the
+Vectorised in two passes over anchors, the rows that do not just follow the row before them
+(`clock_waits`: the others join their anchor's run). Levels: an anchor's level exceeds its
+device's previous anchor's and its cross-device waits' levels; anchors between cross-device waits
+form a segment whose levels follow each other, so one loop over segments, vectorised across
+devices, levels them all. Times: one step per level over the anchors of that level (at most one
+per device): the max of their waits, then their runs' running sums (`_times`). A program that cannot finish stops the levelling; the
 instruction walk then names the deadlock (`Program.walk`). What each row waits for: `clock_waits`.
 """
 
@@ -106,8 +107,8 @@ def _refuse(on_deadlock) -> None:
 
 
 def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
-    """A level per row: above its device's previous anchor and above every row it waits for; the
-    rows of an anchor's run share its level."""
+    """A level per anchor (in row order): above its device's previous anchor and above every row it
+    waits for (the rows of an anchor's run share its level)."""
     anchor, (xr, xw) = waits[3], waits[4]
     N, n, dev = len(cols), cols.n_devices, cols.dev
     head = np.zeros(N, dtype=bool)
@@ -117,9 +118,10 @@ def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
     seg = np.cumsum(head) - 1
     S = int(seg[-1]) + 1 if N else 0
     heads = np.flatnonzero(head)
-    rank = np.cumsum(anchor) - 1                     # anchors before a row, in program order
-    off = rank - rank[heads][seg]
-    seg_len = np.diff(np.append(rank[heads], rank[-1] + 1)) if N else rank[:0]
+    rank = np.cumsum(anchor)                         # anchors up to a row, in program order
+    rank -= 1
+    hrank = rank[heads]
+    seg_len = np.diff(np.append(hrank, rank[-1] + 1)) if N else rank[:0]
     # segments renumbered with one terminal slot after each device's last: segment i of device d
     # is slot i + d; its terminal waits for slot NEVER, so a finished device just stays put
     segdev = dev[heads]
@@ -129,23 +131,24 @@ def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
     # per segment: its head's cross-device waits as columns (slot, offset) of the rows waited for
     xseg = seg[xr]
     col = np.arange(len(xr)) - np.searchsorted(xseg, xseg) if (np.diff(xseg) <= 0).any() else xseg[:1] * 0
-    Xs, Xo = [], []
+    # per wait column c: Xs[c] the slot waited for, Xo[c] the offset in it + 1
     C = int(col.max()) + 1 if len(col) else 1
+    Xs, Xo = [], []
     for c in range(C):
         xs = np.full(S + n, NEVER, dtype=np.int64)
         xs[sid] = DONE
-        xo = np.zeros(S + n, dtype=np.int64)
+        xo = np.ones(S + n, dtype=np.int64)
         at, w = (xseg, xw) if C == 1 else (xseg[col == c], xw[col == c])
-        xs[sid[at]], xo[sid[at]] = seg[w] + dev[w], off[w]
+        xs[sid[at]], xo[sid[at]] = seg[w] + dev[w], rank[w] - hrank[seg[w]] + 1
         Xs.append(xs)
         Xo.append(xo)
-    last = np.full(S + n, -1, dtype=np.int64)      # a segment's last level minus its first
-    last[sid] = seg_len - 1
+    length = np.zeros(S + n, dtype=np.int64)
+    length[sid] = seg_len
     BIG = np.int64(1) << 40
     level = np.full(S + n + 2, BIG, dtype=np.int64)
     level[DONE] = -1
     ptr = lo + np.arange(n)
-    prev_end = np.full(n, -1, dtype=np.int64)
+    after = np.zeros(n, dtype=np.int64)              # each device's next free level
     left = S
     xs0, xo0 = Xs[0], Xo[0]
     while left:
@@ -158,13 +161,14 @@ def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
         if not k:
             _refuse(on_deadlock)
         left -= k
-        np.maximum(prev_end, top, out=top)
-        top += 1
+        np.maximum(after, top, out=top)
         level[ptr] = top                             # >= BIG where not ready: still not levelled
-        top += last[ptr]
-        np.copyto(prev_end, top, where=ok)
+        top += length[ptr]
+        np.copyto(after, top, where=ok)
         ptr += ok
-    return level[seg + segdev[seg]] + off
+    A = np.flatnonzero(anchor)
+    sa = seg[A]
+    return level[sa + segdev[sa]] + np.arange(len(A)) - hrank[sa]
 
 
 def _times(N, a, b, waits, level) -> np.ndarray:
@@ -173,13 +177,13 @@ def _times(N, a, b, waits, level) -> np.ndarray:
     is one running sum along [start, a0, b0, a1, b1, ...], numpy's add.accumulate, which adds in
     order: the partial sums are exactly end_k = (start_k + a_k) + b_k and start_k+1 = end_k.
     The sums are taken in place in one array V laid out beforehand, a block per level with a
-    column per anchor of the level (`_layout`): so each level is two numpy calls, the max of its
-    waits (a (K, anchors) gather from V) into row 0 of its block, then the running sums down it."""
+    column per anchor of the level (`_layout`), so each level is three numpy calls: a (K, anchors)
+    gather of its waits from V, their max into row 0 of its block, the running sums down it."""
     P, jrows, E, anchor = waits[:4]
     A = np.flatnonzero(anchor)
     size = np.diff(np.append(A, N))                                 # run lengths
-    order = np.argsort(level[A], kind="stable")
-    V, ends, starts, blocks, lb = _layout(N, a, b, A, size, order, level[A[order]])
+    order = np.argsort(level, kind="stable")
+    V, ends, starts, blocks, lb = _layout(N, a, b, A, size, order, level[order])
     apos = np.full(N + 1, -1, dtype=np.int64)
     apos[A[order]] = np.arange(len(A))
     ends = np.append(ends, len(V) - 1)                  # ref 2 N (zero): the last value of V, 0
@@ -192,7 +196,8 @@ def _times(N, a, b, waits, level) -> np.ndarray:
         r = r.reshape(-1)[st]
         out.reshape(-1)[st] = np.where(apos[r] >= 0, starts[apos[r]], ends[r - 1])
         return out
-    Q = [where_in_v(c[A[order]]) for c in P if (c[A] < 2 * N).any()]
+    Ao = A[order]
+    Q = [where_in_v(q) for q in (c[Ao] for c in P) if (q < 2 * N).any()]
     if len(jrows):          # a collective of several members waits for all its members' waits
         EQ = where_in_v(E)
         for e in range(EQ.shape[1]):
@@ -204,7 +209,7 @@ def _times(N, a, b, waits, level) -> np.ndarray:
         acc(m, axis=0, out=m)
     start = np.empty(N)
     start[1:] = V[ends[:N - 1]]                          # a run row starts at its predecessor's end
-    start[A[order]] = V[starts]
+    start[Ao] = V[starts]
     return start
 
 
