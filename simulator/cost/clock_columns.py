@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..program import Compute
 from ..program_columns import COLLECTIVE, COMPUTE, RECV, SEND, ProgramColumns
 from ..trace_columns import ColumnTrace, EventColumns
 from .clock_waits import waits_of
@@ -59,21 +60,17 @@ def _durations(cols: ProgramColumns, model, collective_cost):
     """Per row: a and b with end = (start + a) + b, and the bytes each collective row sends."""
     N = len(cols)
     kind, dev, peer = cols.kind, cols.dev, cols.peer
-    a, b = np.zeros(N), np.zeros(N)
+    # each instruction prototype priced once: compute rows and collective rows index them
+    got = [(model.compute_time_s(ins), None) if isinstance(ins, Compute) else collective_cost(ins)
+           for ins in cols.protos]
+    a = np.array([g[0] for g in got] + [0.0], dtype=float)[cols.proto]   # proto -1: 0
+    b = np.zeros(N)
     sent = np.zeros(N, dtype=np.int64)
-    comp = kind == COMPUTE
-    coll = kind == COLLECTIVE
-    for mask, price in ((comp, lambda ins: (model.compute_time_s(ins), None)), (coll, collective_cost)):
-        rows = np.flatnonzero(mask)
-        if not len(rows):
-            continue
-        used, inv = _unique(cols.proto[rows], len(cols.protos))
-        got = [price(cols.protos[k]) for k in used.tolist()]
-        a[rows] = np.array([g[0] for g in got], dtype=float)[inv]
-        if mask is coll:
-            width = max(len(g[1]) for g in got)
-            table = np.array([list(g[1]) + [0] * (width - len(g[1])) for g in got], dtype=np.int64)
-            sent[rows] = table[inv, cols.member[rows]]
+    rows = np.flatnonzero(kind == COLLECTIVE)
+    if len(rows):
+        width = max((len(g[1]) for g in got if g[1] is not None), default=1)
+        table = np.array([list(g[1] or ()) + [0] * (width - len(g[1] or ())) for g in got], dtype=np.int64)
+        sent[rows] = table[cols.proto[rows], cols.member[rows]]
     snd = np.flatnonzero(kind == SEND)
     if len(snd):
         # the link of each transfer, asked once per (src, dst) pair; the send's bytes for both ends
