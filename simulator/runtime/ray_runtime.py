@@ -6,7 +6,10 @@ device sends is one return value of its call (num_returns = chunks + 1) and its 
 passed as a TOP-LEVEL argument of the receiving device's next call, so Ray resolves it actor to
 actor and the driver never fetches a chunk; the driver ray.get's the small acknowledgements once
 at the end of `run`. Calls from one driver to one actor run in submission order, and every call
-depends only on calls submitted before it, so nothing can deadlock.
+depends only on calls submitted before it, so nothing can deadlock. A collective whose members all
+share one Ray node is instead one call per member (`_collective`), the members handing each other
+the chunks through their mailboxes (chunk_mail.py); it waits only for members of the same
+collective, which the walk's order has all reach it, as the step-by-step calls would.
 
 `ray` is imported inside functions only. `ray.init()` is embedded by default (no dashboard,
 num_cpus fixed, worker logs not forwarded, Ray's error reports kept off stdout: `_quiet_driver`);
