@@ -20,8 +20,8 @@ def pair():
     import os
 
     a, b = Mailbox(0), Mailbox(1)
-    a.peers = {1: (b.address, os.getpid())}
-    b.peers = {0: (a.address, os.getpid())}
+    a.set_peers({1: (b.address, os.getpid())})
+    b.set_peers({0: (a.address, os.getpid())})
     yield a, b
     a.close()
     b.close()
@@ -73,7 +73,7 @@ def test_abort_dead_peer_and_bounded_wait(pair):
         b.take(4, 0, 0, 0, time.monotonic() + 0.3)
     assert time.monotonic() - t0 < 2
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    b.peers[0] = (a.address, int(dead.stdout))  # a process that has exited
+    b.set_peers({0: (a.address, int(dead.stdout))})  # a process that has exited
     with pytest.raises(DeviceFailure, match="device 0's actor died"):
         b.take(5, 0, 0, 0, None)
     assert b.forget(5) == [] and not b.aborts
