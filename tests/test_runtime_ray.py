@@ -212,3 +212,24 @@ def test_a_failure_inside_a_collective_run_hand_to_hand_is_named_at_once(ray_run
         np.testing.assert_array_equal(ray_runtime.fetch(3, ["act/y"])["act/y"], local.fetch(3, ["act/y"])["act/y"])
     finally:
         ray_runtime.timeout_s = bound
+
+
+def test_the_runtime_that_started_ray_closes_the_others_first(ray_session, monkeypatch):
+    """Ray's shutdown kills every actor before it could unlink its shared-memory buffers: the
+    runtime that owns Ray closes the still-open ones first (they unlink their buffers)."""
+    import os
+
+    from simulator.runtime.programs import collective_program
+    from simulator.runtime.ray_runtime import RayRuntime
+
+    owner, other = RayRuntime(1, shared_memory=False), RayRuntime(3)
+    owner._owns_ray = True  # as if it had started Ray (the session's Ray stays up: shutdown recorded)
+    shutdowns = []
+    monkeypatch.setattr(ray_session, "shutdown", lambda: shutdowns.append(other.actors))
+    prog, inputs, _ = collective_program("all_reduce", 3, 300_000, "ring")
+    _run(other, prog, inputs)
+    segments = [s for a in other.actors for s in ray_session.get(a.shared_buffers.remote(), timeout=60)]
+    owner.close()
+    assert segments and shutdowns == [[]]  # the other runtime was closed before Ray's shutdown
+    if os.path.isdir("/dev/shm"):
+        assert not [s for s in segments if os.path.exists(f"/dev/shm/{s}")]

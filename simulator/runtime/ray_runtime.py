@@ -23,6 +23,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from typing import Any
 
 from ..errors import DeviceFailure, ParasimError
@@ -30,6 +31,8 @@ from .base import Runtime
 from .device import CollectiveCall, Device
 from .ray_actor import DeviceActor, RemoteFailure
 from .ray_address import check_address
+
+_OPEN: weakref.WeakSet = weakref.WeakSet()  # the RayRuntimes not closed yet
 
 
 def ensure_ray(address: str | None = None, num_cpus: int = 2, join_timeout_s: float | None = None,
@@ -146,6 +149,7 @@ class RayRuntime(Runtime):
         self._rank_of = {a._actor_id.hex(): r for r, a in enumerate(self.actors)}
         # actors start slowly on a busy machine: the bound is per call, not for startup
         self._introduce(timeout=None if timeout_s is None else max(120.0, timeout_s))
+        _OPEN.add(self)
 
     def _introduce(self, timeout: float | None = None) -> None:
         """Tell every actor which ranks share its Ray node (their collective chunks go through
@@ -339,7 +343,10 @@ class RayRuntime(Runtime):
 
             remove_placement_group(self.placement_group)
             self.placement_group = None
+        _OPEN.discard(self)
         if self._owns_ray:
+            for other in list(_OPEN):  # Ray's shutdown would kill their actors before they unlink their buffers
+                other.close()
             ray.shutdown()
 
     def __repr__(self) -> str:
