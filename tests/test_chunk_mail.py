@@ -31,6 +31,11 @@ def test_arrays_of_any_size_and_tokens_arrive_equal_and_in_any_order(pair):
     a, b = pair
     big = np.random.default_rng(0).standard_normal((3, 15_001)).astype(np.float32)  # 3 datagrams
     token = ShmChunk("psm_x", "<f8", (5,))
+    import socket
+
+    stray = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    stray.sendto(b"not a chunk", b.address)  # anything else arriving is ignored
+    stray.close()
     a.send(1, 7, 2, 0, big, None)
     a.send(1, 7, 1, 3, np.arange(4, dtype=np.int16), None)  # an earlier step, sent later
     a.send(1, 7, 3, 1, token, None)

@@ -176,7 +176,10 @@ class Mailbox:
                 msg = self.sock.recv(PIECE + 4096)
             except BlockingIOError:
                 return
-            self._file(msg)
+            try:
+                self._file(msg)
+            except (ValueError, KeyError, TypeError, IndexError, struct.error):
+                pass  # not a parasim datagram (the address is reachable from this machine): ignored
 
     def _file(self, msg: bytes) -> None:
         (n,) = _LEN.unpack_from(msg)
