@@ -70,6 +70,23 @@ def csr(counts: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return ptr, np.asarray(values, dtype=np.int64)
 
 
+def last_writers(dev: np.ndarray, rrow: np.ndarray, rten: np.ndarray, wrow: np.ndarray, wten: np.ndarray,
+                 N: int) -> tuple[np.ndarray, np.ndarray]:
+    """For reads (row rrow of tensor rten) and writes (wrow, wten) of a program of N rows: (row,
+    the row that last wrote that tensor on the row's device before it) for the reads that have one."""
+    if not len(rrow) or not len(wrow):
+        return rrow[:0], rrow[:0]
+    T = int(max(rten.max(), wten.max())) + 1
+    wkey = (dev[wrow] * T + wten) * (N + 1) + wrow
+    wkey.sort()
+    rk = dev[rrow] * T + rten
+    pos = np.searchsorted(wkey, rk * (N + 1) + rrow) - 1
+    hit = pos >= 0
+    found = wkey[np.where(hit, pos, 0)]
+    hit &= found // (N + 1) == rk
+    return rrow[hit], found[hit] % (N + 1)
+
+
 class ColumnarProgram(Program):
     """A Program held as `ProgramColumns`; `code` (the instruction objects) is built on first use
     by `build_code`, the compiler's object form of the same program."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .program import Collective, Compute, Recv, Send
-from .program_columns import COLLECTIVE, COMPUTE, RECV, SEND, ProgramColumns, csr
+from .program_columns import COLLECTIVE, COMPUTE, RECV, SEND, ProgramColumns, csr, last_writers
 
 J = "{j}"
 
@@ -148,8 +148,9 @@ class TileBuilder:
             vals += np.repeat(bj, el) * hasj[v]
             return csr(cnt[trow], vals)
 
-        rp, rv = tensors(12)
         wp, wv = tensors(13)
+        deps = self._deps(tl, tstart, tlen, btpl, bj, lens, dev, wp, wv, M)
+        rp, rv = np.zeros(len(trow) + 1, dtype=np.int64), np.zeros(0, dtype=np.int64)    # the reads are in deps
         match = self._match(kind, dev, peer, ttag, trow, jr, M)
         join, member = self._joins(kind, dev, tgroup, tmember, trow)
         meta = tmeta[trow]
@@ -158,7 +159,39 @@ class TileBuilder:
         mb = np.where(tmbj[trow], jr, tmbc[trow])
         return ProgramColumns(n, dev, kind, tblock[trow], tproto[trow], peer, tnb[trow],
                               match, join, member, rp, rv, wp, wv, mb, meta, tuple(self._proto_ins),
-                              tuple(self.metas))
+                              tuple(self.metas), deps)
+
+    def _deps(self, tl, tstart, tlen, btpl, bj, lens, dev, wp, wv, M) -> tuple[np.ndarray, np.ndarray]:
+        """(row, row that last wrote one of its inputs): within a block, the block's own last write
+        before it, the same for every instance of the block (found once per block); inputs the
+        block has not written yet are looked up among all the program's writes."""
+        inner, outer = [], []                   # (template row, template row of its writer), (row, name)
+        for t0, n in zip(tstart.tolist(), tlen.tolist()):
+            last: dict = {}
+            for i in range(n):
+                r = tl[t0 + i]
+                for x in r[12]:
+                    k = last.get(self.names.id(x))
+                    (outer.append((i, self.names.id(x))) if k is None else inner.append((i, k)))
+                for x in r[13]:
+                    last[self.names.id(x)] = i
+            inner.append((-1, -1))              # template separators
+            outer.append((-1, -1))
+        hasj = np.array(["{j}" in name for name in self.names] or [False])
+        base = np.cumsum(lens) - lens           # each block's first row
+        out = []
+        for pairs in (inner, outer):
+            arr = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+            sep = np.flatnonzero(arr[:, 0] < 0)
+            start = np.concatenate([[0], sep[:-1] + 1])
+            cnt = (sep - start)[btpl]
+            idx = ranges(start[btpl], cnt)
+            at = np.repeat(base, cnt)
+            out.append((at + arr[idx, 0], arr[idx, 1], at, np.repeat(bj, cnt)))
+        (r_in, k_in, at_in, _), (r_out, name, _, j) = out
+        wrow = np.repeat(np.arange(len(dev)), np.diff(wp))
+        r_x, w_x = last_writers(dev, r_out, name * M + np.where(hasj[name], j, 0), wrow, wv, len(dev))
+        return np.concatenate([r_in, r_x]), np.concatenate([at_in + k_in, w_x])
 
     def _match(self, kind, dev, peer, ttag, trow, jr, M) -> np.ndarray:
         """Send <-> recv rows: the k-th of each (src, dst, tag) in program order meet (ttag: each

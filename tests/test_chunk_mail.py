@@ -20,8 +20,8 @@ def pair():
     import os
 
     a, b = Mailbox(0), Mailbox(1)
-    a.peers = {1: (b.address, os.getpid())}
-    b.peers = {0: (a.address, os.getpid())}
+    a.set_peers({1: (b.address, os.getpid())})
+    b.set_peers({0: (a.address, os.getpid())})
     yield a, b
     a.close()
     b.close()
@@ -31,6 +31,11 @@ def test_arrays_of_any_size_and_tokens_arrive_equal_and_in_any_order(pair):
     a, b = pair
     big = np.random.default_rng(0).standard_normal((3, 15_001)).astype(np.float32)  # 3 datagrams
     token = ShmChunk("psm_x", "<f8", (5,))
+    import socket
+
+    stray = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    stray.sendto(b"not a chunk", b.address)  # anything else arriving is ignored
+    stray.close()
     a.send(1, 7, 2, 0, big, None)
     a.send(1, 7, 1, 3, np.arange(4, dtype=np.int16), None)  # an earlier step, sent later
     a.send(1, 7, 3, 1, token, None)
@@ -73,7 +78,7 @@ def test_abort_dead_peer_and_bounded_wait(pair):
         b.take(4, 0, 0, 0, time.monotonic() + 0.3)
     assert time.monotonic() - t0 < 2
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    b.peers[0] = (a.address, int(dead.stdout))  # a process that has exited
+    b.set_peers({0: (a.address, int(dead.stdout))})  # a process that has exited
     with pytest.raises(DeviceFailure, match="device 0's actor died"):
         b.take(5, 0, 0, 0, None)
     assert b.forget(5) == [] and not b.aborts

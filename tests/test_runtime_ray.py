@@ -185,3 +185,51 @@ def test_object_store_transport_equals_shared_memory_and_buffers_are_unlinked(ra
     for r in range(3):
         for name in names:
             np.testing.assert_array_equal(got[True][r][name], got[False][r][name])
+
+
+def test_a_failure_inside_a_collective_run_hand_to_hand_is_named_at_once(ray_runtime):
+    """A collective run as one call per member: the failing member tells the others (they stop
+    instead of waiting for its chunks), the failure names it, well within the bounded wait, and
+    the next run is right again."""
+    import time
+
+    from simulator.runtime.programs import collective_program
+
+    prog, inputs, _ = collective_program("all_reduce", 8, 80_000, "ring")
+    ray_runtime.timeout_s, bound = 30.0, ray_runtime.timeout_s
+    try:
+        ray_runtime.clear()
+        ray_runtime.load(inputs)
+        ray_runtime.inject_failure(5, 0, "injected in the ring")
+        t0 = time.perf_counter()
+        with pytest.raises(DeviceFailure, match="injected in the ring") as err:
+            ray_runtime.run(prog)
+        assert err.value.rank == 5 and time.perf_counter() - t0 < 15
+        res = _run(ray_runtime, prog, inputs)
+        assert res.calls == 8 + 8  # one call per member for the whole ring, one report each
+        local = LocalRuntime(8)
+        _run(local, prog, inputs)
+        np.testing.assert_array_equal(ray_runtime.fetch(3, ["act/y"])["act/y"], local.fetch(3, ["act/y"])["act/y"])
+    finally:
+        ray_runtime.timeout_s = bound
+
+
+def test_the_runtime_that_started_ray_closes_the_others_first(ray_session, monkeypatch):
+    """Ray's shutdown kills every actor before it could unlink its shared-memory buffers: the
+    runtime that owns Ray closes the still-open ones first (they unlink their buffers)."""
+    import os
+
+    from simulator.runtime.programs import collective_program
+    from simulator.runtime.ray_runtime import RayRuntime
+
+    owner, other = RayRuntime(1, shared_memory=False), RayRuntime(3)
+    owner._owns_ray = True  # as if it had started Ray (the session's Ray stays up: shutdown recorded)
+    shutdowns = []
+    monkeypatch.setattr(ray_session, "shutdown", lambda: shutdowns.append(other.actors))
+    prog, inputs, _ = collective_program("all_reduce", 3, 300_000, "ring")
+    _run(other, prog, inputs)
+    segments = [s for a in other.actors for s in ray_session.get(a.shared_buffers.remote(), timeout=60)]
+    owner.close()
+    assert segments and shutdowns == [[]]  # the other runtime was closed before Ray's shutdown
+    if os.path.isdir("/dev/shm"):
+        assert not [s for s in segments if os.path.exists(f"/dev/shm/{s}")]

@@ -57,10 +57,16 @@ def outgoing(slots: Slots, sends: Sequence[Transfer]) -> list[np.ndarray]:
     return [slots[t.src_chunk] for t in sends]
 
 
-def apply_incoming(slots: Slots, recvs: Sequence[Transfer], chunks: Sequence[np.ndarray], op: str) -> None:
-    """Write received chunks into their slots, in plan order; reduce=True combines with op."""
+def apply_incoming(slots: Slots, recvs: Sequence[Transfer], chunks: Sequence[np.ndarray], op: str,
+                   alloc=None) -> None:
+    """Write received chunks into their slots, in plan order; reduce=True combines with op, into
+    a new array, or into `alloc(a, b)` where that gives one (a Ray actor's shared-memory buffer)."""
     for t, chunk in zip(recvs, chunks, strict=True):
-        slots[t.dst_chunk] = combine(op, slots[t.dst_chunk], chunk) if t.reduce else chunk
+        if t.reduce:
+            a = slots[t.dst_chunk]
+            slots[t.dst_chunk] = combine(op, a, chunk, None if alloc is None else alloc(a, chunk))
+        else:
+            slots[t.dst_chunk] = chunk
 
 
 def join_output(kind: str, n: int, rank: int, slots: Slots, op: str = "sum", root: int = 0,

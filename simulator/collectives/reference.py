@@ -47,14 +47,15 @@ def reduce_arrays(arrays: Sequence[np.ndarray], op: str) -> np.ndarray:
     return out
 
 
-def combine(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a op b, out of place (mean combines as sum; the division by n happens once at the end)."""
+def combine(op: str, a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """a op b, out of place (mean combines as sum; the division by n happens once at the end);
+    `out`: a fresh buffer of a op b's shape and dtype to write into (the same ufunc: same bits)."""
     if op in ("sum", "mean"):
-        return a + b
+        return a + b if out is None else np.add(a, b, out=out)
     if op == "max":
-        return np.maximum(a, b)
+        return np.maximum(a, b, out=out)
     if op == "min":
-        return np.minimum(a, b)
+        return np.minimum(a, b, out=out)
     raise ParasimError(f"unknown reduction op {op!r}; valid ops: {', '.join(OPS)}")
 
 

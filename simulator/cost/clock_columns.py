@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..program import Compute
 from ..program_columns import COLLECTIVE, COMPUTE, RECV, SEND, ProgramColumns
 from ..trace_columns import ColumnTrace, EventColumns
 from .clock_waits import waits_of
@@ -59,21 +60,17 @@ def _durations(cols: ProgramColumns, model, collective_cost):
     """Per row: a and b with end = (start + a) + b, and the bytes each collective row sends."""
     N = len(cols)
     kind, dev, peer = cols.kind, cols.dev, cols.peer
-    a, b = np.zeros(N), np.zeros(N)
+    # each instruction prototype priced once: compute rows and collective rows index them
+    got = [(model.compute_time_s(ins), None) if isinstance(ins, Compute) else collective_cost(ins)
+           for ins in cols.protos]
+    a = np.array([g[0] for g in got] + [0.0], dtype=float)[cols.proto]   # proto -1: 0
+    b = np.zeros(N)
     sent = np.zeros(N, dtype=np.int64)
-    comp = kind == COMPUTE
-    coll = kind == COLLECTIVE
-    for mask, price in ((comp, lambda ins: (model.compute_time_s(ins), None)), (coll, collective_cost)):
-        rows = np.flatnonzero(mask)
-        if not len(rows):
-            continue
-        used, inv = _unique(cols.proto[rows], len(cols.protos))
-        got = [price(cols.protos[k]) for k in used.tolist()]
-        a[rows] = np.array([g[0] for g in got], dtype=float)[inv]
-        if mask is coll:
-            width = max(len(g[1]) for g in got)
-            table = np.array([list(g[1]) + [0] * (width - len(g[1])) for g in got], dtype=np.int64)
-            sent[rows] = table[inv, cols.member[rows]]
+    rows = np.flatnonzero(kind == COLLECTIVE)
+    if len(rows):
+        width = max((len(g[1]) for g in got if g[1] is not None), default=1)
+        table = np.array([list(g[1] or ()) + [0] * (width - len(g[1] or ())) for g in got], dtype=np.int64)
+        sent[rows] = table[cols.proto[rows], cols.member[rows]]
     snd = np.flatnonzero(kind == SEND)
     if len(snd):
         # the link of each transfer, asked once per (src, dst) pair; the send's bytes for both ends
@@ -107,8 +104,8 @@ def _refuse(on_deadlock) -> None:
 
 
 def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
-    """A level per row: above its device's previous anchor and above every row it waits for; the
-    rows of an anchor's run share its level."""
+    """A level per anchor (in row order): above its device's previous anchor and above every row it
+    waits for (the rows of an anchor's run share its level)."""
     anchor, (xr, xw) = waits[3], waits[4]
     N, n, dev = len(cols), cols.n_devices, cols.dev
     head = np.zeros(N, dtype=bool)
@@ -118,9 +115,10 @@ def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
     seg = np.cumsum(head) - 1
     S = int(seg[-1]) + 1 if N else 0
     heads = np.flatnonzero(head)
-    rank = np.cumsum(anchor) - 1                     # anchors before a row, in program order
-    off = rank - rank[heads][seg]
-    seg_len = np.diff(np.append(rank[heads], rank[-1] + 1)) if N else rank[:0]
+    rank = np.cumsum(anchor)                         # anchors up to a row, in program order
+    rank -= 1
+    hrank = rank[heads]
+    seg_len = np.diff(np.append(hrank, rank[-1] + 1)) if N else rank[:0]
     # segments renumbered with one terminal slot after each device's last: segment i of device d
     # is slot i + d; its terminal waits for slot NEVER, so a finished device just stays put
     segdev = dev[heads]
@@ -138,7 +136,7 @@ def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
         xs[sid] = DONE
         xo = np.ones(S + n, dtype=np.int64)
         at, w = (xseg, xw) if C == 1 else (xseg[col == c], xw[col == c])
-        xs[sid[at]], xo[sid[at]] = seg[w] + dev[w], off[w] + 1
+        xs[sid[at]], xo[sid[at]] = seg[w] + dev[w], rank[w] - hrank[seg[w]] + 1
         Xs.append(xs)
         Xo.append(xo)
     length = np.zeros(S + n, dtype=np.int64)
@@ -165,7 +163,9 @@ def _levels(cols: ProgramColumns, waits, on_deadlock) -> np.ndarray:
         top += length[ptr]
         np.copyto(after, top, where=ok)
         ptr += ok
-    return level[seg + segdev[seg]] + off
+    A = np.flatnonzero(anchor)
+    sa = seg[A]
+    return level[sa + segdev[sa]] + np.arange(len(A)) - hrank[sa]
 
 
 def _times(N, a, b, waits, level) -> np.ndarray:
@@ -174,13 +174,13 @@ def _times(N, a, b, waits, level) -> np.ndarray:
     is one running sum along [start, a0, b0, a1, b1, ...], numpy's add.accumulate, which adds in
     order: the partial sums are exactly end_k = (start_k + a_k) + b_k and start_k+1 = end_k.
     The sums are taken in place in one array V laid out beforehand, a block per level with a
-    column per anchor of the level (`_layout`): so each level is two numpy calls, the max of its
-    waits (a (K, anchors) gather from V) into row 0 of its block, then the running sums down it."""
+    column per anchor of the level (`_layout`), so each level is three numpy calls: a (K, anchors)
+    gather of its waits from V, their max into row 0 of its block, the running sums down it."""
     P, jrows, E, anchor = waits[:4]
     A = np.flatnonzero(anchor)
     size = np.diff(np.append(A, N))                                 # run lengths
-    order = np.argsort(level[A], kind="stable")
-    V, ends, starts, blocks, lb = _layout(N, a, b, A, size, order, level[A[order]])
+    order = np.argsort(level, kind="stable")
+    V, ends, starts, blocks, lb = _layout(N, a, b, A, size, order, level[order])
     apos = np.full(N + 1, -1, dtype=np.int64)
     apos[A[order]] = np.arange(len(A))
     ends = np.append(ends, len(V) - 1)                  # ref 2 N (zero): the last value of V, 0

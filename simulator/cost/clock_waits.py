@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..program_columns import COLLECTIVE, COMPUTE, RECV, SEND, ProgramColumns
+from ..program_columns import COLLECTIVE, COMPUTE, RECV, SEND, ProgramColumns, last_writers
 
 
 def _lane_refs(dev: np.ndarray, lane: np.ndarray, dt) -> np.ndarray:
@@ -31,17 +31,7 @@ def _last_writers(cols: ProgramColumns) -> tuple[np.ndarray, np.ndarray]:
     N = len(cols)
     rrow = np.repeat(np.arange(N), np.diff(cols.reads_ptr))
     wrow = np.repeat(np.arange(N), np.diff(cols.writes_ptr))
-    if not len(rrow) or not len(wrow):
-        return rrow[:0], rrow[:0]
-    T = int(max(cols.reads.max(), cols.writes.max())) + 1
-    wkey = (cols.dev[wrow] * T + cols.writes) * (N + 1) + wrow
-    wkey.sort()
-    rk = cols.dev[rrow] * T + cols.reads
-    pos = np.searchsorted(wkey, rk * (N + 1) + rrow) - 1
-    hit = pos >= 0
-    found = wkey[np.where(hit, pos, 0)]
-    hit &= found // (N + 1) == rk
-    return rrow[hit], found[hit] % (N + 1)
+    return last_writers(cols.dev, rrow, cols.reads, wrow, cols.writes, N)
 
 
 def waits_of(cols: ProgramColumns):

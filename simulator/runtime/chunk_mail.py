@@ -17,9 +17,9 @@ Wire format (no pickle): 4-byte header length, a JSON header {"c": collective ke
 pieces) or an abort ("abort": reason; the sender failed, the collective will not finish).
 
 A waiting receiver checks every POLL_S that the peers it waits on still live (their process ids:
-a killed actor never sends), and gives up after `timeout_s`. Sends never block for long: a full
-receive queue (Linux keeps 10 datagrams per socket by default) or send buffer is retried after draining this
-mailbox's own queue, so two members sending to each other cannot deadlock. The socket has an
+a killed actor never sends), and gives up after `timeout_s`. A sender whose receiver's queue is
+full (Linux keeps 10 datagrams per socket by default) waits for room on a socket connected to
+it while reading its own queue, so two members sending to each other cannot deadlock. The socket has an
 abstract Linux address (it vanishes with the process); `available()` is False elsewhere, and the
 runtime then drives collectives step by step through Ray. No Ray import here.
 """
@@ -72,14 +72,18 @@ class Mailbox:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.address = f"\0parasim-{os.getpid()}-{secrets.token_hex(8)}"
         self.sock.bind(self.address)
-        # datagrams in flight count against the SENDER's buffer (212,992 bytes by default): ask
-        # for more (the kernel caps it at net.core.wmem_max)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
         self.sock.setblocking(False)
         self.peers: dict[int, tuple[str, int]] = {}
+        self.out: dict[int, socket.socket] = {}   # rank -> a socket connected to its mailbox
         self.box: dict[tuple, object] = {}      # (key, step, k) -> ShmChunk or array
         self.partial: dict[tuple, list] = {}    # (key, step, k) -> [bytearray, pieces still missing]
         self.aborts: dict[int, tuple[int, str]] = {}  # key -> (sender, reason)
+
+    def set_peers(self, peers: dict[int, tuple[str, int]]) -> None:
+        """peers[rank] = (address, process id) of the mailboxes this one may send to."""
+        for s in self.out.values():
+            s.close()
+        self.peers, self.out = dict(peers), {}
 
     # ---- sending ------------------------------------------------------------------------------
     def send(self, dst: int, key: int, step: int, k: int, value, deadline: float | None) -> None:
@@ -109,19 +113,39 @@ class Mailbox:
     def _post(self, dst: int, head: dict, payload, deadline: float | None) -> None:
         header = json.dumps(head, separators=(",", ":")).encode()
         msg = b"".join((_LEN.pack(len(header)), header, payload))
-        address, pid = self.peers[dst]
+        pid = self.peers[dst][1]
         while True:
             try:
-                self.sock.sendto(msg, address)
+                out = self._connected(dst)
+                out.send(msg)
                 return
-            except BlockingIOError:  # the receiver's queue is full: read ours meanwhile, retry
-                self._drain(0.0005)
+            except BlockingIOError:  # its queue is full: wait for room, reading ours meanwhile
+                readable, _, _ = select.select([self.sock], [out], [], POLL_S)
+                if readable:
+                    self._drain(0.0)
             except (ConnectionRefusedError, FileNotFoundError):
                 raise DeviceFailure(self.rank, "", f"device {dst}'s actor is gone (its mailbox is closed)") from None
             if not _alive(pid):
                 raise DeviceFailure(self.rank, "", f"device {dst}'s actor died")
             if deadline is not None and time.monotonic() > deadline:
                 raise DeviceFailure(self.rank, "", f"device {dst} took no chunk within the bounded wait")
+
+    def _connected(self, dst: int) -> socket.socket:
+        """A socket connected to dst's mailbox: connected, it can wait for room in dst's queue.
+        Datagrams in flight count against the SENDER's buffer (212,992 bytes by default): it asks
+        for more (the kernel caps it at net.core.wmem_max)."""
+        out = self.out.get(dst)
+        if out is None:
+            out = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            out.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
+            try:
+                out.connect(self.peers[dst][0])
+            except OSError:
+                out.close()
+                raise
+            out.setblocking(False)
+            self.out[dst] = out
+        return out
 
     # ---- receiving ----------------------------------------------------------------------------
     def take(self, key: int, step: int, k: int, src: int, deadline: float | None):
@@ -152,7 +176,10 @@ class Mailbox:
                 msg = self.sock.recv(PIECE + 4096)
             except BlockingIOError:
                 return
-            self._file(msg)
+            try:
+                self._file(msg)
+            except (ValueError, KeyError, TypeError, IndexError, struct.error):
+                pass  # not a parasim datagram (the address is reachable from this machine): ignored
 
     def _file(self, msg: bytes) -> None:
         (n,) = _LEN.unpack_from(msg)
@@ -187,4 +214,5 @@ class Mailbox:
         return tokens
 
     def close(self) -> None:
+        self.set_peers({})
         self.sock.close()

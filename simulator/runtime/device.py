@@ -62,6 +62,7 @@ class Device:
         self.faults: dict[int, str] = {}  # instruction index -> reason (failure injection)
         self._open: dict[int, list] = {}  # collective key -> slots
         self.failed: DeviceFailure | None = None  # a failed device refuses every later call
+        self.reduce_into = None  # (a, b) -> a fresh array for a reduction's result, or None (a new one)
         self.reset_counters()
 
     # ---- bookkeeping --------------------------------------------------------------------------
@@ -177,7 +178,7 @@ class Device:
             axis = 0 if ins.kind == "broadcast" else ins.axis
             self._open[call.key] = split_input(ins.kind, call.n_chunks, call.n, call.grank, x, call.groot, axis)
         slots = self._open[call.key]
-        apply_incoming(slots, call.recvs, chunks, ins.op)
+        apply_incoming(slots, call.recvs, chunks, ins.op, self.reduce_into)
         out = outgoing(slots, call.sends)
         self.bytes_sent += sum(int(c.nbytes) for c in out)
         self.bytes_sent += sum(int(slots[t.src_chunk].nbytes) for t in call.forwards)

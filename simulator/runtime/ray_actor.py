@@ -17,11 +17,13 @@ from __future__ import annotations
 import os
 import time
 
+import numpy as np
+
 from ..errors import DeviceFailure, ParasimError
 from .base import DEVICE_METHODS
 from .chunk_mail import Aborted, Mailbox, available
 from .device import Device
-from .shm_chunks import MIN_CHUNK_BYTES, ChunkPool, ChunkReader, ShmChunk
+from .shm_chunks import HEADER, MIN_CHUNK_BYTES, ChunkPool, ChunkReader, ShmChunk
 
 
 class RemoteFailure(Exception):
@@ -42,6 +44,9 @@ class DeviceActor:
         self.pool, self.reader = ChunkPool(), ChunkReader()
         self.held: dict[int, dict] = {}  # open collective -> {id(view): (view, token)} its slots use
         self.mail = Mailbox(rank) if available() else None
+        self.own: dict[int, dict] = {}  # open collective -> {id(view): (view, token)} of this pool's buffers its reductions fill
+        self.key: int | None = None     # the collective whose step runs now
+        self.device.reduce_into = self._reduce_buffer
 
     def node_id(self) -> str:
         """The Ray node this actor runs on."""
@@ -57,7 +62,7 @@ class DeviceActor:
         """peers: {rank: (mailbox address or None, process id)} of the devices on this Ray node."""
         self.same_node = frozenset(int(r) for r in peers)
         if self.mail is not None:
-            self.mail.peers = {int(r): (a, pid) for r, (a, pid) in peers.items() if a is not None}
+            self.mail.set_peers({int(r): (a, pid) for r, (a, pid) in peers.items() if a is not None})
         return True
 
     def shared_buffers(self) -> list[str]:
@@ -81,13 +86,14 @@ class DeviceActor:
             elif method == "collective_run":
                 outs = self._collective_run(*args)
             else:
+                outs = getattr(self.device, method)(*args)
                 if method == "clear":  # a restart of the run: nobody reads what this pool still holds
+                    self.own = {}
                     self.pool.close()
                     for _, token in (x for ts in self.held.values() for x in ts.values()):
                         self.reader.release(token, self.device.rank)
                     self.held = {}
                     self._forget(float("inf"))
-                outs = getattr(self.device, method)(*args)
         except DeviceFailure as e:
             raise RemoteFailure(e.rank, e.instruction, e.reason) from None
         return (*outs, True) if outs else True
@@ -157,13 +163,16 @@ class DeviceActor:
                 c = view
             arrays.append(c)
         ends = call.last
+        self.key = call.key
         try:
             outs = self.device.collective_step(call, *arrays)
-            return [self._send(call.ins.group[t.dst], out, held) for t, out in zip(call.sends, outs)]
+            return [self._send(call.ins.group[t.dst], out, held, self.own.get(call.key, {}))
+                    for t, out in zip(call.sends, outs)]
         except BaseException:
             ends = True  # the collective ends here: let go of every buffer
             raise
         finally:
+            self.key = None
             del arrays
             rank = self.device.rank
             for token in used:
@@ -171,14 +180,44 @@ class DeviceActor:
             if ends:
                 for _, token in self.held.pop(call.key, {}).values():
                     self.reader.release(token, rank)
+                self._let_go(call)
 
-    def _send(self, dst: int, chunk, held: dict):
+    def _reduce_buffer(self, a, b):
+        """Where a reduction of a large chunk writes its result: a buffer of this actor's pool, so
+        the chunk leaves without a copy when it is sent on (None: a new array, as in-process)."""
+        if self.key is None or not self.same_node or np.shape(a) != np.shape(b):
+            return None
+        dtype = np.result_type(a, b)
+        if dtype.hasobject or np.size(a) * dtype.itemsize < MIN_CHUNK_BYTES:
+            return None
+        got = self.pool.claim(np.shape(a), dtype, self.device.rank)
+        if got is None:
+            return None
+        self.own.setdefault(self.key, {})[id(got[0])] = got
+        return got[0]
+
+    def _let_go(self, call) -> None:
+        """The collective ended: this device no longer uses its pool's buffers its reductions filled
+        (a result tensor still viewing one becomes a copy first, so the buffer can be reused)."""
+        own = self.own.pop(call.key, {})
+        out = self.device.tensors.get(call.ins.out)
+        for view, token in own.values():
+            if isinstance(out, np.ndarray) and np.may_share_memory(out, view):
+                self.device.tensors[call.ins.out] = out = np.array(out, copy=True)
+            self.pool.mark(token, self.device.rank, used=False)
+
+    def _send(self, dst: int, chunk, held: dict, own: dict):
         """For a large chunk to a device on this node: the token of the peer's buffer it came in
-        (handed on) or of a buffer of this actor's pool; else the array itself."""
+        (handed on), of the buffer of this pool a reduction wrote it into, or of a buffer of this
+        pool it is copied into; else the array itself."""
         if dst not in self.same_node or getattr(chunk, "nbytes", 0) < MIN_CHUNK_BYTES:
             return chunk
         view, token = held.get(id(chunk), (None, None))
         if view is chunk and self.reader.hand_on(token, dst):
+            return token
+        view, token = own.get(id(chunk), (None, None))
+        if view is chunk and 0 <= dst < HEADER:
+            self.pool.mark(token, dst)
             return token
         token = self.pool.put(chunk, dst)
         return chunk if token is None else token

@@ -6,7 +6,10 @@ device sends is one return value of its call (num_returns = chunks + 1) and its 
 passed as a TOP-LEVEL argument of the receiving device's next call, so Ray resolves it actor to
 actor and the driver never fetches a chunk; the driver ray.get's the small acknowledgements once
 at the end of `run`. Calls from one driver to one actor run in submission order, and every call
-depends only on calls submitted before it, so nothing can deadlock.
+depends only on calls submitted before it, so nothing can deadlock. A collective whose members all
+share one Ray node is instead one call per member (`_collective`), the members handing each other
+the chunks through their mailboxes (chunk_mail.py); it waits only for members of the same
+collective, which the walk's order has all reach it, as the step-by-step calls would.
 
 `ray` is imported inside functions only. `ray.init()` is embedded by default (no dashboard,
 num_cpus fixed, worker logs not forwarded, Ray's error reports kept off stdout: `_quiet_driver`);
@@ -20,6 +23,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from typing import Any
 
 from ..errors import DeviceFailure, ParasimError
@@ -27,6 +31,8 @@ from .base import Runtime
 from .device import CollectiveCall, Device
 from .ray_actor import DeviceActor, RemoteFailure
 from .ray_address import check_address
+
+_OPEN: weakref.WeakSet = weakref.WeakSet()  # the RayRuntimes not closed yet
 
 
 def ensure_ray(address: str | None = None, num_cpus: int = 2, join_timeout_s: float | None = None,
@@ -143,6 +149,7 @@ class RayRuntime(Runtime):
         self._rank_of = {a._actor_id.hex(): r for r, a in enumerate(self.actors)}
         # actors start slowly on a busy machine: the bound is per call, not for startup
         self._introduce(timeout=None if timeout_s is None else max(120.0, timeout_s))
+        _OPEN.add(self)
 
     def _introduce(self, timeout: float | None = None) -> None:
         """Tell every actor which ranks share its Ray node (their collective chunks go through
@@ -336,7 +343,10 @@ class RayRuntime(Runtime):
 
             remove_placement_group(self.placement_group)
             self.placement_group = None
+        _OPEN.discard(self)
         if self._owns_ray:
+            for other in list(_OPEN):  # Ray's shutdown would kill their actors before they unlink their buffers
+                other.close()
             ray.shutdown()
 
     def __repr__(self) -> str:

@@ -10,7 +10,9 @@ pool, a shared-memory segment it keeps for the life of the actor (its pages are 
 returns a small `ShmChunk` token in its place; the token travels through Ray as before (the
 receiver's next call takes it as an argument, so the write happened before the read). The
 receiver maps the segment once, reads the chunk in place (no copy when it reduces the chunk into
-its own slot; one copy when it keeps the chunk), then marks the buffer free again.
+its own slot; one copy when it keeps the chunk), then marks the buffer free again. A reduction's
+result can also be written straight into a buffer of the reducing actor's pool (`claim`): when
+that slot is sent on, its token goes without any copy.
 
 Buffer layout: a 64-byte header, byte i set while device i has still to read the chunk or
 keeps it as one of its slots, then the chunk's bytes. The writer sets the byte of the receiver;
@@ -66,6 +68,7 @@ class ChunkPool:
     def __init__(self, max_bytes: int = 2 << 30):
         self.max_bytes = int(max_bytes)
         self.buffers: list[shared_memory.SharedMemory] = []
+        self.by_name: dict[str, shared_memory.SharedMemory] = {}
 
     @property
     def nbytes(self) -> int:
@@ -74,29 +77,46 @@ class ChunkPool:
     def put(self, chunk: np.ndarray, reader: int) -> ShmChunk | None:
         """Copy `chunk` into a free buffer (a new one if none fits) for device `reader`; None if
         the pool is full or the reader's rank is beyond the header."""
-        if not 0 <= reader < HEADER:
-            return None
         chunk = np.ascontiguousarray(chunk)
-        need = HEADER + chunk.nbytes
+        got = self.claim(chunk.shape, chunk.dtype, reader)
+        if got is None:
+            return None
+        got[0][...] = chunk
+        return got[1]
+
+    def claim(self, shape: tuple, dtype, holder: int) -> tuple[np.ndarray, ShmChunk] | None:
+        """A free buffer (a new one if none fits) marked as used by device `holder`: a writable
+        array of `shape` and `dtype` in it, and its token; None as for `put`."""
+        if not 0 <= holder < HEADER:
+            return None
+        dtype = np.dtype(dtype)
+        need = HEADER + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         free = [b for b in self.buffers if b.size >= need and bytes(b.buf[:HEADER]) == CLEAR]
         if free:
             buf = min(free, key=lambda b: b.size)
         else:
             size = -(-need // ROUND) * ROUND
-            free = shm_free_bytes()
-            if self.nbytes + size > self.max_bytes or (free is not None and free < size + SHM_RESERVE):
+            room = shm_free_bytes()
+            if self.nbytes + size > self.max_bytes or (room is not None and room < size + SHM_RESERVE):
                 return None
             buf = shared_memory.SharedMemory(create=True, size=size)
             self.buffers.append(buf)
-        np.ndarray(chunk.shape, chunk.dtype, buffer=buf.buf, offset=HEADER)[...] = chunk
-        buf.buf[reader] = 1
-        return ShmChunk(buf.name, chunk.dtype.str, chunk.shape)
+            self.by_name[buf.name] = buf
+        buf.buf[holder] = 1
+        return np.ndarray(shape, dtype, buffer=buf.buf, offset=HEADER), ShmChunk(buf.name, dtype.str, tuple(shape))
+
+    def mark(self, token: ShmChunk, rank: int, used: bool = True) -> None:
+        """Device `rank` uses (or, used=False, no longer uses) the buffer of one of this pool's tokens."""
+        self.by_name[token.name].buf[rank] = int(used)
 
     def close(self) -> None:
         for b in self.buffers:
-            b.close()
+            try:
+                b.close()
+            except BufferError:  # an array still views it: the mapping goes with the process
+                pass
             b.unlink()
-        self.buffers = []
+        self.buffers, self.by_name = [], {}
 
 
 class ChunkReader:
