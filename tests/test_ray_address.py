@@ -1,5 +1,6 @@
 """A dead or malformed Ray address fails fast with one line (ray.init alone retried for 928 s)."""
 
+import contextlib
 import socket
 import subprocess
 import sys
@@ -36,9 +37,9 @@ def test_a_dead_address_fails_within_the_timeout(capsys):
     assert err.count("\n") == 1
 
 
-@pytest.fixture(params=["garbage", "silent"])
-def not_ray_server(request):
-    """A local TCP server that accepts and then either answers garbage or says nothing."""
+@contextlib.contextmanager
+def _server(reply: bytes):
+    """A local TCP server that accepts and sends `reply` (nothing when empty); yields its address."""
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen(8)
@@ -52,17 +53,26 @@ def not_ray_server(request):
             except OSError:
                 continue
             conns.append(conn)
-            if request.param == "garbage":
-                conn.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\nnot ray\n")
+            if reply:
+                conn.sendall(reply)
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    yield request.param, f"127.0.0.1:{srv.getsockname()[1]}"
-    stop.set()
-    thread.join(5)
-    for c in conns:
-        c.close()
-    srv.close()
+    try:
+        yield f"127.0.0.1:{srv.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(5)
+        for c in conns:
+            c.close()
+        srv.close()
+
+
+@pytest.fixture(params=["garbage", "silent"])
+def not_ray_server(request):
+    """Answers garbage or says nothing."""
+    with _server(b"HTTP/1.1 400 Bad Request\r\n\r\nnot ray\n" if request.param == "garbage" else b"") as address:
+        yield request.param, address
 
 
 def test_a_port_that_answers_but_is_not_ray_fails_within_the_timeout(not_ray_server, capsys):
@@ -86,31 +96,10 @@ def test_a_real_ray_cluster_passes_the_probe(ray_session):
 
 @pytest.fixture
 def http2_server_not_ray():
-    """A local server that speaks HTTP/2's first frame (SETTINGS) and then nothing: it passes the
-    probe, and ray.init retried it past --timeout-s (10 s at least, whatever the timeout)."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(8)
-    srv.settimeout(0.2)
-    stop, conns = threading.Event(), []
-
-    def serve():
-        while not stop.is_set():
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                continue
-            conns.append(conn)
-            conn.sendall(bytes([0, 0, 0, 0x4, 0, 0, 0, 0, 0]))   # an empty SETTINGS frame
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{srv.getsockname()[1]}"
-    stop.set()
-    thread.join(5)
-    for c in conns:
-        c.close()
-    srv.close()
+    """Speaks HTTP/2's first frame (an empty SETTINGS) and then nothing: it passes the probe, and
+    ray.init retried it past --timeout-s (10 s at least, whatever the timeout)."""
+    with _server(bytes([0, 0, 0, 0x4, 0, 0, 0, 0, 0])) as address:
+        yield address
 
 
 def test_an_http2_port_that_is_not_ray_fails_within_the_timeout(http2_server_not_ray):
