@@ -218,10 +218,14 @@ def test_the_runtime_that_started_ray_closes_the_others_first(ray_session, monke
     """Ray's shutdown kills every actor before it could unlink its shared-memory buffers: the
     runtime that owns Ray closes the still-open ones first (they unlink their buffers)."""
     import os
+    import weakref
 
+    from simulator.runtime import ray_runtime as module
     from simulator.runtime.programs import collective_program
     from simulator.runtime.ray_runtime import RayRuntime
 
+    # only these two count as open: the session's shared 8-actor runtime must survive this test
+    monkeypatch.setattr(module, "_OPEN", weakref.WeakSet())
     owner, other = RayRuntime(1, shared_memory=False), RayRuntime(3)
     owner._owns_ray = True  # as if it had started Ray (the session's Ray stays up: shutdown recorded)
     shutdowns = []
