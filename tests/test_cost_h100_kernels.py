@@ -35,9 +35,9 @@ def test_fp8_gemm_gain_matches_nvidias_hopper_figures():
     speedup for most other cases" (NVIDIA technical blog, 2025)."""
     def gain(d):
         return compute.matmul_time_s(d, d, d, H100, "bf16") / compute.matmul_time_s(d, d, d, H100, "fp8")
-    assert 1.6 < gain(8192) <= 1.75 and 1.25 <= gain(1024) < 1.45 and gain(1024) < gain(4096) < gain(8192)
-    # parasim's figures as recorded, inside NVIDIA's statement above
-    assert [round(gain(d), 3) for d in (1024, 4096, 8192)] == [1.305, 1.626, 1.697]
+    small, mid, large = (gain(d) for d in (1024, 4096, 8192))
+    assert [round(g, 3) for g in (small, mid, large)] == [1.305, 1.626, 1.697]    # parasim's figures, recorded
+    assert small >= 1.25 and large <= 1.75          # NVIDIA's two published figures bound them
     assert compute.MATMUL_PEAK_FRACTION_FP8 == pytest.approx(1402.6 / 1979, abs=1e-3)   # H100 SXM MAMF
 
 
