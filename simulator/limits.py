@@ -25,3 +25,8 @@ def check(what: str, value, bound, unit: str = "", rule: str = "") -> None:
     if value > bound:
         why = f" ({rule})" if rule else ""
         raise ParasimError(f"{what} of {value:,}{unit} is more than the {bound:,}{unit} parasim accepts{why}")
+
+# ---- checkpoint files (simulator/faults/ckpt_files.py): checked with fstat before reading -------
+MAX_CKPT_POINTER_BYTES = 64 * 1024     # latest.json: {"step": k, "dir": "step_k"}
+MAX_CKPT_JSON_BYTES = 256 * 2**20      # strategy.json (indexed shards list element positions)
+MAX_CKPT_SHARD_BYTES = 4 * 2**30       # one .npy shard (its record's size is checked too)

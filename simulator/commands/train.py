@@ -224,8 +224,10 @@ def _print_text(cfg: TrainConfig, out: dict, resilient: bool) -> None:
     print(f"{cfg.strategy} on {cfg.devices} devices (dp={cfg.dp}, pp={cfg.pp}, tp={cfg.tp}{extra}, m={cfg.m})")
     print("losses: " + " ".join("nan/inf" if x is None else f"{x:.4f}" for x in out["losses"]))
     diff = out["max_rel_weight_diff_vs_single"]
+    per_step = out.get("max_step_rel_diff_vs_single")
+    each = "" if per_step is None else f", {per_step:.3g} in one step (the bound)"
     print(f"max relative weight difference vs one device: {'nan/inf' if diff is None else f'{diff:.3g}'}"
-          f" ({VERDICT_WORDS[out['matches_single_device']]})")
+          f"{each} ({VERDICT_WORDS[out['matches_single_device']]})")
     parts = out.get("step_breakdown") or {}
     print("the step: " + ", ".join(f"{STEP_PART_LABELS[k]} {v:.1%}" for k, v in parts.items())
           + f"; bytes by collective: {out['bytes_by_collective']}")
