@@ -10,6 +10,7 @@ import numpy as np
 from ..cost.device_model import run_device_model
 from ..cost.hardware import RUN_HARDWARE, get_hardware, hardware_names
 from ..errors import ParasimError
+from ..limits import MAX_SCHEDULE_FILE_BYTES, read_bounded
 from ..models import GPTConfig, MLPConfig
 from ..parallel.config import CP_KINDS, GRAD_DTYPES, SCHEDULES, STRATEGIES, TrainConfig
 from ..parallel.experts import MoEGPTConfig
@@ -124,11 +125,11 @@ def config_from_args(a) -> TrainConfig:
 def _read_schedule(path: str | None) -> str | None:
     if path is None:
         return None
+    data = read_bounded(path, "schedule file", MAX_SCHEDULE_FILE_BYTES, "a schedule file")
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError as e:
-        raise ParasimError(f"cannot read schedule file {path}: {e.strerror}") from None
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ParasimError(f"schedule file {path} is not UTF-8 text") from None
 
 
 def _progress_bar(done: int, total: int) -> None:

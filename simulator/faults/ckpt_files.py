@@ -22,7 +22,6 @@ import hashlib
 import io
 import json
 import os
-import stat
 import uuid
 from pathlib import Path, PurePosixPath
 from typing import Callable
@@ -30,7 +29,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import ParasimError
-from ..limits import MAX_CKPT_JSON_BYTES, MAX_CKPT_SHARD_BYTES
+from ..limits import MAX_CKPT_JSON_BYTES, MAX_CKPT_SHARD_BYTES, read_bounded
 
 
 def atomic_write(path: Path, data: bytes, sync: bool = False) -> None:
@@ -51,42 +50,10 @@ def write_json(path: Path, obj) -> None:
     atomic_write(path, json.dumps(obj, indent=1).encode(), sync=True)
 
 
-def read_file(path: Path, what: str, max_bytes: int, nbytes: int | None = None) -> bytes:
-    """The bytes of `path` if it is a regular file of at most `max_bytes` (and exactly `nbytes`
-    when given), checked before reading; else one line. Never blocks on a FIFO or device."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise ParasimError(f"{what} {path} does not exist") from None
-    except IsADirectoryError:
-        raise ParasimError(f"{what} {path} is a folder, not a file") from None
-    except OSError as e:
-        raise ParasimError(f"cannot read {what} {path}: {e.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise ParasimError(f"{what} {path} is a folder, not a file")
-        if not stat.S_ISREG(st.st_mode):
-            raise ParasimError(f"{what} {path} is not a regular file (a FIFO, socket or device): refused")
-        if st.st_size > max_bytes:
-            raise ParasimError(f"{what} {path} has {st.st_size:,} bytes, more than the {max_bytes:,} a checkpoint's "
-                               f"file may have: refused before reading")
-        if nbytes is not None and st.st_size != nbytes:
-            raise ParasimError(f"{what} {path} has {st.st_size} bytes, {nbytes} were saved: "
-                               "the file is truncated or replaced")
-        try:
-            data = f.read(st.st_size + 1)
-        except OSError as e:
-            raise ParasimError(f"cannot read {what} {path}: {e.strerror}") from None
-    if len(data) != st.st_size:
-        raise ParasimError(f"{what} {path} changed size while it was read: refused")
-    return data
-
-
 def read_json(path: Path, what: str, max_bytes: int = MAX_CKPT_JSON_BYTES) -> dict:
     """A JSON object from `path` (a regular file of at most max_bytes), or one line saying why it
     cannot be one."""
-    data = read_file(path, what, max_bytes)
+    data = read_bounded(path, what, max_bytes, "a checkpoint's file")
     try:
         obj = json.loads(data)
     except RecursionError:
@@ -134,7 +101,7 @@ def read_shard(directory: Path, entry: dict, check: Callable[[np.ndarray], None]
         raise ParasimError(f"checkpoint shard {path}: its record's size {nbytes!r} is not a byte count")
     if not path.exists() and not path.is_symlink():
         raise ParasimError(f"checkpoint shard {path} is missing")
-    data = read_file(path, "checkpoint shard", MAX_CKPT_SHARD_BYTES, nbytes)
+    data = read_bounded(path, "checkpoint shard", MAX_CKPT_SHARD_BYTES, "a checkpoint's file", nbytes)
     if "sha256" in entry and hashlib.sha256(data).hexdigest() != entry["sha256"]:
         raise ParasimError(f"checkpoint shard {path} fails its SHA-256 check: the file was changed after saving")
     try:
