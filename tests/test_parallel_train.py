@@ -127,8 +127,8 @@ def test_train_cli_refuses_a_model_too_big_for_memory_in_one_line(capsys):
     assert main(["train", "--strategy", "dp", "--devices", "2", "--hidden", "1000000", "--json"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1
-    assert captured.err.startswith("error: the model's parameters of 12,000,") and "20,000,000 elements parasim accepts" \
-        in captured.err
+    assert captured.err.startswith("error: the model's parameters of 48,000,080,000,000 elements") \
+        and "more than the 20,000,000 elements parasim accepts" in captured.err
 
 
 def test_train_cli_json(capsys):

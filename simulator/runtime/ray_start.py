@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -80,6 +81,31 @@ def _init(address: str | None, num_cpus: int) -> None:
             raise ParasimError(f"cannot join the Ray cluster at {address}: {e}") from None
     else:
         try:
-            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+            with _loopback_only():
+                ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+                         _node_ip_address=LOOPBACK)
         except Exception as e:  # noqa: BLE001 -- Ray raises bare Exception ("timed out during startup")
             raise ParasimError(f"Ray did not start on this machine: {' '.join(str(e).split())[:300]}") from None
+
+
+LOOPBACK = "127.0.0.1"
+
+
+@contextlib.contextmanager
+def _loopback_only():
+    """The embedded Ray serves this machine only: its node address is 127.0.0.1, and Ray's gRPC
+    servers (GCS, raylet, workers) listen on the loopback interface when the node address is
+    127.0.0.1 (Ray's `ray start --node-ip-address 127.0.0.1` setting for a local-only node).
+    ray.init(_node_ip_address="127.0.0.1") alone is not enough: Ray 2.x resolves a loopback
+    address to the machine's outward IP (services.resolve_ip_for_localhost) unless its cluster
+    mode is off (ray_constants.ENABLE_RAY_CLUSTER, read at call time; RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
+    sets it only before Ray's import). It is off while the node starts, and restored after.
+    tests/test_ray_loopback.py reads /proc/net/tcp to check every listening socket."""
+    import ray._private.ray_constants as constants
+
+    was = getattr(constants, "ENABLE_RAY_CLUSTER", None)
+    constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        constants.ENABLE_RAY_CLUSTER = was
