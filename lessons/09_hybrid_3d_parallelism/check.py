@@ -3,8 +3,8 @@ student's design against the analytic cost model (estimate)."""
 
 import numpy as np
 
-from simulator import ParallelConfig, estimate, get_model
-from simulator.grading import compare, expect, ok
+from simulator import ParallelConfig, ParasimError, estimate, get_model
+from simulator.grading import compare, expect, ok, rebuild
 
 LESSON = {
     "title": "Hybrid 3-D parallelism with the cost model",
@@ -56,9 +56,10 @@ def check_memory(s):
 
 def check_design(s):
     "my_config uses 1024 GPUs and batch 1536, fits in 80 GB and reaches >= 45% MFU"
-    cfg = s.my_config()
-    if not isinstance(cfg, ParallelConfig):
-        return expect(False, "a ParallelConfig", type(cfg).__name__, "return ParallelConfig(tp=..., pp=..., ...)")
+    try:
+        cfg = rebuild(s.my_config(), ParallelConfig)  # built here by ParallelConfig's own constructor
+    except (TypeError, ValueError, ParasimError) as e:
+        return expect(False, "a ParallelConfig", str(e), "return ParallelConfig(tp=..., pp=..., ...)")
     if cfg.gpus != 1024 or cfg.global_batch != 1536:
         return expect(False, "t p d = 1024 and global_batch = 1536", f"{cfg.gpus} GPUs, batch {cfg.global_batch}",
                       "use every GPU for the batch the exercise states")

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from simulator import GPTConfig, attention_bytes_per_step, attention_forward, chunk_positions, ring_steps
+from simulator import GPTConfig, TrainConfig, attention_bytes_per_step, attention_forward, chunk_positions, ring_steps
 from simulator.grading import compare, expect, ok
 
 LESSON = {
@@ -71,7 +71,8 @@ def check_real_run(s):
     r = s.train_context_parallel(4)
     if r.max_rel_weight_diff_vs_single > 1e-9:
         return expect(False, "max_rel_weight_diff_vs_single < 1e-9", r.max_rel_weight_diff_vs_single)
-    sent = r.trace.bytes_by_collective().get("send", 0)
-    want = r.config.steps * 4 * attention_bytes_per_step(r.config.model, r.config.model.layers,
-                                                         r.config.microbatch_size, r.config.m, 4)
+    sent = s.run_in_sandbox("method", r.trace, "bytes_by_collective").get("send", 0)  # parasim's, on your trace
+    cfg = TrainConfig(GPTConfig(layers=2, hidden=16, heads=4, seq_len=16, vocab=32), strategy="cp", devices=4, cp=4,
+                      cp_kind="ring", batch_size=4, steps=2)   # the run the exercise states, not the one reported
+    want = cfg.steps * 4 * attention_bytes_per_step(cfg.model, cfg.model.layers, cfg.microbatch_size, cfg.m, 4)
     return compare(want, sent, "strategy='cp', cp=4, cp_kind='ring': the ring's Send bytes over all steps")
