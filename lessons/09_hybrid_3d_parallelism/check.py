@@ -3,7 +3,7 @@ student's design against the analytic cost model (estimate)."""
 
 import numpy as np
 
-from simulator import ParallelConfig, ParasimError, estimate, get_model
+from simulator import ParallelConfig, ParasimError, estimate, get_hardware, get_model
 from simulator.grading import compare, expect, ok, rebuild
 
 LESSON = {
@@ -55,7 +55,7 @@ def check_memory(s):
 
 
 def check_design(s):
-    "my_config uses 1024 GPUs and batch 1536, fits in 80 GB and reaches >= 45% MFU"
+    "my_config uses 1024 GPUs and batch 1536, fits in an A100's 80 GiB (85.9 GB) and reaches >= 45% MFU"
     try:
         cfg = rebuild(s.my_config(), ParallelConfig)  # built here by ParallelConfig's own constructor
     except (TypeError, ValueError, ParasimError) as e:
@@ -65,6 +65,8 @@ def check_design(s):
                       "use every GPU for the batch the exercise states")
     r = estimate(get_model("gpt3-175b"), cfg, "a100-80gb")
     if r.oom:
-        return expect(False, "memory <= 80 GB", repr(r.memory), "more t or p, recomputation, or sequence parallelism")
+        cap = get_hardware("a100-80gb").memory_bytes
+        return expect(False, f"memory <= {cap / 2**30:.0f} GiB ({cap / 1e9:.1f} GB)", repr(r.memory),
+                      "more t or p, recomputation, or sequence parallelism")
     return expect(r.mfu >= 0.45, "MFU >= 45%", f"MFU {r.mfu:.1%}, bubble {r.bubble_fraction:.1%}, "
                   f"exposed comm {r.exposed_comm_s:.3g} s", "keep t within a node, m >> p, a small micro-batch")

@@ -56,13 +56,16 @@ def check_balanced_split(s):
 
 
 def check_ring_bytes(s):
-    "ring_bytes_per_step equals attention_bytes_per_step"
+    "ring_bytes_per_step equals attention_bytes_per_step ((3c - 2) blocks when c > 1, nothing on one device)"
     for L, B, m, seq, h, cp in [(2, 4, 1, 16, 16, 4), (3, 2, 2, 32, 8, 2), (1, 1, 4, 64, 32, 8), (2, 2, 1, 8, 4, 1)]:
         gpt = GPTConfig(layers=L, hidden=h, heads=1, seq_len=seq, vocab=8)
         want = attention_bytes_per_step(gpt, L, B, m, cp, "ring")
         got = s.ring_bytes_per_step(L, B, m, seq, h, cp)
         if got != want:
-            return compare(want, got, f"L={L} B={B} m={m} s={seq} h={h} c={cp}: (3c - 2) blocks of 2 B (s/c) h x 8")
+            why = ("one device has no neighbour: the ring sends nothing (3c - 2 = 1 would count a block that never "
+                   "moves)" if cp == 1 else "forward c-1 K/V hops, backward c-1 K/V hops and c dK/dV hops: (3c - 2) "
+                   "blocks, each 2 B (s/c) h float64 values (K and V), per layer and micro-batch")
+            return compare(want, got, f"L={L} B={B} m={m} s={seq} h={h} c={cp}: {why}")
     return ok()
 
 
