@@ -5,8 +5,12 @@ and waits for its dependencies (see `schedule_check.validate` and `schedule_sim.
 
 Actions: `F` forward, `BW` full backward (input and weight gradient together), and for the
 zero-bubble schedules `B` (input gradient only, on the critical path) and `W` (weight gradient
-only, deferrable). With interleaving (v > 1) device d holds v chunks; chunk c of device d is
-model stage `c * p + d` (Megatron-LM's interleaving, Narayanan et al. 2021, Sec. 2.2).
+only, deferrable). With interleaving (v > 1) device d holds v chunks. Which model stage chunk c of
+device d is lives in the schedule (`Schedule.stage_map`, consumed by the checker, the clock and the
+runtime): "loop" placement is `c * p + d` (Megatron-LM's interleaving, Narayanan et al. 2021,
+Sec. 2.2), "v" placement zig-zags, chunk c being `c * p + d` for even c and `c * p + p - 1 - d` for
+odd c, so that device d holds stages d and 2p-1-d when v = 2 (PyTorch's `style="v"` stage-to-rank
+mapping, used by ZB-V and DualPipeV; Qi et al. 2024, Pipeline Parallelism with Controllable Memory).
 
 Facts the generators reproduce (Huang et al. 2019; Narayanan et al. 2021, Sec. 2.2; Qi et al. 2023;
 DeepSeek-V3 technical report, Sec. 3.2.1):
@@ -16,7 +20,9 @@ DeepSeek-V3 technical report, Sec. 3.2.1):
   with (2p-1) M_B.
 
 Text form (schedule_check.parse_schedule / format_schedule), one line per device: "F0 F1 B0 B1",
-chunks as "F0.1", optional phase bars "F0 | F1 B0 | B1" (warmup | steady | cooldown).
+chunks as "F0.1", optional phase bars "F0 | F1 B0 | B1" (warmup | steady | cooldown); a line
+"placement: v" (or "placement: 0 7, 1 6, ...", the model stages of each device's chunks) sets the
+stage placement.
 """
 
 from __future__ import annotations
@@ -28,6 +34,16 @@ from simulator.errors import ParasimError
 
 KINDS = ("F", "B", "W", "BW")
 PHASES = ("warmup", "steady", "cooldown")
+PLACEMENTS = ("loop", "v")
+
+
+def stage_placement(style: str, p: int, v: int) -> tuple:
+    """Per device, the model stage of each of its v chunks: "loop" c*p + d (Megatron-LM), "v"
+    zig-zag (PyTorch's `generate_stage_to_rank_mapping(style="v")`): see the module docstring."""
+    if style not in PLACEMENTS:
+        raise ParasimError(f"stage placement {style!r} is not one of {', '.join(PLACEMENTS)}")
+    flip = style == "v"
+    return tuple(tuple(c * p + (p - 1 - d if flip and c % 2 else d) for c in range(v)) for d in range(p))
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +73,8 @@ class Schedule:
     """Per-device action lists. `actions[d]` is what device d runs, in order.
 
     p devices (= pipeline ranks), m micro-batches, v virtual stages (chunks) per device, so
-    p*v model stages; model stage of (device d, chunk c) is c*p + d.
+    p*v model stages; model stage of (device d, chunk c) is stage_map[d][c] (default: the loop
+    placement c*p + d; see `stage_placement`).
     """
 
     name: str
@@ -66,11 +83,23 @@ class Schedule:
     v: int
     actions: tuple  # tuple (length p) of tuples of Action
     bidirectional: bool = False  # DualPipe: chunk c is a direction; see model_stage
+    stage_map: tuple = ()  # per device, the model stage of each chunk; () = the loop placement
 
     def __post_init__(self):
         _check_sizes(self.p, self.m, self.v)
         acts = tuple(tuple(row) for row in self.actions)
         object.__setattr__(self, "actions", acts)
+        if self.bidirectional:  # DualPipe: chunk 0 of device d is stage d of one copy, chunk 1 p-1-d of the other
+            object.__setattr__(self, "stage_map", tuple((d, self.p - 1 - d) for d in range(self.p)))
+        elif not self.stage_map:
+            object.__setattr__(self, "stage_map", stage_placement("loop", self.p, self.v))
+        smap = tuple(tuple(int(k) for k in row) for row in self.stage_map)
+        object.__setattr__(self, "stage_map", smap)
+        flat = sorted(k for row in smap for k in row)
+        bad = len(smap) != self.p or any(len(row) != self.v for row in smap) or flat != list(range(self.p * self.v))
+        if bad and not self.bidirectional:
+            raise ParasimError(f"schedule {self.name!r}: the stage placement {smap} must give each of the "
+                               f"p={self.p} devices v={self.v} chunks, the model stages 0..{self.p * self.v - 1} once each")
         if len(acts) != self.p:
             raise ParasimError(f"schedule {self.name!r} has {len(acts)} action lists for p={self.p} stages")
         for d, row in enumerate(acts):
@@ -87,18 +116,44 @@ class Schedule:
         return self.p if self.bidirectional else self.p * self.v
 
     def model_stage(self, device: int, chunk: int) -> int:
-        """Megatron interleaving: chunk c of device d is model stage c*p + d. Bidirectional
-        (DualPipe): chunk 0 of device d is stage d of the copy fed from device 0, chunk 1 stage
-        p-1-d of the copy fed from device p-1."""
+        """stage_map[device][chunk]. Bidirectional (DualPipe): chunk 0 of device d is stage d of
+        the copy fed from device 0, chunk 1 stage p-1-d of the copy fed from device p-1."""
+        return self.stage_map[device][chunk]
+
+    @property
+    def stage_devices(self) -> tuple:
+        """Model stage -> the device that runs it (bidirectional: the device of the first copy)."""
         if self.bidirectional:
-            return device if chunk == 0 else self.p - 1 - device
-        return chunk * self.p + device
+            return tuple(range(self.p))
+        out = [0] * self.n_stages
+        for d, row in enumerate(self.stage_map):
+            for k in row:
+                out[k] = d
+        return tuple(out)
+
+    def chunk_of(self, k: int) -> int:
+        """The chunk index of model stage k on its device."""
+        return 0 if self.bidirectional else self.stage_map[self.stage_devices[k]].index(k)
+
+    @property
+    def placement(self) -> str:
+        """"loop", "v" or "custom": the name of the stage placement."""
+        return next((s for s in PLACEMENTS if stage_placement(s, self.p, self.v) == self.stage_map), "custom")
 
     def __repr__(self) -> str:
         return f"Schedule({self.name}, p={self.p}, m={self.m}, v={self.v})"
 
+    @property
+    def placement_line(self) -> str:
+        """The text form's "placement: ..." line ("" for the loop placement and for DualPipe)."""
+        if self.placement == "loop" or self.bidirectional:
+            return ""
+        how = self.placement if self.placement != "custom" else ", ".join(" ".join(map(str, r)) for r in self.stage_map)
+        return f"placement: {how}"
+
     def __str__(self) -> str:  # the text form of schedule_check.format_schedule
-        return "\n".join(" ".join(map(repr, row)) for row in self.actions)
+        head = [self.placement_line] if self.placement_line else []
+        return "\n".join(head + [" ".join(map(repr, row)) for row in self.actions])
 
 
 def _check_sizes(p: int, m: int, v: int) -> None:
