@@ -42,7 +42,7 @@ def action_arrays(schedule: Schedule):
 
 def check_counts(schedule: Schedule, arrays=None) -> None:
     """Every micro-batch: exactly one F and one backward (BW, or B and W) per model stage."""
-    p, m, S = schedule.p, schedule.m, schedule.n_stages
+    m, S = schedule.m, schedule.n_stages
     kind, stage, mb, _, _ = arrays if arrays is not None else action_arrays(schedule)
     counts = np.bincount((kind * S + stage) * m + mb, minlength=4 * S * m).reshape(4, S, m)
     nf, nb, nw, nbw = counts  # each (S, m)
@@ -69,7 +69,7 @@ def check_counts(schedule: Schedule, arrays=None) -> None:
 
 
 def _describe(schedule: Schedule, d: int, action, dep_key: int) -> str:
-    p, m, S, v = schedule.p, schedule.m, schedule.n_stages, schedule.v
+    m, S, v = schedule.m, schedule.n_stages, schedule.v
     what, rest = divmod(dep_key, S * m)
     k, i = divmod(rest, m)
     dd, c = schedule.stage_devices[k], schedule.chunk_of(k)
