@@ -27,7 +27,7 @@ from .grad_sync import GradSync
 from .layer_kernels import layer_of, optimizer_state_names
 from .schedule_check import parse_schedule, validate
 from .schedule_registry import make_schedule
-from .schedules import dualpipe
+from .schedules_dualpipe import dualpipe
 from .zero_hybrid import ShardedReader, ZeroGroups, emit_zero_optimizer, shard_state, with_zero
 
 

@@ -86,7 +86,7 @@ class Schedule:
     stage_map: tuple = ()  # per device, the model stage of each chunk; () = the loop placement
 
     def __post_init__(self):
-        _check_sizes(self.p, self.m, self.v)
+        check_sizes(self.p, self.m, self.v)
         acts = tuple(tuple(row) for row in self.actions)
         object.__setattr__(self, "actions", acts)
         if self.bidirectional:  # DualPipe: chunk 0 of device d is stage d of one copy, chunk 1 p-1-d of the other
@@ -156,7 +156,7 @@ class Schedule:
         return "\n".join(head + [" ".join(map(repr, row)) for row in self.actions])
 
 
-def _check_sizes(p: int, m: int, v: int) -> None:
+def check_sizes(p: int, m: int, v: int) -> None:
     if p < 1:
         raise ParasimError(f"pipeline needs p >= 1 stages, got p={p}")
     if m < 1:
@@ -165,7 +165,7 @@ def _check_sizes(p: int, m: int, v: int) -> None:
         raise ParasimError(f"pipeline needs v >= 1 virtual stages per device, got v={v}")
 
 
-class _Maker:
+class ActionMaker:
     """Per-call cache of Actions: the same (kind, mb, chunk, phase) is shared across devices."""
 
     def __init__(self):
@@ -185,8 +185,8 @@ def gpipe(p: int, m: int) -> Schedule:
     Bubble (p-1)(t_f+t_b), bubble fraction of the step (p-1)/(m+p-1), m micro-batches of
     activations in flight (Huang et al. 2019, GPipe).
     """
-    _check_sizes(p, m, 1)
-    act = _Maker()
+    check_sizes(p, m, 1)
+    act = ActionMaker()
     row = tuple(act("F", i, 0, "warmup") for i in range(m)) + tuple(act("BW", i, 0, "cooldown") for i in range(m))
     return Schedule("gpipe", p, m, 1, (row,) * p)
 
@@ -196,8 +196,8 @@ def one_f_one_b(p: int, m: int) -> Schedule:
     the remaining backwards. Same bubble as GPipe, (p-1)(t_f+t_b), but at most p micro-batches in
     flight instead of m (Narayanan et al. 2021, Sec. 2.2).
     """
-    _check_sizes(p, m, 1)
-    act = _Maker()
+    check_sizes(p, m, 1)
+    act = ActionMaker()
     rows = []
     for r in range(p):
         warm = min(p - r - 1, m)
@@ -207,42 +207,6 @@ def one_f_one_b(p: int, m: int) -> Schedule:
         row += [act("BW", i, 0, "cooldown") for i in range(m - warm, m)]
         rows.append(tuple(row))
     return Schedule("1f1b", p, m, 1, tuple(rows))
-
-
-def interleaved(p: int, m: int, v: int) -> Schedule:
-    """Megatron-LM's interleaved 1F1B with v chunks per device (Narayanan et al. 2021, Sec. 2.2).
-
-    Work is issued in groups of p micro-batches per chunk: the k-th forward on a device is chunk
-    (k mod pv) // p, micro-batch (k // pv) p + k mod p; backwards walk the chunks in reverse.
-    Warmup on rank r: (p-r-1)*2 + (v-1)*p forwards, capped at m*v; then F/BW pairs; cooldown.
-    With v = 1 this is exactly one_f_one_b (Megatron takes its non-interleaved path).
-    Bubble (p-1)/(v m) of ideal compute when a chunk costs t/v; m must be a multiple of p
-    (Qi et al. 2023, Zero Bubble Pipeline Parallelism, Sec. 3).
-    """
-    _check_sizes(p, m, v)
-    if m % p:
-        raise ParasimError(f"interleaved schedule needs m a multiple of p: m={m}, p={p}")
-    act = _Maker()
-    total = m * v
-
-    def fwd(k):  # k-th forward on any device -> (micro-batch, chunk)
-        g, j = divmod(k, p * v)
-        return g * p + j % p, j // p
-
-    def bwd(k):
-        mb, c = fwd(k)
-        return mb, v - 1 - c
-
-    rows = []
-    for r in range(p):
-        # v = 1 is Megatron's plain 1F1B path (its interleaved formula would double the warmup)
-        warm = min((p - r - 1) * 2 + (v - 1) * p if v > 1 else p - r - 1, total)
-        row = [act("F", *fwd(k), "warmup") for k in range(warm)]
-        for i in range(total - warm):
-            row += [act("F", *fwd(warm + i), "steady"), act("BW", *bwd(i), "steady")]
-        row += [act("BW", *bwd(k), "cooldown") for k in range(total - warm, total)]
-        rows.append(tuple(row))
-    return Schedule("interleaved", p, m, v, tuple(rows))
 
 
 def _zero_bubble(name, p, m, limits, t_f, t_b, t_w) -> Schedule:
@@ -305,7 +269,7 @@ def infer_phases(row):
     """Actions from an ordered list of (kind, micro-batch[, chunk]) tuples, with phases inferred:
     forwards before the first backward are warmup, actions after the last forward are cooldown,
     the rest steady."""
-    act = _Maker()
+    act = ActionMaker()
     kinds = [k for k, _, *_ in row]
     first_b = next((i for i, k in enumerate(kinds) if k != "F"), len(kinds))
     last_f = max((i for i, k in enumerate(kinds) if k == "F"), default=-1)
@@ -325,7 +289,7 @@ def zb_h1(p: int, m: int) -> Schedule:
     (p-1)(T_F+T_B-T_W) for m >= p, a third of 1F1B's (p-1)(T_F+T_B+T_W) when the three times
     are equal (Qi et al. 2023, Zero Bubble Pipeline Parallelism, Sec. 3).
     """
-    _check_sizes(p, m, 1)
+    check_sizes(p, m, 1)
     rows = []
     for r in range(p):
         warm = min(p - r - 1, m)
@@ -355,104 +319,5 @@ def zb_h2(p: int, m: int, t_f: float = 1.0, t_b: float = 1.0, t_w: float = 1.0) 
     synchronised step (p-1)T_F is a lower bound for every schedule (the last stage's first input
     arrives then), so Qi et al.'s (p-1)(T_F+T_B-2T_W) is reached only when T_B >= 2T_W.
     """
-    _check_sizes(p, m, 1)
+    check_sizes(p, m, 1)
     return _zero_bubble("zb-h2", p, m, [2 * p - 1] * p, t_f, t_b, t_w)
-
-
-def check_dualpipe(p: int, m: int) -> None:
-    """DualPipe's rules, one line each: an even number of stages, an even m >= 2p."""
-    if p < 2 or p % 2:
-        raise ParasimError(f"DualPipe pairs device d with device p-1-d, so it needs an even number of stages; "
-                           f"got {p}")
-    if m % 2 or m < 2 * p:
-        raise ParasimError(f"DualPipe splits the micro-batches between its two directions and needs m >= 2p: "
-                           f"m = {m} with p = {p} (need an even m >= {2 * p})")
-
-
-def dualpipe(p: int, m: int, split: bool = True) -> Schedule:
-    """DualPipe (DeepSeek-V3 technical report, Sec. 3.2.1; github.com/deepseek-ai/DualPipe,
-    dualpipe.py `step`): two copies of the p-stage model, one fed from device 0 (chunk 0 of device
-    d is its stage d) and one from device p-1 (chunk 1 of device d is its stage p-1-d), each taking
-    m/2 micro-batches (ids 0..m/2-1 and m/2..m-1). Every device runs the repository's eight steps,
-    "phase 0" being the direction whose first stage is nearer (its half of the devices):
-
-        1 nF0   2 nF0F1   3 nB1W1F1 (zero bubble)   4 nF0B1F1B0 (main: F and B of different
-        micro-batches paired)   5 nB1F1B0   6 nB1B0 (second half zero bubble)   7 nWB0   8 nW
-
-    A zero-bubble backward is B now and W queued (first in, first out); `split=False` turns every
-    backward into BW (for layers that emit both together). Needs p even and m >= 2p, m even.
-    Bubble (p/2 - 1)(F&B + B - 3W), 2x parameters, p + 1 micro-batches of activations
-    (the report's Table 2)."""
-    check_dualpipe(p, m)
-    return Schedule("dualpipe", p, m, 2, tuple(_dualpipe_row(rank, p, m // 2, split) for rank in range(p)),
-                    bidirectional=True)
-
-
-class _DualPipeDevice:
-    """One device's row of DualPipe being written: micro-batch counters per direction and the
-    queue of deferred weight-gradient steps (W)."""
-
-    def __init__(self, second: bool, half: int, split: bool):
-        self.second, self.half, self.split = second, half, split
-        self.nf, self.nb, self.wq, self.row = [0, 0], [0, 0], [], []
-        self.phase = "warmup"
-
-    def F(self, ph: int) -> None:
-        d = ph ^ 1 if self.second else ph
-        self.row.append(Action("F", d * self.half + self.nf[d], d, self.phase))
-        self.nf[d] += 1
-
-    def B(self, ph: int, zb: bool = False) -> None:
-        d = ph ^ 1 if self.second else ph
-        mb = d * self.half + self.nb[d]
-        self.nb[d] += 1
-        self.row.append(Action("B" if zb and self.split else "BW", mb, d, self.phase))
-        if zb and self.split:
-            self.wq.append((mb, d))
-
-    def W(self) -> None:
-        if self.wq:
-            mb, d = self.wq.pop(0)
-            self.row.append(Action("W", mb, d, self.phase))
-
-
-def _dualpipe_row(rank: int, p: int, half: int, split: bool) -> tuple:
-    """The eight steps of DualPipe's `step` on one device (docstring of `dualpipe`)."""
-    hp = p // 2
-    hr = min(rank, p - 1 - rank)
-    dev = _DualPipeDevice(rank >= hp, half, split)
-    for _ in range((hp - hr - 1) * 2):  # 1: nF0
-        dev.F(0)
-    for _ in range(hr + 1):  # 2: nF0F1
-        dev.F(0)
-        dev.F(1)
-    for _ in range(hp - hr - 1):  # 3: nB1W1F1
-        dev.B(1, zb=True)
-        dev.W()
-        dev.F(1)
-    dev.phase = "steady"
-    for _ in range(half - p + hr + 1):  # 4: nF0B1F1B0
-        dev.F(0)
-        dev.B(1)
-        dev.F(1)
-        dev.B(0)
-    dev.phase = "cooldown"
-    for _ in range(hp - hr - 1):  # 5: nB1F1B0
-        dev.B(1)
-        dev.F(1)
-        dev.B(0)
-    zb = False
-    for i in range(hr + 1):  # 6: nB1B0, the second half zero bubble
-        zb = zb or (i == (hr + 1) // 2 and hr % 2 == 1)
-        dev.B(1, zb)
-        zb = zb or (i == (hr + 1) // 2 and hr % 2 == 0)
-        dev.B(0, zb)
-    for _ in range(hp - hr - 1):  # 7: nWB0
-        dev.W()
-        dev.B(0, zb=True)
-    for _ in range(hr + 1):  # 8: nW
-        dev.W()
-    while dev.wq:
-        dev.W()
-    return tuple(dev.row)
-
