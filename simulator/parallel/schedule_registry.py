@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import ParasimError
-from .schedule_sim import simulate_schedule
+from .schedule_sim import SimResult, simulate_schedule
 from .schedules import Schedule, gpipe, one_f_one_b, zb_h1, zb_h2
 from .schedules_dualpipe import check_dualpipe, dualpipe, dualpipev
 from .schedules_interleaved import first_stage_peak, interleaved, interleaved_zero_bubble, looped_bfs, rounds, zb_v
@@ -56,6 +56,7 @@ class ScheduleSpec:
     chunks: int | None = None      # the one v it takes (the V-shaped schedules: 2), None = any
     rounds: bool = False           # issues micro-batches in rounds: m a multiple of max(1, m // p)
     min_m: Callable[[int], int] = lambda p: 1  # fewest micro-batches at p stages
+    by_times: Callable | None = None  # (p, m, t_f, t_b, t_w) -> Schedule: ordered by playing the times
 
     @property
     def priced(self) -> bool:
@@ -94,7 +95,7 @@ SCHEDULE_SPECS: dict[str, ScheduleSpec] = {s.name: s for s in (
     ScheduleSpec("zb-h1", lambda p, m, v: zb_h1(p, m), lambda p, m, v: float(min(p, m)),
                  lambda p, m, F, B, W, v: (p - 1) * max(0.0, F + B - W), splits_bw=True),
     ScheduleSpec("zb-h2", lambda p, m, v: zb_h2(p, m), lambda p, m, v: float(min(2 * p - 1, m)),
-                 lambda p, m, F, B, W, v: (p - 1) * max(0.0, F + B - 2 * W), splits_bw=True),
+                 lambda p, m, F, B, W, v: (p - 1) * max(0.0, F + B - 2 * W), splits_bw=True, by_times=zb_h2),
     # DualPipe runs some backwards whole (BW) and the rest split (B, then W), so it is not marked splits_bw
     ScheduleSpec("dualpipe", lambda p, m, v: dualpipe(p, m), lambda p, m, v: float(p + 1), None),
     ScheduleSpec("looped-bfs", looped_bfs, lambda p, m, v: executed_in_flight("looped-bfs", p, m, v), None,
@@ -130,6 +131,19 @@ def make_schedule(name: str, p: int, m: int, v: int = 1) -> Schedule:
     if p > 1 or v > 1:
         spec.check(p, m, v)
     return spec.generate(p, m, v)
+
+
+def time_schedule(name: str, p: int, m: int, v: int = 1, t_f: float = 1.0, t_b: float = 1.0, t_w: float = 1.0,
+                  t_comm: float = 0.0) -> SimResult:
+    """Build `name` with `spec.chunks_for(v)` chunks per device (a view offering one v to every
+    schedule) and time it with unit times per device-sized stage: an action of a schedule with c
+    chunks per device takes t/c (its chunk holds 1/c of the device's layers; DualPipe's two chunks
+    are whole stages of two copies). Greedy schedules (ZB-H2) are ordered by the same times."""
+    spec = schedule_spec(name)
+    c = spec.chunks_for(v)
+    sched = spec.by_times(p, m, t_f, t_b, t_w) if spec.by_times else make_schedule(name, p, m, c)
+    k = 1 if sched.bidirectional else sched.v
+    return simulate_schedule(sched, t_f / k, t_b / k, t_w / k, t_comm)
 
 
 @functools.lru_cache(maxsize=256)
