@@ -23,7 +23,7 @@ from .catalog import LessonInfo, get_lesson, instructor_dir
 from .notebook import read_submission
 from .outcomes import ItemResult, Outcome
 from .runner import error_text, load_module
-from .sandbox import _SHARED_ROOT, Limits, Sandbox, SandboxCrash, SandboxTimeout, StudentError
+from .sandbox import SHARED_ROOT, Limits, Sandbox, SandboxCrash, SandboxTimeout, StudentError
 
 
 @dataclass(frozen=True)
@@ -222,7 +222,7 @@ def grade_isolated(lesson: LessonInfo, source: str, limits: Limits | None = None
 
 def _item(k: int, name: str, fn, box: Sandbox, limits: Limits, probes: dict) -> ItemResult:
     """One item against a loaded sandbox ("timeout"/"crash" tell the caller to start a fresh one)."""
-    token = _SHARED_ROOT.set(str(box.scratch))      # where `shared_folder()` puts what it shares
+    token = SHARED_ROOT.set(str(box.scratch))      # where `shared_folder()` puts what it shares
     try:
         return _graded(k, name, fn(_Student(box, time.monotonic() + limits.timeout_s, probes)))
     except StudentError as e:
@@ -237,7 +237,7 @@ def _item(k: int, name: str, fn, box: Sandbox, limits: Limits, probes: dict) -> 
         return _failed(k, name, f"{type(e).__name__}: {' '.join(str(e).split())[:300]}",
                        "return the type the TODO asks for", "error")
     finally:
-        _SHARED_ROOT.reset(token)
+        SHARED_ROOT.reset(token)
 
 
 def grade_in_process(lesson: LessonInfo, path: Path) -> list[ItemResult]:

@@ -13,7 +13,8 @@ from __future__ import annotations
 def run_program(program, inputs: dict, fetch: str) -> dict:
     """Run `program` on the local runtime with `inputs` ({rank: {tensor: array}}); the tensor
     `fetch` of every rank, and the bytes each rank sent."""
-    from simulator import Program, make_runtime
+    from ..program import Program
+    from ..runtime import make_runtime
 
     if not isinstance(program, Program):
         raise TypeError(f"a Program was expected, got {type(program).__name__}")

@@ -99,7 +99,8 @@ def limit(memory_mb: int, file_mb: int, grader_pid: int) -> None:
 def confine(config: dict) -> dict:
     """Landlock, then the seccomp filter, on this (single-threaded) process; what was applied.
     Raises RuntimeError when confinement is required and a step fails (the grader reports it)."""
-    from simulator.grading import landlock, seccomp
+    import simulator.grading.landlock as landlock  # by name: this file runs under BOOT
+    import simulator.grading.seccomp as seccomp
 
     required = bool(config.get("require"))
     tasks = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 1

@@ -341,7 +341,7 @@ class Sandbox:
         self.close()
 
 
-_SHARED_ROOT = contextvars.ContextVar("parasim_shared_root", default=None)
+SHARED_ROOT = contextvars.ContextVar("parasim_shared_root", default=None)
 
 
 @contextlib.contextmanager
@@ -349,7 +349,7 @@ def shared_folder():
     """A temporary folder a check shares with the submission: the sandbox may read and write it
     (a place for files a check hands over or expects back). It sits in the scratch folder of the
     sandbox being graded (the only place Landlock lets it write). Removed afterwards."""
-    with tempfile.TemporaryDirectory(prefix="shared-", dir=_SHARED_ROOT.get()) as tmp:
+    with tempfile.TemporaryDirectory(prefix="shared-", dir=SHARED_ROOT.get()) as tmp:
         yield tmp
 
 
