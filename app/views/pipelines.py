@@ -1,7 +1,5 @@
 """Pipeline schedules: GPipe, 1F1B, interleaved, ZB-H1, ZB-H2 and DualPipe side by side."""
 
-import inspect
-
 import streamlit as st
 from charts import timeline_chart
 from ui import BIND, figure, interactive, intro, remember, restore, show_code, trace_downloads
@@ -11,10 +9,9 @@ from simulator import (
     SCHEDULES,
     ParasimError,
     SimResult,
-    interleaved,
-    make_schedule,
     one_f_one_b,
     simulate_schedule,
+    time_schedule,
     viz,
     zb_h1,
     zb_h2,
@@ -51,20 +48,14 @@ remember("pipelines", "schedules", "p", "m", "v", "t_f", "t_b", "t_w", "t_comm")
 @st.cache_data(show_spinner=False)
 def run_schedules(names: tuple, p: int, m: int, v: int, t_f: float, t_b: float, t_w: float,
                   t_comm: float) -> list[tuple[str, SimResult | None, str]]:
-    """Build and time each schedule; an invalid one returns its one-line ParasimError message.
-    Interleaved chunks hold 1/v of a stage's layers, so their times are divided by v."""
+    """Build and time each schedule (`time_schedule`, as `sweep("schedule", ...)` does: the
+    registry says which take v chunks, of 1/v of a stage's time each, and which order by the
+    times); an invalid one returns its one-line ParasimError message."""
     out = []
     for name in names:
         try:
-            if name == "interleaved":
-                res = simulate_schedule(interleaved(p, m, v), t_f / v, t_b / v, t_w / v, t_comm)
-            elif SCHEDULE_SPECS[name].splits_bw:  # the zero-bubble ones: greedy variants take the times
-                make = zb_h1 if name == "zb-h1" else zb_h2
-                times = {"t_f": t_f, "t_b": t_b, "t_w": t_w}  # greedy variants order by the times
-                kw = {k: t for k, t in times.items() if k in inspect.signature(make).parameters}
-                res = simulate_schedule(make(p, m, **kw), t_f, t_b, t_w, t_comm)
-            else:
-                res = simulate_schedule(make_schedule(name, p, m), t_f, t_b, t_w, t_comm)
+            chunks = v if SCHEDULE_SPECS[name].virtual_stages else 1
+            res = time_schedule(name, p, m, chunks, t_f=t_f, t_b=t_b, t_w=t_w, t_comm=t_comm)
             out.append((name, res, ""))
         except ParasimError as err:
             out.append((name, None, str(err)))

@@ -42,6 +42,9 @@ class ScheduleSpec:
     splits_bw: bool = False        # always runs B and W as separate actions (zero-bubble schedules)
     virtual_stages: bool = False   # takes v > 1 model chunks per device
     m_multiple_of_p: bool = False  # needs micro-batches a multiple of the stages
+    # (p, m, t_f, t_b, t_w) -> Schedule, for a generator whose order depends on the times (ZB-H2's
+    # greedy rule); make_schedule(..., times=) uses it
+    timed: Callable[..., Schedule] | None = None
 
     @property
     def priced(self) -> bool:
@@ -68,7 +71,8 @@ SCHEDULE_SPECS: dict[str, ScheduleSpec] = {s.name: s for s in (
     ScheduleSpec("zb-h1", lambda p, m, v: zb_h1(p, m), lambda p, m, v: float(min(p, m)),
                  lambda p, F, B, W, v: (p - 1) * max(0.0, F + B - W), splits_bw=True),
     ScheduleSpec("zb-h2", lambda p, m, v: zb_h2(p, m), lambda p, m, v: float(min(2 * p - 1, m)),
-                 lambda p, F, B, W, v: (p - 1) * max(0.0, F + B - 2 * W), splits_bw=True),
+                 lambda p, F, B, W, v: (p - 1) * max(0.0, F + B - 2 * W), splits_bw=True,
+                 timed=lambda p, m, t_f, t_b, t_w: zb_h2(p, m, t_f, t_b, t_w)),
     # DualPipe runs some backwards whole (BW) and the rest split (B, then W), so it is not marked splits_bw
     ScheduleSpec("dualpipe", lambda p, m, v: dualpipe(p, m), lambda p, m, v: float(p + 1), None),
 )}
@@ -86,9 +90,12 @@ def schedule_spec(name: str, priced: bool = False) -> ScheduleSpec:
     return SCHEDULE_SPECS[name]
 
 
-def make_schedule(name: str, p: int, m: int, v: int = 1) -> Schedule:
-    """Build a named schedule: "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe"."""
+def make_schedule(name: str, p: int, m: int, v: int = 1, times: dict | None = None) -> Schedule:
+    """Build a named schedule: "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe";
+    `times` ({t_f, t_b, t_w}) orders a schedule whose order depends on them (`ScheduleSpec.timed`)."""
     spec = schedule_spec(name)
     if v != 1 and not spec.virtual_stages:
         raise ParasimError(f"schedule {name!r} has one chunk per stage, got v={v}")
+    if times is not None and spec.timed is not None:
+        return spec.timed(p, m, times["t_f"], times["t_b"], times["t_w"])
     return spec.generate(p, m, v)
