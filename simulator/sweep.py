@@ -17,8 +17,9 @@ refused it (a `ParasimError`, e.g. a batch that the micro-batches cannot divide)
 - "search": `search_training`, the search `parasim search` runs; `base` is a dict of its
   arguments (model, hardware, gpus, global_batch, ...); the outputs are the fastest configuration
   that fits (t, p, d, b, ...).
-- "schedule": `time_schedule(schedule, p, m, v, t_f=, t_b=, t_w=, t_comm=)` (the app's Pipeline
-  page times schedules the same way; times default to `DEFAULT_TIMES`); `base` is a dict of those names.
+- "schedule": `time_schedule(schedule, p, m, v, t_f=, t_b=, t_w=, t_comm=)` (schedule_registry; the
+  app's Pipelines page times schedules the same way; times default to `DEFAULT_TIMES`); `base` is a
+  dict of those names.
 
 The estimate and search records carry `assumptions.NAME.value` / `.source`: the software stack and
 recomputation they assumed and where each came from (`simulator.cost.assumptions.assumptions_of`).
@@ -46,7 +47,8 @@ from .cost.parallel_config import Assumptions, ParallelConfig
 from .cost.search import search_training
 from .errors import ParasimError
 from .parallel.config import TrainConfig
-from .parallel.schedule_sim import DEFAULT_TIMES, time_schedule
+from .parallel.schedule_registry import time_schedule
+from .parallel.schedule_sim import DEFAULT_TIMES
 from .training import train
 from .vocabulary import canonical
 

@@ -1,14 +1,11 @@
 """Registries are consumed, never restated (issue 24, item 6): no consumer compares a value with a
 schedule's or a collective algorithm's name to decide what to do; it asks the registry's entry
-(`SCHEDULE_SPECS[name].virtual_stages`, `.timed`, `simulator.cost.comm.ALGOS`). The app's
-Pipelines page times every schedule through `time_schedule`, as sweep does."""
+(`SCHEDULE_SPECS[name].virtual_stages`, `.by_times`, `simulator.cost.comm.ALGOS`)."""
 
 import ast
 from pathlib import Path
 
-import pytest
-
-from simulator import SCHEDULE_SPECS, SCHEDULES, simulate_schedule, time_schedule, zb_h2
+from simulator import SCHEDULES
 from simulator.cost.comm import ALGOS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,16 +41,3 @@ def test_no_consumer_dispatches_on_a_schedule_or_algorithm_name():
     found = {str(p.relative_to(REPO)): lines for p in files
              if str(p.relative_to(REPO)) not in HOMES and (lines := _name_comparisons(p))}
     assert set(found) <= set(KNOWN), {k: v for k, v in found.items() if k not in KNOWN}
-
-
-@pytest.mark.parametrize("name", SCHEDULES)
-def test_time_schedule_follows_the_registry(name):
-    p, m, times = 4, 8, {"t_f": 1.0, "t_b": 2.0, "t_w": 0.5}
-    spec = SCHEDULE_SPECS[name]
-    v = 2 if spec.virtual_stages else 1
-    got = time_schedule(name, p, m, v, **times)
-    chunk = {k: t / v for k, t in times.items()}
-    made = spec.timed(p, m, **chunk) if spec.timed else spec.generate(p, m, v)
-    assert got.makespan == simulate_schedule(made, **chunk).makespan
-    if name == "zb-h2":                      # the greedy order is played at the given times
-        assert got.makespan == simulate_schedule(zb_h2(p, m, 1.0, 2.0, 0.5), 1.0, 2.0, 0.5).makespan

@@ -72,22 +72,9 @@ class SimResult:
 
 
 # one stage's forward, input-gradient and weight-gradient time per micro-batch, and the stage-to-stage
-# transfer: the defaults of every door that times a schedule (simulate_schedule, time_schedule, sweep)
+# transfer: the defaults of every door that times a schedule (simulate_schedule,
+# schedule_registry.time_schedule, sweep and the app's Pipelines page)
 DEFAULT_TIMES = {"t_f": 1.0, "t_b": 1.0, "t_w": 1.0, "t_comm": 0.0}
-
-
-def time_schedule(name: str, p: int, m: int, v: int = 1, **times) -> SimResult:
-    """Build the registry's schedule `name` and time it with one *stage's* times (`DEFAULT_TIMES`
-    where not given): a model chunk of an interleaved schedule holds 1/v of a stage's layers, so it
-    takes t/v; a generator whose order depends on the times (ZB-H2's greedy rule) gets them
-    (`ScheduleSpec.timed`). The app and `sweep("schedule", ...)` both time schedules here."""
-    from simulator.parallel.schedule_registry import make_schedule, schedule_spec
-    if unknown := sorted(set(times) - set(DEFAULT_TIMES)):
-        raise ParasimError(f"unknown time {unknown[0]!r}; known: {', '.join(DEFAULT_TIMES)}")
-    t = {**DEFAULT_TIMES, **times}
-    chunk = v if schedule_spec(name).virtual_stages else 1
-    compute = {k: t[k] / chunk for k in ("t_f", "t_b", "t_w")}
-    return simulate_schedule(make_schedule(name, p, m, v, times=compute), **compute, t_comm=t["t_comm"])
 
 
 def simulate_schedule(schedule: Schedule, t_f: float = DEFAULT_TIMES["t_f"], t_b: float = DEFAULT_TIMES["t_b"],
