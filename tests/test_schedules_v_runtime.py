@@ -46,7 +46,7 @@ def test_zb_v_places_stages_in_a_v_and_the_runtime_follows():
 def test_a_hand_written_v_schedule_runs():
     text = format_schedule(make_schedule("zb-v", 2, 4, 2))
     assert text.splitlines()[0] == "placement: v"
-    r = train(TrainConfig(GPT, strategy="pp", devices=2, virtual_stages=2, microbatches=4, batch_size=8,
+    r = train(TrainConfig(GPT, strategy="pp", devices=2, schedule="zb-v", virtual_stages=2, microbatches=4, batch_size=8,
                           schedule_text=text, steps=1))
     assert r.max_rel_weight_diff_vs_single < 1e-9
 
