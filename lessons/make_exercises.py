@@ -35,7 +35,7 @@ def exercise_text(solution: str) -> str:
             if inside:
                 raise ValueError(f"nested BEGIN SOLUTION: {line!r}")
             inside = True
-            todo = m.group(2).strip() or "your code here"
+            todo = (m.group(2).strip() or "your code here").replace("\\", "\\\\").replace('"', '\\"')
             out.append(f'{m.group(1)}raise NotImplementedError("TODO: {todo}")')
         elif END.match(line):
             if not inside:

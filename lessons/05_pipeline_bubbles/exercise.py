@@ -82,7 +82,7 @@ def why_1f1b_saves_memory() -> str:
 # %%
 def plot_my_run(path: str) -> float:
     """Train, draw the timeline into `path` (PNG), return the measured bubble fraction."""
-    raise NotImplementedError("TODO: train(TrainConfig(mlp, strategy="pp", devices=4, batch_size=32, microbatches=8), device_model=free)")
+    raise NotImplementedError("TODO: train(TrainConfig(mlp, strategy=\"pp\", devices=4, batch_size=32, microbatches=8), device_model=free)")
 
 
 # %%
