@@ -23,6 +23,7 @@ time of one stage, B + W the whole backward):
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -86,8 +87,10 @@ def schedule_spec(name: str, priced: bool = False) -> ScheduleSpec:
     return SCHEDULE_SPECS[name]
 
 
+@functools.lru_cache(maxsize=16)
 def make_schedule(name: str, p: int, m: int, v: int = 1) -> Schedule:
-    """Build a named schedule: "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe"."""
+    """Build a named schedule: "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe".
+    Schedules are immutable, so a step's program and its memory estimate share one (cached)."""
     spec = schedule_spec(name)
     if v != 1 and not spec.virtual_stages:
         raise ParasimError(f"schedule {name!r} has one chunk per stage, got v={v}")
