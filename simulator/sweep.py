@@ -241,11 +241,11 @@ def sweep(kind: str, base, runner_kwargs: dict | None = None, **vary) -> SweepTa
     return SweepTable(kind, tuple(vary), tuple(records))
 
 
-def plot_records(records: list[dict], y: str, x: str, line: str | None = None, ax=None, marker: str = "o"):
-    """The common sweep figure: `y` against `x`, one line per value of `line`, points in x order."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
+def plot_records(records: list[dict], y: str, x: str, line: str | None = None, ax=None, marker: str = "o",
+                 label: str | None = None, **plot_kwargs):
+    """The common sweep figure: `y` against `x`, one line per value of `line`, points in x order.
+    `label` names the line (prefixed to each `line = value` when there are several); other keyword
+    arguments go to matplotlib's `Axes.plot`. The user's matplotlib backend is left as chosen."""
     import matplotlib.pyplot as plt
 
     if ax is None:
@@ -257,10 +257,13 @@ def plot_records(records: list[dict], y: str, x: str, line: str | None = None, a
         groups.setdefault(r.get(line) if line else y, []).append((r[x], r[y]))
     for key, pts in groups.items():
         pts.sort(key=lambda p: (p[0] is None, p[0]))
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, label=f"{line} = {key}" if line else y)
+        name = f"{line} = {key}" if line else y
+        if label is not None:
+            name = label if len(groups) == 1 else f"{label}, {name}"
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, label=name, **plot_kwargs)
     ax.set_xlabel(x)
     ax.set_ylabel(y)
-    if line:
+    if line or label is not None:
         ax.legend(frameon=False)
     ax.grid(alpha=0.3)
     return ax

@@ -18,6 +18,7 @@ student (Markdown and JSON: expected, found, hint per item) and a summary per it
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from ..errors import ParasimError
@@ -49,6 +50,8 @@ def add_parser(sub) -> None:
     grd.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
     grd.add_argument("--timeout", type=float, default=60.0, help="seconds per item and submission (default 60)")
     grd.add_argument("--memory-mb", type=int, default=2048, help="address-space limit per submission (default 2048)")
+    grd.add_argument("--json", action="store_true",
+                     help="print one JSON object (rows and per-item summary); each student's line goes to stderr")
     grd.set_defaults(func=run)
     fig = verbs.add_parser("figures", help="redraw every lesson figure and its data file (lessons/make_figures.py)")
     fig.add_argument("lessons", nargs="*", help="lesson numbers (default: all)")
@@ -129,12 +132,18 @@ def _figures(args) -> int:
 
 def _grade(args) -> int:
     lesson = get_lesson(args.lesson)
+    out = sys.stderr if args.json else sys.stdout  # with --json the per-student lines are progress
     rows, summary = grade_class(lesson, Path(args.folder), Path(args.csv),
                                 Path(args.feedback) if args.feedback else None,
                                 Limits(timeout_s=args.timeout, memory_mb=args.memory_mb), jobs=args.jobs,
                                 on_row=lambda r: print(f"{r['student']}: {r['passed']}/{r['total']} {r['status']}"
-                                                       + (f" - {r['error']}" if r["error"] else ""), flush=True))
+                                                       + (f" - {r['error']}" if r["error"] else ""),
+                                                       file=out, flush=True))
     full = sum(r["total"] > 0 and r["passed"] == r["total"] for r in rows)
+    if args.json:
+        print(json.dumps({"lesson": lesson.number, "csv": str(args.csv), "complete": full, "rows": rows,
+                          "summary": summary}, default=str))
+        return 0
     print(f"graded {len(rows)} submission(s): {full} complete; wrote {args.csv}")
     print("per item: " + "; ".join(f"{s['item']}. {s['passed']}/{s['graded']}" for s in summary))
     return 0
