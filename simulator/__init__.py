@@ -77,9 +77,18 @@ from .parallel.cp_split import attention_bytes_per_step, block_activation_bytes,
 from .parallel.experts import MoEGPTConfig
 from .parallel.schedule_check import format_schedule, parse_schedule
 from .parallel.schedule_check import validate as validate_schedule
-from .parallel.schedule_registry import PRICED_SCHEDULES, SCHEDULE_SPECS, ScheduleSpec, make_schedule, schedule_spec
+from .parallel.schedule_registry import (
+    PRICED_SCHEDULES,
+    SCHEDULE_SPECS,
+    ScheduleSpec,
+    make_schedule,
+    schedule_spec,
+    time_schedule,
+)
 from .parallel.schedule_sim import SimResult, simulate_schedule
-from .parallel.schedules import Action, Schedule, dualpipe, gpipe, interleaved, one_f_one_b, zb_h1, zb_h2
+from .parallel.schedules import Action, Schedule, gpipe, one_f_one_b, stage_placement, zb_h1, zb_h2
+from .parallel.schedules_dualpipe import dualpipe, dualpipev
+from .parallel.schedules_interleaved import interleaved, interleaved_zero_bubble, looped_bfs, zb_v
 from .parallel.strategies import compile_strategy
 from .program import Collective, Compute, Free, Program, ProgramBuilder, Recv, Send
 from .runtime import LocalRuntime, RunResult, Runtime, make_runtime

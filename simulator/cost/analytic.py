@@ -195,7 +195,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     slowest_k = max(range(p), key=lambda k: sum(stages[k]))
     slowest = sum(stages[slowest_k])
     Fm, Bm, Wm = (sum(x[i] for x in stages) / p for i in range(3))
-    bubble = schedule_spec(cfg.schedule, priced=True).bubble(p, Fm, Bm, Wm, v)
+    bubble = schedule_spec(cfg.schedule, priced=True).bubble(p, m, Fm, Bm, Wm, v)
     compute = m * slowest
 
     # pipeline p2p: each TP rank sends its 1/t slice over the stage boundary, then all-gathers

@@ -2,7 +2,7 @@
 
 Refusals happen here, up front, with one line naming the rule and the numbers: degrees that do not
 multiply to the device count, more pipeline stages than layers, a batch that micro-batches cannot
-divide, interleaving with m not a multiple of p (Narayanan et al. 2021 Sec. 2.2 requires it).
+divide, a schedule's own rules (schedule_registry: e.g. interleaving's equal rounds of micro-batches).
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ class TrainConfig:
                f"{pp} stages x {self.virtual_stages} virtual stages = {pp * self.virtual_stages} exceeds the model's "
                f"{layers} layers ({_describe_layers(kinds)}); each stage holds at least one")
         stage = int(s[-1]) if s.startswith("zero") else self.zero
-        # the shared value checks the schedule's rules (e.g. interleaving needs m a multiple of p) and that
+        # the shared value checks the schedule's rules (schedule_registry.ScheduleSpec.check) and that
         # ep divides dp x cp (Megatron-Core's expert rank generator)
         par = Parallelism(dp=dp, tp=tp, pp=pp, cp=cp, ep=self.ep, microbatches=self.microbatches,
                           virtual_stages=self.virtual_stages, schedule=self.schedule, zero=stage,

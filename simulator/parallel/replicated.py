@@ -27,7 +27,7 @@ from .grad_sync import GradSync
 from .layer_kernels import layer_of, optimizer_state_names
 from .schedule_check import parse_schedule, validate
 from .schedule_registry import make_schedule
-from .schedules import dualpipe
+from .schedules_dualpipe import dualpipe
 from .zero_hybrid import ShardedReader, ZeroGroups, emit_zero_optimizer, shard_state, with_zero
 
 
@@ -202,7 +202,7 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
         for j in range(m):
             # the first half of the micro-batches enters at ranks[0]; under DualPipe the rest at ranks[-1]
             up = schedule.bidirectional and j >= m // 2
-            first, last = (ranks[-1], ranks[0]) if up else (ranks[0], ranks[(len(stages) - 1) % pp])
+            first, last = (ranks[-1], ranks[0]) if up else (ranks[0], ranks[schedule.stage_devices[-1]])
             a = i * rows_per_replica + j * mbs
             feeds.append((first, f"data/x/mb{j}", a, a + mbs, "x", cols))
             feeds.append((last, f"data/y/mb{j}", a, a + mbs, "y", cols))
@@ -211,10 +211,9 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     for r in range(cfg.devices):
         sync.finish(r)
         s, t = mesh.coord(r, "pp"), mesh.coord(r, "tp")
-        held = [li for k in range(s, len(stages), pp) for li in stages[k]]
-        home = held  # the copy read back (DualPipe's first copy)
-        if schedule.bidirectional:
-            held = sorted(held + list(stages[pp - 1 - s]))
+        held = [li for k in sorted(set(schedule.stage_map[s])) for li in stages[k]]
+        # the copy read back: DualPipe's first (device s holds stage s of both copies' stages s, p-1-s)
+        home = list(stages[s]) if schedule.bidirectional else held
         initial[r] = initial_state(cfg.model, held, optimizer, cfg.seed,
                                    lambda li, n, value, t=t, r=r: placement.shard(li, n, value, t, r))
         if zero:
