@@ -22,6 +22,7 @@ class Example:
     heading: str     # the section it is under
     kind: str        # "python", "bash" or "row" (one parasim command of a table)
     code: str
+    says: str = ""   # a table row's second cell: what the docs say it prints
 
     @property
     def id(self) -> str:
@@ -45,8 +46,8 @@ def examples(path: Path) -> list[Example]:
             if kind == "bash" and "pip install" in code:
                 continue  # a set-up command: .ci/run runs it
             found.append(Example(name, heading, kind, code))
-        for command in re.findall(r"^\| `(parasim [^`]+)` \|", body, flags=re.M):
-            found.append(Example(name, heading, "row", command))
+        for command, says in re.findall(r"^\| `(parasim [^`]+)` \| (.*) \|$", body, flags=re.M):
+            found.append(Example(name, heading, "row", command, says))
     return found
 
 

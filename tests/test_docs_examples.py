@@ -15,6 +15,18 @@ from doc_examples import ROOT, all_examples
 
 EXAMPLES = all_examples()
 TIME_LIMIT_S = 240   # the slowest (a full configuration search) takes about a minute on 2 loaded cores
+# What a row says its command prints, quoted figure by figure: each must be in the row's text and in
+# what the command prints (README figures are asserted at their recorded values, issue 24 item 7).
+QUOTED = {"parasim train --strategy pp --devices 4 --microbatches 8 --schedule 1f1b": ["matches"],
+          "parasim collective all_reduce --devices 8 --size 1000003 --algo ring": ["14 steps", "112 messages"],
+          "parasim simulate --model gpt3-175b --hardware a100-80gb --gpus 1536 --tp 8 --pp 12 --global-batch 1536 "
+          "--recompute full": ["40.5 GB"],
+          "parasim simulate --model gpt3-175b --hardware a100-80gb --gpus 1536 --tp 8 --pp 12": ["93.2 GB",
+                                                                                                 "OUT OF MEMORY"],
+          "parasim memory --params 7.5B --dp 64 --zero 3": ["120", "31.4", "16.6", "1.88 GB"],
+          "parasim simulate --model llama3-405b --hardware h100-sxm --gpus 8192 --tp 8 --pp 16 --schedule interleaved "
+          "--virtual-stages 4 --balance-embedding --global-batch 2048 --sequence-parallel --zero 1 "
+          "--overlap-grad-reduce --overlap-param-gather": ["85.3 GB of 85.5 GB"]}
 SHELL_PRELUDE = f'set -euo pipefail\nparasim() {{ "{sys.executable}" -m simulator "$@"; }}\n'
 
 
@@ -39,6 +51,13 @@ def test_example_runs_as_written(example, tmp_path):
     assert done.returncode == 0, f"{example.id} exited {done.returncode}:\n{done.stderr[-3000:]}"
     assert done.stdout.strip() or example.kind == "python", f"{example.id} printed nothing"
     assert took < TIME_LIMIT_S
+    for figure in QUOTED.get(example.code, []) if example.kind == "row" else []:
+        assert figure in example.says and figure in done.stdout, f"{example.id}: {figure!r} as quoted"
+
+
+def test_every_quoted_row_is_in_the_docs():
+    rows = {e.code for e in EXAMPLES if e.kind == "row"}
+    assert set(QUOTED) <= rows
 
 
 def test_the_app_command_of_the_readme_is_the_one_tested():

@@ -52,11 +52,13 @@ def add_parser(sub) -> None:
     p.add_argument("--microbatch-size", dest="microbatch_size", type=int, default=1, help="b")
     p.add_argument("--global-batch", dest="global_batch", type=int, default=None,
                    help="B sequences per step (default b x dp x pp, i.e. m = pp)")
-    p.add_argument("--schedule", default="1f1b", choices=SCHEDULES)
+    p.add_argument("--schedule", default="1f1b", choices=SCHEDULES, help="pipeline schedule (default 1f1b)")
     p.add_argument("--virtual-stages", dest="virtual_stages", type=int, default=1,
                    help="model chunks per device (interleaved schedule)")
-    p.add_argument("--recompute", default="none", choices=RECOMPUTE)
-    p.add_argument("--sequence-parallel", dest="sequence_parallel", action="store_true")
+    p.add_argument("--recompute", default="none", choices=RECOMPUTE,
+                   help="activation recomputation: none, selective (attention core) or full (default none)")
+    p.add_argument("--sequence-parallel", dest="sequence_parallel", action="store_true",
+                   help="Megatron's sequence parallelism over the tensor-parallel ranks")
     p.add_argument("--zero", type=int, default=0, help="ZeRO stage 0-3")
     add_parallel_extras(p)
     add_assumption_flags(p)
@@ -89,7 +91,8 @@ def add_assumption_flags(p) -> None:
     fa = p.add_mutually_exclusive_group()
     fa.add_argument("--use-flash-attn", dest="flash_attention", action="store_true", default=None,
                     help="FlashAttention (default: on for rotary-position models such as Llama)")
-    fa.add_argument("--no-flash-attn", dest="flash_attention", action="store_false")
+    fa.add_argument("--no-flash-attn", dest="flash_attention", action="store_false",
+                    help="the unfused attention of Megatron-LM 2021")
     p.add_argument("--fp8", "--fp8-format", dest="fp8", nargs="?", const="hybrid", default=None,
                    help="FP8 matmuls at the hardware's fp8 peak (Transformer Engine; e4m3 or hybrid)")
     p.add_argument("--overlap-grad-reduce", dest="overlap_grad_reduce", action="store_true",
