@@ -214,10 +214,12 @@ _RUNNERS: dict[str, Callable] = {"train": _run_train, "estimate": _run_estimate,
                                  "schedule": _run_schedule}
 
 
-def sweep(kind: str, base, runner_kwargs: dict | None = None, **vary) -> SweepTable:
+def sweep(kind: str, base, runner_kwargs: dict | None = None, progress: Callable | None = None,
+          **vary) -> SweepTable:
     """Run `kind` ("train", "estimate", "search", "schedule") at every combination of `vary`'s
     values on top of `base`; one record per point: the varied values, then the outputs or `error`.
-    `runner_kwargs` are fixed arguments of the run (e.g. model= and hardware= for "estimate")."""
+    `runner_kwargs` are fixed arguments of the run (e.g. model= and hardware= for "estimate");
+    `progress(done, total, note)` is told after each point."""
     if kind not in _RUNNERS:
         raise ParasimError(f"unknown sweep kind {kind!r}; known: {', '.join(KINDS)}")
     if kind == "train" and not isinstance(base, TrainConfig):
@@ -230,7 +232,8 @@ def sweep(kind: str, base, runner_kwargs: dict | None = None, **vary) -> SweepTa
         raise ParasimError("nothing to vary: give at least one name=[values]")
     _check(kind, base, dict(runner_kwargs or {}), vary)
     records = []
-    for point in _points(vary):
+    points = list(_points(vary))
+    for point in points:
         record = {k: (v.name if hasattr(v, "name") and not isinstance(v, str) else v) for k, v in point.items()}
         try:
             record.update(flatten(_RUNNERS[kind](base, point, dict(runner_kwargs or {}))))
@@ -238,6 +241,8 @@ def sweep(kind: str, base, runner_kwargs: dict | None = None, **vary) -> SweepTa
         except ParasimError as e:
             record["error"] = str(e)
         records.append(record)
+        if progress:
+            progress(len(records), len(points), ", ".join(f"{k}={v}" for k, v in record.items() if k in vary))
     return SweepTable(kind, tuple(vary), tuple(records))
 
 

@@ -13,6 +13,7 @@ from ..errors import ParasimError
 from ..models import GPTConfig, MLPConfig
 from ..parallel.config import CP_KINDS, GRAD_DTYPES, SCHEDULES, STRATEGIES, TrainConfig
 from ..parallel.experts import MoEGPTConfig
+from ..progress import Progress
 from ..trace import STEP_PART_LABELS
 from ..training import train
 from ..units import fmt_time
@@ -135,15 +136,6 @@ def _read_schedule(path: str | None) -> str | None:
         raise ParasimError(f"cannot read schedule file {path}: {e.strerror}") from None
 
 
-def _progress_bar(done: int, total: int) -> None:
-    width = 30
-    filled = width * done // total
-    sys.stderr.write(f"\rtraining [{'#' * filled}{'.' * (width - filled)}] step {done}/{total}")
-    if done == total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
-
-
 def run(a) -> int:
     cfg = config_from_args(a)
     resilient = bool(a.fail or a.fail_random or a.checkpoint_every or a.checkpoint_dir is not None or a.resume)
@@ -209,7 +201,8 @@ def _runtime(a, cfg: TrainConfig, resilient: bool):
 
 def _train(a, cfg: TrainConfig, runtime, model, resilient: bool):
     if not resilient:
-        return train(cfg, runtime=runtime, progress=_progress_bar if sys.stderr.isatty() else None, device_model=model)
+        return train(cfg, runtime=runtime, progress=Progress(f"training on {cfg.devices} devices", "steps"),
+                     device_model=model)
     from ..faults import parse_faults, random_faults, train_resilient
     from ..parallel.strategies import compile_strategy
 
