@@ -174,15 +174,15 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     group_of = grad_groups(mesh, schedule.bidirectional)
     # ZeRO over the data x context axes: stage 1 is Megatron's distributed optimizer; stages 2-3 (no
     # pipeline, TrainConfig refuses it) gather and scatter around every layer (zero_hybrid.py)
-    zero = cfg.zero if dp * cp > 1 else 0
+    zero = cfg.zero_stage if dp * cp > 1 else 0
     if zero and (cfg.bucket_mb is not None or cfg.grad_dtype != "float64"):
         raise ParasimError(f"ZeRO-{zero} here moves float64 per-parameter collectives: drop --bucket-mb and --grad-dtype")
     zgroups = ZeroGroups(group_of, getattr(placement, "grad_group", None), cfg.gradients_mean)
     sync = GradSync(b, cfg.model, {} if zero else group_of, None if cfg.bucket_mb is None else cfg.bucket_mb * 1e6,
                     cfg.grad_dtype, cfg.gradients_mean, shapes=placement.shapes,
                     grad_group=getattr(placement, "grad_group", None))
-    mbs = cfg.microbatch_size
-    rows_per_replica = cfg.batch_size // dp
+    mbs = cfg.micro_batch_size
+    rows_per_replica = cfg.global_batch // dp
     count = rows_per_replica * tokens_per_sample(cfg.model)
     # each cp rank's loss is scaled by cp so that the mean over dp x cp ranks is the replica mean
     copies = 2 if schedule.bidirectional else 1
@@ -231,7 +231,7 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     if zero == 3:  # parameters live as shards: the read-back gathers them
         read = _sharded_read(read, param_home, zgroups, placement.shapes)
     return Compiled(cfg, b.build(), initial, feeds, param_home, loss_tensors, count * dp, mesh,
-                    {"stages": stages, "schedule": schedule.name if pp > 1 or v > 1 else None, "zero": cfg.zero,
+                    {"stages": stages, "schedule": schedule.name if pp > 1 or v > 1 else None, "zero": cfg.zero_stage,
                      "zero_groups": zgroups if zero else None}, read)
 
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import ParasimError
-from .schedule_sim import SimResult, simulate_schedule
+from .schedule_sim import DEFAULT_TIMES, SimResult, simulate_schedule
 from .schedules import Schedule, gpipe, one_f_one_b, zb_h1, zb_h2
 from .schedules_dualpipe import check_dualpipe, dualpipe, dualpipev
 from .schedules_interleaved import first_stage_peak, interleaved, interleaved_zero_bubble, looped_bfs, rounds, zb_v
@@ -133,8 +133,9 @@ def make_schedule(name: str, p: int, m: int, v: int = 1) -> Schedule:
     return spec.generate(p, m, v)
 
 
-def time_schedule(name: str, p: int, m: int, v: int = 1, t_f: float = 1.0, t_b: float = 1.0, t_w: float = 1.0,
-                  t_comm: float = 0.0) -> SimResult:
+def time_schedule(name: str, p: int, m: int, v: int = 1, t_f: float = DEFAULT_TIMES["t_f"],
+                  t_b: float = DEFAULT_TIMES["t_b"], t_w: float = DEFAULT_TIMES["t_w"],
+                  t_comm: float = DEFAULT_TIMES["t_comm"]) -> SimResult:
     """Build `name` with `spec.chunks_for(v)` chunks per device (a view offering one v to every
     schedule) and time it with unit times per device-sized stage: an action of a schedule with c
     chunks per device takes t/c (its chunk holds 1/c of the device's layers; DualPipe's two chunks
