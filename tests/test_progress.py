@@ -50,3 +50,12 @@ def test_sweep_reports_each_point():
     sweep("schedule", {"p": 4}, schedule=["gpipe", "1f1b"], m=[2, 8], progress=lambda *a: seen.append(a))
     assert [s[:2] for s in seen] == [(1, 4), (2, 4), (3, 4), (4, 4)]
     assert seen[0][2] == "schedule=gpipe, m=2"
+
+
+def test_search_reports_each_layout():
+    from simulator.cost.search import search_training
+
+    seen = []
+    res = search_training("gpt3-1.3b", "a100-80gb", 8, 16, top=1, progress=lambda *a: seen.append(a))
+    assert seen and [s[0] for s in seen] == list(range(1, seen[-1][1] + 1)) and res.top
+    assert seen[-1][2] == f"{res.considered:,} configurations"
