@@ -34,7 +34,7 @@ def tour_run(steps: int = 3):
     from simulator import GPTConfig, TrainConfig, train
 
     gpt = GPTConfig(layers=4, hidden=32, heads=4, seq_len=16, vocab=32)
-    return train(TrainConfig(gpt, strategy="pp", devices=4, microbatches=8, batch_size=16, schedule="1f1b", steps=steps))
+    return train(TrainConfig(gpt, strategy="pp", devices=4, microbatches=8, global_batch=16, schedule="1f1b", steps=steps))
 
 
 def draw_timeline(path: Path = HERE / "pipeline_1f1b.png") -> Path:

@@ -39,7 +39,8 @@ def test_the_docs_have_their_examples():
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.id for e in EXAMPLES])
 def test_example_runs_as_written(example, tmp_path):
-    env = {**os.environ, "HOME": str(tmp_path), "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
+    env = {**os.environ, "HOME": str(tmp_path), "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg",
+           "PYTHONWARNINGS": "default::DeprecationWarning"}
     if example.kind == "python":
         argv = [sys.executable, "-c", example.code]
     else:
@@ -51,6 +52,7 @@ def test_example_runs_as_written(example, tmp_path):
     assert done.returncode == 0, f"{example.id} exited {done.returncode}:\n{done.stderr[-3000:]}"
     assert done.stdout.strip() or example.kind == "python", f"{example.id} printed nothing"
     assert took < TIME_LIMIT_S
+    assert "DeprecationWarning" not in done.stderr, f"{example.id} uses a deprecated spelling:\n{done.stderr[-2000:]}"
     for figure in QUOTED.get(example.code, []) if example.kind == "row" else []:
         assert figure in example.says and figure in done.stdout, f"{example.id}: {figure!r} as quoted"
 
