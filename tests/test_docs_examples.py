@@ -17,7 +17,7 @@ EXAMPLES = all_examples()
 TIME_LIMIT_S = 240   # the slowest (a full configuration search) takes about a minute on 2 loaded cores
 # What a row says its command prints, quoted figure by figure: each must be in the row's text and in
 # what the command prints (README figures are asserted at their recorded values, issue 24 item 7).
-QUOTED = {"parasim train --strategy pp --devices 4 --microbatches 8 --schedule 1f1b": ["matches"],
+QUOTED = {"parasim train --strategy pp --devices 4 --microbatches 8 --schedule 1f1b": ["8.94e-13", "matches"],
           "parasim collective all_reduce --devices 8 --size 1000003 --algo ring": ["14 steps", "112 messages"],
           "parasim simulate --model gpt3-175b --hardware a100-80gb --gpus 1536 --tp 8 --pp 12 --global-batch 1536 "
           "--recompute full": ["40.5 GB"],
@@ -66,3 +66,9 @@ def test_the_app_command_of_the_readme_is_the_one_tested():
     """`parasim app` is a server: tests/test_app_command.py starts it, asks it for pages and stops it."""
     first = (ROOT / "README.md").read_text(encoding="utf-8").split("```bash\n", 2)[1].split("```")[0]
     assert first.strip().endswith("pip install -e . && parasim app")
+
+
+def test_the_readme_links_every_doc():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    docs = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
+    assert [d for d in docs if f"(docs/{d})" not in readme] == []
