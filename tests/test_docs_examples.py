@@ -21,8 +21,8 @@ QUOTED = {"parasim train --strategy pp --devices 4 --microbatches 8 --schedule 1
           "parasim collective all_reduce --devices 8 --size 1000003 --algo ring": ["14 steps", "112 messages"],
           "parasim simulate --model gpt3-175b --hardware a100-80gb --gpus 1536 --tp 8 --pp 12 --global-batch 1536 "
           "--recompute full": ["40.5 GB"],
-          "parasim simulate --model gpt3-175b --hardware a100-80gb --gpus 1536 --tp 8 --pp 12": ["93.2 GB",
-                                                                                                 "OUT OF MEMORY"],
+          "parasim simulate --model gpt3-175b --hardware a100-80gb --gpus 1536 --tp 8 --pp 12 --global-batch 1536":
+              ["93.2 GB", "OUT OF MEMORY"],
           "parasim memory --params 7.5B --dp 64 --zero 3": ["120", "31.4", "16.6", "1.88 GB"],
           "parasim simulate --model llama3-405b --hardware h100-sxm --gpus 8192 --tp 8 --pp 16 --schedule interleaved "
           "--virtual-stages 4 --balance-embedding --global-batch 2048 --sequence-parallel --zero 1 "
