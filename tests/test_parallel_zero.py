@@ -168,3 +168,14 @@ def test_zero_flag_where_it_cannot_apply_is_refused_not_ignored(strategy, kw, ze
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: ZeRO stage {zero}") and "--zero" in err[0]
+
+
+@pytest.mark.ray
+def test_zero_stages_1_2_on_ray_equal_one_device_and_the_local_runtime(ray_runtime):
+    """Uneven flat shards (h = 10 over 8 ranks) through the Ray runtime's ReduceScatter / AllGather
+    (stage 3 on Ray: tests/test_parallel_ep.py)."""
+    for stage in (1, 2):
+        cfg = TrainConfig(GPT, strategy=f"zero{stage}", devices=8, batch_size=16, microbatches=2, steps=2)
+        on_ray, local = train(cfg, runtime=ray_runtime), train(cfg)
+        assert on_ray.max_rel_weight_diff_vs_single < 1e-9
+        assert on_ray.losses == local.losses and on_ray.bytes_sent_per_device == local.bytes_sent_per_device

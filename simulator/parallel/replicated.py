@@ -28,7 +28,7 @@ from .layer_kernels import layer_of, optimizer_state_names
 from .schedule_check import parse_schedule, validate
 from .schedule_registry import make_schedule
 from .schedules import dualpipe
-from .zero_hybrid import ShardedReader, ZeroGroups, emit_zero_optimizer, shard_state, with_zero
+from .zero import ShardedReader, ZeroGroups, emit_zero_optimizer, shard_state, with_zero
 
 
 def split_layers(n_layers: int, stages: int) -> tuple[tuple[int, ...], ...]:
@@ -173,7 +173,7 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     optimizer = make_optimizer(cfg)
     group_of = grad_groups(mesh, schedule.bidirectional)
     # ZeRO over the data x context axes: stage 1 is Megatron's distributed optimizer; stages 2-3 (no
-    # pipeline, TrainConfig refuses it) gather and scatter around every layer (zero_hybrid.py)
+    # pipeline, TrainConfig refuses it) gather and scatter around every layer (zero.py)
     zero = cfg.zero if dp * cp > 1 else 0
     if zero and (cfg.bucket_mb is not None or cfg.grad_dtype != "float64"):
         raise ParasimError(f"ZeRO-{zero} here moves float64 per-parameter collectives: drop --bucket-mb and --grad-dtype")
