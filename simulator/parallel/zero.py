@@ -36,6 +36,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..errors import ParasimError
 from ..model_states import model_state_bytes
 from ..models import build_model
 from ..ops import kernel
@@ -168,58 +169,54 @@ class ShardedReader:
         return out
 
 
-class ZeroLane:
-    """Mixed in before a lane's Replica class for stages 2 and 3 (pipelines are refused): stage 3
-    gathers a layer's parameters around its forward and its backward; stages 2-3 ReduceScatter each
-    micro-batch's gradients as soon as the layer's backward has produced them. Set after
-    construction: zero_stage, zero_groups, zero_shapes."""
+class ZeroStage23:
+    """The ZeRO-2/3 transform of a lane's layer emitter (pipelines are refused): stage 3 gathers a
+    layer's parameters around its forward and its backward and frees them after; stages 2-3
+    ReduceScatter each micro-batch's gradients as soon as the layer's backward has produced them.
+    Everything else is the inner emitter's."""
 
-    zero_stage = 2
-    zero_groups: ZeroGroups
-    zero_shapes: Callable
+    def __init__(self, inner, stage: int, groups: ZeroGroups, shapes: Callable):
+        self.inner, self.stage, self.groups, self.shapes = inner, stage, groups, shapes
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
 
     def _gather_params(self, r: int, li: int, tag: str) -> None:
-        if self.zero_stage < 3:
+        if self.stage < 3:
             return
-        for n, shape in self.zero_shapes(li).items():
-            group, _, _ = self.zero_groups.of(r, li, n)
+        for n, shape in self.shapes(li).items():
+            group, _, _ = self.groups.of(r, li, n)
             p = param(li, n)
-            _allgather(self.builder, r, group, own(p), p, shape, int(np.prod(shape)), f"{tag}:{li}/{n}")
+            _allgather(self.inner.builder, r, group, own(p), p, shape, int(np.prod(shape)), f"{tag}:{li}/{n}")
 
     def _release_params(self, r: int, li: int) -> None:
-        if self.zero_stage == 3:
-            self.builder.free(r, *(param(li, n) for n in self.zero_shapes(li)))
+        if self.stage == 3:
+            self.inner.builder.free(r, *(param(li, n) for n in self.shapes(li)))
 
     def emit_layer_forward(self, r, li, x, y, j):
         self._gather_params(r, li, f"zagf{j}")
-        super().emit_layer_forward(r, li, x, y, j)
+        self.inner.emit_layer_forward(r, li, x, y, j)
         self._release_params(r, li)
 
     def emit_layer_backward(self, r, li, dy, dx, j, accumulate):
-        b = self.builder
+        b = self.inner.builder
         self._gather_params(r, li, f"zagb{j}")
-        super().emit_layer_backward(r, li, dy, dx, j, False)
+        self.inner.emit_layer_backward(r, li, dy, dx, j, False)
         self._release_params(r, li)
-        for n, shape in self.zero_shapes(li).items():
+        for n, shape in self.shapes(li).items():
             g = grad(li, n)
             flat = f"{g}/mb" if accumulate else f"{g}/shard"
-            _scatter(b, r, self.zero_groups, li, n, g, flat, int(np.prod(shape)), f"zrs{j}:{li}/{n}")
+            _scatter(b, r, self.groups, li, n, g, flat, int(np.prod(shape)), f"zrs{j}:{li}/{n}")
             if accumulate:
                 b.compute(r, "add", [f"{g}/shard", flat], [f"{g}/shard"], phase="other", label=f"acc {li}/{n}")
                 b.free(r, flat)
 
+    def emit_layer_backward_input(self, r, li, dy, dx, j):
+        raise ParasimError(f"ZeRO-{self.stage} scatters each layer's gradients as its backward produces them; a "
+                           f"schedule that splits backward into B and W (zero-bubble) cannot run with it")
 
-_LANES: dict[type, type] = {}
-
-
-def with_zero(lane, stage: int, groups: ZeroGroups, shapes: Callable):
-    """The same lane, its class extended by ZeroLane (stages 2 and 3)."""
-    cls = type(lane)
-    if cls not in _LANES:
-        _LANES[cls] = type(f"Zero{cls.__name__}", (ZeroLane, cls), {})
-    lane.__class__ = _LANES[cls]
-    lane.zero_stage, lane.zero_groups, lane.zero_shapes = stage, groups, shapes
-    return lane
+    def emit_layer_backward_weight(self, r, li, j, accumulate):
+        self.emit_layer_backward_input(r, li, None, None, j)
 
 
 @kernel("zero_shard_update")
