@@ -150,7 +150,7 @@ def test_dp_with_zero_flag_runs_zero(capsys):
     import json
 
     out = json.loads(capsys.readouterr().out)
-    assert out["zero"] == 2 and set(out["bytes_by_collective"]) == {"reduce_scatter", "all_gather"}
+    assert out["zero_stage"] == 2 and set(out["bytes_by_collective"]) == {"reduce_scatter", "all_gather"}
 
 
 @pytest.mark.parametrize("strategy, kw, zero, words", [
@@ -175,7 +175,7 @@ def test_zero_stages_1_2_on_ray_equal_one_device_and_the_local_runtime(ray_runti
     """Uneven flat shards (h = 10 over 8 ranks) through the Ray runtime's ReduceScatter / AllGather
     (stage 3 on Ray: tests/test_parallel_ep.py)."""
     for stage in (1, 2):
-        cfg = TrainConfig(GPT, strategy=f"zero{stage}", devices=8, batch_size=16, microbatches=2, steps=2)
+        cfg = TrainConfig(GPT, strategy=f"zero{stage}", devices=8, global_batch=16, microbatches=2, steps=2)
         on_ray, local = train(cfg, runtime=ray_runtime), train(cfg)
         assert on_ray.max_rel_weight_diff_vs_single < 1e-9
         assert on_ray.losses == local.losses and on_ray.bytes_sent_per_device == local.bytes_sent_per_device

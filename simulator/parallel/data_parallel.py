@@ -21,10 +21,10 @@ def compile_data_parallel(cfg: TrainConfig) -> Compiled:
 
 
 def compile_zero(cfg: TrainConfig) -> Compiled:
-    """ZeRO stage cfg.zero over cfg.dp data-parallel ranks (stage 0 is plain data parallelism): the
+    """ZeRO stage cfg.zero_stage over cfg.dp data-parallel ranks (stage 0 is plain data parallelism): the
     one ZeRO compiler (`compile_replicated` with zero.py's stages) on a one-stage mesh."""
     cfg = cfg.resolved()
-    if cfg.zero == 0:
+    if cfg.zero_stage == 0:
         return compile_data_parallel(cfg)
     if cfg.pp != 1 or cfg.tp != 1 or cfg.virtual_stages != 1:
         raise ParasimError(f"ZeRO shards over data parallelism only: needs pp=1, tp=1, one virtual stage; "

@@ -126,7 +126,8 @@ class Replica:
 @dataclass
 class Stages:
     """The pipeline stage split of one model replica: model stage k holds layers stages[k] and
-    runs on rank ranks[k % p] (chunk k // p: Megatron's interleaved placement); `emit` is the
+    runs on rank ranks[stage_devices[k]], the device the schedule places it on
+    (`Schedule.stage_devices`; the loop placement k % p until a schedule is run); `emit` is the
     lane's (transformed) layer emitter. Runs a schedule's actions in order, sends activations
     forward and their gradients back, and reports each layer whose gradients are complete."""
 
@@ -135,6 +136,7 @@ class Stages:
     ranks: tuple[int, ...]
     on_grads_ready: Callable[[int, int], None] = lambda rank, layer: None
     m: int = 1
+    stage_devices: tuple = ()  # model stage -> index into ranks, from the schedule
     _bw_done: dict = field(default_factory=dict)
 
     @property
@@ -146,7 +148,7 @@ class Stages:
         return self.emit.builder
 
     def rank_of(self, k: int) -> int:
-        return self.ranks[k % self.p]
+        return self.ranks[self.stage_devices[k] if self.stage_devices else k % self.p]
 
     def activation_nbytes(self, li: int) -> int:
         return self.emit.activation_nbytes(li)
@@ -221,10 +223,10 @@ class Stages:
 
     def run_schedule(self, schedule) -> None:
         """Emit every action of a pipeline schedule (simulator/parallel/schedules.py) in order."""
-        self.m = schedule.m
+        self.m, self.stage_devices = schedule.m, schedule.stage_devices
         for d, actions in enumerate(schedule.actions):
             for a in actions:
-                self.run_action(a, a.chunk * self.p + d)
+                self.run_action(a, schedule.model_stage(d, a.chunk))
 
     def run_action(self, a, k: int) -> None:
         """One schedule action on model stage k."""
