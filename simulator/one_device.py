@@ -51,7 +51,7 @@ def _factor(cfg: TrainConfig) -> float:
 
 def one_device_step(cfg: TrainConfig, model, opt, params: list, states: list, step: int):
     """Step `step` (0-based) of one device from (params, states): -> (params, states, loss)."""
-    x, y = get_batch(cfg.model, cfg.batch_size, step, cfg.seed)
+    x, y = get_batch(cfg.model, cfg.global_batch, step, cfg.seed)
     loss, grads = model.loss_and_grads(params, x, y)
     factor = _factor(cfg)
     new_p, new_s = [], []

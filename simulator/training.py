@@ -115,8 +115,8 @@ class TrainResult:
             "strategy": self.config.strategy, "devices": self.config.devices,
             "dp": self.config.dp, "pp": self.config.pp, "tp": self.config.tp, "microbatches": self.config.m,
             "schedule": self.compiled.notes.get("schedule"),
-            "cp": self.config.cp, "cp_kind": self.config.cp_kind if self.config.cp > 1 else None,
-            "ep": self.config.ep, "zero": self.config.zero, "moe": self.compiled.notes.get("moe"),
+            "cp": self.config.cp, "cp_comm_type": self.config.cp_comm_type if self.config.cp > 1 else None,
+            "ep": self.config.ep, "zero_stage": self.config.zero_stage, "moe": self.compiled.notes.get("moe"),
             "losses": [_finite(x) for x in self.losses],
             "reference_losses": [_finite(x) for x in self.reference_losses],
             "max_rel_weight_diff_vs_single": _finite(self.max_rel_weight_diff_vs_single),
@@ -231,7 +231,7 @@ def run_steps(cfg: TrainConfig, compiled: Compiled, runtime, device_model: Devic
         check.start(step, gather_params(compiled, runtime), hook.start_states())
     while step < cfg.steps:
         model = hook.before_step(step, log.attempts[step], runtime, device_model)
-        x, y = get_batch(cfg.model, cfg.batch_size, step, cfg.seed)
+        x, y = get_batch(cfg.model, cfg.global_batch, step, cfg.seed)
         t0 = time.perf_counter()
         try:
             hook.before_run(step, runtime)
@@ -279,14 +279,16 @@ def train_with(cfg: TrainConfig, compiled: Compiled, runtime, device_model: Devi
 
 def train(cfg: TrainConfig, runtime=None, device_model: DeviceModel | None = None,
           progress: Callable[[int, int], None] | None = None, check: bool = True, hardware=None) -> TrainResult:
-    """Compile, run `cfg.steps` real steps, trace them, and compare with one device. The steps are
-    priced on `device_model`, else on the `hardware` preset (default: the fixed `cpu` preset;
-    "local": this machine's calibration)."""
+    """Compile, run `cfg.steps` real steps, trace them, and compare with one device. `runtime` is a
+    runtime object (closed by the caller), or a runtime's name, "local" (the default) or "ray",
+    made here for `cfg.devices` and closed at the end. The steps are priced on `device_model`,
+    else on the `hardware` preset (default: the fixed `cpu` preset; "local": this machine's
+    calibration)."""
     cfg = cfg.resolved()
     compiled = compile_strategy(cfg)
     device_model = clock_of(cfg, device_model, hardware)
-    own = runtime is None
-    runtime = runtime or make_runtime("local", cfg.devices)
+    own = runtime is None or isinstance(runtime, str)
+    runtime = make_runtime(runtime or "local", cfg.devices) if own else runtime
     try:
         return train_with(cfg, compiled, runtime, device_model, progress=progress, check=check)
     finally:

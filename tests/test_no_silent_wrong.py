@@ -66,7 +66,7 @@ def test_a_resume_with_another_batch_does_not_match(tmp_path, capsys):
     capsys.readouterr()
     assert main(base + ["--steps", "3", "--batch", "16", "--resume", str(tmp_path)]) == 2  # refused before any work
     out = capsys.readouterr()
-    assert not out.out and "was written by another run: its batch_size 8 differs from this run's (16)" in out.err
+    assert not out.out and "was written by another run: its global_batch 8 differs from this run's (16)" in out.err
 
 
 @pytest.mark.parametrize("field,value,msg", [

@@ -21,7 +21,7 @@ LONG = {"dp": dict(devices=4), "tp": dict(devices=2, tp=2), "pp": dict(devices=2
 
 @pytest.mark.parametrize("strategy", list(LONG))
 def test_a_correct_run_of_400_steps_matches(strategy):
-    r = train(TrainConfig(GPT, strategy=strategy, batch_size=4, steps=400, **LONG[strategy]))
+    r = train(TrainConfig(GPT, strategy=strategy, global_batch=4, steps=400, **LONG[strategy]))
     assert r.verdict() == (True, "ok")
     assert r.max_step_rel_diff_vs_single <= TOLERANCE / 100  # one step's rounding, well below the bound
     assert r.max_rel_weight_diff_vs_single > r.max_step_rel_diff_vs_single  # the drift the old check tripped on
@@ -59,7 +59,7 @@ class Corrupt(Device):
 def test_a_real_difference_is_caught_at_its_step(how, at, steps, monkeypatch):
     monkeypatch.setattr(Corrupt, "at", at)
     monkeypatch.setattr(Corrupt, "how", how)
-    cfg = TrainConfig(GPT, strategy="dp", devices=4, batch_size=4, steps=steps)
+    cfg = TrainConfig(GPT, strategy="dp", devices=4, global_batch=4, steps=steps)
     r = train(cfg, runtime=LocalRuntime(4, device_class=Corrupt))
     ok, line = r.verdict()
     assert ok is False and r.worst_step == at and f"at step {at}" in line and "the parallel run is wrong" in line

@@ -26,11 +26,11 @@ pytestmark = pytest.mark.ray
 WAIT_S = 4.0
 MLP = MLPConfig(in_dim=6, hidden=8, layers=8, classes=3)
 GPT = GPTConfig(layers=2, hidden=8, heads=2, seq_len=4, vocab=8)
-STRATEGIES = {"dp": TrainConfig(MLP, strategy="dp", devices=8, batch_size=8, steps=3),
-              "zero1": TrainConfig(MLP, strategy="zero1", devices=8, batch_size=8, steps=3),
-              "pp": TrainConfig(MLP, strategy="pp", devices=8, dp=2, microbatches=2, batch_size=8, steps=3),
+STRATEGIES = {"dp": TrainConfig(MLP, strategy="dp", devices=8, global_batch=8, steps=3),
+              "zero1": TrainConfig(MLP, strategy="zero1", devices=8, global_batch=8, steps=3),
+              "pp": TrainConfig(MLP, strategy="pp", devices=8, dp=2, microbatches=2, global_batch=8, steps=3),
               "hybrid": TrainConfig(GPT, strategy="hybrid", devices=8, dp=2, tp=2, pp=2, microbatches=2,
-                                    batch_size=8, steps=3)}
+                                    global_batch=8, steps=3)}
 KINDS = ("kill", "kill-mid", "fail", "slow", "drop", "random", "outside")
 
 

@@ -18,6 +18,7 @@ import math
 import re
 from dataclasses import replace
 
+from ..cost.assumptions import assumptions_of, format_assumptions
 from ..cost.deepspeed_memory import deepspeed_estimates
 from ..cost.hardware import hardware_names
 from ..cost.megatron_args import megatron_run, parse_megatron_args
@@ -28,16 +29,24 @@ from ..errors import ParasimError
 from ..units import fmt_bytes
 
 MIN_PARAMS, MAX_PARAMS = 1.0, 1e16  # at least one parameter; 10^16 is 10^4 x today's largest models
+UNITLESS_MIN = 1e6  # a bare count below a million parameters is a forgotten unit (7.5 -> 7.5B)
 _SUFFIX = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 
 
 def parse_count(text) -> float:
-    """'7.5e9', '7.5B', '175M', '1T', 1000 -> a positive count (B = G = 1e9)."""
+    """'7.5e9', '7.5B', '175M', '1T', '1K', 7500000000 -> a positive count (B = G = 1e9).
+
+    A bare number below UNITLESS_MIN is refused as ambiguous: `--params 7.5` is almost surely
+    7.5B with the unit forgotten, not a model of 7.5 parameters; write '7.5B' (or '7.5K')."""
     s = str(text).strip().upper().replace("_", "")
     match = re.fullmatch(r"([0-9]*\.?[0-9]+(?:E[+-]?[0-9]+)?)\s*([KMBGT]?)", s)
     if not match:
         raise ParasimError(f"cannot read a parameter count from {text!r}; write e.g. 7.5e9 or 7.5B")
-    value = float(match.group(1)) * _SUFFIX[match.group(2)]
+    number, unit = match.group(1), match.group(2)
+    value = float(number) * _SUFFIX[unit]
+    if not unit and value < UNITLESS_MIN:
+        raise ParasimError(f"{number} parameters? write {number}B (billions) or {number}M (millions); "
+                           f"a count without a unit must be at least {UNITLESS_MIN:g}")
     if not (MIN_PARAMS <= value <= MAX_PARAMS and math.isfinite(value)):
         raise ParasimError(f"parameter count must be between {MIN_PARAMS:g} and {MAX_PARAMS:g}, got {text!r}")
     return value
@@ -46,7 +55,7 @@ def parse_count(text) -> float:
 def add_parser(sub) -> None:
     p = sub.add_parser("memory", help="memory per device per component (Megatron-LM, ZeRO, DeepSpeed estimators); "
                                       "takes Megatron-LM's flags")
-    p.add_argument("--params", default=None, help="parameter count Psi for the ZeRO formula alone: 7.5e9, 7.5B")
+    p.add_argument("--params", default=None, help="parameter count Psi for the ZeRO formula alone, with its unit: 7.5B, 350M, 7.5e9")
     p.add_argument("--dp", type=int, default=1, help="with --params: data-parallel size N_d (default 1)")
     p.add_argument("--zero", type=int, default=None, help="ZeRO stage 0-3 (with a model: overrides "
                    "--use-distributed-optimizer, which is stage 1)")
@@ -73,8 +82,10 @@ def _zero_formula(args) -> int:
     nbytes = model_state_bytes_per_device(params, dp, zero, precision)
     stages = {str(z): model_state_bytes_per_device(params, dp, z, precision) for z in range(4)}
     if args.json:
+        source = "flag" if args.precision else "default (the ZeRO paper's mixed precision)"
         print(json.dumps({"model_state_bytes_per_device": nbytes, "params": params, "dp": dp, "zero_stage": zero,
                           "precision": precision, "all_stages_bytes": stages,
+                          "assumptions": {"recipe": {"value": precision, "source": source}},
                           "memory": {"model_state_bytes": nbytes, "activation_bytes": 0.0}}))
         return 0
     print(f"Psi = {params:.4g} parameters, N_d = {dp}, {precision} precision")
@@ -119,11 +130,12 @@ def run(args) -> int:
     cfg = run_.config
     if args.zero is not None:
         cfg = replace(cfg, zero_stage=int(args.zero))
-    mem = memory_report(run_.model, cfg, args.hardware, recipe=args.precision or run_.recipe,
-                        flash_attention=run_.flash_attention)
+    A = replace(run_.assumptions, recipe=args.precision or run_.recipe).resolved(run_.model)
+    mem = memory_report(run_.model, cfg, args.hardware, recipe=A.recipe, flash_attention=A.flash_attention)
+    stated = assumptions_of(run_.model, A, cfg, door="flag")
     if args.json:
         print(json.dumps({"model": run_.model.name, "params": run_.model.params(), "config": repr(cfg),
-                          "precision": args.precision or run_.recipe, "flash_attention": run_.flash_attention,
+                          "precision": A.recipe, "flash_attention": A.flash_attention, "assumptions": stated,
                           "memory": mem.as_dict(), "ignored": list(run_.ignored), "notes": list(run_.notes)}))
         return 0
     print(f"{run_.model!r}\n{cfg!r}")
@@ -137,6 +149,7 @@ def run(args) -> int:
     cap = "" if math.isinf(mem.capacity_bytes) else f" of {fmt_bytes(mem.capacity_bytes)}" + (
         "  OUT OF MEMORY" if mem.oom else f" ({fmt_bytes(mem.capacity_bytes - mem.total_bytes)} free)")
     print(f"  {'total (stage ' + str(mem.stage) + ')':26s} {fmt_bytes(mem.total_bytes):>10}{cap}")
+    print(format_assumptions(stated))
     for line in run_.notes:
         print(f"  note: {line}")
     if run_.ignored:

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import json
 
+from ..cost.assumptions import assumptions_of, format_assumptions
 from ..cost.hardware import get_hardware, hardware_names
 from ..cost.model_presets import model_names
 from ..cost.search import search_training
 from ..errors import ParasimError
 from ..parallel.schedule_registry import PRICED_SCHEDULES as SCHEDULES
+from ..progress import Progress
 from ..units import fmt_bytes, fmt_time
 from .simulate import MODEL_SHAPE_FLAGS, add_assumption_flags, assumptions_from_args, megatron_argv, model_from_args
 
@@ -96,16 +98,18 @@ def run(args) -> int:
         raise ParasimError(f"--alternatives must be >= 0, got {n_alt}")
     res = search_training(model, hw, int(args.gpus), int(args.global_batch), schedules=schedules,
                           max_tp=getattr(args, "max_tp", None), top=top, assumptions=A, context_parallel=cps,
-                          expert_parallel=eps)
+                          expert_parallel=eps, progress=Progress("search", "layouts"))
     if getattr(args, "json", False):
         out = res.as_dict()
         out["alternatives"] = out["alternatives"][:n_alt]
         out.update(model=model.name, params=model.params(), hardware=hw.name, gpus=args.gpus,
-                   global_batch=args.global_batch, ignored=ignored, notes=notes)
+                   global_batch=args.global_batch, ignored=ignored, notes=notes,
+                   assumptions=assumptions_of(model, A, res.best.config, door="flag", searched=True))
         print(json.dumps(out))
         return 0
     print(f"{model!r} on {args.gpus} x {hw.name}, global batch {args.global_batch}: "
           f"{res.evaluated:,} configurations timed")
+    print(format_assumptions(assumptions_of(model, A, res.best.config, door="flag", searched=True)))
     for i, c in enumerate(res.top, 1):
         r = c.result
         print(f"  {i}. {c.config!r}\n     {fmt_time(r.step_time_s)} per step, {r.tokens_per_s:,.0f} tokens/s, "

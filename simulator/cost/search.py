@@ -93,9 +93,10 @@ def _check_max_tp(max_tp, hw: Hardware) -> int:
 def search_configs(model: ModelSpec | str, hardware: Hardware | str, gpus: int, global_batch: int, *,
                    max_tp: int | None = None, schedules=("1f1b",), recomputes=("none", "selective", "full"),
                    micro_batch_sizes=None, sequence_parallel: bool = True, zero_stages=(0,),
-                   assumptions: Assumptions = Assumptions(), top: int = 10) -> list[Candidate]:
+                   assumptions: Assumptions | None = None, top: int = 10) -> list[Candidate]:
     """The `top` fastest configurations that fit in device memory (fastest first)."""
     model, hw = get_model(model), get_hardware(hardware)
+    assumptions = (assumptions or Assumptions()).resolved(model)
     if gpus < 1 or global_batch < 1:
         raise ParasimError(f"gpus and global batch must be >= 1, got {gpus} and {global_batch}")
     found = []
@@ -291,8 +292,8 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
                     max_tp: int | None = None, schedules=PRICED_SCHEDULES,
                     max_virtual_stages: int = 4, recomputes=("none", "selective", "full"),
                     micro_batch_sizes=None, sequence_parallel=(True, False), zero_stages=(0, 1, 2, 3),
-                    context_parallel=None, expert_parallel=None, assumptions: Assumptions = Assumptions(),
-                    top: int = 10) -> ConfigSearchResult:
+                    context_parallel=None, expert_parallel=None, assumptions: Assumptions | None = None,
+                    top: int = 10, progress=None) -> ConfigSearchResult:
     """Search t, c, p, d = gpus/(t c p), b (and so m = B/(b d)), e (MoE), schedule (interleaved with
     v = 2..max_v), ZeRO stage, recomputation and sequence parallelism with `analytic.estimate`.
     `context_parallel`: the c to try (default `default_context_parallel`); `expert_parallel`: the
@@ -300,8 +301,10 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
 
     Pruning that cannot change the answer: for fixed other knobs, recompute none < selective <
     full in step time (each adds work), so only the least recomputation that fits is timed.
+    `progress(done, total, note)` is told after each (t, p, d, b, c) layout.
     """
     model, hw = get_model(model), get_hardware(hardware)
+    assumptions = (assumptions or Assumptions()).resolved(model)    # once, not per candidate
     _check_search(gpus, global_batch, top)
     max_tp = _check_max_tp(max_tp, hw)
     cps = _sizes("context_parallel", context_parallel) or default_context_parallel(model, gpus)
@@ -317,7 +320,7 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
             f"b x dp must divide the global batch {global_batch}; none of these combinations exists")
     order = [rc for rc in ("none", "selective", "full") if rc in recomputes]
     tally = _Tally()
-    for t, p, d, b, c in layouts:
+    for k, (t, p, d, b, c) in enumerate(layouts, 1):
         m = global_batch // (b * d)
         for sched, v, sp, z, e in _variants(model, schedules, sequence_parallel, zero_stages, eps,
                                             max_virtual_stages, t, p, d, m):
@@ -332,6 +335,8 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
                     break
                 if tally.add(Candidate(cfg, res)):
                     break
+        if progress:
+            progress(k, len(layouts), f"{tally.considered:,} configurations")
     if not tally.fits:
         least = tally.oom_least
         detail = f"; the least memory needs {least.result.memory!r} with {least.config!r}" if least else ""

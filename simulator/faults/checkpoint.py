@@ -324,7 +324,7 @@ class Checkpoint:
 
 
 # the settings that change a run's math (the rest only lay it out): a checkpoint continues a run only if equal
-RUN_MATH = ("model", "seed", "batch_size", "optimizer", "lr", "gradients_mean", "grad_dtype")
+RUN_MATH = ("model", "seed", "global_batch", "optimizer", "lr", "gradients_mean", "grad_dtype")
 
 
 def _check_metadata(ck: Checkpoint) -> None:
