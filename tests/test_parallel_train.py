@@ -113,8 +113,8 @@ def test_layer_parallel_devices_wait_for_each_other():
     (dict(strategy="dp", devices=4, accumulate=3), r"dp=4 x micro-batches=1 x accumulate=3 = 12 equal parts"),
     (dict(strategy="pp", devices=2, microbatches=3), "cannot be split"),
     (dict(strategy="hybrid", devices=8, dp=3, pp=2), "do not multiply to 8 devices"),
-    (dict(strategy="pp", devices=2, microbatches=3, schedule="interleaved", virtual_stages=2, batch_size=6),
-     "multiple of stages"),
+    (dict(strategy="pp", devices=2, microbatches=5, schedule="interleaved", virtual_stages=2, batch_size=10),
+     "2 rounds of equal size: m = 5 with p = 2"),
     (dict(strategy="single", devices=2), "1 device"),
 ])
 def test_bad_configurations_are_refused_with_a_reason(kw, words):
@@ -159,3 +159,12 @@ def test_a_hand_written_schedule_trains_and_a_broken_one_is_refused(tmp_path, ca
                "--schedule-file", str(bad)])
     err = capsys.readouterr().err
     assert rc == 2 and "BW0 before its own F0" in err
+
+
+def test_train_takes_a_runtime_by_name():
+    """train(cfg, runtime="local") makes (and closes) the named runtime; it used to raise AttributeError."""
+    cfg = TrainConfig(GPTConfig(layers=2, hidden=16, heads=2, seq_len=8, vocab=16), strategy="dp", devices=2, steps=2)
+    by_name, default = train(cfg, runtime="local"), train(cfg)
+    assert by_name.losses == default.losses and by_name.max_rel_weight_diff_vs_single < 1e-9
+    with pytest.raises(ParasimError, match="unknown runtime 'gpu'; valid: local, ray"):
+        train(cfg, runtime="gpu")

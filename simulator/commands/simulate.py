@@ -57,11 +57,11 @@ def add_parser(sub) -> None:
                    help="b")
     p.add_argument("--global-batch", dest="global_batch", type=int, default=None,
                    help="B sequences per step (default b x dp, one micro-batch: Megatron-LM's default)")
-    p.add_argument("--schedule", default=DEFAULTS["schedule"], choices=SCHEDULES)
+    p.add_argument("--schedule", default=DEFAULTS["schedule"], choices=SCHEDULES, help='pipeline schedule (default %(default)s)')
     p.add_argument("--virtual-stages", dest="virtual_stages", type=int, default=DEFAULTS["virtual_stages"],
                    help="model chunks per device (interleaved schedule)")
-    p.add_argument("--recompute", default=DEFAULTS["recompute"], choices=RECOMPUTE)
-    p.add_argument("--sequence-parallel", dest="sequence_parallel", action="store_true")
+    p.add_argument("--recompute", default=DEFAULTS["recompute"], choices=RECOMPUTE, help='activation recomputation: none, selective (attention core) or full (default %(default)s)')
+    p.add_argument("--sequence-parallel", dest="sequence_parallel", action="store_true", help="Megatron's sequence parallelism over the tensor-parallel ranks")
     p.add_argument("--zero", "--zero-stage", dest="zero", type=int, default=DEFAULTS["zero_stage"],
                    help="ZeRO stage 0-3")
     add_parallel_extras(p)
@@ -97,7 +97,7 @@ def add_assumption_flags(p) -> None:
     fa = p.add_mutually_exclusive_group()
     fa.add_argument("--use-flash-attn", dest="flash_attention", action="store_true", default=None,
                     help="FlashAttention (default: the model preset's: on for Llama, off for GPT-3 / Megatron 2021)")
-    fa.add_argument("--no-flash-attn", dest="flash_attention", action="store_false")
+    fa.add_argument("--no-flash-attn", dest="flash_attention", action="store_false", help='the unfused attention of Megatron-LM 2021')
     p.add_argument("--fp8", "--fp8-format", dest="fp8", nargs="?", const="hybrid", default=None,
                    help="FP8 matmuls at the hardware's fp8 peak (Transformer Engine; e4m3 or hybrid)")
     p.add_argument("--overlap-grad-reduce", dest="overlap_grad_reduce", action="store_true",
