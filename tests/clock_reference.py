@@ -204,7 +204,7 @@ def _reference_simulate(program: Program, model, step: int, memory, name: str) -
                     end_of[(r, i)] = end
                 if ins.blocking and t_comp[r] < end:
                     t_comp[r] = end
-                add(TraceEvent(r, "comm", f"{ins.kind} {ins.tensor}", start, dur, ins.phase, ins.kind,
+                add(TraceEvent(r, "comm", ins.label, start, dur, ins.phase, ins.kind,
                                sent[g], 0.0, ins.microbatch, step, group=ins.group))
     trace = Trace(program.n_devices, events, name=name or program.name)
     if memory:

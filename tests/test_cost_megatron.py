@@ -53,7 +53,10 @@ def test_mfu_uses_palm_model_flops():
     run = TABLE1[4]
     M = get_model(run.model)
     res = estimate(M, _cfg(run), "a100-80gb")
-    per_token = 6 * (M.params() - M.seq * M.hidden) + 12 * M.layers * M.hidden * M.seq
+    # N = the matmul weights, 12 L h^2 + V h (Narayanan et al. 2021 Sec. 5.1 without its 13 h biases
+    # and norms per layer and the position table, which no matmul multiplies by)
+    L, h = M.layers, M.hidden
+    per_token = 6 * (12 * L * h * h + M.vocab * h) + 12 * L * h * M.seq
     model_flops = run.global_batch * M.seq * per_token
     assert res.mfu == pytest.approx(model_flops / res.step_time_s / res.gpus / 312e12, rel=1e-12)
     assert res.mfu < res.hfu                       # recomputation is not useful work

@@ -83,6 +83,9 @@ class _Emitter:
         self.moe_a2a = int(2 * tokens * model.hidden)
         self._needs: tuple = ()       # outputs of overlapped CP collectives the next compute waits for
         self.emb_params = padded_vocab(model, cfg.tp) * model.hidden / cfg.tp
+        # an untied output layer's gradient is complete after the last micro-batch's logits backward:
+        # it joins the first bucket (Megatron's DDP buckets), not the step's tail
+        self.head_bucketed = logits and not model.tied_embeddings and not self.per_mb_grads
         K = kernels
         self._priced: dict = {}      # kernel -> (flops, nbytes, attrs), shared by its instructions
         self.bw = {K.mlp_b: K.mlp_b + K.mlp_w, K.attn_b: K.attn_b + K.attn_w}   # fused B + W
@@ -218,8 +221,11 @@ class _Emitter:
             self.recv(out, r, g, ((s + 1) % p) * w + r % w, f"b{s}.{j}", j)
         elif self.logits:
             kern = self.K.logits_b + self.K.logits_w if kind == "BW" else self.K.logits_b
-            out.append(Compute(kern.name, (f"a{s}.{j}",), (g,), kern.flops, int(kern.nbytes()), {"kernel": kern},
-                               "backward", j, f"B{j} logits"))
+            head = last_mb and self.head_bucketed
+            out.append(Compute(kern.name, (f"a{s}.{j}",), (g,) + (("grad_head",) if head else ()), kern.flops,
+                               int(kern.nbytes()), {"kernel": kern}, "backward", j, f"B{j} logits"))
+            if head:
+                grads_done(out, r, None, None, j, "grad_head", self.A.grad_reduce_bytes * self.emb_params)
         for l, needs in self.gathered(out, r, c, j, "b", reversed(range(self.chunks[s]))):
             if self.cfg.recompute == "full":
                 self.layer_fwd(out, r, g, j, s, l, label="R", needs=needs)
@@ -247,7 +253,10 @@ class _Emitter:
         s = c * self.cfg.pp + (r // self.w)
         last_mb = last
         if s == self.S - 1 and self.logits:
-            self.comp(out, self.K.logits_w, f"g{s}.{j}", "wgrad", j, f"W{j} logits")
+            head = last_mb and self.head_bucketed
+            self.comp(out, self.K.logits_w, f"g{s}.{j}", "wgrad", j, f"W{j} logits", ("grad_head",) if head else ())
+            if head:
+                grads_done(out, r, None, None, j, "grad_head", self.A.grad_reduce_bytes * self.emb_params)
         for l in reversed(range(self.chunks[s])):
             for kern in (self.K.mlp_w, self.K.attn_w):
                 done = (self.grad_name(c, l, j),) if last_mb and kern is self.K.attn_w else ()
@@ -301,9 +310,10 @@ class _Emitter:
                 pair = (r % self.w, (cfg.pp - 1) * self.w + r % self.w)
                 out.append(Collective("all_reduce", "tied", emb, pair,
                                       nbytes=int(self.A.grad_reduce_bytes * self.emb_params), tag="emb"))
-            if d > 1:
+            left = self._heads(k) - (k == cfg.pp - 1 and self.head_bucketed)   # the input embedding's
+            if d > 1 and left:
                 out.append(Collective(buckets.kind, emb, emb, (r,),
-                                      nbytes=int(self.A.grad_reduce_bytes * self.emb_params),
+                                      nbytes=int(self.A.grad_reduce_bytes * self.emb_params * left),
                                       blocking=not self.overlap, tag="dp"))
             buckets.names.append(emb)
         if self.optimizer:
@@ -318,7 +328,13 @@ class _Emitter:
         """Parameters of pipeline device k on one TP rank: its layers, and the embedding / LM head."""
         cfg = self.cfg
         n = sum(self.chunks[c * cfg.pp + k] for c in range(cfg.virtual_stages))
-        return n * self.layer_local + (self.emb_params if k in (0, cfg.pp - 1) else 0.0)
+        return n * self.layer_local + self._heads(k) * self.emb_params
+
+    def _heads(self, k: int) -> int:
+        """Vocabulary matrices on pipeline device k: the embedding on the first, the output layer
+        on the last (one device holds both when p = 1 and they are untied), as `analytic`."""
+        p = self.cfg.pp
+        return (k == 0) + (k == p - 1 and (p > 1 or not self.model.tied_embeddings))
 
 
 class _Buckets:
@@ -338,9 +354,10 @@ class _Buckets:
         self.defer = not em.overlap and not em.per_mb_grads
         self.deferred: list[Collective] = []
 
-    def done(self, out, r, c, l, j) -> None:
-        self.pending_bytes += self.em.layer_grad
-        self.pending.append(self.em.grad_name(c, l, j))
+    def done(self, out, r, c, l, j, name: str | None = None, nbytes: float | None = None) -> None:
+        """Layer l of chunk c's gradient is complete (or the tensor `name` of `nbytes`)."""
+        self.pending_bytes += self.em.layer_grad if nbytes is None else nbytes
+        self.pending.append(self.em.grad_name(c, l, j) if name is None else name)
         self.flush(out)
 
     def flush(self, out, force=False) -> None:
