@@ -163,7 +163,7 @@ def test_bloom_176b_on_jean_zay_within_15_percent():
     assert ds.tflops_per_gpu / 150 == pytest.approx(1.11, abs=0.01)
     assert ds.tflops_per_gpu / 156 == pytest.approx(1.06, abs=0.01)
     megatron = estimate(BLOOM, BLOOM_CFG, jean_zay)                    # as if run on Megatron-LM
-    assert megatron.tflops_per_gpu / 150 == pytest.approx(1.20, abs=0.01)
+    assert megatron.tflops_per_gpu / 150 == pytest.approx(1.18, abs=0.01)
     assert estimate(BLOOM, BLOOM_CFG, A100, DEEPSPEED_BF16).tflops_per_gpu > ds.tflops_per_gpu   # HDR is faster
 
 

@@ -82,8 +82,10 @@ def test_schedules_order_the_bubble():
     bub = {s: estimate(run.model, _cfg(run, schedule=s), "a100-80gb").bubble_time_s
            for s in ("gpipe", "1f1b", "zb-h1", "zb-h2")}
     assert bub["gpipe"] == bub["1f1b"] > bub["zb-h1"] > bub["zb-h2"] >= 0
-    inter = estimate(run.model, _cfg(run, schedule="interleaved", virtual_stages=2), "a100-80gb")
-    assert inter.bubble_time_s == pytest.approx(bub["1f1b"] / 2, rel=1e-12)
+    # interleaving divides the schedule's part by v; the pipeline fill over the stage boundaries stays
+    v2, v3 = (estimate(run.model, _cfg(run, schedule="interleaved", virtual_stages=v), "a100-80gb").bubble_time_s
+              for v in (2, 3))
+    assert bub["1f1b"] - v2 == pytest.approx(3 * (v2 - v3), rel=1e-9)    # S/2 = 3 (S/2 - S/3)
     gp = estimate(run.model, _cfg(run, schedule="gpipe"), "a100-80gb")
     assert gp.memory_per_gpu_bytes > estimate(run.model, _cfg(run), "a100-80gb").memory_per_gpu_bytes
 

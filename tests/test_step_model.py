@@ -47,6 +47,9 @@ GRID = ([(f"gpt-{s}", GPT, "a100-80gb", Assumptions(), dict(schedule=s, virtual_
             dict(dp=8, global_batch=32, zero_stage=z)) for z in range(4) for o in (False, True)])
 
 
+GRID_BY_NAME = {g[0]: g for g in GRID}
+
+
 @pytest.fixture(scope="module")
 def priced():
     """Each grid configuration priced both ways (about 8 s for the whole grid)."""
@@ -82,13 +85,14 @@ def test_closed_form_agrees_with_the_clock_or_names_what_it_leaves_out(priced, n
     assert gap <= 0.02 or ana.leaves_out, f"{name}: closed form {ana.step_time_s:.5g} s, clock {clock.step_time_s:.5g} s"
     # what both count alike: the slowest stage's kernels, and the optimizer
     assert ana.breakdown.optimizer_s == pytest.approx(clock.breakdown.optimizer_s, rel=1e-9)
-    if "uneven-stages" not in ana.leaves_out:
+    cfg, model = ParallelConfig(**GRID_BY_NAME[name][4]), GRID_BY_NAME[name][1]
+    if len(set(cfg.stage_layers(model.layers))) == 1:     # with uneven stages the two may pick different bottlenecks
         assert ana.breakdown.compute_s == pytest.approx(clock.breakdown.compute_s, rel=1e-6)
 
 
 def test_without_named_departures_the_grid_is_within_2_percent(priced):
     plain = [n for n, (ana, _) in priced.items() if not ana.leaves_out]
-    assert len(plain) >= 12       # the non-interleaved schedules on GPT and on a 256k untied GQA model, cp a2a, ZeRO 0-1, selective
+    assert len(plain) >= 17       # every schedule on GPT and on a 256k untied GQA model, uneven stages, cp a2a, ep, ZeRO 0-1
     for n in plain:
         ana, clock = priced[n]
         assert ana.step_time_s == pytest.approx(clock.step_time_s, rel=0.02), n
@@ -131,7 +135,7 @@ def test_executed_interleaved_bubble_is_p_minus_1_over_v_m(p, m, v):
 # gradient reduction blocking inside each stage's cooldown (without --overlap-grad-reduce), which held
 # back every earlier stage once per stage: 20.9 s on the clock for 14.2 s closed form (gpt3-175b), 12.5 s
 # for 9.50 s (the 96-layer model). Megatron-LM reduces after the whole schedule (finalize_model_grads).
-# Now they agree within 0.2 % and 0.4 % (the closed form names "interleaved-p2p" for both).
+# The closed form's stage-boundary exchanges are now the bottleneck device's own, over their real links.
 GPT3_ARGV = ["simulate", "--model", "gpt3-175b", "--hardware", "a100-80gb", "--gpus", "512", "--tp", "8", "--pp", "8",
              "--schedule", "interleaved", "--virtual-stages", "2", "--global-batch", "512"]
 BIG_ARGV = ["simulate", "--gpus", "1536", "--hardware", "h100-sxm", "--num-layers", "96", "--hidden-size", "18432",
@@ -142,7 +146,7 @@ BIG_ARGV = ["simulate", "--gpus", "1536", "--hardware", "h100-sxm", "--num-layer
             "--use-flash-attn", "--sequence-parallel", "--use-distributed-optimizer", "--bf16"]
 
 
-@pytest.mark.parametrize("argv,recorded", [(GPT3_ARGV, (14.2191, 14.2474)), (BIG_ARGV, (9.4898, 9.5287))],
+@pytest.mark.parametrize("argv,recorded", [(GPT3_ARGV, (14.2474, 14.2474)), (BIG_ARGV, (9.5289, 9.5287))],
                          ids=["gpt3-175b", "96-layer-256k"])
 def test_the_reported_configurations_at_their_recorded_values(tmp_path, capsys, argv, recorded):
     assert main(argv + ["--trace", str(tmp_path / "t.json"), "--json"]) == 0

@@ -21,10 +21,13 @@ stage's W adds `Assumptions.grad_accum_bytes` of HBM traffic per parameter it ho
 Step (p stages, m micro-batches, v chunks; F, B, W per-stage means, M = slowest stage F+B+W):
   step = m M + bubble + exposed p2p + exposed DP sync + embedding all-reduce + optimizer
   bubble: GPipe/1F1B (p-1)(F+B+W); interleaved (p-1)(F+B+W)/v; ZB-H1 (p-1)(F+B-W);
-          ZB-H2 (p-1)(F+B-2W), floored at 0 (Narayanan et al. 2021, Sec. 2.2; Qi et al. 2023).
-  p2p: Megatron's scatter/gather: each TP rank sends T h 2 / t bytes to the next stage, then an
-       intra-node all-gather; one forward and one backward exchange per micro-batch per chunk,
-       blocking, so 2 (m v + p - 1) exchanges sit on the critical path.
+          ZB-H2 (p-1)(F+B-2W), floored at 0 (Narayanan et al. 2021, Sec. 2.2; Qi et al. 2023),
+          of the other stages' mean F, B, W (the bottleneck waits for their work once).
+  The step is the sum of `step_breakdown.StepBreakdown`'s parts (docs/step-model.md).
+  p2p (`_p2p_exposed`): Megatron's scatter/gather: each TP rank sends T h 2 / t bytes over the
+       boundary, then (no SP) an all-gather; blocking on both sides, so the bottleneck device pays its
+       own 4 exchanges per micro-batch and chunk (fewer on the end stages), each over its real link,
+       and its bubble the first activation's and last gradient's way through every boundary.
   DP sync of the stage's gradients (fp32): ZeRO 0 all-reduce; 1-2 reduce-scatter of gradients
        (ZeRO-1 with `Assumptions.dp_grad_all_reduce`: all-reduce) + all-gather of 16-bit parameters; 3 reduce-scatter + two parameter all-gathers (3 Psi) per
        micro-batch, one per sub-module, a third for what full recomputation re-gathers (`zero3_fetch`).
@@ -214,13 +217,9 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     bubble = schedule_spec(cfg.schedule, priced=True).bubble(p, Fm, Bm, Wm, v)
 
     # pipeline p2p: each TP rank sends its 1/t slice over the stage boundary, then all-gathers
-    act_bytes = 2 * cfg.micro_batch_size * s * h / c
-    p2p = 0.0
-    if p > 1:
-        p2p = topo.link(cfg.rank(0, 0, 0), cfg.rank(0, 0, 1)).time_s(act_bytes / t)
-        if t > 1 and not cfg.sequence_parallel:
-            p2p += collective_time_s("all_gather", act_bytes, cfg.tp_group(), topo, algo)
-    p2p_total = 2 * (m * v + p - 1) * p2p if p > 1 else 0.0
+    p2p_total, p2p_fill = _p2p_exposed(cfg, topo, 2 * cfg.micro_batch_size * s * h / c, slowest_k, algo) \
+        if p > 1 else (0.0, 0.0)
+    bubble += p2p_fill
 
     # data-parallel synchronisation of the largest stage's gradients (module docstring)
     k_big = max(range(p), key=lambda k: layers[k] * model.layer_params() + heads_on[k] * emb * t)
@@ -276,7 +275,30 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
         bubble_fraction=bubble / step, bubble_time_s=bubble, compute_time_s=parts.compute_s,
         comm_time_by_kind=MappingProxyType(by_kind), comm_time_s=comm_total, exposed_comm_s=parts.exposed_total_s,
         optimizer_time_s=optimizer, memory=memory, microbatches=m, gpus=cfg.gpus, flops_per_step=hw_flops,
-        breakdown=parts, leaves_out=closed_form_leaves_out(cfg, A, layers))
+        breakdown=parts, leaves_out=closed_form_leaves_out(cfg, A))
+
+
+def _p2p_exposed(cfg: ParallelConfig, topo, act_bytes: float, k: int, algo: str) -> tuple[float, float]:
+    """(seconds the bottleneck device k spends in its own stage-boundary exchanges, seconds the
+    fill and drain add to its wait). Megatron-LM's p2p is blocking on both sides (batched isend/irecv,
+    then wait): per micro-batch and chunk k receives the activation from k-1 and sends its own to k+1,
+    receives the gradient from k+1 and sends one to k-1 (interleaved chunks wrap around from the last
+    device to the first); a received tensor is the 1/t slice, then, without SP, an all-gather over the
+    TP group (scatter/gather). The first activation and the last gradient cross every boundary once
+    while k waits (its bubble)."""
+    p, v, m, t = cfg.pp, cfg.virtual_stages, cfg.microbatches, cfg.tp
+    gather = 0.0
+    if t > 1 and not cfg.sequence_parallel:
+        gather = collective_time_s("all_gather", act_bytes, cfg.tp_group(), topo, algo)
+    hop = lambda a, b: topo.link(cfg.rank(0, 0, a % p), cfg.rank(0, 0, b % p)).time_s(act_bytes / t)  # noqa: E731
+    fill = 2 * sum(hop(a, a + 1) + gather for a in range(p - 1))
+    own = 0.0
+    for s in (c * p + k for c in range(v)):
+        if s > 0:              # receive the activation, send the gradient back
+            own += m * (hop(k - 1, k) + gather + hop(k, k - 1))
+        if s < p * v - 1:      # send the activation on, receive its gradient
+            own += m * (hop(k, k + 1) + hop(k + 1, k) + gather)
+    return own, fill
 
 
 def _dp_sync(cfg: ParallelConfig, A: Assumptions, topo, dense: float, expert: float, stage, m: int,

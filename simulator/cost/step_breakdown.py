@@ -35,7 +35,7 @@ COMM_KINDS = ("tp", "cp", "ep", "pp", "dp")
 COMM_PURPOSE = MappingProxyType({"tp": "tensor_parallel", "cp": "context_parallel", "ep": "expert_all_to_all",
                                  "pp": "pipeline_p2p", "dp": "data_parallel"})
 # A scale program's collective tags (`scale_program`) -> the kind it serves; untagged: tensor parallel.
-TAG_KIND = MappingProxyType({"tp": "tp", "cp": "cp", "ep": "ep", "dp": "dp", "emb": "dp"})
+TAG_KIND = MappingProxyType({"tp": "tp", "cp": "cp", "ep": "ep", "dp": "dp", "edp": "dp", "emb": "dp"})
 _WORK = ("compute", "optimizer", "other")
 
 
@@ -167,15 +167,9 @@ def trace_breakdown(trace, span_s: float | None = None) -> tuple[StepBreakdown, 
 # What the closed form leaves out, by name: where the event clock's program is priced differently
 # (docs/step-model.md gives each one's size on the grid of tests/test_step_model.py).
 LEAVES_OUT = MappingProxyType({
-    "interleaved-p2p": "interleaved pipelines: the closed form counts 2 (m v + p - 1) stage-boundary exchanges "
-                       "on the critical path; the executed schedule waits on more of them",
-    "uneven-stages": "stages of unequal layers: the bubble is the other stages' mean work, not the executed "
-                     "schedule's wait behind the bottleneck",
-    "ring-attention-overlap": "ring attention (cp p2p): the closed form hides the K/V ring under the attention "
-                              "kernel as one sum; the clock overlaps step by step and queues the ring behind the "
-                              "data-parallel bucket reductions on the one asynchronous stream",
-    "expert-gradient-group": "expert parallelism: the clock's program reduces expert gradients with the dense ones "
-                             "over the whole data-parallel group; the closed form over the expert data-parallel group",
+    "ring-attention-overlap": "ring attention (cp p2p): the closed form hides the K/V ring steps under the "
+                              "attention kernel; the clock's attention waits for the whole exchange, which it also "
+                              "queues behind the data-parallel bucket reductions on the one asynchronous stream",
     "gradient-bucket-tail": "overlapped gradient reduction: the closed form hides it under the last micro-batch's "
                             "backward as one sum; the clock's 25 MB buckets leave the last one (and the embedding "
                             "gradient) exposed",
@@ -186,18 +180,12 @@ LEAVES_OUT = MappingProxyType({
 })
 
 
-def closed_form_leaves_out(cfg, A, stage_layers) -> tuple[str, ...]:
+def closed_form_leaves_out(cfg, A) -> tuple[str, ...]:
     """The `LEAVES_OUT` names that apply to a configuration (`cfg`: ParallelConfig, `A`: Assumptions)."""
     dp = cfg.dp * cfg.cp
     out = []
-    if cfg.pp > 1 and cfg.virtual_stages > 1:
-        out.append("interleaved-p2p")
-    if len(set(stage_layers)) > 1:
-        out.append("uneven-stages")
     if cfg.cp > 1 and cfg.cp_comm_type == "p2p":
         out.append("ring-attention-overlap")
-    if cfg.ep > 1:
-        out.append("expert-gradient-group")
     if dp > 1 and A.overlap_grad_reduce and cfg.zero_stage < 2:
         out.append("gradient-bucket-tail")
     if dp > 1 and cfg.zero_stage >= 2:
