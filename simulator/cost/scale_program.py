@@ -353,11 +353,15 @@ class _Emitter:
         return (k == 0) + (k == p - 1 and (p > 1 or not self.model.tied_embeddings))
 
 
-def build_scale_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumptions = Assumptions(), *,
+def build_scale_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumptions | None = None, *,
                         fold_tp: bool = False, bucket_nbytes: float = DEFAULT_BUCKET_NBYTES,
-                        overlap_grad_reduce: bool = True, logits: bool = True, optimizer: bool = True) -> Program:
-    """One data-parallel replica's Program (module docstring); `fold_tp` keeps one rank per stage."""
+                        overlap_grad_reduce: bool | None = None, logits: bool = True, optimizer: bool = True) -> Program:
+    """One data-parallel replica's Program (module docstring); `fold_tp` keeps one rank per stage;
+    `overlap_grad_reduce` None: the assumptions' (`simulator.vocabulary`)."""
     check_scale_config(model, cfg)
+    assumptions = (assumptions or Assumptions()).resolved(model)
+    if overlap_grad_reduce is None:
+        overlap_grad_reduce = assumptions.overlap_grad_reduce
     if not bucket_nbytes > 0:
         raise ParasimError(f"bucket_nbytes must be > 0, got {bucket_nbytes}")
     sched = make_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.virtual_stages)
