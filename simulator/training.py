@@ -295,14 +295,16 @@ def train_with(cfg: TrainConfig, compiled: Compiled, runtime, device_model: Devi
 
 def train(cfg: TrainConfig, runtime=None, device_model: DeviceModel | None = None,
           progress: Callable[[int, int], None] | None = None, check: bool = True, hardware=None) -> TrainResult:
-    """Compile, run `cfg.steps` real steps, trace them, and compare with one device. The steps are
-    priced on `device_model`, else on the `hardware` preset (default: the fixed `cpu` preset;
-    "local": this machine's calibration)."""
+    """Compile, run `cfg.steps` real steps, trace them, and compare with one device. `runtime` is a
+    runtime object (closed by the caller), or a runtime's name, "local" (the default) or "ray",
+    made here for `cfg.devices` and closed at the end. The steps are priced on `device_model`,
+    else on the `hardware` preset (default: the fixed `cpu` preset; "local": this machine's
+    calibration)."""
     cfg = cfg.resolved()
     compiled = compile_strategy(cfg)
     device_model = clock_of(cfg, device_model, hardware)
-    own = runtime is None
-    runtime = runtime or make_runtime("local", cfg.devices)
+    own = runtime is None or isinstance(runtime, str)
+    runtime = make_runtime(runtime or "local", cfg.devices) if own else runtime
     try:
         return train_with(cfg, compiled, runtime, device_model, progress=progress, check=check)
     finally:

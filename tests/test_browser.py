@@ -1,6 +1,11 @@
 """End to end in a real headless Chromium: start `streamlit run app/main.py`, open a page, change a
-control, and check the chart and the numbers follow. Uses the system Chromium (never a download)."""
+control, and check the chart and the numbers follow. Uses the system Chromium (never a download).
 
+Without Chromium (Debian's `chromium` package) or playwright these tests are skipped, and the run's
+summary names them with the reason (pytest -rs). CI sets PARASIM_REQUIRE_BROWSER=1: there a
+missing browser fails the run instead (.ci/run)."""
+
+import importlib.util
 import os
 import socket
 import subprocess
@@ -11,10 +16,23 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.browser
-
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
+
+
+def missing_browser() -> str | None:
+    """Why the browser tests cannot run here, or None."""
+    if not os.access(CHROMIUM, os.X_OK):
+        return f"no {CHROMIUM} (sudo apt-get install -y chromium chromium-driver)"
+    if importlib.util.find_spec("playwright") is None:
+        return "no playwright (pip install -e \".[test]\")"
+    return None
+
+
+MISSING = missing_browser()
+if MISSING and os.environ.get("PARASIM_REQUIRE_BROWSER") == "1":
+    raise RuntimeError(f"PARASIM_REQUIRE_BROWSER=1 but the browser tests cannot run: {MISSING}")
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(MISSING is not None, reason=f"browser tests: {MISSING}")]
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run", "--disable-quic"]
 

@@ -159,3 +159,12 @@ def test_a_hand_written_schedule_trains_and_a_broken_one_is_refused(tmp_path, ca
                "--schedule-file", str(bad)])
     err = capsys.readouterr().err
     assert rc == 2 and "BW0 before its own F0" in err
+
+
+def test_train_takes_a_runtime_by_name():
+    """train(cfg, runtime="local") makes (and closes) the named runtime; it used to raise AttributeError."""
+    cfg = TrainConfig(GPTConfig(layers=2, hidden=16, heads=2, seq_len=8, vocab=16), strategy="dp", devices=2, steps=2)
+    by_name, default = train(cfg, runtime="local"), train(cfg)
+    assert by_name.losses == default.losses and by_name.max_rel_weight_diff_vs_single < 1e-9
+    with pytest.raises(ParasimError, match="unknown runtime 'gpu'; valid: local, ray"):
+        train(cfg, runtime="gpu")

@@ -37,8 +37,10 @@ def add_parser(sub) -> None:
                                                 "(default: the kind's default)")
     p.add_argument("--op", default="sum", help=f"reduction: {', '.join(OPS)}")
     p.add_argument("--root", type=int, default=0, help="root of broadcast / reduce")
-    p.add_argument("--dtype", default="float64", choices=("float64", "float32", "float16"))
-    p.add_argument("--runtime", default="local", choices=("local", "ray"))
+    p.add_argument("--dtype", default="float64", choices=("float64", "float32", "float16"),
+                   help="element type of the buffers (default float64)")
+    p.add_argument("--runtime", default="local", choices=("local", "ray"),
+                   help="in-process devices or Ray actors (default local)")
     p.add_argument("--address", default=None, help="Ray cluster address (default: start Ray in-process)")
     p.add_argument("--hardware", default=None, help="hardware preset for the simulated time")
     p.add_argument("--trace", default=None, metavar="FILE", help="write a Chrome/Perfetto trace JSON")

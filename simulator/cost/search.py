@@ -292,7 +292,7 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
                     max_virtual_stages: int = 4, recomputes=("none", "selective", "full"),
                     micro_batch_sizes=None, sequence_parallel=(True, False), zero_stages=(0, 1, 2, 3),
                     context_parallel=None, expert_parallel=None, assumptions: Assumptions | None = None,
-                    top: int = 10) -> ConfigSearchResult:
+                    top: int = 10, progress=None) -> ConfigSearchResult:
     """Search t, c, p, d = gpus/(t c p), b (and so m = B/(b d)), e (MoE), schedule (interleaved with
     v = 2..max_v), ZeRO stage, recomputation and sequence parallelism with `analytic.estimate`.
     `context_parallel`: the c to try (default `default_context_parallel`); `expert_parallel`: the
@@ -300,6 +300,7 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
 
     Pruning that cannot change the answer: for fixed other knobs, recompute none < selective <
     full in step time (each adds work), so only the least recomputation that fits is timed.
+    `progress(done, total, note)` is told after each (t, p, d, b, c) layout.
     """
     model, hw = get_model(model), get_hardware(hardware)
     assumptions = (assumptions or Assumptions()).resolved(model)    # once, not per candidate
@@ -318,7 +319,7 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
             f"b x dp must divide the global batch {global_batch}; none of these combinations exists")
     order = [rc for rc in ("none", "selective", "full") if rc in recomputes]
     tally = _Tally()
-    for t, p, d, b, c in layouts:
+    for k, (t, p, d, b, c) in enumerate(layouts, 1):
         m = global_batch // (b * d)
         for sched, v, sp, z, e in _variants(model, schedules, sequence_parallel, zero_stages, eps,
                                             max_virtual_stages, t, p, d, m):
@@ -333,6 +334,8 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
                     break
                 if tally.add(Candidate(cfg, res)):
                     break
+        if progress:
+            progress(k, len(layouts), f"{tally.considered:,} configurations")
     if not tally.fits:
         least = tally.oom_least
         detail = f"; the least memory needs {least.result.memory!r} with {least.config!r}" if least else ""

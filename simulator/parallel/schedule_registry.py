@@ -123,8 +123,10 @@ def schedule_spec(name: str, priced: bool = False) -> ScheduleSpec:
     return SCHEDULE_SPECS[name]
 
 
+@functools.lru_cache(maxsize=16)
 def make_schedule(name: str, p: int, m: int, v: int = 1) -> Schedule:
-    """Build a named schedule (one of SCHEDULES) with v chunks per device, its rules checked first."""
+    """Build a named schedule (one of SCHEDULES) with v chunks per device, its rules checked first.
+    Schedules are immutable, so a step's program and its memory estimate share one (cached)."""
     spec = schedule_spec(name)
     if v != 1 and not spec.virtual_stages:
         raise ParasimError(f"schedule {name!r} has one chunk per stage, got v={v}")
