@@ -93,7 +93,8 @@ def comm_kind(kind: str, name: str) -> str:
     """What a comm event of a scale trace serves: send/recv, and the all-gather that rebuilds a
     received stage-boundary activation (tensor "r...", Megatron's scatter/gather), pp; else the
     collective's tag by `TAG_KIND`; untagged: tp."""
-    if kind in ("send", "recv") or name.split(" ", 2)[1].startswith("r"):
+    words = name.split(" ", 2)
+    if kind in ("send", "recv") or (len(words) > 1 and words[1].startswith("r")):
         return "pp"
     return TAG_KIND.get(collective_tag(name), "tp")
 
