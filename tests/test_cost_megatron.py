@@ -122,8 +122,9 @@ def test_faster_hardware_gives_a_shorter_step():
 def test_config_and_model_validation():
     with pytest.raises(ParasimError, match="divisible"):
         ParallelConfig(tp=1, pp=1, dp=3, global_batch=8)
-    with pytest.raises(ParasimError, match="multiple of stages"):
-        ParallelConfig(pp=4, dp=1, global_batch=6, schedule="interleaved", virtual_stages=2)
+    ParallelConfig(pp=4, dp=1, global_batch=6, schedule="interleaved", virtual_stages=2)  # PyTorch runs m 6 on p 4
+    with pytest.raises(ParasimError, match="2 rounds of equal size: m = 9 with p = 4"):
+        ParallelConfig(pp=4, dp=1, global_batch=9, schedule="interleaved", virtual_stages=2)
     with pytest.raises(ParasimError, match="heads"):
         estimate("megatron-1.7b", ParallelConfig(tp=5, global_batch=1), "a100-80gb")
     with pytest.raises(ParasimError, match="layers"):

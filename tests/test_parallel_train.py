@@ -113,8 +113,8 @@ def test_layer_parallel_devices_wait_for_each_other():
     (dict(strategy="dp", devices=4, accumulate=3), r"dp=4 x micro-batches=1 x accumulate=3 = 12 equal parts"),
     (dict(strategy="pp", devices=2, microbatches=3), "cannot be split"),
     (dict(strategy="hybrid", devices=8, dp=3, pp=2), "do not multiply to 8 devices"),
-    (dict(strategy="pp", devices=2, microbatches=3, schedule="interleaved", virtual_stages=2, batch_size=6),
-     "multiple of stages"),
+    (dict(strategy="pp", devices=2, microbatches=5, schedule="interleaved", virtual_stages=2, batch_size=10),
+     "2 rounds of equal size: m = 5 with p = 2"),
     (dict(strategy="single", devices=2), "1 device"),
 ])
 def test_bad_configurations_are_refused_with_a_reason(kw, words):
