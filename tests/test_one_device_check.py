@@ -23,7 +23,7 @@ LONG = {"dp": dict(devices=4), "tp": dict(devices=2, tp=2), "pp": dict(devices=2
 def test_a_correct_run_of_400_steps_matches(strategy):
     r = train(TrainConfig(GPT, strategy=strategy, global_batch=4, steps=400, **LONG[strategy]))
     assert r.verdict() == (True, "ok")
-    assert r.max_step_rel_diff_vs_single <= TOLERANCE / 100  # one step's rounding, well below the bound
+    assert r.max_step_rel_diff_vs_single <= TOLERANCE / 20  # one step's rounding, well below the bound
     assert r.max_rel_weight_diff_vs_single > r.max_step_rel_diff_vs_single  # the drift the old check tripped on
 
 
