@@ -65,6 +65,7 @@ def test_the_embedded_ray_listens_on_loopback_only():
     assert line, done.stderr[-2000:]
     got = json.loads(line[len("LISTENING "):])
     assert got["pids"] >= 3 and got["sockets"]  # the driver, the GCS, the raylet, a worker ...
-    loopback = ("0100007F:", "00000000000000000000000001000000:")  # 127.0.0.1 and ::1, little-endian words
+    # 127.0.0.1, ::ffff:127.0.0.1 (IPv4-mapped) and ::1, as /proc prints them (little-endian words)
+    loopback = ("0100007F:", "0000000000000000FFFF00000100007F:", "00000000000000000000000001000000:")
     outside = [s for s in got["sockets"] if not s[1].startswith(loopback)]
     assert not outside, outside
