@@ -19,14 +19,10 @@ from contextlib import contextmanager
 from urllib.parse import parse_qsl, urlencode
 
 import streamlit as st
+from nav import HOME_FILE, HOME_TITLE, PAGE_FILES, PAGES  # noqa: E402,F401  (re-exported)
 
 from simulator import ParasimError, viz
 
-# Page titles (as main.py registers them, and as lessons name them in `app_pages`) -> files
-PAGE_FILES = {"Collectives": "views/collectives.py", "Collective player": "views/player.py",
-              "Sharding & auto-parallel": "views/sharding.py", "Training playground": "views/training.py",
-              "Pipeline schedules": "views/pipelines.py", "Context parallelism": "views/context.py",
-              "Scale explorer": "views/scale.py", "Fault tolerance": "views/faults.py", "Lessons": "views/lessons.py"}
 # Streamlit's URL path of each page: the file's name without .py
 PAGE_PATHS = {title: file.split("/")[-1].removesuffix(".py") for title, file in PAGE_FILES.items()}
 # keyword arguments that bind a configuration widget to the URL (its key is the parameter's name)
@@ -52,19 +48,84 @@ def deep_links(markdown: str) -> list[tuple[str, str, dict]]:
     return out
 
 
+def url_text(value) -> str | list[str]:
+    """A widget's value as the URL holds it (bind="query-params"): booleans true/false, a
+    multiselect's options repeated, anything else as shown."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return [str(url_text(v)) for v in value]
+    return str(value)
+
+
+def _same(url: list[str], value, fmt) -> bool:
+    """Whether the URL's text `url` (every value of the parameter) is what the widget now holds."""
+    held = url_text(fmt(value) if fmt else value)
+    held = held if isinstance(held, list) else [held]
+    if len(held) != len(url):
+        return False
+    for a, b in zip(url, held):
+        try:
+            if float(a) != float(b):
+                return False
+        except ValueError:
+            if a.strip().lower() != b.strip().lower():
+                return False
+    return True
+
+
 def restore(page: str) -> None:
     """Before a page's widgets: bring back the settings it had when the user left it (Streamlit
-    drops a page's widget values on a page switch); a parameter in the URL wins over them."""
+    drops a page's widget values on a page switch); a parameter in the URL wins over them. Also
+    notes the URL as it arrived, so `remember` can name a value the page could not use."""
+    st.session_state[f"_url_in/{page}"] = {k: st.query_params.get_all(k) for k in st.query_params}
+    st.session_state[f"_shared/{page}"] = []
     for key, value in st.session_state.get(f"_kept/{page}", {}).items():
         if key not in st.query_params and key not in st.session_state:
             st.session_state[key] = value
 
 
-def remember(page: str, *keys: str) -> None:
-    """After a page's widgets: keep their values for `restore` (keys not shown now are kept too)."""
+def remember(page: str, *keys: str, formats: dict | None = None) -> None:
+    """After a page's widgets: keep their values for `restore` (keys not shown now are kept too),
+    and name in a notice every value of the URL that a widget could not take, with the value
+    used instead (Streamlit falls back to the default without a word). `formats`: a widget's
+    format_func, when the URL holds the option as shown rather than the value."""
+    formats = formats or {}
+    shared = st.session_state.setdefault(f"_shared/{page}", [])
+    shared += [k for k in keys if k not in shared]
+    if st.session_state.get("_share_slot") is not None:
+        with st.session_state["_share_slot"].container():
+            share_link(shared)
     kept = dict(st.session_state.get(f"_kept/{page}", {}))
     kept.update({k: st.session_state[k] for k in keys if k in st.session_state})
     st.session_state[f"_kept/{page}"] = kept
+    arrived = st.session_state.get(f"_url_in/{page}", {})
+    notices = st.session_state.setdefault(f"_notices/{page}", {})
+    for key in keys:
+        if key in arrived and key in st.session_state and not _same(arrived[key], st.session_state[key],
+                                                                    formats.get(key)):
+            fmt = formats.get(key)
+            notices[key] = (", ".join(arrived[key]), st.session_state[key],
+                            url_text(fmt(st.session_state[key]) if fmt else st.session_state[key]))
+    for key, (bad, used, shown) in list(notices.items()):
+        if key in keys:
+            if key in st.session_state and st.session_state[key] != used:  # the user moved the widget since
+                del notices[key]
+                continue
+            shown = ", ".join(shown) if isinstance(shown, list) else shown
+            st.warning(f"The link's {key}={bad} is not a value this page offers for `{key}`: it uses "
+                       f"{key}={shown or '(none)'} instead.", icon=":material/link_off:")
+
+
+def full_link(keys) -> str:
+    """The query of a link holding every input of the page as it is now (defaults too, so a
+    recipient sees the same numbers whatever the defaults are on their side)."""
+    pairs = []
+    for key in keys:
+        if key in st.session_state:
+            text = url_text(st.session_state[key])
+            pairs += [(key, t) for t in (text if isinstance(text, list) else [text])]
+    return urlencode(pairs)
 
 
 def page_url(page: str, base: str = "", **params) -> str:
@@ -94,19 +155,20 @@ def link_to(page: str, label: str, **params) -> None:
         st.markdown(f"→ [{label}]({page_url(page, **params)})")
 
 
-def share_link() -> None:
-    """A "copy link" popover: the URL of this page with its current configuration (st.code has a
-    copy button)."""
+def share_link(keys=()) -> None:
+    """A "copy link" popover: the URL of this page holding every one of its inputs as they are now
+    (`full_link`; st.code has a copy button). The address bar holds the inputs that differ from
+    their defaults."""
     with st.popover("Copy link", icon=":material/link:", help="a link that opens this page with these settings"):
         try:
             url = st.context.url
         except Exception:  # noqa: BLE001  (no browser session, e.g. AppTest)
             url = ""
-        query = urlencode([(k, v) for k, vs in st.query_params.to_dict().items()
-                           for v in ([vs] if isinstance(vs, str) else vs)])
+        query = full_link(list(keys) + (["present"] if st.session_state.get("present") else []))
         link = (url or "").split("?")[0] + (f"?{query}" if query else "")
-        st.code(link or "(open the app in a browser to get a link)", language=None, wrap_lines=True)
-        st.caption("The address bar holds the same link: it follows every setting.")
+        st.code(link or f"?{query}", language=None, wrap_lines=True)
+        st.caption("Every setting of the page is in this link, the defaults too: whoever opens it sees "
+                   "these numbers.")
 
 
 def interactive(chart, key: str | None = None) -> None:
@@ -130,7 +192,9 @@ def friendly_errors():
 def intro(title: str, teaches: str) -> None:
     top = st.columns([3, 1], vertical_alignment="bottom")  # room for "Copy link" at 1024 px
     top[0].title(title)
-    with top[1]:
+    slot = top[1].empty()  # filled by `remember` once the page's widgets hold their values
+    st.session_state["_share_slot"] = slot
+    with slot.container():
         share_link()
     st.markdown(teaches)
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
-from ui import APP_URL, BIND, PAGE_FILES, deep_links, intro, link_to, show_code
+from ui import APP_URL, BIND, PAGE_FILES, deep_links, intro, link_to, remember, restore, show_code
 
 from simulator import (
     Limits,
@@ -141,7 +141,9 @@ st.dataframe([{"#": d["number"], "lesson": d["title"], "minutes": d["minutes"],
              height=35 * (len(items) + 1) + 3)
 
 labels = {d["number"]: f"{d['number']:02d} · {d['title']}" for d in items}
+restore("lessons")
 number = st.selectbox("Open lesson", list(labels), format_func=labels.get, key="lesson", **BIND)  # ?lesson=05 · title
+remember("lessons", "lesson", formats={"lesson": labels.get})
 d = next(x for x in items if x["number"] == number)
 st.subheader(labels[number])
 c = st.columns([3, 1])

@@ -119,4 +119,5 @@ def player() -> None:
 
 
 player()
+remember("player", "step")
 show_code(replay, key="code")
