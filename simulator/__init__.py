@@ -8,7 +8,7 @@ The curated public API. app/ and lessons/ import only from here (and `simulator.
     result.max_rel_weight_diff_vs_single   # < 1e-9: parallelism does not change the math
 """
 
-from . import auto
+from . import auto, vocabulary
 from .auto import (
                    AutoParallelContext,
                    Explanation,
@@ -27,7 +27,9 @@ from .auto import train as auto_train
 from .collectives import DEFAULT_ALGO, Plan, PlanStep, Transfer, algorithms, collective, make_plan, reference, run_plan
 from .collectives import KINDS as COLLECTIVE_KINDS
 from .cost.analytic import AnalyticResult, estimate
+from .cost.assumptions import assumptions_of, format_assumptions
 from .cost.clock import SimpleDeviceModel, simulate
+from .cost.comm import ALGOS as PRICED_ALGOS
 from .cost.comm import bus_bandwidth_factor, collective_time_s, plan_time
 from .cost.deepspeed_memory import deepspeed_estimates
 from .cost.device_model import HardwareDeviceModel, run_device_model
@@ -77,9 +79,18 @@ from .parallel.cp_split import attention_bytes_per_step, block_activation_bytes,
 from .parallel.experts import MoEGPTConfig
 from .parallel.schedule_check import format_schedule, parse_schedule
 from .parallel.schedule_check import validate as validate_schedule
-from .parallel.schedule_registry import PRICED_SCHEDULES, SCHEDULE_SPECS, ScheduleSpec, make_schedule, schedule_spec
-from .parallel.schedule_sim import SimResult, simulate_schedule
-from .parallel.schedules import Action, Schedule, dualpipe, gpipe, interleaved, one_f_one_b, zb_h1, zb_h2
+from .parallel.schedule_registry import (
+    PRICED_SCHEDULES,
+    SCHEDULE_SPECS,
+    ScheduleSpec,
+    make_schedule,
+    schedule_spec,
+    time_schedule,
+)
+from .parallel.schedule_sim import DEFAULT_TIMES, SimResult, simulate_schedule
+from .parallel.schedules import Action, Schedule, gpipe, one_f_one_b, stage_placement, zb_h1, zb_h2
+from .parallel.schedules_dualpipe import dualpipe, dualpipev
+from .parallel.schedules_interleaved import interleaved, interleaved_zero_bubble, looped_bfs, zb_v
 from .parallel.strategies import compile_strategy
 from .program import Collective, Compute, Free, Program, ProgramBuilder, Recv, Send
 from .runtime import LocalRuntime, RunResult, Runtime, make_runtime

@@ -135,7 +135,7 @@ def training_rate_flops_per_s(steps: int = 2, batch_size: int = 8, repeats: int 
     """(R, FLOPs, wall seconds) of a small single-device training run on the LocalRuntime:
     R = FLOPs its instructions carry / measured wall time (all steps), best of `repeats` runs
     (on a shared machine the fastest run is the least disturbed one)."""
-    cfg = TrainConfig(GPTConfig(**CALIBRATION_GPT), strategy="single", devices=1, batch_size=batch_size, steps=steps)
+    cfg = TrainConfig(GPTConfig(**CALIBRATION_GPT), strategy="single", devices=1, global_batch=batch_size, steps=steps)
     res = min((train(cfg, check=False) for _ in range(max(1, repeats))), key=lambda r: r.wall_time_s)
     flops = sum(e.flops for e in res.trace.events)
     return flops / res.wall_time_s, flops, res.wall_time_s

@@ -14,10 +14,17 @@ refused it (a `ParasimError`, e.g. a batch that the micro-batches cannot divide)
   `runner_kwargs` go to `train` (e.g. `device_model=`).
 - "estimate": the closed-form cost model; `base` is a ParallelConfig; `model` and `hardware` (and
   Assumptions fields such as `overlap_grad_reduce`) may be given in `base_kwargs` or varied.
-- "search": `search_configs`; `base` is a dict of its arguments (model, hardware, gpus,
-  global_batch, ...); the outputs are the fastest configuration that fits (t, p, d, b, ...).
-- "schedule": `simulate_schedule(make_schedule(schedule, p, m, v), t_f, t_b, t_w)`; `base` is a
+- "search": `search_training`, the search `parasim search` runs; `base` is a dict of its
+  arguments (model, hardware, gpus, global_batch, ...); the outputs are the fastest configuration
+  that fits (t, p, d, b, ...).
+- "schedule": `time_schedule(schedule, p, m, v, t_f=, t_b=, t_w=, t_comm=)` (schedule_registry; the
+  app's Pipelines page times schedules the same way; times default to `DEFAULT_TIMES`); `base` is a
   dict of those names.
+
+The estimate and search records carry `assumptions.NAME.value` / `.source`: the software stack and
+recomputation they assumed and where each came from (`simulator.cost.assumptions.assumptions_of`).
+Older spellings of a configuration's names (`zero`, `cp_kind`, `batch_size`) are accepted and
+mapped by `simulator.vocabulary`.
 """
 
 from __future__ import annotations
@@ -34,16 +41,19 @@ from pathlib import Path
 from typing import Any
 
 from .cost.analytic import estimate
+from .cost.assumptions import assumptions_of
+from .cost.model_presets import get_model
 from .cost.parallel_config import Assumptions, ParallelConfig
-from .cost.search import search_configs
+from .cost.search import search_training
 from .errors import ParasimError
 from .parallel.config import TrainConfig
-from .parallel.schedule_registry import make_schedule
-from .parallel.schedule_sim import simulate_schedule
+from .parallel.schedule_registry import time_schedule
+from .parallel.schedule_sim import DEFAULT_TIMES
 from .training import train
+from .vocabulary import canonical
 
 KINDS = ("train", "estimate", "search", "schedule")
-SCHEDULE_NAMES = ("schedule", "p", "m", "v", "t_f", "t_b", "t_w", "t_comm")
+SCHEDULE_NAMES = ("schedule", "p", "m", "v", *DEFAULT_TIMES)
 # points a sweep may run: a train or search point takes seconds, an estimate or schedule point ms
 MAX_POINTS = {"train": 64, "search": 64, "estimate": 10_000, "schedule": 10_000}
 
@@ -117,12 +127,12 @@ def _points(vary: dict[str, Any]) -> list[dict]:
 def _names(kind: str) -> tuple[set, set]:
     """(names a `kind` sweep accepts, names it needs) in its base, fixed arguments and varied values."""
     if kind == "train":
-        return {f.name for f in fields(TrainConfig)}, set()
+        return {f.name for f in fields(TrainConfig)} | set(TrainConfig.spellings), set()
     if kind == "estimate":
-        return ({f.name for f in fields(ParallelConfig)} | {f.name for f in fields(Assumptions)}
-                | {"model", "hardware", "assumptions"}), {"model", "hardware"}
+        return ({f.name for f in fields(ParallelConfig)} | set(ParallelConfig.spellings)
+                | {f.name for f in fields(Assumptions)} | {"model", "hardware", "assumptions"}), {"model", "hardware"}
     if kind == "search":
-        params = inspect.signature(search_configs).parameters
+        params = inspect.signature(search_training).parameters
         return set(params), {n for n, q in params.items() if q.default is inspect.Parameter.empty}
     return set(SCHEDULE_NAMES), {"schedule", "p", "m"}
 
@@ -161,9 +171,10 @@ def _number(a: dict, name: str, integer: bool):
 
 
 def _split(obj, point: dict, cls) -> tuple[Any, dict]:
+    """(obj with the point's fields of `cls` replaced, the rest); older spellings mapped (vocabulary)."""
     own = {f.name for f in fields(cls)}
-    return replace(obj, **{k: v for k, v in point.items() if k in own}), {k: v for k, v in point.items()
-                                                                           if k not in own}
+    mine = canonical({k: v for k, v in point.items() if k in own or k in cls.spellings}, own)
+    return replace(obj, **mine), {k: v for k, v in point.items() if k not in own and k not in cls.spellings}
 
 
 def _run_train(base: TrainConfig, point: dict, kwargs: dict) -> dict:
@@ -188,26 +199,36 @@ def _run_estimate(base: ParallelConfig, point: dict, kwargs: dict) -> dict:
     if model is None or hardware is None or call:
         raise ParasimError("an estimate sweep needs model= and hardware= (and only ParallelConfig or Assumptions "
                            f"fields); unknown: {sorted(call) or 'none'}")
-    return estimate(model, cfg, hardware, assumptions).to_dict()
+    model = get_model(model)
+    return {**estimate(model, cfg, hardware, assumptions).to_dict(),
+            "assumptions": assumptions_of(model, assumptions, cfg)}
+
+
+# search_training's arguments that take several values: one value given alone is a list of one
+LIST_ARGS = ("schedules", "recomputes", "micro_batch_sizes", "sequence_parallel", "zero_stages", "context_parallel",
+             "expert_parallel")
 
 
 def _run_search(base: dict, point: dict, kwargs: dict) -> dict:
     args = {**base, **kwargs, **point}
-    found = search_configs(args.pop("model"), args.pop("hardware"), args.pop("gpus"), args.pop("global_batch"),
-                           **{"top": 1, **args})
-    if not found:
-        raise ParasimError("no configuration fits in device memory")
-    return found[0].to_dict()
+    for name in LIST_ARGS:
+        if name in args and (isinstance(args[name], (str, int, bool))):
+            args[name] = (args[name],)
+    model = get_model(args.pop("model"))
+    found = search_training(model, args.pop("hardware"), args.pop("gpus"), args.pop("global_batch"),
+                            **{"top": 1, **args})
+    return {**found.to_dict()["top"][0],
+            "assumptions": assumptions_of(model, args.get("assumptions"), found.best.config, searched=True)}
 
 
 def _run_schedule(base: dict, point: dict, kwargs: dict) -> dict:
-    a = {"t_f": 1.0, "t_b": 1.0, "t_w": 0.0, "v": 1, **base, **kwargs, **point}
+    a = {**base, **kwargs, **point}
     for name in SCHEDULE_NAMES[1:]:
         if name in a:
             _number(a, name, integer=name in ("p", "m", "v"))
-    sched = make_schedule(a["schedule"], a["p"], a["m"], a["v"]) if a["v"] > 1 else \
-        make_schedule(a["schedule"], a["p"], a["m"])
-    return simulate_schedule(sched, t_f=a["t_f"], t_b=a["t_b"], t_w=a["t_w"], t_comm=a.get("t_comm", 0.0)).to_dict()
+    times = {k: a[k] for k in DEFAULT_TIMES if k in a}
+    chunks = {"v": a["v"]} if "v" in a else {}
+    return time_schedule(a["schedule"], a["p"], a["m"], **chunks, **times).to_dict()
 
 
 _RUNNERS: dict[str, Callable] = {"train": _run_train, "estimate": _run_estimate, "search": _run_search,

@@ -103,8 +103,8 @@ class TrainResult:
             "strategy": self.config.strategy, "devices": self.config.devices,
             "dp": self.config.dp, "pp": self.config.pp, "tp": self.config.tp, "microbatches": self.config.m,
             "schedule": self.compiled.notes.get("schedule"),
-            "cp": self.config.cp, "cp_kind": self.config.cp_kind if self.config.cp > 1 else None,
-            "ep": self.config.ep, "zero": self.config.zero, "moe": self.compiled.notes.get("moe"),
+            "cp": self.config.cp, "cp_comm_type": self.config.cp_comm_type if self.config.cp > 1 else None,
+            "ep": self.config.ep, "zero_stage": self.config.zero_stage, "moe": self.compiled.notes.get("moe"),
             "losses": [_finite(x) for x in self.losses],
             "reference_losses": [_finite(x) for x in self.reference_losses],
             "max_rel_weight_diff_vs_single": _finite(self.max_rel_weight_diff_vs_single),
@@ -135,7 +135,7 @@ def reference_train(cfg: TrainConfig) -> tuple[list[dict], list[float]]:
     factor = 1.0 if cfg.gradients_mean else float(cfg.dp)
     losses = []
     for step in range(cfg.steps):
-        x, y = get_batch(cfg.model, cfg.batch_size, step, cfg.seed)
+        x, y = get_batch(cfg.model, cfg.global_batch, step, cfg.seed)
         loss, grads = model.loss_and_grads(params, x, y)
         losses.append(float(loss))
         for li, g in enumerate(grads):
@@ -250,7 +250,7 @@ def run_steps(cfg: TrainConfig, compiled: Compiled, runtime, device_model: Devic
     step = first = hook.start(runtime)   # log.losses[k] is the loss of step first + k
     while step < cfg.steps:
         model = hook.before_step(step, log.attempts[step], runtime, device_model)
-        x, y = get_batch(cfg.model, cfg.batch_size, step, cfg.seed)
+        x, y = get_batch(cfg.model, cfg.global_batch, step, cfg.seed)
         t0 = time.perf_counter()
         try:
             hook.before_run(step, runtime)

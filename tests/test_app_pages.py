@@ -170,7 +170,7 @@ def test_lessons_page_grades_an_upload_in_a_sandbox_and_reveals_a_prediction():
     at.button(key="check-mine").click().run()
     assert not at.exception and "5 of 6 items pass" in at.error[0].value
     table = at.dataframe[-1].value
-    assert list(table["result"])[:2] == ["fail", "pass"] and table["hint"][0] and table["expected"][0]
+    assert list(table["result"])[:2] == ["wrong", "passed"] and table["hint"][0] and table["expected"][0]
     notebook = json.dumps({"cells": [{"cell_type": "code", "source": solution.splitlines(keepends=True)}]})
     at.file_uploader(key="upload-1").upload("mine.ipynb", notebook.encode()).run()
     at.button(key="check-mine").click().run()

@@ -2,6 +2,8 @@
 
 from app_helpers import page
 
+from simulator import SCHEDULES
+
 
 def test_pipelines_bubble_follows_p_and_invalid_interleaving_is_one_line():
     at = page("pipelines")
@@ -9,9 +11,9 @@ def test_pipelines_bubble_follows_p_and_invalid_interleaving_is_one_line():
     assert bubbles[0] == "27.3%"  # GPipe p=4, m=8: 3/11
     at.slider(key="p").set_value(5).run()
     assert [m.value for m in at.metric if m.label == "bubble"][0] == "33.3%"  # 4/12
-    at.slider(key="m").set_value(9).run()  # interleaved needs m a multiple of p
+    at.slider(key="m").set_value(11).run()  # interleaved issues max(1, 11 // 5) = 2 equal rounds: 11 is odd
     assert not at.exception
-    assert any("multiple of p" in e.value for e in at.error)
+    assert any("2 rounds of equal size: m = 11 with p = 5" in e.value for e in at.error)
     assert "\n" not in at.error[0].value
 
 
@@ -21,7 +23,7 @@ def test_pipelines_show_zb_h2_with_bubble_and_peak_memory():
     at = page("pipelines")
     assert "zb-h2" in at.multiselect(key="schedules").value
     names = [m.value for m in at.markdown if m.value.startswith("**")]
-    assert names == ["**gpipe**", "**1f1b**", "**interleaved**", "**zb-h1**", "**zb-h2**", "**dualpipe**"]
+    assert names == [f"**{n}**" for n in SCHEDULES]  # every schedule of the registry
     peaks = [m.value for m in at.metric if m.label == "peak activations"]
     expect = {n: max(simulate_schedule(make_schedule(n, 4, 8), 1.0, 1.0, 1.0).peak_in_flight) for n in
               ("gpipe", "1f1b", "zb-h1", "zb-h2")}

@@ -54,10 +54,12 @@ def test_url_configures_stack_and_the_step_runs_on_the_event_clock():
 
 def test_flash_context_parallel_and_uneven_stages_move_the_numbers():
     at = open_with(model="llama3-8b", hw="h100-sxm", seq="32768", B=64, tp=8, pp=1, dp=8, recompute="none")
-    base = component_gb(at)["activations"]
-    at.toggle(key="flash").set_value(True).run()
+    assert at.toggle(key="flash").value is True      # the Llama preset trains with FlashAttention
     flash = component_gb(at)["activations"]
+    at.toggle(key="flash").set_value(False).run()
+    base = component_gb(at)["activations"]
     assert flash < base / 5                          # no s^2 scores: 5 a s / h = 40 x sbh per layer gone
+    at.toggle(key="flash").set_value(True).run()
     at.select_slider(key="cp").set_value(4).run()
     assert abs(component_gb(at)["activations"] / flash - 1 / 4) < 0.02    # the sequence split 4 ways
     assert "c=4" in at.tabs[EST].caption[0].value

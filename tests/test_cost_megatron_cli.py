@@ -26,8 +26,9 @@ def test_simulate_takes_a_megatron_launch_line_as_it_is(capsys):
     assert {"tflops_per_gpu", "mfu", "memory"} <= set(out)
     assert {"model_state_bytes", "activation_bytes"} <= set(out["memory"])
     assert out["ignored"] == ["--lr", "--train-iters"]
-    A = out["assumptions"]
+    A = {name: a["value"] for name, a in out["assumptions"].items()}
     assert A["flash_attention"] and A["overlap_grad_reduce"] and not A["overlap_tp_comm"]
+    assert out["assumptions"]["flash_attention"]["source"] == "flag"
     # the same run written with parasim's own API
     model = get_model("llama-7b", seq=4096)
     cfg = ParallelConfig(tp=4, pp=2, dp=8, global_batch=256, sequence_parallel=True, zero_stage=1)
@@ -38,7 +39,10 @@ def test_simulate_takes_a_megatron_launch_line_as_it_is(capsys):
 def test_megatron_defaults_have_no_flash_attention_or_overlap(capsys):
     line = LAUNCH.replace("--use-flash-attn ", "").replace("--overlap-grad-reduce ", "").split()
     out = _run(capsys, ["simulate", "--gpus", "64", "--hardware", "h100-sxm", "--json"] + line)
-    assert not out["assumptions"]["flash_attention"] and not out["assumptions"]["overlap_grad_reduce"]
+    A = out["assumptions"]
+    assert not A["flash_attention"]["value"] and not A["overlap_grad_reduce"]["value"]
+    # a custom model (no preset) takes Megatron-LM's default: FlashAttention off
+    assert A["flash_attention"]["source"] == "preset custom"
 
 
 def test_misspelt_megatron_flag_and_mixing_are_refused(capsys):
@@ -51,7 +55,9 @@ def test_misspelt_megatron_flag_and_mixing_are_refused(capsys):
 def test_preset_with_sequence_override_and_megatron_flags_on_a_preset(capsys):
     out = _run(capsys, ["simulate", "--model", "llama-70b", "--seq", "8192", "--gpus", "64", "--tp", "8", "--pp", "4",
                         "--hardware", "h100-sxm", "--json"])
-    want = estimate(get_model("llama-70b", seq=8192), ParallelConfig(tp=8, pp=4, dp=2, global_batch=8), "h100-sxm",
+    # no global batch: b x dp (one micro-batch, Megatron-LM's default) through both doors; it was
+    # b x dp x pp on parasim's flags only, so restating --pp as --pipeline-model-parallel-size changed B
+    want = estimate(get_model("llama-70b", seq=8192), ParallelConfig(tp=8, pp=4, dp=2), "h100-sxm",
                     Assumptions(flash_attention=True))
     assert out["step_time_s"] == pytest.approx(want.step_time_s, rel=1e-9)
     out = _run(capsys, ["simulate", "--model", "llama-70b", "--gpus", "64", "--hardware", "h100-sxm", "--json",

@@ -68,9 +68,20 @@ def test_one_f_one_b_first_stage_holds_the_whole_model_with_sp():
     per_layer = activation_bytes_per_layer(S, 1, H, A, t, sequence_parallel=True)
     total = per_layer * (L // p) * in_flight_microbatches("1f1b", p, m)
     assert total == pytest.approx(S * H * L / t * (34 + 5 * A * S / H), rel=1e-12)
-    for v in (1, 2, 3):   # Korthikanti Sec. 4.2.3 and Megatron-LM: the penalty shrinks with v, not m
+    for v in (2, 3):   # Korthikanti Sec. 4.2.3 and Megatron-LM's penalty, met by the executed schedule when p | m
         inter = per_layer * (L // p) * in_flight_microbatches("interleaved", p, m, v=v)
         assert inter == pytest.approx(total * (1 + (p - 1) / (p * v)), rel=1e-12)
+    assert in_flight_microbatches("interleaved", p, m, v=1) == p  # v = 1 runs plain 1F1B
+
+
+def test_interleaved_in_flight_is_counted_on_the_executed_schedule():
+    """Megatron's p (1 + (p-1)/(p v)) ignores m: 5.5 stage units at p 4, v 2 for every m. Device 0 of
+    the executed schedule holds 4.0 at m 4 (all 8 chunk forwards, m v = 8, before its first backward),
+    2.0 at m 2, and 6.0 at m 6 and m 10 (PyTorch's rounds of 6 and of 5: warmup (v-1) q + 2(p-1) = 12
+    and 11 chunks)."""
+    assert 4 * (1 + 3 / 8) == 5.5
+    got = {m: in_flight_microbatches("interleaved", 4, m, v=2) for m in (2, 4, 6, 8, 10)}
+    assert got == {2: 2.0, 4: 4.0, 6: 6.0, 8: 5.5, 10: 6.0}
 
 
 def test_in_flight_per_schedule():

@@ -136,12 +136,14 @@ def test_simulate_flags_reach_the_assumptions(capsys):
             "--global-batch", "64", "--sequence-parallel", "--json"]
     assert main(base) == 0
     plain = json.loads(capsys.readouterr().out)
-    assert plain["assumptions"]["flash_attention"] is True          # a Llama preset: FlashAttention by default
+    assert plain["assumptions"]["flash_attention"] == {"value": True, "source": "preset llama-70b"}  # the preset's
     assert main(base + ["--overlap-grad-reduce", "--overlap-param-gather", "--tp-comm-overlap", "--zero", "1"]) == 0
     over = json.loads(capsys.readouterr().out)
-    assert over["assumptions"]["overlap_tp_comm"] and over["step_time_s"] < plain["step_time_s"]
+    assert over["assumptions"]["overlap_tp_comm"] == {"value": True, "source": "flag"}
+    assert over["step_time_s"] < plain["step_time_s"]
     assert main(["simulate", "--model", "gpt3-175b", "--tp", "8", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["assumptions"]["flash_attention"] is False
+    assert json.loads(capsys.readouterr().out)["assumptions"]["flash_attention"] == {"value": False,
+                                                                                      "source": "preset gpt3-175b"}
 
 
 MOE = ModelSpec("moe", layers=4, hidden=2048, heads=16, seq=2048, vocab=32000, ffn_hidden=5632, kv_heads=4,

@@ -114,7 +114,7 @@ def test_limits_cost_one_item_and_keep_the_rest(graded):
         assert rows[name]["item_1"] == "0" and rows[name]["passed"] == str(FULL - 1), rows[name]
     assert json.loads((feedback / "leo.json").read_text())["items"][0]["status"] == "timeout"
     assert "MemoryError" in json.loads((feedback / "max.json").read_text())["items"][0]["found"]
-    assert json.loads((feedback / "ned.json").read_text())["items"][0]["status"] == "crash"
+    assert json.loads((feedback / "ned.json").read_text())["items"][0]["status"] == "error"
 
 
 def test_the_grader_outlives_its_students(graded):

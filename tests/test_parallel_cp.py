@@ -160,7 +160,8 @@ def test_cli_trains_context_parallel_and_hybrid_with_dualpipe(capsys):
     assert main(["train", "--strategy", "cp", "--devices", "4", "--cp", "4", "--cp-kind", "all-to-all", "--steps", "1",
                  "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
-    assert d["cp"] == 4 and d["cp_kind"] == "all-to-all" and d["max_rel_weight_diff_vs_single"] < 1e-9
+    # the JSON speaks the vocabulary (Megatron's --cp-comm-type a2a); the older --cp-kind all-to-all is mapped
+    assert d["cp"] == 4 and d["cp_comm_type"] == "a2a" and d["max_rel_weight_diff_vs_single"] < 1e-9
     assert {"peak_memory_bytes_per_device", "bytes_by_collective", "bubble_fraction"} <= set(d)
     assert main(["train", "--strategy", "hybrid", "--devices", "8", "--dp", "1", "--cp", "2", "--tp", "2", "--pp", "2",
                  "--ep", "1", "--schedule", "dualpipe", "--microbatches", "4", "--steps", "1", "--json"]) == 0

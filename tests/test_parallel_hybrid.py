@@ -90,7 +90,7 @@ def test_zero1_over_the_data_axis_shards_optimizer_state_and_keeps_the_math(kw):
     """Megatron's distributed optimizer in 3-D: same weights as one device, the optimizer state of
     each rank cut N_d ways, and the data-parallel bytes of one AllReduce split into RS + AG."""
     cfg = TrainConfig(GPT, **{"strategy": "hybrid", "batch_size": 8, "steps": 2, **kw})
-    plain, zero = train(cfg), train(TrainConfig(**{**cfg.__dict__, "zero": 1}))
+    plain, zero = train(cfg), train(TrainConfig(**{**cfg.__dict__, "zero_stage": 1}))
     assert zero.max_rel_weight_diff_vs_single < 1e-9
     dp = cfg.dp
     for d in range(cfg.devices):  # Adam's m and v, cut dp ways (+ the 8-byte step counter)

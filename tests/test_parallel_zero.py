@@ -150,7 +150,7 @@ def test_dp_with_zero_flag_runs_zero(capsys):
     import json
 
     out = json.loads(capsys.readouterr().out)
-    assert out["zero"] == 2 and set(out["bytes_by_collective"]) == {"reduce_scatter", "all_gather"}
+    assert out["zero_stage"] == 2 and set(out["bytes_by_collective"]) == {"reduce_scatter", "all_gather"}
 
 
 @pytest.mark.parametrize("strategy, kw, zero, words", [

@@ -20,7 +20,8 @@ SUBSETS = {"simulator/auto/context.py": "MindSpore's pipeline_scheduler option t
 
 
 def test_every_consumer_lists_the_registry():
-    assert SCHEDULES == ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe")
+    assert SCHEDULES == ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe", "looped-bfs", "interleaved-zb",
+                         "zb-v", "dualpipev")
     assert TRAIN_SCHEDULES == TRAIN_CLI_SCHEDULES == simulator.SCHEDULES == SCHEDULES
     assert SEARCH_CLI_SCHEDULES == SIMULATE_CLI_SCHEDULES == PRICED_SCHEDULES
     assert search_training.__kwdefaults__["schedules"] == PRICED_SCHEDULES
@@ -73,17 +74,25 @@ def test_in_flight_equals_the_simulated_peak(p, m):
 def test_bubble_closed_form_equals_the_simulated_idle_time(name):
     p, m, F, B, W = 4, 8, 1.0, 1.0, 1.0
     r = simulate_schedule(make_schedule(name, p, m), F, B, W)
-    assert SCHEDULE_SPECS[name].bubble(p, F, B, W, 1) == pytest.approx(max(r.bubble_time), rel=1e-12)
+    assert SCHEDULE_SPECS[name].bubble(p, m, F, B, W, 1) == pytest.approx(max(r.bubble_time), rel=1e-12)
 
 
 def test_interleaved_bubble_is_divided_by_v():
     p, m, v = 4, 8, 2
     r = simulate_schedule(make_schedule("interleaved", p, m, v), 1 / v, 1 / v, 0.0)
-    assert SCHEDULE_SPECS["interleaved"].bubble(p, 1.0, 1.0, 0.0, v) == pytest.approx(max(r.bubble_time), rel=1e-12)
+    assert SCHEDULE_SPECS["interleaved"].bubble(p, m, 1.0, 1.0, 0.0, v) == pytest.approx(max(r.bubble_time), rel=1e-12)
 
 
 def test_constraints_are_checked_once_with_the_numbers():
-    with pytest.raises(ParasimError, match=r"micro-batches \(6\) to be a multiple of stages \(4\)"):
-        SCHEDULE_SPECS["interleaved"].check(4, 6, 2)
-    with pytest.raises(ParasimError, match=r"virtual stages \(2\) need the interleaved schedule, not 1f1b"):
+    SCHEDULE_SPECS["interleaved"].check(4, 6, 2)   # PyTorch runs m % p != 0: one round of 6
+    SCHEDULE_SPECS["interleaved"].check(4, 10, 2)  # two rounds of 5
+    with pytest.raises(ParasimError, match=r"max\(1, m // p\) = 2 rounds of equal size: m = 7 with p = 3"):
+        SCHEDULE_SPECS["interleaved"].check(3, 7, 2)
+    with pytest.raises(ParasimError, match=r"zb-v places exactly 2 model chunks per device \(V-shaped\): virtual "
+                                           r"stages must be 2, got 3"):
+        SCHEDULE_SPECS["zb-v"].check(4, 8, 3)
+    with pytest.raises(ParasimError, match=r"dualpipev needs at least 8 micro-batches at p = 4 stages, got 6"):
+        SCHEDULE_SPECS["dualpipev"].check(4, 6, 2)
+    with pytest.raises(ParasimError, match=r"virtual stages \(2\) need a schedule with several chunks per device "
+                                           r"\(interleaved, looped-bfs, interleaved-zb, zb-v, dualpipev\), not 1f1b"):
         SCHEDULE_SPECS["1f1b"].check(4, 8, 2)

@@ -15,11 +15,11 @@ from simulator.parallel.schedules import (
     Action,
     Schedule,
     gpipe,
-    interleaved,
     one_f_one_b,
     zb_h1,
     zb_h2,
 )
+from simulator.parallel.schedules_interleaved import interleaved
 
 GRID = [(p, m) for p in (1, 2, 3, 4, 5, 8) for m in (1, 2, 3, 4, 7, 8, 16)]
 TIMES = [(1.0, 1.0, 1.0), (1.0, 2.0, 0.0), (2.0, 3.0, 1.0), (0.7, 1.3, 0.4)]
@@ -45,7 +45,7 @@ def test_action_repr_is_the_notation():
 @pytest.mark.parametrize("call, words", [
     (lambda: gpipe(0, 4), "p=0"),
     (lambda: one_f_one_b(4, 0), "m=0"),
-    (lambda: interleaved(4, 6, 2), "m=6, p=4"),
+    (lambda: interleaved(3, 7, 2), "m = 7 with p = 3 is not a multiple of 2"),
     (lambda: interleaved(4, 8, 0), "v=0"),
     (lambda: zb_h1(-1, 4), "p=-1"),
     (lambda: make_schedule("pipedream", 2, 2), "unknown schedule 'pipedream'"),

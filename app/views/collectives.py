@@ -19,6 +19,7 @@ from ui import (
 
 from simulator import COLLECTIVE_KINDS as KINDS
 from simulator import (
+    PRICED_ALGOS,
     algorithms,
     bus_bandwidth_factor,
     collective,
@@ -70,7 +71,7 @@ def analyse(kind: str, algo: str, n: int, nbytes: int, hw_name: str) -> dict:
     plan = make_plan(kind, algo, n, nbytes)
     topo = hw.topology(max(WORLD))
     link_of = lambda s, d: (topo.link(s, d).latency_s, topo.link(s, d).bandwidth_Bps)  # noqa: E731
-    algos = [a for a in algorithms(kind) if a in ("ring", "tree", "halving_doubling", "direct")]
+    algos = [a for a in algorithms(kind) if a in PRICED_ALGOS]  # the ones with a closed form (cost.comm)
     by_n = {a: [collective_time_s(kind, nbytes, range(w), topo, a) for w in WORLD] for a in algos}
     by_s = {a: [collective_time_s(kind, s, range(n), topo, a) for s in SIZES.values()] for a in algos}
     return {"plan": plan, "time_s": plan_time(plan, link_of), "by_n": by_n, "by_s": by_s,

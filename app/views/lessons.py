@@ -114,13 +114,16 @@ def graded(number: int, source: str, name: str):
 
 
 def show_report(report) -> None:
-    """Per item: pass, or expected / found / hint (the feedback a gradebook writes)."""
+    """Per item: its status (passed, wrong, error, timeout), points, and expected / found / hint:
+    the feedback file a gradebook writes (`Report.to_dict`: a hidden item shows its status only)."""
     if report.status in ("empty", "unchanged"):
         st.warning("This is " + ("an empty file" if report.status == "empty" else "the exercise as handed out")
                    + ": fill in the TODOs first.")
-    st.dataframe([{"#": i.number, "item": i.name, "result": "pass" if i.passed else i.status, "expected": i.expected,
-                   "found": i.found, "hint": i.hint} for i in report.items], hide_index=True, width="stretch")
-    (st.success if report.ok else st.error)(f"{report.passed} of {report.total} items pass")
+    st.dataframe([{"#": i["number"], "item": i["name"], "result": i["status"], "points": f"{i['earned']:g}/{i['points']:g}",
+                   "expected": i["expected"], "found": i["found"], "hint": i["hint"]}
+                  for i in report.to_dict()["items"]], hide_index=True, width="stretch")
+    (st.success if report.ok else st.error)(f"{report.passed} of {report.total} items pass, "
+                                            f"{report.points:g} of {report.max_points:g} points")
     if report.output:
         st.caption(f"your program's last output: {report.output}")
 
@@ -184,8 +187,7 @@ with tab_mine:
 with tab_check:
     if st.button("Run the checker on solution.py", key="check"):
         report = run_check(number, file=f"{d['folder']}/solution.py")
-        st.dataframe([r.to_dict() for r in report.items], hide_index=True, width="stretch")
-        (st.success if report.ok else st.error)(f"{report.passed} of {report.total} items pass")
+        show_report(report)
 with tab_predict:
     question = prediction(number)
     if question is None:

@@ -1,27 +1,23 @@
-"""Pipeline schedules: GPipe, 1F1B, interleaved, ZB-H1, ZB-H2 and DualPipe side by side."""
-
-import inspect
+"""Pipeline schedules side by side: every schedule of the registry (simulator.SCHEDULES)."""
 
 import streamlit as st
 from charts import timeline_chart
 from ui import BIND, figure, interactive, intro, remember, restore, show_code, trace_downloads
 
 from simulator import (
-    SCHEDULE_SPECS,
     SCHEDULES,
     ParasimError,
     SimResult,
-    interleaved,
-    make_schedule,
     one_f_one_b,
     simulate_schedule,
+    time_schedule,
     viz,
     zb_h1,
     zb_h2,
 )
 from simulator.units import fmt_time
 
-NAMES = list(SCHEDULES)  # gpipe, 1f1b, interleaved, zb-h1, zb-h2, dualpipe
+NAMES = list(SCHEDULES)  # the registry's, in its order
 
 intro("Pipeline schedules",
       "A pipeline splits the layers into **p stages**; each step pushes **m micro-batches** through them. "
@@ -52,19 +48,11 @@ remember("pipelines", "schedules", "p", "m", "v", "t_f", "t_b", "t_w", "t_comm")
 def run_schedules(names: tuple, p: int, m: int, v: int, t_f: float, t_b: float, t_w: float,
                   t_comm: float) -> list[tuple[str, SimResult | None, str]]:
     """Build and time each schedule; an invalid one returns its one-line ParasimError message.
-    Interleaved chunks hold 1/v of a stage's layers, so their times are divided by v."""
+    A chunk holds 1/v of a device's layers, so its times are divided by v (`time_schedule`)."""
     out = []
     for name in names:
         try:
-            if name == "interleaved":
-                res = simulate_schedule(interleaved(p, m, v), t_f / v, t_b / v, t_w / v, t_comm)
-            elif SCHEDULE_SPECS[name].splits_bw:  # the zero-bubble ones: greedy variants take the times
-                make = zb_h1 if name == "zb-h1" else zb_h2
-                times = {"t_f": t_f, "t_b": t_b, "t_w": t_w}  # greedy variants order by the times
-                kw = {k: t for k, t in times.items() if k in inspect.signature(make).parameters}
-                res = simulate_schedule(make(p, m, **kw), t_f, t_b, t_w, t_comm)
-            else:
-                res = simulate_schedule(make_schedule(name, p, m), t_f, t_b, t_w, t_comm)
+            res = time_schedule(name, p, m, v, t_f, t_b, t_w, t_comm)
             out.append((name, res, ""))
         except ParasimError as err:
             out.append((name, None, str(err)))
@@ -133,4 +121,4 @@ st.caption(f"Textbook check: GPipe and 1F1B bubble (p-1)/(m+p-1) = {(p - 1) / (m
 if len(good) > 1:  # the PNG, like the JSON and CSV, holds the chosen schedule only
     png = viz.png_bytes(viz.schedule_chart(dict(good)[pick]), dpi=120)
 trace_downloads(trace, png, f"pipeline-{pick}-p{p}-m{m}", key="pipe")
-show_code(simulate_schedule, one_f_one_b, zb_h1, zb_h2, key="code")
+show_code(time_schedule, simulate_schedule, one_f_one_b, zb_h1, zb_h2, key="code")

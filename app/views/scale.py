@@ -11,13 +11,16 @@ from ui import BIND, interactive, intro, or_error, remember, restore, show_code
 
 from simulator import (
     PRICED_SCHEDULES,
+    SCHEDULE_SPECS,
     Assumptions,
     FailureModel,
     ModelSpec,
     ParallelConfig,
+    assumptions_of,
     checkpoint_nbytes,
     daly_interval_s,
     estimate,
+    format_assumptions,
     get_hardware,
     get_model,
     goodput,
@@ -119,8 +122,8 @@ def config_widgets(prefix: str, defaults: dict, per_row: int = 4, extended: bool
     kw["schedule"] = cells[4].selectbox("Schedule", SCHEDULES, index=SCHEDULES.index(defaults["schedule"]),
                                         key=f"{prefix}schedule", **BIND)
     kw["virtual_stages"] = cells[5].slider("Chunks v (interleaved)", 1, 4, defaults.get("v", 1), key=f"{prefix}v",
-                                           disabled=kw["schedule"] != "interleaved", **BIND)
-    if kw["schedule"] != "interleaved":
+                                           disabled=not SCHEDULE_SPECS[kw["schedule"]].virtual_stages, **BIND)
+    if not SCHEDULE_SPECS[kw["schedule"]].virtual_stages:
         kw["virtual_stages"] = 1
     kw["recompute"] = cells[6].selectbox("Recompute", RECOMPUTE, index=RECOMPUTE.index(defaults["recompute"]),
                                          key=f"{prefix}recompute", **BIND)
@@ -149,8 +152,14 @@ def config_widgets(prefix: str, defaults: dict, per_row: int = 4, extended: bool
     return kw
 
 
-def stack_widgets() -> dict:
-    """The software stack as `Assumptions` keywords: overlap, FlashAttention, precision, FP8."""
+def stack_widgets(spec: ModelSpec) -> dict:
+    """The software stack as `Assumptions` keywords: overlap, FlashAttention, precision, FP8.
+    FlashAttention starts at the model preset's own choice (`ModelSpec.flash_attention`, as every
+    other door assumes) and follows the preset until the toggle is moved."""
+    untouched = "flash" not in st.session_state or st.session_state.get("_flash_preset") == st.session_state["flash"]
+    if untouched and "flash" not in st.query_params:
+        st.session_state["flash"] = spec.flash_attention
+    st.session_state["_flash_preset"] = spec.flash_attention
     c = st.columns(6)
     kw = {"overlap_grad_reduce": c[0].toggle("Overlap grad reduce", key="ov_grad", **BIND,
                                              help="gradient buckets reduced under the backward (--overlap-grad-reduce)"),
@@ -160,6 +169,8 @@ def stack_widgets() -> dict:
                                          help="TP collectives pipelined with their GEMMs (--tp-comm-overlap)"),
           "flash_attention": c[3].toggle("FlashAttention", key="flash", **BIND,
                                          help="no s² scores in memory or HBM traffic (--use-flash-attn)")}
+    if kw["flash_attention"] == spec.flash_attention:
+        kw["flash_attention"] = None      # the preset's: the stated assumptions say "preset NAME"
     precision = c[4].selectbox("Precision", list(PRECISIONS), key="precision", **BIND,
                                format_func=lambda k: k, help=" · ".join(f"{k}: {v}" for k, v in PRECISIONS.items()))
     kw.update(PRECISION[precision])
@@ -177,6 +188,7 @@ def explore(model: ModelSpec, hw: str, B: int, kw: tuple, akw: tuple = ()) -> di
         cfg = ParallelConfig(global_batch=B, zero_stage=z, **dict(kw))
         out[z] = estimate(model, cfg, hw, A).as_dict()
         out[z]["config"] = repr(cfg)
+        out[z]["assumptions"] = assumptions_of(model, A, cfg, door="setting")
     return {"by_zero": out, "capacity": get_hardware(hw).memory_bytes}
 
 
@@ -281,7 +293,7 @@ tab_est, tab_search, tab_cmp, tab_good = st.tabs(["Estimate", "Search configurat
 
 with tab_est:
     kw = config_widgets("", {"tp": 8, "pp": 8, "dp": 8, "schedule": "1f1b", "recompute": "full"}, extended=True)
-    akw = stack_widgets()
+    akw = stack_widgets(spec)
     res = or_error(explore, spec, hw, B, tuple(sorted(kw.items())), tuple(sorted(akw.items())))
     if res is not None:
         zero = st.radio("ZeRO stage for the numbers below", list(res["by_zero"]), horizontal=True, key="zero",
@@ -289,6 +301,7 @@ with tab_est:
         r = res["by_zero"][zero]
         show_metrics(r)
         st.caption(r["config"])
+        st.caption(format_assumptions(r["assumptions"], indent="").strip())
         if r["oom"]:
             st.warning(f"Out of memory: {r['memory_per_gpu_bytes'] / 1e9:.1f} GB per GPU needed, "
                        f"{res['capacity'] / 1e9:.1f} GB available. Raise t or p, recompute activations, or "

@@ -9,6 +9,7 @@ from ray_session import start_ray
 from ui import BIND, figure, interactive, intro, remember, restore, show_code, trace_downloads
 
 from simulator import (
+    SCHEDULE_SPECS,
     SCHEDULES,
     STRATEGIES,
     GPTConfig,
@@ -26,6 +27,7 @@ from simulator import (
 )
 from simulator.trace import STEP_PART_LABELS
 from simulator.units import fmt_bytes, fmt_time
+from simulator.vocabulary import canonical_value
 
 MODELS = {"MLP": MLPConfig(64, 256, 8, 8), "tiny GPT": GPTConfig(2, 32, 4, 16, 64),
           "tiny MoE GPT": MoEGPTConfig(2, 32, 4, 16, 64, experts=4)}
@@ -123,7 +125,7 @@ with st.sidebar:
     schedule = st.selectbox("Pipeline schedule", SCHEDULES, index=SCHEDULES.index("1f1b"), key="pp_schedule",
                             disabled=not pipelined, **BIND)
     v = st.slider("Chunks per device v (interleaved)", 1, 4, 1, key="v",
-                  disabled=not (pipelined and schedule == "interleaved"), **BIND)
+                  disabled=not (pipelined and SCHEDULE_SPECS[schedule].virtual_stages), **BIND)
     batch = st.select_slider("Global batch", [16, 32, 64, 128], value=64, key="batch", **BIND)
     steps = st.slider("Steps", 1, 6, 3, key="steps", **BIND)
     st.subheader("Overlap lab")
@@ -157,11 +159,11 @@ remember("training", *KEYS)
 def make_config(model_name, strategy, devices, dp, pp, tp, ep, cp, cp_kind, microbatches, schedule, v, batch, steps,
                 bucket_mb, grad_dtype):
     return TrainConfig(MODELS[model_name], strategy=strategy, devices=devices, dp=dp, pp=pp, tp=tp, ep=ep,
-                       cp=cp, cp_kind=cp_kind,
+                       cp=cp, cp_comm_type=canonical_value("cp_comm_type", cp_kind),
                        microbatches=1 if strategy in ("layer", "single") else microbatches,
                        schedule=schedule if strategy in PIPELINED else "1f1b",
-                       virtual_stages=v if strategy in PIPELINED and schedule == "interleaved" else 1,
-                       batch_size=batch, steps=steps, bucket_mb=bucket_mb, grad_dtype=grad_dtype)
+                       virtual_stages=v if strategy in PIPELINED and SCHEDULE_SPECS[schedule].virtual_stages else 1,
+                       global_batch=batch, steps=steps, bucket_mb=bucket_mb, grad_dtype=grad_dtype)
 
 
 def device_model(price_on: str, devices: int) -> HardwareDeviceModel:

@@ -3,8 +3,8 @@ student's design against the analytic cost model (estimate)."""
 
 import numpy as np
 
-from simulator import ParallelConfig, estimate, get_model
-from simulator.grading import compare, expect, ok
+from simulator import ParallelConfig, ParasimError, estimate, get_hardware, get_model
+from simulator.grading import compare, expect, ok, rebuild
 
 LESSON = {
     "title": "Hybrid 3-D parallelism with the cost model",
@@ -55,15 +55,18 @@ def check_memory(s):
 
 
 def check_design(s):
-    "my_config uses 1024 GPUs and batch 1536, fits in 80 GB and reaches >= 45% MFU"
-    cfg = s.my_config()
-    if not isinstance(cfg, ParallelConfig):
-        return expect(False, "a ParallelConfig", type(cfg).__name__, "return ParallelConfig(tp=..., pp=..., ...)")
+    "my_config uses 1024 GPUs and batch 1536, fits in an A100's 80 GiB (85.9 GB) and reaches >= 45% MFU"
+    try:
+        cfg = rebuild(s.my_config(), ParallelConfig)  # built here by ParallelConfig's own constructor
+    except (TypeError, ValueError, ParasimError) as e:
+        return expect(False, "a ParallelConfig", str(e), "return ParallelConfig(tp=..., pp=..., ...)")
     if cfg.gpus != 1024 or cfg.global_batch != 1536:
         return expect(False, "t p d = 1024 and global_batch = 1536", f"{cfg.gpus} GPUs, batch {cfg.global_batch}",
                       "use every GPU for the batch the exercise states")
     r = estimate(get_model("gpt3-175b"), cfg, "a100-80gb")
     if r.oom:
-        return expect(False, "memory <= 80 GB", repr(r.memory), "more t or p, recomputation, or sequence parallelism")
+        cap = get_hardware("a100-80gb").memory_bytes
+        return expect(False, f"memory <= {cap / 2**30:.0f} GiB ({cap / 1e9:.1f} GB)", repr(r.memory),
+                      "more t or p, recomputation, or sequence parallelism")
     return expect(r.mfu >= 0.45, "MFU >= 45%", f"MFU {r.mfu:.1%}, bubble {r.bubble_fraction:.1%}, "
                   f"exposed comm {r.exposed_comm_s:.3g} s", "keep t within a node, m >> p, a small micro-batch")

@@ -8,6 +8,7 @@ import numpy as np
 from simulator import (
     AutoParallelContext,
     OpCostModel,
+    ParallelConfig,
     auto,
     auto_search,
     estimate,
@@ -17,7 +18,7 @@ from simulator import (
     reset_auto_parallel_context,
     search_configs,
 )
-from simulator.grading import compare, expect, ok
+from simulator.grading import compare, expect, ok, rebuild
 
 LESSON = {
     "title": "Auto-parallel search: how a framework decides where to cut",
@@ -69,7 +70,7 @@ def check_best(s):
     "best_config is as fast as search_configs' best (same space, selective recomputation)"
     for name, gpus, batch in CASES:
         want = _space(name, gpus, batch)[0]
-        cfg = s.best_config(name, "a100-80gb", gpus, batch)
+        cfg = rebuild(s.best_config(name, "a100-80gb", gpus, batch), ParallelConfig)
         got = estimate(get_model(name), cfg, "a100-80gb")
         if got.oom or not np.isclose(got.step_time_s, want.result.step_time_s, rtol=1e-9):
             return compare(f"{want.config!r}: {want.result.step_time_s:.4g} s",

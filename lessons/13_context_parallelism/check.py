@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from simulator import GPTConfig, attention_bytes_per_step, attention_forward, chunk_positions, ring_steps
+from simulator import GPTConfig, TrainConfig, attention_bytes_per_step, attention_forward, chunk_positions, ring_steps
 from simulator.grading import compare, expect, ok
 
 LESSON = {
@@ -56,13 +56,16 @@ def check_balanced_split(s):
 
 
 def check_ring_bytes(s):
-    "ring_bytes_per_step equals attention_bytes_per_step"
+    "ring_bytes_per_step equals attention_bytes_per_step ((3c - 2) blocks when c > 1, nothing on one device)"
     for L, B, m, seq, h, cp in [(2, 4, 1, 16, 16, 4), (3, 2, 2, 32, 8, 2), (1, 1, 4, 64, 32, 8), (2, 2, 1, 8, 4, 1)]:
         gpt = GPTConfig(layers=L, hidden=h, heads=1, seq_len=seq, vocab=8)
         want = attention_bytes_per_step(gpt, L, B, m, cp, "ring")
         got = s.ring_bytes_per_step(L, B, m, seq, h, cp)
         if got != want:
-            return compare(want, got, f"L={L} B={B} m={m} s={seq} h={h} c={cp}: (3c - 2) blocks of 2 B (s/c) h x 8")
+            why = ("one device has no neighbour: the ring sends nothing (3c - 2 = 1 would count a block that never "
+                   "moves)" if cp == 1 else "forward c-1 K/V hops, backward c-1 K/V hops and c dK/dV hops: (3c - 2) "
+                   "blocks, each 2 B (s/c) h float64 values (K and V), per layer and micro-batch")
+            return compare(want, got, f"L={L} B={B} m={m} s={seq} h={h} c={cp}: {why}")
     return ok()
 
 
@@ -71,7 +74,8 @@ def check_real_run(s):
     r = s.train_context_parallel(4)
     if r.max_rel_weight_diff_vs_single > 1e-9:
         return expect(False, "max_rel_weight_diff_vs_single < 1e-9", r.max_rel_weight_diff_vs_single)
-    sent = r.trace.bytes_by_collective().get("send", 0)
-    want = r.config.steps * 4 * attention_bytes_per_step(r.config.model, r.config.model.layers,
-                                                         r.config.microbatch_size, r.config.m, 4)
+    sent = s.run_in_sandbox("method", r.trace, "bytes_by_collective").get("send", 0)  # parasim's, on your trace
+    cfg = TrainConfig(GPTConfig(layers=2, hidden=16, heads=4, seq_len=16, vocab=32), strategy="cp", devices=4, cp=4,
+                      cp_kind="ring", batch_size=4, steps=2)   # the run the exercise states, not the one reported
+    want = cfg.steps * 4 * attention_bytes_per_step(cfg.model, cfg.model.layers, cfg.microbatch_size, cfg.m, 4)
     return compare(want, sent, "strategy='cp', cp=4, cp_kind='ring': the ring's Send bytes over all steps")

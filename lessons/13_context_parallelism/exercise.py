@@ -63,7 +63,7 @@ def causal_work(positions: list[tuple[int, ...]]) -> list[int]:
 def ring_bytes_per_step(layers: int, microbatch: int, microbatches: int, seq_len: int, hidden: int,
                         cp: int) -> int:
     """Bytes one device sends for ring attention in one training step."""
-    raise NotImplementedError("TODO: (3c - 2) blocks of 2 B (s/c) h x 8 bytes, per layer and micro-batch")
+    raise NotImplementedError("TODO: (3c - 2) blocks of 2 B (s/c) h x 8 bytes, per layer and micro-batch, when c > 1; c = 1 sends nothing")
 
 
 # %% [markdown]

@@ -88,7 +88,7 @@ def causal_work(positions: list[tuple[int, ...]]) -> list[int]:
 def ring_bytes_per_step(layers: int, microbatch: int, microbatches: int, seq_len: int, hidden: int,
                         cp: int) -> int:
     """Bytes one device sends for ring attention in one training step."""
-    # BEGIN SOLUTION: (3c - 2) blocks of 2 B (s/c) h x 8 bytes, per layer and micro-batch
+    # BEGIN SOLUTION: (3c - 2) blocks of 2 B (s/c) h x 8 bytes, per layer and micro-batch, when c > 1; c = 1 sends nothing
     if cp == 1:
         return 0
     block = 2 * microbatch * (seq_len // cp) * hidden * 8

@@ -30,8 +30,10 @@ from .run import standalone, train
 from .strategy import MsLayout, OpSharding
 from .strategy_search import OpCostModel, SearchResult, plan_cost, search
 
+Layout = MsLayout  # MindSpore's spelling (`mindspore.Layout`); the top-level `simulator.Layout` is parasim's own
+
 __all__ = ["AutoParallelContext", "AutoRunResult", "Cell", "shard", "OpCostModel", "SearchResult", "mlp_network", "plan_cost",
-           "search", "tiny_lm_network", "transformer_network", "Explanation", "MsLayout", "Network",
+           "search", "tiny_lm_network", "transformer_network", "Explanation", "Layout", "MsLayout", "Network",
            "OpSharding", "ParallelPlan", "PipelinePlan", "build_pipeline_plan", "compile_pipeline", "Step",
            "Tensor", "build_plan", "compile_plan", "explain",
            "get_auto_parallel_context", "init", "ops", "redistribute", "redistribution_program",

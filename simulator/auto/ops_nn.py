@@ -8,6 +8,7 @@ from __future__ import annotations
 from math import prod
 
 from ..layout import Layout
+from .graph import Tensor
 from .primitive import LETTERS, Primitive, axis_tuple, need
 
 
@@ -139,6 +140,16 @@ class Gather(Primitive):
         super().__init__()
         need(axis == 0, f"{self.name}: only axis=0 (rows of the table) is modelled, got {axis}")
         self.axis = 0
+
+    def __call__(self, *args):
+        """MindSpore's spelling `Gather()(params, indices, axis)`; `Gather(axis)(params, indices)`
+        is kept (the axis then comes from the constructor)."""
+        if len(args) == 3 and not isinstance(args[2], Tensor):
+            axis = args[2]
+            need(isinstance(axis, int) and axis == 0,
+                 f"{self.name}: only axis=0 (rows of the table) is modelled, got {axis!r}")
+            args = args[:2]
+        return super().__call__(*args)
 
     def spec(self, shapes):
         t, i = shapes

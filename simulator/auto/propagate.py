@@ -89,7 +89,9 @@ def candidates(net: Network, node: Node, D: int, limit: int = 4096) -> list[tupl
 
 def reshape_sharding(net: Network, node: Node, D: int, source: Layout | None) -> OpSharding:
     """Reshape keeps a cut when it falls on the leading dim of a merged/split group of dims and
-    divides the new leading dim. A cut on another dim of a merged group whose leading dim is
+    divides the new leading dim. The cuts of every dim of a merged group join its leading dim when
+    their product divides it and the new leading dim (XLA's choice: (8, 16) cut (2, 4) -> (128,) is
+    one AllToAll of 96 B a rank, not a 384 B AllGather). A cut on another dim of a merged group whose leading dim is
     uncut moves to that leading dim first (a redistribution between dims: AllToAll with
     enable_alltoall, MindSpore's AllGather + Split by default; explain() shows its bytes),
     rather than gathering the whole tensor; any other cut is gathered."""
@@ -105,6 +107,14 @@ def reshape_sharding(net: Network, node: Node, D: int, source: Layout | None) ->
         return tuple(a for a in source.dims[i] if mesh.axis_size(a) > 1)
 
     for I, O in _groups(in_shape, out_shape):
+        every = tuple(a for i in I for a in cut_axes(i))  # the cuts of all the group's dims, major first
+        whole = prod(mesh.axis_size(a) for a in every)
+        if len(I) > 1 and every and in_shape[I[0]] % whole == 0 and out_shape[O[0]] % whole == 0:
+            # (8, 16) cut (2, 4) -> (128,): the minor cut joins the leading dim (one AllToAll, 96 B a
+            # rank, as XLA; MindSpore's AllGather + Split costs what a gather would) and the output
+            # keeps all 8 cuts, instead of gathering dim 1 (384 B) and keeping 2
+            in_dims[I[0]], out_dims[O[0]] = every, every
+            continue
         axes = cut_axes(I[0])
         if not axes:  # the first cut dim of the group moves to its leading dim if it divides
             axes = next((cut_axes(i) for i in I[1:] if cut_axes(i)), ())

@@ -321,13 +321,16 @@ class _Planner:
         if move is None:
             return False
         a, d, e = move
+        n = self.size([a])
+        local = self.itemsize * prod(self.layout().local_shape(self.shape))
 
         def change():
             self.dims[d].pop()
             self.dims[e].append(a)
         self.emit("all_to_all", (a,), d, e,
                   f"the cut along {self.nm([a])} moves from dim {d} to dim {e} of {self.tensor}: "
-                  f"AllToAll over groups of {self.size([a])} swaps the pieces", change)
+                  f"AllToAll over groups of {n} swaps the pieces ({local * (n - 1) // n} B per rank on the "
+                  f"wire; MindSpore's default AllGather + Split would put {local * (n - 1)} B)", change)
         return True
 
     def all_gather(self, d: int, note: str = "") -> None:

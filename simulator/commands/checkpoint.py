@@ -10,8 +10,8 @@ import json
 from dataclasses import replace
 
 from ..errors import ParasimError
-from ..parallel.config import CP_KINDS, SCHEDULES, STRATEGIES
-from .train import devices_of
+from ..parallel.config import SCHEDULES, STRATEGIES
+from .train import add_degree_flags, devices_of
 
 
 def add_parser(sub) -> None:
@@ -28,13 +28,8 @@ def add_parser(sub) -> None:
     conv.add_argument("--to-strategy", required=True, choices=STRATEGIES)
     conv.add_argument("--devices", type=int, default=None,
                       help="default: the product of the degrees given, dp x cp x tp x pp (as `parasim train`)")
-    conv.add_argument("--dp", type=int, default=0)
-    conv.add_argument("--pp", type=int, default=0)
-    conv.add_argument("--tp", type=int, default=1)
-    conv.add_argument("--cp", type=int, default=1, help="context-parallel degree (--to-strategy cp or hybrid)")
-    conv.add_argument("--cp-kind", choices=CP_KINDS, default=None, help="default: the source's")
-    conv.add_argument("--zero", type=int, default=0)
-    conv.add_argument("--ep", type=int, default=1, help="expert-parallel degree (--to-strategy ep)")
+    add_degree_flags(conv, cp_comm_type_default=None)    # cp-comm-type default: the source's
+    conv.add_argument("--zero", "--zero-stage", dest="zero", type=int, default=0)
     conv.add_argument("--microbatches", type=int, default=None, help="default: the source's")
     conv.add_argument("--schedule", choices=SCHEDULES, default=None, help="default: the source's")
     conv.add_argument("--json", action="store_true", help="print one JSON object")
@@ -48,14 +43,14 @@ def run(a) -> int:
     if a.checkpoint_cmd == "show":
         ck = Checkpoint.open(a.path)
         out = {"path": str(ck.path), "step": ck.step, "strategy": ck.config.strategy, "devices": ck.config.devices,
-               "dp": ck.config.dp, "pp": ck.config.pp, "tp": ck.config.tp, "zero": ck.config.zero,
+               "dp": ck.config.dp, "pp": ck.config.pp, "tp": ck.config.tp, "zero_stage": ck.config.zero_stage,
                "tensors": {n: {"global_shape": t["global_shape"], "layout": t["layout"]}
                            for n, t in ck.record["tensors"].items()}}
         if a.json:
             print(json.dumps(out))
         else:
             print(f"checkpoint {out['path']}: step {ck.step}, {ck.config.strategy} on {ck.config.devices} devices "
-                  f"(dp={ck.config.dp}, pp={ck.config.pp}, tp={ck.config.tp}, zero={ck.config.zero})")
+                  f"(dp={ck.config.dp}, pp={ck.config.pp}, tp={ck.config.tp}, zero={ck.config.zero_stage})")
             for n, t in out["tensors"].items():
                 print(f"  {n} {tuple(t['global_shape'])}: {t['layout']}")
         return 0
@@ -66,7 +61,8 @@ def run(a) -> int:
     # the source's micro-batches carry over, except into layer-wise model parallelism (it has none)
     m = a.microbatches or (1 if a.to_strategy == "layer" else src.config.microbatches)
     target = replace(src.config, strategy=a.to_strategy, devices=devices, dp=a.dp, pp=a.pp, tp=a.tp, cp=a.cp,
-                     cp_kind=a.cp_kind or src.config.cp_kind, zero=a.zero, ep=a.ep, microbatches=m,
+                     cp_comm_type=a.cp_comm_type or src.config.cp_comm_type, zero_stage=a.zero, ep=a.ep,
+                     microbatches=m,
                      schedule=a.schedule or src.config.schedule, virtual_stages=1).resolved()
     path = convert_checkpoint(a.src, a.dst, target)
     out = {"src": str(src.path), "dst": str(path), "step": src.step, "from": f"{src.config.strategy} on "

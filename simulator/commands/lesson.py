@@ -4,15 +4,19 @@
     parasim lesson check                       inside a lesson folder (or a copy): grade ./exercise.py
     parasim lesson check 05                    grade ./exercise.py (else the lesson's own exercise.py)
     parasim lesson check 05 my_ring.ipynb --json   grade another file (.py or .ipynb); one JSON object
-    parasim lesson grade 05 submissions/ --csv scores.csv --jobs 4
+    parasim lesson grade 05 submissions/ --csv scores.csv --jobs 4 [--student alice] [--lms canvas]
     parasim lesson figures [--check]           redraw every lesson figure (or check they are current)
 
 `check` prints which file it graded, and exits 0 when every item passes and 1 otherwise (a
 student's error is a failed item, never a traceback). Both `check` and `grade` run the submission
 in a sandbox (simulator/grading/sandbox.py: its own process group, time and memory limits, a
 scratch folder, no new processes); `check --in-process` imports it here instead (faster, trusting).
-`grade` writes one CSV row per student as it goes (totals and 1/0 per item), a feedback file per
-student (Markdown and JSON: expected, found, hint per item) and a summary per item.
+`grade` writes one CSV row per student as it goes (points and status per item), a feedback file per
+student (Markdown and JSON: expected, found, hint per item) and a summary per item; `--student`
+regrades some students into an existing CSV (the others' rows stay); `--lms canvas|moodle` also
+writes the gradebook in that system's import format. Grading needs Landlock and the seccomp filter
+(simulator/grading/confine.py); `--allow-unconfined` grades without them and says what is then not
+isolated. See docs/grading.md.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 
 from ..errors import ParasimError
 from ..grading import Limits, get_lesson, lesson_of_folder, list_lessons, run_check
+from ..grading.confine import NOT_ISOLATED, confinement
 from ..grading.gradebook import grade_class
 
 
@@ -49,6 +54,12 @@ def add_parser(sub) -> None:
     grd.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
     grd.add_argument("--timeout", type=float, default=60.0, help="seconds per item and submission (default 60)")
     grd.add_argument("--memory-mb", type=int, default=2048, help="address-space limit per submission (default 2048)")
+    grd.add_argument("--student", action="append", default=None, metavar="NAME",
+                     help="grade only this student (repeatable) and merge the rows into an existing CSV")
+    grd.add_argument("--lms", choices=("canvas", "moodle"), default=None,
+                     help="also write OUT_<lms>.csv, the gradebook in Canvas's or Moodle's CSV import format")
+    grd.add_argument("--allow-unconfined", action="store_true",
+                     help="grade even where Landlock or seccomp is missing (submissions are then NOT isolated)")
     grd.set_defaults(func=run)
     fig = verbs.add_parser("figures", help="redraw every lesson figure and its data file (lessons/make_figures.py)")
     fig.add_argument("lessons", nargs="*", help="lesson numbers (default: all)")
@@ -108,7 +119,9 @@ def resolve_check_target(lesson: str | None, file: str | None, cwd: Path) -> tup
 
 def _check(args) -> int:
     number, path, why = resolve_check_target(args.lesson, args.file, Path.cwd())
-    report = run_check(number, path, isolate=not args.in_process, limits=Limits(timeout_s=args.timeout))
+    # your own file: graded even where the machine cannot confine it (a note says so)
+    report = run_check(number, path, isolate=not args.in_process, limits=Limits(timeout_s=args.timeout,
+                                                                               unconfined_ok=True))
     if args.json:
         print(json.dumps({**report.to_dict(), "why_this_file": why}))
     else:
@@ -129,12 +142,20 @@ def _figures(args) -> int:
 
 def _grade(args) -> int:
     lesson = get_lesson(args.lesson)
+    graded = []
+
+    def on_row(r):
+        graded.append(r)
+        print(f"{r['student']}: {r['passed']}/{r['total']} items, {r['points']:g}/{r['max_points']:g} points "
+              f"{r['status']}" + (f" - {r['error']}" if r["error"] else ""), flush=True)
+
+    limits = Limits(timeout_s=args.timeout, memory_mb=args.memory_mb, unconfined_ok=args.allow_unconfined)
+    if args.allow_unconfined and not confinement()["complete"]:
+        print(f"warning: not isolated (no {' and no '.join(confinement()['missing'])}): {NOT_ISOLATED}", flush=True)
     rows, summary = grade_class(lesson, Path(args.folder), Path(args.csv),
-                                Path(args.feedback) if args.feedback else None,
-                                Limits(timeout_s=args.timeout, memory_mb=args.memory_mb), jobs=args.jobs,
-                                on_row=lambda r: print(f"{r['student']}: {r['passed']}/{r['total']} {r['status']}"
-                                                       + (f" - {r['error']}" if r["error"] else ""), flush=True))
-    full = sum(r["total"] > 0 and r["passed"] == r["total"] for r in rows)
-    print(f"graded {len(rows)} submission(s): {full} complete; wrote {args.csv}")
+                                Path(args.feedback) if args.feedback else None, limits, jobs=args.jobs,
+                                on_row=on_row, students=args.student, lms=args.lms)
+    full = sum(r["total"] > 0 and r["passed"] == r["total"] for r in graded)
+    print(f"graded {len(graded)} submission(s): {full} complete; {len(rows)} row(s) in {args.csv}")
     print("per item: " + "; ".join(f"{s['item']}. {s['passed']}/{s['graded']}" for s in summary))
     return 0

@@ -18,6 +18,7 @@ import math
 import re
 from dataclasses import replace
 
+from ..cost.assumptions import assumptions_of, format_assumptions
 from ..cost.deepspeed_memory import deepspeed_estimates
 from ..cost.hardware import hardware_names
 from ..cost.megatron_args import megatron_run, parse_megatron_args
@@ -73,8 +74,10 @@ def _zero_formula(args) -> int:
     nbytes = model_state_bytes_per_device(params, dp, zero, precision)
     stages = {str(z): model_state_bytes_per_device(params, dp, z, precision) for z in range(4)}
     if args.json:
+        source = "flag" if args.precision else "default (the ZeRO paper's mixed precision)"
         print(json.dumps({"model_state_bytes_per_device": nbytes, "params": params, "dp": dp, "zero_stage": zero,
                           "precision": precision, "all_stages_bytes": stages,
+                          "assumptions": {"recipe": {"value": precision, "source": source}},
                           "memory": {"model_state_bytes": nbytes, "activation_bytes": 0.0}}))
         return 0
     print(f"Psi = {params:.4g} parameters, N_d = {dp}, {precision} precision")
@@ -119,11 +122,12 @@ def run(args) -> int:
     cfg = run_.config
     if args.zero is not None:
         cfg = replace(cfg, zero_stage=int(args.zero))
-    mem = memory_report(run_.model, cfg, args.hardware, recipe=args.precision or run_.recipe,
-                        flash_attention=run_.flash_attention)
+    A = replace(run_.assumptions, recipe=args.precision or run_.recipe).resolved(run_.model)
+    mem = memory_report(run_.model, cfg, args.hardware, recipe=A.recipe, flash_attention=A.flash_attention)
+    stated = assumptions_of(run_.model, A, cfg, door="flag")
     if args.json:
         print(json.dumps({"model": run_.model.name, "params": run_.model.params(), "config": repr(cfg),
-                          "precision": args.precision or run_.recipe, "flash_attention": run_.flash_attention,
+                          "precision": A.recipe, "flash_attention": A.flash_attention, "assumptions": stated,
                           "memory": mem.as_dict(), "ignored": list(run_.ignored), "notes": list(run_.notes)}))
         return 0
     print(f"{run_.model!r}\n{cfg!r}")
@@ -137,6 +141,7 @@ def run(args) -> int:
     cap = "" if math.isinf(mem.capacity_bytes) else f" of {fmt_bytes(mem.capacity_bytes)}" + (
         "  OUT OF MEMORY" if mem.oom else f" ({fmt_bytes(mem.capacity_bytes - mem.total_bytes)} free)")
     print(f"  {'total (stage ' + str(mem.stage) + ')':26s} {fmt_bytes(mem.total_bytes):>10}{cap}")
+    print(format_assumptions(stated))
     for line in run_.notes:
         print(f"  note: {line}")
     if run_.ignored:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 
+from ..cost.assumptions import assumptions_of, format_assumptions
 from ..cost.hardware import get_hardware, hardware_names
 from ..cost.model_presets import model_names
 from ..cost.search import search_training
@@ -101,11 +102,13 @@ def run(args) -> int:
         out = res.as_dict()
         out["alternatives"] = out["alternatives"][:n_alt]
         out.update(model=model.name, params=model.params(), hardware=hw.name, gpus=args.gpus,
-                   global_batch=args.global_batch, ignored=ignored, notes=notes)
+                   global_batch=args.global_batch, ignored=ignored, notes=notes,
+                   assumptions=assumptions_of(model, A, res.best.config, door="flag", searched=True))
         print(json.dumps(out))
         return 0
     print(f"{model!r} on {args.gpus} x {hw.name}, global batch {args.global_batch}: "
           f"{res.evaluated:,} configurations timed")
+    print(format_assumptions(assumptions_of(model, A, res.best.config, door="flag", searched=True)))
     for i, c in enumerate(res.top, 1):
         r = c.result
         print(f"  {i}. {c.config!r}\n     {fmt_time(r.step_time_s)} per step, {r.tokens_per_s:,.0f} tokens/s, "

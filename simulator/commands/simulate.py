@@ -6,9 +6,11 @@
         --schedule interleaved --virtual-stages 2 --balance-embedding --global-batch 2048 \\
         --sequence-parallel --overlap-grad-reduce --overlap-param-gather --tp-comm-overlap --zero 1
 
-The software-stack switches (`Assumptions`) carry Megatron-LM's flag names. FlashAttention is on by
-default for models with rotary positions (the Llama family) and off for GPT-style presets (the
-2021 papers ran without it); --use-flash-attn / --no-flash-attn decide explicitly.
+The software-stack switches (`Assumptions`) carry Megatron-LM's flag names; their defaults are the
+vocabulary's (`simulator.vocabulary`, docs/configuration.md). FlashAttention is the model preset's
+(`ModelSpec.flash_attention`: on for the Llama presets, off for the GPT-3 / Megatron 2021 ones,
+whose papers ran without it); --use-flash-attn / --no-flash-attn decide explicitly. Every output
+states these assumptions and where each came from (`assumptions` in the JSON).
 
 Megatron-LM's own flags can be pasted as they are (`simulator.cost.megatron_args`):
 
@@ -18,16 +20,17 @@ Megatron-LM's own flags can be pasted as they are (`simulator.cost.megatron_args
         --global-batch-size 256 --use-distributed-optimizer --overlap-grad-reduce --bf16 --json
 
 Then the defaults are Megatron-LM's (no FlashAttention, no overlap unless given); --model PRESET
-gives the shape the flags override; parasim's own parallel flags (--tp, --pp, ...) cannot be mixed
-in. Megatron flags that change neither time nor memory are listed under `ignored` in the JSON.
+gives the model and its software stack (FlashAttention for Llama), which the flags override only
+where they are given (restating a preset's value changes nothing); parasim's own parallel flags
+(--tp, --pp, ...) cannot be mixed in. Megatron flags that change neither time nor memory are listed under `ignored` in the JSON.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import fields
 
 from ..cost.analytic import estimate
+from ..cost.assumptions import assumptions_of, format_assumptions
 from ..cost.hardware import get_hardware, hardware_names
 from ..cost.memory import RECOMPUTE
 from ..cost.model_presets import ModelSpec, get_model, model_names
@@ -51,7 +54,7 @@ def add_parser(sub) -> None:
     p.add_argument("--dp", type=int, default=None, help="data-parallel size (default gpus / (tp pp))")
     p.add_argument("--microbatch-size", dest="microbatch_size", type=int, default=1, help="b")
     p.add_argument("--global-batch", dest="global_batch", type=int, default=None,
-                   help="B sequences per step (default b x dp x pp, i.e. m = pp)")
+                   help="B sequences per step (default b x dp, one micro-batch: Megatron-LM's default)")
     p.add_argument("--schedule", default="1f1b", choices=SCHEDULES)
     p.add_argument("--virtual-stages", dest="virtual_stages", type=int, default=1,
                    help="model chunks per device (interleaved schedule)")
@@ -88,7 +91,7 @@ def add_assumption_flags(p) -> None:
     """The software stack (`Assumptions`), with Megatron-LM's flag names."""
     fa = p.add_mutually_exclusive_group()
     fa.add_argument("--use-flash-attn", dest="flash_attention", action="store_true", default=None,
-                    help="FlashAttention (default: on for rotary-position models such as Llama)")
+                    help="FlashAttention (default: the model preset's: on for Llama, off for GPT-3 / Megatron 2021)")
     fa.add_argument("--no-flash-attn", dest="flash_attention", action="store_false")
     p.add_argument("--fp8", "--fp8-format", dest="fp8", nargs="?", const="hybrid", default=None,
                    help="FP8 matmuls at the hardware's fp8 peak (Transformer Engine; e4m3 or hybrid)")
@@ -106,18 +109,13 @@ def add_assumption_flags(p) -> None:
                         "with --recompute full, sub-modules beyond it are gathered a third time")
 
 
-def default_flash_attention(model: ModelSpec) -> bool:
-    """Modern presets (rotary positions: the Llama family) train with FlashAttention; GPT-style ones
-    reproduce the 2021-22 papers, which ran without it."""
-    return not model.position_embedding
-
-
 def assumptions_from_args(args, model: ModelSpec) -> Assumptions:
+    """The software stack of parasim's flags; FlashAttention left to the model preset unless given."""
     fa = getattr(args, "flash_attention", None)
     fp8 = getattr(args, "fp8", None)
     if fp8 is not None and fp8 not in ("e4m3", "hybrid"):
         raise ParasimError(f"--fp8-format must be e4m3 or hybrid, got {fp8!r}")
-    return Assumptions(flash_attention=default_flash_attention(model) if fa is None else bool(fa),
+    return Assumptions(flash_attention=None if fa is None else bool(fa),
                        fp8=fp8 is not None,
                        overlap_grad_reduce=bool(getattr(args, "overlap_grad_reduce", False)),
                        overlap_param_gather=bool(getattr(args, "overlap_param_gather", False)),
@@ -160,8 +158,8 @@ def config_from_args(args) -> ParallelConfig:
     b = int(getattr(args, "microbatch_size", 1))
     if b < 1:
         raise ParasimError(f"--microbatch-size must be a positive integer, got {b}")
-    B = getattr(args, "global_batch", None)
-    B = b * dp * pp if B is None else int(B)
+    B = getattr(args, "global_batch", None)     # None: ParallelConfig's default (b x dp, Megatron-LM's)
+    B = None if B is None else int(B)
     return ParallelConfig(tp=tp, pp=pp, dp=dp, micro_batch_size=b, global_batch=B,
                           schedule=getattr(args, "schedule", "1f1b"),
                           virtual_stages=int(getattr(args, "virtual_stages", 1)),
@@ -247,7 +245,7 @@ def run(args) -> int:
     if getattr(args, "json", False):
         out = res.as_dict()
         out.update(model=model.name, params=model.params(), hardware=hw.name, config=repr(cfg),
-                   assumptions={f.name: getattr(A, f.name) for f in fields(A)}, ignored=list(ignored),
+                   assumptions=assumptions_of(model, A, cfg, door="flag"), ignored=list(ignored),
                    notes=list(notes))
         if at_scale is not None:
             out["event_clock"] = at_scale.as_dict()
@@ -259,8 +257,7 @@ def run(args) -> int:
         print(f"  note: {note}")
     if ignored:
         print(f"  ignored Megatron-LM flags (no effect on time or memory): {' '.join(ignored)}")
-    on = [f.name for f in fields(A) if getattr(A, f.name) is True and (f.name != "nvls" or hw.nvls_allreduce_gain)]
-    print(f"  software stack   {', '.join(on) or 'Megatron-LM 2021 (no FlashAttention, no overlap)'}")
+    print(format_assumptions(assumptions_of(model, A, cfg, door="flag")))
     print(f"  step time        {fmt_time(res.step_time_s)}  ({res.tokens_per_s:,.0f} tokens/s)")
     print(f"  TFLOP/s per GPU  {res.tflops_per_gpu:.1f} (hardware, eq. 3)  {res.model_tflops_per_gpu:.1f} (model)")
     print(f"  MFU              {res.mfu:.1%}")

@@ -7,7 +7,8 @@
         --vary global_batch=64,256,1024
     parasim sweep train --set strategy=dp --set devices=4 --vary bucket_mb=none,0.004,1
 
-`--set NAME=VALUE` fixes a value, `--vary NAME=V1,V2,...` varies one (every combination runs).
+`--set NAME=VALUE` fixes a value (`--set NAME=V1,V2` a list, e.g. `--set schedules=1f1b,zb-h1` for a
+search), `--vary NAME=V1,V2,...` varies one (every combination runs).
 Values are numbers, `none`, `true`/`false`, or text. For `train` the model is a small GPT (layers
 2, hidden 32, heads 4, seq 16, vocab 32; `--set layers=4` etc. change it). Prints the table (or
 `--json`, or writes `--csv OUT`); a point that is refused has its one-line reason in `error`.
@@ -66,19 +67,20 @@ def build(kind: str, fixed: dict):
     """(base, runner_kwargs) of a sweep of `kind` from the --set values."""
     if kind == "train":
         gpt = {k: fixed.pop(k, v) for k, v in GPT_FIELDS.items()}
-        known = {f.name for f in fields(TrainConfig)} - {"model"}
+        known = ({f.name for f in fields(TrainConfig)} | set(TrainConfig.spellings)) - {"model"}
         if unknown := sorted(set(fixed) - known):
             raise ParasimError(f"TrainConfig has no field {unknown[0]!r}")
         return TrainConfig(GPTConfig(**gpt), **fixed), {}
     if kind == "estimate":
-        own = {f.name for f in fields(ParallelConfig)}
+        own = {f.name for f in fields(ParallelConfig)} | set(ParallelConfig.spellings)
         return ParallelConfig(**{k: v for k, v in fixed.items() if k in own}), \
             {k: v for k, v in fixed.items() if k not in own}
     return fixed, {}
 
 
 def run(args) -> int:
-    fixed = {k: parse_value(v) for k, v in _pairs(args.set, "--set").items()}
+    fixed = {k: tuple(parse_value(x) for x in v.split(",")) if "," in v else parse_value(v)
+             for k, v in _pairs(args.set, "--set").items()}
     vary = {k: [parse_value(x) for x in v.split(",")] for k, v in _pairs(args.vary, "--vary").items()}
     try:
         base, kwargs = build(args.kind, fixed)

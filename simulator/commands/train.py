@@ -11,11 +11,17 @@ from ..cost.device_model import run_device_model
 from ..cost.hardware import RUN_HARDWARE, get_hardware, hardware_names
 from ..errors import ParasimError
 from ..models import GPTConfig, MLPConfig
-from ..parallel.config import CP_KINDS, GRAD_DTYPES, SCHEDULES, STRATEGIES, TrainConfig
+from ..parallel.config import CP_COMM_TYPES, GRAD_DTYPES, SCHEDULES, STRATEGIES, TrainConfig
 from ..parallel.experts import MoEGPTConfig
 from ..trace import STEP_PART_LABELS
 from ..training import train
 from ..units import fmt_time
+from ..vocabulary import TRAIN_DEFAULTS, canonical_value
+
+
+def cp_comm_type(text: str) -> str:
+    """--cp-comm-type p2p | a2a (the older ring | all-to-all mapped by the vocabulary)."""
+    return canonical_value("cp_comm_type", text)
 
 MODELS = {
     "gpt": lambda a: GPTConfig(layers=a.layers, hidden=a.hidden, heads=a.heads, seq_len=a.seq, vocab=a.vocab),
@@ -31,28 +37,24 @@ def add_parser(sub) -> None:
     p.add_argument("--strategy", choices=STRATEGIES, default="single")
     p.add_argument("--devices", type=int, default=None,
                    help="emulated devices (default: the product of the degrees given, dp x cp x tp x pp)")
-    p.add_argument("--dp", type=int, default=0, help="data-parallel degree (default: derived)")
-    p.add_argument("--pp", type=int, default=0, help="pipeline stages (default: derived)")
-    p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
-    p.add_argument("--ep", type=int, default=1, help="expert-parallel degree")
-    p.add_argument("--cp", type=int, default=1, help="context-parallel degree: each sequence split cp ways")
-    p.add_argument("--cp-kind", choices=CP_KINDS, default="ring",
-                   help="ring attention (K/V blocks around the ring) or all-to-all (Ulysses)")
-    p.add_argument("--zero", type=int, default=0,
+    add_degree_flags(p)
+    p.add_argument("--zero", "--zero-stage", dest="zero", type=int, default=TRAIN_DEFAULTS["zero_stage"],
                    help="ZeRO stage 0-3 over the data x context ranks (expert parameters over their expert-data "
                         "ranks); stages 2-3 without a pipeline")
-    p.add_argument("--microbatches", type=int, default=1)
-    p.add_argument("--schedule", choices=SCHEDULES, default="1f1b",
+    p.add_argument("--microbatches", type=int, default=TRAIN_DEFAULTS["microbatches"])
+    p.add_argument("--schedule", choices=SCHEDULES, default=TRAIN_DEFAULTS["schedule"],
                    help="pipeline schedule; zb-h1, zb-h2 and dualpipe split backward into B and W "
                         "(also with --tp and --cp)")
-    p.add_argument("--virtual-stages", type=int, default=1)
+    p.add_argument("--virtual-stages", type=int, default=TRAIN_DEFAULTS["virtual_stages"])
     p.add_argument("--schedule-file", default=None,
                    help="a hand-written schedule: one line per stage, e.g. 'F0 F1 BW0 BW1' (validated)")
-    p.add_argument("--bucket-mb", type=float, default=None, help="gradient bucket size in MB")
-    p.add_argument("--accumulate", type=int, default=1, help="gradient-accumulation micro-steps")
-    p.add_argument("--grad-dtype", choices=GRAD_DTYPES, default="float64")
+    p.add_argument("--bucket-mb", type=float, default=TRAIN_DEFAULTS["bucket_mb"], help="gradient bucket size in MB")
+    p.add_argument("--accumulate", type=int, default=TRAIN_DEFAULTS["accumulate"],
+                   help="gradient-accumulation micro-steps")
+    p.add_argument("--grad-dtype", choices=GRAD_DTYPES, default=TRAIN_DEFAULTS["grad_dtype"])
     p.add_argument("--no-gradients-mean", action="store_true", help="sum instead of average gradients")
-    p.add_argument("--batch", type=int, default=8, help="global batch size (samples)")
+    p.add_argument("--batch", "--global-batch", "--global-batch-size", dest="batch", type=int,
+                   default=TRAIN_DEFAULTS["global_batch"], help="global batch size (samples)")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--lr", type=float, default=1e-2)
     p.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
@@ -95,6 +97,23 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
+def add_degree_flags(p, cp_comm_type_default=TRAIN_DEFAULTS["cp_comm_type"]) -> None:
+    """The degrees of a real run (`train`, `checkpoint convert`), with Megatron-LM's long names beside
+    parasim's short ones and the vocabulary's defaults (`simulator.vocabulary`)."""
+    p.add_argument("--dp", type=int, default=TRAIN_DEFAULTS["dp"], help="data-parallel degree (default: derived)")
+    p.add_argument("--pp", "--pipeline-model-parallel-size", dest="pp", type=int, default=TRAIN_DEFAULTS["pp"],
+                   help="pipeline stages (default: derived)")
+    p.add_argument("--tp", "--tensor-model-parallel-size", dest="tp", type=int, default=TRAIN_DEFAULTS["tp"],
+                   help="tensor-parallel degree")
+    p.add_argument("--ep", "--expert-model-parallel-size", dest="ep", type=int, default=TRAIN_DEFAULTS["ep"],
+                   help="expert-parallel degree")
+    p.add_argument("--cp", "--context-parallel-size", dest="cp", type=int, default=TRAIN_DEFAULTS["cp"],
+                   help="context-parallel degree: each sequence split cp ways")
+    p.add_argument("--cp-comm-type", "--cp-kind", dest="cp_comm_type", type=cp_comm_type, choices=CP_COMM_TYPES,
+                   default=cp_comm_type_default, help="p2p: ring attention (K/V blocks around the ring); a2a: "
+                   "Ulysses all-to-all (the older ring / all-to-all are accepted)")
+
+
 MAX_DERIVED_DEVICES = 1024
 
 
@@ -114,8 +133,8 @@ def devices_of(a) -> int:
 def config_from_args(a) -> TrainConfig:
     return TrainConfig(
         MODELS[a.model](a), strategy=a.strategy, devices=devices_of(a), dp=a.dp, pp=a.pp, tp=a.tp, ep=a.ep,
-        cp=a.cp, cp_kind=a.cp_kind,
-        zero=a.zero, batch_size=a.batch, microbatches=a.microbatches, schedule=a.schedule,
+        cp=a.cp, cp_comm_type=a.cp_comm_type,
+        zero_stage=a.zero, global_batch=a.batch, microbatches=a.microbatches, schedule=a.schedule,
         virtual_stages=a.virtual_stages, bucket_mb=a.bucket_mb, accumulate=a.accumulate, grad_dtype=a.grad_dtype,
         gradients_mean=not a.no_gradients_mean, schedule_text=_read_schedule(a.schedule_file), optimizer=a.optimizer, lr=a.lr, steps=a.steps, seed=a.seed,
     ).resolved()

@@ -162,9 +162,12 @@ def _layer_comm(model, cfg, hw, A, K, topo) -> dict:
 
 
 def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware | str,
-             assumptions: Assumptions = Assumptions()) -> AnalyticResult:
-    """Closed-form step time, throughput and memory of one configuration (module docstring)."""
-    model, hw, cfg, A = get_model(model), get_hardware(hardware), config, assumptions
+             assumptions: Assumptions | None = None) -> AnalyticResult:
+    """Closed-form step time, throughput and memory of one configuration (module docstring).
+    `assumptions` (default: the vocabulary's, FlashAttention as the model preset has it) is
+    resolved on the model once (`Assumptions.resolved`)."""
+    model, hw, cfg = get_model(model), get_hardware(hardware), config
+    A = (assumptions or Assumptions()).resolved(model)
     _check(model, cfg)
     t, p, d, v, m, c = cfg.tp, cfg.pp, cfg.dp, cfg.virtual_stages, cfg.microbatches, cfg.cp
     s, h, L = model.seq, model.hidden, model.layers
@@ -195,7 +198,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     slowest_k = max(range(p), key=lambda k: sum(stages[k]))
     slowest = sum(stages[slowest_k])
     Fm, Bm, Wm = (sum(x[i] for x in stages) / p for i in range(3))
-    bubble = schedule_spec(cfg.schedule, priced=True).bubble(p, Fm, Bm, Wm, v)
+    bubble = schedule_spec(cfg.schedule, priced=True).bubble(p, m, Fm, Bm, Wm, v)
     compute = m * slowest
 
     # pipeline p2p: each TP rank sends its 1/t slice over the stage boundary, then all-gathers

@@ -8,7 +8,7 @@ with the closest known name. Nothing is evaluated.
 
 `megatron_run(args, gpus=...)` turns them into a `MegatronRun`. Defaults are Megatron-LM's:
 tp = pp = cp = ep = 1, micro-batch 1, global batch = micro-batch x dp, no recomputation, no
-sequence parallelism, no FlashAttention, no overlap, bf16 with fp32 main gradients (the
+sequence parallelism, no FlashAttention (with --model PRESET: the preset's), no overlap, bf16 with fp32 main gradients (the
 "megatron" recipe, 18 bytes per parameter), f = 4h (SwiGLU: int(8h/3 / 64) x 64), one query group
 per head, learned absolute positions, linear biases, LayerNorm, tied embeddings, dropout 0.1
 (--attention-dropout 0 --hidden-dropout 0 together: no dropout masks kept, `ModelSpec.dropout`). As Megatron-LM does
@@ -73,7 +73,7 @@ class MegatronRun:
     config: ParallelConfig
     assumptions: Assumptions
     recipe: str = "megatron"                 # model-state bytes (simulator.model_states)
-    flash_attention: bool = False
+    flash_attention: bool | None = None      # None: the model preset's (ModelSpec.flash_attention)
     fp8: bool = False
     ignored: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default=())
@@ -213,7 +213,7 @@ def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | st
     if a["bf16"] and a["fp16"]:
         raise ParasimError("give --bf16 or --fp16, not both")
     b = a["micro-batch-size"]
-    B = a["global-batch-size"] or b * dp
+    B = a["global-batch-size"]      # None: ParallelConfig's default, b x dp (Megatron-LM's)
     kw = dict(tp=tp, pp=pp, dp=dp, micro_batch_size=b, global_batch=B,
               schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v,
               recompute=a["recompute-granularity"] or "none", sequence_parallel=sp,
@@ -225,7 +225,11 @@ def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | st
     if unsupported:
         raise ParasimError(f"this cost model does not price {', '.join(unsupported)} yet")
     cfg = ParallelConfig(**{k: val for k, val in kw.items() if k in cfg_fields})
-    flash = a["use-flash-attn"] or a["attention-backend"] in ("flash", "fused")
+    # not given (backend "auto"): the model's own, i.e. the preset's stack or Megatron-LM's default
+    # (off) for a custom model, so restating a preset's shape never switches its FlashAttention off
+    backend = a["attention-backend"] if "attention-backend" in a.given else None
+    flash = True if a["use-flash-attn"] or backend in ("flash", "fused") else (
+        False if backend in ("unfused", "local") else None)
     fp8 = a["fp8-format"] is not None
     akw = dict(dtype="fp16" if a["fp16"] else "bf16", overlap_grad_reduce=a["overlap-grad-reduce"],
                overlap_param_gather=a["overlap-param-gather"], overlap_tp_comm=a["tp-comm-overlap"],

@@ -39,6 +39,7 @@ from simulator.cost.memory import MemoryBreakdown, activation_bytes_per_layer, i
 from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.errors import ParasimError
 from simulator.model_states import model_state_parts
+from simulator.vocabulary import DEFAULTS
 
 
 def _stage_layers(model: ModelSpec, cfg) -> tuple[int, ...]:
@@ -132,9 +133,13 @@ def activation_widening(dtype: str) -> float:
 
 
 def memory_report(model: ModelSpec | str, config, hardware: Hardware | str | None = None, *,
-                  recipe: str = "megatron", flash_attention: bool = False, dtype: str = "bf16") -> MemoryBreakdown:
-    """Peak bytes per component on the most loaded device (module docstring)."""
+                  recipe: str = DEFAULTS["recipe"], flash_attention: bool | None = None,
+                  dtype: str = DEFAULTS["dtype"]) -> MemoryBreakdown:
+    """Peak bytes per component on the most loaded device (module docstring); `flash_attention`
+    None: the model preset's (`ModelSpec.flash_attention`)."""
     model, cfg = get_model(model), config
+    if flash_attention is None:
+        flash_attention = model.flash_attention
     capacity = get_hardware(hardware).memory_bytes if hardware is not None else float("inf")
     p, t, m, v = cfg.pp, cfg.tp, cfg.microbatches, cfg.virtual_stages
     ep, cp = getattr(cfg, "ep", 1), getattr(cfg, "cp", 1)

@@ -14,6 +14,9 @@ argument name in brackets; `ModelSpec` also answers to that name):
   `megatron/core/tokenizers/utils/build_tokenizer.py: vocab_size_with_padding`);
 - `num_experts`, `moe_router_topk`, `moe_ffn_hidden` [--num-experts, --moe-router-topk,
   --moe-ffn-hidden-size]: mixture of experts in every layer (0 experts: dense);
+- `flash_attention` [--use-flash-attn]: the preset's software stack trains with FlashAttention
+  (the Llama presets; not the GPT-3 / Megatron 2021 ones, whose papers ran without it); the
+  default of `Assumptions.flash_attention` (`simulator.cost.assumptions`);
 - `dropout` [--attention-dropout, --hidden-dropout; both 0 -> False]: whether dropout masks are
   kept for the backward (`cost.memory`). Presets keep Megatron-LM's default (0.1: masks kept, as its
   memory estimator counts them); Llama's own training has no dropout (`dropout=False`).
@@ -31,6 +34,7 @@ import difflib
 from dataclasses import dataclass, fields, replace
 
 from simulator.errors import ParasimError
+from simulator.vocabulary import ALIASES
 
 # Megatron-LM argument name -> ModelSpec field
 MEGATRON_NAMES = {"num_layers": "layers", "hidden_size": "hidden", "num_attention_heads": "heads",
@@ -59,6 +63,11 @@ class ModelSpec:
     moe_router_topk: int = 2          # Megatron-LM default
     moe_ffn_hidden: int = 0           # 0 -> ffn_hidden
     dropout: bool = True              # Megatron's default 0.1 dropouts keep their masks (False: Llama)
+    # the preset's software stack: trained with FlashAttention (Megatron --use-flash-attn). The
+    # cost model assumes it unless told otherwise (`Assumptions.flash_attention` None); False for
+    # the GPT-3 / Megatron 2021 presets, whose papers ran without it, and for custom models
+    # (Megatron-LM's default)
+    flash_attention: bool = False
     source: str = ""
 
     def __post_init__(self):
@@ -139,7 +148,7 @@ class ModelSpec:
         for key, value in overrides.items():
             if key == "untie_embeddings_and_output_weights":
                 key, value = "tied_embeddings", not value
-            key = MEGATRON_NAMES.get(key, key)
+            key = MEGATRON_NAMES.get(key, ALIASES.get(key, key))   # seq_len (GPTConfig, torchtitan) -> seq
             if key not in known:
                 near = difflib.get_close_matches(key, sorted(known | set(MEGATRON_NAMES)), n=1)
                 hint = f"; did you mean {near[0]!r}?" if near else f"; known: {', '.join(sorted(known))}"
@@ -260,7 +269,7 @@ _MODELS["gpt3-175b"] = ModelSpec(
     source="Brown et al. 2020 Table 2.1 (96 layers, d_model 12288, 96 heads, context 2048); "
            "vocabulary padded to 51200 as in Narayanan et al. 2021 Table 2")
 
-_LLAMA = dict(gated_mlp=True, biases=False, position_embedding=False, tied_embeddings=False)
+_LLAMA = dict(gated_mlp=True, biases=False, position_embedding=False, tied_embeddings=False, flash_attention=True)
 _LLAMA2 = "Touvron et al. 2023 (Llama 2) Table 1 and model cards: context 4096, vocab 32000, SwiGLU, untied, RMSNorm"
 _LLAMA3 = ("Llama Team 2024 (The Llama 3 Herd of Models) Table 3 and the Llama 3/3.1 configs: vocab 128256, "
            "pre-training context 8192, 8 KV heads (GQA), SwiGLU, untied, RMSNorm")

@@ -1,7 +1,8 @@
 """The parallel configuration of one GPT training step (Megatron-LM's knobs) and the cost assumptions.
 
-`ParallelConfig` keeps Megatron-LM's argument names and adds what only the cost model needs (the
-micro-batch size and global batch, the stage split, the CP communication type); its degrees,
+`ParallelConfig` keeps the vocabulary's names and defaults (`simulator.vocabulary`, shared with
+`TrainConfig`; Megatron-LM's flags in docs/configuration.md) and adds what only the cost model needs
+(the stage split, the CP communication type); older spellings (`zero`) are mapped there. Its degrees,
 schedule, ZeRO stage, recomputation and sequence parallelism are one `Parallelism` value
 (`simulator.parallel.degrees`, `.parallelism`), validated there, with ranks from `DeviceMesh`.
 
@@ -27,11 +28,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simulator.cost.assumptions import MODERN, PRECISION, Assumptions  # noqa: F401  (their home; kept importable here)
 from simulator.errors import ParasimError
 from simulator.parallel.degrees import Parallelism, check_positive
 from simulator.parallel.schedule_registry import schedule_spec
+from simulator.vocabulary import BY_NAME, DEFAULTS, with_aliases
 
-CP_COMM_TYPES = ("p2p", "a2a")
+CP_COMM_TYPES = BY_NAME["cp_comm_type"].choices
 
 
 # Bounds on what a configuration may ask for, so the work stays bounded by the inputs: ten times
@@ -40,26 +43,29 @@ MAX_GPUS = 1_000_000
 MAX_GLOBAL_BATCH = 1_000_000_000
 
 
+@with_aliases()
 @dataclass(frozen=True)
 class ParallelConfig:
-    tp: int = 1                      # tensor-parallel size t
-    pp: int = 1                      # pipeline stages p
-    dp: int = 1                      # data-parallel size d
-    micro_batch_size: int = 1        # b sequences per micro-batch
-    global_batch: int = 1            # B sequences per step
-    schedule: str = "1f1b"           # one of schedule_registry.PRICED_SCHEDULES
-    virtual_stages: int = 1          # v model chunks per device (interleaved only)
-    recompute: str = "none"          # none | selective | full
-    sequence_parallel: bool = False
-    zero_stage: int = 0              # 0-3 over the data-parallel group
-    cp: int = 1                      # context-parallel size c (sequence split over c ranks)
-    ep: int = 1                      # expert-parallel size (divides dp; MoE models only)
-    first_stage_layers: int | None = None   # Megatron --decoder-first-pipeline-num-layers
-    last_stage_layers: int | None = None    # Megatron --decoder-last-pipeline-num-layers
-    cp_comm_type: str = "p2p"        # p2p (ring attention) | a2a (Ulysses), Megatron --cp-comm-type
-    balance_embedding: bool = False  # embedding and LM head count as a layer each in the stage split
+    tp: int = DEFAULTS["tp"]         # tensor-parallel size t
+    pp: int = DEFAULTS["pp"]         # pipeline stages p
+    dp: int = DEFAULTS["dp"]         # data-parallel size d
+    micro_batch_size: int = DEFAULTS["micro_batch_size"]  # b sequences per micro-batch
+    global_batch: int | None = None  # B sequences per step; None: b x dp (m = 1, Megatron-LM's default)
+    schedule: str = DEFAULTS["schedule"]              # one of schedule_registry.PRICED_SCHEDULES
+    virtual_stages: int = DEFAULTS["virtual_stages"]  # v model chunks per device (interleaved only)
+    recompute: str = DEFAULTS["recompute"]            # none | selective | full
+    sequence_parallel: bool = DEFAULTS["sequence_parallel"]
+    zero_stage: int = DEFAULTS["zero_stage"]          # 0-3 over the data-parallel group
+    cp: int = DEFAULTS["cp"]                          # context-parallel size c (sequence split over c ranks)
+    ep: int = DEFAULTS["ep"]                          # expert-parallel size (divides dp; MoE models only)
+    first_stage_layers: int | None = DEFAULTS["first_stage_layers"]  # Megatron --decoder-first-pipeline-num-layers
+    last_stage_layers: int | None = DEFAULTS["last_stage_layers"]    # Megatron --decoder-last-pipeline-num-layers
+    cp_comm_type: str = DEFAULTS["cp_comm_type"]      # p2p (ring attention) | a2a (Ulysses), Megatron --cp-comm-type
+    balance_embedding: bool = DEFAULTS["balance_embedding"]  # embedding and LM head count as a layer each
 
     def __post_init__(self):
+        if self.global_batch is None and isinstance(self.micro_batch_size, int) and isinstance(self.dp, int):
+            object.__setattr__(self, "global_batch", self.micro_batch_size * self.dp)
         # the shared rules (degrees, schedule, ZeRO, recomputation, SP) live in `Parallelism`; the
         # degrees and batch sizes are checked first because the micro-batch count divides by them
         check_positive(tp=self.tp, pp=self.pp, dp=self.dp, micro_batch_size=self.micro_batch_size,
@@ -73,7 +79,7 @@ class ParallelConfig:
                                f"size b={self.micro_batch_size} x dp={self.dp} = {per_step}")
         object.__setattr__(self, "parallelism", Parallelism(
             dp=self.dp, tp=self.tp, pp=self.pp, cp=self.cp, ep=self.ep, microbatches=self.microbatches,
-            virtual_stages=self.virtual_stages, schedule=self.schedule, zero=self.zero_stage,
+            virtual_stages=self.virtual_stages, schedule=self.schedule, zero_stage=self.zero_stage,
             recompute=self.recompute, sequence_parallel=self.sequence_parallel))
         if self.zero_stage >= 2 and self.pp > 1:
             raise ParasimError(f"ZeRO stage {self.zero_stage} with pp={self.pp} pipeline stages is refused, as "
@@ -192,104 +198,3 @@ class ParallelConfig:
         return (f"Parallel(t={self.tp}{sp}{cp}, p={self.pp}, d={self.dp}{ep}, b={self.micro_batch_size}, "
                 f"B={self.global_batch}, m={self.microbatches}, {self.schedule}{v}, "
                 f"recompute={self.recompute}, zero={self.zero_stage})")
-
-
-@dataclass(frozen=True)
-class Assumptions:
-    """What the cost model assumes about the software stack (defaults: Megatron-LM 2021 on A100,
-    which is also what Megatron-LM does today unless told otherwise).
-
-    - dtype: matmul/activation dtype (bf16 on A100).
-    - fp8 = False: the linear layers' matmuls at the hardware's fp8 peak (Transformer Engine FP8 GEMMs,
-      Micikevicius et al. 2022), with their casts; the attention core and output layer stay BF16; element-wise traffic, activations and communication stay 16-bit; MFU is still
-      reported against the 16-bit peak (as NeMo/Megatron report it).
-    - grad_reduce_bytes = 4: Megatron accumulates gradients in an fp32 `main_grad` buffer and
-      all-reduces it in fp32 for bf16 training.
-    - link_efficiency = None: the hardware preset's measured NCCL efficiency
-      (`Hardware.link_efficiency`, 0.8 on the datasheet presets), the same one `parasim
-      collective --hardware` uses; a number overrides it.
-    - nvls = True: an all-reduce inside one node uses NVLink SHARP where the hardware has it
-      (H100/H200 NVSwitch; `simulator.cost.comm`), as NCCL does by default.
-    - overlap_grad_reduce = False (Megatron --overlap-grad-reduce): gradient buckets are reduced
-      while the backward of the last micro-batch (ZeRO-2/3: of every micro-batch) runs; only the
-      part longer than that backward is exposed.
-    - overlap_param_gather = False (Megatron --overlap-param-gather; DeepSpeed ZeRO-3 prefetch):
-      parameter all-gathers run under the forward (ZeRO-1/2: the first micro-batch's forward of
-      the next step; ZeRO-3: each micro-batch's forward and backward, one layer ahead).
-    - overlap_tp_comm = False (Megatron --tp-comm-overlap, Transformer Engine userbuffers): each
-      TP collective is split into chunks pipelined with the GEMM next to it, so only the part
-      longer than the layer's linear GEMMs is exposed.
-    - flash_attention = False (Megatron --use-flash-attn; Dao et al. 2022, Dao 2023): the
-      attention core is one fused kernel: no s^2 softmax/dropout traffic to HBM, the backward
-      recomputes the scores (5 instead of 4 attention-core matmuls in fwd + bwd), and a causal
-      mask skips the blocks above the diagonal (half the core's time).
-    - capacity_factor = None: MoE tokens per expert; None is dropless (each expert gets exactly
-      its share T k / E under balanced routing), c > 1 pads every expert to c T k / E.
-    - collective_algo: the algorithm priced by `simulator.cost.comm` (ring, as NCCL for large S).
-    - recipe = "megatron": the model-state bytes per parameter (`simulator.model_states.RECIPES`:
-      megatron 2 + 4 + 12, mixed 2 + 2 + 12, fp32 4 + 4 + 8); `PRECISION` names the three
-      consistent (dtype, gradient-reduction bytes, recipe) triples.
-    - stage3_max_reuse_distance = 1e9 (DeepSpeed's ZeRO-3 config key and default, in elements):
-      with full recomputation a ZeRO-3 sub-module whose parameters would be reused only after this
-      many other elements were fetched is released and gathered a third time for its backward
-      (`simulator.cost.zero3_fetch`; GPT-3 175B: 2/3 of every layer).
-    - grad_accum_bytes = 0: HBM bytes moved per parameter of a stage after every micro-batch's
-      backward to accumulate its gradient outside the weight-gradient GEMM (memory-bound, on the
-      critical path of every stage). 0 is Megatron-LM's gradient-accumulation fusion (the GEMM adds
-      into the fp32 `main_grad`). DeepSpeed's pipeline engine with bf16 (DeepSpeed PR #1801,
-      pipe/engine.py `_exec_backward_pass` -> bf16_optimizer.py `update_hp_grads`, BLOOM's setup):
-      18 = read the bf16 gradient (2), write its fp32 copy (4), read it and the fp32 accumulator
-      (4 + 4), write the accumulator (4).
-    - dp_grad_all_reduce = False: with ZeRO-1 the gradients are reduce-scattered. True: they are
-      all-reduced in full and each rank then updates its shard, as DeepSpeed's BF16_Optimizer does
-      (its own ZeRO-1 under `zero_optimization.stage` 0: pipe/engine.py `_bf16_reduce_grads` ->
-      `buffered_allreduce_fallback` of the fp32 gradients, then `all_gather_dp_groups`).
-    """
-
-    dtype: str = "bf16"
-    grad_reduce_bytes: int = 4
-    link_efficiency: float | None = None
-    overlap_grad_reduce: bool = False
-    overlap_tp_comm: bool = False
-    collective_algo: str = "ring"
-    overlap_param_gather: bool = False
-    flash_attention: bool = False
-    fp8: bool = False
-    nvls: bool = True
-    capacity_factor: float | None = None
-    recipe: str = "megatron"
-    stage3_max_reuse_distance: float = 1e9
-    grad_accum_bytes: float = 0.0
-    dp_grad_all_reduce: bool = False
-
-    def __post_init__(self):
-        from simulator.model_states import recipe_bytes
-        recipe_bytes(self.recipe)       # refuses unknown recipes with the known ones
-        if self.capacity_factor is not None and not self.capacity_factor >= 1:
-            raise ParasimError(f"capacity_factor must be >= 1 (or None for dropless), got {self.capacity_factor}")
-        if self.link_efficiency is not None and not 0 < self.link_efficiency <= 1:
-            raise ParasimError(f"link_efficiency must be in (0, 1], got {self.link_efficiency}")
-        if not self.grad_accum_bytes >= 0:
-            raise ParasimError(f"grad_accum_bytes must be >= 0 bytes per parameter, got {self.grad_accum_bytes}")
-        if not self.stage3_max_reuse_distance > 0:
-            raise ParasimError(f"stage3_max_reuse_distance must be > 0 elements, got {self.stage3_max_reuse_distance}")
-
-    @property
-    def matmul_dtype(self) -> str:
-        return "fp8" if self.fp8 else self.dtype
-
-
-PRECISION = {
-    "megatron": dict(dtype="bf16", grad_reduce_bytes=4, recipe="megatron"),
-    "mixed": dict(dtype="bf16", grad_reduce_bytes=2, recipe="mixed"),
-    "fp32": dict(dtype="fp32", grad_reduce_bytes=4, recipe="fp32"),
-}
-"""Precision recipes as `Assumptions` keywords: Megatron-LM's default (bf16 compute, fp32 main
-gradients reduced in fp32, fp32 Adam: 18 bytes per parameter); plain mixed precision (16-bit
-gradients reduced in 16 bits, fp32 master weights and Adam: 16 bytes, Micikevicius et al. 2018,
-ZeRO Sec. 3.1); fp32 everywhere (matmuls at the fp32 peak, no TF32; 16 bytes). FP8 is the separate
-`fp8` switch on top of a 16-bit recipe (Transformer Engine keeps 16-bit master copies)."""
-
-MODERN = Assumptions(overlap_grad_reduce=True, overlap_param_gather=True, overlap_tp_comm=True,
-                     flash_attention=True)
-"""What a Megatron-Core / NeMo run of a modern model turns on (FlashAttention, all three overlaps)."""

@@ -163,14 +163,14 @@ def expert_tokens(model: ModelSpec, tokens: float, assumptions: Assumptions) -> 
     return tokens * model.moe_router_topk * cf
 
 
-def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumptions = Assumptions()) -> LayerKernels:
+def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumptions | None = None) -> LayerKernels:
     """One layer's work on one rank of (t, c): T = b s / c tokens (module docstring). With context
     parallelism the rank's s/c queries meet all s keys (ring attention, p2p) or its a/c heads see
     the whole sequence (Ulysses, a2a): either way 1/c of the attention core. With FlashAttention
     the core has no s^2 element-wise traffic, runs at half time for the causal mask and its
     backward recomputes the scores (Kernel.time_scale). MoE: the MLP is the top-k experts of the
     rank's tokens (`expert_tokens`), with an h x E router."""
-    A = assumptions
+    A = (assumptions or Assumptions()).resolved(model)
     s, b, h, t, c = model.seq, cfg.micro_batch_size, model.hidden, cfg.tp, cfg.cp
     T, hd, a = b * s / c, model.head_dim, model.heads
     rep = 1 / t if cfg.sequence_parallel else 1.0

@@ -330,6 +330,13 @@ class _Buckets:
         self.kind = "all_reduce" if em.cfg.zero_stage == 0 else "reduce_scatter"
         self.names: list[str] = []                       # the buckets so far
         self.pending_bytes, self.pending = 0.0, []       # gradients not yet in a bucket
+        # Without overlap the step's buckets are reduced after the whole schedule (Megatron-LM's
+        # finalize_model_grads -> DDP finish_grad_sync after forward_backward_func): a blocking
+        # reduction inside the cooldown would hold back the stage's backward send, and so every
+        # earlier stage, once per stage. DeepSpeed's per-micro-batch reductions (ZeRO-2/3, no
+        # pipeline) stay after each micro-batch's backward.
+        self.defer = not em.overlap and not em.per_mb_grads
+        self.deferred: list[Collective] = []
 
     def done(self, out, r, c, l, j) -> None:
         self.pending_bytes += self.em.layer_grad
@@ -339,23 +346,34 @@ class _Buckets:
     def flush(self, out, force=False) -> None:
         em = self.em
         if not self.pending or (self.pending_bytes < em.bucket_nbytes and not force):
+            if force:
+                out.extend(self.deferred)
+                self.deferred = []
             return
         name = f"bucket{len(self.names)}"
         # the bucket's gradients are its layers' grad tensors; one collective reduces them all
         out.append(Compute("pack", tuple(self.pending), (name,), 0.0, 0, {"kernel": Kernel("pack")},
                            "other", None, f"bucket {len(self.names)}"))
         if em.cfg.dp * em.cfg.cp > 1:
-            out.append(Collective(self.kind, name, name, (self.r,), nbytes=int(self.pending_bytes),
-                                  blocking=not em.overlap, tag="dp"))
+            reduce = Collective(self.kind, name, name, (self.r,), nbytes=int(self.pending_bytes),
+                                blocking=not em.overlap, tag="dp")
+            (self.deferred if self.defer else out).append(reduce)
         self.names.append(name)
         self.pending_bytes, self.pending = 0.0, []
+        if force:
+            out.extend(self.deferred)
+            self.deferred = []
 
 
-def build_scale_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumptions = Assumptions(), *,
+def build_scale_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumptions | None = None, *,
                         fold_tp: bool = False, bucket_nbytes: float = DEFAULT_BUCKET_NBYTES,
-                        overlap_grad_reduce: bool = True, logits: bool = True, optimizer: bool = True) -> Program:
-    """One data-parallel replica's Program (module docstring); `fold_tp` keeps one rank per stage."""
+                        overlap_grad_reduce: bool | None = None, logits: bool = True, optimizer: bool = True) -> Program:
+    """One data-parallel replica's Program (module docstring); `fold_tp` keeps one rank per stage;
+    `overlap_grad_reduce` None: the assumptions' (`simulator.vocabulary`)."""
     check_scale_config(model, cfg)
+    assumptions = (assumptions or Assumptions()).resolved(model)
+    if overlap_grad_reduce is None:
+        overlap_grad_reduce = assumptions.overlap_grad_reduce
     if not bucket_nbytes > 0:
         raise ParasimError(f"bucket_nbytes must be > 0, got {bucket_nbytes}")
     sched = make_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.virtual_stages)

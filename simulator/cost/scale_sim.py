@@ -147,7 +147,7 @@ def trace_statistics(trace: Trace) -> dict:
     return out
 
 
-def memory_per_device(model: ModelSpec, cfg: ParallelConfig, A: Assumptions = Assumptions()) -> tuple[float, ...]:
+def memory_per_device(model: ModelSpec, cfg: ParallelConfig, A: Assumptions | None = None) -> tuple[float, ...]:
     """Peak bytes on each pipeline device k (every TP rank of it alike): ZeRO model states of its
     parameters (Megatron-LM's 18 bytes, `memory_report.stage_params`) + Korthikanti activations per layer x its layers per chunk
     x the (micro-batch, chunk) activations the schedule really holds at once on k
@@ -155,6 +155,7 @@ def memory_per_device(model: ModelSpec, cfg: ParallelConfig, A: Assumptions = As
     logits on the device of the last stage."""
     from simulator.parallel.schedule_registry import make_schedule
     from simulator.parallel.schedule_sim import simulate_schedule
+    A = (A or Assumptions()).resolved(model)
     s, b, h, a, t, p, v = model.seq / cfg.cp, cfg.micro_batch_size, model.hidden, model.heads, cfg.tp, cfg.pp, cfg.virtual_stages
     in_flight = simulate_schedule(make_schedule(cfg.schedule, p, cfg.microbatches, v)).peak_in_flight
     flash = "selective" if A.flash_attention else "none"     # FlashAttention keeps no s^2 scores
@@ -179,11 +180,15 @@ def memory_per_device(model: ModelSpec, cfg: ParallelConfig, A: Assumptions = As
 
 
 def simulate_at_scale(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware | str,
-                   assumptions: Assumptions = Assumptions(), *, fold_tp: bool = False,
-                   bucket_nbytes: float = DEFAULT_BUCKET_NBYTES, overlap_grad_reduce: bool = True,
+                   assumptions: Assumptions | None = None, *, fold_tp: bool = False,
+                   bucket_nbytes: float = DEFAULT_BUCKET_NBYTES, overlap_grad_reduce: bool | None = None,
                    logits: bool = True, optimizer: bool = True) -> ScaleResult:
-    """Build the scale program of `config`, run it on the clock, and summarise (module docstring)."""
-    model, hw, cfg, A = get_model(model), get_hardware(hardware), config, assumptions
+    """Build the scale program of `config`, run it on the clock, and summarise (module docstring).
+    `overlap_grad_reduce` None: the assumptions' (one default, `simulator.vocabulary`)."""
+    model, hw, cfg = get_model(model), get_hardware(hardware), config
+    A = (assumptions or Assumptions()).resolved(model)
+    if overlap_grad_reduce is None:
+        overlap_grad_reduce = A.overlap_grad_reduce
     prog = build_scale_program(model, cfg, A, fold_tp=fold_tp, bucket_nbytes=bucket_nbytes,
                                overlap_grad_reduce=overlap_grad_reduce, logits=logits, optimizer=optimizer)
     dm = ScaleDeviceModel(HardwareDeviceModel(hw, cfg.gpus, A.matmul_dtype, link_efficiency=A.link_efficiency), cfg,

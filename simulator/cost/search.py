@@ -92,9 +92,10 @@ def _check_max_tp(max_tp, hw: Hardware) -> int:
 def search_configs(model: ModelSpec | str, hardware: Hardware | str, gpus: int, global_batch: int, *,
                    max_tp: int | None = None, schedules=("1f1b",), recomputes=("none", "selective", "full"),
                    micro_batch_sizes=None, sequence_parallel: bool = True, zero_stages=(0,),
-                   assumptions: Assumptions = Assumptions(), top: int = 10) -> list[Candidate]:
+                   assumptions: Assumptions | None = None, top: int = 10) -> list[Candidate]:
     """The `top` fastest configurations that fit in device memory (fastest first)."""
     model, hw = get_model(model), get_hardware(hardware)
+    assumptions = (assumptions or Assumptions()).resolved(model)
     if gpus < 1 or global_batch < 1:
         raise ParasimError(f"gpus and global batch must be >= 1, got {gpus} and {global_batch}")
     found = []
@@ -290,7 +291,7 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
                     max_tp: int | None = None, schedules=PRICED_SCHEDULES,
                     max_virtual_stages: int = 4, recomputes=("none", "selective", "full"),
                     micro_batch_sizes=None, sequence_parallel=(True, False), zero_stages=(0, 1, 2, 3),
-                    context_parallel=None, expert_parallel=None, assumptions: Assumptions = Assumptions(),
+                    context_parallel=None, expert_parallel=None, assumptions: Assumptions | None = None,
                     top: int = 10) -> ConfigSearchResult:
     """Search t, c, p, d = gpus/(t c p), b (and so m = B/(b d)), e (MoE), schedule (interleaved with
     v = 2..max_v), ZeRO stage, recomputation and sequence parallelism with `analytic.estimate`.
@@ -301,6 +302,7 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
     full in step time (each adds work), so only the least recomputation that fits is timed.
     """
     model, hw = get_model(model), get_hardware(hardware)
+    assumptions = (assumptions or Assumptions()).resolved(model)    # once, not per candidate
     _check_search(gpus, global_batch, top)
     max_tp = _check_max_tp(max_tp, hw)
     cps = _sizes("context_parallel", context_parallel) or default_context_parallel(model, gpus)

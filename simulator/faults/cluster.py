@@ -31,7 +31,7 @@ def run_demo(steps: int = 4, timeout_s: float = 20.0) -> dict:
     from .recovery import train_resilient
 
     cfg = TrainConfig(MLPConfig(in_dim=6, hidden=8, layers=4, classes=3), strategy="pp", devices=4, dp=2, pp=2,
-                      microbatches=2, batch_size=8, steps=steps)
+                      microbatches=2, global_batch=8, steps=steps)
     cluster = LocalCluster(workers=1, num_cpus=1)
     runtime = None
     try:

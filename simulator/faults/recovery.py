@@ -77,7 +77,7 @@ class _Straggler:
 def peers(compiled, rank: int) -> list[int]:
     """Ranks holding the same state as `rank` (data-parallel replicas; none under ZeRO)."""
     mesh = compiled.mesh
-    if mesh is None or compiled.config.zero or "dp" not in mesh.axis_names:
+    if mesh is None or compiled.config.zero_stage or "dp" not in mesh.axis_names:
         return []
     mine = compiled.initial[rank]
     layouts = compiled.notes.get("layouts") or {}  # blocks that differ along dp (experts under ep)

@@ -275,7 +275,8 @@ def config_from_json(d: dict) -> TrainConfig:
     kind = model.pop("kind", None)
     if kind not in MODEL_KINDS:
         raise ParasimError(f"unknown model kind {kind!r} in the strategy file; known: {', '.join(MODEL_KINDS)}")
-    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    # older files name some settings by their older spellings (zero, cp_kind, batch_size): mapped by the vocabulary
+    known = {f.name for f in dataclasses.fields(TrainConfig)} | set(TrainConfig.spellings)
     fields = {f.name for f in dataclasses.fields(MODEL_KINDS[kind])}
     if set(model) - fields:
         raise ParasimError(f"the strategy file's {kind} has unknown fields {sorted(set(model) - fields)}")

@@ -13,10 +13,12 @@ from .catalog import (
            missing_requirements,
 )
 from .check import Report, grade_source, lesson_prediction, run_check, submission_status
+from .codec import rebuild, type_name
 from .notebook import notebook_code, read_submission
-from .outcomes import ItemResult, Outcome, compare, expect, ok
+from .outcomes import ItemResult, Outcome, compare, expect, item, ok, partial
 from .sandbox import Limits, Sandbox, shared_folder
 
 __all__ = ["ItemResult", "LessonInfo", "Limits", "Outcome", "Report", "Sandbox", "compare", "expect", "get_lesson",
-           "grade_source", "lesson_of_folder", "lesson_prediction", "lessons_dir", "list_lessons", "missing_requirements",
-           "notebook_code", "ok", "read_submission", "run_check", "shared_folder", "submission_status"]
+           "grade_source", "item", "lesson_of_folder", "lesson_prediction", "lessons_dir", "list_lessons", "missing_requirements",
+           "notebook_code", "ok", "partial", "read_submission", "rebuild", "run_check", "shared_folder", "submission_status",
+           "type_name"]

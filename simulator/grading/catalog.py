@@ -54,6 +54,14 @@ def lessons_dir() -> Path:
     return Path(env) if env else Path(__file__).resolve().parents[2] / "lessons"
 
 
+def instructor_dir() -> Path:
+    """The instructor's folder (reference solutions, hidden checks): $PARASIM_INSTRUCTOR, else
+    instructor/ next to lessons/ in the repository. Never installed with the student package and
+    never readable by a sandboxed submission (`confine.protected`)."""
+    env = os.environ.get("PARASIM_INSTRUCTOR")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "instructor"
+
+
 def public_names(init_py: Path | None = None) -> frozenset[str]:
     """The names `import simulator` provides, read from simulator/__init__.py with ast (the grader
     sits below the public namespace, so it reads it rather than importing it): every imported or

@@ -15,15 +15,15 @@ import contextlib
 import io
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..errors import ParasimError
-from .catalog import LessonInfo, get_lesson
+from .catalog import LessonInfo, get_lesson, instructor_dir
 from .notebook import read_submission
 from .outcomes import ItemResult, Outcome
 from .runner import error_text, load_module
-from .sandbox import Limits, Sandbox, SandboxCrash, SandboxTimeout, StudentError
+from .sandbox import SHARED_ROOT, Limits, Sandbox, SandboxCrash, SandboxTimeout, StudentError
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,14 @@ class Report:
         return len(self.items)
 
     @property
+    def points(self) -> float:
+        return round(sum(i.earned for i in self.items), 6)
+
+    @property
+    def max_points(self) -> float:
+        return round(sum(i.points for i in self.items), 6)
+
+    @property
     def ok(self) -> bool:
         return self.total > 0 and self.passed == self.total
 
@@ -53,43 +61,80 @@ class Report:
         """Plain data: lesson number and title, file, status, passed/total and every item."""
         return {"lesson": self.lesson.number, "title": self.lesson.title, "file": str(self.file),
                 "status": self.status, "passed": self.passed, "total": self.total, "ok": self.ok,
-                "items": [i.to_dict() for i in self.items], "output": self.output}
+                "points": self.points, "max_points": self.max_points,
+                "items": [i.shown().to_dict() for i in self.items], "output": self.output}
 
     def format(self) -> str:
         lines = [f"Lesson {self.lesson.number:02d} - {self.lesson.title}", f"graded file: {self.file}"]
         if self.status in ("empty", "unchanged"):
             lines.append(f"  this file is {'empty' if self.status == 'empty' else 'the exercise as handed out'}: "
                          "fill in the TODOs first")
-        for i in self.items:
-            lines.append(f"  [{' ok ' if i.passed else 'FAIL'}] {i.number}. {i.name}")
+        for i in (x.shown() for x in self.items):
+            lines.append(f"  [{' ok ' if i.passed else 'FAIL'}] {i.number}. {i.name}"
+                         + (f"  ({i.status}, {i.earned:g}/{i.points:g} points)" if not i.passed else ""))
             if not i.passed:
                 lines += [f"         expected: {i.expected}", f"         found:    {i.found}"]
                 if i.hint:
                     lines.append(f"         hint:     {i.hint}")
         verdict = "all checks pass" if self.ok else "keep going"
-        lines.append(f"score {self.passed}/{self.total}: {verdict}")
+        lines.append(f"score {self.passed}/{self.total} items, {self.points:g}/{self.max_points:g} points: {verdict}")
         return "\n".join(lines)
 
 
 def check_functions(check_module) -> list[Callable]:
-    """The `check_*` functions of a check module, in the order they are written."""
+    """The `check_*` functions of a check module, in the order they are written, then the hidden
+    items the instructor's folder adds (`load_checker`)."""
     fns = [v for k, v in vars(check_module).items() if k.startswith("check_") and callable(v)]
-    return sorted(fns, key=lambda f: f.__code__.co_firstlineno)
+    return sorted(fns, key=lambda f: f.__code__.co_firstlineno) + list(getattr(check_module, "HIDDEN_ITEMS", []))
 
 
 def item_name(fn) -> str:
     return (fn.__doc__ or fn.__name__).strip().splitlines()[0]
 
 
+_CHECKERS: dict[tuple, object] = {}
+
+
 def load_checker(lesson: LessonInfo):
-    return load_module(lesson.folder / "check.py", f"_parasim_lesson_check_{lesson.number:02d}")
+    """The lesson's check module, imported once per version of its file (a class is graded with
+    the one module `grade_class` loaded before the first submission ran; `checker=` below)."""
+    path = (lesson.folder / "check.py").resolve()
+    st = path.stat()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    if key not in _CHECKERS:
+        module = load_module(path, f"_parasim_lesson_check_{lesson.number:02d}")
+        module.HIDDEN_ITEMS = hidden_items(lesson)
+        _CHECKERS[key] = module
+    return _CHECKERS[key]
+
+
+def hidden_items(lesson: LessonInfo) -> list[Callable]:
+    """The instructor's hidden items of a lesson: `check_*` functions of
+    <instructor>/<lesson folder>/hidden.py (never shipped to students, never readable by a
+    sandbox), graded after the public ones; their feedback shows the status only."""
+    path = instructor_dir() / lesson.folder.name / "hidden.py"
+    if not path.is_file():
+        return []
+    fns = check_functions(load_module(path.resolve(), f"_parasim_lesson_hidden_{lesson.number:02d}"))
+    for fn in fns:
+        fn.hidden = True
+    return fns
 
 
 class _Student:
-    """What a check item sees as the submission: `student.f(...)` calls f in the sandbox."""
+    """What a check item sees as the submission: `student.f(...)` calls f in the sandbox, and
+    `student.run_in_sandbox(probe, *args)` runs parasim's `probes.PROBES[probe]` on data (a
+    Program the student built, say) in a separate sandbox holding no student code."""
 
-    def __init__(self, box: Sandbox, deadline: float):
-        self._box, self._deadline = box, deadline
+    def __init__(self, box: Sandbox, deadline: float, probes: dict):
+        self._box, self._deadline, self._probes = box, deadline, probes
+
+    def run_in_sandbox(self, probe: str, *args):
+        if self._probes.get("box") is None:
+            self._probes["box"] = Sandbox(None, self._box.limits)
+            if not self._probes["box"].loaded:
+                raise SandboxCrash(f"the probe sandbox did not start: {self._probes['box'].load_error}")
+        return self._probes["box"].call(probe, args, deadline=self._deadline)
 
     def __getattr__(self, name: str):
         if name.startswith("__"):
@@ -98,70 +143,101 @@ class _Student:
         return lambda *args, **kwargs: box.call(name, args, kwargs, deadline=deadline)
 
 
-def _failed(k, name, found, hint, status, expected="a return value, not an exception") -> ItemResult:
-    return ItemResult(k, name, False, expected, found, hint, status)
+class _InProcess:
+    """The same for a file imported into this process (`isolate=False`: the student's own machine)."""
+
+    def __init__(self, module):
+        self._module = module
+
+    def run_in_sandbox(self, probe: str, *args):
+        from .probes import PROBES
+
+        return PROBES[probe](*args)
+
+    def __getattr__(self, name: str):
+        return getattr(self._module, name)
 
 
-def _graded(k, name, outcome) -> ItemResult:
+def _meta(fn) -> dict:
+    return {"points": float(getattr(fn, "points", 1.0)), "hidden": bool(getattr(fn, "hidden", False))}
+
+
+def _failed(k, fn, found, hint, status, expected="a return value, not an exception") -> ItemResult:
+    """A failed item of check function `fn`; `status` is "wrong", "error" or "timeout"."""
+    return ItemResult(k, item_name(fn), False, expected, found, hint, status, **_meta(fn))
+
+
+def _graded(k, fn, outcome) -> ItemResult:
     if not isinstance(outcome, Outcome):
         raise TypeError(f"check item {k} returned {type(outcome).__name__}, not an Outcome")
-    return ItemResult(k, name, outcome.passed, outcome.expected, outcome.found, outcome.hint,
-                      "pass" if outcome.passed else "fail")
+    meta = _meta(fn)
+    return ItemResult(k, item_name(fn), outcome.passed, outcome.expected, outcome.found, outcome.hint,
+                      "passed" if outcome.passed else "wrong", earned=round(meta["points"] * outcome.share, 6), **meta)
 
 
 def _student_failure(k, name, e: StudentError) -> ItemResult:
     hint = "fill in this TODO" if e.not_implemented else "read the error, fix, re-run"
-    return _failed(k, name, e.text, hint, "fail")
+    return _failed(k, name, e.text, hint, "error")
 
 
-def grade_isolated(lesson: LessonInfo, source: str,
-                   limits: Limits | None = None) -> tuple[list[ItemResult], str]:
-    """The items of `lesson` against `source`, run in sandboxes (a fresh one after a timeout or
-    a crash). Returns the items and the tail of the submission's output."""
+def grade_isolated(lesson: LessonInfo, source: str, limits: Limits | None = None,
+                   checker=None, files: dict | None = None) -> tuple[list[ItemResult], str]:
+    """The items of `lesson` (of `checker`, default the lesson's check module) against `source`,
+    run in sandboxes (a fresh one after a timeout or a crash). Returns the items and the tail of
+    the submission's output."""
     limits = limits or Limits()
-    fns = check_functions(load_checker(lesson))
-    items, box, tail, load_error = [], None, "", ""
+    fns = check_functions(checker or load_checker(lesson))
+    items, box, tail, load_error, load_status, probes = [], None, "", "", "error", {}
+    load_hint = "run the file once with python to see the error"
     try:
         for k, fn in enumerate(fns, 1):
-            name = item_name(fn)
+            name = fn
             if load_error:
-                items.append(_failed(k, name, load_error, "run the file once with python to see the error",
-                                     "fail", "the file imports"))
+                items.append(_failed(k, name, load_error, load_hint, load_status, "the file imports"))
                 continue
             if box is None:
-                box = Sandbox(source, limits)
+                box = Sandbox(source, limits, files=files)
                 if not box.loaded:
                     load_error = f"your file did not run: {box.load_error}"
+                    load_status = "timeout" if box.timed_out else "error"
                     tail = box.output_tail()
-                    items.append(_failed(k, name, load_error, "run the file once with python to see the error",
-                                         "fail", "the file imports"))
+                    items.append(_failed(k, name, load_error, load_hint, load_status, "the file imports"))
                     continue
-            try:
-                items.append(_graded(k, name, fn(_Student(box, time.monotonic() + limits.timeout_s))))
-            except StudentError as e:
-                items.append(_student_failure(k, name, e))
-            except SandboxTimeout:
+            items.append(_item(k, name, fn, box, limits, probes))
+            if items[-1].status in ("timeout", "crash"):
                 tail = box.output_tail()
-                items.append(_failed(k, name, f"no answer within {limits.timeout_s:g} s; stopped",
-                                     "an endless loop? a while condition that never turns false?", "timeout"))
-                box.close()
+                for b in (box, probes.pop("box", None)):
+                    if b is not None:
+                        b.close()
                 box = None
-            except SandboxCrash as e:
-                tail = box.output_tail()
-                items.append(_failed(k, name, f"your code stopped the process: {e}",
-                                     "do not exit or kill the process; a MemoryError means too big an array",
-                                     "crash"))
-                box.close()
-                box = None
-            except Exception as e:  # noqa: BLE001 -- a value the check could not use
-                items.append(_failed(k, name, f"{type(e).__name__}: {' '.join(str(e).split())[:300]}",
-                                     "return the type the TODO asks for", "fail"))
+                items[-1] = replace(items[-1], status="error" if items[-1].status == "crash" else "timeout")
         if box is not None:
             tail = box.output_tail()
     finally:
-        if box is not None:
-            box.close()
+        for b in (box, probes.get("box")):
+            if b is not None:
+                b.close()
     return items, tail
+
+
+def _item(k: int, name: str, fn, box: Sandbox, limits: Limits, probes: dict) -> ItemResult:
+    """One item against a loaded sandbox ("timeout"/"crash" tell the caller to start a fresh one)."""
+    token = SHARED_ROOT.set(str(box.scratch))      # where `shared_folder()` puts what it shares
+    try:
+        return _graded(k, name, fn(_Student(box, time.monotonic() + limits.timeout_s, probes)))
+    except StudentError as e:
+        return _student_failure(k, name, e)
+    except SandboxTimeout:
+        return _failed(k, name, f"no answer within {limits.timeout_s:g} s; stopped",
+                       "an endless loop? a while condition that never turns false?", "timeout")
+    except SandboxCrash as e:
+        return _failed(k, name, f"your code stopped the process: {e}",
+                       "do not exit or kill the process; a MemoryError means too big an array", "crash")
+    except Exception as e:  # noqa: BLE001 -- a value the check could not use
+        return _failed(k, name, f"{type(e).__name__}: {' '.join(str(e).split())[:300]}",
+                       "return the type the TODO asks for", "error")
+    finally:
+        SHARED_ROOT.reset(token)
 
 
 def grade_in_process(lesson: LessonInfo, path: Path) -> list[ItemResult]:
@@ -171,23 +247,23 @@ def grade_in_process(lesson: LessonInfo, path: Path) -> list[ItemResult]:
     out = io.StringIO()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-            student = load_module(path, f"_parasim_student_{lesson.number:02d}")
+            student = _InProcess(load_module(path, f"_parasim_student_{lesson.number:02d}"))
     except BaseException as e:
         if isinstance(e, KeyboardInterrupt):
             raise
         found = f"your file did not run: {error_text(e, path)}"
-        return [_failed(k, item_name(fn), found, "run the file once with python to see the error", "fail",
+        return [_failed(k, fn, found, "run the file once with python to see the error", "error",
                         "the file imports") for k, fn in enumerate(fns, 1)]
     items = []
     for k, fn in enumerate(fns, 1):
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
-                items.append(_graded(k, item_name(fn), fn(student)))
+                items.append(_graded(k, fn, fn(student)))
         except BaseException as e:
             if isinstance(e, KeyboardInterrupt):
                 raise
             hint = "fill in this TODO" if isinstance(e, NotImplementedError) else "read the error, fix, re-run"
-            items.append(_failed(k, item_name(fn), error_text(e, path), hint, "fail"))
+            items.append(_failed(k, fn, error_text(e, path), hint, "error"))
     return items
 
 
@@ -214,15 +290,16 @@ def _normalized(text: str) -> list[str]:
 
 
 def grade_source(lesson: LessonInfo, source: str, file: Path | str = "<upload>",
-                 limits: Limits | None = None) -> Report:
+                 limits: Limits | None = None, checker=None, files: dict | None = None) -> Report:
     """Grade the text of a submission (a .py file's text, or a notebook's code cells) in a sandbox."""
+    checker = checker or load_checker(lesson)
     status = submission_status(lesson, source)
     if status in ("empty", "unchanged"):  # nothing of the student's to run
         found = "an empty file" if status == "empty" else "the exercise as handed out, unchanged"
-        items = [_failed(k, item_name(fn), found, "fill in the TODOs, then check again", "fail", "your code")
-                 for k, fn in enumerate(check_functions(load_checker(lesson)), 1)]
+        items = [_failed(k, fn, found, "fill in the TODOs, then check again", "error", "your code")
+                 for k, fn in enumerate(check_functions(checker), 1)]
         return Report(lesson, Path(file), tuple(items), status)
-    items, tail = grade_isolated(lesson, source, limits)
+    items, tail = grade_isolated(lesson, source, limits, checker, files)
     if status == "graded" and items and all(i.expected == "the file imports" for i in items):
         status = "did not import"
     return Report(lesson, Path(file), tuple(items), status, tail)

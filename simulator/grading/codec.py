@@ -2,11 +2,14 @@
 arguments a check passes to it (both directions are JSON; nothing is unpickled).
 
 The sandboxed process encodes a return value with `to_data` into JSON-able data; the grader
-rebuilds it with `from_data`, which runs no code of the submission: numbers, strings, lists,
-tuples, sets, dicts, numeric numpy arrays and scalars, and instances of parasim's own dataclasses,
-named tuples and enums (a module under `simulator.`), rebuilt attribute by attribute without
-running their constructors. Anything else is refused with a one-line reason (a submission cannot
-send an object whose methods would run in the grader). Inside a parasim object, an attribute that
+decodes it with `from_data` into plain data only: numbers, strings, lists, tuples, sets, dicts,
+numeric numpy arrays and scalars. A parasim object the submission returned (a dataclass, named
+tuple, enum of a module under `simulator.`) arrives as a `Record`: the name of its class, as text,
+and its fields as plain data. The grader never imports a module or runs a constructor named in a
+frame; a check that wants the object asks for it by class (`rebuild(value, ParallelConfig)`: the
+check names the class) or hands the record to a probe sandbox (`probes.py`). Only inside a sandbox
+(`classes()`, the runner decoding what the grader sent) are parasim objects rebuilt from data.
+Anything else is refused with a one-line reason. Inside a parasim object, an attribute that
 cannot travel (a function, a runtime handle, a non-dataclass object) arrives as None.
 """
 
@@ -34,6 +37,82 @@ class DataError(TypeError):
 
 
 _TRUSTED = contextvars.ContextVar("parasim_codec_trusted", default=None)
+_CLASSES = contextvars.ContextVar("parasim_codec_classes", default=False)
+
+
+@contextlib.contextmanager
+def classes():
+    """Decode parasim objects as objects of their class (importing the named module): only in a
+    sandbox, for the data the grader sent it. The grader itself never enters this."""
+    token, memo = _CLASSES.set(True), _TRUSTED.set({"ids": {}, "keep": [], "objs": {}})
+    try:
+        yield
+    finally:
+        _CLASSES.reset(token)
+        _TRUSTED.reset(memo)
+
+
+class Record:
+    """A parasim object a sandbox sent, as plain data: `type_name` (its class's name, text only)
+    and `fields`; attribute access reads the fields. It travels back out unchanged (`to_data`)."""
+
+    __slots__ = ("path", "fields", "raw")
+
+    def __init__(self, path: str, fields: dict, raw: dict):
+        self.path, self.fields, self.raw = path, fields, raw
+
+    @property
+    def type_name(self) -> str:
+        return self.path.rpartition(":")[2].rpartition(".")[2]
+
+    def __getattr__(self, name):
+        if name in Record.__slots__:
+            raise AttributeError(name)
+        try:
+            return self.fields[name]
+        except KeyError:
+            raise AttributeError(f"a {self.type_name} has no field {name!r}") from None
+
+    def __eq__(self, other):
+        return isinstance(other, Record) and (self.path, self.fields) == (other.path, other.fields)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"{self.type_name}(" + ", ".join(f"{k}={v!r}" for k, v in self.fields.items()) + ")"
+
+
+def type_name(value) -> str:
+    """The class name of a value or of a `Record` (what a check compares instead of `type(x)`)."""
+    return value.type_name if isinstance(value, Record) else type(value).__name__
+
+
+def rebuild(value, cls):
+    """The parasim dataclass `cls` (named by the check, never by the data) built by its own
+    constructor from a `Record` of that class; DataError for anything else."""
+    if isinstance(value, cls):       # graded in-process: the object itself
+        return value
+    if not isinstance(value, Record) or value.path != _class_path(cls) or not dataclasses.is_dataclass(cls):
+        raise DataError(f"a {cls.__name__} was expected, got {type_name(value)}")
+    init = {f.name for f in dataclasses.fields(cls) if f.init}   # attributes it derives are derived again
+    return cls(**{k: v for k, v in value.fields.items() if k in init})
+
+
+def finite(value, depth: int = 0) -> bool:
+    """No NaN or infinity anywhere in `value` (plain data or a Record)."""
+    if depth > MAX_DEPTH:
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, np.ndarray | np.generic):
+        return not np.asarray(value).dtype.kind in "fc" or bool(np.all(np.isfinite(value)))
+    if isinstance(value, dict):
+        return all(finite(k, depth + 1) and finite(v, depth + 1) for k, v in value.items())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return all(finite(v, depth + 1) for v in value)
+    if isinstance(value, Record):
+        return finite(value.fields, depth + 1)
+    return True
 
 
 @contextlib.contextmanager
@@ -84,6 +163,8 @@ def to_data(obj, depth: int = 0):
     enc = lambda x: to_data(x, depth + 1)
     if obj is None or isinstance(obj, (bool, int, str)) and type(obj) in (bool, int, str):
         return obj
+    if type(obj) is Record:
+        return obj.raw
     if type(obj) is float:
         return obj if math.isfinite(obj) else {"$": "float", "v": repr(obj)}
     if isinstance(obj, np.ndarray):
@@ -161,6 +242,8 @@ def from_data(data, depth: int = 0):
     if type(data) is not dict or "$" not in data:
         raise DataError(f"unexpected data {type(data).__name__}")
     kind = data["$"]
+    if kind in ("dc", "obj", "nt", "enum", "ref") and not _CLASSES.get():
+        return _record(data, kind, dec)
     if kind == "ref":
         return _trusted_ref(data)
     if kind == "float":
@@ -206,13 +289,29 @@ def _object_from_data(data: dict, kind: str, dec):
             if not fields[k].init:
                 object.__setattr__(obj, k, v)
         return obj
-    if kind == "obj" and (dataclasses.is_dataclass(cls) or _TRUSTED.get() is not None):  # attributes, no __init__
+    if kind == "obj":  # attributes, no __init__
         obj = cls.__new__(cls)
         if _TRUSTED.get() is not None and "id" in data:
             _TRUSTED.get()["objs"][data["id"]] = obj     # before its attributes: they may point back
         obj.__dict__.update({str(k): dec(v) for k, v in data["d"].items()})
         return obj
     raise DataError(f"unexpected data kind {kind!r}")
+
+
+def _record(data: dict, kind: str, dec) -> Record:
+    """A parasim object as plain data: its class name as text (nothing imported) and its fields."""
+    path = str(data.get("cls", ""))
+    if kind in ("nt", "enum"):
+        body = data.get("v")
+        fields = {"value": dec(body)} if kind == "enum" else {str(i): dec(x) for i, x in enumerate(body or [])}
+    elif kind == "ref":
+        raise DataError("unexpected data kind 'ref'")
+    else:
+        body = data.get("f" if kind == "dc" else "d")
+        if type(body) is not dict:
+            raise DataError(f"a {kind} without fields")
+        fields = {str(k): dec(v) for k, v in body.items()}
+    return Record(path, fields, data)
 
 
 def _hashable(key):

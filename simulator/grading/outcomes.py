@@ -9,7 +9,7 @@ A check item calls the student's functions and compares them with parasim's own 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -17,18 +17,50 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one check item found. `expected` and `found` are short printable texts."""
+    """What one check item found. `expected` and `found` are short printable texts; `credit` is
+    the share of the item's points earned (partial credit, 0..1; None: all when passed, else none)."""
 
     passed: bool
     expected: str = ""
     found: str = ""
     hint: str = ""
+    credit: float | None = None
+
+    @property
+    def share(self) -> float:
+        if self.credit is None:
+            return 1.0 if self.passed else 0.0
+        c = float(self.credit)
+        return min(max(c, 0.0), 1.0) if c == c else 0.0
+
+
+def item(points: float = 1.0, hidden: bool = False):
+    """Mark a check item: its points (default 1) and whether it is hidden (its feedback shows the
+    status only, never the case, the expected value or a hint). The instructor's hidden.py items
+    are hidden whatever they say."""
+    if not (isinstance(points, (int, float)) and 0 < points < 1e6):
+        raise ValueError(f"an item's points must be a positive number, got {points!r}")
+
+    def mark(fn):
+        fn.points, fn.hidden = float(points), bool(hidden)
+        return fn
+    return mark
+
+
+def partial(done: int, total: int, expected: str, found, hint: str = "") -> Outcome:
+    """An item worth `done / total` of its points (cases passed out of cases tried)."""
+    return Outcome(done == total, expected, short(found) if not isinstance(found, str) else found, hint,
+                   done / max(total, 1))
+
+
+STATUSES = ("passed", "wrong", "error", "timeout")
 
 
 @dataclass(frozen=True)
 class ItemResult:
     """One graded item of a report: its number (1-based, file order), name, verdict and texts.
-    `status` is "pass", "fail", "timeout", "crash" or "not run"."""
+    `status` is one of `STATUSES`: "passed", "wrong" (an answer, not the right one), "error" (an
+    exception, a crash, a file that does not import, a TODO left) or "timeout"."""
 
     number: int
     name: str
@@ -37,11 +69,21 @@ class ItemResult:
     found: str
     hint: str
     status: str = ""
+    points: float = 1.0
+    earned: float = 0.0
+    hidden: bool = False
 
     def to_dict(self) -> dict:
         """Plain data: every field (dataclasses.asdict gives the same)."""
         return {"number": self.number, "name": self.name, "passed": self.passed, "expected": self.expected,
-                "found": self.found, "hint": self.hint, "status": self.status or ("pass" if self.passed else "fail")}
+                "found": self.found, "hint": self.hint, "status": self.status or ("passed" if self.passed else "wrong"),
+                "points": self.points, "earned": self.earned, "hidden": self.hidden}
+
+    def shown(self) -> ItemResult:
+        """What the student may see: a hidden item keeps its status and points, not its texts."""
+        if not self.hidden:
+            return self
+        return replace(self, expected="(hidden test)", found="(hidden test)", hint="")
 
 
 def short(value: Any, limit: int = 160) -> str:

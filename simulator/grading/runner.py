@@ -1,7 +1,9 @@
 """The sandboxed side of grading: import one submission and call its functions on request.
 
-Started by `sandbox.Sandbox` as `python -m simulator.grading.runner REQ_FD RESP_FD FILE` inside a
-scratch folder that holds only that submission. It reads call requests from REQ_FD (JSON data
+Started by `sandbox.Sandbox` as `python -I -S -c BOOT CONFIG` (no site, no environment: nothing
+planted runs) inside a scratch folder that holds only that submission. It confines itself
+(`confine`: Landlock, then seccomp), says "ready", imports the submission (under the grader's time
+limit), says "loaded", then reads call requests from REQ_FD (JSON data
 written by the grader, `codec`: the arguments a check passes; a callable of the check travels as
 {"cb": index} and calling it asks the grader to run it), calls the submission's function and
 writes the result to RESP_FD as JSON data (`codec.to_data`), or the error it raised as one line.
@@ -94,17 +96,49 @@ def limit(memory_mb: int, file_mb: int, grader_pid: int) -> None:
         os._exit(1)
 
 
-def main(argv: list[str]) -> int:
-    from simulator.grading.codec import from_data, to_data, trusted  # by name: this file runs as __main__
-    from simulator.grading.seccomp import install
+def confine(config: dict) -> dict:
+    """Landlock, then the seccomp filter, on this (single-threaded) process; what was applied.
+    Raises RuntimeError when confinement is required and a step fails (the grader reports it)."""
+    import simulator.grading.landlock as landlock  # by name: this file runs under BOOT
+    import simulator.grading.seccomp as seccomp
 
-    req, resp, file = int(argv[0]), int(argv[1]), Path(argv[2]).resolve()
-    limit(int(argv[3]), int(argv[4]), int(argv[5]))
-    confined = install()  # before the submission's first line: no processes, programs or signals
-    os.dup2(2, 1)  # the submission's prints go to the log, never onto the answer pipe
+    required = bool(config.get("require"))
+    tasks = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 1
+    if tasks > 1 and required:  # Landlock binds only the calling thread
+        raise RuntimeError(f"the sandbox has {tasks} threads before confinement (expected 1)")
+    abi = 0
+    try:
+        abi = landlock.restrict(config["read"], config["write"])
+    except OSError as e:
+        if required:
+            raise RuntimeError(f"Landlock: {e}") from None
+    filtered = seccomp.install()  # before the submission's first line: no processes, programs, signals
+    if required and not filtered:
+        raise RuntimeError("the seccomp filter could not be installed")
+    return {"landlock_abi": abi, "seccomp": filtered}
+
+
+def main(config: dict) -> int:
+    """Started by `sandbox.BOOT` with the grader's JSON configuration (fds, limits, paths)."""
+    req, resp = int(config["req"]), int(config["resp"])
+    limit(int(config["memory_mb"]), int(config["file_mb"]), int(config["grader_pid"]))
 
     def send(message: dict) -> None:
         write_frame(resp, json.dumps(message).encode())
+
+    try:
+        state = confine(config)
+    except RuntimeError as e:
+        send({"op": "ready", "ok": False, "error": f"the sandbox could not be confined: {e}"})
+        return 1
+    from simulator.grading.codec import classes, from_data, to_data  # by name: this file runs under BOOT
+
+    os.dup2(2, 1)  # the submission's prints go to the log, never onto the answer pipe
+    send({"op": "ready", "ok": True, **state})
+
+    def decode(data):
+        with classes():     # the grader's own values: parasim objects rebuilt here, in the sandbox
+            return from_data(data)
 
     def callback(index):
         def call(*args, **kwargs):
@@ -112,37 +146,36 @@ def main(argv: list[str]) -> int:
             reply = json.loads(read_frame(req))
             if reply.get("error"):
                 raise RuntimeError(reply["error"])
-            with trusted():     # the grader's own values
-                return from_data(reply["value"])
+            return decode(reply["value"])
         return call
 
-    try:
-        student = load_module(file, "submission")
-    except BaseException as e:  # noqa: BLE001 -- the submission may raise anything at import
-        send({"op": "loaded", "ok": False, "error": error_text(e, file)})
-        return 0
-    send({"op": "loaded", "ok": True, "seccomp": confined})
+    file = Path(config["file"]).resolve() if config.get("file") else None
+    if file is None:  # a probe sandbox: parasim's own functions on data, no submission
+        from simulator.grading.probes import PROBES
+
+        student = type("Probes", (), {k: staticmethod(v) for k, v in PROBES.items()})
+    else:
+        sys.path.append(str(file.parent))  # its own modules (a folder submission), after everything else
+        try:
+            student = load_module(file, "submission")
+        except BaseException as e:  # noqa: BLE001 -- the submission may raise anything at import
+            send({"op": "loaded", "ok": False, "error": error_text(e, file)})
+            return 0
+    send({"op": "loaded", "ok": True})
     while True:
         try:
             request = json.loads(read_frame(req))  # JSON data from the grader: nothing here runs code
         except EOFError:
             return 0
-        name = request["name"]
         try:
-            value = getattr(student, name)
+            value = getattr(student, request["name"])
             if request["op"] == "call":
-                with trusted():     # the grader's own values
-                    args = [callback(a["cb"]) if "cb" in a else from_data(a["v"]) for a in request["args"]]
-                    kwargs = from_data(request["kwargs"])
-                value = value(*args, **kwargs)
+                args = [callback(a["cb"]) if "cb" in a else decode(a["v"]) for a in request["args"]]
+                value = value(*args, **decode(request["kwargs"]))
             elif callable(value):
                 send({"op": "result", "ok": True, "callable": True})
                 continue
             send({"op": "result", "ok": True, "value": to_data(value)})
         except BaseException as e:  # noqa: BLE001 -- the submission's error is data for the grader
-            send({"op": "result", "ok": False, "error": error_text(e, file),
+            send({"op": "result", "ok": False, "error": error_text(e, file or Path("<probe>")),
                   "not_implemented": isinstance(e, NotImplementedError)})
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,40 +1,38 @@
-"""Run one submission in its own process, with limits, and call its functions as data.
+"""Run one submission in its own confined process, with limits, and call its functions as data.
 
-What this isolation gives (on Linux):
-- the submission runs in a separate Python process, in its own session and process group
-  (`start_new_session`), started in a fresh scratch folder holding only that submission (copied
-  from the text the grader read before grading began: overwriting a file on disk changes no grade);
-- limits set before it starts: address space (`RLIMIT_AS`, default 2 GiB: a 50 GB allocation is a
-  MemoryError), file size (`RLIMIT_FSIZE`), no core files;
-- a seccomp filter (`seccomp.py`, Linux x86_64/aarch64) installed before the submission's first
-  line: no new processes (`os.system`, `subprocess`, a detached child all fail), no exec, no
-  signal to another process (it cannot kill the grader), no ptrace;
-- a wall-clock time limit per item: at the limit the whole process group is killed (`os.killpg`)
-  and the next item runs in a fresh process, so an endless loop costs one item;
-- it dies with the grader (`PR_SET_PDEATHSIG`); every row is written as it is graded;
+What this isolation gives (Linux; `confine.py` holds the policy):
+- the submission runs in a separate Python process (`python -I -S`, a clean environment: no
+  PYTHON* variable, sitecustomize or .pth file runs), in its own session and process group,
+  started in a fresh scratch folder holding only that submission (copied from the text the grader
+  read before grading began: overwriting a file on disk changes no grade);
+- Landlock (`landlock.py`): it reads only the Python installation, the system libraries and
+  parasim's `simulator/` package, writes only its scratch folder, has no TCP, and (ABI >= 6)
+  signals nothing outside itself; the lessons' solutions and checkers, the instructor's folder,
+  classmates' files, the gradebook and /proc/<grader> are out of its reach;
+- an allow-list seccomp filter (`seccomp.py`): no processes, programs, sockets, ptrace, and no
+  signal, rlimit or affinity call aimed at any process but itself;
+- limits set before it starts: address space (`RLIMIT_AS`), file size (`RLIMIT_FSIZE`), no core
+  files, death with the grader (`PR_SET_PDEATHSIG`); a wall-clock limit per item, the import of the
+  file included: at the limit the process group is killed and the next item gets a fresh process;
 - the checker and the reference answers stay in the grader: the sandbox only returns what the
-  submission's functions return, as data (`codec`), never a verdict or a report; requests go the
-  other way as JSON data too (`codec`; no pickle in either direction).
-
-What it does not give: the submission runs as the grader's own user, so it can read and write any
-file that user can (another submission's file if it knows the path -- grades use the copies read
-before grading began, but the file on disk can be damaged -- the lessons' solutions, the output
-folder while it runs); it has the network; without the seccomp filter (another OS or
-architecture) it could also start processes and signal the grader. For a course, run the grader in a container
-that mounts only the submissions (read-only) and an output folder, with no network:
-
-    docker run --rm --network none --memory 4g --pids-limit 256 -v $PWD/subs:/subs:ro \
-        -v $PWD/out:/out parasim parasim lesson grade 05 /subs --csv /out/scores.csv --jobs 4
+  submission's functions return, as plain data (`codec`), never a verdict or a report; requests go
+  the other way as JSON data too (no pickle in either direction); an answer is at most
+  `MAX_ANSWER` bytes.
+Where the kernel lacks Landlock or the filter, grading refuses to start unless `unconfined_ok`
+(`--allow-unconfined`) says otherwise (`confine.require_confinement`, which says what is then not
+isolated). For a container recipe see docs/grading.md.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import select
 import shutil
 import signal
+import stat
 import struct
 import subprocess
 import sys
@@ -44,8 +42,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ParasimError
-from .codec import DataError, from_data, to_data, trusted
+from . import confine
+from .codec import DataError, finite, from_data, to_data, trusted
 from .runner import write_frame
+
+# the runner's bootstrap: the import path comes from the grader, nothing from the environment
+BOOT = ("import json, sys; c = json.loads(sys.argv[1]); sys.path[:0] = c['path']; "
+        "from simulator.grading.runner import main; sys.exit(main(c))")
+MAX_ANSWER = 4 * 2**20       # bytes of one answer: more is a crash of that item, not grader memory
+MAX_CALLBACKS = 10_000       # calls back into the check per item
 
 MAX_SECONDS = 86400          # a day per item: anything longer is a mistake, not a limit
 MIN_MEMORY_MB = 64           # below this Python and numpy cannot start (MemoryError at import)
@@ -55,14 +60,16 @@ _FLAG = {"timeout_s": "--timeout", "memory_mb": "--memory-mb"}   # the CLI's nam
 
 @dataclass(frozen=True)
 class Limits:
-    """Per submission: seconds per item, seconds to start and import it (Python, numpy, parasim and
-    the file's top level: generous, as a loaded machine starts processes slowly), address space in
-    MiB, file size in MiB."""
+    """Per submission: seconds per item (and for importing the file: its top level is the
+    student's code), seconds to start Python, numpy and parasim before the file (the grader's own
+    work: generous, as a loaded machine starts processes slowly), address space in MiB, file size
+    in MiB, and whether grading may go on where the machine cannot confine it (`confine.py`)."""
 
     timeout_s: float = 60.0
     memory_mb: int = 2048
     file_mb: int = 256
     import_timeout_s: float = 60.0
+    unconfined_ok: bool = False
 
     def __post_init__(self):
         """Refuse limits that would grade nothing or never stop (one line, before any sandbox)."""
@@ -80,7 +87,7 @@ class Limits:
     def to_dict(self) -> dict:
         """Plain data: every field (dataclasses.asdict gives the same)."""
         return {"timeout_s": self.timeout_s, "memory_mb": self.memory_mb, "file_mb": self.file_mb,
-                "import_timeout_s": self.import_timeout_s}
+                "import_timeout_s": self.import_timeout_s, "unconfined_ok": self.unconfined_ok}
 
 
 class StudentError(Exception):
@@ -109,34 +116,66 @@ class Sandbox:
     Start with `Sandbox(text)`; `loaded` is True when the file imported, else `load_error` says why.
     Always `close()` (or use `with`): it kills the process group and removes the scratch folder."""
 
-    def __init__(self, source: str, limits: Limits | None = None, filename: str = "submission.py"):
+    def __init__(self, source: str | None, limits: Limits | None = None, filename: str = "submission.py",
+                 files: dict | None = None):
+        """`source` None: a probe sandbox, running parasim's `probes` on data (no submission).
+        `files`: other files of the submission ({name: text}, a folder submission's modules),
+        written next to it in the scratch folder."""
         self.limits = limits = limits or Limits()
+        self.confinement = confine.require_confinement(limits.unconfined_ok)
         self.scratch = Path(tempfile.mkdtemp(prefix="parasim-grade-"))
-        self.file = self.scratch / filename
-        self.file.write_text(source, encoding="utf-8")
         self.log = self.scratch / ".output"
+        self.proc, self._req, self._resp = None, -1, -1
+        self.loaded, self.load_error = False, ""
+        self._callbacks: list = []
+        if source is not None:
+            for name, text in (files or {}).items():
+                if Path(name).name == name and not name.startswith(".") and name != filename:
+                    (self.scratch / name).write_text(text, encoding="utf-8")
+            self.file = self.scratch / filename
+            self.file.write_text(source, encoding="utf-8")
         req_r, self._req = os.pipe()
         self._resp, resp_w = os.pipe()
-        env = {"PATH": os.defpath, "PYTHONPATH": _package_root(), "HOME": str(self.scratch),
-               "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
-               "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg", "LANG": "C.UTF-8"}
+        config = {"req": req_r, "resp": resp_w, "file": filename if source is not None else None,
+                  "memory_mb": limits.memory_mb, "file_mb": limits.file_mb, "grader_pid": os.getpid(),
+                  "path": [confine.link_package(self.scratch)] + confine.import_path(),
+                  "write": [str(self.scratch)], "require": not limits.unconfined_ok}
+        config["read"] = confine.readable(config["path"][1:])
+        env = {"PATH": os.defpath, "HOME": str(self.scratch), "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
+               "MPLCONFIGDIR": str(self.scratch / ".matplotlib"), "OPENBLAS_NUM_THREADS": "1",
+               "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-s", "-m", "simulator.grading.runner", str(req_r), str(resp_w), filename,
-                 str(limits.memory_mb), str(limits.file_mb), str(os.getpid())],
+                [sys.executable, "-I", "-S", "-B", "-c", BOOT, json.dumps(config)],
                 cwd=self.scratch, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 pass_fds=(req_r, resp_w), start_new_session=True)
         os.close(req_r)
         os.close(resp_w)
-        self.loaded, self.load_error = False, ""
-        self._callbacks: list = []
+        self._start()
+
+    def _start(self) -> None:
+        """Wait for "ready" (Python, numpy, parasim, confinement: the grader's allowance), then for
+        "loaded" (the file's top level: the student's code, under the per-item time limit)."""
+        phase = "starting the sandbox"
         try:
-            hello = self._receive(time.monotonic() + limits.import_timeout_s)
+            ready = self._receive(time.monotonic() + self.limits.import_timeout_s)
+            if not ready.get("ok"):
+                self.load_error = str(ready.get("error", "the sandbox did not start"))
+                return
+            self.confinement = {**self.confinement, **{k: ready.get(k) for k in ("landlock_abi", "seccomp")}}
+            phase = "importing your file"
+            hello = self._receive(time.monotonic() + self.limits.timeout_s)
             self.loaded, self.load_error = bool(hello.get("ok")), str(hello.get("error", ""))
         except SandboxTimeout:
-            self.load_error = f"importing your file took longer than {limits.import_timeout_s:g} s (an endless loop?)"
+            limit = self.limits.import_timeout_s if phase == "starting the sandbox" else self.limits.timeout_s
+            self.load_error = f"{phase} took longer than {limit:g} s" + \
+                              (" (an endless loop at the top level?)" if phase == "importing your file" else "")
+            self.timed_out = True
         except SandboxCrash as e:
-            self.load_error = f"your file ended the process while importing ({e})"
+            self.load_error = f"your file ended the process while importing ({e})" if phase != "starting the sandbox" \
+                else f"the sandbox did not start ({e})"
+
+    timed_out = False
 
     # ---- talking to the submission --------------------------------------------------------------
     def _receive(self, deadline: float) -> dict:
@@ -145,8 +184,9 @@ class Sandbox:
         try:
             header = self._read(4, deadline)
             (n,) = struct.unpack(">I", header)
-            if n > 64 * 2**20:
-                raise SandboxCrash(f"a {n}-byte answer (more than 64 MiB)")
+            if n > MAX_ANSWER:
+                self.kill()
+                raise SandboxCrash(f"a {n}-byte answer (more than {MAX_ANSWER // 2**20} MiB): return less")
             message = json.loads(self._read(n, deadline))
         except (EOFError, OSError, ValueError) as e:
             self.kill()
@@ -157,15 +197,19 @@ class Sandbox:
         return message
 
     def _read(self, n: int, deadline: float) -> bytes:
-        left = deadline - time.monotonic()
-        ready, _, _ = select.select([self._resp], [], [], max(left, 0))
-        if not ready:
-            self.kill()
-            raise SandboxTimeout(f"no answer within {self.limits.timeout_s:g} s (an endless loop?)")
-        data = os.read(self._resp, n)
-        if not data:
-            raise EOFError("closed")
-        return data + self._read(n - len(data), deadline) if len(data) < n else data
+        chunks = []
+        while n > 0:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([self._resp], [], [], max(left, 0))
+            if not ready:
+                self.kill()
+                raise SandboxTimeout(f"no answer within {self.limits.timeout_s:g} s (an endless loop?)")
+            data = os.read(self._resp, min(n, 1 << 20))
+            if not data:
+                raise EOFError("closed")
+            chunks.append(data)
+            n -= len(data)
+        return b"".join(chunks)
 
     def _exit_reason(self, error) -> str:
         try:
@@ -183,8 +227,15 @@ class Sandbox:
 
     def output_tail(self, n: int = 300) -> str:
         """The last `n` characters the submission printed (for the feedback)."""
-        try:
-            text = self.log.read_bytes()[-n:].decode("utf-8", "replace")
+        try:  # the last bytes only: the log may be as large as the file-size limit
+            fd = os.open(self.log, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    return ""
+                os.lseek(fd, max(os.fstat(fd).st_size - 4 * n, 0), os.SEEK_SET)
+                text = os.read(fd, 4 * n).decode("utf-8", "replace")[-n:]
+            finally:
+                os.close(fd)
         except OSError:
             return ""
         return " ".join(text.split())
@@ -196,9 +247,14 @@ class Sandbox:
         with trusted():
             self._send({"op": "call", "name": name, "args": [self._argument(a) for a in args],
                         "kwargs": to_data(dict(kwargs or {}))})
+        callbacks = 0
         while True:
             message = self._receive(deadline)
             if message.get("op") == "callback":  # the submission calls a function the check gave it
+                callbacks += 1
+                if callbacks > MAX_CALLBACKS:
+                    self.kill()
+                    raise SandboxCrash(f"more than {MAX_CALLBACKS} calls back into the check")
                 try:
                     fn = self._callbacks[int(message["index"])]
                     value = fn(*from_data(message["args"]), **from_data(message["kwargs"]))
@@ -212,9 +268,12 @@ class Sandbox:
                 if message.get("callable"):
                     return _Remote(self, name)
                 try:
-                    return from_data(message.get("value"))
+                    value = from_data(message.get("value"))
                 except Exception as e:  # noqa: BLE001 -- a value the grader cannot rebuild
                     raise StudentError(f"your function returned something that is not plain data ({e})") from None
+                if not finite(value):
+                    raise StudentError("your function returned NaN or infinity, which is never a right answer")
+                return value
             raise StudentError(str(message.get("error", "an error")), bool(message.get("not_implemented")))
 
     def get(self, name: str, deadline: float | None = None):
@@ -224,7 +283,12 @@ class Sandbox:
         message = self._receive(deadline)
         if not message.get("ok"):
             raise StudentError(str(message.get("error", "an error")))
-        return _Remote(self, name) if message.get("callable") else from_data(message.get("value"))
+        if message.get("callable"):
+            return _Remote(self, name)
+        value = from_data(message.get("value"))
+        if not finite(value):
+            raise StudentError(f"{name} is NaN or infinity, which is never a right answer")
+        return value
 
     def _argument(self, a) -> dict:
         """One argument of a call as data ({"v": data}); a callable that is not data (a check's
@@ -277,11 +341,15 @@ class Sandbox:
         self.close()
 
 
+SHARED_ROOT = contextvars.ContextVar("parasim_shared_root", default=None)
+
+
 @contextlib.contextmanager
 def shared_folder():
     """A temporary folder a check shares with the submission: the sandbox may read and write it
-    (a place for files a check hands over or expects back). Removed afterwards."""
-    with tempfile.TemporaryDirectory(prefix="parasim-shared-") as tmp:
+    (a place for files a check hands over or expects back). It sits in the scratch folder of the
+    sandbox being graded (the only place Landlock lets it write). Removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="shared-", dir=SHARED_ROOT.get()) as tmp:
         yield tmp
 
 

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..errors import ParasimError
+from ..vocabulary import with_aliases
 from .functional import ACTIVATIONS
 from .layers import CrossEntropy, Dense, Embedding, Layer, LMHead, TransformerBlock
 
@@ -43,6 +44,7 @@ class MLPConfig:
         return {"kind": "mlp", **asdict(self)}
 
 
+@with_aliases(warn=False)   # GPTConfig(seq=16) and .seq / .seq_length: one vocabulary (simulator.vocabulary)
 @dataclass(frozen=True)
 class GPTConfig:
     layers: int  # L transformer blocks

@@ -1,13 +1,20 @@
 """TrainConfig: one typed, validated description of a training run and its parallel strategy.
 
+Its names and defaults are the vocabulary's (`simulator.vocabulary`, docs/configuration.md), shared
+with `ParallelConfig`: `zero_stage`, `cp_comm_type` (p2p | a2a), `global_batch`, `microbatches`,
+`micro_batch_size`. The older spellings `zero`, `cp_kind` (ring | all-to-all) and `batch_size` are
+deprecated aliases mapped there. `resolved()` fills the derived degrees once: a resolved
+configuration resolves to itself.
+
 Refusals happen here, up front, with one line naming the rule and the numbers: degrees that do not
 multiply to the device count, more pipeline stages than layers, a batch that micro-batches cannot
-divide, interleaving with m not a multiple of p (Narayanan et al. 2021 Sec. 2.2 requires it).
+divide, a schedule's own rules (schedule_registry: e.g. interleaving's equal rounds of micro-batches).
 """
 
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass, replace
 from functools import cached_property
 from numbers import Real
@@ -16,42 +23,49 @@ from ..errors import ParasimError
 from ..mesh import DeviceMesh
 from ..model_states import check_zero_stage
 from ..models import GPTConfig, MLPConfig, build_model
+from ..vocabulary import BY_NAME, TRAIN_DEFAULTS, with_aliases
 from .cp_split import check_context_parallel
 from .degrees import Parallelism, check_positive, is_int
 from .schedule_registry import SCHEDULES as SCHEDULES  # re-exported: the CLI and app list them
 from .schedule_registry import schedule_spec
 
 STRATEGIES = ("single", "dp", "layer", "pp", "tp", "sp", "cp", "ep", "zero1", "zero2", "zero3", "hybrid")
-CP_KINDS = ("ring", "all-to-all")
+CP_COMM_TYPES = BY_NAME["cp_comm_type"].choices
+CP_KINDS = CP_COMM_TYPES  # the older name
 GRAD_DTYPES = ("float64", "float32", "float16")
 OPTIMIZERS = ("adam", "sgd")
+# Resolution is a pure function of the (frozen) fields: a configuration equal to one already resolved
+# resolves to that one (entries go when the resolved value is no longer referenced)
+_RESOLVED: "weakref.WeakValueDictionary[TrainConfig, TrainConfig]" = weakref.WeakValueDictionary()
 # Real runs really compute every step on every sample: bound the work the inputs can ask for.
 MAX_STEPS = 100_000
 MAX_BATCH = 1_000_000
 
 
+@with_aliases()
 @dataclass(frozen=True)
 class TrainConfig:
     model: MLPConfig | GPTConfig
-    strategy: str = "single"  # one of STRATEGIES
-    devices: int = 1  # emulated devices
-    dp: int = 0  # data-parallel degree (0: derived from the strategy and device count)
-    pp: int = 0  # pipeline stages (0: derived)
-    tp: int = 1  # tensor-parallel degree
-    cp: int = 1  # context-parallel degree (Megatron's --context-parallel-size): each sequence split cp ways
-    cp_kind: str = "ring"  # "ring" (K/V blocks around a ring) or "all-to-all" (DeepSpeed Ulysses)
-    ep: int = 1  # expert-parallel degree
-    zero: int = 0  # ZeRO stage over the data-parallel group
-    batch_size: int = 8  # global batch, in samples (sequences for the GPT)
-    microbatches: int = 1  # pipeline micro-batches per step
-    schedule: str = "1f1b"  # pipeline schedule
+    strategy: str = TRAIN_DEFAULTS["strategy"]  # one of STRATEGIES
+    devices: int = TRAIN_DEFAULTS["devices"]    # emulated devices
+    dp: int = TRAIN_DEFAULTS["dp"]    # data-parallel degree (0: derived from the strategy and device count)
+    pp: int = TRAIN_DEFAULTS["pp"]    # pipeline stages (0: derived)
+    tp: int = TRAIN_DEFAULTS["tp"]    # tensor-parallel degree
+    cp: int = TRAIN_DEFAULTS["cp"]    # context-parallel degree (Megatron's --context-parallel-size)
+    # Megatron's --cp-comm-type: "p2p" (ring attention: K/V blocks round the ring) or "a2a" (DeepSpeed Ulysses)
+    cp_comm_type: str = TRAIN_DEFAULTS["cp_comm_type"]
+    ep: int = TRAIN_DEFAULTS["ep"]    # expert-parallel degree
+    zero_stage: int = TRAIN_DEFAULTS["zero_stage"]        # ZeRO stage over the data-parallel group
+    global_batch: int = TRAIN_DEFAULTS["global_batch"]    # B samples per step (sequences for the GPT)
+    microbatches: int = TRAIN_DEFAULTS["microbatches"]    # m pipeline micro-batches per step
+    schedule: str = TRAIN_DEFAULTS["schedule"]            # pipeline schedule
     schedule_text: str | None = None  # a hand-written schedule, one line per stage ("F0 F1 BW0 BW1")
-    virtual_stages: int = 1  # model chunks per device (interleaved schedule)
+    virtual_stages: int = TRAIN_DEFAULTS["virtual_stages"]  # model chunks per device (interleaved schedule)
     # gradient buckets of about this many MB, each AllReduced as soon as the backward fills it (overlap);
     # None (default): one AllReduce per parameter after the whole backward pass
-    bucket_mb: float | None = None
-    accumulate: int = 1  # gradient-accumulation micro-steps before one AllReduce
-    grad_dtype: str = "float64"  # dtype of gradients on the wire
+    bucket_mb: float | None = TRAIN_DEFAULTS["bucket_mb"]
+    accumulate: int = TRAIN_DEFAULTS["accumulate"]        # gradient-accumulation micro-steps before one AllReduce
+    grad_dtype: str = TRAIN_DEFAULTS["grad_dtype"]        # dtype of gradients on the wire
     gradients_mean: bool = True  # average (True) or sum (False) gradients over data-parallel replicas
     optimizer: str = "adam"
     lr: float = 1e-2
@@ -63,13 +77,14 @@ class TrainConfig:
         schedule_spec(self.schedule)
         _check(self.grad_dtype in GRAD_DTYPES, f"unknown grad dtype {self.grad_dtype!r}; known: {', '.join(GRAD_DTYPES)}")
         _check(self.optimizer in OPTIMIZERS, f"unknown optimizer {self.optimizer!r}; known: {', '.join(OPTIMIZERS)}")
-        _check(self.cp_kind in CP_KINDS, f"unknown context-parallel kind {self.cp_kind!r}; known: {', '.join(CP_KINDS)}")
+        _check(self.cp_comm_type in CP_COMM_TYPES, f"unknown cp_comm_type {self.cp_comm_type!r}; known: "
+                                                   f"{', '.join(CP_COMM_TYPES)} (older spellings: ring, all-to-all)")
         check_positive(**{name: getattr(self, name) for name in (
-            "devices", "tp", "cp", "ep", "batch_size", "microbatches", "virtual_stages", "accumulate", "steps")})
+            "devices", "tp", "cp", "ep", "global_batch", "microbatches", "virtual_stages", "accumulate", "steps")})
         for name in ("dp", "pp"):
             v = getattr(self, name)
             _check(is_int(v) and v >= 0, f"{name} must be a positive integer (or 0: derived), got {v!r}")
-        check_zero_stage(self.zero)
+        check_zero_stage(self.zero_stage)
         _check(is_int(self.seed) and 0 <= self.seed < 2**32, f"seed must be an integer in [0, 2^32), got {self.seed!r}")
         _check(_is_real(self.lr) and math.isfinite(self.lr) and self.lr > 0,
                f"learning rate must be a finite number > 0, got {self.lr!r}")
@@ -78,9 +93,9 @@ class TrainConfig:
         _check(self.ep == 1 or self.strategy in ("ep", "hybrid"),
                f"--ep {self.ep} shards experts with strategies ep and hybrid, not {self.strategy}: use --strategy "
                "hybrid or drop --ep")
-        _check(self.steps <= MAX_STEPS and self.batch_size <= MAX_BATCH,
+        _check(self.steps <= MAX_STEPS and self.global_batch <= MAX_BATCH,
                f"a real run is bounded to {MAX_STEPS} steps of a batch of at most {MAX_BATCH}; "
-               f"got steps={self.steps}, batch={self.batch_size}")
+               f"got steps={self.steps}, batch={self.global_batch}")
 
     @property
     def n_layers(self) -> int:
@@ -92,7 +107,13 @@ class TrainConfig:
         return self.microbatches * self.accumulate
 
     def resolved(self) -> "TrainConfig":
-        """Fill derived degrees (dp, pp) from the strategy and check every cross-field rule."""
+        """Fill derived degrees (dp, pp) from the strategy and check every cross-field rule, once: a
+        resolved configuration is returned as it is (`train()` and the compilers all call this)."""
+        if self.__dict__.get("_resolved"):
+            return self
+        known = _cached(self)      # an equal configuration (e.g. a compiler's replace(cfg, strategy=...))
+        if known is not None:
+            return known
         s, n = self.strategy, self.devices
         dp, pp, tp, cp = self.dp, self.pp, self.tp, self.cp
         if s in ("tp", "sp") and tp == 1 and not (dp or pp):
@@ -115,7 +136,7 @@ class TrainConfig:
         _check(dp * pp * tp * cp == n,
                f"degrees dp={dp}{cps} x pp={pp} x tp={tp} = {dp * pp * tp * cp} do not multiply to {n} devices")
         if cp > 1:
-            check_context_parallel(self.model, cp, self.cp_kind, tp)
+            check_context_parallel(self.model, cp, self.cp_comm_type, tp)
         if self.ep > 1:
             check_expert_parallel(self, dp, cp, pp)
         if s == "layer":
@@ -125,19 +146,19 @@ class TrainConfig:
         _check(pp * self.virtual_stages <= layers,
                f"{pp} stages x {self.virtual_stages} virtual stages = {pp * self.virtual_stages} exceeds the model's "
                f"{layers} layers ({_describe_layers(kinds)}); each stage holds at least one")
-        stage = int(s[-1]) if s.startswith("zero") else self.zero
-        # the shared value checks the schedule's rules (e.g. interleaving needs m a multiple of p) and that
+        stage = int(s[-1]) if s.startswith("zero") else self.zero_stage
+        # the shared value checks the schedule's rules (schedule_registry.ScheduleSpec.check) and that
         # ep divides dp x cp (Megatron-Core's expert rank generator)
         par = Parallelism(dp=dp, tp=tp, pp=pp, cp=cp, ep=self.ep, microbatches=self.microbatches,
-                          virtual_stages=self.virtual_stages, schedule=self.schedule, zero=stage,
+                          virtual_stages=self.virtual_stages, schedule=self.schedule, zero_stage=stage,
                           sequence_parallel=s == "sp" and tp > 1)
         per = dp * self.m
         parts = f"micro-batches={self.microbatches} x accumulate={self.accumulate}" if self.accumulate > 1 \
             else f"micro-batches={self.m}"
-        _check(self.batch_size % per == 0,
-               f"batch {self.batch_size} cannot be split into dp={dp} x {parts} = {per} equal parts")
-        _check(stage == self.zero or self.zero == 0,
-               f"strategy {s} means ZeRO stage {stage}, but --zero {self.zero} was given")
+        _check(self.global_batch % per == 0,
+               f"batch {self.global_batch} cannot be split into dp={dp} x {parts} = {per} equal parts")
+        _check(stage == self.zero_stage or self.zero_stage == 0,
+               f"strategy {s} means ZeRO stage {stage}, but --zero {self.zero_stage} was given")
         # only the ZeRO compiler shards model states; elsewhere a stage would be silently ignored
         _check(stage == 0 or s in ("dp", "zero1", "zero2", "zero3") or (stage == 1 and s in ("pp", "tp", "sp", "hybrid", "ep"))
                or (s in ("tp", "hybrid", "ep") and pp == 1),
@@ -148,8 +169,11 @@ class TrainConfig:
         _check(stage == 0 or dp * cp > 1 or s.startswith("zero"),
                f"ZeRO stage {stage} shards model states over the data x context group, but strategy {s} has "
                f"dp=1 and cp=1 (pp={pp}, tp={tp}): raise --dp or drop --zero")
-        out = replace(self, dp=dp, pp=pp, tp=tp, cp=cp, zero=stage)
+        out = replace(self, dp=dp, pp=pp, tp=tp, cp=cp, zero_stage=stage)
         object.__setattr__(out, "parallelism", par)
+        object.__setattr__(out, "_resolved", True)
+        if _cached(self, out) is not None:
+            _RESOLVED[out] = out
         return out
 
     @property
@@ -166,8 +190,9 @@ class TrainConfig:
         return self.resolved().parallelism
 
     @property
-    def microbatch_size(self) -> int:
-        return self.batch_size // (max(self.dp, 1) * self.m)
+    def micro_batch_size(self) -> int:
+        """b = B / (d m) samples per micro-batch (Megatron's --micro-batch-size)."""
+        return self.global_batch // (max(self.dp, 1) * self.m)
 
     @property
     def tokens_per_device(self) -> int | None:
@@ -189,6 +214,18 @@ def check_expert_parallel(cfg: TrainConfig, dp: int, cp: int, pp: int) -> None:
     # ep dividing dp x cp is the shared value's rule (`Parallelism`, checked when it is made)
     _check(cfg.bucket_mb is None and cfg.grad_dtype == "float64",
            "expert parallelism moves float64 per-parameter AllReduces: drop --bucket-mb and --grad-dtype")
+
+
+def _cached(cfg: TrainConfig, out: TrainConfig | None = None) -> TrainConfig | None:
+    """The resolved value of a configuration equal to `cfg` (or record `out` as it); None when the
+    configuration is not hashable (a model holding a list)."""
+    try:
+        if out is not None:
+            _RESOLVED[cfg] = out
+            return out
+        return _RESOLVED.get(cfg)
+    except TypeError:
+        return None
 
 
 def _describe_layers(kinds: list[str]) -> str:

@@ -6,12 +6,12 @@ Everything in a GPT but attention is token-wise, so a rank holding T/cp tokens r
 embedding, layer norms, projections, MLP, LM head and loss on its tokens alone, with the
 parameters replicated over the cp group. Attention needs every earlier token; two ways:
 
-- ring (`cp_kind="ring"`, Liu et al. 2023; Megatron's p2p): the K/V blocks go round the ring,
+- ring (`cp_comm_type="p2p"`, Liu et al. 2023; Megatron's p2p): the K/V blocks go round the ring,
   cp - 1 Send/Recv hops per attention in forward, each rank folding every block into its queries'
   online softmax (cp_kernels.py). Backward sends the blocks round again with their dK/dV, which
   arrive home after cp hops. With causal masking the sequence is cut into 2 cp chunks and rank i
   holds chunks i and 2cp-1-i (one early, one late), so every rank has the same unmasked work.
-- all-to-all (`cp_kind="all-to-all"`, DeepSpeed Ulysses, Jacobs et al. 2023): q, k, v of T/cp
+- all-to-all (`cp_comm_type="a2a"`, DeepSpeed Ulysses, Jacobs et al. 2023): q, k, v of T/cp
   tokens x a heads become T tokens x a/cp heads, attention runs locally, a second all-to-all
   brings the output back; backward mirrors it (two all-to-alls). Needs cp | heads.
 
@@ -221,8 +221,8 @@ class ContextTensorParallelReplica(ContextAttention, TensorParallelReplica):
 
 def _cp_fields(cfg: TrainConfig, c: int) -> dict:
     mesh = cfg.attention_mesh  # the mesh of compile_replicated
-    return {"cp": cfg.cp, "c": c, "kind": cfg.cp_kind, "cp_group_of": {r: g for g in mesh.groups("cp") for r in g},
-            "positions": chunk_positions(cfg.model.seq_len, cfg.cp, cfg.cp_kind)}
+    return {"cp": cfg.cp, "c": c, "kind": cfg.cp_comm_type, "cp_group_of": {r: g for g in mesh.groups("cp") for r in g},
+            "positions": chunk_positions(cfg.model.seq_len, cfg.cp, cfg.cp_comm_type)}
 
 
 @dataclass(frozen=True)
@@ -236,7 +236,7 @@ class ContextParallel(WholeLayers):
                                       **_cp_fields(self.cfg, c))
 
     def positions(self, c: int) -> tuple[int, ...]:
-        return chunk_positions(self.cfg.model.seq_len, self.cfg.cp, self.cfg.cp_kind)[c]
+        return chunk_positions(self.cfg.model.seq_len, self.cfg.cp, self.cfg.cp_comm_type)[c]
 
 
 @dataclass(frozen=True)
@@ -249,7 +249,7 @@ class ContextTensorParallel(TensorParallel):
                                             **_cp_fields(self.cfg, c))
 
     def positions(self, c: int) -> tuple[int, ...]:
-        return chunk_positions(self.cfg.model.seq_len, self.cfg.cp, self.cfg.cp_kind)[c]
+        return chunk_positions(self.cfg.model.seq_len, self.cfg.cp, self.cfg.cp_comm_type)[c]
 
 
 def compile_context_parallel(cfg: TrainConfig) -> Compiled:
@@ -265,5 +265,5 @@ def compile_context_parallel(cfg: TrainConfig) -> Compiled:
     else:
         placement = ContextParallel(cfg.model, cfg)
     compiled = compile_replicated(cfg, placement)
-    compiled.notes.update(cp=cfg.cp, cp_kind=cfg.cp_kind)
+    compiled.notes.update(cp=cfg.cp, cp_comm_type=cfg.cp_comm_type)
     return compiled

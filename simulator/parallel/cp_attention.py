@@ -22,19 +22,19 @@ class ContextAttention:
 
     cp: int = 1
     c: int = 0
-    kind: str = "ring"  # or "all-to-all"
+    kind: str = "p2p"  # Megatron's --cp-comm-type: p2p (ring attention) or a2a (Ulysses all-to-all)
     cp_group_of: dict = field(default_factory=dict)  # rank -> its context group
     positions: list = field(default_factory=list)  # cp rank -> token positions
 
     def emit_cp_attention_forward(self, r, li, lyr, j):
         """{c}/q, {c}/kv -> {c}/att (B, T/cp, w) and what backward keeps."""
         c = f"act/cache/{li}/mb{j}"
-        (self._ring_forward if self.kind == "ring" else self._a2a_forward)(r, li, lyr, j, c)
+        (self._ring_forward if self.kind == "p2p" else self._a2a_forward)(r, li, lyr, j, c)
 
     def emit_cp_attention_backward(self, r, li, lyr, j):
         """act/cp/{li}/mb{j}/datt -> act/cp/{li}/mb{j}/dq, dkv; frees the kept attention tensors."""
         c, T = f"act/cache/{li}/mb{j}", f"act/cp/{li}/mb{j}"
-        (self._ring_backward if self.kind == "ring" else self._a2a_backward)(r, li, lyr, j, c, T)
+        (self._ring_backward if self.kind == "p2p" else self._a2a_backward)(r, li, lyr, j, c, T)
 
     def _ring(self, r):
         g = self.cp_group_of[r]

@@ -5,14 +5,18 @@ from __future__ import annotations
 
 from ..errors import ParasimError
 from ..models import GPTConfig
+from ..vocabulary import canonical_value
 
 
-def chunk_positions(seq_len: int, cp: int, kind: str = "ring") -> list[tuple[int, ...]]:
+def chunk_positions(seq_len: int, cp: int, kind: str = "p2p") -> list[tuple[int, ...]]:
     """Token positions held by each cp rank. Ring: 2cp chunks, rank i holds chunks i and 2cp-1-i
     (load-balanced causal split, Megatron-LM's get_batch_on_this_cp_rank); all-to-all: chunk i.
 
-        chunk_positions(8, 2) -> [(0, 1, 6, 7), (2, 3, 4, 5)]"""
-    if kind == "ring":
+        chunk_positions(8, 2) -> [(0, 1, 6, 7), (2, 3, 4, 5)]
+
+    `kind` is Megatron's --cp-comm-type, p2p (ring) or a2a (all-to-all); the older spellings "ring"
+    and "all-to-all" are mapped by `simulator.vocabulary`."""
+    if canonical_value("cp_comm_type", kind) == "p2p":
         c = seq_len // (2 * cp)
         return [tuple(range(i * c, (i + 1) * c)) + tuple(range((2 * cp - 1 - i) * c, (2 * cp - i) * c))
                 for i in range(cp)]
@@ -26,11 +30,11 @@ def check_context_parallel(model, cp: int, kind: str, tp: int = 1) -> None:
         return
     if not isinstance(model, GPTConfig):
         raise ParasimError(f"context parallelism splits sequences; the {model!r} model has none: use --strategy dp")
-    s, a = model.seq_len, model.heads
-    if kind == "ring" and s % (2 * cp):
+    s, a, kind = model.seq_len, model.heads, canonical_value("cp_comm_type", kind)
+    if kind == "p2p" and s % (2 * cp):
         raise ParasimError(f"ring context parallelism cuts the sequence into 2*cp = {2 * cp} chunks (load-balanced "
                            f"causal split); sequence length {s} is not divisible by {2 * cp}")
-    if kind == "all-to-all":
+    if kind == "a2a":
         if a % (cp * tp):
             ways = f"{cp} ways" if tp == 1 else f"tp x cp = {tp} x {cp} = {tp * cp} ways"
             raise ParasimError(f"all-to-all context parallelism gives each rank heads/cp heads; {a} heads cannot be "
@@ -40,18 +44,18 @@ def check_context_parallel(model, cp: int, kind: str, tp: int = 1) -> None:
                                f"is not divisible by {cp}")
 
 
-def block_activation_bytes(model: GPTConfig, microbatch: int, cp: int, kind: str = "ring") -> int:
+def block_activation_bytes(model: GPTConfig, microbatch: int, cp: int, kind: str = "p2p") -> int:
     """Float64 bytes one transformer block keeps for backward on one cp rank for one micro-batch:
     per token ln1 (h + 1), its output h, q h, k v 2h, attention output h, lse a, ln2 (h + 1),
     its output h, fc 4h, gelu 4h = 16h + 2 + a (ring); all-to-all also keeps the output of its
     heads over the whole sequence (h more per local token)."""
     h, a = model.hidden, model.heads
-    per_token = 16 * h + 2 + a + (h if kind == "all-to-all" else 0)
+    per_token = 16 * h + 2 + a + (h if canonical_value("cp_comm_type", kind) == "a2a" else 0)
     return 8 * microbatch * (model.seq_len // cp) * per_token
 
 
 def attention_bytes_per_step(model: GPTConfig, blocks: int, microbatch: int, microbatches: int, cp: int,
-                             kind: str = "ring") -> int:
+                             kind: str = "p2p") -> int:
     """Bytes one cp rank sends per training step for the attention of its `blocks` transformer
     blocks (float64), summed over micro-batches. A K/V block is 2 B (s/cp) h values.
     ring: forward cp-1 K/V hops, backward cp-1 K/V hops and cp dK/dV hops: (3cp - 2) blocks;
@@ -60,7 +64,7 @@ def attention_bytes_per_step(model: GPTConfig, blocks: int, microbatch: int, mic
     if cp == 1:
         return 0
     per_layer = microbatch * (model.seq_len // cp) * model.hidden * 8  # one (B, s/cp, h) float64 tensor
-    hops = 2 * (3 * cp - 2) if kind == "ring" else 8 * (cp - 1) / cp
+    hops = 2 * (3 * cp - 2) if canonical_value("cp_comm_type", kind) == "p2p" else 8 * (cp - 1) / cp
     return int(round(blocks * microbatches * per_layer * hops))
 
 

@@ -19,6 +19,7 @@ from numbers import Integral
 from ..errors import ParasimError
 from ..mesh import MEGATRON_ORDER, DeviceMesh, row_major_strides
 from ..model_states import check_zero_stage
+from ..vocabulary import with_aliases
 from .schedule_registry import schedule_spec
 
 RECOMPUTE = ("none", "selective", "full")   # Megatron-LM --recompute-granularity (none: keep activations)
@@ -42,6 +43,7 @@ def check_recompute(recompute: str) -> None:
         raise ParasimError(f"unknown recompute {recompute!r}; known {', '.join(RECOMPUTE)}")
 
 
+@with_aliases()
 @dataclass(frozen=True)
 class Parallelism:
     dp: int = 1                      # data-parallel size
@@ -52,14 +54,14 @@ class Parallelism:
     microbatches: int = 1            # micro-batches per pipeline per step
     virtual_stages: int = 1          # model chunks per device (interleaved schedule)
     schedule: str = "1f1b"           # one of schedule_registry.SCHEDULES
-    zero: int = 0                    # ZeRO stage over the data-parallel group
+    zero_stage: int = 0              # ZeRO stage over the data-parallel group
     recompute: str = "none"          # one of RECOMPUTE
     sequence_parallel: bool = False  # shard the non-tensor-parallel activations over the tp group
 
     def __post_init__(self):
         check_positive(**{name: getattr(self, name) for name in DEGREES},
                        microbatches=self.microbatches, virtual_stages=self.virtual_stages)
-        check_zero_stage(self.zero)
+        check_zero_stage(self.zero_stage)
         check_recompute(self.recompute)
         if self.sequence_parallel and self.tp == 1:
             raise ParasimError("sequence parallel needs tp > 1 (it shards along the tensor-parallel group)")

@@ -40,8 +40,9 @@ def stage_grad(k: int, j: int) -> str:
 
 @dataclass
 class Replica:
-    """One model replica: model stage k holds layers stages[k] and runs on rank ranks[k % p]
-    (chunk k // p: Megatron's interleaved placement). `scale` multiplies the loss sum of each
+    """One model replica: model stage k holds layers stages[k] and runs on rank
+    ranks[stage_devices[k]], the device the schedule places it on (`Schedule.stage_devices`; the
+    loop placement k % p until a schedule is run). `scale` multiplies the loss sum of each
     micro-batch before backward (1 / tokens of the whole replica batch)."""
 
     builder: ProgramBuilder
@@ -52,6 +53,7 @@ class Replica:
     scale: float
     on_grads_ready: Callable[[int, int], None] = lambda rank, layer: None
     m: int = 1
+    stage_devices: tuple = ()  # model stage -> index into ranks, from the schedule
     _bw_done: dict = field(default_factory=dict)
 
     @property
@@ -59,7 +61,7 @@ class Replica:
         return len(self.ranks)
 
     def rank_of(self, k: int) -> int:
-        return self.ranks[k % self.p]
+        return self.ranks[self.stage_devices[k] if self.stage_devices else k % self.p]
 
     def _params(self, li: int) -> list[str]:
         return [param(li, n) for n in layer_of(self.config, li).param_shapes()]
@@ -195,10 +197,10 @@ class Replica:
 
     def run_schedule(self, schedule) -> None:
         """Emit every action of a pipeline schedule (simulator/parallel/schedules.py) in order."""
-        self.m = schedule.m
+        self.m, self.stage_devices = schedule.m, schedule.stage_devices
         for d, actions in enumerate(schedule.actions):
             for a in actions:
-                self.run_action(a, a.chunk * self.p + d)
+                self.run_action(a, schedule.model_stage(d, a.chunk))
 
     def run_action(self, a, k: int) -> None:
         """One schedule action on model stage k."""

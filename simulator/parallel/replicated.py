@@ -27,7 +27,7 @@ from .grad_sync import GradSync
 from .layer_kernels import layer_of, optimizer_state_names
 from .schedule_check import parse_schedule, validate
 from .schedule_registry import make_schedule
-from .schedules import dualpipe
+from .schedules_dualpipe import dualpipe
 from .zero_hybrid import ShardedReader, ZeroGroups, emit_zero_optimizer, shard_state, with_zero
 
 
@@ -174,15 +174,15 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     group_of = grad_groups(mesh, schedule.bidirectional)
     # ZeRO over the data x context axes: stage 1 is Megatron's distributed optimizer; stages 2-3 (no
     # pipeline, TrainConfig refuses it) gather and scatter around every layer (zero_hybrid.py)
-    zero = cfg.zero if dp * cp > 1 else 0
+    zero = cfg.zero_stage if dp * cp > 1 else 0
     if zero and (cfg.bucket_mb is not None or cfg.grad_dtype != "float64"):
         raise ParasimError(f"ZeRO-{zero} here moves float64 per-parameter collectives: drop --bucket-mb and --grad-dtype")
     zgroups = ZeroGroups(group_of, getattr(placement, "grad_group", None), cfg.gradients_mean)
     sync = GradSync(b, cfg.model, {} if zero else group_of, None if cfg.bucket_mb is None else cfg.bucket_mb * 1e6,
                     cfg.grad_dtype, cfg.gradients_mean, shapes=placement.shapes,
                     grad_group=getattr(placement, "grad_group", None))
-    mbs = cfg.microbatch_size
-    rows_per_replica = cfg.batch_size // dp
+    mbs = cfg.micro_batch_size
+    rows_per_replica = cfg.global_batch // dp
     count = rows_per_replica * tokens_per_sample(cfg.model)
     # each cp rank's loss is scaled by cp so that the mean over dp x cp ranks is the replica mean
     copies = 2 if schedule.bidirectional else 1
@@ -202,7 +202,7 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
         for j in range(m):
             # the first half of the micro-batches enters at ranks[0]; under DualPipe the rest at ranks[-1]
             up = schedule.bidirectional and j >= m // 2
-            first, last = (ranks[-1], ranks[0]) if up else (ranks[0], ranks[(len(stages) - 1) % pp])
+            first, last = (ranks[-1], ranks[0]) if up else (ranks[0], ranks[schedule.stage_devices[-1]])
             a = i * rows_per_replica + j * mbs
             feeds.append((first, f"data/x/mb{j}", a, a + mbs, "x", cols))
             feeds.append((last, f"data/y/mb{j}", a, a + mbs, "y", cols))
@@ -211,10 +211,9 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     for r in range(cfg.devices):
         sync.finish(r)
         s, t = mesh.coord(r, "pp"), mesh.coord(r, "tp")
-        held = [li for k in range(s, len(stages), pp) for li in stages[k]]
-        home = held  # the copy read back (DualPipe's first copy)
-        if schedule.bidirectional:
-            held = sorted(held + list(stages[pp - 1 - s]))
+        held = [li for k in sorted(set(schedule.stage_map[s])) for li in stages[k]]
+        # the copy read back: DualPipe's first (device s holds stage s of both copies' stages s, p-1-s)
+        home = list(stages[s]) if schedule.bidirectional else held
         initial[r] = initial_state(cfg.model, held, optimizer, cfg.seed,
                                    lambda li, n, value, t=t, r=r: placement.shard(li, n, value, t, r))
         if zero:
@@ -232,7 +231,7 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     if zero == 3:  # parameters live as shards: the read-back gathers them
         read = _sharded_read(read, param_home, zgroups, placement.shapes)
     return Compiled(cfg, b.build(), initial, feeds, param_home, loss_tensors, count * dp, mesh,
-                    {"stages": stages, "schedule": schedule.name if pp > 1 or v > 1 else None, "zero": cfg.zero,
+                    {"stages": stages, "schedule": schedule.name if pp > 1 or v > 1 else None, "zero": cfg.zero_stage,
                      "zero_groups": zgroups if zero else None}, read)
 
 

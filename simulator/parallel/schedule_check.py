@@ -1,7 +1,7 @@
 """Dependency validation of pipeline schedules, the in-order execution engine they share, and the
 text form of hand-written schedules (parse_schedule / format_schedule).
 
-Rules (model stage k = chunk*p + device; S = p*v model stages; micro-batch i):
+Rules (model stage k = the schedule's stage_map[device][chunk]; S = p*v model stages; micro-batch i):
   - every (i, k) has exactly one F, and one backward: a BW, or a B and a W (never both forms);
   - F(i, k) needs F(i, k-1)                      (activation from the previous stage);
   - B/BW(i, k) needs F(i, k) and B/BW(i, k+1)     (its own activations, the next stage's gradient);
@@ -19,7 +19,7 @@ from collections import deque
 import numpy as np
 
 from simulator.errors import ParasimError, ProgramError
-from simulator.parallel.schedules import KINDS, PHASES, Action, Schedule, infer_phases
+from simulator.parallel.schedules import KINDS, PHASES, PLACEMENTS, Action, Schedule, infer_phases, stage_placement
 
 _FWD, _GRAD = 0, 1  # result kinds: activation produced by F, input gradient produced by B or BW
 
@@ -42,7 +42,7 @@ def action_arrays(schedule: Schedule):
 
 def check_counts(schedule: Schedule, arrays=None) -> None:
     """Every micro-batch: exactly one F and one backward (BW, or B and W) per model stage."""
-    p, m, S = schedule.p, schedule.m, schedule.n_stages
+    m, S = schedule.m, schedule.n_stages
     kind, stage, mb, _, _ = arrays if arrays is not None else action_arrays(schedule)
     counts = np.bincount((kind * S + stage) * m + mb, minlength=4 * S * m).reshape(4, S, m)
     nf, nb, nw, nbw = counts  # each (S, m)
@@ -50,7 +50,7 @@ def check_counts(schedule: Schedule, arrays=None) -> None:
     if not bad.any():
         return
     k, i = (int(x) for x in np.argwhere(bad)[0])
-    d, c = k % p, k // p
+    d, c = schedule.stage_devices[k], schedule.chunk_of(k)
     where = f"stage {d}" + (f" chunk {c} (model stage {k})" if schedule.v > 1 else "")
     name = f"{i}.{c}" if c else f"{i}"
     f_, b_, w_, bw_ = (int(x[k, i]) for x in (nf, nb, nw, nbw))
@@ -69,10 +69,10 @@ def check_counts(schedule: Schedule, arrays=None) -> None:
 
 
 def _describe(schedule: Schedule, d: int, action, dep_key: int) -> str:
-    p, m, S, v = schedule.p, schedule.m, schedule.n_stages, schedule.v
+    m, S, v = schedule.m, schedule.n_stages, schedule.v
     what, rest = divmod(dep_key, S * m)
     k, i = divmod(rest, m)
-    dd, c = k % p, k // p
+    dd, c = schedule.stage_devices[k], schedule.chunk_of(k)
     name = f"{i}.{c}" if c else f"{i}"
     if dd == d:
         own = ("F" if what == _FWD else "B") + name
@@ -103,8 +103,9 @@ def execute(schedule: Schedule, durations: dict, t_comm: float = 0.0, arrays=Non
     dep1 = np.where(is_f, fwd_prev, np.where(is_b, stage * m + mb, (S + stage) * m + mb))
     dep2 = np.where(is_b, grad_next, NONE)
     bi = schedule.bidirectional  # neighbouring stages of a DualPipe copy are always on other devices
-    comm1 = np.where(is_f & (stage > 0) & (bi | ((stage - 1) % p != dev)), t_comm, 0.0)
-    comm2 = np.where(is_b & (stage < S - 1) & (bi | ((stage + 1) % p != dev)), t_comm, 0.0)
+    on = np.array(schedule.stage_devices + (-1,), dtype=np.int64)  # stage -> device; index -1 / S: none
+    comm1 = np.where(is_f & (stage > 0) & (bi | (on[stage - 1] != dev)), t_comm, 0.0)
+    comm2 = np.where(is_b & (stage < S - 1) & (bi | (on[np.minimum(stage + 1, S)] != dev)), t_comm, 0.0)
     produced = np.where(is_f, stage * m + mb, np.where(is_b, (S + stage) * m + mb, SINK))
     dur = np.array([durations[k] for k in ("F", "B", "W", "BW")], dtype=float)[kind]
     # one tuple per action, in device order: (dep1, dep2, comm1, comm2, produced, duration)
@@ -168,8 +169,11 @@ def validate(schedule: Schedule) -> None:
 # ---------------------------------------------------------------- text form
 
 def format_schedule(schedule: Schedule, phases: bool = False) -> str:
-    """One line per device, e.g. "F0 F1 B0.1"; with phases=True "warmup | steady | cooldown"."""
+    """One line per device, e.g. "F0 F1 B0.1"; with phases=True "warmup | steady | cooldown".
+    A placement other than the loop one comes first as a "placement:" line (parse_schedule reads it)."""
     lines = []
+    if schedule.placement_line:
+        lines.append(schedule.placement_line)
     for row in schedule.actions:
         if not phases:
             lines.append(" ".join(map(repr, row)))
@@ -188,17 +192,34 @@ def _parse_token(tok: str, line_no: int) -> tuple:
     return kind, int(mb), int(chunk or 0)
 
 
+def _parse_placement(body: str, line_no: int, v: int):
+    """"v", "loop", or the model stages of each device's chunks: "0 7, 1 6, 2 5, 3 4"."""
+    body = body.strip()
+    if body in PLACEMENTS:
+        return body
+    rows = [seg.split() for seg in body.split(",")]
+    if not all(rows) or not all(t.isdigit() for row in rows for t in row) or any(len(r) != v for r in rows):
+        raise ParasimError(f"line {line_no}: write 'placement: {' or '.join(PLACEMENTS)}' or one group of v={v} "
+                           f"model stages per device separated by commas (e.g. 'placement: 0 3, 1 2'), not {body!r}")
+    return tuple(tuple(int(t) for t in row) for row in rows)
+
+
 def parse_schedule(text: str, v: int = 1, name: str = "custom") -> Schedule:
     """Read a hand-written schedule: one line per device, actions separated by spaces.
 
     Blank lines and text after '#' are ignored. m is inferred as 1 + the largest micro-batch. A line
     may carry two '|' marks splitting warmup | steady | cooldown; otherwise phases are inferred
-    (forwards before the first backward: warmup; after the last forward: cooldown).
+    (forwards before the first backward: warmup; after the last forward: cooldown). A line
+    "placement: v" (V-shaped: chunk 1 of device d is model stage 2p-1-d), "placement: loop" (the
+    default, c*p + d) or "placement: 0 3, 1 2" (each device's chunks' model stages) places the stages.
     """
-    rows = []
+    rows, placement = [], "loop"
     for line_no, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
+            continue
+        if line.startswith("placement:"):
+            placement = _parse_placement(line[len("placement:"):], line_no, v)
             continue
         bars = line.count("|")
         if bars not in (0, 2):
@@ -218,4 +239,6 @@ def parse_schedule(text: str, v: int = 1, name: str = "custom") -> Schedule:
             actions.append(infer_phases(r))
         else:
             actions.append(tuple(Action(k, mb, c, ph) for ph, seg in zip(PHASES, r) for k, mb, c in seg))
-    return Schedule(name, len(actions), m, v, tuple(actions))
+    p = len(actions)
+    smap = stage_placement(placement, p, v) if isinstance(placement, str) else placement
+    return Schedule(name, p, m, v, tuple(actions), stage_map=smap)

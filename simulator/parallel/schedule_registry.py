@@ -12,25 +12,37 @@ Closed forms (per device; F, B, W = one micro-batch's forward, input-gradient an
 time of one stage, B + W the whole backward):
   GPipe, 1F1B   bubble (p-1)(F+B+W); in flight m (GPipe), min(p, m) (1F1B)
                 (Huang et al. 2019; Narayanan et al. 2021 Sec. 2.2)
-  interleaved   bubble (p-1)(F+B+W)/v; m a multiple of p (Narayanan et al. 2021 Sec. 2.2);
-                in flight p (1 + (p-1)/(p v)) stage-sized units (Korthikanti et al. 2022 Sec. 4.2.3,
-                whose "m" is the number of model chunks v; Megatron-LM theoretical_memory_usage)
+  interleaved   bubble (F+B+W)/v ((p-1) + max(0, p-m)(v-1)): Narayanan et al. 2021 Sec. 2.2's
+                (p-1)(F+B+W)/v for every m >= p that PyTorch runs (schedules_interleaved.rounds; p need
+                not divide m: the bubble is kept), plus the unfilled chunks when m < p (measured on
+                the executed schedule with this module's simulator, every m <= 24, p <= 8). In flight: counted
+                on the executed schedule (device 0's peak of held chunks / v, stage-sized units): 4.0
+                at p 4, v 2, m 4, where Megatron-LM's m-independent p (1 + (p-1)/(p v)) says 5.5
+                (Korthikanti et al. 2022 Sec. 4.2.3; theoretical_memory_usage)
   ZB-H1         bubble (p-1) max(0, F+B-W); in flight min(p, m)
   ZB-H2         bubble (p-1) max(0, F+B-2W); in flight min(2p-1, m) (Qi et al. 2023, Table 2)
   DualPipe      in flight p + 1 (DeepSeek-V3 technical report, Table 2); not in the closed-form
                 cost model (bubble None): it runs for real and on the event clock only
+  looped-bfs, interleaved-zb, zb-v, dualpipev (PyTorch's ScheduleLoopedBFS,
+                ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble, ScheduleDualPipeV): in flight
+                counted on the executed schedule; not in the closed-form cost model (bubble None).
+                zb-v and dualpipev place exactly two chunks per device, V-shaped (v = 2).
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import ParasimError
-from .schedules import Schedule, check_dualpipe, dualpipe, gpipe, interleaved, one_f_one_b, zb_h1, zb_h2
+from .schedule_sim import DEFAULT_TIMES, SimResult, simulate_schedule
+from .schedules import Schedule, gpipe, one_f_one_b, zb_h1, zb_h2
+from .schedules_dualpipe import check_dualpipe, dualpipe, dualpipev
+from .schedules_interleaved import first_stage_peak, interleaved, interleaved_zero_bubble, looped_bfs, rounds, zb_v
 
-# (p, F, B, W, v) -> idle time per device in one step
-BubbleForm = Callable[[int, float, float, float, int], float]
+# (p, m, F, B, W, v) -> idle time per device in one step
+BubbleForm = Callable[[int, int, float, float, float, int], float]
 
 
 @dataclass(frozen=True)
@@ -41,7 +53,10 @@ class ScheduleSpec:
     bubble: BubbleForm | None                       # None: not priced by the closed form
     splits_bw: bool = False        # always runs B and W as separate actions (zero-bubble schedules)
     virtual_stages: bool = False   # takes v > 1 model chunks per device
-    m_multiple_of_p: bool = False  # needs micro-batches a multiple of the stages
+    chunks: int | None = None      # the one v it takes (the V-shaped schedules: 2), None = any
+    rounds: bool = False           # issues micro-batches in rounds: m a multiple of max(1, m // p)
+    min_m: Callable[[int], int] = lambda p: 1  # fewest micro-batches at p stages
+    by_times: Callable | None = None  # (p, m, t_f, t_b, t_w) -> Schedule: ordered by playing the times
 
     @property
     def priced(self) -> bool:
@@ -50,27 +65,49 @@ class ScheduleSpec:
     def check(self, p: int, m: int, v: int = 1) -> None:
         """Refuse (p, m, v) this schedule cannot run, with one line naming the rule and the numbers."""
         if v != 1 and not self.virtual_stages:
-            raise ParasimError(f"virtual stages ({v}) need the interleaved schedule, not {self.name}")
+            takes = ", ".join(n for n, spec in SCHEDULE_SPECS.items() if spec.virtual_stages)
+            raise ParasimError(f"virtual stages ({v}) need a schedule with several chunks per device ({takes}), "
+                               f"not {self.name}")
+        if self.chunks is not None and v != self.chunks:
+            raise ParasimError(f"{self.name} places exactly {self.chunks} model chunks per device (V-shaped): "
+                               f"virtual stages must be {self.chunks}, got {v}")
         if self.name == "dualpipe" and p > 1:
             check_dualpipe(p, m)
-        if self.m_multiple_of_p and p > 1 and m % p:
-            raise ParasimError(f"{self.name} schedule needs micro-batches ({m}) to be a multiple of stages ({p}) "
-                               f"(Narayanan et al. 2021 Sec. 2.2)")
+        if m < self.min_m(p):
+            raise ParasimError(f"{self.name} needs at least {self.min_m(p)} micro-batches at p = {p} stages, got {m}")
+        if self.rounds and p > 1 and v > 1:
+            rounds(p, m)
+
+    def chunks_for(self, v: int) -> int:
+        """The chunks per device this schedule runs when a view offers `v` to every schedule: v for
+        the ones that take any v, their fixed count for the V-shaped ones, 1 for the rest."""
+        return self.chunks or (v if self.virtual_stages else 1)
 
 
 SCHEDULE_SPECS: dict[str, ScheduleSpec] = {s.name: s for s in (
     ScheduleSpec("gpipe", lambda p, m, v: gpipe(p, m), lambda p, m, v: float(m),
-                 lambda p, F, B, W, v: (p - 1) * (F + B + W)),
+                 lambda p, m, F, B, W, v: (p - 1) * (F + B + W)),
     ScheduleSpec("1f1b", lambda p, m, v: one_f_one_b(p, m), lambda p, m, v: float(min(p, m)),
-                 lambda p, F, B, W, v: (p - 1) * (F + B + W)),
-    ScheduleSpec("interleaved", interleaved, lambda p, m, v: p * (1 + (p - 1) / (p * v)),
-                 lambda p, F, B, W, v: (p - 1) * (F + B + W) / v, virtual_stages=True, m_multiple_of_p=True),
+                 lambda p, m, F, B, W, v: (p - 1) * (F + B + W)),
+    ScheduleSpec("interleaved", interleaved, lambda p, m, v: first_stage_peak(p, m, v),
+                 lambda p, m, F, B, W, v: (F + B + W) / v * (p - 1 + max(0, p - m) * (v - 1)),
+                 virtual_stages=True, rounds=True),
     ScheduleSpec("zb-h1", lambda p, m, v: zb_h1(p, m), lambda p, m, v: float(min(p, m)),
-                 lambda p, F, B, W, v: (p - 1) * max(0.0, F + B - W), splits_bw=True),
+                 lambda p, m, F, B, W, v: (p - 1) * max(0.0, F + B - W), splits_bw=True),
     ScheduleSpec("zb-h2", lambda p, m, v: zb_h2(p, m), lambda p, m, v: float(min(2 * p - 1, m)),
-                 lambda p, F, B, W, v: (p - 1) * max(0.0, F + B - 2 * W), splits_bw=True),
+                 lambda p, m, F, B, W, v: (p - 1) * max(0.0, F + B - 2 * W), splits_bw=True, by_times=zb_h2),
     # DualPipe runs some backwards whole (BW) and the rest split (B, then W), so it is not marked splits_bw
     ScheduleSpec("dualpipe", lambda p, m, v: dualpipe(p, m), lambda p, m, v: float(p + 1), None),
+    ScheduleSpec("looped-bfs", looped_bfs, lambda p, m, v: executed_in_flight("looped-bfs", p, m, v), None,
+                 virtual_stages=True),
+    ScheduleSpec("interleaved-zb", interleaved_zero_bubble,
+                 lambda p, m, v: first_stage_peak(p, m, v, zero_bubble=True), None, splits_bw=True,
+                 virtual_stages=True, rounds=True),
+    ScheduleSpec("zb-v", lambda p, m, v: zb_v(p, m), lambda p, m, v: executed_in_flight("zb-v", p, m, v), None,
+                 splits_bw=True, virtual_stages=True, chunks=2),
+    # DualPipeV runs some backwards whole (BW) and the rest split, like DualPipe
+    ScheduleSpec("dualpipev", lambda p, m, v: dualpipev(p, m), lambda p, m, v: executed_in_flight("dualpipev", p, m, v),
+                 None, virtual_stages=True, chunks=2, min_m=lambda p: 2 * p),
 )}
 
 SCHEDULES = tuple(SCHEDULE_SPECS)                                        # every schedule
@@ -87,8 +124,33 @@ def schedule_spec(name: str, priced: bool = False) -> ScheduleSpec:
 
 
 def make_schedule(name: str, p: int, m: int, v: int = 1) -> Schedule:
-    """Build a named schedule: "gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "dualpipe"."""
+    """Build a named schedule (one of SCHEDULES) with v chunks per device, its rules checked first."""
     spec = schedule_spec(name)
     if v != 1 and not spec.virtual_stages:
         raise ParasimError(f"schedule {name!r} has one chunk per stage, got v={v}")
+    if p > 1 or v > 1:
+        spec.check(p, m, v)
     return spec.generate(p, m, v)
+
+
+def time_schedule(name: str, p: int, m: int, v: int = 1, t_f: float = DEFAULT_TIMES["t_f"],
+                  t_b: float = DEFAULT_TIMES["t_b"], t_w: float = DEFAULT_TIMES["t_w"],
+                  t_comm: float = DEFAULT_TIMES["t_comm"]) -> SimResult:
+    """Build `name` with `spec.chunks_for(v)` chunks per device (a view offering one v to every
+    schedule) and time it with unit times per device-sized stage: an action of a schedule with c
+    chunks per device takes t/c (its chunk holds 1/c of the device's layers; DualPipe's two chunks
+    are whole stages of two copies). Greedy schedules (ZB-H2) are ordered by the same times."""
+    spec = schedule_spec(name)
+    c = spec.chunks_for(v)
+    sched = spec.by_times(p, m, t_f, t_b, t_w) if spec.by_times else make_schedule(name, p, m, c)
+    k = 1 if sched.bidirectional else sched.v
+    return simulate_schedule(sched, t_f / k, t_b / k, t_w / k, t_comm)
+
+
+@functools.lru_cache(maxsize=256)
+def executed_in_flight(name: str, p: int, m: int, v: int) -> float:
+    """Stage-sized units of activations device 0 holds at its peak: schedule_sim's count on the
+    schedule's own action list (F adds a chunk, BW or W frees it) divided by the chunks per device.
+    Independent of the action times: it is the order of device 0's list."""
+    sched = SCHEDULE_SPECS[name].generate(p, m, v)
+    return simulate_schedule(sched).peak_in_flight[0] / (1 if sched.bidirectional else sched.v)

@@ -71,8 +71,14 @@ class SimResult:
                 f"peak in flight {max(self.peak_in_flight)})")
 
 
-def simulate_schedule(schedule: Schedule, t_f: float = 1.0, t_b: float = 1.0, t_w: float = 1.0,
-             t_comm: float = 0.0) -> SimResult:
+# one stage's forward, input-gradient and weight-gradient time per micro-batch, and the stage-to-stage
+# transfer: the defaults of every door that times a schedule (simulate_schedule,
+# schedule_registry.time_schedule, sweep and the app's Pipelines page)
+DEFAULT_TIMES = {"t_f": 1.0, "t_b": 1.0, "t_w": 1.0, "t_comm": 0.0}
+
+
+def simulate_schedule(schedule: Schedule, t_f: float = DEFAULT_TIMES["t_f"], t_b: float = DEFAULT_TIMES["t_b"],
+                      t_w: float = DEFAULT_TIMES["t_w"], t_comm: float = DEFAULT_TIMES["t_comm"]) -> SimResult:
     """Event-driven timing of `schedule`; raises ParasimError if it is invalid or deadlocks."""
     if min(t_f, t_b, t_w, t_comm) < 0:
         raise ParasimError(f"times must be >= 0, got t_f={t_f}, t_b={t_b}, t_w={t_w}, t_comm={t_comm}")

@@ -5,8 +5,12 @@ and waits for its dependencies (see `schedule_check.validate` and `schedule_sim.
 
 Actions: `F` forward, `BW` full backward (input and weight gradient together), and for the
 zero-bubble schedules `B` (input gradient only, on the critical path) and `W` (weight gradient
-only, deferrable). With interleaving (v > 1) device d holds v chunks; chunk c of device d is
-model stage `c * p + d` (Megatron-LM's interleaving, Narayanan et al. 2021, Sec. 2.2).
+only, deferrable). With interleaving (v > 1) device d holds v chunks. Which model stage chunk c of
+device d is lives in the schedule (`Schedule.stage_map`, consumed by the checker, the clock and the
+runtime): "loop" placement is `c * p + d` (Megatron-LM's interleaving, Narayanan et al. 2021,
+Sec. 2.2), "v" placement zig-zags, chunk c being `c * p + d` for even c and `c * p + p - 1 - d` for
+odd c, so that device d holds stages d and 2p-1-d when v = 2 (PyTorch's `style="v"` stage-to-rank
+mapping, used by ZB-V and DualPipeV; Qi et al. 2024, Pipeline Parallelism with Controllable Memory).
 
 Facts the generators reproduce (Huang et al. 2019; Narayanan et al. 2021, Sec. 2.2; Qi et al. 2023;
 DeepSeek-V3 technical report, Sec. 3.2.1):
@@ -16,7 +20,9 @@ DeepSeek-V3 technical report, Sec. 3.2.1):
   with (2p-1) M_B.
 
 Text form (schedule_check.parse_schedule / format_schedule), one line per device: "F0 F1 B0 B1",
-chunks as "F0.1", optional phase bars "F0 | F1 B0 | B1" (warmup | steady | cooldown).
+chunks as "F0.1", optional phase bars "F0 | F1 B0 | B1" (warmup | steady | cooldown); a line
+"placement: v" (or "placement: 0 7, 1 6, ...", the model stages of each device's chunks) sets the
+stage placement.
 """
 
 from __future__ import annotations
@@ -28,6 +34,16 @@ from simulator.errors import ParasimError
 
 KINDS = ("F", "B", "W", "BW")
 PHASES = ("warmup", "steady", "cooldown")
+PLACEMENTS = ("loop", "v")
+
+
+def stage_placement(style: str, p: int, v: int) -> tuple:
+    """Per device, the model stage of each of its v chunks: "loop" c*p + d (Megatron-LM), "v"
+    zig-zag (PyTorch's `generate_stage_to_rank_mapping(style="v")`): see the module docstring."""
+    if style not in PLACEMENTS:
+        raise ParasimError(f"stage placement {style!r} is not one of {', '.join(PLACEMENTS)}")
+    flip = style == "v"
+    return tuple(tuple(c * p + (p - 1 - d if flip and c % 2 else d) for c in range(v)) for d in range(p))
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +73,8 @@ class Schedule:
     """Per-device action lists. `actions[d]` is what device d runs, in order.
 
     p devices (= pipeline ranks), m micro-batches, v virtual stages (chunks) per device, so
-    p*v model stages; model stage of (device d, chunk c) is c*p + d.
+    p*v model stages; model stage of (device d, chunk c) is stage_map[d][c] (default: the loop
+    placement c*p + d; see `stage_placement`).
     """
 
     name: str
@@ -66,11 +83,23 @@ class Schedule:
     v: int
     actions: tuple  # tuple (length p) of tuples of Action
     bidirectional: bool = False  # DualPipe: chunk c is a direction; see model_stage
+    stage_map: tuple = ()  # per device, the model stage of each chunk; () = the loop placement
 
     def __post_init__(self):
-        _check_sizes(self.p, self.m, self.v)
+        check_sizes(self.p, self.m, self.v)
         acts = tuple(tuple(row) for row in self.actions)
         object.__setattr__(self, "actions", acts)
+        if self.bidirectional:  # DualPipe: chunk 0 of device d is stage d of one copy, chunk 1 p-1-d of the other
+            object.__setattr__(self, "stage_map", tuple((d, self.p - 1 - d) for d in range(self.p)))
+        elif not self.stage_map:
+            object.__setattr__(self, "stage_map", stage_placement("loop", self.p, self.v))
+        smap = tuple(tuple(int(k) for k in row) for row in self.stage_map)
+        object.__setattr__(self, "stage_map", smap)
+        flat = sorted(k for row in smap for k in row)
+        bad = len(smap) != self.p or any(len(row) != self.v for row in smap) or flat != list(range(self.p * self.v))
+        if bad and not self.bidirectional:
+            raise ParasimError(f"schedule {self.name!r}: the stage placement {smap} must give each of the "
+                               f"p={self.p} devices v={self.v} chunks, the model stages 0..{self.p * self.v - 1} once each")
         if len(acts) != self.p:
             raise ParasimError(f"schedule {self.name!r} has {len(acts)} action lists for p={self.p} stages")
         for d, row in enumerate(acts):
@@ -87,21 +116,47 @@ class Schedule:
         return self.p if self.bidirectional else self.p * self.v
 
     def model_stage(self, device: int, chunk: int) -> int:
-        """Megatron interleaving: chunk c of device d is model stage c*p + d. Bidirectional
-        (DualPipe): chunk 0 of device d is stage d of the copy fed from device 0, chunk 1 stage
-        p-1-d of the copy fed from device p-1."""
+        """stage_map[device][chunk]. Bidirectional (DualPipe): chunk 0 of device d is stage d of
+        the copy fed from device 0, chunk 1 stage p-1-d of the copy fed from device p-1."""
+        return self.stage_map[device][chunk]
+
+    @property
+    def stage_devices(self) -> tuple:
+        """Model stage -> the device that runs it (bidirectional: the device of the first copy)."""
         if self.bidirectional:
-            return device if chunk == 0 else self.p - 1 - device
-        return chunk * self.p + device
+            return tuple(range(self.p))
+        out = [0] * self.n_stages
+        for d, row in enumerate(self.stage_map):
+            for k in row:
+                out[k] = d
+        return tuple(out)
+
+    def chunk_of(self, k: int) -> int:
+        """The chunk index of model stage k on its device."""
+        return 0 if self.bidirectional else self.stage_map[self.stage_devices[k]].index(k)
+
+    @property
+    def placement(self) -> str:
+        """"loop", "v" or "custom": the name of the stage placement."""
+        return next((s for s in PLACEMENTS if stage_placement(s, self.p, self.v) == self.stage_map), "custom")
 
     def __repr__(self) -> str:
         return f"Schedule({self.name}, p={self.p}, m={self.m}, v={self.v})"
 
+    @property
+    def placement_line(self) -> str:
+        """The text form's "placement: ..." line ("" for the loop placement and for DualPipe)."""
+        if self.placement == "loop" or self.bidirectional:
+            return ""
+        how = self.placement if self.placement != "custom" else ", ".join(" ".join(map(str, r)) for r in self.stage_map)
+        return f"placement: {how}"
+
     def __str__(self) -> str:  # the text form of schedule_check.format_schedule
-        return "\n".join(" ".join(map(repr, row)) for row in self.actions)
+        head = [self.placement_line] if self.placement_line else []
+        return "\n".join(head + [" ".join(map(repr, row)) for row in self.actions])
 
 
-def _check_sizes(p: int, m: int, v: int) -> None:
+def check_sizes(p: int, m: int, v: int) -> None:
     if p < 1:
         raise ParasimError(f"pipeline needs p >= 1 stages, got p={p}")
     if m < 1:
@@ -110,7 +165,7 @@ def _check_sizes(p: int, m: int, v: int) -> None:
         raise ParasimError(f"pipeline needs v >= 1 virtual stages per device, got v={v}")
 
 
-class _Maker:
+class ActionMaker:
     """Per-call cache of Actions: the same (kind, mb, chunk, phase) is shared across devices."""
 
     def __init__(self):
@@ -130,8 +185,8 @@ def gpipe(p: int, m: int) -> Schedule:
     Bubble (p-1)(t_f+t_b), bubble fraction of the step (p-1)/(m+p-1), m micro-batches of
     activations in flight (Huang et al. 2019, GPipe).
     """
-    _check_sizes(p, m, 1)
-    act = _Maker()
+    check_sizes(p, m, 1)
+    act = ActionMaker()
     row = tuple(act("F", i, 0, "warmup") for i in range(m)) + tuple(act("BW", i, 0, "cooldown") for i in range(m))
     return Schedule("gpipe", p, m, 1, (row,) * p)
 
@@ -141,8 +196,8 @@ def one_f_one_b(p: int, m: int) -> Schedule:
     the remaining backwards. Same bubble as GPipe, (p-1)(t_f+t_b), but at most p micro-batches in
     flight instead of m (Narayanan et al. 2021, Sec. 2.2).
     """
-    _check_sizes(p, m, 1)
-    act = _Maker()
+    check_sizes(p, m, 1)
+    act = ActionMaker()
     rows = []
     for r in range(p):
         warm = min(p - r - 1, m)
@@ -152,42 +207,6 @@ def one_f_one_b(p: int, m: int) -> Schedule:
         row += [act("BW", i, 0, "cooldown") for i in range(m - warm, m)]
         rows.append(tuple(row))
     return Schedule("1f1b", p, m, 1, tuple(rows))
-
-
-def interleaved(p: int, m: int, v: int) -> Schedule:
-    """Megatron-LM's interleaved 1F1B with v chunks per device (Narayanan et al. 2021, Sec. 2.2).
-
-    Work is issued in groups of p micro-batches per chunk: the k-th forward on a device is chunk
-    (k mod pv) // p, micro-batch (k // pv) p + k mod p; backwards walk the chunks in reverse.
-    Warmup on rank r: (p-r-1)*2 + (v-1)*p forwards, capped at m*v; then F/BW pairs; cooldown.
-    With v = 1 this is exactly one_f_one_b (Megatron takes its non-interleaved path).
-    Bubble (p-1)/(v m) of ideal compute when a chunk costs t/v; m must be a multiple of p
-    (Qi et al. 2023, Zero Bubble Pipeline Parallelism, Sec. 3).
-    """
-    _check_sizes(p, m, v)
-    if m % p:
-        raise ParasimError(f"interleaved schedule needs m a multiple of p: m={m}, p={p}")
-    act = _Maker()
-    total = m * v
-
-    def fwd(k):  # k-th forward on any device -> (micro-batch, chunk)
-        g, j = divmod(k, p * v)
-        return g * p + j % p, j // p
-
-    def bwd(k):
-        mb, c = fwd(k)
-        return mb, v - 1 - c
-
-    rows = []
-    for r in range(p):
-        # v = 1 is Megatron's plain 1F1B path (its interleaved formula would double the warmup)
-        warm = min((p - r - 1) * 2 + (v - 1) * p if v > 1 else p - r - 1, total)
-        row = [act("F", *fwd(k), "warmup") for k in range(warm)]
-        for i in range(total - warm):
-            row += [act("F", *fwd(warm + i), "steady"), act("BW", *bwd(i), "steady")]
-        row += [act("BW", *bwd(k), "cooldown") for k in range(total - warm, total)]
-        rows.append(tuple(row))
-    return Schedule("interleaved", p, m, v, tuple(rows))
 
 
 def _zero_bubble(name, p, m, limits, t_f, t_b, t_w) -> Schedule:
@@ -250,7 +269,7 @@ def infer_phases(row):
     """Actions from an ordered list of (kind, micro-batch[, chunk]) tuples, with phases inferred:
     forwards before the first backward are warmup, actions after the last forward are cooldown,
     the rest steady."""
-    act = _Maker()
+    act = ActionMaker()
     kinds = [k for k, _, *_ in row]
     first_b = next((i for i, k in enumerate(kinds) if k != "F"), len(kinds))
     last_f = max((i for i, k in enumerate(kinds) if k == "F"), default=-1)
@@ -270,7 +289,7 @@ def zb_h1(p: int, m: int) -> Schedule:
     (p-1)(T_F+T_B-T_W) for m >= p, a third of 1F1B's (p-1)(T_F+T_B+T_W) when the three times
     are equal (Qi et al. 2023, Zero Bubble Pipeline Parallelism, Sec. 3).
     """
-    _check_sizes(p, m, 1)
+    check_sizes(p, m, 1)
     rows = []
     for r in range(p):
         warm = min(p - r - 1, m)
@@ -300,104 +319,5 @@ def zb_h2(p: int, m: int, t_f: float = 1.0, t_b: float = 1.0, t_w: float = 1.0) 
     synchronised step (p-1)T_F is a lower bound for every schedule (the last stage's first input
     arrives then), so Qi et al.'s (p-1)(T_F+T_B-2T_W) is reached only when T_B >= 2T_W.
     """
-    _check_sizes(p, m, 1)
+    check_sizes(p, m, 1)
     return _zero_bubble("zb-h2", p, m, [2 * p - 1] * p, t_f, t_b, t_w)
-
-
-def check_dualpipe(p: int, m: int) -> None:
-    """DualPipe's rules, one line each: an even number of stages, an even m >= 2p."""
-    if p < 2 or p % 2:
-        raise ParasimError(f"DualPipe pairs device d with device p-1-d, so it needs an even number of stages; "
-                           f"got {p}")
-    if m % 2 or m < 2 * p:
-        raise ParasimError(f"DualPipe splits the micro-batches between its two directions and needs m >= 2p: "
-                           f"m = {m} with p = {p} (need an even m >= {2 * p})")
-
-
-def dualpipe(p: int, m: int, split: bool = True) -> Schedule:
-    """DualPipe (DeepSeek-V3 technical report, Sec. 3.2.1; github.com/deepseek-ai/DualPipe,
-    dualpipe.py `step`): two copies of the p-stage model, one fed from device 0 (chunk 0 of device
-    d is its stage d) and one from device p-1 (chunk 1 of device d is its stage p-1-d), each taking
-    m/2 micro-batches (ids 0..m/2-1 and m/2..m-1). Every device runs the repository's eight steps,
-    "phase 0" being the direction whose first stage is nearer (its half of the devices):
-
-        1 nF0   2 nF0F1   3 nB1W1F1 (zero bubble)   4 nF0B1F1B0 (main: F and B of different
-        micro-batches paired)   5 nB1F1B0   6 nB1B0 (second half zero bubble)   7 nWB0   8 nW
-
-    A zero-bubble backward is B now and W queued (first in, first out); `split=False` turns every
-    backward into BW (for layers that emit both together). Needs p even and m >= 2p, m even.
-    Bubble (p/2 - 1)(F&B + B - 3W), 2x parameters, p + 1 micro-batches of activations
-    (the report's Table 2)."""
-    check_dualpipe(p, m)
-    return Schedule("dualpipe", p, m, 2, tuple(_dualpipe_row(rank, p, m // 2, split) for rank in range(p)),
-                    bidirectional=True)
-
-
-class _DualPipeDevice:
-    """One device's row of DualPipe being written: micro-batch counters per direction and the
-    queue of deferred weight-gradient steps (W)."""
-
-    def __init__(self, second: bool, half: int, split: bool):
-        self.second, self.half, self.split = second, half, split
-        self.nf, self.nb, self.wq, self.row = [0, 0], [0, 0], [], []
-        self.phase = "warmup"
-
-    def F(self, ph: int) -> None:
-        d = ph ^ 1 if self.second else ph
-        self.row.append(Action("F", d * self.half + self.nf[d], d, self.phase))
-        self.nf[d] += 1
-
-    def B(self, ph: int, zb: bool = False) -> None:
-        d = ph ^ 1 if self.second else ph
-        mb = d * self.half + self.nb[d]
-        self.nb[d] += 1
-        self.row.append(Action("B" if zb and self.split else "BW", mb, d, self.phase))
-        if zb and self.split:
-            self.wq.append((mb, d))
-
-    def W(self) -> None:
-        if self.wq:
-            mb, d = self.wq.pop(0)
-            self.row.append(Action("W", mb, d, self.phase))
-
-
-def _dualpipe_row(rank: int, p: int, half: int, split: bool) -> tuple:
-    """The eight steps of DualPipe's `step` on one device (docstring of `dualpipe`)."""
-    hp = p // 2
-    hr = min(rank, p - 1 - rank)
-    dev = _DualPipeDevice(rank >= hp, half, split)
-    for _ in range((hp - hr - 1) * 2):  # 1: nF0
-        dev.F(0)
-    for _ in range(hr + 1):  # 2: nF0F1
-        dev.F(0)
-        dev.F(1)
-    for _ in range(hp - hr - 1):  # 3: nB1W1F1
-        dev.B(1, zb=True)
-        dev.W()
-        dev.F(1)
-    dev.phase = "steady"
-    for _ in range(half - p + hr + 1):  # 4: nF0B1F1B0
-        dev.F(0)
-        dev.B(1)
-        dev.F(1)
-        dev.B(0)
-    dev.phase = "cooldown"
-    for _ in range(hp - hr - 1):  # 5: nB1F1B0
-        dev.B(1)
-        dev.F(1)
-        dev.B(0)
-    zb = False
-    for i in range(hr + 1):  # 6: nB1B0, the second half zero bubble
-        zb = zb or (i == (hr + 1) // 2 and hr % 2 == 1)
-        dev.B(1, zb)
-        zb = zb or (i == (hr + 1) // 2 and hr % 2 == 0)
-        dev.B(0, zb)
-    for _ in range(hp - hr - 1):  # 7: nWB0
-        dev.W()
-        dev.B(0, zb=True)
-    for _ in range(hr + 1):  # 8: nW
-        dev.W()
-    while dev.wq:
-        dev.W()
-    return tuple(dev.row)
-

@@ -20,7 +20,7 @@ from .zero import compile_zero
 
 COMPILERS: dict[str, Callable[[TrainConfig], Compiled]] = {
     "single": compile_single,
-    "dp": lambda cfg: compile_zero(cfg) if cfg.zero else compile_data_parallel(cfg),  # --zero S routes to ZeRO
+    "dp": lambda cfg: compile_zero(cfg) if cfg.zero_stage else compile_data_parallel(cfg),  # --zero S routes to ZeRO
     "layer": compile_layer_parallel,
     "pp": compile_pipeline_parallel,
     "zero1": compile_zero,

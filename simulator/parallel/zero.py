@@ -197,21 +197,21 @@ def model_state_report(program, memory) -> list[dict[str, int]]:
 
 
 def compile_zero(cfg: TrainConfig) -> Compiled:
-    """ZeRO stage cfg.zero over cfg.dp data-parallel ranks (stage 0 is plain data parallelism)."""
+    """ZeRO stage cfg.zero_stage over cfg.dp data-parallel ranks (stage 0 is plain data parallelism)."""
     cfg = cfg.resolved()
-    if cfg.zero == 0:
+    if cfg.zero_stage == 0:
         return compile_replicated(replace(cfg, strategy="dp"))
     if cfg.pp != 1 or cfg.tp != 1 or cfg.virtual_stages != 1:
         raise ParasimError(f"ZeRO shards over data parallelism only: needs pp=1, tp=1, one virtual stage; "
                            f"got pp={cfg.pp}, tp={cfg.tp}, virtual stages={cfg.virtual_stages}")
     if cfg.bucket_mb is not None or cfg.grad_dtype != "float64":
         raise ParasimError("ZeRO here moves float64 per-parameter collectives: drop --bucket-mb and --grad-dtype")
-    dp, m, stage = cfg.dp, cfg.m, cfg.zero
+    dp, m, stage = cfg.dp, cfg.m, cfg.zero_stage
     group = tuple(range(dp))
     b = ProgramBuilder(cfg.devices, name=f"zero{stage} dp={dp} m={m}")
     layers = tuple(range(cfg.n_layers))
     optimizer = make_optimizer(cfg)
-    mbs, rows = cfg.microbatch_size, cfg.batch_size // dp
+    mbs, rows = cfg.micro_batch_size, cfg.global_batch // dp
     count = rows * tokens_per_sample(cfg.model)
     schedule = make_schedule("1f1b", 1, m, 1)
     feeds, loss_tensors, initial = [], {}, {}

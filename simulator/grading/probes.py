@@ -1,0 +1,37 @@
+"""Parasim's own functions a check runs on what a submission built, in a probe sandbox.
+
+A check must not run a student-built object (a `Program`) in the grader, and must not trust the
+student's own process to run it either (the submission could replace parasim's runtime there).
+So the check hands the object, as the data it came back as, to a fresh sandbox that holds no
+submission (`Sandbox(None)`, under the same limits and confinement), which rebuilds it and runs
+one of these functions on it; what comes back is plain data.
+"""
+
+from __future__ import annotations
+
+
+def run_program(program, inputs: dict, fetch: str) -> dict:
+    """Run `program` on the local runtime with `inputs` ({rank: {tensor: array}}); the tensor
+    `fetch` of every rank, and the bytes each rank sent."""
+    from ..program import Program
+    from ..runtime import make_runtime
+
+    if not isinstance(program, Program):
+        raise TypeError(f"a Program was expected, got {type(program).__name__}")
+    n = program.n_devices
+    with make_runtime("local", n) as rt:
+        rt.load({int(r): dict(v) for r, v in inputs.items()})
+        result = rt.run(program)
+        outputs = [rt.fetch(r, [fetch])[fetch] for r in range(n)]
+    return {"outputs": outputs, "bytes_sent": [int(b) for b in result.bytes_sent]}
+
+
+def method(obj, name: str, *args):
+    """`obj.name(*args)` for a parasim object a submission returned (a Trace's
+    `bytes_by_collective`, say): its public methods only."""
+    if not isinstance(name, str) or name.startswith("_") or not type(obj).__module__.startswith("simulator"):
+        raise TypeError(f"no public parasim method {name!r} of a {type(obj).__name__}")
+    return getattr(obj, name)(*args)
+
+
+PROBES = {"run_program": run_program, "method": method}

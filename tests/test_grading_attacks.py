@@ -1,0 +1,162 @@
+"""Issue 26's attacks, each planted as a hostile submission of lesson 05 in one class: every one
+fails, and the honest students' rows survive. The grader runs as a subprocess (`parasim lesson
+grade`), so an attack that got through and killed or froze its parent would not take pytest with
+it: it would show as missing rows."""
+
+import csv
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simulator.grading import get_lesson
+from simulator.grading.confine import confinement
+
+pytestmark = pytest.mark.skipif(not confinement()["complete"], reason="needs Landlock and the seccomp filter "
+                                "(the refusal without them is tested in test_grading_confinement.py)")
+
+LESSON = get_lesson(5)
+SOLUTION = (LESSON.folder / "solution.py").read_text(encoding="utf-8")
+FULL = 5
+
+
+def _attacks(root: Path, port: int) -> dict[str, str]:
+    subs, out = root / "subs", root / "out"
+    sol = LESSON.folder / "solution.py"
+    pre = "import os, signal, ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nG = os.getppid()\n"
+    return {
+        "alice.py": SOLUTION,
+        "amy.py": SOLUTION,
+        # read every solution: the lesson's own, through glob from the submissions folder, a classmate's
+        "reader.py": f"exec(open({str(sol)!r}).read())\n",
+        "globber.py": "import glob\nfor p in glob.glob('../**/alice.py', recursive=True) + "
+                      f"glob.glob({str(subs)!r} + '/alice.py'):\n    exec(open(p).read())\n",
+        # overwrite a classmate's file, a file next to the submissions, and the lesson's checker
+        "vandal.py": SOLUTION.replace("import numpy", "import numpy", 1) + "\n"
+                     f"for p in ({str(subs / 'amy.py')!r}, {str(root / 'next_to.txt')!r}, "
+                     f"{str(LESSON.folder / 'check.py')!r}):\n"
+                     "    try:\n        open(p, 'w').write('broken')\n    except OSError:\n        pass\n",
+        # signals to the grader and to classmates: tkill, rt_sigqueueinfo, pidfd_send_signal, kill(0), SIGSTOP
+        "killer.py": pre + "for nr, args in ((200, (G, 9)), (129, (G, 9, 0)), (62, (0, 9)), (62, (-G, 19)), "
+                     "(62, (G, 19)), (234, (G, G, 9))):\n    libc.syscall(nr, *args)\n"
+                     "fd = libc.syscall(434, G, 0)\nlibc.syscall(424, fd, 9, 0, 0)\n" + SOLUTION.replace(
+                         "def bubble_time", "def _x", 1),
+        # the grader's file-size limit to 0, after appending a forged row to the live CSV
+        "forger.py": pre + f"try:\n    open({str(out / 'scores.csv')!r}, 'a').write('forger,x,graded,5,5\\n')\n"
+                     "except OSError:\n    pass\n"
+                     "class R(ctypes.Structure):\n    _fields_ = [('c', ctypes.c_ulong), ('m', ctypes.c_ulong)]\n"
+                     "libc.syscall(302, G, 1, ctypes.byref(R(0, 0)), None)\n",
+        # the grader's memory, the network, a planted sitecustomize for the next sandbox
+        "spy.py": "data = open('/proc/{}/mem'.format(__import__('os').getppid()), 'rb').read(1)\n",
+        "caller.py": f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2).sendall(b'hi')\n",
+        "planter.py": "import os, sys\nfor d in sys.path + [os.path.expanduser('~'), '..']:\n    try:\n"
+                      "        open(os.path.join(d, 'sitecustomize.py'), 'w').write("
+                      "\"import os; os.system('touch /tmp/parasim_pwned_" + str(os.getpid()) + "')\")\n"
+                      "    except OSError:\n        pass\n",
+        # a hand-written reply frame naming a module: the grader's codec must not import it
+        "framer.py": "import os, json, struct\n"
+                     "def bubble_time(p, m, t_f, t_b):\n"
+                     "    msg = json.dumps({'op': 'result', 'ok': True, 'value': {'$': 'dc', "
+                     "'cls': 'simulator.__main__:X', 'f': {}}}).encode()\n"
+                     "    for fd in range(3, 12):\n        try:\n"
+                     "            os.write(fd, struct.pack('>I', len(msg)) + msg)\n        except OSError:\n"
+                     "            pass\n    return 0.0\n",
+        # NaN answers, a 60 MB answer, an endless import, a FIFO at a classmate's feedback path
+        "nan.py": SOLUTION.replace("def bubble_fraction(p: int, m: int) -> float:",
+                                   "def bubble_fraction(p: int, m: int) -> float:\n    return float('nan')", 1),
+        "huge.py": SOLUTION.replace("def bubble_fraction(p: int, m: int) -> float:",
+                                    "def bubble_fraction(p: int, m: int) -> float:\n    return 'x' * 60_000_000", 1),
+        "looper.py": "while True:\n    pass\n",
+        "fifo.py": f"import os\ntry:\n    os.mkfifo({str(out / 'scores_feedback' / 'zoe.md')!r})\n"
+                   "except OSError:\n    pass\n",
+        "broken.ipynb": "{ this is not json",
+        "zoe.py": SOLUTION,
+        # formula injection through the file name and a backtick break-out through an exception
+        "=HYPERLINK(1).py": SOLUTION,
+        "ticks.py": SOLUTION.replace("def bubble_fraction(p: int, m: int) -> float:",
+                                     "def bubble_fraction(p: int, m: int) -> float:\n"
+                                     "    raise ValueError('``` ` ](http://evil) <b>x</b>')", 1),
+    }
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile")
+    (root / "subs").mkdir()
+    (root / "out" / "scores_feedback").mkdir(parents=True)
+    (root / "next_to.txt").write_text("keep me", encoding="utf-8")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    server.settimeout(0.1)
+    check_before = (LESSON.folder / "check.py").read_bytes()
+    os.mkfifo(root / "out" / "scores_feedback" / "zoe.md")   # a FIFO where a later student's feedback goes
+    for name, text in _attacks(root, server.getsockname()[1]).items():
+        (root / "subs" / name).write_text(text, encoding="utf-8")
+    csv_path = root / "out" / "scores.csv"
+    proc = subprocess.Popen([sys.executable, "-m", "simulator", "lesson", "grade", "05", str(root / "subs"),
+                             "--csv", str(csv_path), "--jobs", "3", "--timeout", "20", "--memory-mb", "1024"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=900)
+    finally:
+        proc.kill()
+    connected = []
+    try:
+        connected.append(server.accept())
+    except OSError:
+        pass
+    server.close()
+    rows = {r["student"]: r for r in csv.DictReader(csv_path.open(encoding="utf-8"))}
+    return {"rows": rows, "code": proc.returncode, "stdout": stdout, "stderr": stderr, "root": root,
+            "connected": connected, "check_before": check_before, "feedback": root / "out" / "scores_feedback"}
+
+
+def test_the_grader_survives_and_every_row_is_there(graded):
+    assert graded["code"] == 0, graded["stderr"][-2000:]
+    assert len(graded["rows"]) == 19, sorted(graded["rows"])
+    for honest in ("alice", "amy", "zoe", "'=HYPERLINK(1)"):
+        assert graded["rows"][honest]["passed"] == str(FULL), graded["rows"][honest]
+    assert "forger,x" not in (graded["root"] / "out" / "scores.csv").read_text(encoding="utf-8")
+
+
+def test_nothing_outside_the_scratch_folder_was_read_or_written(graded):
+    rows, root = graded["rows"], graded["root"]
+    for cheat in ("reader", "globber", "spy", "caller", "planter", "framer", "forger", "fifo", "looper"):
+        assert rows[cheat]["passed"] == "0", rows[cheat]
+    assert (root / "subs" / "amy.py").read_text(encoding="utf-8") == SOLUTION
+    assert (root / "next_to.txt").read_text(encoding="utf-8") == "keep me"
+    assert (LESSON.folder / "check.py").read_bytes() == graded["check_before"]
+    assert not Path(f"/tmp/parasim_pwned_{os.getpid()}").exists() and graded["connected"] == []
+    assert "Permission denied" in rows["reader"]["error"] and "Permission denied" in rows["spy"]["error"]
+
+
+def test_signals_and_limits_reach_no_other_process(graded):
+    rows = graded["rows"]
+    assert rows["killer"]["passed"] == str(FULL - 1) and rows["killer"]["item_1_status"] == "error"
+    assert rows["forger"]["status"] == "graded"   # its file ran; its limit call on the grader was refused
+
+
+def test_wrong_answers_are_wrong_and_limits_cost_one_item(graded):
+    rows = graded["rows"]
+    for name in ("nan", "huge", "ticks"):
+        assert rows[name]["item_2"] == "0" and rows[name]["passed"] == str(FULL - 2), rows[name]  # items 2 and 5
+    assert rows["looper"]["item_1_status"] == "timeout" and "longer than 20 s" in rows["looper"]["error"]
+    assert rows["broken"]["status"] == "error" and "not a notebook" in rows["broken"]["error"]
+    nan = json.loads((graded["feedback"] / "nan.json").read_text())["items"][1]
+    assert "NaN" in nan["found"] and nan["status"] == "error"
+
+
+def test_outputs_are_escaped_and_a_fifo_never_hangs_the_grader(graded):
+    text = (graded["root"] / "out" / "scores.csv").read_text(encoding="utf-8")
+    assert "\n'=HYPERLINK(1)," in text and "\n=HYPERLINK" not in text
+    md = (graded["feedback"] / "ticks.md").read_text(encoding="utf-8")
+    line = next(ln for ln in md.splitlines() if ln.startswith("- found:"))
+    assert line.startswith("- found: ```` ") and line.endswith(" ````")   # a fence longer than any run inside
+    assert (graded["feedback"] / "zoe.md").is_file() and not (graded["feedback"] / "zoe.md").is_fifo()
+    for md in graded["feedback"].glob("*.md"):
+        assert "RuntimeWarning" not in md.read_text(encoding="utf-8"), md.name
