@@ -208,7 +208,13 @@ def show_code(*functions, key: str) -> None:
 
 
 def figure(fig, caption: str | None = None, dpi: int = 120) -> bytes:
-    """Render `fig` once to PNG, show it full width, and return the PNG (reused for downloads)."""
+    """Render `fig` once to PNG, show it full width, and return the PNG (reused for downloads). In
+    presentation mode every text of the figure is drawn 1.5x larger (as the Vega-Lite charts' are)."""
+    if st.session_state.get("present"):
+        from matplotlib.text import Text
+
+        for text in fig.findobj(Text):
+            text.set_fontsize(text.get_fontsize() * 1.5)
     png = viz.png_bytes(fig, dpi=dpi)
     st.image(png, width="stretch")
     if caption:
@@ -216,15 +222,17 @@ def figure(fig, caption: str | None = None, dpi: int = 120) -> bytes:
     return png
 
 
-def trace_downloads(trace, png: bytes, stem: str, key: str) -> None:
-    """Chrome trace JSON (open in ui.perfetto.dev), PNG of the figure, CSV of the events."""
+def trace_downloads(trace, png, stem: str, key: str) -> None:
+    """Chrome trace JSON (open in ui.perfetto.dev), PNG of the figure, CSV of the events. `png`:
+    the bytes, or a function that draws them; each file is made only when its button is pressed
+    (Streamlit calls the function), so a page that recomputes as a widget moves never waits on them."""
     c1, c2, c3 = st.columns(3)
-    c1.download_button("Chrome trace (JSON)", trace.to_chrome_json(), file_name=f"{stem}.json",
+    c1.download_button("Chrome trace (JSON)", trace.to_chrome_json, file_name=f"{stem}.json",
                        mime="application/json", key=f"{key}-json", on_click="ignore",
                        help="open in ui.perfetto.dev or chrome://tracing")
     c2.download_button("Figure (PNG)", png, file_name=f"{stem}.png", mime="image/png", key=f"{key}-png",
                     on_click="ignore")
-    c3.download_button("Events (CSV)", trace.to_csv(), file_name=f"{stem}.csv", mime="text/csv", key=f"{key}-csv",
+    c3.download_button("Events (CSV)", trace.to_csv, file_name=f"{stem}.csv", mime="text/csv", key=f"{key}-csv",
                     on_click="ignore")
 
 
@@ -263,3 +271,15 @@ KIND_HELP = ("all_reduce: everyone gets the sum; reduce_scatter: rank r gets pie
              "all_to_all: rank r's piece j goes to rank j")
 ALGO_HELP = ("ring: neighbours pass chunks round a ring; tree: up and down a binary tree; halving_doubling: "
              "partners at distance n/2, n/4, ... (Rabenseifner); direct: everyone sends to everyone at once")
+
+
+def predict(question: str, answer: float, unit: str, explain: str, key: str, rel_tol: float = 0.1) -> None:
+    """Predict, then reveal: the student types a number before seeing it; the page checks it against
+    `answer` (the page's own result: a real run or its formula) within `rel_tol`, and explains."""
+    with st.expander(f"Predict, then reveal: {question}", icon=":material/psychology:"):
+        guess = st.number_input(f"Your prediction ({unit})", value=None, format="%.6g", key=f"guess_{key}")
+        if st.button("Reveal", key=f"reveal_{key}", disabled=guess is None):
+            right = abs(guess - answer) <= rel_tol * abs(answer) + 1e-12
+            (st.success if right else st.warning)(
+                f"{'Right' if right else 'Not quite'}: {answer:.4g} {unit} (you said {guess:.4g}; within "
+                f"{rel_tol:.0%} counts). {explain}")

@@ -166,7 +166,7 @@ def test_nothing_in_the_main_area_overflows_at_1024x768_on_any_page(server, brow
         page.goto(server + path, wait_until="domcontentloaded")
         wait_until_idle(page)
         if path in ("/training", "/faults"):  # the pages with a run button: check their results too
-            page.locator('[data-testid="stSidebar"] button[kind="primary"]').click()
+            page.locator('[data-testid="stMainBlockContainer"] button[kind="primary"]').first.click()
             page.locator('[data-testid="stMetric"]').first.wait_for(timeout=120_000)
             wait_until_idle(page)
         assert page.locator('[data-testid="stException"]').count() == 0, path

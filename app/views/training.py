@@ -53,7 +53,7 @@ PART_HELP = {
                     "send/recv that nothing hides (light red on the timeline)",
     "bubble": "it is idle inside a pipelined step: a stage waits for its input or its gradient "
               "(grey on the timeline)",
-    "other_idle": "it is idle outside a pipeline: waiting for a slower device (beige on the timeline)",
+    "other_idle": "it is idle outside a pipeline: waiting for a slower device (pale yellow on the timeline)",
     "optimizer": "it updates the weights",
 }
 KEYS = ("net_model", "strategy", "devices", "tp_degree", "ep_degree", "cp_degree", "attention", "h_cp", "h_dp", "h_ep", "h_pp", "h_tp", "microbatches", "pp_schedule", "v", "batch",
@@ -151,9 +151,13 @@ with st.sidebar:
                          "simulated clock compiles and prices the steps without executing them")
     if mode == MODES[0]:
         st.caption(start_ray().status())
-    run = st.button("Run training" if mode != MODES[2] else "Price on the clock", type="primary", key="run",
-                    width="stretch")
 remember("training", *KEYS)
+# the action beside what it changes, in view at the top of the results (not at the foot of the sidebar)
+action = st.columns([1, 3], vertical_alignment="center")
+run = action[0].button("Run training" if mode != MODES[2] else "Price on the clock", type="primary", key="run",
+                       width="stretch", help="runs the settings of the sidebar")
+action[1].caption(f"**{strategy}** on {devices} device{'s' if devices > 1 else ''} · {model_name} · "
+                  f"{microbatches} micro-batches · batch {batch} · {steps} steps · priced on {price_on} · {mode}")
 
 
 def make_config(model_name, strategy, devices, dp, pp, tp, ep, cp, cp_kind, microbatches, schedule, v, batch, steps,
@@ -231,21 +235,20 @@ if run:
     try:
         cfg = make_config(*request[:16])
         out = price_only(cfg, price_on) if mode == MODES[2] else run_for_real(cfg, price_on, on_ray=mode == MODES[0])
-        out["png"] = None
         st.session_state["train_run"] = (request, out)
     except ParasimError as err:
         st.error(str(err))
         if "train_run" in st.session_state:
             st.caption("Below: the last run that worked.")
 if "train_run" not in st.session_state:
-    st.info("Pick a model and a strategy in the sidebar and press **Run training** (or choose "
+    st.info("Pick a model and a strategy in the sidebar and press **Run training** above (or choose "
             "*simulated clock only* to price the program without running it).")
     show_code(train, key="code")
     st.stop()
 
 req, out = st.session_state["train_run"]
 if req != request:
-    st.caption("Showing the last run; press the button in the sidebar to run the current settings.")
+    st.warning("Showing the last run: the settings changed since. Press **Run training** above to run them.")
 trace = out["trace"]
 real = out["diff"] is not None
 parts = trace.step_breakdown()
@@ -287,10 +290,8 @@ st.caption("Hover a bar for its details; drag to pan and scroll to zoom the time
            "bar or pick one in *highlight micro-batch* to follow a micro-batch through the stages. Each device has "
            "a compute lane (forward blue, backward orange, weight gradient green, optimizer purple) and a "
            "communication lane (red). On the compute lane, light red is exposed communication, grey the pipeline "
-           "bubble, beige other idle time; dashed lines mark the step boundaries.")
-if out.get("png") is None:
-    out["png"] = viz.png_bytes(viz.timeline(trace), dpi=120)
-trace_downloads(trace, out["png"], f"train-{req[1]}-{req[2]}dev", key="train")
+           "bubble, pale yellow other idle time; dashed lines mark the step boundaries.")
+trace_downloads(trace, lambda: viz.png_bytes(viz.timeline(trace), dpi=120), f"train-{req[1]}-{req[2]}dev", key="train")
 
 st.markdown("**Every bar of the timeline**, for the chosen devices")
 ev_left, ev_right = st.columns([3, 10])
