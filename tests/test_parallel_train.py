@@ -123,11 +123,12 @@ def test_bad_configurations_are_refused_with_a_reason(kw, words):
 
 
 def test_train_cli_refuses_a_model_too_big_for_memory_in_one_line(capsys):
-    # a (1e6, 3e6) float64 QKV weight is 22 TiB: numpy refuses it at once; the CLI says so in one line
+    # a (1e6, 3e6) float64 QKV weight is 22 TiB: refused from the configuration, before anything is built
     assert main(["train", "--strategy", "dp", "--devices", "2", "--hidden", "1000000", "--json"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1
-    assert captured.err.startswith("error: the real run does not fit in this machine's memory (Unable to allocate")
+    assert captured.err.startswith("error: the model's parameters of 48,000,080,000,000 elements") \
+        and "more than the 20,000,000 elements parasim accepts" in captured.err
 
 
 def test_train_cli_json(capsys):

@@ -125,6 +125,9 @@ def _check(args) -> int:
     # your own file: graded even where the machine cannot confine it (a note says so)
     report = run_check(number, path, isolate=not args.in_process, limits=Limits(timeout_s=args.timeout,
                                                                                unconfined_ok=True))
+    isolation = confinement()
+    if not args.in_process and not isolation["complete"]:
+        why += f"; not isolated here: no {' and no '.join(isolation['missing'])}"
     if args.json:
         print(json.dumps({**report.to_dict(), "why_this_file": why}))
     else:

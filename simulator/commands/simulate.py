@@ -280,6 +280,8 @@ def run(args) -> int:
           + ", ".join(f"{k} {fmt_time(v)}" for k, v in res.comm_time_by_kind.items() if v))
     print(f"  memory per GPU   {fmt_bytes(res.memory_per_gpu_bytes)} of {fmt_bytes(hw.memory_bytes)}"
           + ("  OUT OF MEMORY" if res.oom else ""))
+    if res.leaves_out:
+        print(f"  closed form leaves out  {', '.join(res.leaves_out)} (docs/step-model.md)")
     if at_scale is not None:
         print(f"  event clock      {fmt_time(at_scale.step_time_s)} per step, bubble {at_scale.bubble_fraction:.1%}, "
               f"exposed comm {fmt_time(at_scale.exposed_comm_s)} ({at_scale.simulated_ranks} ranks simulated, "

@@ -10,6 +10,7 @@ import numpy as np
 from ..cost.device_model import run_device_model
 from ..cost.hardware import RUN_HARDWARE, get_hardware, hardware_names
 from ..errors import ParasimError
+from ..limits import MAX_SCHEDULE_FILE_BYTES, read_bounded
 from ..models import GPTConfig, MLPConfig
 from ..parallel.config import CP_COMM_TYPES, GRAD_DTYPES, SCHEDULES, STRATEGIES, TrainConfig
 from ..parallel.experts import MoEGPTConfig
@@ -144,11 +145,11 @@ def config_from_args(a) -> TrainConfig:
 def _read_schedule(path: str | None) -> str | None:
     if path is None:
         return None
+    data = read_bounded(path, "schedule file", MAX_SCHEDULE_FILE_BYTES, "a schedule file")
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError as e:
-        raise ParasimError(f"cannot read schedule file {path}: {e.strerror}") from None
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ParasimError(f"schedule file {path} is not UTF-8 text") from None
 
 
 def run(a) -> int:
@@ -236,8 +237,10 @@ def _print_text(cfg: TrainConfig, out: dict, resilient: bool) -> None:
     print(f"{cfg.strategy} on {cfg.devices} devices (dp={cfg.dp}, pp={cfg.pp}, tp={cfg.tp}{extra}, m={cfg.m})")
     print("losses: " + " ".join("nan/inf" if x is None else f"{x:.4f}" for x in out["losses"]))
     diff = out["max_rel_weight_diff_vs_single"]
+    per_step = out.get("max_step_rel_diff_vs_single")
+    each = "" if per_step is None else f", {per_step:.3g} in one step (the bound)"
     print(f"max relative weight difference vs one device: {'nan/inf' if diff is None else f'{diff:.3g}'}"
-          f" ({VERDICT_WORDS[out['matches_single_device']]})")
+          f"{each} ({VERDICT_WORDS[out['matches_single_device']]})")
     parts = out.get("step_breakdown") or {}
     print("the step: " + ", ".join(f"{STEP_PART_LABELS[k]} {v:.1%}" for k, v in parts.items())
           + f"; bytes by collective: {out['bytes_by_collective']}")

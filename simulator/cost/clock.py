@@ -122,13 +122,13 @@ def _collective_step_events(program: Program, trace: Trace, model: DeviceModel, 
         ins = program.code[r0][i0]
         if price is not None and price(ins) is not None:
             continue
-        times = starts.get((r0, ins.kind, f"{ins.kind} {ins.tensor}", ins.microbatch))
+        times = starts.get((r0, ins.kind, ins.label, ins.microbatch))
         if not times:
             continue
         key = (r0, ins.kind, ins.tensor, ins.microbatch)
         k = seen[key] = seen.get(key, -1) + 1  # the k-th such collective: the k-th such bar
         events, flow = step_events(plan_of(ins), ins.group, times[min(k, len(times) - 1)], model.link, step=step,
-                                   label=f"{ins.kind} {ins.tensor}", microbatch=ins.microbatch, first_flow=flow)
+                                   label=ins.label, microbatch=ins.microbatch, first_flow=flow)
         out += events
     return out
 
@@ -238,7 +238,7 @@ class _Clock:
             self.ended(r, i, end)
             if ins.blocking and t_comp[r] < end:
                 t_comp[r] = end
-            self.events.append(TraceEvent(r, "comm", f"{ins.kind} {ins.tensor}", start, dur, ins.phase, ins.kind,
+            self.events.append(TraceEvent(r, "comm", ins.label, start, dur, ins.phase, ins.kind,
                                           sent[g], 0.0, ins.microbatch, self.step, group=ins.group))
 
 

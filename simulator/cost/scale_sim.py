@@ -16,11 +16,12 @@ the real schedule (`memory_per_device`).
 Outputs (same definitions as `analytic.AnalyticResult`):
   tokens/s = B s / step;  model FLOP/s per GPU = B s (6N + 12 L h s) / step / GPUs and
   MFU = that / peak (PaLM, Chowdhery et al. 2022, App. B); hardware FLOP/s = FLOPs the simulated
-  ranks executed (recomputation included) x d / step / GPUs (Narayanan et al. 2021 eq. 3 counts
-  the same); bubble fraction = idle device-time / (ranks x step) (`Trace.bubble_fraction`:
-  neither computing nor waiting on exposed communication); exposed communication = comm-lane
-  time not hidden under compute, per device; time per collective kind and per purpose
-  (tensor_parallel, pipeline_p2p, data_parallel, embedding_all_reduce) of the busiest device.
+  ranks executed (recomputation included) x d c / step / GPUs (Narayanan et al. 2021 eq. 3 counts
+  the same); `breakdown` = the bottleneck device's step as compute, exposed communication by kind,
+  bubble, optimizer and other, adding up to the step (`step_breakdown.trace_breakdown`), and
+  compute_time_s, exposed_comm_s and bubble_fraction (bubble / step) are its parts; time per
+  collective kind and per purpose (tensor_parallel, context_parallel, expert_all_to_all,
+  pipeline_p2p, data_parallel, embedding_all_reduce) of the busiest device.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.scale_kernels import ScaleDeviceModel, padded_vocab
 from simulator.cost.scale_program import DEFAULT_BUCKET_NBYTES, build_scale_program
+from simulator.cost.step_breakdown import COMM_PURPOSE, StepBreakdown, collective_tag, comm_kind, trace_breakdown
 from simulator.trace_columns import ColumnTrace, lane_busy_s
 
 
@@ -60,14 +62,15 @@ class ScaleResult:
     comm_time_by_kind: MappingProxyType   # purpose -> seconds on the busiest device
     time_by_collective: MappingProxyType  # collective kind (and send) -> seconds on the busiest device
     comm_time_s: float                    # comm-lane busy time of the busiest device
-    exposed_comm_s: float                 # max over devices of comm not hidden under compute
-    compute_time_s: float                 # max over devices of compute-lane busy time
+    exposed_comm_s: float                 # the breakdown's exposed communication (all kinds)
+    compute_time_s: float                 # the breakdown's compute (kernels, no communication)
     memory: MemoryBreakdown               # closed form of the most loaded device (analytic._memory)
     memory_per_device_bytes: tuple        # per pipeline device, from the schedule's real in-flight counts
     gpus: int
     simulated_ranks: int
     instructions: int
     trace: ColumnTrace
+    breakdown: StepBreakdown              # the bottleneck device's step, part by part (`step_breakdown`)
 
     @property
     def memory_per_gpu_bytes(self) -> float:
@@ -80,7 +83,8 @@ class ScaleResult:
     def to_dict(self) -> dict:
         """Plain data (JSON-able): every number of the result, tables as dicts."""
         d = {f.name: getattr(self, f.name) for f in fields(self)
-             if f.name not in ("memory", "trace", "comm_time_by_kind", "time_by_collective")}
+             if f.name not in ("memory", "trace", "comm_time_by_kind", "time_by_collective", "breakdown")}
+        d["breakdown"] = self.breakdown.to_dict()
         d["comm_time_by_kind"] = dict(self.comm_time_by_kind)
         d["time_by_collective"] = dict(self.time_by_collective)
         d["memory_per_gpu_bytes"] = self.memory_per_gpu_bytes
@@ -96,16 +100,15 @@ class ScaleResult:
                 f"{self.simulated_ranks} ranks simulated for {self.gpus}, {self.memory!r})")
 
 
-_PURPOSE = (("r", "pipeline_p2p"), ("bucket", "data_parallel"), ("emb", "data_parallel"),
-            ("params", "data_parallel"), ("tied", "embedding_all_reduce"))
+PURPOSES = (*COMM_PURPOSE.values(), "embedding_all_reduce")
 
 
 def _purpose(kind: str, name: str) -> str:
-    """What a comm event serves, from the tensor names of `scale_program` ("kind tensor")."""
-    if kind in ("send", "recv"):
-        return "pipeline_p2p"
-    tensor = name.split(" ", 1)[-1]
-    return next((p for prefix, p in _PURPOSE if tensor.startswith(prefix)), "tensor_parallel")
+    """What a comm event serves (`step_breakdown.comm_kind`), in the closed form's names
+    (`AnalyticResult.comm_time_by_kind`); the tied-embedding all-reduce has its own."""
+    if kind not in ("send", "recv") and collective_tag(name) == "emb":
+        return "embedding_all_reduce"
+    return COMM_PURPOSE[comm_kind(kind, name)]
 
 
 def trace_statistics(trace: ColumnTrace) -> dict:
@@ -120,7 +123,7 @@ def trace_statistics(trace: ColumnTrace) -> dict:
     metas = c.metas
     kinds = sorted({metas[m][2] for m in np.unique(c.meta[rows]).tolist()})
     kind_of = np.array([kinds.index(m[2]) if m[2] in kinds else -1 for m in metas], dtype=np.int64)
-    purposes = sorted({p for _, p in _PURPOSE} | {"tensor_parallel"})
+    purposes = sorted(PURPOSES)
     purpose = _purpose_codes(c, rows, purposes)
     kind = kind_of[c.meta[rows]]
     sent = kind != (kinds.index("recv") if "recv" in kinds else -1)
@@ -210,19 +213,20 @@ def simulate_at_scale(model: ModelSpec | str, config: ParallelConfig, hardware: 
     tokens = cfg.global_batch * model.seq
     executed = float(trace.columns.flops.sum())               # one replica (times t if TP is folded)
     per_replica = executed * (cfg.tp if fold_tp else 1)
-    hw_flops = per_replica * cfg.dp
+    hw_flops = per_replica * cfg.dp * cfg.cp                 # the program holds one context-parallel rank
     model_flops = tokens * model.model_flops_per_token()
     peak = hw.peak(A.dtype)
     busiest = max(range(n), key=lambda d: st["comm_s"][d])
+    parts, _ = trace_breakdown(trace, step)
     memory = estimate(model, cfg, hw, A).memory
     per_device = memory_per_device(model, cfg, A)
     return ScaleResult(
         step_time_s=step, tokens_per_s=tokens / step,
         model_tflops_per_gpu=model_flops / step / cfg.gpus / 1e12, mfu=model_flops / step / cfg.gpus / peak,
         tflops_per_gpu=hw_flops / step / cfg.gpus / 1e12, hfu=hw_flops / step / cfg.gpus / peak,
-        bubble_fraction=sum(st["idle_s"]) / (n * step) if step > 0 else 0.0,
+        bubble_fraction=parts.bubble_s / step if step > 0 else 0.0,
         comm_time_by_kind=MappingProxyType(st["by_purpose"][busiest]),
         time_by_collective=MappingProxyType(st["by_kind"][busiest]),
-        comm_time_s=st["comm_s"][busiest], exposed_comm_s=max(st["exposed_s"]),
-        compute_time_s=max(st["compute_s"]), memory=memory, memory_per_device_bytes=per_device, gpus=cfg.gpus, simulated_ranks=n,
-        instructions=len(prog), trace=trace)
+        comm_time_s=st["comm_s"][busiest], exposed_comm_s=parts.exposed_total_s,
+        compute_time_s=parts.compute_s, memory=memory, memory_per_device_bytes=per_device, gpus=cfg.gpus, simulated_ranks=n,
+        instructions=len(prog), trace=trace, breakdown=parts)

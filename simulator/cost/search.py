@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from simulator.cost.analytic import AnalyticResult, estimate
 from simulator.cost.hardware import Hardware, get_hardware
 from simulator.cost.model_presets import ModelSpec, get_model
-from simulator.cost.parallel_config import MAX_GLOBAL_BATCH, MAX_GPUS, Assumptions, ParallelConfig
+from simulator.cost.parallel_config import MAX_GLOBAL_BATCH, Assumptions, ParallelConfig
 from simulator.errors import ParasimError
+from simulator.limits import MAX_SEARCH_GPUS
 from simulator.parallel.schedule_registry import PRICED_SCHEDULES, schedule_spec
 
 
@@ -205,8 +206,8 @@ def _check_search(gpus, global_batch, top) -> None:
     """Refuses what the search cannot bound: non-positive or too large sizes, top < 1."""
     if not isinstance(gpus, int) or gpus < 1 or not isinstance(global_batch, int) or global_batch < 1:
         raise ParasimError(f"gpus and global batch must be positive integers, got {gpus} and {global_batch}")
-    if gpus > MAX_GPUS or global_batch > MAX_GLOBAL_BATCH:
-        raise ParasimError(f"search is bounded to {MAX_GPUS:,} GPUs and a global batch of {MAX_GLOBAL_BATCH:,}; "
+    if gpus > MAX_SEARCH_GPUS or global_batch > MAX_GLOBAL_BATCH:
+        raise ParasimError(f"search is bounded to {MAX_SEARCH_GPUS:,} GPUs and a global batch of {MAX_GLOBAL_BATCH:,}; "
                            f"got {gpus:,} GPUs and {global_batch:,}")
     if top < 1:
         raise ParasimError(f"top must be >= 1, got {top}")
