@@ -16,7 +16,8 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from simulator.trace import STEP_PART_LABELS, Trace, TraceEvent, step_windows, uncovered
+from simulator.trace import STEP_PART_LABELS, Trace, step_windows, uncovered
+from simulator.trace_runs import aggregate_runs
 from simulator.units import fmt_bytes, fmt_time
 from simulator.viz import GAP_COLORS, PHASE_COLORS
 
@@ -163,56 +164,11 @@ def step_parts_table(trace: Trace) -> pd.DataFrame:
 
 
 # ---- scale explorer ------------------------------------------------------------------------------
-def _action(e) -> str:
-    """The schedule action a compute event belongs to, from its label ("F3 s0 L2 ...": forward;
-    "B3", "BW3", "W3", and "R3" the recomputation inside a backward: backward); comm events: ""."""
-    if e.lane != "compute":
-        return ""
-    head = e.name.split(" ", 1)[0].rstrip("0123456789")
-    return "F" if head == "F" else "B" if head in ("B", "BW", "W", "R") else e.phase
-
-
 def aggregate_trace(trace: Trace, max_events: int = MAX_EVENTS) -> tuple[Trace, str]:
-    """`trace` unchanged when it has at most `max_events` events; otherwise one event per run of
-    consecutive events on a device's lane with the same micro-batch, step and schedule action (a
-    stage's forward of micro-batch j, its backward with the recomputation, the TP collectives of a
-    micro-batch, ...): it spans the run
-    (first start to last end), sums its bytes and FLOPs, takes the run's last phase (backward when
-    recomputing), and its name says how many ops it holds and their busy time. Idle gaps inside a
-    run are then not drawn. If that still leaves more than `max_events` bars, only the start of
-    the step is drawn (the first `max_events` bars in time). Returns (trace, note) saying so."""
-    if len(trace.events) <= max_events:
-        return trace, ""
-    runs: list[list] = []
-    last: dict[tuple, list] = {}
-    for e in sorted(trace.events, key=lambda e: (e.device, e.lane, e.start_s)):
-        key = (e.device, e.lane)
-        run = last.get(key)
-        if run is None or (run[0].microbatch, run[0].step, _action(run[0])) != (e.microbatch, e.step, _action(e)):
-            run = last[key] = []
-            runs.append(run)
-        run.append(e)
-    events = []
-    for run in runs:
-        first, phase, busy = run[0], run[-1].phase, sum(e.duration_s for e in run)
-        kinds = list(dict.fromkeys(e.kind for e in run if e.kind))
-        name = first.name if len(run) == 1 else (
-            f"{phase} x{len(run)} ops ({', '.join(kinds[:3])}{', ...' if len(kinds) > 3 else ''}), "
-            f"busy {fmt_time(busy)}")
-        end = max(e.end_s for e in run)
-        events.append(TraceEvent(first.device, first.lane, name, first.start_s, end - first.start_s, phase,
-                                 kinds[0] if len(kinds) == 1 else "mixed", sum(e.nbytes for e in run),
-                                 sum(e.flops for e in run), first.microbatch, first.step))
-    note = (f"{len(trace.events):,} events drawn as {len(events):,}: each bar is a run of consecutive ops of one "
-            "micro-batch on one lane (hover for how many and their busy time); gaps inside a run are not drawn")
-    if len(events) > max_events:     # still too many: the start of the step, up to max_events bars
-        events.sort(key=lambda e: e.start_s)
-        cut = events[max_events - 1].start_s
-        shown = [e for e in events if e.start_s <= cut]
-        note += (f"; only the first {fmt_time(cut)} of the {fmt_time(trace.makespan_s)} step is drawn "
-                 f"({len(shown):,} of {len(events):,} bars)")
-        events = shown
-    return Trace(trace.n_devices, events, name=trace.name, pipelined=trace.pipelined), note
+    """`trace` unchanged when it has at most `max_events` events; otherwise one bar per run of
+    consecutive ops of one micro-batch on a lane, read from the trace's columns
+    (`simulator.trace_runs.aggregate_runs`). Returns (trace, note) saying what is drawn."""
+    return aggregate_runs(trace, max_events)
 
 
 def memory_components_spec(parts: dict[str, float], capacity_bytes: float, title: str = "") -> dict:

@@ -20,7 +20,7 @@ import streamlit as st
 
 def cli_address(argv: list[str] | None = None) -> str | None:
     """The `--address` given after `--` on the streamlit command line (None if absent)."""
-    parser = argparse.ArgumentParser(add_help=False)
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     parser.add_argument("--address", default=None)
     args, _ = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     return args.address

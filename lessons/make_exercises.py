@@ -1,4 +1,5 @@
-"""Write every lesson's exercise.py from its solution.py (run after editing a solution).
+"""Write every lesson's exercise.py from its reference solution, instructor/NN_topic/solution.py
+(run after editing a solution; the solutions live outside lessons/, which students get).
 
 In solution.py the student's part of a function sits between two markers:
 
@@ -15,11 +16,13 @@ every other line is copied, and "SOLUTION" in the title line becomes "EXERCISE".
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+INSTRUCTOR = Path(os.environ.get("PARASIM_INSTRUCTOR") or HERE.parent / "instructor")
 BEGIN = re.compile(r"^(\s*)# BEGIN SOLUTION:?\s*(.*)$")
 END = re.compile(r"^\s*# END SOLUTION\s*$")
 
@@ -32,7 +35,7 @@ def exercise_text(solution: str) -> str:
             if inside:
                 raise ValueError(f"nested BEGIN SOLUTION: {line!r}")
             inside = True
-            todo = m.group(2).strip() or "your code here"
+            todo = (m.group(2).strip() or "your code here").replace("\\", "\\\\").replace('"', '\\"')
             out.append(f'{m.group(1)}raise NotImplementedError("TODO: {todo}")')
         elif END.match(line):
             if not inside:
@@ -48,8 +51,8 @@ def exercise_text(solution: str) -> str:
 
 def main(argv: list[str]) -> int:
     stale = []
-    for sol in sorted(HERE.glob("[0-9][0-9]_*/solution.py")):
-        ex = sol.with_name("exercise.py")
+    for sol in sorted(INSTRUCTOR.glob("[0-9][0-9]_*/solution.py")):
+        ex = HERE / sol.parent.name / "exercise.py"
         text = exercise_text(sol.read_text(encoding="utf-8"))
         if ex.exists() and ex.read_text(encoding="utf-8") == text:
             continue

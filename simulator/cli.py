@@ -19,6 +19,13 @@ from .errors import DeviceFailure, ParasimError
 
 
 class _Parser(argparse.ArgumentParser):
+    """Every parasim parser: no abbreviated options (`--tp` must never be taken as a prefix of
+    `--tp-comm-overlap`), and a refusal is one line with exit code 2."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
     def error(self, message):  # one line, exit 2, as for every other refusal
         self.exit(2, f"error: {message}\n")
 

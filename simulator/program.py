@@ -115,6 +115,12 @@ class Collective:
     def touches(self) -> tuple[str, ...]:
         return (self.tensor, self.out)
 
+    @property
+    def label(self) -> str:
+        """Its trace event's name: kind and tensor, and the tag of a collective that stands for a
+        real group (scale programs: "dp", "cp", ...), which its tensor does not name."""
+        return f"{self.kind} {self.tensor} [{self.tag}]" if self.tag else f"{self.kind} {self.tensor}"
+
     def signature(self) -> tuple:
         return (self.kind, self.algo, self.op, self.root, self.axis, self.tag)
 

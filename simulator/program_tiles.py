@@ -109,7 +109,7 @@ class TileBuilder:
                 key = (ins.kind, ins.algo, ins.group, ins.nbytes, ins.tag, ins.root)
                 rows.append((COLLECTIVE, ins.blocking, -1, 0, -1, self.groups.id(ins.group), ins.group.index(dev),
                              self._proto(key, ins), mbj, mbc,
-                             self.metas.id((f"{ins.kind} {ins.tensor}", ins.phase, ins.kind, ins.group, 0, 0.0)), -1,
+                             self.metas.id((ins.label, ins.phase, ins.kind, ins.group, 0, 0.0)), -1,
                              (ins.tensor,), (ins.out,)))
             else:
                 raise ValueError(f"{type(ins).__name__} has no columnar form")

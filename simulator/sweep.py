@@ -235,10 +235,12 @@ _RUNNERS: dict[str, Callable] = {"train": _run_train, "estimate": _run_estimate,
                                  "schedule": _run_schedule}
 
 
-def sweep(kind: str, base, runner_kwargs: dict | None = None, **vary) -> SweepTable:
+def sweep(kind: str, base, runner_kwargs: dict | None = None, progress: Callable | None = None,
+          **vary) -> SweepTable:
     """Run `kind` ("train", "estimate", "search", "schedule") at every combination of `vary`'s
     values on top of `base`; one record per point: the varied values, then the outputs or `error`.
-    `runner_kwargs` are fixed arguments of the run (e.g. model= and hardware= for "estimate")."""
+    `runner_kwargs` are fixed arguments of the run (e.g. model= and hardware= for "estimate");
+    `progress(done, total, note)` is told after each point."""
     if kind not in _RUNNERS:
         raise ParasimError(f"unknown sweep kind {kind!r}; known: {', '.join(KINDS)}")
     if kind == "train" and not isinstance(base, TrainConfig):
@@ -251,7 +253,8 @@ def sweep(kind: str, base, runner_kwargs: dict | None = None, **vary) -> SweepTa
         raise ParasimError("nothing to vary: give at least one name=[values]")
     _check(kind, base, dict(runner_kwargs or {}), vary)
     records = []
-    for point in _points(vary):
+    points = list(_points(vary))
+    for point in points:
         record = {k: (v.name if hasattr(v, "name") and not isinstance(v, str) else v) for k, v in point.items()}
         try:
             record.update(flatten(_RUNNERS[kind](base, point, dict(runner_kwargs or {}))))
@@ -259,14 +262,16 @@ def sweep(kind: str, base, runner_kwargs: dict | None = None, **vary) -> SweepTa
         except ParasimError as e:
             record["error"] = str(e)
         records.append(record)
+        if progress:
+            progress(len(records), len(points), ", ".join(f"{k}={v}" for k, v in record.items() if k in vary))
     return SweepTable(kind, tuple(vary), tuple(records))
 
 
-def plot_records(records: list[dict], y: str, x: str, line: str | None = None, ax=None, marker: str = "o"):
-    """The common sweep figure: `y` against `x`, one line per value of `line`, points in x order."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
+def plot_records(records: list[dict], y: str, x: str, line: str | None = None, ax=None, marker: str = "o",
+                 label: str | None = None, **plot_kwargs):
+    """The common sweep figure: `y` against `x`, one line per value of `line`, points in x order.
+    `label` names the line (prefixed to each `line = value` when there are several); other keyword
+    arguments go to matplotlib's `Axes.plot`. The user's matplotlib backend is left as chosen."""
     import matplotlib.pyplot as plt
 
     if ax is None:
@@ -278,10 +283,13 @@ def plot_records(records: list[dict], y: str, x: str, line: str | None = None, a
         groups.setdefault(r.get(line) if line else y, []).append((r[x], r[y]))
     for key, pts in groups.items():
         pts.sort(key=lambda p: (p[0] is None, p[0]))
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, label=f"{line} = {key}" if line else y)
+        name = f"{line} = {key}" if line else y
+        if label is not None:
+            name = label if len(groups) == 1 else f"{label}, {name}"
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, label=name, **plot_kwargs)
     ax.set_xlabel(x)
     ax.set_ylabel(y)
-    if line:
+    if line or label is not None:
         ax.legend(frameon=False)
     ax.grid(alpha=0.3)
     return ax

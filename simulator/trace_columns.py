@@ -45,6 +45,7 @@ class ColumnTrace(Trace):
         super().__init__(n_devices, name=name)
         self.columns, self.step = columns, step
         self._events = None
+        self._lane_order = None
 
     @property
     def events(self) -> list[TraceEvent]:
@@ -55,6 +56,12 @@ class ColumnTrace(Trace):
     @events.setter
     def events(self, value) -> None:
         self._events = value
+
+    def lane_order(self) -> tuple[np.ndarray, np.ndarray]:
+        """`lane_order` of the columns, computed once (statistics and drawing share it)."""
+        if self._lane_order is None:
+            self._lane_order = lane_order(self.columns, self.n_devices)
+        return self._lane_order
 
     @property
     def makespan_s(self) -> float:
@@ -81,4 +88,59 @@ def materialise(c: EventColumns, step: int) -> list[TraceEvent]:
             name = fmt.format(j=mb)
         add(new(d, lanes[ln], name, s, du, phase, kind, nb, fl, None if mb < 0 else mb, step,
                 None if fw < 0 else fw, 0, group))
+    return out
+
+
+def time_order(group: np.ndarray, start: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """(order, bounds): the rows by group, then by start, ties in row order (a stable sort by
+    (group, start)); group g's rows are order[bounds[g]:bounds[g + 1]]. A device's lane is mostly
+    in time order already (its program order), so only groups that are not are sorted."""
+    order = np.argsort(group, kind="stable")
+    bounds = np.searchsorted(group[order], np.arange(n_groups + 1))
+    st = start[order]
+    late = np.flatnonzero(st[1:] < st[:-1]) + 1          # rows that start before the row before them
+    if len(late):
+        for g in np.unique(np.searchsorted(bounds, late, side="right") - 1).tolist():
+            lo, hi = bounds[g], bounds[g + 1]
+            order[lo:hi] = order[lo:hi][np.argsort(st[lo:hi], kind="stable")]
+    return order, bounds
+
+
+def lane_order(c: EventColumns, n_devices: int) -> tuple[np.ndarray, np.ndarray]:
+    """`time_order` of the rows by lane group device * 2 + lane (compute 0, comm 1), then start."""
+    k = len(LANE_NAMES)
+    return time_order(c.device * k + c.lane, c.start_s, n_devices * k)
+
+
+def _segments(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The merged segments (first start, reach) of intervals sorted by start: `trace.union_length`'s
+    segments, the same floats. An interval starting where the one before it starts never opens one."""
+    if len(start) == 0:
+        return start, end
+    reach = np.maximum.accumulate(end)             # the merged segment's end so far
+    first = np.ones(len(start), dtype=bool)
+    first[1:] = start[1:] > reach[:-1]             # a gap before it: a new segment starts
+    heads = np.flatnonzero(first)
+    tails = np.append(heads[1:], len(start)) - 1
+    return start[heads], reach[tails]
+
+
+def lane_busy_s(c: EventColumns, n_devices: int, order=None) -> tuple[list[float], list[float], list[float]]:
+    """Per device: busy time of its compute lane, of its comm lane, and of either: the interval
+    unions of `trace.union_length` (the same segments summed in the same order, so the same floats).
+    order: `lane_order(c, n_devices)` when the caller has it."""
+    order, bounds = order or lane_order(c, n_devices)
+    end = c.start_s + c.duration_s
+    out: tuple[list[float], list[float], list[float]] = ([], [], [])
+    for d in range(n_devices):
+        lanes = []
+        for g in (2 * d, 2 * d + 1):
+            rows = order[bounds[g]:bounds[g + 1]]
+            lanes.append(_segments(c.start_s[rows], end[rows]))
+        s = np.concatenate([lanes[0][0], lanes[1][0]])
+        e = np.concatenate([lanes[0][1], lanes[1][1]])
+        by_start = np.argsort(s, kind="stable")
+        lanes.append(_segments(s[by_start], e[by_start]))
+        for k, (heads, reach) in enumerate(lanes):
+            out[k].append(sum((reach - heads).tolist()))
     return out

@@ -18,14 +18,13 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-import numpy as np
-
 from .cost.clock import DeviceModel, simulate
 from .cost.device_model import run_device_model
 from .errors import DeviceFailure, ParasimError
-from .models import build_model, get_batch
+from .models import get_batch
+from .one_device import TOLERANCE, StepCheck, max_rel_diff, reference_train
 from .parallel.config import TrainConfig
-from .parallel.replicated import Compiled, make_optimizer
+from .parallel.replicated import Compiled
 from .parallel.strategies import compile_strategy
 from .program import Compute
 from .runtime import make_runtime
@@ -44,6 +43,10 @@ class TrainResult:
     messages: int
     wall_time_s: float
     params: list[dict] = field(repr=False, default_factory=list)
+    # the largest difference of one step's weights from one step of one device taken from the run's
+    # previous weights (simulator/one_device.py): what the check bounds; NaN: not compared
+    max_step_rel_diff_vs_single: float = math.nan
+    worst_step: int | None = None
 
     @property
     def wire_dtype(self) -> str | None:
@@ -58,12 +61,13 @@ class TrainResult:
 
     @property
     def tolerance(self) -> float | None:
-        """The largest relative weight difference vs one device that still counts as equal: 1e-9
-        in float64 (the project's equivalence tolerance: only the summation order differs). Gradients
+        """The largest relative difference of one step's weights from one step of one device (from
+        the run's previous weights) that still counts as equal: one_device.TOLERANCE = 1e-9 in
+        float64, at any number of steps (one_device.py gives the reasoning). Gradients
         rounded to a lower-precision wire format (float32/float16) change the math by design: no
         one-device run rounds the same partial sums, so the error is measured and reported, and
         no equality is claimed (None)."""
-        return 1e-9 if self.wire_dtype is None else None
+        return TOLERANCE if self.wire_dtype is None else None
 
     def check_failure(self) -> str | None:
         """None when the run matches one device (or, with a lower-precision wire, has nothing to
@@ -73,15 +77,23 @@ class TrainResult:
         if bad is not None:
             return (f"the loss became {self.losses[bad]} at step {self.config.steps - len(self.losses) + bad}: "
                     "the run diverged (check --lr and the data), it does not match one device")
-        diff = self.max_rel_weight_diff_vs_single
-        if not math.isfinite(diff):
+        diff, step = self.max_step_rel_diff_vs_single, self.worst_step
+        if math.isnan(diff):  # not compared step by step: the final weights are what there is
+            diff, step = self.max_rel_weight_diff_vs_single, None
+        if not math.isfinite(diff) or not math.isfinite(self.max_rel_weight_diff_vs_single):
             return "the trained weights (or the one-device reference's) contain NaN or inf: no match with one device"
-        if self.tolerance is not None and diff > self.tolerance:
-            grew = max(self.losses) / self.losses[0] if self.losses and self.losses[0] > 0 else 1.0
-            hint = (f"; the loss grew {grew:.3g}-fold (from {self.losses[0]:.4g}): a diverging run amplifies "
-                    "rounding differences (check --lr)") if grew > 100 else ": the parallel run is wrong"
-            return (f"the trained weights differ from one device by {diff:.3g} (relative), more than the "
-                    f"{self.tolerance:g} float64 allows{hint}")
+        if self.tolerance is None:
+            return None
+        grew = max(self.losses) / self.losses[0] if self.losses and self.losses[0] > 0 else 1.0
+        final = self.max_rel_weight_diff_vs_single
+        if grew > 100 and final > self.tolerance:  # each step may be right, the end is not one device's
+            return (f"the trained weights differ from one device by {final:.3g} (relative), more than the "
+                    f"{self.tolerance:g} float64 allows; the loss grew {grew:.3g}-fold (from {self.losses[0]:.4g}): "
+                    "a diverging run amplifies rounding differences (check --lr)")
+        if diff > self.tolerance:
+            at = "" if step is None else f" at step {step} (one step from the run's own previous weights)"
+            return (f"the trained weights differ from one device by {diff:.3g} (relative){at}, more than the "
+                    f"{self.tolerance:g} float64 allows: the parallel run is wrong")
         return None
 
     def verdict(self) -> tuple[bool | None, str]:
@@ -108,6 +120,7 @@ class TrainResult:
             "losses": [_finite(x) for x in self.losses],
             "reference_losses": [_finite(x) for x in self.reference_losses],
             "max_rel_weight_diff_vs_single": _finite(self.max_rel_weight_diff_vs_single),
+            "max_step_rel_diff_vs_single": _finite(self.max_step_rel_diff_vs_single),
             "bytes_by_collective": self.trace.bytes_by_collective(),
             "bytes_sent_per_device": self.bytes_sent_per_device, "messages": self.messages,
             "bubble_fraction": self.trace.bubble_fraction(),
@@ -121,47 +134,6 @@ class TrainResult:
 
 def _finite(x: float) -> float | None:
     return float(x) if math.isfinite(x) else None
-
-
-def reference_train(cfg: TrainConfig) -> tuple[list[dict], list[float]]:
-    """Plain single-device training in numpy: whole batch, mean loss, same optimizer and data.
-    With gradients_mean=False data-parallel replicas sum their mean gradients, so the reference
-    scales its gradient by dp to compute the same update."""
-    cfg = cfg.resolved()
-    model = build_model(cfg.model)
-    params = model.init_params(cfg.seed)
-    opt = make_optimizer(cfg)
-    states = [{n: opt.init_state(v) for n, v in p.items()} for p in params]
-    factor = 1.0 if cfg.gradients_mean else float(cfg.dp)
-    losses = []
-    for step in range(cfg.steps):
-        x, y = get_batch(cfg.model, cfg.global_batch, step, cfg.seed)
-        loss, grads = model.loss_and_grads(params, x, y)
-        losses.append(float(loss))
-        for li, g in enumerate(grads):
-            for n in params[li]:
-                params[li][n], states[li][n] = opt.update(params[li][n], factor * g[n], states[li][n], step + 1)
-    return params, losses
-
-
-def max_rel_diff(a: list[dict], b: list[dict]) -> float:
-    """max over parameters of ||a - b||_inf / max(||b||_inf, tiny); inf when a NaN or inf appears
-    on either side, or the two sets of parameters differ in names or shapes (Python's max() and
-    numpy comparisons drop NaN silently: a diverged run must never read as 'difference 0')."""
-    if len(a) != len(b):
-        return math.inf
-    worst = 0.0
-    for pa, pb in zip(a, b):
-        if pa.keys() != pb.keys():
-            return math.inf
-        for n in pb:
-            x, y = np.asarray(pa[n], dtype=np.float64), np.asarray(pb[n], dtype=np.float64)
-            if x.shape != y.shape or not (np.isfinite(x).all() and np.isfinite(y).all()):
-                return math.inf
-            if y.size:
-                denom = max(float(np.max(np.abs(y))), 1e-300)
-                worst = max(worst, float(np.max(np.abs(x - y))) / denom)
-    return worst
 
 
 def gather_params(compiled: Compiled, runtime) -> list[dict]:
@@ -210,6 +182,11 @@ class StepHook:
         """Before the first step (the initial state is loaded); returns the step to start at."""
         return 0
 
+    def start_states(self) -> list | None:
+        """The optimizer state at the start step as one device holds it ([{name: {m, v}}] per
+        layer), when the run resumed one (a checkpoint's); None: the one-device run's own."""
+        return None
+
     def before_step(self, step: int, attempt: int, runtime, device_model: DeviceModel) -> DeviceModel:
         """Before each attempt of `step` (attempt 0: the first); returns the device model that prices it."""
         return device_model
@@ -239,15 +216,19 @@ class StepLog:
 
 
 def run_steps(cfg: TrainConfig, compiled: Compiled, runtime, device_model: DeviceModel,
-              hook: StepHook | None = None, progress: Callable[[int, int], None] | None = None) -> StepLog:
+              hook: StepHook | None = None, progress: Callable[[int, int], None] | None = None,
+              check: StepCheck | None = None) -> StepLog:
     """The step loop: load each step's batch, run the Program on the runtime, read the loss back and
-    price the step on the clock (with the memory the run measured); `hook` acts around it."""
+    price the step on the clock (with the memory the run measured); `hook` acts around it; `check`
+    compares every step with one step of one device (its weights are read back after each step)."""
     hook = hook or StepHook()
     program = compiled.program
     runtime.clear()
     runtime.load(compiled.initial)
     log = StepLog(Trace(cfg.devices, name=program.name), [], [0] * cfg.devices, [0] * cfg.steps)
     step = first = hook.start(runtime)   # log.losses[k] is the loss of step first + k
+    if check is not None:
+        check.start(step, gather_params(compiled, runtime), hook.start_states())
     while step < cfg.steps:
         model = hook.before_step(step, log.attempts[step], runtime, device_model)
         x, y = get_batch(cfg.model, cfg.global_batch, step, cfg.seed)
@@ -260,6 +241,8 @@ def run_steps(cfg: TrainConfig, compiled: Compiled, runtime, device_model: Devic
             t1 = time.perf_counter()
             total = sum(float(v) for r, names in compiled.loss_tensors.items()
                         for v in runtime.fetch(r, names).values())
+            if check is not None and step == check.at:
+                check.after(step, gather_params(compiled, runtime))
         except DeviceFailure as failure:
             log.wall += time.perf_counter() - t0   # a failed attempt: its time up to the failure
             back = hook.on_failure(step, failure, simulate(program, model, step=step), log, runtime)
@@ -286,23 +269,26 @@ def train_with(cfg: TrainConfig, compiled: Compiled, runtime, device_model: Devi
                progress: Callable[[int, int], None] | None = None, check: bool = True) -> TrainResult:
     """Run the steps on `runtime` (closed by the caller), read the weights back and compare them with
     one device (`check`; else with themselves)."""
-    log = run_steps(cfg, compiled, runtime, device_model, hook, progress)
+    steps = StepCheck(cfg) if check else None
+    log = run_steps(cfg, compiled, runtime, device_model, hook, progress, steps)
     params = gather_params(compiled, runtime)
     ref_params, ref_losses = reference_train(cfg) if check else (params, log.losses)
     return TrainResult(cfg, log.losses, ref_losses, max_rel_diff(params, ref_params), log.trace, compiled, log.sent,
-                       log.messages, log.wall, params)
+                       log.messages, log.wall, params, steps.worst if steps else math.nan, steps.where if steps else None)
 
 
 def train(cfg: TrainConfig, runtime=None, device_model: DeviceModel | None = None,
           progress: Callable[[int, int], None] | None = None, check: bool = True, hardware=None) -> TrainResult:
-    """Compile, run `cfg.steps` real steps, trace them, and compare with one device. The steps are
-    priced on `device_model`, else on the `hardware` preset (default: the fixed `cpu` preset;
-    "local": this machine's calibration)."""
+    """Compile, run `cfg.steps` real steps, trace them, and compare with one device. `runtime` is a
+    runtime object (closed by the caller), or a runtime's name, "local" (the default) or "ray",
+    made here for `cfg.devices` and closed at the end. The steps are priced on `device_model`,
+    else on the `hardware` preset (default: the fixed `cpu` preset; "local": this machine's
+    calibration)."""
     cfg = cfg.resolved()
     compiled = compile_strategy(cfg)
     device_model = clock_of(cfg, device_model, hardware)
-    own = runtime is None
-    runtime = runtime or make_runtime("local", cfg.devices)
+    own = runtime is None or isinstance(runtime, str)
+    runtime = make_runtime(runtime or "local", cfg.devices) if own else runtime
     try:
         return train_with(cfg, compiled, runtime, device_model, progress=progress, check=check)
     finally:

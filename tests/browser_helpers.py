@@ -1,6 +1,7 @@
 """What the browser tests share: a `streamlit run app/main.py` server on a free port and the system
 Chromium (never a download). Each browser test module starts one server for its tests."""
 
+import importlib.util
 import os
 import socket
 import subprocess
@@ -15,6 +16,15 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run", "--disable-quic"]
+
+
+def missing_browser() -> str | None:
+    """Why the browser tests cannot run here, or None."""
+    if not os.access(CHROMIUM, os.X_OK):
+        return f"no {CHROMIUM} (sudo apt-get install -y chromium chromium-driver)"
+    if importlib.util.find_spec("playwright") is None:
+        return "no playwright (pip install -e \".[test]\")"
+    return None
 
 
 def free_port() -> int:

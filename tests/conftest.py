@@ -19,9 +19,11 @@ def ray_session():
 
 @pytest.fixture(scope="session")
 def ray_runtime(ray_session):
-    """An 8-actor RayRuntime shared by the Ray tests (tensors are cleared before each use)."""
+    """An 8-actor RayRuntime shared by the Ray tests (tensors are cleared before each use). Its
+    devices are FaultyDevices (Devices until a fault is armed), so the fault tests share it too."""
+    from simulator.runtime.faulty import FaultyDevice
     from simulator.runtime.ray_runtime import RayRuntime
 
-    rt = RayRuntime(8)
+    rt = RayRuntime(8, device_class=FaultyDevice)
     yield rt
     rt.close()

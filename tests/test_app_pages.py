@@ -161,10 +161,10 @@ def test_lessons_link_through_the_router():
 
 
 def test_lessons_page_grades_an_upload_in_a_sandbox_and_reveals_a_prediction():
-    from simulator.grading import get_lesson
+    from simulator.grading import get_lesson, solution_path
 
     at = page("lessons")  # lesson 01
-    solution = (get_lesson(1).folder / "solution.py").read_text(encoding="utf-8")
+    solution = solution_path(get_lesson(1)).read_text(encoding="utf-8")
     wrong = solution.replace("rank = rank * size + c", "rank = rank + c * size")
     at.file_uploader(key="upload-1").upload("exercise.py", wrong.encode(), "text/x-python").run()
     at.button(key="check-mine").click().run()

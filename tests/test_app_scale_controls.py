@@ -46,7 +46,7 @@ def test_url_configures_stack_and_the_step_runs_on_the_event_clock():
     assert gb["optimizer states"] == round(mem.optimizer_bytes / 1e9, 2) > 0
     clock = simulate_at_scale("llama3-8b", cfg, "h100-sxm", A, fold_tp=True)
     assert metric(at, "step on the clock") == fmt_time(clock.step_time_s)
-    charts = [c.proto.spec for c in at.get("vega_lite_chart")]   # where the step goes, memory, timeline
+    charts = [c.proto.spec for c in at.tabs[EST].get("vega_lite_chart")]   # where the step goes, memory, timeline
     timeline = [s for s in charts if "micro-batch" in s and "zoom" in s]
     assert len(charts) == 3 and len(timeline) == 1 and '"bytes"' in timeline[0] and '"FLOPs"' in timeline[0]
     assert any("Aggregated" in c.value for c in at.tabs[EST].caption)   # 4 stages x 32 micro-batches: too many

@@ -175,3 +175,42 @@ def test_reshape_of_a_tensor_cut_along_two_dims_is_one_all_to_all():
     ms = explain(net, AutoParallelContext("semi_auto_parallel", 8))
     assert [m.kind for m in ms.phase("forward") if m.tensor == "relu0"] == ["all_gather"]
     assert "one AllToAll would put 96 B per rank on the wire instead of 384 B" in str(ms)
+
+
+def test_3d_mesh_gathers_one_axis_at_a_time_and_splits_between():
+    # [S0, S0, R] -> [R, S1, S1] (DTensor placements) of a (16, 32) float64 tensor on a 2 x 2 x 2
+    # mesh. Gathering both cuts of dim 0 at once: AllGather over 4 ranks, 3,072 B per rank.
+    # Per axis: AllGather y (1,024 B), Split dim 1 by y and by z (local), AllGather x on the
+    # smaller block (512 B): 1,536 B, below the per-axis AllGather + Split without the early
+    # splits (2,048 B). XLA (jax 0.10.2, this machine): an all-to-all of 4 pieces f64[4,1,8]
+    # (768 B leave each rank) and a collective-permute of f64[16,8] (1,024 B): 1,792 B; parasim
+    # with enable_alltoall: AllToAll 512 B + AllGather 512 B = 1,024 B
+    m = DeviceMesh([("x", 2), ("y", 2), ("z", 2)])
+    src, dst = Layout(m, [("x", "y"), ()]), Layout(m, [(), ("y", "z")])
+    ms = redistribute(src, dst, (16, 32), alltoall=False)
+    assert [(s.kind, s.wire_bytes) for s in ms] == [("all_gather", 1024), ("split", 0), ("split", 0),
+                                                   ("all_gather", 512)]
+    assert comm(src, dst, (16, 32), alltoall=True) == [("all_to_all", 2, 512), ("all_gather", 2, 512)]
+    x = np.arange(512.0).reshape(16, 32)
+    rt = LocalRuntime(8)
+    rt.load({r: {"act/x": b} for r, b in src.shard(x).items()})
+    rt.run(redistribution_program(ms, 8))
+    for r, want in dst.shard(x).items():
+        np.testing.assert_array_equal(rt.fetch(r, ["act/y"])["act/y"], want)
+
+
+def test_softmax_over_a_cut_axis_moves_the_cut_with_all_to_all():
+    # Softmax over dim 1 of (8, 64) float64 arriving cut 8 ways along dim 1: the softmax dim may
+    # not stay cut (softmax_info.cc). enable_alltoall: one AllToAll moves the cut to dim 0, 448 B
+    # per rank; MindSpore's default AllGather + Split: 3,584 B (explain() names both). XLA keeps
+    # the cut and AllReduces the row max and the row sum (2 x 8 float64) instead
+    net = Network("sm")
+    x = net.input("x", (8, 64))
+    y = ops.Softmax()(ops.ReLU().shard(((1, 8),))(x))
+    ops.MSELoss()(y, net.input("t", (8, 64)))
+    said = {True: ("all_to_all", "448 B per rank on the wire; MindSpore's default AllGather + Split would put 3584 B"),
+            False: ("all_gather", "one AllToAll would put 448 B per rank on the wire instead of 3584 B")}
+    for a2a, (kind, reason) in said.items():
+        ctx = AutoParallelContext("semi_auto_parallel", 8, enable_alltoall=a2a)
+        [move] = [m for m in explain(net, ctx).phase("forward") if m.op == "Softmax-0"]
+        assert move.kind == kind and reason in move.reason

@@ -1,17 +1,16 @@
-"""The fast walk and clock give exactly the traces of the implementation they replaced
-(frozen in tests/clock_reference.py): same events, same times, same flows.
+"""The vectorised clock (`clock_columns`, a measured optimisation: bench/bench_clock.py) gives
+exactly the trace of the definition, the object clock of `clock.py` (its rules:
+tests/test_clock_rules.py), on the instruction objects of the same program: same events, same
+times (same bits), same flows.
 
-Instruction programs are priced by the walk: same events in the same order. Columnar programs
-(schedule timelines, `simulator.program_columns`) are priced by the vectorised clock, whose trace
-lists each device's events in program order: every event is compared after sorting both traces
-the same way, and flows are compared as the pairs of events they join."""
+The vectorised clock lists each device's events in program order: every event is compared after
+sorting both traces the same way, and flows are compared as the pairs of events they join."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 import pytest
-from clock_reference import reference_simulate, reference_walk
 
 from simulator.cost.clock import SimpleDeviceModel, simulate
 from simulator.cost.device_model import HardwareDeviceModel
@@ -21,10 +20,7 @@ from simulator.cost.scale_kernels import ScaleDeviceModel
 from simulator.cost.scale_program import build_scale_program
 from simulator.cost.timeline_program import schedule_program
 from simulator.errors import ProgramError
-from simulator.models import GPTConfig
-from simulator.parallel.config import TrainConfig
 from simulator.parallel.schedule_registry import make_schedule
-from simulator.parallel.strategies import compile_strategy
 from simulator.program import Collective, Compute, Program
 from simulator.program_columns import ColumnarProgram
 from simulator.trace_columns import ColumnTrace
@@ -33,18 +29,9 @@ SMALL = ModelSpec("small", layers=8, hidden=1024, heads=16, seq=512, vocab=8192)
 MOE = ModelSpec("moe", layers=4, hidden=512, heads=8, seq=256, vocab=4096, num_experts=8)
 
 
-def fresh(prog: Program) -> Program:
-    """The same instructions without the cached walk (and, for a columnar program, its objects)."""
+def objects(prog: Program) -> Program:
+    """The same instructions as objects (a columnar program's row views): priced by the object clock."""
     return Program(prog.n_devices, prog.code, prog.name)
-
-
-def assert_same(prog: Program, model, **kw):
-    assert list(fresh(prog).walk()) == reference_walk(prog)
-    new, old = simulate(fresh(prog), model, **kw), reference_simulate(prog, model, **kw)
-    assert len(new.events) == len(old.events) > 0
-    assert new.events == old.events
-    assert new.memory == old.memory
-    assert new.makespan_s == old.makespan_s
 
 
 def _key(e):
@@ -71,16 +58,17 @@ def assert_same_events(new, old):
 def assert_same_columnar(prog, model, **kw):
     """A columnar program priced vectorised vs its instruction objects on the frozen clock."""
     assert isinstance(prog, ColumnarProgram)
-    objects = Program(prog.n_devices, prog.code, prog.name)
-    assert len(objects) == len(prog)
-    new, old = simulate(prog, model, **kw), reference_simulate(objects, model, **kw)
+    objs = objects(prog)
+    assert len(objs) == len(prog) and not isinstance(objs, ColumnarProgram)
+    new, old = simulate(prog, model, **kw), simulate(objs, model, **kw)
+    assert not isinstance(old, ColumnTrace)
     assert isinstance(new, ColumnTrace) and new.makespan_s == old.makespan_s   # read from the columns
     assert_same_events(new, old)
     # each device's events in its program order: the send/recv pairs and computes of its code
     for d in range(prog.n_devices):
         kinds = [e.kind for e in new.events if e.device == d]
         assert kinds == [i.op if isinstance(i, Compute) else i.kind if isinstance(i, Collective)
-                         else type(i).__name__.lower() for i in objects.code[d]]
+                         else type(i).__name__.lower() for i in objs.code[d]]
 
 
 @pytest.mark.parametrize("name,p,m,v", [("1f1b", 8, 16, 1), ("gpipe", 4, 8, 1), ("1f1b", 1, 4, 1),
@@ -90,14 +78,13 @@ def test_schedule_timeline(name, p, m, v):
     sched = make_schedule(name, p, m, v)
     prog = schedule_program(sched)
     assert_same_columnar(prog, SimpleDeviceModel(latency_s=1e-5, bandwidth_Bps=1e9), step=2)
-    assert list(prog.walk()) == reference_walk(prog)       # the instruction view walks as before
 
 
 def test_columnar_trace_builds_its_events_only_when_a_consumer_reads_them():
     prog = schedule_program(make_schedule("1f1b", 4, 8))
     model = SimpleDeviceModel(latency_s=1e-5, bandwidth_Bps=1e9)
     new = simulate(prog, model, name="t")
-    old = reference_simulate(Program(prog.n_devices, prog.code, prog.name), model, name="t")
+    old = simulate(objects(prog), model, name="t")
     assert new.makespan_s == old.makespan_s and new._events is None      # read from the columns
     assert new.step_breakdown() == pytest.approx(old.step_breakdown(), rel=1e-12)
     assert new._events is not None
@@ -112,7 +99,7 @@ def test_schedule_timeline_that_cannot_finish_is_refused_by_the_walk():
     columnar clock refuses it with the walk's message, as the instruction clock does."""
     prog = schedule_program(make_schedule("dualpipe", 4, 8))
     with pytest.raises(ProgramError) as old:
-        reference_simulate(Program(prog.n_devices, prog.code, prog.name), SimpleDeviceModel())
+        simulate(objects(prog), SimpleDeviceModel())
     with pytest.raises(ProgramError) as new:
         simulate(schedule_program(make_schedule("dualpipe", 4, 8)), SimpleDeviceModel())
     assert str(new.value) == str(old.value) and "deadlock" in str(new.value)
@@ -141,25 +128,5 @@ SCALE_CASES = [
 def test_scale_programs(model, cfg, A, fold):
     prog = build_scale_program(model, cfg, A, fold_tp=fold)
     dm = ScaleDeviceModel(HardwareDeviceModel("a100-80gb", cfg.gpus, A.matmul_dtype), cfg, fold_tp=fold)
-    assert_same(prog, dm)                    # its instruction objects on the walk
-    assert_same_columnar(prog, dm, step=1)   # its columns on the vectorised clock
-
-
-GPT = GPTConfig(layers=2, hidden=16, heads=4, seq_len=8, vocab=16)
-
-
-@pytest.mark.parametrize("kw", [dict(strategy="dp", devices=4, bucket_mb=0.001),
-                                dict(strategy="zero3", devices=4),
-                                dict(strategy="hybrid", devices=8, dp=2, pp=2, tp=2, microbatches=2),
-                                dict(strategy="pp", devices=2, microbatches=4, schedule="interleaved",
-                                     virtual_stages=2),
-                                dict(strategy="cp", devices=2, cp=2),
-                                dict(strategy="sp", devices=2, tp=2)])
-def test_training_programs(kw):
-    cfg = TrainConfig(GPT, batch_size=8, **kw).resolved()
-    prog = compile_strategy(cfg).program
-    dm = HardwareDeviceModel("local", cfg.devices, dtype="fp64")
-    assert_same(prog, dm, step=3)
-    # memory samples placed at the instructions' ends
-    memory = {(r, i): {"act": 8 * (i + 1)} for r in range(prog.n_devices) for i in range(0, len(prog.code[r]), 3)}
-    assert_same(prog, dm, memory=memory, name="with memory")
+    assert isinstance(prog, ColumnarProgram)
+    assert_same_columnar(prog, dm, step=1)   # its columns on the vectorised clock vs its objects

@@ -88,7 +88,9 @@ def test_calibrate_cli_writes_only_where_told(tmp_path, monkeypatch, capsys):
     preset = {"name": "local", "peak_flops": {"fp64": 1e10}, "intra": {"latency_s": 1e-5, "bandwidth_Bps": 1e9}}
     fake = {"preset": preset, "measurements": {"training_rate_flops_per_s": 8e9, "matmul_flops_per_s": {},
                                                "copy_bandwidth_Bps": 1e10, "links": {}}}
-    monkeypatch.setattr(cmd, "measure_local", lambda ray, links: fake)   # the measuring is timed elsewhere
+    monkeypatch.setattr(cmd, "measure_local", lambda ray, links, progress: fake)   # the measuring is timed elsewhere
+    for name, value in cmd.PINNED_BLAS.items():   # BLAS already pinned: the command measures in this process
+        monkeypatch.setenv(name, value)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     out = tmp_path / "local.json"
     assert main(["calibrate", "--output", str(out), "--json"]) == 0
@@ -96,3 +98,27 @@ def test_calibrate_cli_writes_only_where_told(tmp_path, monkeypatch, capsys):
     assert load_local(out).peak("fp64") == 1e10 and not (tmp_path / "home").exists()
     assert main(["calibrate", "--links", "ray", "--output", str(out)]) == 2
     assert "--links ray needs --ray" in capsys.readouterr().err
+
+
+def test_calibrate_measures_with_one_blas_thread(monkeypatch):
+    """Unless BLAS is pinned already, the command measures in a fresh interpreter that pins it (BLAS
+    reads its thread count when numpy loads), with the same options."""
+    import simulator.commands.calibrate as cmd
+    from simulator.cli import main
+
+    calls = []
+    monkeypatch.setattr(cmd.subprocess, "call", lambda argv, env: calls.append((argv, env)) or 0)
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    assert main(["calibrate", "--output", "x.json", "--json"]) == 0
+    ((argv, env),) = calls
+    assert argv[1:] == ["-m", "simulator", "calibrate", "--links", "local", "--json", "--output", "x.json"]
+    assert all(env[k] == "1" for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"))
+
+
+def test_a_link_fit_faster_than_a_memory_copy_stores_the_copy_bandwidth():
+    from simulator.calibrate import AlphaBeta, link_of
+
+    handed_over = AlphaBeta(12e-6, 998e9, 0.1)   # the in-process runtime: nothing is copied
+    link, note = link_of(handed_over, 10e9)
+    assert link == {"latency_s": 12e-6, "bandwidth_Bps": 10e9} and "without a copy" in note
+    assert link_of(AlphaBeta(50e-6, 2e9, 0.01), 10e9) == ({"latency_s": 50e-6, "bandwidth_Bps": 2e9}, "")

@@ -83,10 +83,18 @@ def test_memory_accepts_scientific_notation(capsys):
 
 def test_parse_count():
     assert parse_count("7.5B") == 7.5e9 and parse_count("175m") == 175e6 and parse_count("1T") == 1e12
-    assert parse_count(1000) == 1000
+    assert parse_count("1K") == 1000 and parse_count(7_500_000_000) == 7.5e9
     for bad in ("0", "-3", "seven", "7.5X"):
         with pytest.raises(ParasimError):
             parse_count(bad)
+
+
+def test_a_count_without_its_unit_is_refused_with_the_suggestion():
+    """`--params 7.5` (the B forgotten) would price a model of 7.5 parameters: refused, with the fix."""
+    for text, number in (("7.5", "7.5"), (1000, "1000"), ("999999", "999999")):
+        with pytest.raises(ParasimError, match=rf"^{number} parameters\? write {number}B \(billions\) or {number}M"):
+            parse_count(text)
+    assert parse_count("1000000") == 1e6
 
 
 def test_memory_refusals():

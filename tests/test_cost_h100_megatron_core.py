@@ -41,11 +41,10 @@ from the GEMMs they overlap; Megatron's unfused vocab-parallel cross-entropy (38
 Three rows stay above 15 % and are asserted at their recorded ratio: the two small models with
 4-sequence micro-batches (GPT3-5B 1.16, Nemotron-8B 1.19: the Megatron-Core BF16 weak-scaling table
 shows the same excess for small models, tests/test_cost_h100_bf16_megatron.py) and Llama 3.1 405B at
-GBS 512 (1.21; 1.19 before InfiniBand got its own link efficiency, `simulator.cost.hardware`), whose
-own layout at GBS 1536 comes in at 1.12: NVIDIA's two batch sizes imply a
-per-step cost that does not scale with the micro-batches, ~1.4 s of the 14 s step against the 1.2 s
-(pipeline bubble, exposed p2p and data-parallel) we price; the 25.11 and 26.04 containers differ too,
-so we record rather than explain it.
+GBS 512 (1.17; 1.21 before the pipeline's stage-boundary exchanges were priced as the bottleneck
+device's own over their real links, docs/step-model.md), whose own layout at GBS 1536 comes in at
+1.09: NVIDIA's two batch sizes imply a per-step cost that does not scale with the micro-batches; the
+25.11 and 26.04 containers differ too, so we record rather than explain it.
 """
 
 from dataclasses import replace
@@ -79,7 +78,7 @@ ROWS = [("gpt3-5b", "gpt3-5b", 64, 2048, 4, 1, 1, 1, 1, 765), ("gpt3-20b", "gpt3
         ("llama3.1-405b-26.04", "llama3.1-405b", 1024, 1536, 1, 8, 8, 2, 8, 827)]
 # priced / published where parasim stays more than 15 % off (module docstring): a change of the model
 # that moves them must update this table, the module docstring and the README's validation section
-RECORDED = {"gpt3-5b": 1.16, "nemotron-8b": 1.19, "llama3.1-405b-25.11": 1.21}
+RECORDED = {"gpt3-5b": 1.16, "nemotron-8b": 1.19, "llama3.1-405b-25.11": 1.17}
 
 
 def _priced(name, gpus, gbs, mbs, tp, pp, cp, vp, fp8):

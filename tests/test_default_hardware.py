@@ -3,12 +3,12 @@ user's home (the `local` preset, written by `parasim calibrate`) changes nothing
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from doc_examples import section_examples
 
 from simulator import GPTConfig, TrainConfig, get_hardware, price_training
 from simulator.cli import main
@@ -30,8 +30,9 @@ def _home(tmp_path: Path, calibrated: bool) -> Path:
 
 
 def _tour_code() -> str:
-    """The README's first Python block (the tour), as the README prints it."""
-    return re.search(r"## A tour in Python\s+```python\n(.*?)```", README.read_text(), re.S).group(1)
+    """The README's Python block (the tour), as the README prints it."""
+    (code,) = section_examples("README.md", "A five-minute tour")
+    return code
 
 
 def _run(args: list[str], home: Path) -> str:

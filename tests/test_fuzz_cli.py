@@ -91,9 +91,10 @@ def test_simulate(opts):
 @settings(FUZZ, max_examples=8)
 @given(st.sampled_from([10**8, 10**12, 1536]), st.sampled_from([10**9, 10**12, 1536]), st.booleans())
 def test_simulate_and_search_are_bounded(gpus, batch, trace):
-    path = str(Path(tempfile.gettempdir()) / "parasim-fuzz-trace.json")
-    _assert_clean(["simulate", "--model", "gpt3-1.3b", "--gpus", str(gpus), "--global-batch", str(batch),
-                   *(["--trace", path] if trace else [])])
+    with tempfile.TemporaryDirectory() as folder:  # the trace, if one is written, goes with the folder
+        path = str(Path(folder) / "trace.json")
+        _assert_clean(["simulate", "--model", "gpt3-1.3b", "--gpus", str(gpus), "--global-batch", str(batch),
+                       *(["--trace", path] if trace else [])])
     if gpus > 10**6 or batch > 10**9:  # refused up front (a full search of 1536 GPUs takes seconds)
         assert _assert_clean(["search", "--model", "gpt3-1.3b", "--gpus", str(gpus), "--global-batch", str(batch),
                               "--top", "1"])[0] == 2

@@ -13,20 +13,20 @@ from pathlib import Path
 
 import pytest
 
-from simulator.grading import get_lesson
+from simulator.grading import get_lesson, solution_path
 from simulator.grading.confine import confinement
 
 pytestmark = pytest.mark.skipif(not confinement()["complete"], reason="needs Landlock and the seccomp filter "
                                 "(the refusal without them is tested in test_grading_confinement.py)")
 
 LESSON = get_lesson(5)
-SOLUTION = (LESSON.folder / "solution.py").read_text(encoding="utf-8")
-FULL = 5
+SOLUTION = solution_path(LESSON).read_text(encoding="utf-8")
+FULL = 10   # 8 public items and lesson 05's 2 hidden ones (instructor/05_pipeline_bubbles/hidden.py)
 
 
 def _attacks(root: Path, port: int) -> dict[str, str]:
     subs, out = root / "subs", root / "out"
-    sol = LESSON.folder / "solution.py"
+    sol = solution_path(LESSON)
     pre = "import os, signal, ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nG = os.getppid()\n"
     return {
         "alice.py": SOLUTION,
@@ -74,6 +74,15 @@ def _attacks(root: Path, port: int) -> dict[str, str]:
         "fifo.py": f"import os\ntry:\n    os.mkfifo({str(out / 'scores_feedback' / 'zoe.md')!r})\n"
                    "except OSError:\n    pass\n",
         "broken.ipynb": "{ this is not json",
+        # answer every item by calling parasim's own schedules and simulator (withheld by lesson 05)
+        "solver.py": "from simulator import format_schedule, make_schedule, simulate_schedule\n"
+                     "from simulator.parallel.schedules import one_f_one_b\n"
+                     "def bubble_time(p, m, t_f, t_b):\n"
+                     "    return simulate_schedule(make_schedule('1f1b', p, m), t_f=t_f, t_b=t_b, t_w=0.0).bubble_time[0]\n"
+                     "def bubble_fraction(p, m):\n    return simulate_schedule(make_schedule('1f1b', p, m)).bubble_fraction\n"
+                     "def peak_in_flight(name, p, m):\n"
+                     "    return list(simulate_schedule(make_schedule(name, p, m)).peak_in_flight)\n"
+                     "def one_f_one_b_text(p, m):\n    return format_schedule(one_f_one_b(p, m))\n",
         "zoe.py": SOLUTION,
         # formula injection through the file name and a backtick break-out through an exception
         "=HYPERLINK(1).py": SOLUTION,
@@ -118,7 +127,7 @@ def graded(tmp_path_factory):
 
 def test_the_grader_survives_and_every_row_is_there(graded):
     assert graded["code"] == 0, graded["stderr"][-2000:]
-    assert len(graded["rows"]) == 19, sorted(graded["rows"])
+    assert len(graded["rows"]) == 20, sorted(graded["rows"])
     for honest in ("alice", "amy", "zoe", "'=HYPERLINK(1)"):
         assert graded["rows"][honest]["passed"] == str(FULL), graded["rows"][honest]
     assert "forger,x" not in (graded["root"] / "out" / "scores.csv").read_text(encoding="utf-8")
@@ -135,16 +144,23 @@ def test_nothing_outside_the_scratch_folder_was_read_or_written(graded):
     assert "Permission denied" in rows["reader"]["error"] and "Permission denied" in rows["spy"]["error"]
 
 
+def test_calling_parasims_own_solver_earns_nothing(graded):
+    solver = json.loads((graded["feedback"] / "solver.json").read_text())
+    assert graded["rows"]["solver"]["passed"] == "0"
+    assert all("write it yourself" in i["found"] for i in solver["items"][:4]), solver["items"]
+
+
 def test_signals_and_limits_reach_no_other_process(graded):
     rows = graded["rows"]
-    assert rows["killer"]["passed"] == str(FULL - 1) and rows["killer"]["item_1_status"] == "error"
+    # its bubble_time is missing: item 1 and the hidden item 9 that calls it
+    assert rows["killer"]["passed"] == str(FULL - 2) and rows["killer"]["item_1_status"] == "error"
     assert rows["forger"]["status"] == "graded"   # its file ran; its limit call on the grader was refused
 
 
 def test_wrong_answers_are_wrong_and_limits_cost_one_item(graded):
     rows = graded["rows"]
     for name in ("nan", "huge", "ticks"):
-        assert rows[name]["item_2"] == "0" and rows[name]["passed"] == str(FULL - 2), rows[name]  # items 2 and 5
+        assert rows[name]["item_2"] == "0" and rows[name]["passed"] == str(FULL - 3), rows[name]  # items 2, 5, 9
     assert rows["looper"]["item_1_status"] == "timeout" and "longer than 20 s" in rows["looper"]["error"]
     assert rows["broken"]["status"] == "error" and "not a notebook" in rows["broken"]["error"]
     nan = json.loads((graded["feedback"] / "nan.json").read_text())["items"][1]

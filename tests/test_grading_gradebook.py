@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from simulator.grading import get_lesson
+from simulator.grading import get_lesson, solution_path
 from simulator.grading.export import cell, code
 from simulator.grading.gradebook import grade_class
 from simulator.grading.sandbox import Limits
 
 LESSON = get_lesson(1)
-SOLUTION = (LESSON.folder / "solution.py").read_text(encoding="utf-8")
+SOLUTION = solution_path(LESSON).read_text(encoding="utf-8")
 WRONG = SOLUTION.replace("rank = rank * size + c", "rank = rank + c * size")  # item 1 wrong, the rest right
 HIDDEN = '''
 from simulator.grading import item, partial

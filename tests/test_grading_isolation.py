@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from simulator.grading import get_lesson
+from simulator.grading import get_lesson, solution_path
 
 LESSON = get_lesson(1)
-SOLUTION = (LESSON.folder / "solution.py").read_text(encoding="utf-8")
+SOLUTION = solution_path(LESSON).read_text(encoding="utf-8")
 EXERCISE = (LESSON.folder / "exercise.py").read_text(encoding="utf-8")
 WRONG = SOLUTION.replace("rank = rank * size + c", "rank = rank + c * size")  # item 1 wrong, the rest right
 FULL = 6

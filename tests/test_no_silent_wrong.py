@@ -64,9 +64,9 @@ def test_a_resume_with_another_batch_does_not_match(tmp_path, capsys):
     base = ["train", *TINY, "--strategy", "dp", "--devices", "2", "--json"]
     assert main(base + ["--steps", "2", "--checkpoint-dir", str(tmp_path)]) == 0
     capsys.readouterr()
-    assert main(base + ["--steps", "3", "--batch", "16", "--resume", str(tmp_path)]) == 1
+    assert main(base + ["--steps", "3", "--batch", "16", "--resume", str(tmp_path)]) == 2  # refused before any work
     out = capsys.readouterr()
-    assert not json.loads(out.out)["matches_single_device"] and "differ from one device" in out.err
+    assert not out.out and "was written by another run: its global_batch 8 differs from this run's (16)" in out.err
 
 
 @pytest.mark.parametrize("field,value,msg", [

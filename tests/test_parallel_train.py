@@ -113,8 +113,8 @@ def test_layer_parallel_devices_wait_for_each_other():
     (dict(strategy="dp", devices=4, accumulate=3), r"dp=4 x micro-batches=1 x accumulate=3 = 12 equal parts"),
     (dict(strategy="pp", devices=2, microbatches=3), "cannot be split"),
     (dict(strategy="hybrid", devices=8, dp=3, pp=2), "do not multiply to 8 devices"),
-    (dict(strategy="pp", devices=2, microbatches=3, schedule="interleaved", virtual_stages=2, batch_size=6),
-     "multiple of stages"),
+    (dict(strategy="pp", devices=2, microbatches=5, schedule="interleaved", virtual_stages=2, batch_size=10),
+     "2 rounds of equal size: m = 5 with p = 2"),
     (dict(strategy="single", devices=2), "1 device"),
 ])
 def test_bad_configurations_are_refused_with_a_reason(kw, words):
@@ -123,11 +123,12 @@ def test_bad_configurations_are_refused_with_a_reason(kw, words):
 
 
 def test_train_cli_refuses_a_model_too_big_for_memory_in_one_line(capsys):
-    # a (1e6, 3e6) float64 QKV weight is 22 TiB: numpy refuses it at once; the CLI says so in one line
+    # a (1e6, 3e6) float64 QKV weight is 22 TiB: refused from the configuration, before anything is built
     assert main(["train", "--strategy", "dp", "--devices", "2", "--hidden", "1000000", "--json"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1
-    assert captured.err.startswith("error: the real run does not fit in this machine's memory (Unable to allocate")
+    assert captured.err.startswith("error: the model's parameters of 48,000,080,000,000 elements") \
+        and "more than the 20,000,000 elements parasim accepts" in captured.err
 
 
 def test_train_cli_json(capsys):
@@ -159,3 +160,12 @@ def test_a_hand_written_schedule_trains_and_a_broken_one_is_refused(tmp_path, ca
                "--schedule-file", str(bad)])
     err = capsys.readouterr().err
     assert rc == 2 and "BW0 before its own F0" in err
+
+
+def test_train_takes_a_runtime_by_name():
+    """train(cfg, runtime="local") makes (and closes) the named runtime; it used to raise AttributeError."""
+    cfg = TrainConfig(GPTConfig(layers=2, hidden=16, heads=2, seq_len=8, vocab=16), strategy="dp", devices=2, steps=2)
+    by_name, default = train(cfg, runtime="local"), train(cfg)
+    assert by_name.losses == default.losses and by_name.max_rel_weight_diff_vs_single < 1e-9
+    with pytest.raises(ParasimError, match="unknown runtime 'gpu'; valid: local, ray"):
+        train(cfg, runtime="gpu")

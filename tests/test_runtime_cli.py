@@ -51,9 +51,11 @@ def test_trace_file_and_text_output(capsys, tmp_path):
                                       (("all_reduce", "--op", "prod"), "valid ops"),
                                       (("all_reduce", "--devices", "100000"), "more than the 256 devices"),
                                       (("all_reduce", "--devices", "8", "--size", "10000000000"),
-                                       "8 x --size 10000000000 x 8 B = 640 GB of inputs is more than the 2 GB"),
+                                       "inputs and outputs take 16 x --size 10000000000 x 8 B = 1.28 TB, more than the 2 GB"),
                                       (("all_gather", "--devices", "8", "--size", "10000000000"),
-                                       "1 x --size 10000000000 x 8 B = 80 GB")])
+                                       "9 x --size 10000000000 x 8 B = 720 GB"),
+                                      (("all_gather", "--devices", "64", "--size", "100000000"),  # the 64-fold output counts
+                                       "65 x --size 100000000 x 8 B = 52 GB")])
 def test_bad_input_is_one_line_exit_2(capsys, argv, msg):
     assert main(["collective", *argv]) == 2
     err = capsys.readouterr().err

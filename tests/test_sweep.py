@@ -1,15 +1,18 @@
 """Sweeps return tables (records, CSV, DataFrame), refuse points with their reason, run from the
-CLI; the README's four experiments run as written; every result type has to_dict() and asdict."""
+CLI; the user guide's four experiments run as written; every result type has to_dict() and asdict."""
 
 import csv
 import dataclasses
 import json
+import os
 import pickle
-import re
+import subprocess
+import sys
 from pathlib import Path
 
 import matplotlib
 import pytest
+from doc_examples import section_examples
 
 matplotlib.use("Agg")
 
@@ -38,18 +41,18 @@ from simulator.cost.search import search_training
 from simulator.errors import ParasimError
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTION = (ROOT / "README.md").read_text(encoding="utf-8").split("## Experiments as tables", 1)[1].split("\n## ", 1)[0]
-SNIPPETS = re.findall(r"```python\n(.*?)```", SECTION, re.DOTALL)
+SNIPPETS = section_examples("docs/user-guide.md", "Experiments as tables")
 
 
-def test_readme_has_four_short_experiments():
+def test_the_user_guide_has_four_short_experiments():
     assert len(SNIPPETS) == 4 and all(len(s.strip().splitlines()) < 10 for s in SNIPPETS)
 
 
 @pytest.mark.parametrize("k", range(4))
-def test_readme_experiment_runs(k):
+def test_user_guide_experiment_runs(k, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the figures it saves
     scope = {}
-    exec(compile(SNIPPETS[k], f"README experiment {k + 1}", "exec"), scope)  # our own README, not user input
+    exec(compile(SNIPPETS[k], f"user guide experiment {k + 1}", "exec"), scope)  # our own docs, not user input
     table = scope["t"]
     assert table.records and not any(r["error"] for r in table.records)
 
@@ -61,6 +64,28 @@ def test_schedule_sweep_matches_the_formula_and_plots():
         assert r["bubble_fraction"] == pytest.approx(3 / (r["m"] + 3), rel=1e-9)
     ax = t.plot("bubble_fraction", x="m", line="schedule")
     assert len(ax.get_lines()) == 2 and ax.get_xlabel() == "m"
+
+
+def test_plot_takes_a_label_and_matplotlibs_own_options():
+    t = sweep("schedule", {"p": 4}, schedule=["1f1b"], m=[2, 8])
+    (one,) = t.plot("bubble_fraction", x="m", label="1F1B, p = 4", linestyle="--").get_lines()
+    assert one.get_label() == "1F1B, p = 4" and one.get_linestyle() == "--"
+    two = sweep("schedule", {"p": 4}, schedule=["gpipe", "1f1b"], m=[2, 8]).plot("bubble_fraction", x="m",
+                                                                                 line="schedule", label="p = 4")
+    assert [ln.get_label() for ln in two.get_lines()] == ["p = 4, schedule = gpipe", "p = 4, schedule = 1f1b"]
+
+
+def test_plot_keeps_the_users_backend():
+    """sweep's figures use whatever backend the user chose (it used to force Agg, so nothing showed)."""
+    code = ("import matplotlib; matplotlib.use('svg')\n"
+            "from simulator import sweep\n"
+            "sweep('schedule', {'p': 4}, schedule=['1f1b'], m=[2]).plot('bubble_fraction', x='m')\n"
+            "print(matplotlib.get_backend())")
+    env = {k: v for k, v in os.environ.items() if k != "MPLBACKEND"}
+    env["PYTHONPATH"] = str(ROOT)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "svg"
 
 
 def test_refused_points_keep_their_reason_and_tables_export(tmp_path):

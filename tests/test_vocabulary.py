@@ -31,7 +31,8 @@ def _field_defaults(cls) -> dict:
 
 
 def test_the_documented_table_is_the_vocabulary():
-    assert markdown_table() in DOC.read_text(encoding="utf-8")
+    assert markdown_table() in DOC.read_text(encoding="utf-8"), \
+        "docs/configuration.md: replace the table by simulator.vocabulary.markdown_table()"
     assert len({k.name for k in KNOBS}) == len(KNOBS)
     assert not set(ALIASES) & set(BY_NAME), "an older spelling must not be a knob's name"
 

@@ -17,6 +17,7 @@ from simulator import (
     notebook_code,
     run_check,
 )
+from simulator.grading import solution_path
 
 intro("Lessons", "Short guided exercises: read the README, fill in the TODOs of `exercise.py`, then "
                  "`parasim lesson check N` compares your functions with the simulator's own results, item by "
@@ -177,7 +178,8 @@ page_links(d["app_pages"], key=f"links-{number}")
 for label, title, params in deep_links(d["readme"]):  # the configurations the README discusses
     link_to(title, f"{title}: {label}", **params)
 st.code(f"parasim lesson check {number}      # check your exercise.py\n"
-        f"parasim lesson check {number} lessons/{d['folder'].split('/')[-1]}/solution.py   # the reference", language="bash")
+        f"parasim lesson check {number} instructor/{d['folder'].split('/')[-1]}/solution.py   # the reference "
+        "(instructors)", language="bash")
 tab_readme, tab_ex, tab_mine, tab_check, tab_predict = st.tabs(
     ["README", "exercise.py", "Check your exercise", "Check the reference solution", "Predict, then reveal"])
 with tab_readme:
@@ -202,9 +204,12 @@ with tab_mine:
         else:
             show_report(report)
 with tab_check:
-    if st.button("Run the checker on solution.py", key="check"):
-        report = run_check(number, file=f"{d['folder']}/solution.py")
-        show_report(report)
+    reference = solution_path(get_lesson(number))
+    if not reference.is_file():
+        st.info("The reference solutions live in the instructor's folder (instructor/NN_topic/solution.py), "
+                "which is not part of a student's copy.")
+    elif st.button("Run the checker on solution.py", key="check"):
+        show_report(run_check(number, file=reference))
 with tab_predict:
     question = prediction(number)
     if question is None:

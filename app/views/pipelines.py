@@ -32,12 +32,14 @@ with st.sidebar:
     chosen = st.multiselect("Schedules", NAMES, default=NAMES, key="schedules", **BIND,
                             help="gpipe: all forwards, then all backwards; 1f1b: one forward, one backward; "
                                  "interleaved: v chunks per stage; zb-h1/zb-h2: the backward split into B "
-                                 "(input gradient) and W (weight gradient); dualpipe: fed from both ends")
+                                 "(input gradient) and W (weight gradient); dualpipe: fed from both ends; looped-bfs, "
+                                 "interleaved-zb, zb-v and dualpipev: PyTorch's schedules with chunks (zb-v "
+                                 "and dualpipev always two, V-shaped)")
     p = st.slider("Stages p", 2, 8, 4, key="p", **BIND, help="pipeline stages, one per device")
     m = st.slider("Micro-batches m", 1, 32, 8, key="m", **BIND, help="per step; the bubble shrinks as m grows")
     v = st.slider("Chunks per stage v (interleaved)", 1, 4, 2, key="v", **BIND,
-                  help="the interleaved schedule cuts each stage's layers into v chunks (Megatron's "
-                       "virtual pipeline stages)")
+                  help="interleaved, interleaved-zb and looped-bfs cut each stage's layers into v chunks "
+                       "(Megatron's virtual pipeline stages)")
     st.subheader("Times per micro-batch and stage (ms)")
     t_f = st.slider("F forward (ms)", 0.1, 4.0, 1.0, 0.1, key="t_f", **BIND)
     t_b = st.slider("B input gradient (ms)", 0.1, 4.0, 1.0, 0.1, key="t_b", **BIND)

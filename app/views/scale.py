@@ -217,8 +217,9 @@ def png(kind: str, *args, **kwargs) -> bytes:
 
 
 def time_parts(r: dict) -> dict:
-    return {"compute": r["compute_time_s"], "bubble": r["bubble_time_s"],
-            "exposed comm": r["exposed_comm_s"], "optimizer": r["optimizer_time_s"]}
+    """The step's one breakdown (`simulator.cost.step_breakdown`): its parts add up to the step."""
+    b = r["breakdown"]
+    return {k[:-2].replace("exposed_", "exposed "): v for k, v in b.items() if k not in ("step_s", "device")}
 
 
 def memory_bar(r: dict) -> dict:

@@ -1,5 +1,7 @@
 """Autograder of lesson 05: predictions against simulate_schedule and a real pipelined train()."""
 
+from pathlib import Path
+
 import numpy as np
 
 from simulator import (
@@ -14,7 +16,7 @@ from simulator import (
     train,
     validate_schedule,
 )
-from simulator.grading import compare, expect, ok
+from simulator.grading import compare, expect, ok, shared_folder
 
 LESSON = {
     "title": "Pipeline bubbles: GPipe vs 1F1B",
@@ -26,6 +28,18 @@ LESSON = {
     "requires": ["make_schedule", "simulate_schedule", "parse_schedule", "train"],
     "minutes": 50,
     "prerequisites": [4],
+    # parasim's schedules and simulator compute these answers: they raise while your function runs
+    "withhold": {"bubble_time": ["simulator.parallel.schedule_registry:make_schedule", "simulator.parallel.schedules:one_f_one_b",
+                              "simulator.parallel.schedule_sim:simulate_schedule"],
+                 "bubble_fraction": ["simulator.parallel.schedule_registry:make_schedule", "simulator.parallel.schedules:one_f_one_b",
+                              "simulator.parallel.schedule_sim:simulate_schedule"],
+                 "peak_in_flight": ["simulator.parallel.schedule_registry:make_schedule", "simulator.parallel.schedules:one_f_one_b",
+                              "simulator.parallel.schedule_sim:simulate_schedule"],
+                 "predicted_share_p8_m24": ["simulator.parallel.schedule_registry:make_schedule",
+                                            "simulator.parallel.schedules:one_f_one_b",
+                                            "simulator.parallel.schedule_sim:simulate_schedule"],
+                 "one_f_one_b_text": ["simulator.parallel.schedule_registry:make_schedule", "simulator.parallel.schedules:one_f_one_b",
+                              "simulator.parallel.schedule_sim:simulate_schedule"]},
 }
 
 def prediction():
@@ -61,7 +75,8 @@ def check_bubble_fraction(s):
         want = simulate_schedule(make_schedule("1f1b", p, m)).bubble_fraction
         if not np.isclose(s.bubble_fraction(p, m), want, rtol=1e-9):
             return compare(want, s.bubble_fraction(p, m), f"p={p}, m={m}: the step is the useful work of m "
-                           "micro-batches, m (t_f + t_b), plus the bubble (p-1)(t_f + t_b); the share is bubble / step")
+                           "micro-batches, m (t_f + t_b), plus the bubble (p-1)(t_f + t_b); the share is bubble / step, "
+                           "not bubble / work ((p-1)/m, the Ultra-Scale Playbook's ratio)")
     return ok()
 
 
@@ -112,3 +127,36 @@ def check_measured(s):
         if abs(s.bubble_fraction(4, m) - measured) > 0.03:
             return compare(round(measured, 4), s.bubble_fraction(4, m), f"p=4, m={m}", atol=0.03)
     return ok()
+
+
+def check_prediction(s):
+    "prediction: the bubble share of 1F1B with p = 8, m = 24, before any run (within 2 %)"
+    want = simulate_schedule(make_schedule("1f1b", 8, 24)).bubble_fraction
+    got = s.predicted_share_p8_m24()
+    return compare(want, got, "fill and drain are p - 1 slots whatever m is; the step is m + p - 1 slots", rtol=0.02)
+
+
+def check_explanation(s):
+    "explanation: why 1F1B holds fewer activations (a choice)"
+    got = str(s.why_1f1b_saves_memory()).strip().lower()[:1]
+    hint = {"a": "both schedules have the same bubble (p-1)(t_f+t_b): compare their peak_in_flight instead",
+            "c": "neither schedule recomputes here; recomputation is another trade (lesson 08)",
+            "d": "both send one activation and one gradient per micro-batch per stage boundary"}
+    return expect(got == "b", "the choice that matches peak_in_flight", got or "no letter",
+                  hint.get(got, "answer with one letter: a, b, c or d"))
+
+
+def check_plot_of_your_run(s):
+    "your own run: a timeline PNG of it, and the bubble you measured on it"
+    free = SimpleDeviceModel(flops_per_s=1e9, memory_bandwidth_Bps=1e15, latency_s=0.0, bandwidth_Bps=1e30)
+    mlp = MLPConfig(in_dim=16, hidden=16, layers=4, classes=16)
+    want = train(TrainConfig(mlp, strategy="pp", devices=4, batch_size=32, microbatches=8), device_model=free,
+                 check=False).trace.bubble_fraction()
+    with shared_folder() as tmp:
+        path = Path(tmp) / "timeline.png"
+        got = s.plot_my_run(str(path))
+        png = path.read_bytes() if path.is_file() else b""
+    if not png.startswith(b"\x89PNG\r\n\x1a\n") or len(png) < 2000:
+        return expect(False, "a PNG of your run's timeline at the path given", f"{len(png)} bytes",
+                      "viz.timeline(r.trace).savefig(path)")
+    return compare(want, got, "r.trace.bubble_fraction() of the run you drew (4 stages, m = 8, free communication)")

@@ -15,6 +15,11 @@ LESSON = {
     "requires": ["attention_forward", "chunk_positions", "ring_steps", "attention_bytes_per_step", "strategy:cp"],
     "minutes": 50,
     "prerequisites": [2, 7],
+    # parasim's own functions for these answers raise while your function runs
+    "withhold": {"online_softmax_attention": ["simulator.models.attention:attention_forward"],
+                 "kv_block_at": ["simulator.parallel.cp_split:ring_steps"],
+                 "balanced_positions": ["simulator.parallel.cp_split:chunk_positions"],
+                 "ring_bytes_per_step": ["simulator.parallel.cp_split:attention_bytes_per_step"]},
 }
 
 

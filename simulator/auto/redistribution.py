@@ -306,6 +306,11 @@ class _Planner:
                 raise ParasimError(f"cannot make {q} a pending sum of {self.tensor}: it still "
                                    f"cuts dim {owner}")
 
+    def wanted_next(self, axis: str, d: int) -> bool:
+        """Whether another dim than d takes `axis` as its next cut in the target."""
+        return any(e != d and _is_prefix(cur, want) and len(cur) < len(want) and want[len(cur)] == axis
+                   for e, (cur, want) in enumerate(zip(self.dims, self.dst.dims)))
+
     def a2a_move(self, bad: list[int]):
         """(axis, from dim, to dim) of a cut that can move between dims in one AllToAll, or None."""
         for d in bad:
@@ -340,7 +345,10 @@ class _Planner:
             k += 1
         suffix = cur[k:]
         order = [a for a in self.mesh.axis_names if a in suffix]
-        if order != suffix:
+        if order != suffix or (len(suffix) > 1 and self.wanted_next(suffix[-1], d)):
+            # one axis at a time when the freed minor axis can cut another dim at once (a local
+            # Split before the next gather): [S0,S0,R] -> [R,S1,S1] of (16, 32) float64 on 2x2x2
+            # gathers 1,024 B, splits, gathers 1,024 B (2,048 B) instead of 3,072 B at once
             suffix = cur[-1:]
 
         def change():

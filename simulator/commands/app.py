@@ -2,7 +2,9 @@
 
 The command replaces itself with the Streamlit server (exec), so stopping `parasim app` (Ctrl-C,
 SIGTERM) stops the server: no child process is left behind. The server binds 127.0.0.1 unless
---host says otherwise and hides Streamlit's deploy button (client.toolbarMode = minimal).
+--host says otherwise and hides Streamlit's deploy button (client.toolbarMode = minimal). It never
+asks a question: Streamlit's first-run "Email:" prompt is off (server.showEmailPrompt, Streamlit
+>= 1.59 as pyproject.toml requires) and so is its usage-statistics gathering.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def streamlit_command(args, path: Path) -> list[str]:
     if not 0 < args.port < 65536:
         raise ParasimError(f"--port {args.port}: a port is a number from 1 to 65535")
     cmd = [sys.executable, "-m", "streamlit", "run", str(path), "--server.port", str(args.port),
-           "--server.address", args.host, "--browser.gatherUsageStats", "false",
+           "--server.address", args.host, "--browser.gatherUsageStats", "false", "--server.showEmailPrompt", "false",
            "--client.toolbarMode", "minimal"]
     if args.headless:
         cmd += ["--server.headless", "true"]

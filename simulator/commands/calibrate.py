@@ -1,21 +1,27 @@
 """`parasim calibrate`: measure this machine and write the `local` hardware preset.
 
-    OPENBLAS_NUM_THREADS=1 parasim calibrate [--output PATH] [--ray] [--links local|ray] [--json]
+    parasim calibrate [--output PATH] [--ray] [--links local|ray] [--json]
 
 Measures numpy matmul FLOP/s by size (float64, float32), the effective training rate of a small
 real run, memory-copy bandwidth, and the alpha-beta fit of the LocalRuntime's (and with --ray the
 Ray runtime's) transfers; writes ~/.parasim/local.json (or --output PATH), which
-`hardware.get_hardware("local")` then reads. One BLAS thread (the environment variable above)
-keeps timings stable on a shared machine.
+`hardware.get_hardware("local")` then reads. BLAS is pinned to one thread (PINNED_BLAS: an emulated
+device is one thread, and timings are then stable on a shared machine): BLAS reads its thread count
+when numpy loads, so unless the environment already pins it the command measures in a fresh
+interpreter that does. Each stage of the measurement is reported on stderr as it starts.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 from ..calibrate import measure_local, save_local
 from ..errors import ParasimError
+
+PINNED_BLAS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def add_parser(sub) -> None:
@@ -32,7 +38,12 @@ def run(args) -> int:
     ray, links = bool(getattr(args, "ray", False)), getattr(args, "links", "local")
     if links == "ray" and not ray:
         raise ParasimError("--links ray needs --ray (the Ray runtime must be measured to store its links)")
-    got = measure_local(ray=ray, links=links)
+    if any(os.environ.get(k) != v for k, v in PINNED_BLAS.items()):
+        argv = ["calibrate", "--links", links] + (["--ray"] if ray else []) + (["--json"] if args.json else []) + \
+            (["--output", args.output] if args.output else [])
+        return subprocess.call([sys.executable, "-m", "simulator", *argv], env={**os.environ, **PINNED_BLAS})
+    got = measure_local(ray=ray, links=links, progress=lambda stage: print(f"calibrate: {stage}", file=sys.stderr,
+                                                                              flush=True))
     path = save_local(got["preset"], getattr(args, "output", None))
     meas = got["measurements"]
     if getattr(args, "json", False):
@@ -45,7 +56,6 @@ def run(args) -> int:
     print(f"  memory copy {meas['copy_bandwidth_Bps'] / 1e9:.3g} GB/s")
     for k, f in meas["links"].items():
         print(f"  {k} runtime link: {f['latency_s'] * 1e6:.3g} us + S / {f['bandwidth_Bps'] / 1e9:.4g} GB/s "
-              f"(rms {f['residual_rel']:.1%})")
-    if "OPENBLAS_NUM_THREADS" not in os.environ:
-        print("  note: set OPENBLAS_NUM_THREADS=1 for stable timings on a shared machine")
+              f"(rms {f['residual_rel']:.1%})" + (f"; {f['note']}" if f.get("note") else ""))
+    print("  BLAS threads: 1")
     return 0

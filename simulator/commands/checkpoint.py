@@ -25,11 +25,11 @@ def add_parser(sub) -> None:
     conv = cmds.add_parser("convert", help="re-cut a checkpoint for another strategy / device count")
     conv.add_argument("src")
     conv.add_argument("dst")
-    conv.add_argument("--to-strategy", required=True, choices=STRATEGIES)
+    conv.add_argument("--to-strategy", required=True, choices=STRATEGIES, help='the strategy to reshard for')
     conv.add_argument("--devices", type=int, default=None,
                       help="default: the product of the degrees given, dp x cp x tp x pp (as `parasim train`)")
     add_degree_flags(conv, cp_comm_type_default=None)    # cp-comm-type default: the source's
-    conv.add_argument("--zero", "--zero-stage", dest="zero", type=int, default=0)
+    conv.add_argument("--zero", "--zero-stage", dest="zero", type=int, default=0, help='ZeRO stage 0-3 of the target (default 0)')
     conv.add_argument("--microbatches", type=int, default=None, help="default: the source's")
     conv.add_argument("--schedule", choices=SCHEDULES, default=None, help="default: the source's")
     conv.add_argument("--json", action="store_true", help="print one JSON object")

@@ -20,12 +20,11 @@ from ..collectives.algorithms import algorithms
 from ..collectives.check import check_collective
 from ..collectives.reference import KINDS, OPS
 from ..errors import ParasimError
+from ..limits import MAX_COLLECTIVE_BYTES, MAX_RUN_DEVICES
 from ..units import fmt_bytes, fmt_time
 
 # A real run moves every chunk between emulated devices: a ring all_reduce sends 2n(n-1) chunks, so
 # n = 256 takes seconds and n = 1000 minutes; the inputs (n x size elements) are really allocated.
-MAX_DEVICES = 256
-MAX_INPUT_NBYTES = 2_000_000_000
 
 
 def add_parser(sub) -> None:
@@ -37,8 +36,10 @@ def add_parser(sub) -> None:
                                                 "(default: the kind's default)")
     p.add_argument("--op", default="sum", help=f"reduction: {', '.join(OPS)}")
     p.add_argument("--root", type=int, default=0, help="root of broadcast / reduce")
-    p.add_argument("--dtype", default="float64", choices=("float64", "float32", "float16"))
-    p.add_argument("--runtime", default="local", choices=("local", "ray"))
+    p.add_argument("--dtype", default="float64", choices=("float64", "float32", "float16"),
+                   help="element type of the buffers (default float64)")
+    p.add_argument("--runtime", default="local", choices=("local", "ray"),
+                   help="in-process devices or Ray actors (default local)")
     p.add_argument("--address", default=None, help="Ray cluster address (default: start Ray in-process)")
     p.add_argument("--hardware", default=None, help="hardware preset for the simulated time")
     p.add_argument("--trace", default=None, metavar="FILE", help="write a Chrome/Perfetto trace JSON")
@@ -56,14 +57,17 @@ def _check(args) -> None:
         raise ParasimError(f"--devices must be at least 1, got {args.devices}")
     if args.size < 0:
         raise ParasimError(f"--size must be >= 0 elements, got {args.size}")
-    if args.devices > MAX_DEVICES:
-        raise ParasimError(f"--devices {args.devices} is more than the {MAX_DEVICES} devices a real run emulates "
+    if args.devices > MAX_RUN_DEVICES:
+        raise ParasimError(f"--devices {args.devices} is more than the {MAX_RUN_DEVICES} devices a real run emulates "
                            f"(a ring moves 2n(n-1) chunks); price larger groups with simulator.collective_time_s")
     itemsize = np.dtype(args.dtype).itemsize
-    per = 1 if args.kind == "all_gather" else args.devices  # all_gather: --size is the gathered total
-    if per * args.size * itemsize > MAX_INPUT_NBYTES:
-        raise ParasimError(f"{per} x --size {args.size} x {itemsize} B = {fmt_bytes(per * args.size * itemsize)} "
-                           f"of inputs is more than the {fmt_bytes(MAX_INPUT_NBYTES)} a real run may allocate")
+    # every device holds its input and its output: all_gather's --size is the gathered total (each
+    # device's output), every other kind's output is at most its input
+    per = args.devices * (2 if args.kind != "all_gather" else 1) + (1 if args.kind == "all_gather" else 0)
+    held = per * args.size * itemsize
+    if held > MAX_COLLECTIVE_BYTES:
+        raise ParasimError(f"the devices' inputs and outputs take {per} x --size {args.size} x {itemsize} B = "
+                           f"{fmt_bytes(held)}, more than the {fmt_bytes(MAX_COLLECTIVE_BYTES)} a real run may allocate")
     if args.algo is not None and args.algo not in algorithms(args.kind):
         raise ParasimError(f"unknown algorithm {args.algo!r} for {args.kind}; valid: "
                            f"{', '.join(algorithms(args.kind))}")

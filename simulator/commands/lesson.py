@@ -22,6 +22,7 @@ isolated. See docs/grading.md.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from ..errors import ParasimError
@@ -60,6 +61,8 @@ def add_parser(sub) -> None:
                      help="also write OUT_<lms>.csv, the gradebook in Canvas's or Moodle's CSV import format")
     grd.add_argument("--allow-unconfined", action="store_true",
                      help="grade even where Landlock or seccomp is missing (submissions are then NOT isolated)")
+    grd.add_argument("--json", action="store_true",
+                     help="print one JSON object (rows and per-item summary); each student's line goes to stderr")
     grd.set_defaults(func=run)
     fig = verbs.add_parser("figures", help="redraw every lesson figure and its data file (lessons/make_figures.py)")
     fig.add_argument("lessons", nargs="*", help="lesson numbers (default: all)")
@@ -122,6 +125,9 @@ def _check(args) -> int:
     # your own file: graded even where the machine cannot confine it (a note says so)
     report = run_check(number, path, isolate=not args.in_process, limits=Limits(timeout_s=args.timeout,
                                                                                unconfined_ok=True))
+    isolation = confinement()
+    if not args.in_process and not isolation["complete"]:
+        why += f"; not isolated here: no {' and no '.join(isolation['missing'])}"
     if args.json:
         print(json.dumps({**report.to_dict(), "why_this_file": why}))
     else:
@@ -143,19 +149,24 @@ def _figures(args) -> int:
 def _grade(args) -> int:
     lesson = get_lesson(args.lesson)
     graded = []
+    out = sys.stderr if args.json else sys.stdout  # with --json the per-student lines are progress
 
     def on_row(r):
         graded.append(r)
         print(f"{r['student']}: {r['passed']}/{r['total']} items, {r['points']:g}/{r['max_points']:g} points "
-              f"{r['status']}" + (f" - {r['error']}" if r["error"] else ""), flush=True)
+              f"{r['status']}" + (f" - {r['error']}" if r["error"] else ""), file=out, flush=True)
 
     limits = Limits(timeout_s=args.timeout, memory_mb=args.memory_mb, unconfined_ok=args.allow_unconfined)
     if args.allow_unconfined and not confinement()["complete"]:
-        print(f"warning: not isolated (no {' and no '.join(confinement()['missing'])}): {NOT_ISOLATED}", flush=True)
+        print(f"warning: not isolated (no {' and no '.join(confinement()['missing'])}): {NOT_ISOLATED}", file=sys.stderr, flush=True)
     rows, summary = grade_class(lesson, Path(args.folder), Path(args.csv),
                                 Path(args.feedback) if args.feedback else None, limits, jobs=args.jobs,
                                 on_row=on_row, students=args.student, lms=args.lms)
     full = sum(r["total"] > 0 and r["passed"] == r["total"] for r in graded)
+    if args.json:
+        print(json.dumps({"lesson": lesson.number, "csv": str(args.csv), "complete": full, "graded": graded,
+                          "rows": rows, "summary": summary}, default=str))
+        return 0
     print(f"graded {len(graded)} submission(s): {full} complete; {len(rows)} row(s) in {args.csv}")
     print("per item: " + "; ".join(f"{s['item']}. {s['passed']}/{s['graded']}" for s in summary))
     return 0

@@ -29,16 +29,24 @@ from ..errors import ParasimError
 from ..units import fmt_bytes
 
 MIN_PARAMS, MAX_PARAMS = 1.0, 1e16  # at least one parameter; 10^16 is 10^4 x today's largest models
+UNITLESS_MIN = 1e6  # a bare count below a million parameters is a forgotten unit (7.5 -> 7.5B)
 _SUFFIX = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 
 
 def parse_count(text) -> float:
-    """'7.5e9', '7.5B', '175M', '1T', 1000 -> a positive count (B = G = 1e9)."""
+    """'7.5e9', '7.5B', '175M', '1T', '1K', 7500000000 -> a positive count (B = G = 1e9).
+
+    A bare number below UNITLESS_MIN is refused as ambiguous: `--params 7.5` is almost surely
+    7.5B with the unit forgotten, not a model of 7.5 parameters; write '7.5B' (or '7.5K')."""
     s = str(text).strip().upper().replace("_", "")
     match = re.fullmatch(r"([0-9]*\.?[0-9]+(?:E[+-]?[0-9]+)?)\s*([KMBGT]?)", s)
     if not match:
         raise ParasimError(f"cannot read a parameter count from {text!r}; write e.g. 7.5e9 or 7.5B")
-    value = float(match.group(1)) * _SUFFIX[match.group(2)]
+    number, unit = match.group(1), match.group(2)
+    value = float(number) * _SUFFIX[unit]
+    if not unit and value < UNITLESS_MIN:
+        raise ParasimError(f"{number} parameters? write {number}B (billions) or {number}M (millions); "
+                           f"a count without a unit must be at least {UNITLESS_MIN:g}")
     if not (MIN_PARAMS <= value <= MAX_PARAMS and math.isfinite(value)):
         raise ParasimError(f"parameter count must be between {MIN_PARAMS:g} and {MAX_PARAMS:g}, got {text!r}")
     return value
@@ -47,7 +55,7 @@ def parse_count(text) -> float:
 def add_parser(sub) -> None:
     p = sub.add_parser("memory", help="memory per device per component (Megatron-LM, ZeRO, DeepSpeed estimators); "
                                       "takes Megatron-LM's flags")
-    p.add_argument("--params", default=None, help="parameter count Psi for the ZeRO formula alone: 7.5e9, 7.5B")
+    p.add_argument("--params", default=None, help="parameter count Psi for the ZeRO formula alone, with its unit: 7.5B, 350M, 7.5e9")
     p.add_argument("--dp", type=int, default=1, help="with --params: data-parallel size N_d (default 1)")
     p.add_argument("--zero", type=int, default=None, help="ZeRO stage 0-3 (with a model: overrides "
                    "--use-distributed-optimizer, which is stage 1)")

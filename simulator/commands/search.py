@@ -20,6 +20,7 @@ from ..cost.model_presets import model_names
 from ..cost.search import search_training
 from ..errors import ParasimError
 from ..parallel.schedule_registry import PRICED_SCHEDULES as SCHEDULES
+from ..progress import Progress
 from ..units import fmt_bytes, fmt_time
 from .simulate import MODEL_SHAPE_FLAGS, add_assumption_flags, assumptions_from_args, megatron_argv, model_from_args
 
@@ -97,7 +98,7 @@ def run(args) -> int:
         raise ParasimError(f"--alternatives must be >= 0, got {n_alt}")
     res = search_training(model, hw, int(args.gpus), int(args.global_batch), schedules=schedules,
                           max_tp=getattr(args, "max_tp", None), top=top, assumptions=A, context_parallel=cps,
-                          expert_parallel=eps)
+                          expert_parallel=eps, progress=Progress("search", "layouts"))
     if getattr(args, "json", False):
         out = res.as_dict()
         out["alternatives"] = out["alternatives"][:n_alt]

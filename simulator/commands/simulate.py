@@ -38,6 +38,7 @@ from ..cost.parallel_config import CP_COMM_TYPES, Assumptions, ParallelConfig
 from ..errors import ParasimError
 from ..parallel.schedule_registry import PRICED_SCHEDULES as SCHEDULES
 from ..units import fmt_bytes, fmt_time
+from ..vocabulary import DEFAULTS, canonical_value
 
 MODEL_SHAPE_FLAGS = ("layers", "hidden", "heads", "seq", "vocab")
 
@@ -49,18 +50,20 @@ def add_parser(sub) -> None:
         p.add_argument(f"--{name}", type=int, default=None, help=f"custom model: {name} (instead of --model)")
     p.add_argument("--hardware", default="a100-80gb", help=f"preset: {', '.join(hardware_names())}")
     p.add_argument("--gpus", type=int, default=None, help="total GPUs; must equal tp x pp x dp")
-    p.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
-    p.add_argument("--pp", type=int, default=1, help="pipeline stages")
+    p.add_argument("--tp", type=int, default=DEFAULTS["tp"], help="tensor-parallel size")
+    p.add_argument("--pp", type=int, default=DEFAULTS["pp"], help="pipeline stages")
     p.add_argument("--dp", type=int, default=None, help="data-parallel size (default gpus / (tp pp))")
-    p.add_argument("--microbatch-size", dest="microbatch_size", type=int, default=1, help="b")
+    p.add_argument("--microbatch-size", dest="microbatch_size", type=int, default=DEFAULTS["micro_batch_size"],
+                   help="b")
     p.add_argument("--global-batch", dest="global_batch", type=int, default=None,
                    help="B sequences per step (default b x dp, one micro-batch: Megatron-LM's default)")
-    p.add_argument("--schedule", default="1f1b", choices=SCHEDULES)
-    p.add_argument("--virtual-stages", dest="virtual_stages", type=int, default=1,
+    p.add_argument("--schedule", default=DEFAULTS["schedule"], choices=SCHEDULES, help='pipeline schedule (default %(default)s)')
+    p.add_argument("--virtual-stages", dest="virtual_stages", type=int, default=DEFAULTS["virtual_stages"],
                    help="model chunks per device (interleaved schedule)")
-    p.add_argument("--recompute", default="none", choices=RECOMPUTE)
-    p.add_argument("--sequence-parallel", dest="sequence_parallel", action="store_true")
-    p.add_argument("--zero", type=int, default=0, help="ZeRO stage 0-3")
+    p.add_argument("--recompute", default=DEFAULTS["recompute"], choices=RECOMPUTE, help='activation recomputation: none, selective (attention core) or full (default %(default)s)')
+    p.add_argument("--sequence-parallel", dest="sequence_parallel", action="store_true", help="Megatron's sequence parallelism over the tensor-parallel ranks")
+    p.add_argument("--zero", "--zero-stage", dest="zero", type=int, default=DEFAULTS["zero_stage"],
+                   help="ZeRO stage 0-3")
     add_parallel_extras(p)
     add_assumption_flags(p)
     p.add_argument("--trace", default=None, metavar="FILE",
@@ -73,10 +76,12 @@ def add_parser(sub) -> None:
 
 def add_parallel_extras(p) -> None:
     """Context and expert parallelism and the pipeline stage split (flags of `simulate` and `search`)."""
-    p.add_argument("--cp", "--context-parallel-size", dest="cp", type=int, default=1, help="context-parallel size")
-    p.add_argument("--cp-comm-type", dest="cp_comm_type", default="p2p", choices=CP_COMM_TYPES,
-                   help="ring attention (p2p) or Ulysses all-to-all (a2a)")
-    p.add_argument("--ep", "--expert-model-parallel-size", dest="ep", type=int, default=1,
+    p.add_argument("--cp", "--context-parallel-size", dest="cp", type=int, default=DEFAULTS["cp"],
+                   help="context-parallel size")
+    p.add_argument("--cp-comm-type", dest="cp_comm_type", default=DEFAULTS["cp_comm_type"], choices=CP_COMM_TYPES,
+                   type=lambda v: canonical_value("cp_comm_type", v),
+                   help="ring attention (p2p) or Ulysses all-to-all (a2a); the older ring / all-to-all are accepted")
+    p.add_argument("--ep", "--expert-model-parallel-size", dest="ep", type=int, default=DEFAULTS["ep"],
                    help="expert-parallel size (MoE models; divides dp)")
     p.add_argument("--decoder-first-pipeline-num-layers", dest="first_stage_layers", type=int, default=None,
                    help="layers of the first pipeline stage (the rest split evenly)")
@@ -92,7 +97,7 @@ def add_assumption_flags(p) -> None:
     fa = p.add_mutually_exclusive_group()
     fa.add_argument("--use-flash-attn", dest="flash_attention", action="store_true", default=None,
                     help="FlashAttention (default: the model preset's: on for Llama, off for GPT-3 / Megatron 2021)")
-    fa.add_argument("--no-flash-attn", dest="flash_attention", action="store_false")
+    fa.add_argument("--no-flash-attn", dest="flash_attention", action="store_false", help='the unfused attention of Megatron-LM 2021')
     p.add_argument("--fp8", "--fp8-format", dest="fp8", nargs="?", const="hybrid", default=None,
                    help="FP8 matmuls at the hardware's fp8 peak (Transformer Engine; e4m3 or hybrid)")
     p.add_argument("--overlap-grad-reduce", dest="overlap_grad_reduce", action="store_true",
@@ -104,7 +109,8 @@ def add_assumption_flags(p) -> None:
     p.add_argument("--no-nvls", dest="nvls", action="store_false", help="no NVLink SHARP all-reduce")
     p.add_argument("--moe-expert-capacity-factor", dest="capacity_factor", type=float, default=None,
                    help="MoE tokens per expert x this factor (default: dropless)")
-    p.add_argument("--stage3-max-reuse-distance", dest="stage3_max_reuse_distance", type=float, default=1e9,
+    p.add_argument("--stage3-max-reuse-distance", dest="stage3_max_reuse_distance", type=float,
+                   default=DEFAULTS["stage3_max_reuse_distance"],
                    help="DeepSpeed ZeRO-3: elements fetched before a released parameter's reuse (default 1e9); "
                         "with --recompute full, sub-modules beyond it are gathered a third time")
 
@@ -122,7 +128,8 @@ def assumptions_from_args(args, model: ModelSpec) -> Assumptions:
                        overlap_tp_comm=bool(getattr(args, "overlap_tp_comm", False)),
                        nvls=bool(getattr(args, "nvls", True)),
                        capacity_factor=getattr(args, "capacity_factor", None),
-                       stage3_max_reuse_distance=float(getattr(args, "stage3_max_reuse_distance", 1e9)))
+                       stage3_max_reuse_distance=float(getattr(args, "stage3_max_reuse_distance",
+                                                               DEFAULTS["stage3_max_reuse_distance"])))
 
 
 def model_from_args(args) -> ModelSpec:
@@ -139,8 +146,14 @@ def model_from_args(args) -> ModelSpec:
     return ModelSpec("custom", **shape)
 
 
+def _arg(args, dest: str, knob: str):
+    """args.dest, or the vocabulary's default of `knob` (callers may pass a bare Namespace)."""
+    value = getattr(args, dest, None)
+    return DEFAULTS[knob] if value is None else value
+
+
 def config_from_args(args) -> ParallelConfig:
-    tp, pp, cp = int(getattr(args, "tp", 1)), int(getattr(args, "pp", 1)), int(getattr(args, "cp", 1) or 1)
+    tp, pp, cp = int(_arg(args, "tp", "tp")), int(_arg(args, "pp", "pp")), int(_arg(args, "cp", "cp"))
     gpus, dp = getattr(args, "gpus", None), getattr(args, "dp", None)
     for name, v in (("tp", tp), ("pp", pp), ("cp", cp), ("gpus", gpus), ("dp", dp)):
         if v is not None and v < 1:
@@ -155,21 +168,21 @@ def config_from_args(args) -> ParallelConfig:
             dp = gpus // mp
     if gpus is not None and mp * dp != gpus:
         raise ParasimError(f"tp x pp x cp x dp = {tp} x {pp} x {cp} x {dp} = {mp * dp} must equal --gpus {gpus}")
-    b = int(getattr(args, "microbatch_size", 1))
+    b = int(_arg(args, "microbatch_size", "micro_batch_size"))
     if b < 1:
         raise ParasimError(f"--microbatch-size must be a positive integer, got {b}")
     B = getattr(args, "global_batch", None)     # None: ParallelConfig's default (b x dp, Megatron-LM's)
     B = None if B is None else int(B)
     return ParallelConfig(tp=tp, pp=pp, dp=dp, micro_batch_size=b, global_batch=B,
-                          schedule=getattr(args, "schedule", "1f1b"),
-                          virtual_stages=int(getattr(args, "virtual_stages", 1)),
-                          recompute=getattr(args, "recompute", "none"),
-                          sequence_parallel=bool(getattr(args, "sequence_parallel", False)),
-                          zero_stage=int(getattr(args, "zero", 0)), cp=cp, ep=int(getattr(args, "ep", 1) or 1),
-                          cp_comm_type=getattr(args, "cp_comm_type", "p2p") or "p2p",
+                          schedule=_arg(args, "schedule", "schedule"),
+                          virtual_stages=int(_arg(args, "virtual_stages", "virtual_stages")),
+                          recompute=_arg(args, "recompute", "recompute"),
+                          sequence_parallel=bool(_arg(args, "sequence_parallel", "sequence_parallel")),
+                          zero_stage=int(_arg(args, "zero", "zero_stage")), cp=cp, ep=int(_arg(args, "ep", "ep")),
+                          cp_comm_type=_arg(args, "cp_comm_type", "cp_comm_type"),
                           first_stage_layers=getattr(args, "first_stage_layers", None),
                           last_stage_layers=getattr(args, "last_stage_layers", None),
-                          balance_embedding=bool(getattr(args, "balance_embedding", False)))
+                          balance_embedding=bool(_arg(args, "balance_embedding", "balance_embedding")))
 
 
 # parasim flags that carry Megatron-LM's names: with Megatron flags they go back to its parser
@@ -179,9 +192,10 @@ _SHARED = (("sequence_parallel", "--sequence-parallel"), ("overlap_grad_reduce",
            ("ep", "--expert-model-parallel-size"), ("first_stage_layers", "--decoder-first-pipeline-num-layers"),
            ("last_stage_layers", "--decoder-last-pipeline-num-layers"))
 # parasim-only knobs that Megatron flags replace: (dest, default, flag)
-_NATIVE = (("tp", 1, "--tp"), ("pp", 1, "--pp"), ("dp", None, "--dp"), ("microbatch_size", 1, "--microbatch-size"),
-           ("global_batch", None, "--global-batch"), ("schedule", "1f1b", "--schedule"),
-           ("virtual_stages", 1, "--virtual-stages"), ("recompute", "none", "--recompute"), ("zero", 0, "--zero"))
+_NATIVE = (("tp", DEFAULTS["tp"], "--tp"), ("pp", DEFAULTS["pp"], "--pp"), ("dp", None, "--dp"),
+           ("microbatch_size", DEFAULTS["micro_batch_size"], "--microbatch-size"), ("global_batch", None, "--global-batch"),
+           ("schedule", DEFAULTS["schedule"], "--schedule"), ("virtual_stages", DEFAULTS["virtual_stages"], "--virtual-stages"),
+           ("recompute", DEFAULTS["recompute"], "--recompute"), ("zero", DEFAULTS["zero_stage"], "--zero"))
 
 
 def megatron_argv(args) -> list[str]:
@@ -266,6 +280,8 @@ def run(args) -> int:
           + ", ".join(f"{k} {fmt_time(v)}" for k, v in res.comm_time_by_kind.items() if v))
     print(f"  memory per GPU   {fmt_bytes(res.memory_per_gpu_bytes)} of {fmt_bytes(hw.memory_bytes)}"
           + ("  OUT OF MEMORY" if res.oom else ""))
+    if res.leaves_out:
+        print(f"  closed form leaves out  {', '.join(res.leaves_out)} (docs/step-model.md)")
     if at_scale is not None:
         print(f"  event clock      {fmt_time(at_scale.step_time_s)} per step, bubble {at_scale.bubble_fraction:.1%}, "
               f"exposed comm {fmt_time(at_scale.exposed_comm_s)} ({at_scale.simulated_ranks} ranks simulated, "

@@ -23,6 +23,7 @@ from ..cost.parallel_config import ParallelConfig
 from ..errors import ParasimError
 from ..models import GPTConfig
 from ..parallel.config import TrainConfig
+from ..progress import Progress
 from ..sweep import KINDS, sweep
 
 GPT_FIELDS = {"layers": 2, "hidden": 32, "heads": 4, "seq_len": 16, "vocab": 32}
@@ -86,7 +87,7 @@ def run(args) -> int:
         base, kwargs = build(args.kind, fixed)
     except TypeError as e:  # a dataclass given a name it does not have
         raise ParasimError(str(e)) from None
-    table = sweep(args.kind, base, kwargs, **vary)
+    table = sweep(args.kind, base, kwargs, progress=Progress(f"sweep {args.kind}", "points"), **vary)
     if args.csv:
         table.to_csv(args.csv)
         print(f"{len(table.records)} point(s), {len(table.ok())} ran; wrote {args.csv}")

@@ -10,9 +10,11 @@ import numpy as np
 from ..cost.device_model import run_device_model
 from ..cost.hardware import RUN_HARDWARE, get_hardware, hardware_names
 from ..errors import ParasimError
+from ..limits import MAX_SCHEDULE_FILE_BYTES, read_bounded
 from ..models import GPTConfig, MLPConfig
 from ..parallel.config import CP_COMM_TYPES, GRAD_DTYPES, SCHEDULES, STRATEGIES, TrainConfig
 from ..parallel.experts import MoEGPTConfig
+from ..progress import Progress
 from ..trace import STEP_PART_LABELS
 from ..training import train
 from ..units import fmt_time
@@ -33,42 +35,42 @@ MODELS = {
 
 def add_parser(sub) -> None:
     p = sub.add_parser("train", help="train a model with a parallel strategy on emulated devices")
-    p.add_argument("--model", choices=sorted(MODELS), default="gpt")
-    p.add_argument("--strategy", choices=STRATEGIES, default="single")
+    p.add_argument("--model", choices=sorted(MODELS), default="gpt", help='gpt (a small GPT), mlp (a multi-layer perceptron) or moe (a GPT with mixture-of-experts blocks); default %(default)s')
+    p.add_argument("--strategy", choices=STRATEGIES, default="single", help='the parallel strategy (docs/user-guide.md lists them); default %(default)s')
     p.add_argument("--devices", type=int, default=None,
                    help="emulated devices (default: the product of the degrees given, dp x cp x tp x pp)")
     add_degree_flags(p)
     p.add_argument("--zero", "--zero-stage", dest="zero", type=int, default=TRAIN_DEFAULTS["zero_stage"],
                    help="ZeRO stage 0-3 over the data x context ranks (expert parameters over their expert-data "
                         "ranks); stages 2-3 without a pipeline")
-    p.add_argument("--microbatches", type=int, default=TRAIN_DEFAULTS["microbatches"])
+    p.add_argument("--microbatches", type=int, default=TRAIN_DEFAULTS["microbatches"], help='micro-batches per step (pipelines); default %(default)s')
     p.add_argument("--schedule", choices=SCHEDULES, default=TRAIN_DEFAULTS["schedule"],
                    help="pipeline schedule; zb-h1, zb-h2 and dualpipe split backward into B and W "
                         "(also with --tp and --cp)")
-    p.add_argument("--virtual-stages", type=int, default=TRAIN_DEFAULTS["virtual_stages"])
+    p.add_argument("--virtual-stages", type=int, default=TRAIN_DEFAULTS["virtual_stages"], help='model chunks per device (--schedule interleaved); default %(default)s')
     p.add_argument("--schedule-file", default=None,
                    help="a hand-written schedule: one line per stage, e.g. 'F0 F1 BW0 BW1' (validated)")
     p.add_argument("--bucket-mb", type=float, default=TRAIN_DEFAULTS["bucket_mb"], help="gradient bucket size in MB")
     p.add_argument("--accumulate", type=int, default=TRAIN_DEFAULTS["accumulate"],
                    help="gradient-accumulation micro-steps")
-    p.add_argument("--grad-dtype", choices=GRAD_DTYPES, default=TRAIN_DEFAULTS["grad_dtype"])
+    p.add_argument("--grad-dtype", choices=GRAD_DTYPES, default=TRAIN_DEFAULTS["grad_dtype"], help='dtype of the gradients on the wire (dp); default %(default)s')
     p.add_argument("--no-gradients-mean", action="store_true", help="sum instead of average gradients")
     p.add_argument("--batch", "--global-batch", "--global-batch-size", dest="batch", type=int,
                    default=TRAIN_DEFAULTS["global_batch"], help="global batch size (samples)")
-    p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--lr", type=float, default=1e-2)
-    p.add_argument("--optimizer", choices=("adam", "sgd"), default="adam")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--hidden", type=int, default=32)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--seq", type=int, default=16)
-    p.add_argument("--vocab", type=int, default=32)
+    p.add_argument("--steps", type=int, default=3, help='training steps; default %(default)s')
+    p.add_argument("--lr", type=float, default=1e-2, help='learning rate; default %(default)s')
+    p.add_argument("--optimizer", choices=("adam", "sgd"), default="adam", help='default %(default)s')
+    p.add_argument("--seed", type=int, default=0, help='seed of the weights and the data; default %(default)s')
+    p.add_argument("--layers", type=int, default=4, help='transformer blocks (gpt, moe) or layers (mlp); default %(default)s')
+    p.add_argument("--hidden", type=int, default=32, help='hidden size; default %(default)s')
+    p.add_argument("--heads", type=int, default=4, help='attention heads (gpt, moe); default %(default)s')
+    p.add_argument("--seq", type=int, default=16, help='sequence length in tokens (gpt, moe); default %(default)s')
+    p.add_argument("--vocab", type=int, default=32, help='vocabulary size (gpt, moe); default %(default)s')
     p.add_argument("--experts", type=int, default=4, help="experts per MoE block (--model moe)")
     p.add_argument("--top-k", type=int, default=1, help="experts per token, 1 or 2 (--model moe)")
     p.add_argument("--capacity-factor", type=float, default=1.25, help="expert capacity factor (--model moe)")
-    p.add_argument("--in-dim", type=int, default=16)
-    p.add_argument("--classes", type=int, default=4)
+    p.add_argument("--in-dim", type=int, default=16, help='input features (mlp); default %(default)s')
+    p.add_argument("--classes", type=int, default=4, help='output classes (mlp); default %(default)s')
     p.add_argument("--runtime", choices=("local", "ray"), default=None,
                    help="in-process devices or Ray actors (default: local; ray when --address is given)")
     p.add_argument("--address", default=None, help="Ray cluster address (default: embedded local Ray)")
@@ -143,20 +145,11 @@ def config_from_args(a) -> TrainConfig:
 def _read_schedule(path: str | None) -> str | None:
     if path is None:
         return None
+    data = read_bounded(path, "schedule file", MAX_SCHEDULE_FILE_BYTES, "a schedule file")
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError as e:
-        raise ParasimError(f"cannot read schedule file {path}: {e.strerror}") from None
-
-
-def _progress_bar(done: int, total: int) -> None:
-    width = 30
-    filled = width * done // total
-    sys.stderr.write(f"\rtraining [{'#' * filled}{'.' * (width - filled)}] step {done}/{total}")
-    if done == total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ParasimError(f"schedule file {path} is not UTF-8 text") from None
 
 
 def run(a) -> int:
@@ -224,7 +217,8 @@ def _runtime(a, cfg: TrainConfig, resilient: bool):
 
 def _train(a, cfg: TrainConfig, runtime, model, resilient: bool):
     if not resilient:
-        return train(cfg, runtime=runtime, progress=_progress_bar if sys.stderr.isatty() else None, device_model=model)
+        return train(cfg, runtime=runtime, progress=Progress(f"training on {cfg.devices} devices", "steps"),
+                     device_model=model)
     from ..faults import parse_faults, random_faults, train_resilient
     from ..parallel.strategies import compile_strategy
 
@@ -243,8 +237,10 @@ def _print_text(cfg: TrainConfig, out: dict, resilient: bool) -> None:
     print(f"{cfg.strategy} on {cfg.devices} devices (dp={cfg.dp}, pp={cfg.pp}, tp={cfg.tp}{extra}, m={cfg.m})")
     print("losses: " + " ".join("nan/inf" if x is None else f"{x:.4f}" for x in out["losses"]))
     diff = out["max_rel_weight_diff_vs_single"]
+    per_step = out.get("max_step_rel_diff_vs_single")
+    each = "" if per_step is None else f", {per_step:.3g} in one step (the bound)"
     print(f"max relative weight difference vs one device: {'nan/inf' if diff is None else f'{diff:.3g}'}"
-          f" ({VERDICT_WORDS[out['matches_single_device']]})")
+          f"{each} ({VERDICT_WORDS[out['matches_single_device']]})")
     parts = out.get("step_breakdown") or {}
     print("the step: " + ", ".join(f"{STEP_PART_LABELS[k]} {v:.1%}" for k, v in parts.items())
           + f"; bytes by collective: {out['bytes_by_collective']}")

@@ -21,10 +21,13 @@ stage's W adds `Assumptions.grad_accum_bytes` of HBM traffic per parameter it ho
 Step (p stages, m micro-batches, v chunks; F, B, W per-stage means, M = slowest stage F+B+W):
   step = m M + bubble + exposed p2p + exposed DP sync + embedding all-reduce + optimizer
   bubble: GPipe/1F1B (p-1)(F+B+W); interleaved (p-1)(F+B+W)/v; ZB-H1 (p-1)(F+B-W);
-          ZB-H2 (p-1)(F+B-2W), floored at 0 (Narayanan et al. 2021, Sec. 2.2; Qi et al. 2023).
-  p2p: Megatron's scatter/gather: each TP rank sends T h 2 / t bytes to the next stage, then an
-       intra-node all-gather; one forward and one backward exchange per micro-batch per chunk,
-       blocking, so 2 (m v + p - 1) exchanges sit on the critical path.
+          ZB-H2 (p-1)(F+B-2W), floored at 0 (Narayanan et al. 2021, Sec. 2.2; Qi et al. 2023),
+          of the other stages' mean F, B, W (the bottleneck waits for their work once).
+  The step is the sum of `step_breakdown.StepBreakdown`'s parts (docs/step-model.md).
+  p2p (`_p2p_exposed`): Megatron's scatter/gather: each TP rank sends T h 2 / t bytes over the
+       boundary, then (no SP) an all-gather; blocking on both sides, so the bottleneck device pays its
+       own 4 exchanges per micro-batch and chunk (fewer on the end stages), each over its real link,
+       and its bubble the first activation's and last gradient's way through every boundary.
   DP sync of the stage's gradients (fp32): ZeRO 0 all-reduce; 1-2 reduce-scatter of gradients
        (ZeRO-1 with `Assumptions.dp_grad_all_reduce`: all-reduce) + all-gather of 16-bit parameters; 3 reduce-scatter + two parameter all-gathers (3 Psi) per
        micro-batch, one per sub-module, a third for what full recomputation re-gathers (`zero3_fetch`).
@@ -46,6 +49,7 @@ from simulator.cost.memory_report import memory_report
 from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.scale_kernels import expert_tokens, layer_kernels, padded_vocab
+from simulator.cost.step_breakdown import StepBreakdown, breakdown_from_parts, closed_form_leaves_out
 from simulator.cost.zero3_fetch import zero3_pass
 from simulator.errors import ParasimError
 from simulator.parallel.schedule_registry import schedule_spec
@@ -63,15 +67,17 @@ class AnalyticResult:
     hfu: float
     bubble_fraction: float            # bubble / step
     bubble_time_s: float
-    compute_time_s: float             # m x slowest stage (F + B + W), comm excluded
+    compute_time_s: float             # m x slowest stage's kernels (F + B + W), communication excluded
     comm_time_by_kind: MappingProxyType  # seconds per step on one device, by what it serves
     comm_time_s: float
-    exposed_comm_s: float
+    exposed_comm_s: float             # the breakdown's exposed communication, every kind
     optimizer_time_s: float
     memory: MemoryBreakdown
     microbatches: int
     gpus: int
     flops_per_step: float
+    breakdown: StepBreakdown          # the step, part by part; adds up to step_time_s (`step_breakdown`)
+    leaves_out: tuple = ()            # what this estimate leaves out that the event clock prices (`LEAVES_OUT`)
 
     @property
     def memory_per_gpu_bytes(self) -> float:
@@ -83,7 +89,10 @@ class AnalyticResult:
 
     def to_dict(self) -> dict:
         """Plain data (JSON-able): every number of the result, tables as dicts."""
-        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("memory", "comm_time_by_kind")}
+        d = {f.name: getattr(self, f.name) for f in fields(self)
+             if f.name not in ("memory", "comm_time_by_kind", "breakdown")}
+        d["breakdown"] = self.breakdown.to_dict()
+        d["leaves_out"] = list(self.leaves_out)
         d["comm_time_by_kind"] = dict(self.comm_time_by_kind)
         d["memory_per_gpu_bytes"] = self.memory_per_gpu_bytes
         d["memory"] = self.memory.as_dict()
@@ -176,9 +185,15 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     K = layer_kernels(model, cfg, A)
     kt = lambda k: k.time_s(hw, dt)  # noqa: E731
     cm = _layer_comm(model, cfg, hw, A, K, topo)
-    f_l = kt(K.attn_fwd) + kt(K.mlp_fwd) + cm["tp_fwd"] + cm["cp_fwd"] + cm["moe"]
-    rc_extra = {"none": 0.0, "selective": 0.0 if A.flash_attention else kt(K.core_fwd), "full": f_l}[cfg.recompute]
-    b_l = kt(K.attn_b) + kt(K.mlp_b) + cm["tp_fwd"] + cm["cp_bwd"] + cm["moe"] + rc_extra
+    full = cfg.recompute == "full"
+    # one layer and micro-batch: kernels, and the exposed communication of each kind (a fully
+    # recomputed forward repeats the forward's kernels and collectives)
+    f_comp = kt(K.attn_fwd) + kt(K.mlp_fwd)
+    rc_comp = f_comp if full else 0.0     # selective: K.attn_b already repeats the attention core
+    comm_l = {"tp": cm["tp_fwd"] * (3 if full else 2), "cp": cm["cp_fwd"] * (2 if full else 1) + cm["cp_bwd"],
+              "ep": cm["moe"] * (3 if full else 2)}
+    f_l = f_comp + cm["tp_fwd"] + cm["cp_fwd"] + cm["moe"]
+    b_l = kt(K.attn_b) + kt(K.mlp_b) + rc_comp + comm_l["tp"] + comm_l["cp"] + comm_l["ep"] - (f_l - f_comp)
     w_l = kt(K.attn_w) + kt(K.mlp_w)
     layers = cfg.stage_layers(L)
     lf, lb, lw = kt(K.logits_fwd), kt(K.logits_b), kt(K.logits_w)
@@ -197,18 +212,17 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
         stages[k][2] += memory_time_s(A.grad_accum_bytes * (dense_k[k] + expert_k[k]), hw)
     slowest_k = max(range(p), key=lambda k: sum(stages[k]))
     slowest = sum(stages[slowest_k])
-    Fm, Bm, Wm = (sum(x[i] for x in stages) / p for i in range(3))
+    # the slowest stage waits, once, for the work of every other stage (warmup and cooldown): for
+    # equal stages the schedule's (p-1)(F+B+W)/v (Narayanan et al. 2021 Sec. 2.2); with a heavier
+    # stage (the logits of a large vocabulary, uneven splits) the others' mean, not the mean of all
+    others = [stages[k] for k in range(p) if k != slowest_k] or stages
+    Fm, Bm, Wm = (sum(x[i] for x in others) / len(others) for i in range(3))
     bubble = schedule_spec(cfg.schedule, priced=True).bubble(p, m, Fm, Bm, Wm, v)
-    compute = m * slowest
 
     # pipeline p2p: each TP rank sends its 1/t slice over the stage boundary, then all-gathers
-    act_bytes = 2 * cfg.micro_batch_size * s * h / c
-    p2p = 0.0
-    if p > 1:
-        p2p = topo.link(cfg.rank(0, 0, 0), cfg.rank(0, 0, 1)).time_s(act_bytes / t)
-        if t > 1 and not cfg.sequence_parallel:
-            p2p += collective_time_s("all_gather", act_bytes, cfg.tp_group(), topo, algo)
-    p2p_total = 2 * (m * v + p - 1) * p2p if p > 1 else 0.0
+    p2p_total, p2p_fill = _p2p_exposed(cfg, topo, 2 * cfg.micro_batch_size * s * h / c, slowest_k, algo) \
+        if p > 1 else (0.0, 0.0)
+    bubble += p2p_fill
 
     # data-parallel synchronisation of the largest stage's gradients (module docstring)
     k_big = max(range(p), key=lambda k: layers[k] * model.layer_params() + heads_on[k] * emb * t)
@@ -224,9 +238,15 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     shard = d * c if cfg.zero_stage >= 1 else 1
     optimizer = memory_time_s(ADAM_BYTES_PER_PARAM * stage_params / shard, hw)
 
-    n_fwd = 3 if cfg.recompute == "full" else 2
+    n_fwd = 3 if full else 2
     tp_total = m * sum(layers) / p * cm["tp_total_fwd"] * n_fwd
-    step = compute + bubble + p2p_total + dp_exposed + emb_ar + optimizer
+    # the step, part by part (`step_breakdown`): the slowest stage's kernels and exposed collectives
+    # over m micro-batches, the schedule's bubble, p2p, DP sync and the tied-embedding all-reduce
+    n_slow = layers[slowest_k]
+    exposed_by = {k: m * n_slow * x for k, x in comm_l.items()}
+    exposed_by.update(pp=p2p_total, dp=dp_exposed + emb_ar)
+    parts = breakdown_from_parts(m * (slowest - n_slow * sum(comm_l.values())), exposed_by, bubble, optimizer)
+    step = parts.step_s
     by_kind = {"tensor_parallel": tp_total, "pipeline_p2p": p2p_total,
                "data_parallel": dp_time, "embedding_all_reduce": emb_ar}
     if c > 1:
@@ -234,8 +254,6 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     if experts and cfg.ep > 1:
         by_kind["expert_all_to_all"] = m * layers[slowest_k] * cm["moe"] * n_fwd
     comm_total = sum(by_kind.values())
-    tp_exposed = m * layers[slowest_k] * cm["tp_fwd"] * n_fwd
-    exposed = tp_exposed + p2p_total + dp_exposed + emb_ar
 
     # FLOPs: forward matmul FLOPs per token, times 3 (fwd + bwd) plus recomputation (eq. 3)
     gate = 3 if model.gated_mlp else 2
@@ -257,9 +275,33 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
         tflops_per_gpu=hw_flops / step / cfg.gpus / 1e12,
         model_tflops_per_gpu=model_flops / step / cfg.gpus / 1e12,
         mfu=model_flops / step / cfg.gpus / peak, hfu=hw_flops / step / cfg.gpus / peak,
-        bubble_fraction=bubble / step, bubble_time_s=bubble, compute_time_s=compute,
-        comm_time_by_kind=MappingProxyType(by_kind), comm_time_s=comm_total, exposed_comm_s=exposed,
-        optimizer_time_s=optimizer, memory=memory, microbatches=m, gpus=cfg.gpus, flops_per_step=hw_flops)
+        bubble_fraction=bubble / step, bubble_time_s=bubble, compute_time_s=parts.compute_s,
+        comm_time_by_kind=MappingProxyType(by_kind), comm_time_s=comm_total, exposed_comm_s=parts.exposed_total_s,
+        optimizer_time_s=optimizer, memory=memory, microbatches=m, gpus=cfg.gpus, flops_per_step=hw_flops,
+        breakdown=parts, leaves_out=closed_form_leaves_out(cfg, A))
+
+
+def _p2p_exposed(cfg: ParallelConfig, topo, act_bytes: float, k: int, algo: str) -> tuple[float, float]:
+    """(seconds the bottleneck device k spends in its own stage-boundary exchanges, seconds the
+    fill and drain add to its wait). Megatron-LM's p2p is blocking on both sides (batched isend/irecv,
+    then wait): per micro-batch and chunk k receives the activation from k-1 and sends its own to k+1,
+    receives the gradient from k+1 and sends one to k-1 (interleaved chunks wrap around from the last
+    device to the first); a received tensor is the 1/t slice, then, without SP, an all-gather over the
+    TP group (scatter/gather). The first activation and the last gradient cross every boundary once
+    while k waits (its bubble)."""
+    p, v, m, t = cfg.pp, cfg.virtual_stages, cfg.microbatches, cfg.tp
+    gather = 0.0
+    if t > 1 and not cfg.sequence_parallel:
+        gather = collective_time_s("all_gather", act_bytes, cfg.tp_group(), topo, algo)
+    hop = lambda a, b: topo.link(cfg.rank(0, 0, a % p), cfg.rank(0, 0, b % p)).time_s(act_bytes / t)  # noqa: E731
+    fill = 2 * sum(hop(a, a + 1) + gather for a in range(p - 1))
+    own = 0.0
+    for s in (c * p + k for c in range(v)):
+        if s > 0:              # receive the activation, send the gradient back
+            own += m * (hop(k - 1, k) + gather + hop(k, k - 1))
+        if s < p * v - 1:      # send the activation on, receive its gradient
+            own += m * (hop(k, k + 1) + hop(k + 1, k) + gather)
+    return own, fill
 
 
 def _dp_sync(cfg: ParallelConfig, A: Assumptions, topo, dense: float, expert: float, stage, m: int,

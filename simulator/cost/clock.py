@@ -122,13 +122,13 @@ def _collective_step_events(program: Program, trace: Trace, model: DeviceModel, 
         ins = program.code[r0][i0]
         if price is not None and price(ins) is not None:
             continue
-        times = starts.get((r0, ins.kind, f"{ins.kind} {ins.tensor}", ins.microbatch))
+        times = starts.get((r0, ins.kind, ins.label, ins.microbatch))
         if not times:
             continue
         key = (r0, ins.kind, ins.tensor, ins.microbatch)
         k = seen[key] = seen.get(key, -1) + 1  # the k-th such collective: the k-th such bar
         events, flow = step_events(plan_of(ins), ins.group, times[min(k, len(times) - 1)], model.link, step=step,
-                                   label=f"{ins.kind} {ins.tensor}", microbatch=ins.microbatch, first_flow=flow)
+                                   label=ins.label, microbatch=ins.microbatch, first_flow=flow)
         out += events
     return out
 
@@ -145,21 +145,28 @@ def _simulate(program: Program, model: DeviceModel, step: int, memory, name: str
 
 
 class _Clock:
-    """The lanes' clocks and the tensors' ready times while the walk's events are priced in order."""
+    """The timing rules of the module docstring, one method per kind of event. This readable clock
+    is the definition; `clock_columns.price_columns` is its measured optimisation for columnar
+    programs, tested event for event against it (tests/test_clock_equivalence.py)."""
 
     def __init__(self, program: Program, model: DeviceModel, step: int, keep_ends: bool):
         n = program.n_devices
         self.code, self.model, self.step, self.keep_ends = program.code, model, step, keep_ends
-        self.t_comp = [0.0] * n
-        self.t_comm = [0.0] * n
-        self.t_async = [0.0] * n   # the stream of non-blocking collectives
-        self.ready: list[dict[str, float]] = [dict() for _ in range(n)]
-        self.sent_at: dict[tuple[int, int], float] = {}
-        self.end_of: dict[tuple[int, int], float] = {}
+        self.t_comp = [0.0] * n    # when each device's compute lane is next free
+        self.t_comm = [0.0] * n    # ... its comm lane (sends, receives, blocking collectives)
+        self.t_async = [0.0] * n   # ... its stream of non-blocking collectives
+        self.ready: list[dict[str, float]] = [dict() for _ in range(n)]  # tensor -> when it is ready
+        self.sent_at: dict[tuple[int, int], float] = {}    # a Send's start, until its Recv is priced
+        self.end_of: dict[tuple[int, int], float] = {}     # (rank, index) -> end (for memory samples)
         self.events: list[TraceEvent] = []
         self.plans: dict[tuple, tuple[float, list[int]]] = {}
         self.links: dict[tuple[int, int], tuple[float, float]] = {}
         self.flow_id = 0
+
+    def run(self, walk) -> None:
+        on = {"local": self.local, "send": self.send, "recv": self.recv, "collective": self.collective}
+        for kind, at in walk:
+            on[kind](at)
 
     def link(self, src: int, dst: int) -> tuple[float, float]:
         got = self.links.get((src, dst))
@@ -167,109 +174,72 @@ class _Clock:
             got = self.links[(src, dst)] = self.model.link(src, dst)
         return got
 
-    def run(self, walk) -> None:
-        code, t_comp, ready, step, keep_ends = self.code, self.t_comp, self.ready, self.step, self.keep_ends
-        add, end_of, compute_time = self.events.append, self.end_of, self.model.compute_time_s
-        collective, link, sent_at, t_comm = self.collective, self.link, self.sent_at, self.t_comm
-        for kind, at in walk:
-            if kind == "local":     # inline: most events are compute
-                r, i = at[0]
-                ins = code[r][i]
-                if type(ins) is Free:
-                    if keep_ends:
-                        end_of[(r, i)] = t_comp[r]
-                    continue
-                rd = ready[r]
-                start = t_comp[r]
-                for x in ins.inputs:
-                    tx = rd.get(x, 0.0)
-                    if tx > start:
-                        start = tx
-                dur = compute_time(ins)
-                end = t_comp[r] = start + dur
-                for x in ins.outputs:
-                    rd[x] = end
-                if keep_ends:
-                    end_of[(r, i)] = end
-                add(TraceEvent(r, "compute", ins.label or ins.op, start, dur, ins.phase, ins.op,
-                               ins.nbytes, ins.flops, ins.microbatch, step))
-            elif kind == "send":    # the sender's comm lane is read and reserved in its own program order
-                r, i = at[0]
-                ins = code[r][i]
-                lat, bw = link(r, ins.dst)
-                s0 = ready[r].get(ins.tensor, 0.0)
-                if t_comm[r] > s0:
-                    s0 = t_comm[r]
-                sent_at[(r, i)] = s0
-                t_comm[r] = s0 + lat + ins.nbytes / bw
-            elif kind == "recv":
-                self.recv(at)
-            else:
-                collective(at)
+    def ended(self, r: int, i: int, end: float) -> None:
+        if self.keep_ends:
+            self.end_of[(r, i)] = end
+
+    def local(self, at) -> None:
+        """Compute starts when its lane is free and its inputs are ready; a Free takes no time."""
+        r, i = at[0]
+        ins = self.code[r][i]
+        if type(ins) is Free:
+            return self.ended(r, i, self.t_comp[r])
+        ready = self.ready[r]
+        start = max([self.t_comp[r]] + [ready.get(x, 0.0) for x in ins.inputs])
+        dur = self.model.compute_time_s(ins)
+        end = self.t_comp[r] = start + dur
+        for x in ins.outputs:
+            ready[x] = end
+        self.ended(r, i, end)
+        self.events.append(TraceEvent(r, "compute", ins.label or ins.op, start, dur, ins.phase, ins.op,
+                                      ins.nbytes, ins.flops, ins.microbatch, self.step))
+
+    def send(self, at) -> None:
+        """The sender's comm lane is read and reserved in its own program order (module docstring)."""
+        r, i = at[0]
+        ins = self.code[r][i]
+        lat, bw = self.link(r, ins.dst)
+        start = max(self.ready[r].get(ins.tensor, 0.0), self.t_comm[r])
+        self.sent_at[(r, i)] = start
+        self.t_comm[r] = start + lat + ins.nbytes / bw
 
     def recv(self, at) -> None:
+        """The transfer starts when the send started and the receiver's comm lane is free."""
         (dst, j), (src, i) = at
-        code, t_comm, step = self.code, self.t_comm, self.step
-        send, recv = code[src][i], code[dst][j]
+        send, recv = self.code[src][i], self.code[dst][j]
         lat, bw = self.link(src, dst)
-        start = max(self.sent_at.pop((src, i)), t_comm[dst])
+        start = max(self.sent_at.pop((src, i)), self.t_comm[dst])
         dur = lat + send.nbytes / bw
-        end = t_comm[dst] = self.ready[dst][recv.tensor] = start + dur
-        if self.keep_ends:
-            self.end_of[(src, i)] = self.end_of[(dst, j)] = end
+        end = self.t_comm[dst] = self.ready[dst][recv.tensor] = start + dur
+        self.ended(src, i, end)
+        self.ended(dst, j, end)
         self.flow_id += 1
-        flow, add = self.flow_id, self.events.append
+        flow, add, step = self.flow_id, self.events.append, self.step
         add(TraceEvent(src, "comm", f"send {send.tensor} to {dst}", start, dur, "comm", "send", send.nbytes,
                        0.0, send.microbatch, step, flow))
         add(TraceEvent(dst, "comm", f"recv {send.tensor} from {src}", start, dur, "comm", "recv", send.nbytes,
                        0.0, send.microbatch, step, flow))
 
     def collective(self, at) -> None:
-        if len(at) == 1:
-            return self.solo_collective(*at[0])
+        """Starts when every member's input is ready and its lane is free (a blocking one: its
+        compute lane too); lasts the priced plan; a blocking one holds the compute lane to its end."""
         code, ready, t_comp = self.code, self.ready, self.t_comp
         ins0: Collective = code[at[0][0]][at[0][1]]
         blocking = ins0.blocking
         lane = self.t_comm if blocking else self.t_async
-        start = 0.0
-        for r, i in at:
-            x = max(ready[r].get(code[r][i].tensor, 0.0), lane[r], t_comp[r] if blocking else 0.0)
-            if x > start:
-                start = x
-        dur, sent = self.priced(ins0)
+        start = max(max(ready[r].get(code[r][i].tensor, 0.0), lane[r], t_comp[r] if blocking else 0.0)
+                    for r, i in at)
+        start = max(start, 0.0)
+        dur, sent = collective_cost(ins0, self.model, self.plans)
         end = start + dur
-        add, step = self.events.append, self.step
         for g, (r, i) in enumerate(at):
             ins = code[r][i]
             lane[r] = ready[r][ins.out] = end
-            if self.keep_ends:
-                self.end_of[(r, i)] = end
+            self.ended(r, i, end)
             if ins.blocking and t_comp[r] < end:
                 t_comp[r] = end
-            add(TraceEvent(r, "comm", f"{ins.kind} {ins.tensor}", start, dur, ins.phase, ins.kind,
-                           sent[g], 0.0, ins.microbatch, step, group=ins.group))
-
-    def solo_collective(self, r: int, i: int) -> None:
-        """`collective` for a one-member group (a device model prices the real group): the same
-        arithmetic, without the loops over members."""
-        ins = self.code[r][i]
-        blocking = ins.blocking
-        lane = self.t_comm if blocking else self.t_async
-        rd, t_comp = self.ready[r], self.t_comp
-        x = max(rd.get(ins.tensor, 0.0), lane[r], t_comp[r] if blocking else 0.0)
-        start = x if x > 0.0 else 0.0
-        dur, sent = self.priced(ins)
-        end = lane[r] = rd[ins.out] = start + dur
-        if self.keep_ends:
-            self.end_of[(r, i)] = end
-        if blocking and t_comp[r] < end:
-            t_comp[r] = end
-        self.events.append(TraceEvent(r, "comm", f"{ins.kind} {ins.tensor}", start, dur, ins.phase, ins.kind,
-                                      sent[0], 0.0, ins.microbatch, self.step, None, 0, ins.group))
-
-    def priced(self, ins: Collective) -> tuple[float, list[int]]:
-        """(duration, bytes each member sends), by the device model or from the algorithm's plan."""
-        return collective_cost(ins, self.model, self.plans)
+            self.events.append(TraceEvent(r, "comm", ins.label, start, dur, ins.phase, ins.kind,
+                                          sent[g], 0.0, ins.microbatch, self.step, group=ins.group))
 
 
 def collective_cost(ins: Collective, model: DeviceModel, cache: dict) -> tuple[float, list[int]]:

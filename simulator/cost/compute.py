@@ -76,7 +76,7 @@ def matmul_half_dim(hw: Hardware | None = None, dtype: str = "bf16") -> float:
     machine balance peak[dtype] / HBM bandwidth over the A100 80GB's, never below it (docstring)."""
     if hw is None or dtype not in hw.peak_flops:
         return MATMUL_HALF_DIM
-    return MATMUL_HALF_DIM * max(1.0, hw.peak(dtype) / hw.memory_bandwidth_Bps / BALANCE_REF)
+    return MATMUL_HALF_DIM * max(1.0, hw.sustained(dtype) / hw.memory_bandwidth_Bps / BALANCE_REF)
 
 
 def _dim_factor(d: float, half: float = MATMUL_HALF_DIM) -> float:
@@ -117,7 +117,7 @@ def matmul_time_s(m: float, n: float, k: float, hw: Hardware, dtype: str = "bf16
         raise ParasimError(f"matmul batch must be > 0, got {batch}")
     flops = matmul_flops(m, n, k, batch)
     nbytes = DTYPE_NBYTES[dtype] * (m * k + k * n + m * n) * batch
-    t_compute = flops / (hw.peak(dtype) * matmul_utilisation(m, n, k, dtype, hw))
+    t_compute = flops / (hw.sustained(dtype) * matmul_utilisation(m, n, k, dtype, hw))
     return max(t_compute, memory_time_s(nbytes, hw))
 
 

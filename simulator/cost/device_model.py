@@ -42,7 +42,7 @@ class HardwareDeviceModel:
 
     def compute_time_s(self, ins) -> float:
         hw = self.hardware
-        return max(float(ins.flops) / (hw.peak(self.dtype) * self.utilisation),
+        return max(float(ins.flops) / (hw.sustained(self.dtype) * self.utilisation),
                    float(ins.nbytes) / (hw.memory_bandwidth_Bps * MEMORY_EFFICIENCY))
 
     def link(self, src: int, dst: int) -> tuple[float, float]:

@@ -1,6 +1,9 @@
 """Hardware presets as data: peak FLOP/s per dtype, memory, HBM bandwidth, links.
 
-Every number is a vendor datasheet figure (dense, no sparsity), cited in `source`. What the
+Each preset is a file, simulator/cost/hardware_presets/<name>.toml (fields, user files and
+overrides such as "h100-sxm:power_cap_W=500": `simulator.cost.hardware_files`, docs/hardware.md).
+Every number is a vendor datasheet figure (dense, no sparsity), cited in `source`, unless the
+file lists it as `assumed`. What the
 hardware *achieves* (fractions of these peaks) is not stored here: see `simulator.cost.compute`
 (matmul and memory efficiency) -- except two measured network figures that belong to the
 cluster and are shared by every pricing path (`parasim collective --hardware`, the closed form,
@@ -54,10 +57,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 
+from simulator.cost.hardware_files import (
+    DTYPES,
+    apply_overrides,
+    parse_overrides,
+    preset_data,
+    preset_names,
+    read_file,
+)
 from simulator.errors import ParasimError
 from simulator.topology import Link, Topology
 
-DTYPES = ("fp8", "bf16", "fp16", "fp32", "fp64")
 DTYPE_NBYTES = {"fp8": 1, "bf16": 2, "fp16": 2, "fp32": 4, "fp64": 8}
 LINK_EFFICIENCY = 0.8
 IB_LINK_EFFICIENCY = 0.94   # NCCL busbw / line rate over InfiniBand NICs (module docstring)
@@ -83,6 +93,9 @@ class Hardware:
     nvls_allreduce_gain: MappingProxyType = field(default_factory=dict)   # group size -> NVLS/ring busbw
     sms: int = 0                          # streaming multiprocessors (0: not a GPU / unknown)
     inter_link_efficiency: float | None = None   # NCCL busbw / line rate across nodes (None: link_efficiency)
+    datasheet_only: tuple[str, ...] = ()  # fields taken from a datasheet only, not measured
+    assumed: tuple[str, ...] = ()         # fields no datasheet gives: assumptions
+    clock_ratio: float = 1.0              # sustained / boost clock (a power cap or a set clock)
 
     def __post_init__(self):
         flops = dict(self.peak_flops)
@@ -93,7 +106,7 @@ class Hardware:
                 raise ParasimError(f"hardware {self.name}: peak_flops[{dtype}] must be > 0, got {value}")
         object.__setattr__(self, "peak_flops", MappingProxyType(flops))
         object.__setattr__(self, "nvls_allreduce_gain", MappingProxyType(dict(self.nvls_allreduce_gain)))
-        for attr in ("link_efficiency", "inter_link_efficiency"):
+        for attr in ("link_efficiency", "inter_link_efficiency", "clock_ratio"):
             x = getattr(self, attr)
             if x is not None and not 0 < x <= 1:
                 raise ParasimError(f"hardware {self.name}: {attr} must be in (0, 1], got {x}")
@@ -107,6 +120,11 @@ class Hardware:
         if dtype not in self.peak_flops:
             raise ParasimError(f"hardware {self.name} has no {dtype} peak; it has {sorted(self.peak_flops)}")
         return self.peak_flops[dtype]
+
+    def sustained(self, dtype: str = "bf16") -> float:
+        """The FLOP/s kernels are priced against: the datasheet peak at the sustained clock
+        (`clock_ratio`); MFU divides by `peak`."""
+        return self.peak(dtype) * self.clock_ratio
 
     def topology(self, n_devices: int, bandwidth_efficiency: float | None = None) -> Topology:
         """Nodes of `devices_per_node` consecutive ranks; links derated by `bandwidth_efficiency`
@@ -131,68 +149,28 @@ class Hardware:
 MiB = 2**20
 
 
-def _hw(name, bf16, fp16, fp32, fp64, memory_bytes, hbm_TBps, per_node, intra_GBps, intra_us,
-        inter_GBps, inter_us, source, fp8=None, nvls=None, link_efficiency=LINK_EFFICIENCY, sms=0,
-        inter_link_efficiency=None) -> Hardware:
-    flops = {k: v * 1e12 for k, v in (("fp8", fp8), ("bf16", bf16), ("fp16", fp16), ("fp32", fp32),
-                                      ("fp64", fp64)) if v is not None}
-    return Hardware(name, flops, memory_bytes, hbm_TBps * 1e12, per_node,
-                    Link(intra_us * 1e-6, intra_GBps * 1e9), Link(inter_us * 1e-6, inter_GBps * 1e9), source,
-                    link_efficiency, nvls or {}, sms, inter_link_efficiency)
-
-
-_A100 = ("NVIDIA A100 Tensor Core GPU datasheet (2021): 312 TFLOP/s bf16/fp16 dense, 19.5 fp32 "
-         "(108 SMs, NVIDIA A100 architecture whitepaper) "
-         "(non-tensor; TF32 156), 19.5 fp64 tensor; NVLink 3 600 GB/s bidirectional per GPU; "
-         "DGX A100 / Selene: 8 GPUs per node, one 200 Gb/s HDR InfiniBand NIC per GPU. "
-         "Latencies (alpha) are typical NCCL per-step figures, an assumption.")
-_H100 = ("NVIDIA H100 Tensor Core GPU datasheet (SXM5): 989 TFLOP/s bf16/fp16 dense, 1979 fp8 dense "
-         "(132 SMs, NVIDIA H100 architecture whitepaper), "
-         "67 fp32, 67 fp64 tensor; 3.35 TB/s HBM3; NVLink 4 900 GB/s bidirectional; DGX H100: 8 GPUs per "
-         "node, one 400 Gb/s ConnectX-7 NIC per GPU; NVLink SHARP in the NVSwitch (NVLS gains measured, "
-         "module docstring).")
-
-_CPU = ("A fixed 2-core x86 CPU running numpy, the default clock of real runs (the same on every machine; "
-        "rounded assumptions, not a datasheet): 20 GFLOP/s fp64, 40 fp32 (bf16/fp16 computed in fp32), "
-        "10 GB/s memory, 4 GB per emulated device, 8 devices per node; devices exchange data by "
-        "shared-memory copies (5 GB/s, 50 us), priced at full link efficiency. `local` starts from these "
-        "numbers and `parasim calibrate` replaces them with this machine's (~/.parasim/local.json).")
-
-# name -> factory (pure functions; `local` reads the calibration file when asked for)
-_PRESETS = {
-    "a100-40gb": lambda: _hw("a100-40gb", 312, 312, 19.5, 19.5, 40960 * MiB, 1.555, 8, 300, 2, 25, 5,
-                             _A100 + " 40 GB HBM2 at 1,555 GB/s.", sms=108),
-    "a100-80gb": lambda: _hw("a100-80gb", 312, 312, 19.5, 19.5, 81920 * MiB, 2.039, 8, 300, 2, 25, 5,
-                             _A100 + " 80 GB HBM2e at 2,039 GB/s.", sms=108),
-    "h100-sxm": lambda: _hw("h100-sxm", 989, 989, 67, 67, 81559 * MiB, 3.35, 8, 450, 2, 50, 5, _H100 + " 80 GB.",
-                            fp8=1979, nvls=NVLS_GAIN_H100, sms=132, inter_link_efficiency=IB_LINK_EFFICIENCY),
-    "h200": lambda: _hw("h200", 989, 989, 67, 67, 143771 * MiB, 4.8, 8, 450, 2, 50, 5,
-                        "NVIDIA H200 datasheet: H100 SXM compute, 141 GB HBM3e at 4.8 TB/s; " + _H100,
-                        fp8=1979, nvls=NVLS_GAIN_H100, sms=132, inter_link_efficiency=IB_LINK_EFFICIENCY),
-    "tpu-v4-like": lambda: _hw(
-        "tpu-v4-like", 275, 275, 275 / 3, None, 32 * 1024 * MiB, 1.2, 4, 90, 5, 90, 5,
-        "Google TPU v4 (Jouppi et al. 2023; How To Scale Your Model, TPU chapter): 275 TFLOP/s bf16, "
-        "32 GiB HBM at 1.2 TB/s, ICI 45 GB/s per link per direction, 4 chips per host. '-like': the 3D "
-        "torus is flattened to 2 ICI links (90 GB/s) per chip both within and across hosts; fp32 "
-        "matmul as 3-pass bf16 (275/3); no fp64."),
-    "teaching": lambda: _hw(
-        "teaching", 0.2, 0.2, 0.2, 0.2, 16, 1, 8, 200, 2, 200, 2,
-        "An invented device for teaching, not a product: 0.2 TFLOP/s in every precision, 16 GB at 1 TB/s, links of "
-        "200 GB/s and 2 us. Sized so that the app's tiny models (an 8-layer MLP of width 256, a 2-block "
-        "GPT) spend comparable times computing and all-reducing their gradients, which makes overlap "
-        "and bucketing visible; on datasheet GPUs their kernels last nanoseconds."),
-    "cpu": lambda: _cpu("cpu", _CPU),
-    "local": lambda: _local_defaults(),
-}
-
-
-def _cpu(name: str, source: str) -> Hardware:
-    return _hw(name, 40e-3, 40e-3, 40e-3, 20e-3, 4e9, 0.01, 8, 5, 50, 5, 50, source, link_efficiency=1.0)
+def from_data(data: dict) -> Hardware:
+    """The Hardware of a preset's validated fields (`hardware_files`): TFLOP/s x 1e12, GB/s x 1e9,
+    us x 1e-6, TB/s x 1e12, MiB x 2^20."""
+    mem = (data["memory_MiB"] * MiB if "memory_MiB" in data else data["memory_GiB"] * 1024 * MiB
+           if "memory_GiB" in data else data["memory_GB"] * 1e9)
+    flops = {k: data["peak_tflops"][k] * 1e12 for k in DTYPES if k in data["peak_tflops"]}
+    gains = {}
+    if "nvls_busbw_GBps" in data:
+        ring = data["nvls_ring_busbw_GBps"]
+        gains = {int(n): v / ring for n, v in data["nvls_busbw_GBps"].items()}
+    return Hardware(data["name"], flops, mem, data["hbm_TBps"] * 1e12, data["devices_per_node"],
+                    Link(data["intra_latency_us"] * 1e-6, data["intra_GBps"] * 1e9),
+                    Link(data["inter_latency_us"] * 1e-6, data["inter_GBps"] * 1e9), data["source"],
+                    data.get("link_efficiency", LINK_EFFICIENCY), gains, data.get("sms", 0),
+                    data.get("inter_link_efficiency"), tuple(data.get("datasheet_only", ())),
+                    tuple(data.get("assumed", ())), data.get("sustained_clock_ratio", 1.0))
 
 
 def _local_defaults() -> Hardware:
-    return _cpu("local", "This machine before `parasim calibrate` has measured it: the numbers of the fixed "
-                "`cpu` preset. " + _CPU)
+    cpu = preset_data("cpu")
+    return from_data({**cpu, "name": "local", "source": "This machine before `parasim calibrate` has measured it: "
+                      "the numbers of the fixed `cpu` preset. " + cpu["source"]})
 
 
 def load_local(path: str | os.PathLike | None = None) -> Hardware:
@@ -235,16 +213,27 @@ def load_local(path: str | os.PathLike | None = None) -> Hardware:
 
 
 def hardware_names() -> tuple[str, ...]:
-    return tuple(_PRESETS)
+    """The shipped presets (files in simulator/cost/hardware_presets/) and `local`."""
+    return preset_names() + ("local",)
 
 
-def get_hardware(name: str, local_path: str | os.PathLike | None = None) -> Hardware:
-    """The preset called `name`; refuses unknown names, listing the known ones."""
+def get_hardware(name: str | Hardware, local_path: str | os.PathLike | None = None) -> Hardware:
+    """A preset by name, or a hardware file by path (.toml or .json, `hardware_files`), either with
+    overrides after a colon: "h100-sxm:power_cap_W=500,memory_GB=96". Refuses unknown names, listing
+    the known ones, and bad files or overrides in one line."""
     if isinstance(name, Hardware):
         return name
-    key = str(name).strip().lower()
-    if key not in _PRESETS:
-        raise ParasimError(f"unknown hardware preset {name!r}; known: {', '.join(_PRESETS)}")
-    if key == "local":
-        return load_local(local_path)
-    return _PRESETS[key]()
+    base, _, extra = str(name).strip().partition(":")
+    if base.endswith((".toml", ".json")) or os.sep in base:
+        data = read_file(base)
+    else:
+        key = base.lower()
+        if key == "local":
+            if extra:
+                raise ParasimError("local is measured by parasim calibrate: it takes no overrides")
+            return load_local(local_path)
+        if key not in preset_names():
+            raise ParasimError(f"unknown hardware preset {name!r}; known: {', '.join(hardware_names())} "
+                               "(or a path to a .toml/.json hardware file)")
+        data = preset_data(key)
+    return from_data(apply_overrides(data, parse_overrides(extra, f"hardware {name}"), f"hardware {name}"))

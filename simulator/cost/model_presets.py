@@ -199,11 +199,17 @@ class ModelSpec:
         return self.params() - self.layers * idle
 
     def matmul_params(self) -> int:
-        """N of PaLM's 6N: active parameters that take part in matmuls (no position table, no input
-        lookup when the output matrix is untied)."""
-        emb_lookup = 0 if self.tied_embeddings else self.vocab * self.hidden
-        pos = self.seq * self.hidden if self.position_embedding else 0
-        return self.active_params() - emb_lookup - pos
+        """N of PaLM's 6N: the weights one token multiplies by in matmuls: per layer QKV, projection,
+        the MLP (with MoE the top-k experts and the h x E router), and the output layer V h. Not the
+        position table, the input lookup of an untied embedding, biases or norm scales (element-wise
+        work, which no FLOP count of the hardware (Narayanan et al. 2021 eq. 3) includes either: so
+        hfu >= mfu)."""
+        h, kv = self.hidden, self.kv_dim
+        if self.num_experts:
+            mlp = self.moe_router_topk * (3 if self.gated_mlp else 2) * h * self.moe_ffn_hidden + h * self.num_experts
+        else:
+            mlp = (3 if self.gated_mlp else 2) * h * self.ffn_hidden
+        return self.layers * (h * (h + 2 * kv) + h * h + mlp) + self.vocab * h
 
     def model_flops_per_token(self) -> float:
         """PaLM (Chowdhery et al. 2022, App. B): 6 N + 12 L H Q T, H Q = h heads x head dim, T = s."""

@@ -276,12 +276,14 @@ class ScaleDeviceModel:
 
     def real_group(self, ins) -> list[int] | None:
         """The global ranks a one-member collective tagged dp/tp stands for (None: price as written)."""
-        if len(ins.group) != 1 or ins.tag not in ("dp", "tp", "cp", "ep"):
+        if len(ins.group) != 1 or ins.tag not in ("dp", "edp", "tp", "cp", "ep"):
             return None
         cfg = self.config
         k, i = divmod(ins.group[0], self.width)
         if ins.tag == "dp":
             return cfg.dp_cp_group(i, k)
+        if ins.tag == "edp":        # the expert-data-parallel group (`ParallelConfig.ep_group`)
+            return cfg.dp_cp_group(i, k)[::cfg.ep]
         if ins.tag == "cp":
             return cfg.cp_group(i, 0, k)
         if ins.tag == "ep":

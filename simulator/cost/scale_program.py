@@ -30,6 +30,7 @@ for the real group (`scale_kernels.ScaleDeviceModel`): replicas are symmetric, s
 from __future__ import annotations
 
 from simulator.cost.analytic import ADAM_BYTES_PER_PARAM
+from simulator.cost.grad_buckets import GradBuckets
 from simulator.cost.model_presets import ModelSpec
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.scale_kernels import (
@@ -73,6 +74,10 @@ class _Emitter:
         expert = experts * model.mlp_params(model.moe_ffn_hidden) if experts else 0
         self.layer_local = (model.layer_params() - expert + expert / cfg.ep) / cfg.tp   # this rank's share
         self.layer_grad = A.grad_reduce_bytes * self.layer_local
+        # the experts' share of it, averaged over the expert-data-parallel group (tag "edp": every
+        # ep-th rank of the data x context group, `ParallelConfig.ep_group`), as the closed form does
+        self.expert_local = expert / cfg.ep / cfg.tp
+        self.expert_dp = cfg.dp * cfg.cp // cfg.ep
         # ZeRO-3 with full recomputation: elements of a layer gathered a third time (`zero3_fetch`)
         self.regather = zero3_pass(model, cfg.tp, cfg.ep, 1, 0, cfg.recompute, A.stage3_max_reuse_distance)[1]
         T = cfg.micro_batch_size * model.seq / cfg.cp
@@ -83,6 +88,9 @@ class _Emitter:
         self.moe_a2a = int(2 * tokens * model.hidden)
         self._needs: tuple = ()       # outputs of overlapped CP collectives the next compute waits for
         self.emb_params = padded_vocab(model, cfg.tp) * model.hidden / cfg.tp
+        # an untied output layer's gradient is complete after the last micro-batch's logits backward:
+        # it joins the first bucket (Megatron's DDP buckets), not the step's tail
+        self.head_bucketed = logits and not model.tied_embeddings and not self.per_mb_grads
         K = kernels
         self._priced: dict = {}      # kernel -> (flops, nbytes, attrs), shared by its instructions
         self.bw = {K.mlp_b: K.mlp_b + K.mlp_w, K.attn_b: K.attn_b + K.attn_w}   # fused B + W
@@ -218,8 +226,11 @@ class _Emitter:
             self.recv(out, r, g, ((s + 1) % p) * w + r % w, f"b{s}.{j}", j)
         elif self.logits:
             kern = self.K.logits_b + self.K.logits_w if kind == "BW" else self.K.logits_b
-            out.append(Compute(kern.name, (f"a{s}.{j}",), (g,), kern.flops, int(kern.nbytes()), {"kernel": kern},
-                               "backward", j, f"B{j} logits"))
+            head = last_mb and self.head_bucketed
+            out.append(Compute(kern.name, (f"a{s}.{j}",), (g,) + (("grad_head",) if head else ()), kern.flops,
+                               int(kern.nbytes()), {"kernel": kern}, "backward", j, f"B{j} logits"))
+            if head:
+                grads_done(out, r, None, None, j, "grad_head", self.A.grad_reduce_bytes * self.emb_params)
         for l, needs in self.gathered(out, r, c, j, "b", reversed(range(self.chunks[s]))):
             if self.cfg.recompute == "full":
                 self.layer_fwd(out, r, g, j, s, l, label="R", needs=needs)
@@ -247,7 +258,10 @@ class _Emitter:
         s = c * self.cfg.pp + (r // self.w)
         last_mb = last
         if s == self.S - 1 and self.logits:
-            self.comp(out, self.K.logits_w, f"g{s}.{j}", "wgrad", j, f"W{j} logits")
+            head = last_mb and self.head_bucketed
+            self.comp(out, self.K.logits_w, f"g{s}.{j}", "wgrad", j, f"W{j} logits", ("grad_head",) if head else ())
+            if head:
+                grads_done(out, r, None, None, j, "grad_head", self.A.grad_reduce_bytes * self.emb_params)
         for l in reversed(range(self.chunks[s])):
             for kern in (self.K.mlp_w, self.K.attn_w):
                 done = (self.grad_name(c, l, j),) if last_mb and kern is self.K.attn_w else ()
@@ -262,7 +276,7 @@ class _Emitter:
         return j == self.cfg.microbatches - 1 or self.per_mb_grads
 
     def device(self, k: int, r: int, actions) -> list:
-        out, buckets = [], _Buckets(self, r)
+        out, buckets = [], GradBuckets(self, r)
         self.prologue(out, r)
         for a in actions:
             self.action(out, k, r, a.kind, a.microbatch, a.chunk, self.is_last(a.microbatch), buckets)
@@ -274,8 +288,7 @@ class _Emitter:
         d = cfg.dp * cfg.cp
         if cfg.zero_stage in (1, 2) and d > 1 and self.A.overlap_param_gather:
             # the previous step's parameter all-gather, overlapping this step's first forward
-            out.append(Collective("all_gather", "params", "params_next", (r,),
-                                  nbytes=int(2 * self._params(r // self.w) / d), tag="dp", blocking=False))
+            self.param_gather(out, r // self.w, r, "params_next", blocking=False)
 
     def action(self, out, k, r, kind, j, c, last, buckets) -> None:
         """One schedule action (F, BW, B or W) of micro-batch j, chunk c."""
@@ -301,9 +314,10 @@ class _Emitter:
                 pair = (r % self.w, (cfg.pp - 1) * self.w + r % self.w)
                 out.append(Collective("all_reduce", "tied", emb, pair,
                                       nbytes=int(self.A.grad_reduce_bytes * self.emb_params), tag="emb"))
-            if d > 1:
+            left = self._heads(k) - (k == cfg.pp - 1 and self.head_bucketed)   # the input embedding's
+            if d > 1 and left:
                 out.append(Collective(buckets.kind, emb, emb, (r,),
-                                      nbytes=int(self.A.grad_reduce_bytes * self.emb_params),
+                                      nbytes=int(self.A.grad_reduce_bytes * self.emb_params * left),
                                       blocking=not self.overlap, tag="dp"))
             buckets.names.append(emb)
         if self.optimizer:
@@ -312,57 +326,31 @@ class _Emitter:
             out.append(Compute("adam", tuple(buckets.names), ("params",), 0.0, int(kern.ew_nbytes), {"kernel": kern},
                                "optimizer", None, "optimizer"))
         if zero in (1, 2) and d > 1 and not self.A.overlap_param_gather:
-            out.append(Collective("all_gather", "params", "params", (r,), nbytes=int(2 * params / d), tag="dp"))
+            self.param_gather(out, k, r, "params")
+
+    def param_gather(self, out, k, r, name, blocking=True) -> None:
+        """ZeRO-1/2: all-gather device k's updated 16-bit parameters, the dense ones over the data x
+        context group, the experts' over the expert-data-parallel group."""
+        d = self.cfg.dp * self.cfg.cp
+        experts = self._layers(k) * self.expert_local
+        for params, tag, size in ((self._params(k) - experts, "dp", d), (experts, "edp", self.expert_dp)):
+            if size > 1 and params > 0:
+                out.append(Collective("all_gather", "params", name, (r,), nbytes=int(2 * params / size), tag=tag,
+                                      blocking=blocking))
 
     def _params(self, k: int) -> float:
         """Parameters of pipeline device k on one TP rank: its layers, and the embedding / LM head."""
-        cfg = self.cfg
-        n = sum(self.chunks[c * cfg.pp + k] for c in range(cfg.virtual_stages))
-        return n * self.layer_local + (self.emb_params if k in (0, cfg.pp - 1) else 0.0)
+        return self._layers(k) * self.layer_local + self._heads(k) * self.emb_params
 
+    def _layers(self, k: int) -> int:
+        """Layers of pipeline device k, over its chunks."""
+        return sum(self.chunks[c * self.cfg.pp + k] for c in range(self.cfg.virtual_stages))
 
-class _Buckets:
-    """A device's gradient buckets: the layers whose gradients are complete are grouped into
-    buckets of >= bucket_nbytes, each reduced over the data-parallel group when full."""
-
-    def __init__(self, em: _Emitter, r: int):
-        self.em, self.r = em, r
-        self.kind = "all_reduce" if em.cfg.zero_stage == 0 else "reduce_scatter"
-        self.names: list[str] = []                       # the buckets so far
-        self.pending_bytes, self.pending = 0.0, []       # gradients not yet in a bucket
-        # Without overlap the step's buckets are reduced after the whole schedule (Megatron-LM's
-        # finalize_model_grads -> DDP finish_grad_sync after forward_backward_func): a blocking
-        # reduction inside the cooldown would hold back the stage's backward send, and so every
-        # earlier stage, once per stage. DeepSpeed's per-micro-batch reductions (ZeRO-2/3, no
-        # pipeline) stay after each micro-batch's backward.
-        self.defer = not em.overlap and not em.per_mb_grads
-        self.deferred: list[Collective] = []
-
-    def done(self, out, r, c, l, j) -> None:
-        self.pending_bytes += self.em.layer_grad
-        self.pending.append(self.em.grad_name(c, l, j))
-        self.flush(out)
-
-    def flush(self, out, force=False) -> None:
-        em = self.em
-        if not self.pending or (self.pending_bytes < em.bucket_nbytes and not force):
-            if force:
-                out.extend(self.deferred)
-                self.deferred = []
-            return
-        name = f"bucket{len(self.names)}"
-        # the bucket's gradients are its layers' grad tensors; one collective reduces them all
-        out.append(Compute("pack", tuple(self.pending), (name,), 0.0, 0, {"kernel": Kernel("pack")},
-                           "other", None, f"bucket {len(self.names)}"))
-        if em.cfg.dp * em.cfg.cp > 1:
-            reduce = Collective(self.kind, name, name, (self.r,), nbytes=int(self.pending_bytes),
-                                blocking=not em.overlap, tag="dp")
-            (self.deferred if self.defer else out).append(reduce)
-        self.names.append(name)
-        self.pending_bytes, self.pending = 0.0, []
-        if force:
-            out.extend(self.deferred)
-            self.deferred = []
+    def _heads(self, k: int) -> int:
+        """Vocabulary matrices on pipeline device k: the embedding on the first, the output layer
+        on the last (one device holds both when p = 1 and they are untied), as `analytic`."""
+        p = self.cfg.pp
+        return (k == 0) + (k == p - 1 and (p > 1 or not self.model.tied_embeddings))
 
 
 def build_scale_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumptions | None = None, *,
@@ -397,7 +385,7 @@ def _columns(em: _Emitter, sched, n: int):
     for k in range(em.cfg.pp):
         for i in range(em.w):
             r, cache = k * em.w + i, {}
-            buckets = _Buckets(em, r)
+            buckets = GradBuckets(em, r)
             blocks: list = [[]]
             em.prologue(blocks[0], r)
             which, js = [0], [0]

@@ -16,17 +16,20 @@ the real schedule (`memory_per_device`).
 Outputs (same definitions as `analytic.AnalyticResult`):
   tokens/s = B s / step;  model FLOP/s per GPU = B s (6N + 12 L h s) / step / GPUs and
   MFU = that / peak (PaLM, Chowdhery et al. 2022, App. B); hardware FLOP/s = FLOPs the simulated
-  ranks executed (recomputation included) x d / step / GPUs (Narayanan et al. 2021 eq. 3 counts
-  the same); bubble fraction = idle device-time / (ranks x step) (`Trace.bubble_fraction`:
-  neither computing nor waiting on exposed communication); exposed communication = comm-lane
-  time not hidden under compute, per device; time per collective kind and per purpose
-  (tensor_parallel, pipeline_p2p, data_parallel, embedding_all_reduce) of the busiest device.
+  ranks executed (recomputation included) x d c / step / GPUs (Narayanan et al. 2021 eq. 3 counts
+  the same); `breakdown` = the bottleneck device's step as compute, exposed communication by kind,
+  bubble, optimizer and other, adding up to the step (`step_breakdown.trace_breakdown`), and
+  compute_time_s, exposed_comm_s and bubble_fraction (bubble / step) are its parts; time per
+  collective kind and per purpose (tensor_parallel, context_parallel, expert_all_to_all,
+  pipeline_p2p, data_parallel, embedding_all_reduce) of the busiest device.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from types import MappingProxyType
+
+import numpy as np
 
 from simulator.cost.analytic import estimate
 from simulator.cost.clock import simulate
@@ -43,8 +46,8 @@ from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.scale_kernels import ScaleDeviceModel, padded_vocab
 from simulator.cost.scale_program import DEFAULT_BUCKET_NBYTES, build_scale_program
-from simulator.program import no_gc
-from simulator.trace import Trace, union_length
+from simulator.cost.step_breakdown import COMM_PURPOSE, StepBreakdown, collective_tag, comm_kind, trace_breakdown
+from simulator.trace_columns import ColumnTrace, lane_busy_s
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,14 +62,15 @@ class ScaleResult:
     comm_time_by_kind: MappingProxyType   # purpose -> seconds on the busiest device
     time_by_collective: MappingProxyType  # collective kind (and send) -> seconds on the busiest device
     comm_time_s: float                    # comm-lane busy time of the busiest device
-    exposed_comm_s: float                 # max over devices of comm not hidden under compute
-    compute_time_s: float                 # max over devices of compute-lane busy time
+    exposed_comm_s: float                 # the breakdown's exposed communication (all kinds)
+    compute_time_s: float                 # the breakdown's compute (kernels, no communication)
     memory: MemoryBreakdown               # closed form of the most loaded device (analytic._memory)
     memory_per_device_bytes: tuple        # per pipeline device, from the schedule's real in-flight counts
     gpus: int
     simulated_ranks: int
     instructions: int
-    trace: Trace
+    trace: ColumnTrace
+    breakdown: StepBreakdown              # the bottleneck device's step, part by part (`step_breakdown`)
 
     @property
     def memory_per_gpu_bytes(self) -> float:
@@ -79,7 +83,8 @@ class ScaleResult:
     def to_dict(self) -> dict:
         """Plain data (JSON-able): every number of the result, tables as dicts."""
         d = {f.name: getattr(self, f.name) for f in fields(self)
-             if f.name not in ("memory", "trace", "comm_time_by_kind", "time_by_collective")}
+             if f.name not in ("memory", "trace", "comm_time_by_kind", "time_by_collective", "breakdown")}
+        d["breakdown"] = self.breakdown.to_dict()
         d["comm_time_by_kind"] = dict(self.comm_time_by_kind)
         d["time_by_collective"] = dict(self.time_by_collective)
         d["memory_per_gpu_bytes"] = self.memory_per_gpu_bytes
@@ -95,55 +100,63 @@ class ScaleResult:
                 f"{self.simulated_ranks} ranks simulated for {self.gpus}, {self.memory!r})")
 
 
-_PURPOSE = (("r", "pipeline_p2p"), ("bucket", "data_parallel"), ("emb", "data_parallel"),
-            ("params", "data_parallel"), ("tied", "embedding_all_reduce"))
+PURPOSES = (*COMM_PURPOSE.values(), "embedding_all_reduce")
 
 
-def _purpose(e) -> str:
-    """What a comm event serves, from the tensor names of `scale_program` ("kind tensor")."""
-    if e.kind in ("send", "recv"):
-        return "pipeline_p2p"
-    tensor = e.name.split(" ", 1)[-1]
-    return next((p for prefix, p in _PURPOSE if tensor.startswith(prefix)), "tensor_parallel")
+def _purpose(kind: str, name: str) -> str:
+    """What a comm event serves (`step_breakdown.comm_kind`), in the closed form's names
+    (`AnalyticResult.comm_time_by_kind`); the tied-embedding all-reduce has its own."""
+    if kind not in ("send", "recv") and collective_tag(name) == "emb":
+        return "embedding_all_reduce"
+    return COMM_PURPOSE[comm_kind(kind, name)]
 
 
-def trace_statistics(trace: Trace) -> dict:
-    """One pass over the trace: per device compute and comm busy time (interval unions), exposed
-    comm, idle; per-device seconds by purpose and by collective kind (recv counted on the send)."""
-    comp = [[] for _ in range(trace.n_devices)]
-    comm = [[] for _ in range(trace.n_devices)]
-    by_purpose = [dict() for _ in range(trace.n_devices)]
-    by_kind = [dict() for _ in range(trace.n_devices)]
-    purposes: dict[tuple[str, str], str] = {}     # _purpose reads the kind and 6 characters of the tensor
-    span = 0.0                                     # the makespan, in the same pass
-    for e in trace.events:
-        start, dur = e.start_s, e.duration_s
-        end = start + dur                          # TraceEvent.end_s
-        if end > span:
-            span = end
-        if e.lane == "compute":
-            comp[e.device].append((start, end))
-            continue
-        comm[e.device].append((start, end))
-        kind, name = e.kind, e.name
-        key = (kind, name[:name.find(" ") + 7])
-        pur = purposes.get(key)
-        if pur is None:
-            pur = purposes[key] = _purpose(e)
-        mine = by_purpose[e.device]
-        mine[pur] = mine.get(pur, 0.0) + dur
-        if kind != "recv":
-            mine = by_kind[e.device]
-            mine[kind] = mine.get(kind, 0.0) + dur
-    out = {"compute_s": [], "comm_s": [], "exposed_s": [], "idle_s": [], "by_purpose": by_purpose,
-           "by_kind": by_kind, "span_s": span}
-    for d in range(trace.n_devices):
-        c, m = union_length(comp[d]), union_length(comm[d])
-        exposed = union_length(comp[d] + comm[d]) - c
-        out["compute_s"].append(c)
-        out["comm_s"].append(m)
-        out["exposed_s"].append(exposed)
-        out["idle_s"].append(span - c - exposed)
+def trace_statistics(trace: ColumnTrace) -> dict:
+    """Per device compute and comm busy time (interval unions), exposed comm, idle; per-device
+    seconds by purpose and by collective kind (recv counted on the send). Read from the trace's
+    columns (`trace_columns`): the scale program's million events are never built as objects."""
+    c, n = trace.columns, trace.n_devices
+    span = trace.makespan_s
+    compute_s, comm_s, either_s = lane_busy_s(c, n, trace.lane_order())
+    exposed = [b - a for a, b in zip(compute_s, either_s)]
+    rows = np.flatnonzero(c.lane == 1)
+    metas = c.metas
+    kinds = sorted({metas[m][2] for m in np.unique(c.meta[rows]).tolist()})
+    kind_of = np.array([kinds.index(m[2]) if m[2] in kinds else -1 for m in metas], dtype=np.int64)
+    purposes = sorted(PURPOSES)
+    purpose = _purpose_codes(c, rows, purposes)
+    kind = kind_of[c.meta[rows]]
+    sent = kind != (kinds.index("recv") if "recv" in kinds else -1)
+    dev, dur = c.device[rows].astype(np.int64), c.duration_s[rows]
+    return {"compute_s": compute_s, "comm_s": comm_s, "exposed_s": exposed, "span_s": span,
+            "idle_s": [span - a - x for a, x in zip(compute_s, exposed)],
+            "by_purpose": _sums_by(dev, purpose, dur, n, purposes),
+            "by_kind": _sums_by(dev[sent], kind[sent], dur[sent], n, kinds)}
+
+
+def _purpose_codes(c, rows: np.ndarray, purposes: list[str]) -> np.ndarray:
+    """Each comm row's purpose (index into `purposes`), `_purpose` of its name. A name is its
+    meta's format with the micro-batch written in ("all_reduce a0.{j}"): digits or "-1", which no
+    purpose prefix holds, so every micro-batch gives the format's purpose with j = 0."""
+    code = np.array([purposes.index(_purpose(kind, fmt.format(j=0) if "{" in fmt else fmt))
+                     for fmt, _, kind, _ in c.metas], dtype=np.int64)
+    return code[c.meta[rows]]
+
+
+
+
+def _sums_by(dev: np.ndarray, code: np.ndarray, dur: np.ndarray, n: int, labels: list[str]) -> list[dict]:
+    """Per device, {label: summed duration} in the order the labels first appear on it (the sums
+    accumulate in row order, as a loop over the events would)."""
+    k = len(labels)
+    flat = dev * k + code
+    sums = np.bincount(flat, weights=dur, minlength=n * k)
+    first = np.full(n * k, len(flat))
+    np.minimum.at(first, flat, np.arange(len(flat)))
+    out = []
+    for d in range(n):
+        seen = [j for j in range(k) if first[d * k + j] < len(flat)]
+        out.append({labels[j]: float(sums[d * k + j]) for j in sorted(seen, key=lambda j: first[d * k + j])})
     return out
 
 
@@ -154,10 +167,10 @@ def memory_per_device(model: ModelSpec, cfg: ParallelConfig, A: Assumptions | No
     (`schedule_sim.peak_in_flight`), + one layer's full activations when recomputing, + the fp32
     logits on the device of the last stage."""
     from simulator.parallel.schedule_registry import make_schedule
-    from simulator.parallel.schedule_sim import simulate_schedule
+    from simulator.parallel.schedule_sim import peak_in_flight
     A = (A or Assumptions()).resolved(model)
     s, b, h, a, t, p, v = model.seq / cfg.cp, cfg.micro_batch_size, model.hidden, model.heads, cfg.tp, cfg.pp, cfg.virtual_stages
-    in_flight = simulate_schedule(make_schedule(cfg.schedule, p, cfg.microbatches, v)).peak_in_flight
+    in_flight = peak_in_flight(make_schedule(cfg.schedule, p, cfg.microbatches, v))
     flash = "selective" if A.flash_attention else "none"     # FlashAttention keeps no s^2 scores
     f = model.ffn_hidden
     per_layer = activation_bytes_per_layer(s, b, h, a, t, cfg.sequence_parallel,
@@ -194,26 +207,26 @@ def simulate_at_scale(model: ModelSpec | str, config: ParallelConfig, hardware: 
     dm = ScaleDeviceModel(HardwareDeviceModel(hw, cfg.gpus, A.matmul_dtype, link_efficiency=A.link_efficiency), cfg,
                           fold_tp=fold_tp, collective_algo=A.collective_algo, nvls=A.nvls)
     trace = simulate(prog, dm)
-    with no_gc():       # a pass creating one tuple per event over a heap of a million events
-        st = trace_statistics(trace)
+    st = trace_statistics(trace)
     step = st["span_s"]
     n = trace.n_devices
     tokens = cfg.global_batch * model.seq
-    executed = sum(e.flops for e in trace.events)           # one replica (times t if TP is folded)
+    executed = float(trace.columns.flops.sum())               # one replica (times t if TP is folded)
     per_replica = executed * (cfg.tp if fold_tp else 1)
-    hw_flops = per_replica * cfg.dp
+    hw_flops = per_replica * cfg.dp * cfg.cp                 # the program holds one context-parallel rank
     model_flops = tokens * model.model_flops_per_token()
     peak = hw.peak(A.dtype)
     busiest = max(range(n), key=lambda d: st["comm_s"][d])
+    parts, _ = trace_breakdown(trace, step)
     memory = estimate(model, cfg, hw, A).memory
     per_device = memory_per_device(model, cfg, A)
     return ScaleResult(
         step_time_s=step, tokens_per_s=tokens / step,
         model_tflops_per_gpu=model_flops / step / cfg.gpus / 1e12, mfu=model_flops / step / cfg.gpus / peak,
         tflops_per_gpu=hw_flops / step / cfg.gpus / 1e12, hfu=hw_flops / step / cfg.gpus / peak,
-        bubble_fraction=sum(st["idle_s"]) / (n * step) if step > 0 else 0.0,
+        bubble_fraction=parts.bubble_s / step if step > 0 else 0.0,
         comm_time_by_kind=MappingProxyType(st["by_purpose"][busiest]),
         time_by_collective=MappingProxyType(st["by_kind"][busiest]),
-        comm_time_s=st["comm_s"][busiest], exposed_comm_s=max(st["exposed_s"]),
-        compute_time_s=max(st["compute_s"]), memory=memory, memory_per_device_bytes=per_device, gpus=cfg.gpus, simulated_ranks=n,
-        instructions=len(prog), trace=trace)
+        comm_time_s=st["comm_s"][busiest], exposed_comm_s=parts.exposed_total_s,
+        compute_time_s=parts.compute_s, memory=memory, memory_per_device_bytes=per_device, gpus=cfg.gpus, simulated_ranks=n,
+        instructions=len(prog), trace=trace, breakdown=parts)

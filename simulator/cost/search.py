@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from simulator.cost.analytic import AnalyticResult, estimate
 from simulator.cost.hardware import Hardware, get_hardware
 from simulator.cost.model_presets import ModelSpec, get_model
-from simulator.cost.parallel_config import MAX_GLOBAL_BATCH, MAX_GPUS, Assumptions, ParallelConfig
+from simulator.cost.parallel_config import MAX_GLOBAL_BATCH, Assumptions, ParallelConfig
 from simulator.errors import ParasimError
+from simulator.limits import MAX_SEARCH_GPUS
 from simulator.parallel.schedule_registry import PRICED_SCHEDULES, schedule_spec
 
 
@@ -205,8 +206,8 @@ def _check_search(gpus, global_batch, top) -> None:
     """Refuses what the search cannot bound: non-positive or too large sizes, top < 1."""
     if not isinstance(gpus, int) or gpus < 1 or not isinstance(global_batch, int) or global_batch < 1:
         raise ParasimError(f"gpus and global batch must be positive integers, got {gpus} and {global_batch}")
-    if gpus > MAX_GPUS or global_batch > MAX_GLOBAL_BATCH:
-        raise ParasimError(f"search is bounded to {MAX_GPUS:,} GPUs and a global batch of {MAX_GLOBAL_BATCH:,}; "
+    if gpus > MAX_SEARCH_GPUS or global_batch > MAX_GLOBAL_BATCH:
+        raise ParasimError(f"search is bounded to {MAX_SEARCH_GPUS:,} GPUs and a global batch of {MAX_GLOBAL_BATCH:,}; "
                            f"got {gpus:,} GPUs and {global_batch:,}")
     if top < 1:
         raise ParasimError(f"top must be >= 1, got {top}")
@@ -292,7 +293,7 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
                     max_virtual_stages: int = 4, recomputes=("none", "selective", "full"),
                     micro_batch_sizes=None, sequence_parallel=(True, False), zero_stages=(0, 1, 2, 3),
                     context_parallel=None, expert_parallel=None, assumptions: Assumptions | None = None,
-                    top: int = 10) -> ConfigSearchResult:
+                    top: int = 10, progress=None) -> ConfigSearchResult:
     """Search t, c, p, d = gpus/(t c p), b (and so m = B/(b d)), e (MoE), schedule (interleaved with
     v = 2..max_v), ZeRO stage, recomputation and sequence parallelism with `analytic.estimate`.
     `context_parallel`: the c to try (default `default_context_parallel`); `expert_parallel`: the
@@ -300,6 +301,7 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
 
     Pruning that cannot change the answer: for fixed other knobs, recompute none < selective <
     full in step time (each adds work), so only the least recomputation that fits is timed.
+    `progress(done, total, note)` is told after each (t, p, d, b, c) layout.
     """
     model, hw = get_model(model), get_hardware(hardware)
     assumptions = (assumptions or Assumptions()).resolved(model)    # once, not per candidate
@@ -318,7 +320,7 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
             f"b x dp must divide the global batch {global_batch}; none of these combinations exists")
     order = [rc for rc in ("none", "selective", "full") if rc in recomputes]
     tally = _Tally()
-    for t, p, d, b, c in layouts:
+    for k, (t, p, d, b, c) in enumerate(layouts, 1):
         m = global_batch // (b * d)
         for sched, v, sp, z, e in _variants(model, schedules, sequence_parallel, zero_stages, eps,
                                             max_virtual_stages, t, p, d, m):
@@ -333,6 +335,8 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
                     break
                 if tally.add(Candidate(cfg, res)):
                     break
+        if progress:
+            progress(k, len(layouts), f"{tally.considered:,} configurations")
     if not tally.fits:
         least = tally.oom_least
         detail = f"; the least memory needs {least.result.memory!r} with {least.config!r}" if least else ""

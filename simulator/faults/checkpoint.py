@@ -35,7 +35,8 @@ from typing import Callable
 import numpy as np
 
 from ..errors import ParasimError
-from ..parallel.config import TrainConfig
+from ..limits import MAX_CKPT_POINTER_BYTES
+from ..parallel.config import MAX_STEPS, TrainConfig
 from ..parallel.replicated import Compiled
 from ..parallel.strategies import compile_strategy
 from .ckpt_files import confined, read_json, read_shard, write_json, write_shard
@@ -210,7 +211,7 @@ def latest_checkpoint(root) -> Path | None:
     path = Path(root) / LATEST
     if not path.exists():
         return None
-    rec = read_json(path, "checkpoint pointer")
+    rec = read_json(path, "checkpoint pointer", MAX_CKPT_POINTER_BYTES)
     d = confined(Path(root), rec.get("dir"))
     return d if (d / STRATEGY).exists() else None
 
@@ -241,14 +242,50 @@ class Checkpoint:
         if record.get("format") != FORMAT:
             raise ParasimError(f"{path / STRATEGY} has format {record.get('format')!r}, expected {FORMAT!r}")
         try:
-            ck = cls(path, int(record["step"]), config_from_json(record["config"]), record)
+            step = record["step"]
+            if isinstance(step, bool) or not isinstance(step, int):
+                raise ParasimError(f"{path / STRATEGY} records step {step!r}, not a whole number: the file is corrupted")
+            ck = cls(path, step, config_from_json(record["config"]), record)
             for name, t in record["tensors"].items():
                 ck.shards(name), tuple(int(x) for x in t["global_shape"])
+            _check_metadata(ck)
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             if isinstance(e, ParasimError):
                 raise
             raise ParasimError(f"{path / STRATEGY} is not a valid strategy file ({type(e).__name__}: {e})") from None
         return ck
+
+    def check_continues(self, cfg: TrainConfig) -> None:
+        """Refuse, before any work, to resume `cfg` from this checkpoint when it was written by a
+        run whose math differs (model, seed, batch, optimizer, learning rate, gradient mean or
+        wire dtype): it would continue that run, not this one. The layout (strategy, devices,
+        degrees, schedule) may differ: that is resharding. A step past the run's end is refused."""
+        cfg = cfg.resolved()
+        mine, theirs = config_to_json(cfg), config_to_json(self.config)
+        for name in RUN_MATH:
+            if mine[name] != theirs[name]:
+                said = "model" if name == "model" else f"{name} {theirs[name]!r}"
+                raise ParasimError(f"checkpoint {self.path} was written by another run: its {said} differs from this "
+                                   f"run's ({mine[name]!r}); resuming it would continue that run, not this one "
+                                   f"(give the same settings, or start afresh)")
+        if self.step > cfg.steps:
+            raise ParasimError(f"checkpoint {self.path} is at step {self.step}, past the end of this run "
+                               f"({cfg.steps} steps): give --steps >= {self.step}")
+        counter = self.array("opt/step")
+        if counter.shape != () or counter != self.step:
+            raise ParasimError(f"checkpoint {self.path} records step {self.step} but its optimizer's step counter "
+                               f"is {counter.tolist()}: the files disagree")
+
+    def optimizer_states(self) -> list[dict]:
+        """The optimizer state as one device holds it: per layer {parameter: {state name: array}}."""
+        out: list[dict] = []
+        for name in self.record["tensors"]:
+            parts = name.split("/")
+            if parts[0] == "opt" and len(parts) == 4:
+                li, n, s = int(parts[1]), parts[2], parts[3]
+                out.extend({} for _ in range(li + 1 - len(out)))
+                out[li].setdefault(n, {})[s] = self.array(name)
+        return out
 
     def shards(self, name: str) -> list[CheckpointShard]:
         return [CheckpointShard.from_json(name, d) for d in self.record["tensors"][name]["shards"]]
@@ -284,6 +321,46 @@ class Checkpoint:
             for s in where:
                 out.setdefault(s.rank, {})[s.key] = s.cut(value)
         return out
+
+
+# the settings that change a run's math (the rest only lay it out): a checkpoint continues a run only if equal
+RUN_MATH = ("model", "seed", "global_batch", "optimizer", "lr", "gradients_mean", "grad_dtype")
+
+
+def _check_metadata(ck: Checkpoint) -> None:
+    """Refuse a strategy file whose numbers do not fit together, before any shard is read: its
+    step (0 <= step <= MAX_STEPS, equal to its folder's and latest.json's), its
+    tensors (exactly the model's and optimizer's, at their shapes) and every shard (a rank of
+    the run, a block inside the tensor)."""
+    where, cfg = ck.path / STRATEGY, ck.config.resolved()
+    if not 0 <= ck.step <= MAX_STEPS:
+        raise ParasimError(f"{where} records step {ck.step}, outside 0..{MAX_STEPS} (the steps a run may train): "
+                           "the file is corrupted")
+    named = _STEP_DIR.match(ck.path.name)
+    if named and int(named.group(1)) != ck.step:
+        raise ParasimError(f"{where} records step {ck.step} in folder {ck.path.name}: the file is corrupted")
+    pointer = ck.path.parent / LATEST
+    if pointer.exists() and latest_checkpoint(ck.path.parent) == ck.path:
+        said = read_json(pointer, "checkpoint pointer", MAX_CKPT_POINTER_BYTES).get("step")
+        if said != ck.step:
+            raise ParasimError(f"{pointer} says step {said!r}, {where} records step {ck.step}: the files disagree")
+    want = state_shapes(cfg)
+    have = {n: tuple(t["global_shape"]) for n, t in ck.record["tensors"].items()}
+    if want != have:
+        diff = sorted(set(want.items()) ^ set(have.items()), key=str)[:1]
+        raise ParasimError(f"{where} lists state tensors that do not fit its own model/optimizer (first: {diff}): "
+                           "the file is corrupted")
+    for name, shape in want.items():
+        size = int(np.prod(shape, dtype=np.int64))
+        for s in ck.shards(name):
+            inside = (s.box is not None and len(s.box) == len(shape)
+                      and all(0 <= a <= b <= n for (a, b), n in zip(s.box, shape))) \
+                or (s.flat is not None and 0 <= s.flat[0] <= s.flat[1] <= size) \
+                or (s.index is not None and all(0 <= i < size for i in s.index)
+                    and len(s.index) == int(np.prod(s.shape, dtype=np.int64)))
+            if not 0 <= s.rank < cfg.devices or not inside:
+                raise ParasimError(f"{where}: the shard of {name} on rank {s.rank} is not a block of a "
+                                   f"{shape} tensor on one of {cfg.devices} devices: the file is corrupted")
 
 
 def restore(runtime, compiled: Compiled, ckpt: Checkpoint) -> int:

@@ -9,6 +9,11 @@
   refused with one line naming the file).
 - A file named by a strategy file must stay inside the checkpoint directory: absolute paths and
   '..' are refused (a strategy file is data, not a way to read the rest of the disk).
+- Every file is opened without blocking (O_NONBLOCK: a FIFO in a file's place cannot stall the
+  open) and read only if it is a regular file of at most the bound for its kind
+  (limits.MAX_CKPT_POINTER_BYTES, MAX_CKPT_JSON_BYTES, MAX_CKPT_SHARD_BYTES; a shard's size is also its
+  record's), checked with fstat before a byte is read. JSON nested past the parser's depth is
+  refused in one line (Python's reader raises RecursionError).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import ParasimError
+from ..limits import MAX_CKPT_JSON_BYTES, MAX_CKPT_SHARD_BYTES, read_bounded
 
 
 def atomic_write(path: Path, data: bytes, sync: bool = False) -> None:
@@ -44,16 +50,14 @@ def write_json(path: Path, obj) -> None:
     atomic_write(path, json.dumps(obj, indent=1).encode(), sync=True)
 
 
-def read_json(path: Path, what: str) -> dict:
-    """A JSON object from `path`, or one line saying why it cannot be one."""
+def read_json(path: Path, what: str, max_bytes: int = MAX_CKPT_JSON_BYTES) -> dict:
+    """A JSON object from `path` (a regular file of at most max_bytes), or one line saying why it
+    cannot be one."""
+    data = read_bounded(path, what, max_bytes, "a checkpoint's file")
     try:
-        obj = json.loads(Path(path).read_bytes())
-    except FileNotFoundError:
-        raise ParasimError(f"{what} {path} does not exist") from None
-    except IsADirectoryError:
-        raise ParasimError(f"{what} {path} is a folder, not a file") from None
-    except OSError as e:
-        raise ParasimError(f"cannot read {what} {path}: {e.strerror}") from None
+        obj = json.loads(data)
+    except RecursionError:
+        raise ParasimError(f"{what} {path} is nested deeper than a JSON reader follows: the file is corrupted") from None
     except (ValueError, UnicodeDecodeError) as e:
         raise ParasimError(f"{what} {path} is not valid JSON ({e}): the file is corrupted") from None
     if not isinstance(obj, dict):
@@ -92,15 +96,12 @@ def confined(directory: Path, rel) -> Path:
 def read_shard(directory: Path, entry: dict, check: Callable[[np.ndarray], None] | None = None) -> np.ndarray:
     """The array of one shard record, after checking its size, SHA-256 (when recorded), dtype and shape."""
     path = confined(directory, entry.get("file"))
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ParasimError(f"checkpoint shard {path} is missing") from None
-    except OSError as e:
-        raise ParasimError(f"cannot read checkpoint shard {path}: {e.strerror}") from None
-    if "nbytes" in entry and len(data) != entry["nbytes"]:
-        raise ParasimError(f"checkpoint shard {path} has {len(data)} bytes, {entry['nbytes']} were saved: "
-                           "the file is truncated or replaced")
+    nbytes = entry.get("nbytes")
+    if nbytes is not None and (isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0):
+        raise ParasimError(f"checkpoint shard {path}: its record's size {nbytes!r} is not a byte count")
+    if not path.exists() and not path.is_symlink():
+        raise ParasimError(f"checkpoint shard {path} is missing")
+    data = read_bounded(path, "checkpoint shard", MAX_CKPT_SHARD_BYTES, "a checkpoint's file", nbytes)
     if "sha256" in entry and hashlib.sha256(data).hexdigest() != entry["sha256"]:
         raise ParasimError(f"checkpoint shard {path} fails its SHA-256 check: the file was changed after saving")
     try:

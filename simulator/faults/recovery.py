@@ -139,10 +139,14 @@ class Recovery(StepHook):
         self.saved.append(step)
 
     def start(self, runtime) -> int:
-        step = restore(runtime, self.compiled, Checkpoint.open(self.resume_from)) if self.resume_from is not None else 0
+        step = restore(runtime, self.compiled, self.resume_from) if self.resume_from is not None else 0
         if self.root is not None:
             self._save(runtime, step)
         return step
+
+    def start_states(self) -> list | None:
+        """The resumed checkpoint's optimizer state (what one device continues from)."""
+        return None if self.resume_from is None else self.resume_from.optimizer_states()
 
     def before_step(self, step: int, attempt: int, runtime, device_model):
         """Fire the faults of this step (once each); a straggler slows its instruction on the clock."""
@@ -214,6 +218,9 @@ def train_resilient(cfg: TrainConfig, runtime=None, faults: tuple[Fault, ...] = 
         raise ParasimError(f"{len(faults)} faults are more than the {max_failures} failures a run recovers from; "
                            "inject fewer")
     device_model = clock_of(cfg, device_model, hardware)
+    if resume_from is not None:  # refused before any work when it does not continue this run
+        resume_from = Checkpoint.open(resume_from)
+        resume_from.check_continues(cfg)
     own = runtime is None
     runtime = runtime or LocalRuntime(cfg.devices, device_class=FaultyDevice)
     tmp = tempfile.TemporaryDirectory(prefix="parasim-ckpt-") if checkpoint_every and not checkpoint_dir else None

@@ -35,9 +35,9 @@ from ..parallel.config import TrainConfig
 from ..parallel.experts import MoEGPTConfig
 from ..parallel.layer_kernels import layer_of, optimizer_state_names
 from ..parallel.replicated import Compiled, make_optimizer
-from ..parallel.zero_hybrid import own
+from ..parallel.zero import own
 
-OWN = own("")  # the suffix of a ZeRO-3 parameter shard's name (zero_hybrid.own)
+OWN = own("")  # the suffix of a ZeRO-3 parameter shard's name (zero.own)
 MODEL_KINDS = {"MLPConfig": MLPConfig, "GPTConfig": GPTConfig, "MoEGPTConfig": MoEGPTConfig}
 
 

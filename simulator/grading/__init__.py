@@ -11,6 +11,7 @@ from .catalog import (
            lessons_dir,
            list_lessons,
            missing_requirements,
+           solution_path,
 )
 from .check import Report, grade_source, lesson_prediction, run_check, submission_status
 from .codec import rebuild, type_name
@@ -20,5 +21,5 @@ from .sandbox import Limits, Sandbox, shared_folder
 
 __all__ = ["ItemResult", "LessonInfo", "Limits", "Outcome", "Report", "Sandbox", "compare", "expect", "get_lesson",
            "grade_source", "item", "lesson_of_folder", "lesson_prediction", "lessons_dir", "list_lessons", "missing_requirements",
-           "notebook_code", "ok", "partial", "read_submission", "rebuild", "run_check", "shared_folder", "submission_status",
+           "notebook_code", "ok", "partial", "read_submission", "rebuild", "run_check", "shared_folder", "solution_path", "submission_status",
            "type_name"]

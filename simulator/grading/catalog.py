@@ -1,9 +1,15 @@
 """The lessons on disk: discover lessons/NN_topic/ folders and read their metadata.
 
-A lesson folder holds README.md, exercise.py (TODOs), solution.py and check.py. check.py declares
+A lesson folder holds README.md, exercise.py (TODOs) and check.py (the public checks); the reference
+solution is instructor/NN_topic/solution.py (`solution_path`), outside the student's folder. check.py declares
 
     LESSON = {"title": ..., "goals": [...], "app_pages": [...], "requires": [...], "minutes": 45,
-              "prerequisites": [...]}          # a literal, read with ast (no import needed)
+              "prerequisites": [...],          # a literal, read with ast (no import needed)
+              "withhold": {"one_f_one_b_text": ["simulator.parallel.schedule_registry:make_schedule"]}}
+
+`withhold` names, per student function, parasim's own functions that compute its answer: while
+that function runs in the sandbox they raise (`runner.withheld`), so calling parasim's solver
+for the thing being graded does not earn the item.
 
 `requires` names what the lesson needs from parasim: "search_configs" (a public name of
 `simulator`), "strategy:tp" (a training strategy that compiles), "module:simulator.faults".
@@ -36,6 +42,7 @@ class LessonInfo:
     minutes: int = 45
     prerequisites: tuple[int, ...] = ()
     missing: tuple[str, ...] = field(default=())
+    withhold: tuple[tuple[str, tuple[str, ...]], ...] = ()   # (student function, parasim functions it may not call)
 
     @property
     def status(self) -> str:
@@ -60,6 +67,11 @@ def instructor_dir() -> Path:
     never readable by a sandboxed submission (`confine.protected`)."""
     env = os.environ.get("PARASIM_INSTRUCTOR")
     return Path(env) if env else Path(__file__).resolve().parents[2] / "instructor"
+
+
+def solution_path(lesson: LessonInfo) -> Path:
+    """The reference solution of a lesson, in the instructor's folder (not shipped to students)."""
+    return instructor_dir() / lesson.folder.name / "solution.py"
 
 
 def public_names(init_py: Path | None = None) -> frozenset[str]:
@@ -124,7 +136,8 @@ def list_lessons(root: Path | None = None) -> list[LessonInfo]:
         out.append(LessonInfo(int(folder.name[:2]), folder.name[3:], meta.get("title", folder.name[3:]), folder,
                               tuple(meta.get("goals", ())), tuple(meta.get("app_pages", ())), requires,
                               int(meta.get("minutes", 45)), tuple(meta.get("prerequisites", ())),
-                              missing_requirements(requires)))
+                              missing_requirements(requires),
+                              tuple((str(k), tuple(v)) for k, v in dict(meta.get("withhold", {})).items())))
     return out
 
 

@@ -196,7 +196,7 @@ def grade_isolated(lesson: LessonInfo, source: str, limits: Limits | None = None
                 items.append(_failed(k, name, load_error, load_hint, load_status, "the file imports"))
                 continue
             if box is None:
-                box = Sandbox(source, limits, files=files)
+                box = Sandbox(source, limits, files=files, withhold=dict(lesson.withhold))
                 if not box.loaded:
                     load_error = f"your file did not run: {box.load_error}"
                     load_status = "timeout" if box.timed_out else "error"

@@ -13,6 +13,8 @@ The submission's own prints go to stderr (a file the grader reads only to show i
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import importlib.util
 import json
 import os
@@ -118,6 +120,34 @@ def confine(config: dict) -> dict:
     return {"landlock_abi": abi, "seccomp": filtered}
 
 
+def _withheld_stub(*args, **kwargs):
+    raise NotImplementedError("this item asks you to write it yourself: parasim's own function for it is "
+                              "withheld while your function runs")
+
+
+@contextlib.contextmanager
+def withheld(paths):
+    """While inside, each parasim function of `paths` ("module:qualname") raises: its code object is
+    swapped, so every reference to it (an imported name, a registry entry) is covered."""
+    swapped = []
+    try:
+        for path in paths:
+            module, _, qualname = str(path).partition(":")
+            if not module.startswith("simulator"):
+                continue
+            obj = importlib.import_module(module)
+            for part in qualname.split("."):
+                obj = getattr(obj, part)
+            fn = getattr(obj, "__func__", obj)
+            if getattr(fn, "__code__", None) is not None and not fn.__code__.co_freevars:
+                swapped.append((fn, fn.__code__))
+                fn.__code__ = _withheld_stub.__code__
+        yield
+    finally:
+        for fn, code in swapped:
+            fn.__code__ = code
+
+
 def main(config: dict) -> int:
     """Started by `sandbox.BOOT` with the grader's JSON configuration (fds, limits, paths)."""
     req, resp = int(config["req"]), int(config["resp"])
@@ -171,7 +201,9 @@ def main(config: dict) -> int:
             value = getattr(student, request["name"])
             if request["op"] == "call":
                 args = [callback(a["cb"]) if "cb" in a else decode(a["v"]) for a in request["args"]]
-                value = value(*args, **decode(request["kwargs"]))
+                kwargs = decode(request["kwargs"])
+                with withheld(config.get("withhold", {}).get(request["name"], ())):
+                    value = value(*args, **kwargs)
             elif callable(value):
                 send({"op": "result", "ok": True, "callable": True})
                 continue

@@ -117,10 +117,11 @@ class Sandbox:
     Always `close()` (or use `with`): it kills the process group and removes the scratch folder."""
 
     def __init__(self, source: str | None, limits: Limits | None = None, filename: str = "submission.py",
-                 files: dict | None = None):
+                 files: dict | None = None, withhold: dict | None = None):
         """`source` None: a probe sandbox, running parasim's `probes` on data (no submission).
         `files`: other files of the submission ({name: text}, a folder submission's modules),
-        written next to it in the scratch folder."""
+        written next to it in the scratch folder. `withhold`: {function: [parasim functions]} that
+        raise while that function runs (`catalog`, `runner.withheld`)."""
         self.limits = limits = limits or Limits()
         self.confinement = confine.require_confinement(limits.unconfined_ok)
         self.scratch = Path(tempfile.mkdtemp(prefix="parasim-grade-"))
@@ -139,7 +140,8 @@ class Sandbox:
         config = {"req": req_r, "resp": resp_w, "file": filename if source is not None else None,
                   "memory_mb": limits.memory_mb, "file_mb": limits.file_mb, "grader_pid": os.getpid(),
                   "path": [confine.link_package(self.scratch)] + confine.import_path(),
-                  "write": [str(self.scratch)], "require": not limits.unconfined_ok}
+                  "write": [str(self.scratch)], "require": not limits.unconfined_ok,
+                  "withhold": {str(k): [str(p) for p in v] for k, v in (withhold or {}).items()}}
         config["read"] = confine.readable(config["path"][1:])
         env = {"PATH": os.defpath, "HOME": str(self.scratch), "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
                "MPLCONFIGDIR": str(self.scratch / ".matplotlib"), "OPENBLAS_NUM_THREADS": "1",

@@ -20,6 +20,8 @@ from functools import cached_property
 from numbers import Real
 
 from ..errors import ParasimError
+from ..limits import MAX_ACTIVATIONS, MAX_BATCH, MAX_LAYERS, MAX_PARAMS, MAX_RUN_DEVICES, MAX_STEPS
+from ..limits import check as check_bound
 from ..mesh import DeviceMesh
 from ..model_states import check_zero_stage
 from ..models import GPTConfig, MLPConfig, build_model
@@ -37,9 +39,8 @@ OPTIMIZERS = ("adam", "sgd")
 # Resolution is a pure function of the (frozen) fields: a configuration equal to one already resolved
 # resolves to that one (entries go when the resolved value is no longer referenced)
 _RESOLVED: "weakref.WeakValueDictionary[TrainConfig, TrainConfig]" = weakref.WeakValueDictionary()
-# Real runs really compute every step on every sample: bound the work the inputs can ask for.
-MAX_STEPS = 100_000
-MAX_BATCH = 1_000_000
+# Real runs really compute every step on every sample: the work the inputs can ask for is bounded
+# (the bounds live in simulator/limits.py)
 
 
 @with_aliases()
@@ -96,6 +97,9 @@ class TrainConfig:
         _check(self.steps <= MAX_STEPS and self.global_batch <= MAX_BATCH,
                f"a real run is bounded to {MAX_STEPS} steps of a batch of at most {MAX_BATCH}; "
                f"got steps={self.steps}, batch={self.global_batch}")
+        check_bound("a real run's --devices", self.devices, MAX_RUN_DEVICES,
+                    rule="each device is emulated with numpy; price larger runs with `parasim simulate`")
+        _check_model_work(self.model, self.global_batch)
 
     @property
     def n_layers(self) -> int:
@@ -246,3 +250,23 @@ def _is_real(v) -> bool:
 def _check(ok: bool, message: str) -> None:
     if not ok:
         raise ParasimError(message)
+
+
+def _check_model_work(model, batch_size: int) -> None:
+    """Refuse, before building anything, a model whose real run would not fit the bounds of
+    simulator/limits.py: its layers, its parameters (counted from its configuration) and its
+    activations (batch x the widest activation of a layer x layers)."""
+    layers = int(getattr(model, "layers", 1))
+    check_bound("the model's layers", layers, MAX_LAYERS, rule="a real run executes every layer")
+    if isinstance(model, GPTConfig):
+        h, s = int(model.hidden), int(model.seq_len)
+        experts = int(getattr(model, "experts", 1))  # a mixture of experts: the MLP's 8 h^2 per expert
+        params = layers * (4 + 8 * experts) * h * h + int(model.vocab) * h * 2 + s * h  # Megatron's 12 L h^2
+        act = batch_size * s * max(4 * h, int(model.heads) * s) * layers
+    else:
+        h = int(model.hidden)
+        params = int(model.in_dim) * h + max(layers - 2, 0) * h * h + h * int(model.classes)
+        act = batch_size * max(h, int(model.in_dim), int(model.classes)) * layers
+    check_bound("the model's parameters", params, MAX_PARAMS, " elements", "a real run holds them in float64")
+    check_bound("the activations (batch x widest layer output x layers)", act, MAX_ACTIVATIONS, " elements",
+                "a real run computes them in float64")

@@ -231,8 +231,8 @@ class ContextParallel(WholeLayers):
 
     cfg: TrainConfig | None = None  # resolved
 
-    def replica(self, builder, stages, ranks, t, mbs, scale, ready, c: int = 0) -> Replica:
-        return ContextParallelReplica(builder, self.cfg.model, stages, ranks, mbs, scale, ready,
+    def replica(self, builder, t, mbs, scale, c: int = 0) -> Replica:
+        return ContextParallelReplica(builder, self.cfg.model, mbs, scale,
                                       **_cp_fields(self.cfg, c))
 
     def positions(self, c: int) -> tuple[int, ...]:
@@ -243,8 +243,8 @@ class ContextParallel(WholeLayers):
 class ContextTensorParallel(TensorParallel):
     """The placement for cp x tp: Megatron's tensor shards, replicated over the context group."""
 
-    def replica(self, builder, stages, ranks, t, mbs, scale, ready, c: int = 0) -> Replica:
-        return ContextTensorParallelReplica(builder, self.cfg.model, stages, ranks, mbs, scale, ready,
+    def replica(self, builder, t, mbs, scale, c: int = 0) -> Replica:
+        return ContextTensorParallelReplica(builder, self.cfg.model, mbs, scale,
                                             tp=self.cfg.tp, t=t, tp_group_of=self.tp_group_of,
                                             **_cp_fields(self.cfg, c))
 

@@ -40,28 +40,17 @@ def stage_grad(k: int, j: int) -> str:
 
 @dataclass
 class Replica:
-    """One model replica: model stage k holds layers stages[k] and runs on rank
-    ranks[stage_devices[k]], the device the schedule places it on (`Schedule.stage_devices`; the
-    loop placement k % p until a schedule is run). `scale` multiplies the loss sum of each
-    micro-batch before backward (1 / tokens of the whole replica batch)."""
+    """The layer emitter of one lane (whole layers on one rank: tp = cp = ep = 1): forward and
+    backward of layer li of micro-batch j on rank r. `scale` multiplies the loss sum of each
+    micro-batch before backward (1 / tokens of the whole replica batch). The parallelisms are
+    transforms of this emitter, applied in a fixed order by `replicated.parallelize`: the tensor /
+    sequence / context / expert lanes replace its layer emission, ZeRO-2/3 wraps it (zero.py), and
+    `Stages` (the pipeline stage split) drives it through a schedule."""
 
     builder: ProgramBuilder
     config: object
-    stages: tuple[tuple[int, ...], ...]
-    ranks: tuple[int, ...]
     microbatch_size: int
     scale: float
-    on_grads_ready: Callable[[int, int], None] = lambda rank, layer: None
-    m: int = 1
-    stage_devices: tuple = ()  # model stage -> index into ranks, from the schedule
-    _bw_done: dict = field(default_factory=dict)
-
-    @property
-    def p(self) -> int:
-        return len(self.ranks)
-
-    def rank_of(self, k: int) -> int:
-        return self.ranks[self.stage_devices[k] if self.stage_devices else k % self.p]
 
     def _params(self, li: int) -> list[str]:
         return [param(li, n) for n in layer_of(self.config, li).param_shapes()]
@@ -128,6 +117,42 @@ class Replica:
         tokens = self.microbatch_size * getattr(c, "seq_len", 1)
         return 8 * tokens * width
 
+    def grads_complete(self, r: int, li: int) -> None:
+        """Layer li's gradients on rank r are summed over the step's micro-batches (a lane adds
+        what must happen before the data-parallel synchronisation: sequence parallelism's
+        AllReduce of its partial layer-norm gradients)."""
+
+
+@dataclass
+class Stages:
+    """The pipeline stage split of one model replica: model stage k holds layers stages[k] and
+    runs on rank ranks[stage_devices[k]], the device the schedule places it on
+    (`Schedule.stage_devices`; the loop placement k % p until a schedule is run); `emit` is the
+    lane's (transformed) layer emitter. Runs a schedule's actions in order, sends activations
+    forward and their gradients back, and reports each layer whose gradients are complete."""
+
+    emit: Replica
+    stages: tuple[tuple[int, ...], ...]
+    ranks: tuple[int, ...]
+    on_grads_ready: Callable[[int, int], None] = lambda rank, layer: None
+    m: int = 1
+    stage_devices: tuple = ()  # model stage -> index into ranks, from the schedule
+    _bw_done: dict = field(default_factory=dict)
+
+    @property
+    def p(self) -> int:
+        return len(self.ranks)
+
+    @property
+    def builder(self) -> ProgramBuilder:
+        return self.emit.builder
+
+    def rank_of(self, k: int) -> int:
+        return self.ranks[self.stage_devices[k] if self.stage_devices else k % self.p]
+
+    def activation_nbytes(self, li: int) -> int:
+        return self.emit.activation_nbytes(li)
+
     # ---- forward -------------------------------------------------------------------------------
     def forward(self, k: int, j: int) -> None:
         b, r, last = self.builder, self.rank_of(k), k == len(self.stages) - 1
@@ -137,11 +162,11 @@ class Replica:
             b.add(r, _recv(x, self.rank_of(k - 1), f"f{k}/{j}", self.activation_nbytes(layers[0] - 1), j))
         for n, li in enumerate(layers):
             y = f"act/h/{li}/mb{j}" if (n < len(layers) - 1 or last) else stage_in(k + 1, j)
-            self.emit_layer_forward(r, li, x, y, j)
+            self.emit.emit_layer_forward(r, li, x, y, j)
             b.free(r, x)
             x = y
         if last:
-            self.emit_loss_forward(r, x, j)
+            self.emit.emit_loss_forward(r, x, j)
             b.free(r, x, f"data/y/mb{j}")
         elif self.rank_of(k + 1) != r:
             b.add(r, _send(x, self.rank_of(k + 1), f"f{k + 1}/{j}", self.activation_nbytes(li), j))
@@ -152,7 +177,7 @@ class Replica:
         b, r = self.builder, self.rank_of(k)
         if k == len(self.stages) - 1:
             dy = f"act/dh/{self.stages[k][-1]}/mb{j}"
-            self.emit_loss_backward(r, dy, j)
+            self.emit.emit_loss_backward(r, dy, j)
             return dy
         if self.rank_of(k + 1) != r:
             b.add(r, _recv(stage_grad(k + 1, j), self.rank_of(k + 1), f"b{k + 1}/{j}",
@@ -174,9 +199,9 @@ class Replica:
             li = layers[n]
             dx = None if li == 0 else stage_grad(k, j) if n == 0 else f"act/dh/{layers[n - 1]}/mb{j}"
             if split:
-                self.emit_layer_backward_input(r, li, dy, dx, j)
+                self.emit.emit_layer_backward_input(r, li, dy, dx, j)
             else:
-                self.emit_layer_backward(r, li, dy, dx, j, accumulate=bool(self._bw_done.get((r, li))))
+                self.emit.emit_layer_backward(r, li, dy, dx, j, accumulate=bool(self._bw_done.get((r, li))))
                 self._weight_done(r, li)
             b.free(r, dy)
             dy = dx
@@ -187,12 +212,13 @@ class Replica:
         """W of zero-bubble schedules: the parameter gradients of stage k for micro-batch j."""
         r = self.rank_of(k)
         for li in reversed(self.stages[k]):
-            self.emit_layer_backward_weight(r, li, j, accumulate=bool(self._bw_done.get((r, li))))
+            self.emit.emit_layer_backward_weight(r, li, j, accumulate=bool(self._bw_done.get((r, li))))
             self._weight_done(r, li)
 
     def _weight_done(self, r: int, li: int) -> None:
         self._bw_done[(r, li)] = self._bw_done.get((r, li), 0) + 1
         if self._bw_done[(r, li)] == self.m:
+            self.emit.grads_complete(r, li)
             self.on_grads_ready(r, li)
 
     def run_schedule(self, schedule) -> None:
@@ -214,7 +240,7 @@ class Replica:
             self.weight(k, a.microbatch)
 
 
-def run_bidirectional(schedule, down: Replica, up: Replica) -> None:
+def run_bidirectional(schedule, down: Stages, up: Stages) -> None:
     """DualPipe: two copies of the model, `down` with stage k on ranks[k] (fed from device 0) and
     `up` with stage k on ranks[p-1-k] (fed from device p-1); chunk 0 of device d is down's stage d,
     chunk 1 up's stage p-1-d. Each copy runs m/2 micro-batches. Tensor names never collide on a

@@ -105,8 +105,8 @@ class Experts:
         mesh = self.mesh
         return {r: mesh.coord(r, "ep") for r in mesh.ranks}
 
-    def replica(self, builder, stages, ranks, t, mbs, scale, ready, c: int = 0) -> Replica:
-        lane = self.inner.replica(builder, stages, ranks, t, mbs, scale, ready, c=c)
+    def replica(self, builder, t, mbs, scale, c: int = 0) -> Replica:
+        lane = self.inner.replica(builder, t, mbs, scale, c=c)
         values = {f.name: getattr(lane, f.name) for f in fields(lane) if f.init}
         return WITH_EXPERTS[type(lane)](**values, ep_group_of=self.ep_group_of)
 

@@ -22,13 +22,13 @@ from ..mesh import DeviceMesh
 from ..models import SGD, Adam, build_model
 from ..program import Program, ProgramBuilder
 from .config import TrainConfig
-from .emit import Replica, grad, param, run_bidirectional
+from .emit import Replica, Stages, grad, param, run_bidirectional
 from .grad_sync import GradSync
 from .layer_kernels import layer_of, optimizer_state_names
 from .schedule_check import parse_schedule, validate
 from .schedule_registry import make_schedule
 from .schedules_dualpipe import dualpipe
-from .zero_hybrid import ShardedReader, ZeroGroups, emit_zero_optimizer, shard_state, with_zero
+from .zero import ShardedReader, ZeroGroups, ZeroStage23, emit_zero_optimizer, shard_state
 
 
 def split_layers(n_layers: int, stages: int) -> tuple[tuple[int, ...], ...]:
@@ -115,8 +115,8 @@ class WholeLayers:
 
     model: object
 
-    def replica(self, builder, stages, ranks, t, mbs, scale, ready, c: int = 0) -> Replica:
-        return Replica(builder, self.model, stages, ranks, mbs, scale, ready)
+    def replica(self, builder, t, mbs, scale, c: int = 0) -> Replica:
+        return Replica(builder, self.model, mbs, scale)
 
     def positions(self, c: int) -> tuple[int, ...] | None:
         """Token positions of context rank c (None: whole sequences)."""
@@ -161,6 +161,18 @@ def grad_groups(mesh: DeviceMesh, bidirectional: bool) -> dict[int, tuple[int, .
     return group_of
 
 
+def parallelize(placement, builder: ProgramBuilder, t: int, c: int, mbs: int, scale: float, zero: int,
+                zgroups: ZeroGroups):
+    """The layer emitter of the lane (tensor rank t, context rank c), its transforms applied in a
+    fixed order: the placement's tensor / sequence / context / expert layers (tensor_parallel.py,
+    context_parallel.py, expert_parallel.py), then ZeRO-2/3 around each layer (zero.py). The
+    pipeline stage split (emit.Stages) then drives it through the schedule."""
+    lane = placement.replica(builder, t, mbs, scale, c=c)
+    if zero >= 2:
+        lane = ZeroStage23(lane, zero, zgroups, placement.shapes)
+    return lane
+
+
 def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     cfg = cfg.resolved()
     dp, cp, pp, tp, m, v = cfg.dp, cfg.cp, cfg.pp, cfg.tp, cfg.m, cfg.virtual_stages
@@ -173,7 +185,7 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     optimizer = make_optimizer(cfg)
     group_of = grad_groups(mesh, schedule.bidirectional)
     # ZeRO over the data x context axes: stage 1 is Megatron's distributed optimizer; stages 2-3 (no
-    # pipeline, TrainConfig refuses it) gather and scatter around every layer (zero_hybrid.py)
+    # pipeline, TrainConfig refuses it) gather and scatter around every layer (zero.py)
     zero = cfg.zero_stage if dp * cp > 1 else 0
     if zero and (cfg.bucket_mb is not None or cfg.grad_dtype != "float64"):
         raise ParasimError(f"ZeRO-{zero} here moves float64 per-parameter collectives: drop --bucket-mb and --grad-dtype")
@@ -191,13 +203,12 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     for i, c, t in itertools.product(range(dp), range(cp), range(tp)):
         # every tensor (and context) rank runs the same schedule: their collectives match
         ranks = tuple(mesh.rank_at({"pp": s, "dp": i, "ep": 0, "cp": c, "tp": t}) for s in range(pp))
-        lane = placement.replica(b, stages, ranks, t, mbs, scale, sync.ready, c=c)
-        if zero >= 2:
-            lane = with_zero(lane, zero, zgroups, placement.shapes)
-        if schedule.bidirectional:
-            run_bidirectional(schedule, lane, placement.replica(b, stages, ranks[::-1], t, mbs, scale, sync.ready, c=c))
+        lane = parallelize(placement, b, t, c, mbs, scale, zero, zgroups)
+        if schedule.bidirectional:  # DualPipe: a second model copy on the mirrored ranks
+            mirror = parallelize(placement, b, t, c, mbs, scale, zero, zgroups)
+            run_bidirectional(schedule, Stages(lane, stages, ranks, sync.ready), Stages(mirror, stages, ranks[::-1], sync.ready))
         else:
-            lane.run_schedule(schedule)
+            Stages(lane, stages, ranks, sync.ready).run_schedule(schedule)
         cols = placement.positions(c)
         for j in range(m):
             # the first half of the micro-batches enters at ranks[0]; under DualPipe the rest at ranks[-1]

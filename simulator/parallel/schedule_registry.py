@@ -33,9 +33,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Callable
 
 from ..errors import ParasimError
+from ..limits import MAX_SCHEDULE_SLOTS
+from ..limits import check as check_bound
 from .schedule_sim import DEFAULT_TIMES, SimResult, simulate_schedule
 from .schedules import Schedule, gpipe, one_f_one_b, zb_h1, zb_h2
 from .schedules_dualpipe import check_dualpipe, dualpipe, dualpipev
@@ -64,6 +67,7 @@ class ScheduleSpec:
 
     def check(self, p: int, m: int, v: int = 1) -> None:
         """Refuse (p, m, v) this schedule cannot run, with one line naming the rule and the numbers."""
+        check_schedule_size(p, m, v)
         if v != 1 and not self.virtual_stages:
             takes = ", ".join(n for n, spec in SCHEDULE_SPECS.items() if spec.virtual_stages)
             raise ParasimError(f"virtual stages ({v}) need a schedule with several chunks per device ({takes}), "
@@ -123,14 +127,26 @@ def schedule_spec(name: str, priced: bool = False) -> ScheduleSpec:
     return SCHEDULE_SPECS[name]
 
 
+@functools.lru_cache(maxsize=16)
 def make_schedule(name: str, p: int, m: int, v: int = 1) -> Schedule:
-    """Build a named schedule (one of SCHEDULES) with v chunks per device, its rules checked first."""
+    """Build a named schedule (one of SCHEDULES) with v chunks per device, its rules checked first.
+    Schedules are immutable, so a step's program and its memory estimate share one (cached)."""
     spec = schedule_spec(name)
     if v != 1 and not spec.virtual_stages:
         raise ParasimError(f"schedule {name!r} has one chunk per stage, got v={v}")
+    check_schedule_size(p, m, v)
     if p > 1 or v > 1:
         spec.check(p, m, v)
     return spec.generate(p, m, v)
+
+
+def check_schedule_size(p: int, m: int, v: int = 1) -> None:
+    """Refuse, before generating it, a schedule of more actions than limits.MAX_SCHEDULE_SLOTS."""
+    for name, x in (("stages p", p), ("micro-batches m", m), ("chunks v", v)):
+        if isinstance(x, bool) or not isinstance(x, Integral) or x < 1:
+            raise ParasimError(f"a schedule's {name} must be a whole number >= 1, got {x!r}")
+    check_bound(f"a schedule's stages x micro-batches x chunks ({p} x {m} x {v})", int(p) * int(m) * int(v),
+                MAX_SCHEDULE_SLOTS, rule="each is an action of the schedule")
 
 
 def time_schedule(name: str, p: int, m: int, v: int = 1, t_f: float = DEFAULT_TIMES["t_f"],

@@ -71,6 +71,21 @@ class SimResult:
                 f"peak in flight {max(self.peak_in_flight)})")
 
 
+def peak_in_flight(schedule: Schedule) -> tuple[int, ...]:
+    """Per device, the most (micro-batch, chunk) activations it holds at once (module docstring):
+    counted along its own action list, which needs no timing."""
+    arrays = action_arrays(schedule)
+    return _peaks(arrays[0], arrays[4])
+
+
+def _peaks(kind: np.ndarray, offsets: np.ndarray) -> tuple[int, ...]:
+    # +1 per F, -1 per BW or W (the action that frees the activations); B changes nothing
+    lo, hi = offsets[:-1], offsets[1:]
+    held = np.cumsum(np.select([kind == 0, (kind == 2) | (kind == 3)], [1, -1], 0))
+    before = np.concatenate([[0], held])[lo]  # running count at each device's start
+    return tuple(int(max(held[a:b].max() - base, 0)) if b > a else 0 for a, b, base in zip(lo, hi, before))
+
+
 # one stage's forward, input-gradient and weight-gradient time per micro-batch, and the stage-to-stage
 # transfer: the defaults of every door that times a schedule (simulate_schedule,
 # schedule_registry.time_schedule, sweep and the app's Pipelines page)
@@ -92,10 +107,7 @@ def simulate_schedule(schedule: Schedule, t_f: float = DEFAULT_TIMES["t_f"], t_b
     busy = np.array([math.fsum(ends[a:b] - starts[a:b]) for a, b in zip(lo, hi)])
     first = np.where(has, starts[np.minimum(lo, len(starts) - 1)] if len(starts) else 0.0, 0.0)
     last = np.where(has, ends[np.maximum(hi - 1, 0)] if len(ends) else 0.0, 0.0)
-    # +1 per F, -1 per BW or W (the action that frees the activations); B changes nothing
-    held = np.cumsum(np.select([kind == 0, (kind == 2) | (kind == 3)], [1, -1], 0))
-    before = np.concatenate([[0], held])[lo]  # running count at each device's start
-    peaks = [int(max(held[a:b].max() - base, 0)) if b > a else 0 for a, b, base in zip(lo, hi, before)]
+    peaks = _peaks(kind, offsets)
     bubbles = tuple(float(makespan - x) for x in busy)
     spans = tuple(float(x) for x in np.where(has, last - first - busy, 0.0))
     fraction = math.fsum(bubbles) / (p * makespan) if makespan > 0 else 0.0

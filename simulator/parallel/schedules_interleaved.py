@@ -9,7 +9,8 @@ R; m % p may be anything, e.g. p 4, m 10: R 2, q 5), the k-th forward on a devic
 (k // q) mod v and the k-th backward chunk v - 1 - ((k - warmup) // q) mod v, each chunk taking
 its micro-batches in order. Warmup on rank r: (v-1) q + 2 (p-1-r) forwards, capped at m v; then
 F/BW pairs; then the remaining backwards. When p divides m, q = p and this is Megatron-LM's
-schedule. The bubble is kept (not the (p-1)/(v m) of a multiple of p).
+schedule. The per-device idle stays (p-1)(F+B+W)/v for every m >= p, p dividing m or not, and grows
+when m < p (measured; the closed form is the registry's).
 
 Interleaved zero bubble (Qi et al. 2023, ZB-1P; PyTorch's ScheduleInterleavedZeroBubble): the same
 issue order with warmup (v-1) q + (p-1-r), backwards split into B and W; rank r starts

@@ -6,7 +6,7 @@ from typing import Callable
 
 from .config import TrainConfig
 from .context_parallel import compile_context_parallel
-from .data_parallel import compile_data_parallel
+from .data_parallel import compile_data_parallel, compile_zero
 from .expert_parallel import compile_expert_parallel, compile_experts
 from .experts import MoEGPTConfig
 from .hybrid import compile_hybrid
@@ -16,7 +16,6 @@ from .replicated import Compiled
 from .sequence_parallel import compile_sequence_parallel
 from .single import compile_single
 from .tensor_parallel import compile_tp
-from .zero import compile_zero
 
 COMPILERS: dict[str, Callable[[TrainConfig], Compiled]] = {
     "single": compile_single,

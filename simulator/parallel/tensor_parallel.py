@@ -277,15 +277,14 @@ class TensorParallelReplica(SplitBackward, Replica):
     def emit_layer_backward_weight(self, r, li, j, accumulate):
         self.split_backward_weight(r, li, j, accumulate)
 
-    def _weight_done(self, r: int, li: int) -> None:
+    def grads_complete(self, r: int, li: int) -> None:
         """Under SP, sum the partial layer-norm and bias gradients over the tensor group once the
         last micro-batch's are in (before the data-parallel synchronisation)."""
-        if self.sp and self._bw_done.get((r, li), 0) + 1 == self.m:
+        if self.sp:
             lyr = layer_of(self.config, li)
             for n in SP_PARTIAL.get(type(lyr), ()):
                 size = int(np.prod(lyr.param_shapes()[n]))
                 self._coll(r, "all_reduce", grad(li, n), grad(li, n), None, f"sp/{li}/{n}", 8 * size)
-        super()._weight_done(r, li)
 
 
 @dataclass(frozen=True)
@@ -301,8 +300,8 @@ class TensorParallel:
         mesh = c.attention_mesh  # the mesh of compile_replicated
         return {r: g for g in mesh.groups("tp") for r in g}
 
-    def replica(self, builder, stages, ranks, t, mbs, scale, ready, c: int = 0) -> Replica:
-        return TensorParallelReplica(builder, self.cfg.model, stages, ranks, mbs, scale, ready,
+    def replica(self, builder, t, mbs, scale, c: int = 0) -> Replica:
+        return TensorParallelReplica(builder, self.cfg.model, mbs, scale,
                                      tp=self.cfg.tp, t=t, sp=self.sp, tp_group_of=self.tp_group_of)
 
     def positions(self, c: int) -> None:

@@ -1,169 +1,232 @@
-"""ZeRO stages 1-3 over the data-parallel group (Rajbhandari et al. 2020, "ZeRO: Memory
-Optimizations Toward Training Trillion Parameter Models", Sec. 5 and 7).
+"""ZeRO stages 1-3, the one ZeRO compiler (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations
+Toward Training Trillion Parameter Models", Sec. 5 and 7): Megatron-LM's distributed optimizer
+(stage 1) and DeepSpeed's stages 2 and 3, on the lanes of any data / pipeline / tensor / context /
+expert run (strategies zero1-3 are this with one stage and one tensor rank).
 
-Every parameter is one flat vector; data-parallel rank i of N_d owns the elements
-`np.array_split(flat, N_d)[i]` (uneven sizes: the first `size % N_d` ranks hold one more).
+Every gradient is sharded over the ranks that hold the same (tensor-parallel shard of the)
+parameter and see different tokens: the data x context group of its rank for a dense parameter,
+and, in a mixture-of-experts model, the expert-data group (dp x cp / ep ranks holding the same
+experts) for an expert parameter, whose gradient is summed there and scaled by 1 / (dp x cp) as
+without ZeRO (Megatron-Core's distributed optimizer keeps separate buffers for the dense and the
+expert parameters, each sharded over its own data-parallel group). Rank i of a group of N owns the
+elements np.array_split(flat, N)[i] of the flattened tensor (uneven sizes: the first size % N
+ranks hold one more).
 
-  stage 1 (P_os):   full parameters and full gradients on every rank; after backward each
-                    gradient is ReduceScattered, rank i updates its shard with its shard of the
-                    optimizer state, then AllGathers the updated parameter.
-  stage 2 (P_os+g): as 1, but each layer's gradient is ReduceScattered as soon as backward has
-                    produced it (per micro-batch), so only the gradient shard is kept.
-  stage 3 (P_os+g+p): only parameter shards are kept; a layer's parameters are AllGathered right
-                    before its forward and again before its backward, and freed right after use.
+  stage 1 (P_os):   after backward each flat gradient is ReduceScattered over its group, rank i
+                    updates its slice with its slice of the optimizer state, the slices are
+                    AllGathered (2 Psi moved).
+  stage 2 (P_os+g): as 1, but each layer's gradient is ReduceScattered per micro-batch as soon as
+                    its backward has produced it; only the gradient shard is kept.
+  stage 3 (P_os+g+p): parameters are kept as shards (param/{layer}/{name}/own); a layer's are
+                    AllGathered before its forward and again before its backward, and freed after
+                    (3 Psi moved: two AllGathers + one ReduceScatter).
 
 Model-state bytes per device with Psi parameters (paper, Fig. 1: 2 + 2 + K with K = 12 in mixed
 precision). Here everything is float64 and the optimizer is Adam: 8 (param) + 8 (grad) + K = 16
-(m and v), so stage 0: 32 Psi; 1: 16 Psi + 16 Psi/N_d; 2: 8 Psi + 24 Psi/N_d; 3: 32 Psi/N_d.
-(`simulator.model_states.model_state_bytes(Psi, N_d, stage, "fp64")`, the formula's one home.)
-Ring communication per device per step (Sec. 7): stages 0, 1, 2 move 2 Psi (AllReduce, or
-ReduceScatter + AllGather), stage 3 moves 3 Psi (two AllGathers + one ReduceScatter); the ring
-sends exactly (N_d - 1)/N_d of that.
+(m and v), so stage 0: 32 Psi; 1: 16 Psi + 16 Psi/N_d; 2: 8 Psi + 24 Psi/N_d; 3: 32 Psi/N_d
+(`simulator.model_states.model_state_bytes(Psi, N_d, stage, "fp64")`, the formula's one home).
+The ring sends exactly (N_d - 1)/N_d of the volumes above. DeepSpeed refuses ZeRO-2/3 with
+pipeline parallelism (its PipelineEngine asserts stage < 2): so does TrainConfig.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 from ..errors import ParasimError
 from ..model_states import model_state_bytes
 from ..models import build_model
+from ..ops import kernel
 from ..program import Collective, ProgramBuilder
-from . import zero_kernels  # noqa: F401 -- registers the zero_* kernels this compiler emits
-from .config import TrainConfig
-from .emit import Replica, grad, param
+from .emit import grad, param
 from .layer_kernels import layer_of, optimizer_state_names
-from .replicated import Compiled, compile_replicated, emit_optimizer, initial_state, make_optimizer, tokens_per_sample
-from .schedule_registry import make_schedule
-from .zero_hybrid import shard_sizes as shard_sizes  # one home; re-exported
 
 F64 = 8
 
 
-def shard_of(value: np.ndarray, parts: int, index: int) -> np.ndarray:
-    return np.array_split(np.ravel(value), parts)[index].copy()
 
 
-@dataclass
-class ZeroReplica(Replica):
-    """A one-stage replica on rank ranks[0] whose layers run on flat parameters; `group` is the
-    data-parallel group the ZeRO collectives use, `stage` the ZeRO stage (1-3)."""
+def shard_sizes(size: int, parts: int) -> list[int]:
+    """Element counts of np.array_split(range(size), parts)."""
+    q, r = divmod(size, parts)
+    return [q + (1 if i < r else 0) for i in range(parts)]
 
-    stage: int = 1
-    group: tuple[int, ...] = ()
+
+def own(tensor: str) -> str:
+    """Stage 3: the name under which a rank keeps its shard of a parameter."""
+    return f"{tensor}/own"
+
+
+@dataclass(frozen=True)
+class ZeroGroups:
+    """The group (and reduction) of every gradient: `group_of[rank]` (data x context) for dense
+    parameters; `expert_group(rank, grad tensor, dense group)` -> (group, factor) for expert ones."""
+
+    group_of: dict
+    expert_group: Callable | None = None
     mean: bool = True
 
-    def _shapes(self, li: int) -> dict:
-        return layer_of(self.config, li).param_shapes()
-
-    def _collective(self, r, kind, tensor, out, nbytes, tag):
-        op = "mean" if self.mean else "sum"
-        self.builder.add(r, Collective(kind, tensor, out, self.group, op=op, axis=0, nbytes=nbytes, tag=tag))
-
-    def _layer_params(self, r: int, li: int, why: str, j: int) -> list[str]:
-        """Stage 3: AllGather the layer's parameter shards into full flat vectors (freed after use)."""
-        if self.stage < 3:
-            return self._params(li)
-        i, n_d = self.group.index(r), len(self.group)
-        names = []
-        for n, shape in self._shapes(li).items():
-            full = f"param/{li}/{n}/full"
-            own = shard_sizes(int(np.prod(shape)), n_d)[i]
-            self._collective(r, "all_gather", param(li, n), full, F64 * own, f"{why}{j}:{li}/{n}")
-            names.append(full)
-        return names
-
-    def emit_layer_forward(self, r, li, x, y, j):
-        lyr = layer_of(self.config, li)
-        names = self._layer_params(r, li, "gather-f", j)
-        self.builder.compute(r, "zero_layer_fwd", [x, *names], [y, f"act/cache/{li}/mb{j}"],
-                             attrs={"config": self.config, "layer": li}, flops=lyr.forward_flops(self.microbatch_size),
-                             phase="forward", microbatch=j, label=f"F{j} {lyr.name}")
-        if self.stage == 3:
-            self.builder.free(r, *names)
-
-    def emit_layer_backward(self, r, li, dy, dx, j, accumulate):
-        b, lyr = self.builder, layer_of(self.config, li)
-        names = self._layer_params(r, li, "gather-b", j)
-        grads = self._grads(li)
-        # stage 1 sums full gradients over micro-batches; stages 2-3 scatter each micro-batch's at once
-        into_acc = accumulate and self.stage == 1
-        outs = [g + "/mb" for g in grads] if accumulate and self.stage >= 2 else grads
-        fl_in, fl_w = lyr.backward_flops(self.microbatch_size)
-        b.compute(r, "zero_layer_bwd", [f"act/cache/{li}/mb{j}", dy, *names, *(grads if into_acc else [])],
-                  ([dx] if dx else []) + outs,
-                  attrs={"config": self.config, "layer": li, "n_params": len(names), "want_dx": dx is not None},
-                  flops=fl_in + fl_w, phase="backward", microbatch=j, label=f"B{j} {lyr.name}")
-        b.free(r, f"act/cache/{li}/mb{j}")
-        if self.stage == 3:
-            b.free(r, *names)
-        if self.stage >= 2:
-            for (n, shape), g, o in zip(self._shapes(li).items(), grads, outs):
-                self._collective(r, "reduce_scatter", o, o, F64 * int(np.prod(shape)), f"rs{j}:{li}/{n}")
-                if o != g:
-                    b.compute(r, "add", [g, o], [g], phase="other", label=f"acc {li}/{n}")
-                    b.free(r, o)
-
-    def emit_layer_backward_input(self, r, li, dy, dx, j):
-        raise ParasimError("ZeRO runs with the 1f1b order on one stage; split backward (zero-bubble) is not supported")
-
-    emit_layer_backward_weight = emit_layer_backward_input
-
-    def finish(self, r: int, optimizer) -> None:
-        """Stage 1: ReduceScatter the full gradients; then the optimizer on this rank's shards."""
-        b, layers = self.builder, self.stages[0]
-        if self.stage == 1:
-            for li in reversed(layers):
-                for n, shape in self._shapes(li).items():
-                    self._collective(r, "reduce_scatter", grad(li, n), grad(li, n), F64 * int(np.prod(shape)),
-                                     f"rs:{li}/{n}")
-        if self.stage == 3:  # shards everywhere: the plain elementwise update on them
-            sizes = {li: {n: (shard_sizes(int(np.prod(s)), len(self.group))[self.group.index(r)],)
-                          for n, s in self._shapes(li).items()} for li in layers}
-            emit_optimizer(b, r, layers, self.config, optimizer, shapes=sizes.__getitem__)
-            return
-        b.compute(r, "increment", ["opt/step"], ["opt/step"], phase="optimizer", label="step += 1")
-        states = optimizer_state_names(optimizer)
-        i, n_d = self.group.index(r), len(self.group)
-        for li in layers:
-            for n, shape in self._shapes(li).items():
-                own = shard_sizes(int(np.prod(shape)), n_d)[i]
-                st = [f"opt/{li}/{n}/{s}" for s in states]
-                new = f"param/{li}/{n}/shard"
-                b.compute(r, "zero_shard_update", [param(li, n), grad(li, n), "opt/step", *st], [new, *st],
-                          attrs={"optimizer": optimizer, "parts": n_d, "index": i},
-                          nbytes=F64 * own * (3 + 2 * len(states)), flops=10 * own, phase="optimizer",
-                          label=f"update {li}/{n} shard")
-                b.free(r, grad(li, n))
-                self._collective(r, "all_gather", new, param(li, n), F64 * own, f"ag:{li}/{n}")
-                b.free(r, new)
+    def of(self, r: int, li: int, n: str) -> tuple[tuple[int, ...], str, float]:
+        """(group, reduce op, factor applied after the reduction)."""
+        dense = self.group_of[r]
+        other = self.expert_group and self.expert_group(r, grad(li, n), dense)
+        if other:
+            return other[0], "sum", other[1]
+        return dense, "mean" if self.mean else "sum", 1.0
 
 
-def zero_initial_state(config, layers, optimizer, seed: int, stage: int, parts: int, index: int) -> dict:
-    """Flat parameters (stage 3: this rank's shard only) and this rank's optimizer-state shards."""
-    full = initial_state(config, layers, optimizer, seed)
-    out = {"opt/step": full.pop("opt/step")}
-    for name, value in full.items():
-        if name.startswith("opt/") or stage == 3:
-            out[name] = shard_of(value, parts, index)
-        else:
-            out[name] = np.ravel(value).copy()
+def _scatter(b: ProgramBuilder, r: int, groups: ZeroGroups, li: int, n: str, src: str, flat: str, size: int,
+             tag: str) -> None:
+    """ReduceScatter the gradient `src` over its group as one flat vector into `flat` (in place when
+    they are the same name, so the full gradient and its shard never coexist), then apply the
+    group's factor; a group of one only flattens."""
+    group, op, factor = groups.of(r, li, n)
+    if len(group) > 1:
+        b.add(r, Collective("reduce_scatter", src, flat, group, op=op, axis=None, nbytes=F64 * size, tag=tag))
+    else:
+        b.compute(r, "flatten", [src], [flat], phase="other", label=f"flatten {src}")
+    if src != flat:
+        b.free(r, src)
+    if factor != 1.0:
+        b.compute(r, "scale", [flat], [flat], attrs={"factor": factor}, phase="other", label=f"{flat} x {factor:.4g}")
+
+
+def _allgather(b: ProgramBuilder, r: int, group, src: str, dst: str, shape, size: int, tag: str) -> None:
+    """AllGather the slices `src` over the group and reshape them to `shape` as `dst`."""
+    mine = shard_sizes(size, len(group))[group.index(r)]
+    if len(group) > 1:
+        b.add(r, Collective("all_gather", src, f"{dst}/flat", group, nbytes=F64 * mine, tag=tag))
+        src = f"{dst}/flat"
+    b.compute(r, "reshape", [src], [dst], attrs={"shape": tuple(shape)}, phase="other", label=f"unflatten {dst}")
+    if src == f"{dst}/flat":
+        b.free(r, src)
+
+
+def emit_zero_optimizer(b: ProgramBuilder, rank: int, layers, shapes: Callable, optimizer, groups: ZeroGroups,
+                        stage: int) -> None:
+    """The optimizer step of one rank: stage 1 ReduceScatters each whole gradient first; stages 1-2
+    update this rank's slice of the full parameter and AllGather the slices; stage 3 updates its
+    parameter shard in place."""
+    if stage == 1:  # the summed full gradients, each scattered in place, before the step starts
+        for li in reversed(list(layers)):
+            for n, shape in shapes(li).items():
+                _scatter(b, rank, groups, li, n, grad(li, n), grad(li, n), int(np.prod(shape)), f"zrs:{li}/{n}")
+    b.compute(rank, "increment", ["opt/step"], ["opt/step"], phase="optimizer", label="step += 1")
+    states = optimizer_state_names(optimizer)
+    for li in reversed(list(layers)):
+        for n, shape in shapes(li).items():
+            size = int(np.prod(shape))
+            group, _, _ = groups.of(rank, li, n)
+            i, n_d = group.index(rank), len(group)
+            mine = shard_sizes(size, n_d)[i]
+            g, st = grad(li, n), [f"opt/{li}/{n}/{s}" for s in states]
+            flat = g if stage == 1 else f"{g}/shard"
+            kw = dict(nbytes=F64 * mine * (3 + 2 * len(st)), flops=10 * mine, phase="optimizer")
+            if stage == 3:
+                b.compute(rank, "opt_update", [own(param(li, n)), flat, "opt/step", *st], [own(param(li, n)), *st],
+                          attrs={"optimizer": optimizer}, label=f"update {li}/{n} shard", **kw)
+                b.free(rank, flat)
+                continue
+            new = f"param/{li}/{n}/slice"
+            b.compute(rank, "zero_shard_update", [param(li, n), flat, "opt/step", *st], [new, *st],
+                      attrs={"optimizer": optimizer, "parts": n_d, "index": i}, label=f"update {li}/{n} slice", **kw)
+            b.free(rank, flat)
+            _allgather(b, rank, group, new, param(li, n), shape, size, f"zag:{li}/{n}")
+            b.free(rank, new)
+
+
+def shard_state(state: dict[str, np.ndarray], stage: int, part_of: Callable) -> dict[str, np.ndarray]:
+    """This rank's flat slice of every optimizer-state array (and, stage 3, of every parameter, kept
+    under `own(name)`); part_of(layer, name) -> (parts, index)."""
+    out = {}
+    for k, v in state.items():
+        if k == "opt/step" or not k.startswith(("opt/", "param/")) or (k.startswith("param/") and stage < 3):
+            out[k] = v
+            continue
+        _, li, n = k.split("/")[:3]
+        parts, index = part_of(int(li), n)
+        out[own(k) if k.startswith("param/") else k] = np.array_split(np.ravel(v), parts)[index].copy()
     return out
 
 
-def _gather(config, layers, stage: int, group: tuple[int, ...]):
-    """-> runtime -> per-layer parameter dicts, reassembled from the flat vectors or shards."""
-    shapes = {li: layer_of(config, li).param_shapes() for li in layers}
-    names = [param(li, n) for li in layers for n in shapes[li]]
+class ShardedReader:
+    """A runtime seen through stage-3 shards: fetch(rank, [param names]) AllGathers each from its
+    group's `own` shards (what the placements' read-back asks for)."""
 
-    def gather(runtime) -> list[dict]:
-        held = [runtime.fetch(r, names) for r in (group if stage == 3 else group[:1])]
-        return [{n: np.concatenate([h[param(li, n)] for h in held]).reshape(s) for n, s in shapes[li].items()}
-                for li in layers]
+    def __init__(self, runtime, groups: ZeroGroups, shapes: Callable):
+        self.runtime, self.groups, self.shapes = runtime, groups, shapes
 
-    return gather
+    def fetch(self, rank: int, names) -> dict:
+        out = {}
+        for name in names:
+            _, li, n = name.split("/")[:3]
+            group, _, _ = self.groups.of(rank, int(li), n)
+            parts = [self.runtime.fetch(m, [own(name)])[own(name)] for m in group]
+            out[name] = np.concatenate(parts).reshape(self.shapes(int(li))[n])
+        return out
+
+
+class ZeroStage23:
+    """The ZeRO-2/3 transform of a lane's layer emitter (pipelines are refused): stage 3 gathers a
+    layer's parameters around its forward and its backward and frees them after; stages 2-3
+    ReduceScatter each micro-batch's gradients as soon as the layer's backward has produced them.
+    Everything else is the inner emitter's."""
+
+    def __init__(self, inner, stage: int, groups: ZeroGroups, shapes: Callable):
+        self.inner, self.stage, self.groups, self.shapes = inner, stage, groups, shapes
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def _gather_params(self, r: int, li: int, tag: str) -> None:
+        if self.stage < 3:
+            return
+        for n, shape in self.shapes(li).items():
+            group, _, _ = self.groups.of(r, li, n)
+            p = param(li, n)
+            _allgather(self.inner.builder, r, group, own(p), p, shape, int(np.prod(shape)), f"{tag}:{li}/{n}")
+
+    def _release_params(self, r: int, li: int) -> None:
+        if self.stage == 3:
+            self.inner.builder.free(r, *(param(li, n) for n in self.shapes(li)))
+
+    def emit_layer_forward(self, r, li, x, y, j):
+        self._gather_params(r, li, f"zagf{j}")
+        self.inner.emit_layer_forward(r, li, x, y, j)
+        self._release_params(r, li)
+
+    def emit_layer_backward(self, r, li, dy, dx, j, accumulate):
+        b = self.inner.builder
+        self._gather_params(r, li, f"zagb{j}")
+        self.inner.emit_layer_backward(r, li, dy, dx, j, False)
+        self._release_params(r, li)
+        for n, shape in self.shapes(li).items():
+            g = grad(li, n)
+            flat = f"{g}/mb" if accumulate else f"{g}/shard"
+            _scatter(b, r, self.groups, li, n, g, flat, int(np.prod(shape)), f"zrs{j}:{li}/{n}")
+            if accumulate:
+                b.compute(r, "add", [f"{g}/shard", flat], [f"{g}/shard"], phase="other", label=f"acc {li}/{n}")
+                b.free(r, flat)
+
+    def emit_layer_backward_input(self, r, li, dy, dx, j):
+        raise ParasimError(f"ZeRO-{self.stage} scatters each layer's gradients as its backward produces them; a "
+                           f"schedule that splits backward into B and W (zero-bubble) cannot run with it")
+
+    def emit_layer_backward_weight(self, r, li, j, accumulate):
+        self.emit_layer_backward_input(r, li, None, None, j)
+
+
+@kernel("zero_shard_update")
+def zero_shard_update(param, grad_shard, step, *state, optimizer, parts: int, index: int):
+    """Stages 1 and 2: (full flat param, grad shard, step, state shards...) -> (param shard, states...).
+    Updates only this rank's 1/N_d of the elements (Adam and SGD are elementwise)."""
+    shard = np.array_split(np.ravel(param), parts)[index]
+    names = sorted(optimizer.init_state(np.zeros(1)))
+    new_p, new_state = optimizer.update(shard, grad_shard, dict(zip(names, state)), int(step))
+    return (new_p,) + tuple(new_state[n] for n in names)
 
 
 def model_state_formula_bytes(psi: float, dp: int, stage: int, p: int = 8, g: int = 8, k: int = 16) -> float:
@@ -194,37 +257,3 @@ def model_state_report(program, memory) -> list[dict[str, int]]:
         out.append({"param": last["param"], "opt": last["opt"], "grad_end": last["grad"],
                     "grad_peak": max(s["grad"] for s in samples.values()), "grad_at_update": samples[start]["grad"]})
     return out
-
-
-def compile_zero(cfg: TrainConfig) -> Compiled:
-    """ZeRO stage cfg.zero_stage over cfg.dp data-parallel ranks (stage 0 is plain data parallelism)."""
-    cfg = cfg.resolved()
-    if cfg.zero_stage == 0:
-        return compile_replicated(replace(cfg, strategy="dp"))
-    if cfg.pp != 1 or cfg.tp != 1 or cfg.virtual_stages != 1:
-        raise ParasimError(f"ZeRO shards over data parallelism only: needs pp=1, tp=1, one virtual stage; "
-                           f"got pp={cfg.pp}, tp={cfg.tp}, virtual stages={cfg.virtual_stages}")
-    if cfg.bucket_mb is not None or cfg.grad_dtype != "float64":
-        raise ParasimError("ZeRO here moves float64 per-parameter collectives: drop --bucket-mb and --grad-dtype")
-    dp, m, stage = cfg.dp, cfg.m, cfg.zero_stage
-    group = tuple(range(dp))
-    b = ProgramBuilder(cfg.devices, name=f"zero{stage} dp={dp} m={m}")
-    layers = tuple(range(cfg.n_layers))
-    optimizer = make_optimizer(cfg)
-    mbs, rows = cfg.micro_batch_size, cfg.global_batch // dp
-    count = rows * tokens_per_sample(cfg.model)
-    schedule = make_schedule("1f1b", 1, m, 1)
-    feeds, loss_tensors, initial = [], {}, {}
-    for i in range(dp):
-        rep = ZeroReplica(b, cfg.model, (layers,), (i,), mbs, 1.0 / count, stage=stage, group=group,
-                          mean=cfg.gradients_mean)
-        rep.run_schedule(schedule)
-        rep.finish(i, optimizer)
-        for j in range(m):
-            a = i * rows + j * mbs
-            feeds += [(i, f"data/x/mb{j}", a, a + mbs, "x"), (i, f"data/y/mb{j}", a, a + mbs, "y")]
-        loss_tensors[i] = [f"out/loss/mb{j}" for j in range(m)]
-        initial[i] = zero_initial_state(cfg.model, layers, optimizer, cfg.seed, stage, dp, i)
-    param_home = {(li, n): (0, param(li, n)) for li in layers for n in layer_of(cfg.model, li).param_shapes()}
-    return Compiled(cfg, b.build(), initial, feeds, param_home, loss_tensors, count * dp, None,
-                    {"schedule": None, "zero": stage}, gather=_gather(cfg.model, layers, stage, group))

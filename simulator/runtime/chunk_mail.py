@@ -17,9 +17,13 @@ Wire format (no pickle): 4-byte header length, a JSON header {"c": collective ke
 pieces) or an abort ("abort": reason; the sender failed, the collective will not finish).
 
 A waiting receiver checks every POLL_S that the peers it waits on still live (their process ids:
-a killed actor never sends), and gives up after `timeout_s`. A sender whose receiver's queue is
-full (Linux keeps 10 datagrams per socket by default) waits for room on a socket connected to
-it while reading its own queue, so two members sending to each other cannot deadlock. The socket has an
+a killed actor never sends; a zombie counts as dead), and gives up at its deadline. A sender whose
+receiver's queue is full (Linux keeps 10 datagrams per socket by default) waits for room on a
+socket connected to it while reading its own queue, so two members sending to each other cannot
+deadlock; it too stops at an abort of the collective (a receiver that failed never reads again),
+at the receiver's death and at its deadline. The driver may abort every collective up to a key
+(`abort_upto`: "f": -1, "upto": 1), e.g. after another device failed: the members still waiting
+stop at once instead of at their deadlines. The socket has an
 abstract Linux address (it vanishes with the process); `available()` is False elsewhere, and the
 runtime then drives collectives step by step through Ray. No Ray import here.
 """
@@ -51,13 +55,20 @@ def available() -> bool:
 
 
 def _alive(pid: int) -> bool:
+    """False once the process has exited, also while it is an unreaped zombie (os.kill(pid, 0)
+    still succeeds on one: a container whose init does not reap would hide every death)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True  # no /proc (not Linux): the signal test is all there is
+    return state not in (b"Z", b"X")
 
 
 class Aborted(Exception):
@@ -78,6 +89,7 @@ class Mailbox:
         self.box: dict[tuple, object] = {}      # (key, step, k) -> ShmChunk or array
         self.partial: dict[tuple, list] = {}    # (key, step, k) -> [bytearray, pieces still missing]
         self.aborts: dict[int, tuple[int, str]] = {}  # key -> (sender, reason)
+        self.upto: tuple[int, int, str] = (0, -1, "")  # the driver aborted every key <= upto[0]
 
     def set_peers(self, peers: dict[int, tuple[str, int]]) -> None:
         """peers[rank] = (address, process id) of the mailboxes this one may send to."""
@@ -110,11 +122,19 @@ class Mailbox:
                 except (DeviceFailure, OSError):
                     pass
 
+    def aborted(self, key: int) -> tuple[int, str] | None:
+        """(sender, reason) when collective `key` was aborted (by a member or the driver), else None."""
+        if key in self.aborts:
+            return self.aborts[key]
+        return self.upto[1:] if key <= self.upto[0] else None
+
     def _post(self, dst: int, head: dict, payload, deadline: float | None) -> None:
         header = json.dumps(head, separators=(",", ":")).encode()
         msg = b"".join((_LEN.pack(len(header)), header, payload))
         pid = self.peers[dst][1]
         while True:
+            if "abort" not in head and self.aborted(head["c"]):
+                raise Aborted(*self.aborted(head["c"]))
             try:
                 out = self._connected(dst)
                 out.send(msg)
@@ -154,8 +174,8 @@ class Mailbox:
         tag = (key, step, k)
         last_check = time.monotonic()
         while tag not in self.box:
-            if key in self.aborts:
-                raise Aborted(*self.aborts[key])
+            if self.aborted(key):
+                raise Aborted(*self.aborted(key))
             now = time.monotonic()
             if now - last_check >= POLL_S:
                 last_check = now
@@ -186,7 +206,10 @@ class Mailbox:
         head = json.loads(msg[4:4 + n])
         key = head["c"]
         if "abort" in head:
-            self.aborts.setdefault(key, (head["f"], head["abort"]))
+            if head.get("upto"):
+                self.upto = max(self.upto, (int(key), -1, str(head["abort"])))
+            else:
+                self.aborts.setdefault(key, (head["f"], head["abort"]))
             return
         tag = (key, head["s"], head["k"])
         if "shm" in head:
@@ -216,3 +239,22 @@ class Mailbox:
     def close(self) -> None:
         self.set_peers({})
         self.sock.close()
+
+
+def abort_upto(addresses, key: int, reason: str) -> list:
+    """Tell the mailboxes at `addresses` that every collective up to `key` is aborted (the driver's
+    word, e.g. after a device failed). Returns the addresses not reached now (a full queue: call
+    again); a mailbox that is gone or on another machine is skipped."""
+    head = json.dumps({"c": int(key), "f": -1, "abort": reason[:2000], "upto": 1}, separators=(",", ":")).encode()
+    msg = _LEN.pack(len(head)) + head
+    again = []
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        s.setblocking(False)
+        for address in addresses:
+            try:
+                s.sendto(msg, address)
+            except BlockingIOError:
+                again.append(address)
+            except OSError:
+                pass
+    return again

@@ -36,12 +36,13 @@ class RemoteFailure(Exception):
 class DeviceActor:
     """One device in an actor. `set_neighbours(peers)` names the ranks on this actor's Ray node
     (their chunks may go through shared memory) with their mailboxes (address, process id); none
-    until the driver says so."""
+    until the driver says so. shm_prefix: how this actor's shared-memory segments are named (the
+    driver removes what a killed actor left)."""
 
-    def __init__(self, rank: int, device_class: type = Device):
+    def __init__(self, rank: int, device_class: type = Device, shm_prefix: str | None = None):
         self.device = device_class(rank)
         self.same_node: frozenset[int] = frozenset()
-        self.pool, self.reader = ChunkPool(), ChunkReader()
+        self.pool, self.reader = ChunkPool(prefix=shm_prefix), ChunkReader()
         self.held: dict[int, dict] = {}  # open collective -> {id(view): (view, token)} its slots use
         self.mail = Mailbox(rank) if available() else None
         self.own: dict[int, dict] = {}  # open collective -> {id(view): (view, token)} of this pool's buffers its reductions fill
@@ -111,7 +112,8 @@ class DeviceActor:
         send_at those in step s of `call.sends`. Each received chunk is taken from this mailbox
         (waiting for it), each sent one posted to its receiver's. A failure here tells the other
         members (they abort instead of waiting); a peer's abort raises "aborted: ...". Every
-        wait is bounded by timeout_s (None: while the peer's process lives)."""
+        wait is bounded by timeout_s (the runtime always gives one; None: while the peer's process
+        lives), and stops at the driver's abort of the collective."""
         mail, rank = self.mail, self.device.rank
         key, group = steps[0][1].key, steps[0][1].ins.group
         self._forget(key)
@@ -137,7 +139,8 @@ class DeviceActor:
                     mail.send(group[t.dst], key, s, k, out, deadline())
         except Aborted as e:
             src, reason = e.args
-            raise DeviceFailure(rank, where, f"aborted: device {src} failed during the collective ({reason})") from None
+            who = "the driver stopped the collective" if src < 0 else f"device {src} failed during the collective"
+            raise DeviceFailure(rank, where, f"aborted: {who} ({reason})") from None
         except DeviceFailure as e:
             mail.abort(key, group, str(e))
             raise DeviceFailure(e.rank, e.instruction or where, e.reason) from None

@@ -11,106 +11,38 @@ share one Ray node is instead one call per member (`_collective`), the members h
 the chunks through their mailboxes (chunk_mail.py); it waits only for members of the same
 collective, which the walk's order has all reach it, as the step-by-step calls would.
 
-`ray` is imported inside functions only. `ray.init()` is embedded by default (no dashboard,
-num_cpus fixed, worker logs not forwarded, Ray's error reports kept off stdout: `_quiet_driver`);
+`ray` is imported inside functions only. `ray.init()` is embedded by default (ray_start.py: no
+dashboard, num_cpus fixed, worker logs not forwarded, Ray's error reports kept off stdout);
 `address=` joins an existing cluster; an already initialised Ray is reused (and then not shut
-down by `close`).
+down by `close`). Every wait is bounded (timeout_s, else limits.RAY_WAIT_S): after a failed
+call the driver aborts the run's collectives in the members' mailboxes and kills the actors whose
+calls still run after limits.FAILURE_GRACE_S (`_stop`), so a fault is named, never waited on.
 """
 
 from __future__ import annotations
 
-import logging
-import os
-import threading
+import secrets
 import time
 import weakref
 from typing import Any
 
 from ..errors import DeviceFailure, ParasimError
+from ..limits import ACTOR_START_S, FAILURE_GRACE_S, RAY_WAIT_S
 from .base import Runtime
+from .chunk_mail import abort_upto
 from .device import CollectiveCall, Device
 from .ray_actor import DeviceActor, RemoteFailure
 from .ray_address import check_address
+from .ray_start import ensure_ray
+from .shm_chunks import unlink_prefix
+
+POLL_S = 0.5  # how often the driver looks for a failed call while it waits
 
 _OPEN: weakref.WeakSet = weakref.WeakSet()  # the RayRuntimes not closed yet
 
 
-def ensure_ray(address: str | None = None, num_cpus: int = 2, join_timeout_s: float | None = None,
-               stated_s: float | None = None) -> bool:
-    """Initialise Ray unless it already is; True if this call started it.
-
-    Called from a thread other than the main one (a Streamlit script run, say), Ray is started
-    from a parked daemon thread instead: Ray's head processes are started with PR_SET_PDEATHSIG,
-    which Linux fires when the *thread* that started them exits, so a Ray started from a
-    short-lived thread dies with it (and takes the process down). Joining a cluster at `address`
-    also runs in that thread, abandoned after join_timeout_s (default 30 s; ray.init retries an
-    address that answers but never completes the handshake for minutes); stated_s: the bound the
-    refusal names (the caller's whole timeout, of which joining got what was left)."""
-    import ray
-
-    _quiet_driver()         # also when Ray was started by someone else: its reports stay off stdout
-    if ray.is_initialized():
-        return False
-    if threading.current_thread() is threading.main_thread() and not address:
-        _init(address, num_cpus)
-        return True
-    started, failure = threading.Event(), []
-
-    def keeper():
-        try:
-            _init(address, num_cpus)
-        except Exception as e:  # handed to the caller below
-            failure.append(e)
-        started.set()
-        threading.Event().wait()  # park for the life of the process: Ray's processes stay alive
-
-    threading.Thread(target=keeper, name="parasim-ray-keeper", daemon=True).start()
-    bound = 300.0 if not address else 30.0 if join_timeout_s is None else float(join_timeout_s)
-    if not started.wait(timeout=bound):
-        said = bound if stated_s is None else stated_s
-        raise ParasimError(f"cannot join the Ray cluster at {address} within {said:g} s" if address
-                           else f"Ray did not start within {bound:g} s")
-    if failure:
-        raise failure[0]
-    return True
-
-
-def _quiet_driver() -> None:
-    """Keep Ray's own reports off the driver's stdout, so `--json` prints pure JSON and a failure is
-    parasim's one line: the errors Ray publishes to the driver ("(raylet) A worker died ...",
-    printed on stdout by ray._private.worker.listen_error_messages) go to the "ray" logger at INFO
-    (parasim starts Ray logging errors only), and the "Unhandled error" log of a failed
-    call nobody awaited is off (parasim awaits every call it needs and names the failure itself)."""
-    import ray._private.worker as ray_worker
-
-    os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
-    if getattr(ray_worker, "print_to_stdstream", None) is not None:
-        ray_log = logging.getLogger("ray")
-
-        def to_log(data, ignore_prefix=False):
-            for line in data.get("lines", ()):
-                ray_log.info("(%s) %s", data.get("pid", "ray"), line)
-
-        ray_worker.print_to_stdstream = to_log
-
-
-def _init(address: str | None, num_cpus: int) -> None:
-    import ray
-
-    if address:
-        try:
-            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
-        except ConnectionError as e:  # something answers on the port, but no Ray cluster
-            raise ParasimError(f"cannot join the Ray cluster at {address}: {e}") from None
-    else:
-        try:
-            ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
-        except Exception as e:  # noqa: BLE001 -- Ray raises bare Exception ("timed out during startup")
-            raise ParasimError(f"Ray did not start on this machine: {' '.join(str(e).split())[:300]}") from None
-
-
 class RayRuntime(Runtime):
-    """n actors. timeout_s bounds every wait (None: wait forever); devices_per_node > 0 places
+    """n actors. timeout_s bounds every wait (None: limits.RAY_WAIT_S; never for ever); devices_per_node > 0 places
     the actors with a placement group of one bundle per simulated node (ranks r // devices_per_node
     share a bundle, so intra-node groups stay on one Ray node; bundles SPREAD over Ray nodes).
     shared_memory: collective chunks between actors of one Ray node go through the actors'
@@ -137,6 +69,8 @@ class RayRuntime(Runtime):
         self.timeout_s, self.device_class = timeout_s, device_class
         self.devices_per_node = int(devices_per_node)
         self._where: dict = {}  # acknowledgement ref -> (rank, what the call runs)
+        self._shm = f"psm_pz{secrets.token_hex(4)}_"  # this runtime's segment names start so
+        self._made = [0] * self.n_devices  # actors made per rank (a restart makes another)
         self.placement_group = None
         if self.devices_per_node > 0:
             from ray.util.placement_group import placement_group
@@ -148,7 +82,7 @@ class RayRuntime(Runtime):
         self.actors = [self._new_actor(r) for r in range(self.n_devices)]
         self._rank_of = {a._actor_id.hex(): r for r, a in enumerate(self.actors)}
         # actors start slowly on a busy machine: the bound is per call, not for startup
-        self._introduce(timeout=None if timeout_s is None else max(120.0, timeout_s))
+        self._introduce(timeout=max(ACTOR_START_S, self.wait_s))
         _OPEN.add(self)
 
     def _introduce(self, timeout: float | None = None) -> None:
@@ -200,13 +134,24 @@ class RayRuntime(Runtime):
                     steps.append((s, spec, tuple(recv_at), tuple(send_at)))
             call(r, "collective_run", (tuple(steps), self._actor_wait_s()), 0)
 
-    def _actor_wait_s(self) -> float | None:
+    @property
+    def wait_s(self) -> float:
+        """The bounded wait of one run (timeout_s, else limits.RAY_WAIT_S): finite always."""
+        return RAY_WAIT_S if self.timeout_s is None else float(self.timeout_s)
+
+    def _actor_wait_s(self) -> float:
         """How long a member waits for a peer's chunk: beyond the driver's bounded wait (which
-        names the straggler first), so members left waiting after it do not hang for ever."""
-        return None if self.timeout_s is None else 2.0 * self.timeout_s + 5.0
+        names the straggler first and then aborts what still waits), so it never hangs."""
+        return self.wait_s + FAILURE_GRACE_S
+
+    def _prefix(self, rank: int) -> str:
+        """The names of the shared-memory segments of rank's current actor start so."""
+        return f"{self._shm}{rank}_{self._made[rank]}_"
 
     def _new_actor(self, rank: int, placed: bool = True):
         import ray
+
+        self._made[rank] += 1
 
         opts: dict = {"num_cpus": 0, "max_restarts": 0}
         if self.placement_group is not None and placed:
@@ -214,7 +159,7 @@ class RayRuntime(Runtime):
 
             opts = {"num_cpus": 0.001, "max_restarts": 0, "scheduling_strategy": PlacementGroupSchedulingStrategy(
                 self.placement_group, placement_group_bundle_index=rank // self.devices_per_node)}
-        return ray.remote(DeviceActor).options(**opts).remote(rank, self.device_class)
+        return ray.remote(DeviceActor).options(**opts).remote(rank, self.device_class, self._prefix(rank))
 
     # ---- fault tolerance: kill, probe, restart ----------------------------------------------------
     def kill(self, rank: int, reason: str = "killed") -> None:
@@ -229,7 +174,7 @@ class RayRuntime(Runtime):
         import ray
 
         try:
-            rep = ray.get(self.actors[rank].invoke.remote("report"), timeout=self.timeout_s or 30)
+            rep = ray.get(self.actors[rank].invoke.remote("report"), timeout=self.wait_s)
         except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
             return False
         rep = rep[0] if isinstance(rep, tuple) else rep
@@ -245,22 +190,24 @@ class RayRuntime(Runtime):
             ray.kill(self.actors[rank], no_restart=True)
         except Exception:
             pass
+        unlink_prefix(self._prefix(rank))  # what the old actor's pool left (its tracker may have died with it)
         actor = self._new_actor(rank)
         try:
-            ray.get(actor.invoke.remote("reset_counters"), timeout=max(60.0, self.timeout_s or 0))
+            ray.get(actor.invoke.remote("reset_counters"), timeout=max(ACTOR_START_S, self.wait_s))
         except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
             ray.kill(actor, no_restart=True)
+            unlink_prefix(self._prefix(rank))
             actor = self._new_actor(rank, placed=False)
         self.actors[rank] = actor
         self._rank_of[actor._actor_id.hex()] = rank
         self._kernels_on[rank] = set()
-        self._introduce(timeout=max(60.0, self.timeout_s or 0))
+        self._introduce(timeout=max(ACTOR_START_S, self.wait_s))
 
     def node_of(self) -> list[str]:
         """The Ray node id of every device."""
         import ray
 
-        return ray.get([a.node_id.remote() for a in self.actors], timeout=self.timeout_s or 60)
+        return ray.get([a.node_id.remote() for a in self.actors], timeout=self.wait_s)
 
     # ---- calls ---------------------------------------------------------------------------------------
     def _call(self, rank: int, method: str, args: tuple, n_out: int) -> tuple[list, Any]:
@@ -288,22 +235,60 @@ class RayRuntime(Runtime):
                 self._where.pop(h, None)
 
     def _get(self, handles: list) -> list:
+        """The values of `handles`, within the bounded wait. At the first failed call (or when the
+        bound runs out) the calls still running are stopped (`_stop`) and the failure is named."""
+        import ray
+
+        deadline = time.monotonic() + self.wait_s
+        values: dict = {}
+        errors: list = []
+        pending = list(dict.fromkeys(handles))
+        while pending and not errors and time.monotonic() < deadline:
+            left = deadline - time.monotonic()
+            ready, pending = ray.wait(pending, num_returns=len(pending), timeout=max(0.0, min(left, POLL_S)))
+            self._collect(ready, values, errors)
+        if not pending and not errors:
+            return [values[h] for h in handles]
+        if not errors:
+            rank, where = self._first_unfinished(pending)
+            late = DeviceFailure(rank, where, f"no answer within the bounded wait of {self.wait_s} s "
+                                 "(straggler, lost message or dead node)")
+            self._stop(pending, errors, str(late))
+            raise late
+        self._stop(pending, errors, f"a device failed: {self._root_cause(errors, handles)}")
+        raise self._root_cause(errors, handles) from None
+
+    def _collect(self, ready: list, values: dict, errors: list) -> None:
+        """Read the finished calls: their values, or their failures."""
         import ray
 
         try:
-            return ray.get(handles, timeout=self.timeout_s)
-        except ray.exceptions.GetTimeoutError:
-            rank, where = self._first_unfinished(handles)
-            raise DeviceFailure(rank, where, f"no answer within the bounded wait of "
-                                f"{self.timeout_s} s (straggler, lost message or dead node)") from None
-        except (ray.exceptions.RayTaskError, ray.exceptions.RayActorError) as first:
-            errors = [first]
-            for h in handles:  # let every call finish, so no failed result is left unread
-                try:
-                    ray.get(h, timeout=self.timeout_s)
-                except Exception as e:
-                    errors.append(e)
-            raise self._root_cause(errors, handles) from None
+            values.update(zip(ready, ray.get(ready, timeout=self.wait_s)))
+            return
+        except ray.exceptions.RayError:
+            pass
+        for h in ready:
+            try:
+                values[h] = ray.get(h, timeout=self.wait_s)
+            except ray.exceptions.RayError as e:
+                errors.append(e)
+
+    def _stop(self, pending: list, errors: list, reason: str) -> None:
+        """After a failure: abort every collective of the run in the members' mailboxes (those
+        waiting for a failed peer stop now), let the other calls end within FAILURE_GRACE_S
+        (their failures join `errors`), then kill the actors whose calls still run (a straggler,
+        a member that never heard of the abort): recovery restarts them, nothing waits for ever."""
+        import ray
+
+        end = time.monotonic() + FAILURE_GRACE_S
+        unreached = [w[2] for w in self._where_is if w[2]]
+        while pending and time.monotonic() < end:
+            if unreached:
+                unreached = abort_upto(unreached, self._keys, reason)
+            ready, pending = ray.wait(pending, num_returns=len(pending), timeout=min(POLL_S, max(0.0, end - time.monotonic())))
+            self._collect(ready, errors=errors, values={})
+        for rank in sorted({self._where[h][0] for h in pending if h in self._where}):
+            ray.kill(self.actors[rank], no_restart=True)
 
     def _root_cause(self, errors: list, handles: list) -> Exception:
         """The failure to report: a dead actor first, then a device's own failure, then a peer's
@@ -338,6 +323,7 @@ class RayRuntime(Runtime):
         for a in self.actors:
             ray.kill(a)
         self.actors = []
+        unlink_prefix(self._shm)  # what a killed actor's pool left
         if self.placement_group is not None:
             from ray.util.placement_group import remove_placement_group
 

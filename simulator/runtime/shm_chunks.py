@@ -24,7 +24,9 @@ arrays instead. The pool is bounded (`max_bytes`): past it, `put` returns None a
 sends the array through Ray as before; so does a machine whose /dev/shm lacks room for the new
 buffer plus `SHM_RESERVE` (a container's 64 MB /dev/shm: a write into a full tmpfs would kill the
 actor with SIGBUS, where Ray's store falls back to disk). Segments are created with multiprocessing.shared_memory, whose resource tracker unlinks them if
-the actor process dies; `close` unlinks them otherwise. No Ray import here.
+the actor process dies; `close` unlinks them otherwise. A pool given a `prefix` names its segments
+PREFIX0, PREFIX1, ...: whoever made the actor can then remove what an actor killed with its
+resource tracker left (`unlink_prefix`). No Ray import here.
 """
 
 from __future__ import annotations
@@ -65,8 +67,8 @@ class ShmChunk:
 class ChunkPool:
     """The sender side: a pool of reusable segments owned by one actor."""
 
-    def __init__(self, max_bytes: int = 2 << 30):
-        self.max_bytes = int(max_bytes)
+    def __init__(self, max_bytes: int = 2 << 30, prefix: str | None = None):
+        self.max_bytes, self.prefix, self.made = int(max_bytes), prefix, 0
         self.buffers: list[shared_memory.SharedMemory] = []
         self.by_name: dict[str, shared_memory.SharedMemory] = {}
 
@@ -99,7 +101,9 @@ class ChunkPool:
             room = shm_free_bytes()
             if self.nbytes + size > self.max_bytes or (room is not None and room < size + SHM_RESERVE):
                 return None
-            buf = shared_memory.SharedMemory(create=True, size=size)
+            name = None if self.prefix is None else f"{self.prefix}{self.made}"
+            self.made += 1
+            buf = shared_memory.SharedMemory(name=name, create=True, size=size)
             self.buffers.append(buf)
             self.by_name[buf.name] = buf
         buf.buf[holder] = 1
@@ -117,6 +121,23 @@ class ChunkPool:
                 pass
             b.unlink()
         self.buffers, self.by_name = [], {}
+
+
+def unlink_prefix(prefix: str, path: str = "/dev/shm") -> list[str]:
+    """Remove the shared-memory segments whose names start with `prefix` (a dead actor's pool);
+    returns their names. Nothing where there is no /dev/shm."""
+    if not prefix or "/" in prefix:
+        raise ParasimError(f"a shared-memory prefix is a plain name, got {prefix!r}")
+    try:
+        names = [n for n in os.listdir(path) if n.startswith(prefix)]
+    except OSError:
+        return []
+    for n in names:
+        try:
+            os.unlink(os.path.join(path, n))
+        except OSError:
+            pass
+    return names
 
 
 class ChunkReader:

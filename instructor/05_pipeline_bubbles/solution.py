@@ -66,6 +66,56 @@ def one_f_one_b_text(p: int, m: int) -> str:
     # END SOLUTION
 
 
+# %% [markdown]
+# ## 4. Predict, explain, then look at your own run
+# Predict before you run anything (parasim's schedules and simulator are withheld while this
+# function runs): the bubble's share of a 1F1B step with p = 8 stages and m = 24 micro-batches.
+
+# %%
+def predicted_share_p8_m24() -> float:
+    """Your prediction of the bubble's share of the step, p = 8, m = 24 (a number in [0, 1])."""
+    # BEGIN SOLUTION: (p - 1) / (m + p - 1)
+    return 7 / 31
+    # END SOLUTION
+
+
+# %% [markdown]
+# Why does 1F1B need less activation memory than GPipe, at the same bubble? Answer with one letter:
+#   a) its bubble is smaller, so activations wait less
+#   b) each micro-batch's backward runs soon after its forward, so stage d holds at most
+#      min(p - d, m) micro-batches' activations instead of m
+#   c) it recomputes the activations during the backward pass
+#   d) it sends fewer bytes between stages
+
+# %%
+def why_1f1b_saves_memory() -> str:
+    """One letter: a, b, c or d."""
+    # BEGIN SOLUTION: which choice matches the in-flight counts you computed in part 2?
+    return "b"
+    # END SOLUTION
+
+
+# %% [markdown]
+# Now your own run: train the 4-stage MLP pipeline with m = 8 and free communication, draw its
+# timeline with `viz.timeline(r.trace)`, save it as a PNG at `path`, and return the bubble you
+# measured (`r.trace.bubble_fraction()`). Look at the picture: where is the idle time that makes
+# the measured bubble differ from (p - 1)/(m + p - 1)?
+
+# %%
+def plot_my_run(path: str) -> float:
+    """Train, draw the timeline into `path` (PNG), return the measured bubble fraction."""
+    # BEGIN SOLUTION: train(TrainConfig(mlp, strategy="pp", devices=4, batch_size=32, microbatches=8), device_model=free)
+    from simulator import viz
+
+    free = SimpleDeviceModel(flops_per_s=1e9, memory_bandwidth_Bps=1e15, latency_s=0.0, bandwidth_Bps=1e30)
+    mlp = MLPConfig(in_dim=16, hidden=16, layers=4, classes=16)
+    r = train(TrainConfig(mlp, strategy="pp", devices=4, batch_size=32, microbatches=8), device_model=free,
+              check=False)
+    viz.timeline(r.trace).savefig(path)
+    return r.trace.bubble_fraction()
+    # END SOLUTION
+
+
 # %%
 if __name__ == "__main__":
     for name in ("gpipe", "1f1b"):

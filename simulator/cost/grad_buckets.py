@@ -1,0 +1,59 @@
+"""A scale program device's gradient buckets (`scale_program`): layers whose gradients are complete
+are grouped into buckets of >= bucket_nbytes, each reduced over the data-parallel group when full
+(PyTorch DDP's buckets; Megatron-LM's overlap_grad_reduce), the experts' share over the
+expert-data-parallel group. Without overlap every reduction waits for the end of the schedule."""
+
+from __future__ import annotations
+
+from simulator.cost.scale_kernels import Kernel
+from simulator.program import Collective, Compute
+
+
+class GradBuckets:
+    """A device's gradient buckets: the layers whose gradients are complete are grouped into
+    buckets of >= bucket_nbytes, each reduced over the data-parallel group when full."""
+
+    def __init__(self, em, r: int):
+        self.em, self.r = em, r
+        self.kind = "all_reduce" if em.cfg.zero_stage == 0 else "reduce_scatter"
+        self.names: list[str] = []                       # the buckets so far
+        self.pending_bytes, self.pending = 0.0, []       # gradients not yet in a bucket
+        self.pending_expert = 0.0                        # the experts' bytes of pending_bytes
+        # Without overlap the step's buckets are reduced after the whole schedule (Megatron-LM's
+        # finalize_model_grads -> DDP finish_grad_sync after forward_backward_func): a blocking
+        # reduction inside the cooldown would hold back the stage's backward send, and so every
+        # earlier stage, once per stage. DeepSpeed's per-micro-batch reductions (ZeRO-2/3, no
+        # pipeline) stay after each micro-batch's backward.
+        self.defer = not em.overlap and not em.per_mb_grads
+        self.deferred: list[Collective] = []
+
+    def done(self, out, r, c, l, j, name: str | None = None, nbytes: float | None = None) -> None:
+        """Layer l of chunk c's gradient is complete (or the tensor `name` of `nbytes`)."""
+        self.pending_bytes += self.em.layer_grad if nbytes is None else nbytes
+        self.pending_expert += self.em.A.grad_reduce_bytes * self.em.expert_local if nbytes is None else 0.0
+        self.pending.append(self.em.grad_name(c, l, j) if name is None else name)
+        self.flush(out)
+
+    def flush(self, out, force=False) -> None:
+        em = self.em
+        if not self.pending or (self.pending_bytes < em.bucket_nbytes and not force):
+            if force:
+                out.extend(self.deferred)
+                self.deferred = []
+            return
+        name = f"bucket{len(self.names)}"
+        # the bucket's gradients are its layers' grad tensors; one collective reduces them all
+        out.append(Compute("pack", tuple(self.pending), (name,), 0.0, 0, {"kernel": Kernel("pack")},
+                           "other", None, f"bucket {len(self.names)}"))
+        parts = ((self.pending_bytes - self.pending_expert, "dp", em.cfg.dp * em.cfg.cp),
+                 (self.pending_expert, "edp", em.expert_dp))
+        for nbytes, tag, size in parts:
+            if size > 1 and nbytes > 0:
+                reduce = Collective(self.kind, name, name, (self.r,), nbytes=int(nbytes), blocking=not em.overlap,
+                                    tag=tag)
+                (self.deferred if self.defer else out).append(reduce)
+        self.names.append(name)
+        self.pending_bytes, self.pending, self.pending_expert = 0.0, [], 0.0
+        if force:
+            out.extend(self.deferred)
+            self.deferred = []

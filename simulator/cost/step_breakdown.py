@@ -1,0 +1,196 @@
+"""Where one training step goes: the one breakdown the closed form and the event clock both report.
+
+    step = compute + exposed tp + exposed cp + exposed ep + exposed pp + exposed dp
+           + bubble + optimizer + other                      (exactly, `StepBreakdown.step_s`)
+
+- compute: the model's kernels (forward, backward, weight gradients, recomputation, logits and
+  cross-entropy, gradient accumulation), communication excluded;
+- exposed communication by what it serves, each counted only while no kernel runs on the device:
+  tp tensor-parallel collectives, cp context-parallel ring or all-to-all, ep the expert
+  dispatch/combine all-to-all, pp pipeline send/recv and the tensor-parallel all-gather that
+  rebuilds a received activation (Megatron's scatter/gather optimisation), dp the
+  data-parallel gradient reduction and ZeRO parameter gathers, with the tied-embedding all-reduce
+  between the first and last stage (Megatron-LM's finalize_model_grads does both);
+- bubble: the device idle (neither lane busy), waiting on another device;
+- optimizer: the optimizer step; other: any other kernel (bucket packing; 0 s in both models).
+
+The closed form (`analytic.estimate`) builds it from its terms, for the slowest pipeline stage.
+The clock (`trace_breakdown`) partitions one device's timeline of a scale program: every instant
+of [0, makespan) is compute, optimizer or other when a kernel of that phase runs, else exposed
+communication of the first kind in `COMM_KINDS` order whose collective is in flight, else bubble.
+It reports the device that waits least (the bottleneck stage; the lowest rank among equals).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import numpy as np
+
+from simulator.trace_columns import LANE_NAMES
+
+COMM_KINDS = ("tp", "cp", "ep", "pp", "dp")
+COMM_PURPOSE = MappingProxyType({"tp": "tensor_parallel", "cp": "context_parallel", "ep": "expert_all_to_all",
+                                 "pp": "pipeline_p2p", "dp": "data_parallel"})
+# A scale program's collective tags (`scale_program`) -> the kind it serves; untagged: tensor parallel.
+TAG_KIND = MappingProxyType({"tp": "tp", "cp": "cp", "ep": "ep", "dp": "dp", "edp": "dp", "emb": "dp"})
+_WORK = ("compute", "optimizer", "other")
+
+
+@dataclass(frozen=True)
+class StepBreakdown:
+    """Seconds of one step by where they go (module docstring); the parts add up to `step_s`."""
+
+    compute_s: float
+    exposed_comm_s: MappingProxyType      # kind (COMM_KINDS) -> seconds
+    bubble_s: float
+    optimizer_s: float
+    other_s: float = 0.0
+    device: int | None = None             # the clock's device (program rank); None: the closed form
+
+    def parts(self) -> dict[str, float]:
+        """Every part, in order: compute, exposed_<kind> for each kind, bubble, optimizer, other."""
+        out = {"compute": self.compute_s}
+        out.update({f"exposed_{k}": self.exposed_comm_s.get(k, 0.0) for k in COMM_KINDS})
+        out.update(bubble=self.bubble_s, optimizer=self.optimizer_s, other=self.other_s)
+        return out
+
+    @property
+    def step_s(self) -> float:
+        return math.fsum(self.parts().values())
+
+    @property
+    def exposed_total_s(self) -> float:
+        return math.fsum(self.exposed_comm_s.get(k, 0.0) for k in COMM_KINDS)
+
+    def to_dict(self) -> dict:
+        d = {f"{k}_s": v for k, v in self.parts().items()}
+        d.update(step_s=self.step_s, device=self.device)
+        return d
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k} {v:.4g}" for k, v in self.parts().items() if v)
+        return f"StepBreakdown({self.step_s:.4g} s = {shown})"
+
+
+def breakdown_from_parts(compute_s: float, exposed: dict, bubble_s: float, optimizer_s: float,
+                         other_s: float = 0.0) -> StepBreakdown:
+    unknown = set(exposed) - set(COMM_KINDS)
+    if unknown:
+        raise ValueError(f"unknown communication kinds {sorted(unknown)}; known: {', '.join(COMM_KINDS)}")
+    return StepBreakdown(compute_s, MappingProxyType({k: float(exposed.get(k, 0.0)) for k in COMM_KINDS}),
+                         bubble_s, optimizer_s, other_s)
+
+
+def collective_tag(name: str) -> str:
+    """The tag a collective's trace name carries in brackets (`Collective.label`), else ""."""
+    return name[name.rfind("[") + 1:-1] if name.endswith("]") else ""
+
+
+def comm_kind(kind: str, name: str) -> str:
+    """What a comm event of a scale trace serves: send/recv, and the all-gather that rebuilds a
+    received stage-boundary activation (tensor "r...", Megatron's scatter/gather), pp; else the
+    collective's tag by `TAG_KIND`; untagged: tp."""
+    words = name.split(" ", 2)
+    if kind in ("send", "recv") or (len(words) > 1 and words[1].startswith("r")):
+        return "pp"
+    return TAG_KIND.get(collective_tag(name), "tp")
+
+
+def work_part(phase: str) -> str:
+    return phase if phase in ("optimizer", "other") else "compute"
+
+
+def _rows(trace):
+    """(device, is_comm, part index, start, end) arrays of the trace's non-empty events; part index
+    indexes _WORK for kernels, COMM_KINDS for communication."""
+    cols = getattr(trace, "columns", None)
+    if cols is not None and getattr(trace, "_events", None) is None:
+        as_comm = np.array([COMM_KINDS.index(comm_kind(kind, fmt)) for fmt, _p, kind, *_ in cols.metas] or [0])
+        as_work = np.array([_WORK.index(work_part(phase)) for _f, phase, *_ in cols.metas] or [0])
+        comm = np.asarray(cols.lane) == LANE_NAMES.index("comm")
+        meta = np.asarray(cols.meta)
+        return (np.asarray(cols.device), comm, np.where(comm, as_comm[meta], as_work[meta]),
+                np.asarray(cols.start_s), np.asarray(cols.start_s) + np.asarray(cols.duration_s))
+    ev = trace.events
+    comm = np.array([e.lane != "compute" for e in ev], dtype=bool)
+    part = np.array([COMM_KINDS.index(comm_kind(e.kind, e.name)) if e.lane != "compute"
+                     else _WORK.index(work_part(e.phase)) for e in ev], dtype=np.int64)
+    start = np.array([e.start_s for e in ev], dtype=float)
+    end = start + np.array([e.duration_s for e in ev], dtype=float)
+    return np.array([e.device for e in ev], dtype=np.int64), comm, part, start, end
+
+
+def _covered(starts: np.ndarray, ends: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Whether each point of `at` lies inside one of the intervals [starts, ends)."""
+    return (np.searchsorted(np.sort(starts), at, "right") - np.searchsorted(np.sort(ends), at, "right")) > 0
+
+
+def _device_parts(comm, part, start, end) -> dict[str, float]:
+    keep = end > start
+    comm, part, start, end = comm[keep], part[keep], start[keep], end[keep]
+    cuts = np.unique(np.concatenate([start, end]))
+    if len(cuts) < 2:
+        return {}
+    mid, length = (cuts[:-1] + cuts[1:]) / 2, np.diff(cuts)
+    free = np.ones(len(mid), dtype=bool)
+    out = {}
+    for is_comm, names in ((False, _WORK), (True, COMM_KINDS)):
+        for i, name in enumerate(names):
+            sel = (comm == is_comm) & (part == i)
+            hit = free & _covered(start[sel], end[sel], mid) if sel.any() else np.zeros(len(mid), dtype=bool)
+            out[name] = math.fsum(length[hit].tolist())
+            free &= ~hit
+    return out
+
+
+def trace_breakdown(trace, span_s: float | None = None) -> tuple[StepBreakdown, list[StepBreakdown]]:
+    """(the bottleneck device's breakdown, every device's) of a one-step scale trace (module docstring)."""
+    span = trace.makespan_s if span_s is None else span_s
+    device, comm, part, start, end = _rows(trace)
+    order = np.argsort(device, kind="stable")
+    device, comm, part, start, end = device[order], comm[order], part[order], start[order], end[order]
+    bounds = np.searchsorted(device, np.arange(trace.n_devices + 1))
+    rows = []
+    for d in range(trace.n_devices):
+        lo, hi = bounds[d], bounds[d + 1]
+        got = _device_parts(comm[lo:hi], part[lo:hi], start[lo:hi], end[lo:hi])
+        exposed = {k: got.get(k, 0.0) for k in COMM_KINDS}
+        named = [got.get("compute", 0.0), got.get("optimizer", 0.0), got.get("other", 0.0), *exposed.values()]
+        b = breakdown_from_parts(named[0], exposed, span - math.fsum(named), named[1], named[2])
+        rows.append(StepBreakdown(b.compute_s, b.exposed_comm_s, b.bubble_s, b.optimizer_s, b.other_s, d))
+    slowest = min(range(len(rows)), key=lambda d: (rows[d].bubble_s, d)) if rows else 0
+    return (rows[slowest] if rows else breakdown_from_parts(0.0, {}, span, 0.0)), rows
+
+
+# What the closed form leaves out, by name: where the event clock's program is priced differently
+# (docs/step-model.md gives each one's size on the grid of tests/test_step_model.py).
+LEAVES_OUT = MappingProxyType({
+    "ring-attention-overlap": "ring attention (cp p2p): the closed form hides the K/V ring steps under the "
+                              "attention kernel; the clock's attention waits for the whole exchange, which it also "
+                              "queues behind the data-parallel bucket reductions on the one asynchronous stream",
+    "gradient-bucket-tail": "overlapped gradient reduction: the closed form hides it under the last micro-batch's "
+                            "backward as one sum; the clock's 25 MB buckets leave the last one (and the embedding "
+                            "gradient) exposed",
+    "zero-per-micro-batch": "ZeRO-2/3: the closed form adds DeepSpeed's per-sub-module gather latencies and hides "
+                            "each micro-batch's reduction as one sum; the clock issues one collective per layer",
+    "tp-comm-overlap": "--tp-comm-overlap: the closed form hides tensor-parallel collectives under the layer's "
+                       "weight-gradient GEMMs; the clock's program runs them blocking",
+})
+
+
+def closed_form_leaves_out(cfg, A) -> tuple[str, ...]:
+    """The `LEAVES_OUT` names that apply to a configuration (`cfg`: ParallelConfig, `A`: Assumptions)."""
+    dp = cfg.dp * cfg.cp
+    out = []
+    if cfg.cp > 1 and cfg.cp_comm_type == "p2p":
+        out.append("ring-attention-overlap")
+    if dp > 1 and A.overlap_grad_reduce and cfg.zero_stage < 2:
+        out.append("gradient-bucket-tail")
+    if dp > 1 and cfg.zero_stage >= 2:
+        out.append("zero-per-micro-batch")
+    if cfg.tp > 1 and A.overlap_tp_comm:
+        out.append("tp-comm-overlap")
+    return tuple(out)
