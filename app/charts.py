@@ -19,10 +19,9 @@ import pandas as pd
 from simulator.trace import STEP_PART_LABELS, Trace, step_windows, uncovered
 from simulator.trace_runs import aggregate_runs
 from simulator.units import fmt_bytes, fmt_time
-from simulator.viz import PHASE_COLORS
+from simulator.viz import GAP_COLORS, PHASE_COLORS
 
 MAX_EVENTS = 6000  # beyond this, the timeline shows the first steps only (the browser stays fluid)
-GAP_COLORS = {"exposed communication": "#F8C9C8", "pipeline bubble": "#D9D9D9", "other idle": "#EFE6C8"}
 LANE_NAMES = {"compute": "compute", "comm": "comm"}
 FONT = 13
 
@@ -110,7 +109,7 @@ def timeline_chart(trace: Trace, *, stage_of: dict[int, int] | None = None, titl
     mbs = sorted(m for m in set(ev["micro-batch"]) if m >= 0) if len(ev) else []
     pick = alt.selection_point(fields=["micro-batch"], on="click", clear="dblclick", name="mb",
                                bind=alt.binding_select(options=[None, *mbs], labels=["all", *map(str, mbs)],
-                                                       name="highlight micro-batch ") if mbs else None)
+                                                       name="highlight micro-batch ")) if mbs else None  # none: nothing to pick
     x = alt.X("t0:Q", title=f"simulated time ({unit})")
     tips = ["device:O", "lane:N", "op:N", "category:N", "kind:N", "micro-batch:O", "stage:N", "step:O",
             "bytes:N", "FLOPs:N", "start:N", "duration:N"]

@@ -1,4 +1,4 @@
-"""parasim web app: the entry file only routes to the pages (app/views/*.py).
+"""parasim web app: the entry file only routes to the pages (app/views/*.py, listed in ui.PAGES).
 
 The pages live in views/, not pages/: a pages/ folder next to the entry file switches Streamlit to
 its legacy multipage mode for deep links (e.g. /training) until st.navigation has run once.
@@ -15,24 +15,13 @@ if str(APP_DIR) not in sys.path:  # pages import the helpers in app/ui.py
 
 st.set_page_config(page_title="parasim", page_icon="🧮", layout="wide")
 
-from ray_session import get_ray  # noqa: E402  (app/ is on the path from here on)
+from nav import HOME_FILE, HOME_TITLE, PAGES  # noqa: E402  (app/ is on the path from here on; no simulator import)
 
-get_ray()  # the emulated devices' embedded local Ray (or --address): once per server
-
-from ui import PAGE_FILES  # noqa: E402
-
-ICONS = {"Collectives": ":material/sync_alt:", "Collective player": ":material/play_circle:",
-         "Sharding & auto-parallel": ":material/grid_view:", "Training playground": ":material/model_training:",
-         "Pipeline schedules": ":material/view_timeline:", "Context parallelism": ":material/view_week:",
-         "Scale explorer": ":material/trending_up:", "Fault tolerance": ":material/health_and_safety:",
-         "Lessons": ":material/school:"}
-GROUPS = {"Learn": ["Collectives", "Collective player", "Sharding & auto-parallel", "Training playground",
-                    "Pipeline schedules", "Context parallelism"],
-          "Plan at scale": ["Scale explorer", "Fault tolerance", "Lessons"]}
-# every page of ui.PAGE_FILES (the lessons' links) is in the navigation, once
-assert sorted(t for ts in GROUPS.values() for t in ts) == sorted(PAGE_FILES), "GROUPS must list every page"
-PAGES = {group: [st.Page(APP_DIR / PAGE_FILES[t], title=t, icon=ICONS[t], default=t == "Collectives") for t in titles]
-         for group, titles in GROUPS.items()}
+# Ray is not started here: a page that runs on devices starts it in the background when it needs it
+# (app/ray_session.py), so the first page of a cold server renders at once.
+NAV: dict = {"": [st.Page(APP_DIR / HOME_FILE, title=HOME_TITLE, icon=":material/home:", default=True)]}
+for title, (file, icon, group, _concept) in PAGES.items():
+    NAV.setdefault(group, []).append(st.Page(APP_DIR / file, title=title, icon=icon))
 
 # Labels wrap instead of being cut ("time (priced pl..."): metric labels and values, tabs, widgets
 CSS = """<style>
@@ -61,4 +50,5 @@ with st.sidebar:
                         help="larger fonts and full-width charts, for a projector")
 st.html(CSS + (PRESENT if present else ""))
 
-st.navigation(PAGES).run()
+st.session_state["_share_slot"] = None  # a page's intro() sets its "Copy link" slot
+st.navigation(NAV).run()

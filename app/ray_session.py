@@ -1,14 +1,19 @@
-"""One Ray session per app server, started when the server starts (app/main.py).
+"""Ray for the app's real-device runs, started in the background the first time a page that runs on
+devices needs it (never when the server starts, never by a page that only prices or draws).
 
 `streamlit run app/main.py -- --address ray://host:10001` (or `parasim app --address ...`)
 connects to an existing cluster; otherwise an embedded local Ray starts with 2 CPUs and no
-dashboard. `ray` is imported here lazily, never at page import time.
+dashboard. While Ray is starting, a run asked for "on Ray actors" runs on the in-process runtime,
+which gives the same results (the runtimes are tested equal), and says so. `ray` is imported here
+lazily, never at page import time.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import threading
+import time
 
 import streamlit as st
 
@@ -21,19 +26,45 @@ def cli_address(argv: list[str] | None = None) -> str | None:
     return args.address
 
 
-@st.cache_resource(show_spinner="Starting Ray ...")
-def ray_session(address: str | None = None):
-    """Initialise Ray once per server process and return the module (cached across reruns).
-    `ensure_ray` starts it from a long-lived thread: a Streamlit script thread ends after each
-    run, and Ray's head processes would die with the thread that started them."""
-    import ray
+class RayStart:
+    """One background start of Ray per server: `ready`, `error` (a one-line message) and how long
+    the start took. `ensure_ray` parks Ray's head in a long-lived thread of its own (a Streamlit
+    script thread ends after each run, and Ray's processes would die with it)."""
 
-    from simulator import ensure_ray
+    def __init__(self, address: str | None):
+        self.address, self.error, self.started_at, self.took_s = address, None, time.monotonic(), None
+        self.done = threading.Event()
+        threading.Thread(target=self._start, name="parasim-ray-start", daemon=True).start()
 
-    ensure_ray(address)
-    return ray
+    def _start(self) -> None:
+        try:
+            from simulator import ensure_ray
+
+            ensure_ray(self.address)
+        except Exception as err:  # noqa: BLE001  (shown to the user as one line, the run goes on in-process)
+            self.error = " ".join(str(err).split())[:300] or type(err).__name__
+        self.took_s = time.monotonic() - self.started_at
+        self.done.set()
+
+    @property
+    def ready(self) -> bool:
+        return self.done.is_set() and self.error is None
+
+    def status(self) -> str:
+        """Where the start is, in words for the page."""
+        if self.error:
+            return f"Ray could not start ({self.error}): runs go on the in-process runtime"
+        if self.ready:
+            return f"Ray is ready (it started in {self.took_s:.1f} s)"
+        return (f"Ray is starting in the background ({time.monotonic() - self.started_at:.0f} s so far): until "
+                "it is ready, runs go on the in-process runtime, which gives the same results")
 
 
-def get_ray():
-    """Ray for a real run: connects to --address if one was given, else embedded local Ray."""
-    return ray_session(cli_address())
+@st.cache_resource(show_spinner=False)
+def _ray_start(address: str | None) -> RayStart:
+    return RayStart(address)
+
+
+def start_ray() -> RayStart:
+    """Start Ray in the background (once per server) and return its state at once."""
+    return _ray_start(cli_address())

@@ -19,14 +19,10 @@ from contextlib import contextmanager
 from urllib.parse import parse_qsl, urlencode
 
 import streamlit as st
+from nav import HOME_FILE, HOME_TITLE, PAGE_FILES, PAGES  # noqa: E402,F401  (re-exported)
 
 from simulator import ParasimError, viz
 
-# Page titles (as main.py registers them, and as lessons name them in `app_pages`) -> files
-PAGE_FILES = {"Collectives": "views/collectives.py", "Collective player": "views/player.py",
-              "Sharding & auto-parallel": "views/sharding.py", "Training playground": "views/training.py",
-              "Pipeline schedules": "views/pipelines.py", "Context parallelism": "views/context.py",
-              "Scale explorer": "views/scale.py", "Fault tolerance": "views/faults.py", "Lessons": "views/lessons.py"}
 # Streamlit's URL path of each page: the file's name without .py
 PAGE_PATHS = {title: file.split("/")[-1].removesuffix(".py") for title, file in PAGE_FILES.items()}
 # keyword arguments that bind a configuration widget to the URL (its key is the parameter's name)
@@ -52,19 +48,84 @@ def deep_links(markdown: str) -> list[tuple[str, str, dict]]:
     return out
 
 
+def url_text(value) -> str | list[str]:
+    """A widget's value as the URL holds it (bind="query-params"): booleans true/false, a
+    multiselect's options repeated, anything else as shown."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return [str(url_text(v)) for v in value]
+    return str(value)
+
+
+def _same(url: list[str], value, fmt) -> bool:
+    """Whether the URL's text `url` (every value of the parameter) is what the widget now holds."""
+    held = url_text(fmt(value) if fmt else value)
+    held = held if isinstance(held, list) else [held]
+    if len(held) != len(url):
+        return False
+    for a, b in zip(url, held):
+        try:
+            if float(a) != float(b):
+                return False
+        except ValueError:
+            if a.strip().lower() != b.strip().lower():
+                return False
+    return True
+
+
 def restore(page: str) -> None:
     """Before a page's widgets: bring back the settings it had when the user left it (Streamlit
-    drops a page's widget values on a page switch); a parameter in the URL wins over them."""
+    drops a page's widget values on a page switch); a parameter in the URL wins over them. Also
+    notes the URL as it arrived, so `remember` can name a value the page could not use."""
+    st.session_state[f"_url_in/{page}"] = {k: st.query_params.get_all(k) for k in st.query_params}
+    st.session_state[f"_shared/{page}"] = []
     for key, value in st.session_state.get(f"_kept/{page}", {}).items():
         if key not in st.query_params and key not in st.session_state:
             st.session_state[key] = value
 
 
-def remember(page: str, *keys: str) -> None:
-    """After a page's widgets: keep their values for `restore` (keys not shown now are kept too)."""
+def remember(page: str, *keys: str, formats: dict | None = None) -> None:
+    """After a page's widgets: keep their values for `restore` (keys not shown now are kept too),
+    and name in a notice every value of the URL that a widget could not take, with the value
+    used instead (Streamlit falls back to the default without a word). `formats`: a widget's
+    format_func, when the URL holds the option as shown rather than the value."""
+    formats = formats or {}
+    shared = st.session_state.setdefault(f"_shared/{page}", [])
+    shared += [k for k in keys if k not in shared]
+    if st.session_state.get("_share_slot") is not None:
+        with st.session_state["_share_slot"].container():
+            share_link(shared)
     kept = dict(st.session_state.get(f"_kept/{page}", {}))
     kept.update({k: st.session_state[k] for k in keys if k in st.session_state})
     st.session_state[f"_kept/{page}"] = kept
+    arrived = st.session_state.get(f"_url_in/{page}", {})
+    notices = st.session_state.setdefault(f"_notices/{page}", {})
+    for key in keys:
+        if key in arrived and key in st.session_state and not _same(arrived[key], st.session_state[key],
+                                                                    formats.get(key)):
+            fmt = formats.get(key)
+            notices[key] = (", ".join(arrived[key]), st.session_state[key],
+                            url_text(fmt(st.session_state[key]) if fmt else st.session_state[key]))
+    for key, (bad, used, shown) in list(notices.items()):
+        if key in keys:
+            if key in st.session_state and st.session_state[key] != used:  # the user moved the widget since
+                del notices[key]
+                continue
+            shown = ", ".join(shown) if isinstance(shown, list) else shown
+            st.warning(f"The link's {key}={bad} is not a value this page offers for `{key}`: it uses "
+                       f"{key}={shown or '(none)'} instead.", icon=":material/link_off:")
+
+
+def full_link(keys) -> str:
+    """The query of a link holding every input of the page as it is now (defaults too, so a
+    recipient sees the same numbers whatever the defaults are on their side)."""
+    pairs = []
+    for key in keys:
+        if key in st.session_state:
+            text = url_text(st.session_state[key])
+            pairs += [(key, t) for t in (text if isinstance(text, list) else [text])]
+    return urlencode(pairs)
 
 
 def page_url(page: str, base: str = "", **params) -> str:
@@ -94,19 +155,20 @@ def link_to(page: str, label: str, **params) -> None:
         st.markdown(f"→ [{label}]({page_url(page, **params)})")
 
 
-def share_link() -> None:
-    """A "copy link" popover: the URL of this page with its current configuration (st.code has a
-    copy button)."""
+def share_link(keys=()) -> None:
+    """A "copy link" popover: the URL of this page holding every one of its inputs as they are now
+    (`full_link`; st.code has a copy button). The address bar holds the inputs that differ from
+    their defaults."""
     with st.popover("Copy link", icon=":material/link:", help="a link that opens this page with these settings"):
         try:
             url = st.context.url
         except Exception:  # noqa: BLE001  (no browser session, e.g. AppTest)
             url = ""
-        query = urlencode([(k, v) for k, vs in st.query_params.to_dict().items()
-                           for v in ([vs] if isinstance(vs, str) else vs)])
+        query = full_link(list(keys) + (["present"] if st.session_state.get("present") else []))
         link = (url or "").split("?")[0] + (f"?{query}" if query else "")
-        st.code(link or "(open the app in a browser to get a link)", language=None, wrap_lines=True)
-        st.caption("The address bar holds the same link: it follows every setting.")
+        st.code(link or f"?{query}", language=None, wrap_lines=True)
+        st.caption("Every setting of the page is in this link, the defaults too: whoever opens it sees "
+                   "these numbers.")
 
 
 def interactive(chart, key: str | None = None) -> None:
@@ -130,7 +192,9 @@ def friendly_errors():
 def intro(title: str, teaches: str) -> None:
     top = st.columns([3, 1], vertical_alignment="bottom")  # room for "Copy link" at 1024 px
     top[0].title(title)
-    with top[1]:
+    slot = top[1].empty()  # filled by `remember` once the page's widgets hold their values
+    st.session_state["_share_slot"] = slot
+    with slot.container():
         share_link()
     st.markdown(teaches)
 
@@ -144,7 +208,13 @@ def show_code(*functions, key: str) -> None:
 
 
 def figure(fig, caption: str | None = None, dpi: int = 120) -> bytes:
-    """Render `fig` once to PNG, show it full width, and return the PNG (reused for downloads)."""
+    """Render `fig` once to PNG, show it full width, and return the PNG (reused for downloads). In
+    presentation mode every text of the figure is drawn 1.5x larger (as the Vega-Lite charts' are)."""
+    if st.session_state.get("present"):
+        from matplotlib.text import Text
+
+        for text in fig.findobj(Text):
+            text.set_fontsize(text.get_fontsize() * 1.5)
     png = viz.png_bytes(fig, dpi=dpi)
     st.image(png, width="stretch")
     if caption:
@@ -152,15 +222,17 @@ def figure(fig, caption: str | None = None, dpi: int = 120) -> bytes:
     return png
 
 
-def trace_downloads(trace, png: bytes, stem: str, key: str) -> None:
-    """Chrome trace JSON (open in ui.perfetto.dev), PNG of the figure, CSV of the events."""
+def trace_downloads(trace, png, stem: str, key: str) -> None:
+    """Chrome trace JSON (open in ui.perfetto.dev), PNG of the figure, CSV of the events. `png`:
+    the bytes, or a function that draws them; each file is made only when its button is pressed
+    (Streamlit calls the function), so a page that recomputes as a widget moves never waits on them."""
     c1, c2, c3 = st.columns(3)
-    c1.download_button("Chrome trace (JSON)", trace.to_chrome_json(), file_name=f"{stem}.json",
+    c1.download_button("Chrome trace (JSON)", trace.to_chrome_json, file_name=f"{stem}.json",
                        mime="application/json", key=f"{key}-json", on_click="ignore",
                        help="open in ui.perfetto.dev or chrome://tracing")
     c2.download_button("Figure (PNG)", png, file_name=f"{stem}.png", mime="image/png", key=f"{key}-png",
                     on_click="ignore")
-    c3.download_button("Events (CSV)", trace.to_csv(), file_name=f"{stem}.csv", mime="text/csv", key=f"{key}-csv",
+    c3.download_button("Events (CSV)", trace.to_csv, file_name=f"{stem}.csv", mime="text/csv", key=f"{key}-csv",
                     on_click="ignore")
 
 
@@ -199,3 +271,15 @@ KIND_HELP = ("all_reduce: everyone gets the sum; reduce_scatter: rank r gets pie
              "all_to_all: rank r's piece j goes to rank j")
 ALGO_HELP = ("ring: neighbours pass chunks round a ring; tree: up and down a binary tree; halving_doubling: "
              "partners at distance n/2, n/4, ... (Rabenseifner); direct: everyone sends to everyone at once")
+
+
+def predict(question: str, answer: float, unit: str, explain: str, key: str, rel_tol: float = 0.1) -> None:
+    """Predict, then reveal: the student types a number before seeing it; the page checks it against
+    `answer` (the page's own result: a real run or its formula) within `rel_tol`, and explains."""
+    with st.expander(f"Predict, then reveal: {question}", icon=":material/psychology:"):
+        guess = st.number_input(f"Your prediction ({unit})", value=None, format="%.6g", key=f"guess_{key}")
+        if st.button("Reveal", key=f"reveal_{key}", disabled=guess is None):
+            right = abs(guess - answer) <= rel_tol * abs(answer) + 1e-12
+            (st.success if right else st.warning)(
+                f"{'Right' if right else 'Not quite'}: {answer:.4g} {unit} (you said {guess:.4g}; within "
+                f"{rel_tol:.0%} counts). {explain}")

@@ -11,7 +11,7 @@ def test_router_lists_every_page():
 
     at = AppTest.from_file(str(APP / "main.py"), default_timeout=60).run()
     assert not at.exception
-    assert at.title[0].value == "Collectives"  # the default page
+    assert at.title[0].value == "parasim"  # the home page
     assert {"Collective player", "Context parallelism"} <= set(PAGE_FILES)
     for title, file in PAGE_FILES.items():  # every page the lessons link to is reachable through the router
         at.switch_page(str(APP / file)).run()
@@ -218,7 +218,8 @@ def test_a_widget_key_means_one_thing_on_every_page():
 
 
 def test_settings_are_kept_across_pages_and_a_page_switch_breaks_nothing():
-    at = AppTest.from_file(str(APP / "main.py"), default_timeout=60).run()
+    at = AppTest.from_file(str(APP / "main.py"), default_timeout=60).run()  # the home page
+    at.switch_page(str(APP / "views" / "collectives.py")).run()
     at.selectbox(key="kind").set_value("reduce_scatter").run()
     at.slider(key="n").set_value(8).run()
     for name in ("faults", "player", "context", "pipelines", "training"):

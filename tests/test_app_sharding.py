@@ -49,7 +49,7 @@ def test_every_configuration_widget_is_bound_to_the_url():
     unbound = {k for k, q in keys.items() if q != k}
     assert not unbound, unbound
     assert {"net", "device_num", "parallel_mode", "gradients_mean", "enable_alltoall", "enable_parallel_optimizer",
-            "gpt_tp", "gpt_sp", "M", "K", "H", "N", "s1", "out1", "mlp_s1", "s_act", "s2", "draw", "layout_by",
+            "gpt_tp", "gpt_sp", "M", "K", "H", "N", "mlp_N", "s1", "out1", "mlp_s1", "s_act", "s2", "draw", "layout_by",
             "rows", "cols", "mesh_dp", "mesh_tp", "dim0", "dim1", "partial", "t_devices", "t_strategy"} == set(keys)
 
 

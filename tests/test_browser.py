@@ -5,7 +5,6 @@ Without Chromium (Debian's `chromium` package) or playwright these tests are ski
 summary names them with the reason (pytest -rs). CI sets PARASIM_REQUIRE_BROWSER=1: there a
 missing browser fails the run instead (.ci/run)."""
 
-import importlib.util
 import os
 import socket
 import subprocess
@@ -15,18 +14,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from browser_helpers import missing_browser
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
-
-
-def missing_browser() -> str | None:
-    """Why the browser tests cannot run here, or None."""
-    if not os.access(CHROMIUM, os.X_OK):
-        return f"no {CHROMIUM} (sudo apt-get install -y chromium chromium-driver)"
-    if importlib.util.find_spec("playwright") is None:
-        return "no playwright (pip install -e \".[test]\")"
-    return None
 
 
 MISSING = missing_browser()
@@ -230,7 +221,7 @@ def test_nothing_in_the_main_area_overflows_at_1024x768_on_any_page(server, brow
         page.goto(server + path, wait_until="domcontentloaded")
         wait_until_idle(page)
         if path in ("/training", "/faults"):  # the pages with a run button: check their results too
-            page.locator('[data-testid="stSidebar"] button[kind="primary"]').click()
+            page.locator('[data-testid="stMainBlockContainer"] button[kind="primary"]').first.click()
             page.locator('[data-testid="stMetric"]').first.wait_for(timeout=120_000)
             wait_until_idle(page)
         assert page.locator('[data-testid="stException"]').count() == 0, path

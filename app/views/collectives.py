@@ -12,6 +12,7 @@ from ui import (
     interactive,
     intro,
     link_to,
+    predict,
     remember,
     restore,
     show_code,
@@ -91,6 +92,10 @@ c[3].metric("time (priced plan)", fmt_time(res["time_s"]),
             help="each step costs α + (bytes on its busiest link)/β on the hardware's links, summed over steps")
 c[4].metric("bus bandwidth factor", f"{res['busbw_factor']:.3g}",
             help="bus bandwidth = S / time × this factor (nccl-tests): comparable across kinds and n")
+
+predict(f"how many bytes does the busiest rank send in this {algo} {kind} of {size_name} over {n} ranks?",
+        max(sent) / 1e6, "MB", f"The plan counts it transfer by transfer; every {kind} algorithm must send at least "
+        f"{LEAST[kind][0]} per rank on average (here {fmt_bytes(LEAST[kind][1](n) * SIZES[size_name])}).", key="bytes")
 
 tab_steps, tab_bytes, tab_n, tab_s = st.tabs(["Steps", "Bytes per rank", "Time vs world size", "Time vs size"])
 with tab_steps:

@@ -30,7 +30,7 @@ intro("Fault tolerance",
       "Devices fail. The driver detects the failure, restarts the device and restores its state: from a "
       "**replica** when a data-parallel peer still holds it (only the failed step is retried), otherwise from the "
       "last **checkpoint** (every step since then is replayed). Replays use the same batches, so the final "
-      "weights equal a fault-free run exactly. The timeline shows the **lost** work (pale red), the failure "
+      "weights equal a fault-free run exactly. The timeline shows the **lost** work (dark red-brown), the failure "
       "(black), the recovery (cyan) and the **replayed** steps (hatched).")
 
 restore("faults")
@@ -62,8 +62,13 @@ with st.sidebar:
     at_ins = st.number_input("At instruction # (-1: the kind's default place)", -1, 10_000, -1, key="ins", **BIND,
                              help="the index in the device's program; by default a kill strikes before the "
                                   "step, a crash at the step's first instruction, a drop at its first send")
-    run = st.button("Run with the fault", type="primary", key="run", width="stretch")
 remember("faults", "f_model", "f_strategy", "f_steps", "ckpt", "replicas", "fault", "device", "fault_step", "ins")
+# the action in view at the top of the results (not at the foot of the sidebar)
+action = st.columns([1, 3], vertical_alignment="center")
+run = action[0].button("Run with the fault", type="primary", key="run", width="stretch",
+                       help="runs the settings of the sidebar")
+action[1].caption(f"**{strategy}** · {model_name} · {steps} steps · checkpoint every {checkpoint_every} · "
+                  f"fault: {kind} device {device} at step {step}")
 
 WHAT = {"kill": "kill device {d} before step {s}", "fail": "crash device {d} in step {s}",
         "slow": "slow down device {d} in step {s}", "drop": "drop a message of device {d} in step {s}"}
@@ -119,14 +124,14 @@ if run:
         if "fault_run" in st.session_state:
             st.caption("Below: the last run that worked.")
 if "fault_run" not in st.session_state:
-    st.info("Choose a fault in the sidebar and press **Run with the fault**. "
+    st.info("Choose a fault in the sidebar and press **Run with the fault** above. "
             "Try a kill on `dp` (restored from a replica) and then on `pp` (restored from the checkpoint).")
     show_code(train_resilient, key="code")
     st.stop()
 
 req, out = st.session_state["fault_run"]
 if req != request and not run:
-    st.caption("Showing the last run; press **Run with the fault** to run the current settings.")
+    st.warning("Showing the last run: the settings changed since. Press **Run with the fault** above to run them.")
 trace = out["trace"]
 
 c = st.columns(6)
@@ -151,11 +156,10 @@ if not out["reports"]:
     st.info("Nothing failed: a slow device only lengthens its instruction on the timeline.")
 
 interactive(timeline_chart(trace, stage_of=out["stages"], title="timeline with the fault"), key="timeline")
-st.caption("Pale red: work of the failed attempt, thrown away. Black: the failed instruction. Cyan: restart and "
+st.caption("Dark red-brown: work of the failed attempt, thrown away. Black: the failed instruction. Cyan: restart and "
            "restore. Replayed steps show attempt 1 in the tooltip (hatched in the PNG). Hover a bar for its "
            "details; drag to pan, scroll to zoom (double-click resets); dashed lines mark the step boundaries.")
-png = viz.png_bytes(viz.timeline(trace), dpi=120)
-trace_downloads(trace, png, f"faults-{req[1]}-{req[5]}-d{req[6]}-s{req[7]}", key="faults")
+trace_downloads(trace, lambda: viz.png_bytes(viz.timeline(trace), dpi=120), f"faults-{req[1]}-{req[5]}-d{req[6]}-s{req[7]}", key="faults")
 st.markdown("**Events of the failure and the recovery**")
 rows = [{"device": e.device, "phase": e.phase, "name": e.name, "step": e.step, "attempt": e.attempt,
          "start": fmt_time(e.start_s), "duration": fmt_time(e.duration_s)}

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
-from ui import APP_URL, BIND, PAGE_FILES, deep_links, intro, link_to, show_code
+from ui import APP_URL, BIND, PAGE_FILES, deep_links, intro, link_to, remember, restore, show_code
 
 from simulator import (
     Limits,
@@ -114,6 +114,22 @@ def graded(number: int, source: str, name: str):
     return grade_source(get_lesson(number), source, name, Limits(timeout_s=30.0))
 
 
+def students_output(text: str) -> str:
+    """What the student's program printed, without the interpreter's own warnings about how the
+    sandbox started it (runpy's RuntimeWarning is no output of theirs)."""
+    lines = (text or "").splitlines()
+    keep, skip = [], False
+    for line in lines:
+        if "runpy" in line and "Warning" in line:
+            skip = True  # the warning and its indented continuation
+            continue
+        if skip and line.startswith((" ", "\t")):
+            continue
+        skip = False
+        keep.append(line)
+    return "\n".join(keep).strip()
+
+
 def show_report(report) -> None:
     """Per item: its status (passed, wrong, error, timeout), points, and expected / found / hint:
     the feedback file a gradebook writes (`Report.to_dict`: a hidden item shows its status only)."""
@@ -125,8 +141,9 @@ def show_report(report) -> None:
                   for i in report.to_dict()["items"]], hide_index=True, width="stretch")
     (st.success if report.ok else st.error)(f"{report.passed} of {report.total} items pass, "
                                             f"{report.points:g} of {report.max_points:g} points")
-    if report.output:
-        st.caption(f"your program's last output: {report.output}")
+    output = students_output(report.output)
+    if output:
+        st.caption(f"your program's last output: {output}")
 
 
 @st.cache_data(show_spinner=False)
@@ -145,7 +162,9 @@ st.dataframe([{"#": d["number"], "lesson": d["title"], "minutes": d["minutes"],
              height=35 * (len(items) + 1) + 3)
 
 labels = {d["number"]: f"{d['number']:02d} · {d['title']}" for d in items}
+restore("lessons")
 number = st.selectbox("Open lesson", list(labels), format_func=labels.get, key="lesson", **BIND)  # ?lesson=05 · title
+remember("lessons", "lesson", formats={"lesson": labels.get})
 d = next(x for x in items if x["number"] == number)
 st.subheader(labels[number])
 c = st.columns([3, 1])

@@ -1,8 +1,10 @@
 """Pipeline schedules side by side: every schedule of the registry (simulator.SCHEDULES)."""
 
+import dataclasses
+
 import streamlit as st
 from charts import timeline_chart
-from ui import BIND, figure, interactive, intro, remember, restore, show_code, trace_downloads
+from ui import BIND, interactive, intro, predict, remember, restore, show_code, trace_downloads
 
 from simulator import (
     SCHEDULES,
@@ -30,12 +32,14 @@ with st.sidebar:
     chosen = st.multiselect("Schedules", NAMES, default=NAMES, key="schedules", **BIND,
                             help="gpipe: all forwards, then all backwards; 1f1b: one forward, one backward; "
                                  "interleaved: v chunks per stage; zb-h1/zb-h2: the backward split into B "
-                                 "(input gradient) and W (weight gradient); dualpipe: fed from both ends")
+                                 "(input gradient) and W (weight gradient); dualpipe: fed from both ends; looped-bfs, "
+                                 "interleaved-zb, zb-v and dualpipev: PyTorch's schedules with chunks (zb-v "
+                                 "and dualpipev always two, V-shaped)")
     p = st.slider("Stages p", 2, 8, 4, key="p", **BIND, help="pipeline stages, one per device")
     m = st.slider("Micro-batches m", 1, 32, 8, key="m", **BIND, help="per step; the bubble shrinks as m grows")
     v = st.slider("Chunks per stage v (interleaved)", 1, 4, 2, key="v", **BIND,
-                  help="the interleaved schedule cuts each stage's layers into v chunks (Megatron's "
-                       "virtual pipeline stages)")
+                  help="interleaved, interleaved-zb and looped-bfs cut each stage's layers into v chunks "
+                       "(Megatron's virtual pipeline stages)")
     st.subheader("Times per micro-batch and stage (ms)")
     t_f = st.slider("F forward (ms)", 0.1, 4.0, 1.0, 0.1, key="t_f", **BIND)
     t_b = st.slider("B input gradient (ms)", 0.1, 4.0, 1.0, 0.1, key="t_b", **BIND)
@@ -57,6 +61,14 @@ def run_schedules(names: tuple, p: int, m: int, v: int, t_f: float, t_b: float, 
         except ParasimError as err:
             out.append((name, None, str(err)))
     return out
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def compare_png(names: tuple, p: int, m: int, v: int, t_f: float, t_b: float, t_w: float, t_comm: float) -> bytes:
+    """The chosen schedules on one time axis (matplotlib), drawn once per setting: moving a slider
+    back to a value seen before costs nothing."""
+    good = [res for _, res, _ in run_schedules(names, p, m, v, t_f, t_b, t_w, t_comm) if res is not None]
+    return viz.png_bytes(viz.schedule_compare(good), dpi=100)
 
 
 if not chosen:
@@ -92,6 +104,11 @@ for col, (name, res) in zip(cols, good):
         st.metric("step time", fmt_time(res.makespan * 1e-3), help="from the first forward to the last "
                   "weight gradient, with the F, B, W times of the sidebar")
 
+if base is not None:
+    predict(f"what share of the 1F1B step idles with p={p} stages and m={m} micro-batches?", 100 * base.bubble_fraction,
+            "%", f"The bubble is (p-1) slots of F+B at each end of the step: (p-1)/(m+p-1) = {p - 1}/{m + p - 1} with "
+            "equal times and free transfers (Narayanan et al. 2021); more micro-batches dilute it.", key="bubble")
+
 shown = [name for name, _ in good]
 if st.session_state.get("show") not in (None, *shown):  # a schedule no longer chosen (or invalid now)
     del st.session_state["show"]
@@ -105,9 +122,66 @@ st.caption("Hover a bar for its micro-batch, stage, start and duration; drag to 
            "axis (double-click resets); click a bar or pick one in *highlight micro-batch* to follow that "
            "micro-batch through the stages. Grey is the pipeline bubble.")
 
-png = figure(viz.schedule_compare([res for _, res in good]),
-             "All the chosen schedules on one time axis. Blue F forward, orange B backward (BW = B and W fused), "
-             "green W weight gradient, grey idle. Lighter bars are chunk 1, 3 of an interleaved stage.")
+PLAY_SECONDS = 1.0  # between two ticks while playing
+
+
+def play_schedule(trace, name: str) -> None:
+    """The chosen schedule played tick by tick: Play, Pause, a step slider (also moved by hand), and
+    the timeline's *highlight micro-batch* to follow one micro-batch as it crosses the stages."""
+    ticks = sorted({round(e.end_s, 12) for e in trace.events})
+    last = len(ticks)
+    if st.session_state.get("tick", 0) > last:
+        st.session_state["tick"] = last
+    st.session_state.setdefault("pipe_playing", False)
+
+    def start() -> None:
+        if st.session_state.get("tick", 0) >= last:
+            st.session_state["tick"] = 0
+        st.session_state["pipe_playing"] = True
+
+    def pause() -> None:
+        st.session_state["pipe_playing"] = False
+
+    row = st.container(horizontal=True)  # buttons as wide as their labels, at any font size
+    c = [row, row]
+    if st.session_state["pipe_playing"]:
+        c[0].button("Pause", icon=":material/pause:", key="pipe_pause", on_click=pause, width="content")
+    else:
+        c[0].button("Play", icon=":material/play_arrow:", key="pipe_play", on_click=start, width="content",
+                    help=f"advance one event every {PLAY_SECONDS:g} s")
+    c[1].button("Step", icon=":material/skip_next:", key="pipe_step", width="content",
+                on_click=lambda: st.session_state.update(tick=min(st.session_state.get("tick", 0) + 1, last)))
+
+    @st.fragment(run_every=PLAY_SECONDS if st.session_state["pipe_playing"] else None)
+    def frames() -> None:
+        if st.session_state["pipe_playing"]:
+            st.session_state["tick"] = min(st.session_state.get("tick", 0) + 1, last)
+        k = st.slider("Time step", 0, last, key="tick", **BIND, help="0: nothing has run; k: the first k "
+                      "ends of an operation")
+        now = ticks[k - 1] if k else 0.0
+        done = [e for e in trace.events if round(e.end_s, 12) <= now]
+        st.caption(f"{name}: at {fmt_time(now)}, {len(done)} of {len(trace.events)} "
+                   "operations done. Pick a micro-batch in *highlight micro-batch* to follow it.")
+        if done:
+            shown = dataclasses.replace(trace, events=done)
+            interactive(timeline_chart(shown, stage_of={d: d for d in range(trace.n_devices)},
+                                       title=f"{name} up to step {k} of {last}", height_per_row=30),
+                        key="play_timeline")
+        if k == last and st.session_state["pipe_playing"]:
+            st.session_state["pipe_playing"] = False
+            st.rerun(scope="app")  # stop the timer
+
+    frames()
+
+
+with st.expander("Play the schedule, operation by operation", icon=":material/play_circle:"):
+    play_schedule(trace, pick)
+remember("pipelines", "tick")
+
+png = compare_png(tuple(chosen), p, m, v, t_f, t_b, t_w, t_comm)
+st.image(png, width="stretch")
+st.caption("All the chosen schedules on one time axis. Blue F forward, orange B backward (BW = B and W fused), "
+           "green W weight gradient, grey idle. Lighter bars are chunk 1, 3 of an interleaved stage.")
 
 st.caption(f"Textbook check: GPipe and 1F1B bubble (p-1)/(m+p-1) = {(p - 1) / (m + p - 1):.1%} of the step "
            "with fused backward and free transfers (Narayanan et al. 2021); ZB-H1 cuts the bubble to "
@@ -118,7 +192,7 @@ st.caption(f"Textbook check: GPipe and 1F1B bubble (p-1)/(m+p-1) = {(p - 1) / (m
            f"(p/2-1)(F&B+B-3W) = {max(p / 2 - 1, 0) * ((t_f + t_b + t_w) + (t_b + t_w) - 3 * t_w):.3g} ms with B the "
            "full backward, p+1 micro-batches in flight, twice the parameters; it needs p even and m >= 2p.")
 
-if len(good) > 1:  # the PNG, like the JSON and CSV, holds the chosen schedule only
-    png = viz.png_bytes(viz.schedule_chart(dict(good)[pick]), dpi=120)
+if len(good) > 1:  # the PNG, like the JSON and CSV, holds the chosen schedule only (drawn when asked for)
+    png = lambda res=dict(good)[pick]: viz.png_bytes(viz.schedule_chart(res), dpi=120)  # noqa: E731
 trace_downloads(trace, png, f"pipeline-{pick}-p{p}-m{m}", key="pipe")
 show_code(time_schedule, simulate_schedule, one_f_one_b, zb_h1, zb_h2, key="code")

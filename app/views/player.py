@@ -77,11 +77,11 @@ def pause() -> None:
     st.session_state["playing"] = False
 
 
-with st.columns([1, 5])[0]:  # outside the fragment: a click reruns the page, which starts or stops the fragment's timer
+with st.container(horizontal=True):  # as wide as its label at any font size; outside the fragment: a click reruns the page, which starts or stops the fragment's timer
     if st.session_state["playing"]:
-        st.button("Pause", icon=":material/pause:", key="pause", on_click=pause, width="stretch")
+        st.button("Pause", icon=":material/pause:", key="pause", on_click=pause, width="content")
     else:
-        st.button("Play", icon=":material/play_arrow:", key="play", on_click=start, width="stretch",
+        st.button("Play", icon=":material/play_arrow:", key="play", on_click=start, width="content",
                   help="advance one step every %.1f s from here (from the start after the last step)" % PLAY_SECONDS)
 
 
@@ -119,4 +119,5 @@ def player() -> None:
 
 
 player()
+remember("player", "step")
 show_code(replay, key="code")

@@ -7,7 +7,7 @@ Every configuration widget is bound to the URL (app/README.md lists the paramete
 import streamlit as st
 from charts import aggregate_trace, memory_components_spec, timeline_chart
 from scale_search import OFFERED, search_panel
-from ui import BIND, interactive, intro, or_error, remember, restore, show_code
+from ui import BIND, interactive, intro, or_error, predict, remember, restore, show_code
 
 from simulator import (
     PRICED_SCHEDULES,
@@ -16,6 +16,7 @@ from simulator import (
     FailureModel,
     ModelSpec,
     ParallelConfig,
+    ParasimError,
     assumptions_of,
     checkpoint_nbytes,
     daly_interval_s,
@@ -37,7 +38,7 @@ from simulator.units import fmt_bytes, fmt_time
 SCHEDULES = PRICED_SCHEDULES  # the schedules the closed form prices (simulator.parallel.schedule_registry)
 RECOMPUTE = ("none", "selective", "full")
 CUSTOM = "custom ..."
-TP, PP = [1, 2, 4, 8], [1, 2, 4, 8, 12, 16, 24, 32, 64]
+TP, PP = [1, 2, 4, 8, 16, 32, 64], [1, 2, 4, 8, 12, 16, 24, 32, 64]  # t > 8 crosses nodes: the lesson of TP
 DP = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
 CP, EP = [1, 2, 4, 8, 16, 32], [1, 2, 4, 8, 16, 32, 64]
 SEQS = ["preset", "2048", "4096", "8192", "16384", "32768", "65536", "131072"]
@@ -301,6 +302,22 @@ with tab_est:
                         help="ZeRO-2/3 need pp = 1: DeepSpeed refuses them with a pipeline", **BIND)
         r = res["by_zero"][zero]
         show_metrics(r)
+        zs = list(res["by_zero"])
+        if len(zs) > 1:
+            top = zs[-1]
+            gb = res["by_zero"][top]["memory_per_gpu_bytes"] / 1e9
+            predict(f"how much memory per GPU (GB) does ZeRO-{top} need here, against "
+                    f"{res['by_zero'][0]['memory_per_gpu_bytes'] / 1e9:.1f} GB without ZeRO?", gb, "GB",
+                    f"ZeRO-{top} shards {'the optimizer states' if top == 1 else 'the model states'} over the d = "
+                    f"{kw['dp']} data-parallel GPUs; activations and buffers are not sharded, so the saving is less "
+                    f"than {kw['dp']}x.", key=f"zero{top}")
+        if kw["tp"] >= 8:
+            across = get_hardware(hw).devices_per_node
+            where = "across nodes" if kw["tp"] > across else "inside one node"
+            predict(f"what step time (s) does t={kw['tp']} give, {where} of {across} GPUs?",
+                    r["step_time_s"], "s", "Tensor parallelism AllReduces activations in every layer; beyond one "
+                    "node (t > GPUs per node) they cross the slower inter-node links: compare t = 8 with t = 16.",
+                    key="tp_nodes")
         st.caption(r["config"])
         st.caption(format_assumptions(r["assumptions"], indent="").strip())
         if r["oom"]:
@@ -381,11 +398,22 @@ with tab_good:
                                 help="rescheduling and job start, excluding the checkpoint read")
     ckpt = checkpoint_nbytes(spec.params())
     fm = or_error(FailureModel, int(g_gpus), float(mtbf), ckpt, float(write) * 1e9, None, float(restart))
+    young = daly = g = None
     if fm is not None:
-        curve = or_error(goodput_curve, fm)
-        if curve is not None:
-            young, daly = young_interval_s(fm), daly_interval_s(fm)
-            g = goodput(fm, daly)
+        young, daly = young_interval_s(fm), daly_interval_s(fm)
+        try:
+            if not daly > 0:  # Daly's formula turns negative when a checkpoint lasts nearly 2 MTBF
+                raise ParasimError("no interval")
+            curve, g = goodput_curve(fm), goodput(fm, daly)
+        except ParasimError:
+            st.warning(
+                f"With these numbers the run cannot make progress: the {int(g_gpus):,} GPUs fail once every "
+                f"{fmt_time(fm.system_mtbf_s)} together (MTBF per GPU / GPUs), while writing one checkpoint takes "
+                f"{fmt_time(fm.checkpoint_time_s)} and a restart {fmt_time(fm.restore_time_s)}. The goodput model needs "
+                "a checkpoint and a restart well inside the time between failures: use fewer GPUs, a larger MTBF per "
+                "GPU, a faster checkpoint write or a shorter restart.", icon=":material/warning:")
+            g = None
+        if g is not None:
             c = st.columns(4)
             c[0].metric("system MTBF", fmt_time(fm.system_mtbf_s), help="MTBF per GPU / GPUs")
             c[1].metric("checkpoint C", fmt_time(fm.checkpoint_time_s), help=f"{ckpt / 1e9:.0f} GB at 14 B/param")

@@ -146,7 +146,7 @@ def show_explanation(info: dict, draw: str) -> None:
 
 restore("sharding")
 AUTO_KEYS = ("net", "device_num", "parallel_mode", "gradients_mean", "enable_alltoall", "enable_parallel_optimizer",
-             "gpt_tp", "gpt_sp", "M", "K", "H", "N", "s1", "out1", "mlp_s1", "s_act", "s2", "draw")
+             "gpt_tp", "gpt_sp", "M", "K", "H", "N", "mlp_N", "s1", "out1", "mlp_s1", "s_act", "s2", "draw")
 with tab_auto:
     c = st.columns([3, 2, 3])  # room for the MindSpore option names at 1024 px
     kind = c[0].radio("Network", NETWORKS, key="net", horizontal=True, captions=NETWORK_CAPTIONS, **BIND)
@@ -178,7 +178,9 @@ with tab_auto:
     m = c[0].number_input("x rows (batch) M", 1, 4096, 32, key="M", **BIND)
     k = c[1].number_input("x cols K", 1, 4096, 16, key="K", **BIND)
     h = c[2].number_input("hidden H", 1, 4096, 64, key="H", disabled=not mlp, **BIND)
-    n = c[3].number_input("output N", 1, 4096, 8 if mlp else 16, key="N", **BIND)
+    n = c[3].number_input("output N", 1, 4096, 8 if mlp else 16, key="mlp_N" if mlp else "N", **BIND,
+                          help="its own URL parameter per network (N, mlp_N): a link never depends on a default "
+                               "that changes with the network")
     c = st.columns(3)
     if mlp:
         s1 = c[0].text_input("MatMul-0 (x @ w1) strategy", "((2, 1), (1, 4))", key="mlp_s1", **BIND,

@@ -1,8 +1,11 @@
 """Training playground: run real training steps of a parallel strategy on emulated devices, or only
 price its program on the simulated clock; the overlap lab buckets the data-parallel gradients."""
 
+import time
+
 import streamlit as st
 from charts import stage_map, timeline_chart
+from ray_session import start_ray
 from ui import BIND, figure, interactive, intro, remember, restore, show_code, trace_downloads
 
 from simulator import (
@@ -50,7 +53,7 @@ PART_HELP = {
                     "send/recv that nothing hides (light red on the timeline)",
     "bubble": "it is idle inside a pipelined step: a stage waits for its input or its gradient "
               "(grey on the timeline)",
-    "other_idle": "it is idle outside a pipeline: waiting for a slower device (beige on the timeline)",
+    "other_idle": "it is idle outside a pipeline: waiting for a slower device (pale yellow on the timeline)",
     "optimizer": "it updates the weights",
 }
 KEYS = ("net_model", "strategy", "devices", "tp_degree", "ep_degree", "cp_degree", "attention", "h_cp", "h_dp", "h_ep", "h_pp", "h_tp", "microbatches", "pp_schedule", "v", "batch",
@@ -143,12 +146,18 @@ with st.sidebar:
                                  "local = this machine (parasim calibrate); the others are "
                                  "datasheet presets (there the tiny models' kernels last nanoseconds)", **BIND)
     mode = st.radio("How", MODES, key="run_mode", **BIND,
-                    help="Ray starts once when the app server starts (2 CPUs, one actor per device); in-process "
-                         "devices behave identically; the simulated clock compiles and prices the steps "
-                         "without executing them")
-    run = st.button("Run training" if mode != MODES[2] else "Price on the clock", type="primary", key="run",
-                    width="stretch")
+                    help="Ray starts in the background the first time this page is opened (2 CPUs, one actor per "
+                         "device); until it is ready, runs go in-process, where devices behave identically; the "
+                         "simulated clock compiles and prices the steps without executing them")
+    if mode == MODES[0]:
+        st.caption(start_ray().status())
 remember("training", *KEYS)
+# the action beside what it changes, in view at the top of the results (not at the foot of the sidebar)
+action = st.columns([1, 3], vertical_alignment="center")
+run = action[0].button("Run training" if mode != MODES[2] else "Price on the clock", type="primary", key="run",
+                       width="stretch", help="runs the settings of the sidebar")
+action[1].caption(f"**{strategy}** on {devices} device{'s' if devices > 1 else ''} · {model_name} · "
+                  f"{microbatches} micro-batches · batch {batch} · {steps} steps · priced on {price_on} · {mode}")
 
 
 def make_config(model_name, strategy, devices, dp, pp, tp, ep, cp, cp_kind, microbatches, schedule, v, batch, steps,
@@ -191,18 +200,20 @@ def price_only(cfg: TrainConfig, price_on: str) -> dict:
 
 def run_for_real(cfg: TrainConfig, price_on: str, on_ray: bool) -> dict:
     """Run `cfg.steps` real steps with a progress bar, price them, compare with one device.
-    A refused configuration leaves no progress bar behind (only its one-line error)."""
-    cfg.resolved()  # refuse bad degrees before drawing a bar or starting Ray
+    On Ray when Ray is ready; while it is still starting, on the in-process runtime (the same
+    results) and the run says so. A refused configuration leaves no progress bar behind."""
+    cfg.resolved()  # refuse bad degrees before drawing a bar or starting anything
+    clicked = time.perf_counter()
     bar = st.progress(0.0, text="compiling ...")
-    rt = None
+    rt, where = None, "in-process"
     try:
-        if on_ray:
-            from ray_session import get_ray
-
+        if on_ray and start_ray().ready:
             from simulator import make_runtime
 
-            get_ray()
-            rt = make_runtime("ray", cfg.devices)
+            bar.progress(0.0, text=f"starting {cfg.devices} Ray actors ...")
+            rt, where = make_runtime("ray", cfg.devices), "on Ray actors"
+        elif on_ray:
+            where = "in-process (Ray was still starting)"
         res = train(cfg, runtime=rt, device_model=device_model(price_on, cfg.devices),
                     progress=lambda k, n: bar.progress(k / n, text=f"step {k} of {n} done"))
     except ParasimError:
@@ -214,8 +225,8 @@ def run_for_real(cfg: TrainConfig, price_on: str, on_ray: bool) -> dict:
     bar.progress(1.0, text="checked against one device")
     return {"trace": res.trace, "losses": res.losses, "reference": res.reference_losses,
             "diff": res.max_rel_weight_diff_vs_single, "verdict": res.verdict(), "sent": res.bytes_sent_per_device,
-            "messages": res.messages, "wall_s": res.wall_time_s, "summary": summary(res.config, res.compiled.notes),
-            "stages": stage_map(res.config)}
+            "messages": res.messages, "wall_s": res.wall_time_s, "total_s": time.perf_counter() - clicked,
+            "where": where, "summary": summary(res.config, res.compiled.notes), "stages": stage_map(res.config)}
 
 
 request = (model_name, strategy, devices, dp, pp, tp, ep, cp, cp_kind, microbatches, schedule, v, batch, steps,
@@ -224,21 +235,20 @@ if run:
     try:
         cfg = make_config(*request[:16])
         out = price_only(cfg, price_on) if mode == MODES[2] else run_for_real(cfg, price_on, on_ray=mode == MODES[0])
-        out["png"] = None
         st.session_state["train_run"] = (request, out)
     except ParasimError as err:
         st.error(str(err))
         if "train_run" in st.session_state:
             st.caption("Below: the last run that worked.")
 if "train_run" not in st.session_state:
-    st.info("Pick a model and a strategy in the sidebar and press **Run training** (or choose "
+    st.info("Pick a model and a strategy in the sidebar and press **Run training** above (or choose "
             "*simulated clock only* to price the program without running it).")
     show_code(train, key="code")
     st.stop()
 
 req, out = st.session_state["train_run"]
 if req != request:
-    st.caption("Showing the last run; press the button in the sidebar to run the current settings.")
+    st.warning("Showing the last run: the settings changed since. Press **Run training** above to run them.")
 trace = out["trace"]
 real = out["diff"] is not None
 parts = trace.step_breakdown()
@@ -262,7 +272,9 @@ if real:
 else:
     c[3].metric("final loss", "not run", help="the simulated clock prices the step without running it")
     c[4].metric("vs one device", "not run")
-st.caption(out["summary"] + (f" · wall time {fmt_time(out['wall_s'])}" if real else ""))
+st.caption(out["summary"] + (f" · ran {out['where']}: {fmt_time(out['total_s'])} from the click to these results "
+                              f"({fmt_time(out['wall_s'])} in the training steps; the rest starts the devices, "
+                              "runs the single-device reference and checks it)" if real else ""))
 if real:
     matches, line = out["verdict"]
     if matches:
@@ -278,10 +290,8 @@ st.caption("Hover a bar for its details; drag to pan and scroll to zoom the time
            "bar or pick one in *highlight micro-batch* to follow a micro-batch through the stages. Each device has "
            "a compute lane (forward blue, backward orange, weight gradient green, optimizer purple) and a "
            "communication lane (red). On the compute lane, light red is exposed communication, grey the pipeline "
-           "bubble, beige other idle time; dashed lines mark the step boundaries.")
-if out.get("png") is None:
-    out["png"] = viz.png_bytes(viz.timeline(trace), dpi=120)
-trace_downloads(trace, out["png"], f"train-{req[1]}-{req[2]}dev", key="train")
+           "bubble, pale yellow other idle time; dashed lines mark the step boundaries.")
+trace_downloads(trace, lambda: viz.png_bytes(viz.timeline(trace), dpi=120), f"train-{req[1]}-{req[2]}dev", key="train")
 
 st.markdown("**Every bar of the timeline**, for the chosen devices")
 ev_left, ev_right = st.columns([3, 10])

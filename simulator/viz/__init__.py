@@ -22,9 +22,9 @@ from .cost_charts import goodput_chart, memory_breakdown, sweep_chart
 from .cp_charts import ring_chart
 from .plans import collective_steps, layout_grid
 from .schedule_charts import schedule_chart, schedule_compare, schedule_trace
-from .style import MEMORY_COLORS, PHASE_COLORS, device_color, png_bytes
+from .style import GAP_COLORS, MEMORY_COLORS, PHASE_COLORS, device_color, png_bytes
 from .timelines import device_breakdown, memory_over_time, timeline
 
 __all__ = ["ring_chart", "timeline", "device_breakdown", "memory_over_time", "collective_steps", "layout_grid", "schedule_chart",
            "schedule_compare", "schedule_trace", "memory_breakdown", "sweep_chart", "goodput_chart", "png_bytes",
-           "PHASE_COLORS", "MEMORY_COLORS", "device_color"]
+           "PHASE_COLORS", "GAP_COLORS", "MEMORY_COLORS", "device_color"]

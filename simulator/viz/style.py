@@ -12,19 +12,25 @@ import io
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-# Phase colours (colour-blind-safe Tableau-10 hues, the same everywhere in parasim).
+# Phase colours, the same everywhere in parasim. Every two categories a timeline can show (these and
+# GAP_COLORS) stay apart for normal vision and under simulated protanopia, deuteranopia and
+# tritanopia (Machado et al. 2009): tests/test_palette.py measures it (CIELAB distance >= 10).
 PHASE_COLORS = {
     "forward": "#4C78A8",    # blue
     "backward": "#F58518",   # orange
-    "wgrad": "#54A24B",      # green
+    "wgrad": "#8CD17D",      # light green
     "optimizer": "#B279A2",  # purple
     "comm": "#E45756",       # red
-    "other": "#9D755D",      # brown
-    "lost": "#F4B6B4",       # pale red: work of a failed attempt, thrown away (faults)
+    "other": "#79706E",      # warm grey
+    "lost": "#6B3F3A",       # dark red-brown: work of a failed attempt, thrown away (faults)
     "failure": "#1A1A1A",    # black: the instruction where a device failed
     "recovery": "#17BECF",   # cyan: restart and restore
     "idle": "#EDEDED",       # light grey background: every gap left showing is idle time
 }
+# The interactive timeline draws the compute lane's gaps as what the step accounting calls them
+GAP_COLORS = {"exposed communication": "#F2A7A6",  # light red: communication nothing hides
+              "pipeline bubble": "#D9D9D9",        # grey
+              "other idle": "#FFF2AE"}             # pale yellow: waiting outside a pipeline
 PHASE_LETTERS = {"forward": "F", "backward": "B", "wgrad": "W", "optimizer": "O", "comm": "", "other": "",
                  "lost": "", "failure": "✕", "recovery": "R"}
 FAULT_PHASES = ("lost", "failure", "recovery")

@@ -66,7 +66,7 @@ def timeline(trace: Trace, *, title: str | None = None, labels: bool = True, wid
 
     Grey background = idle. The title gives the time per step, the pipeline bubble and the exposed
     communication (Trace.step_breakdown). After failures (simulator.faults):
-    work of a failed attempt is pale red ("lost"), the failed instruction black, recovery cyan, and
+    work of a failed attempt is dark red-brown ("lost"), the failed instruction black, recovery cyan, and
     the events of replayed steps (attempt > 0) are hatched."""
     devices = list(range(trace.n_devices)) if devices is None else list(devices)
     if not trace.events:
