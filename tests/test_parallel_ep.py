@@ -10,7 +10,8 @@ from simulator.errors import ParasimError
 from simulator.models import GPTConfig, build_model, get_batch
 from simulator.parallel.config import TrainConfig
 from simulator.parallel.experts import MoEBlock, MoEGPTConfig, capacity, route
-from simulator.training import make_optimizer, train
+from simulator.parallel.replicated import make_optimizer
+from simulator.training import train
 
 
 def moe(**kw):
