@@ -5,7 +5,7 @@
 
 - docs/pipeline_1f1b.png: the timeline of the README tour's real run (4-stage pipeline, 8
   micro-batches, 1F1B, one step, on the fixed `cpu` preset), drawn by `simulator.viz.timeline`.
-- docs/app.png: a screenshot of the app's Pipeline schedules page (`parasim app --headless` on a
+- docs/app.png: a screenshot of the app's home page (`parasim app --headless` on a
   free port, opened in Debian's headless Chromium through playwright).
 """
 
@@ -51,7 +51,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def screenshot_app(path: Path = HERE / "app.png", page: str = "pipelines") -> Path:
+def screenshot_app(path: Path = HERE / "app.png", page: str = "") -> Path:
     from playwright.sync_api import sync_playwright
 
     port = _free_port()
