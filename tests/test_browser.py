@@ -6,62 +6,23 @@ summary names them with the reason (pytest -rs). CI sets PARASIM_REQUIRE_BROWSER
 missing browser fails the run instead (.ci/run)."""
 
 import os
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-from browser_helpers import missing_browser
-
-ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
-
+from browser_helpers import ARGS, CHROMIUM, ROOT, missing_browser, start_server, stop_server
 
 MISSING = missing_browser()
 if MISSING and os.environ.get("PARASIM_REQUIRE_BROWSER") == "1":
     raise RuntimeError(f"PARASIM_REQUIRE_BROWSER=1 but the browser tests cannot run: {MISSING}")
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(MISSING is not None, reason=f"browser tests: {MISSING}")]
-ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run", "--disable-quic"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    port = free_port()
-    log = open(tmp_path_factory.mktemp("streamlit") / "server.log", "w")
-    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"),
-                             "--server.headless", "true", "--server.port", str(port),
-                             "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read().strip() == b"ok":
-                break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"streamlit did not start within 60 s (exit {proc.poll()}); see {log.name}")
-        time.sleep(0.5)
+    proc, url, log = start_server(tmp_path_factory.mktemp("streamlit") / "server.log")
     yield url
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    stop_server(proc, log)
 
 
 @pytest.fixture(scope="module")
