@@ -28,6 +28,7 @@ where they are given (restating a preset's value changes nothing); parasim's own
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from ..cost.analytic import estimate
 from ..cost.assumptions import assumptions_of, format_assumptions
@@ -113,6 +114,18 @@ def add_assumption_flags(p) -> None:
                    default=DEFAULTS["stage3_max_reuse_distance"],
                    help="DeepSpeed ZeRO-3: elements fetched before a released parameter's reuse (default 1e9); "
                         "with --recompute full, sub-modules beyond it are gathered a third time")
+    p.add_argument("--causal-attention-flops", dest="causal_attention_flops", action="store_true", default=None,
+                   help="model TFLOP/s and MFU count the attention core's causal half (6N + 6 L h s per token, as "
+                        "NVIDIA's newer tables do; default: the full 6N + 12 L h s, simulator.cost.flops)")
+
+
+def own_stack_flags(args) -> dict:
+    """The `Assumptions` fields of parasim's own flags that Megatron-LM's flags do not set, given on
+    this command line: applied on top of either (a flag that changes the answer is never dropped)."""
+    out = {}
+    if getattr(args, "causal_attention_flops", None):
+        out["causal_attention_flops"] = True
+    return out
 
 
 def assumptions_from_args(args, model: ModelSpec) -> Assumptions:
@@ -129,7 +142,8 @@ def assumptions_from_args(args, model: ModelSpec) -> Assumptions:
                        nvls=bool(getattr(args, "nvls", True)),
                        capacity_factor=getattr(args, "capacity_factor", None),
                        stage3_max_reuse_distance=float(getattr(args, "stage3_max_reuse_distance",
-                                                               DEFAULTS["stage3_max_reuse_distance"])))
+                                                               DEFAULTS["stage3_max_reuse_distance"])),
+                       **own_stack_flags(args))
 
 
 def model_from_args(args) -> ModelSpec:
@@ -227,7 +241,8 @@ def resolve(args):
                            f"--tensor-model-parallel-size, --pipeline-model-parallel-size, --micro-batch-size, ...)")
     base = model_from_args(args) if getattr(args, "model", None) else None
     run_ = megatron_run(parse_megatron_args(extra), gpus=getattr(args, "gpus", None), model=base)
-    return run_.model, run_.config, run_.assumptions, tuple(run_.ignored), tuple(run_.notes)
+    A = replace(run_.assumptions, **own_stack_flags(args))
+    return run_.model, run_.config, A, tuple(run_.ignored), tuple(run_.notes)
 
 
 # --trace builds one instruction per layer chunk, micro-batch and pass on every simulated rank:
