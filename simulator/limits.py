@@ -29,6 +29,9 @@ def check(what: str, value, bound, unit: str = "", rule: str = "") -> None:
         why = f" ({rule})" if rule else ""
         raise ParasimError(f"{what} of {value:,}{unit} is more than the {bound:,}{unit} parasim accepts{why}")
 
+# ---- meshes (simulator/mesh.py) ------------------------------------------------------------
+MAX_MESH_DEVICES = 1 << 20       # a mesh lists every device id (about 100 bytes each)
+
 # ---- real runs (TrainConfig, `parasim train`, `parasim collective`): numpy on emulated devices ---
 MAX_STEPS = 100_000              # training steps of one run
 MAX_BATCH = 1_000_000            # samples of one global batch
@@ -38,7 +41,8 @@ MAX_PARAMS = 20_000_000          # parameter elements of the model (x4 with grad
 MAX_ACTIVATIONS = 200_000_000    # batch x the widest activation of a layer x layers, in elements (1.6 GB)
 MAX_COLLECTIVE_BYTES = 2_000_000_000  # a real collective's inputs plus outputs over all devices
 MAX_SCHEDULE_SLOTS = 1_000_000   # a pipeline schedule's stages x micro-batches x chunks (its actions)
-MAX_SEARCH_GPUS = 131_072        # `parasim search` enumerates the factorisations of this many devices (Llama 3 trained on 24,576)
+MAX_SEARCH_GPUS = 131_072        # `parasim search` enumerates the factorisations of this many devices (Llama 3: 24,576)
+MAX_EXPLAIN_DEVICES = 65_536     # `parasim explain` lists the device groups of a mesh of this many devices
 
 # ---- checkpoint files (simulator/faults/ckpt_files.py): checked with fstat before reading -------
 MAX_CKPT_POINTER_BYTES = 64 * 1024     # latest.json: {"step": k, "dir": "step_k"}
