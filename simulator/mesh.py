@@ -29,6 +29,7 @@ from math import prod
 from typing import Iterable, Mapping, Sequence
 
 from simulator.errors import ParasimError
+from simulator.limits import MAX_MESH_DEVICES
 
 AxesArg = str | Iterable[str]
 # Megatron-LM's rank order "tp-cp-ep-dp-pp" (tensor fastest), as mesh axes slowest first
@@ -56,7 +57,6 @@ def row_major_rank(shape: Sequence[int], coords: Sequence[int], names: Sequence[
     return pos
 
 
-MAX_MESH_DEVICES = 1 << 20   # a mesh lists every device id (about 100 bytes each)
 
 
 @dataclass(frozen=True, init=False)

@@ -138,6 +138,10 @@ KNOBS: tuple[Knob, ...] = (
          changes_answer=True),
     Knob("dp_grad_all_reduce", "ZeRO-1 gradients all-reduced in full (DeepSpeed BF16_Optimizer) instead of "
          "reduce-scattered", False, "", "", "stack", changes_answer=True),
+    Knob("causal_attention_flops", "model FLOPs (model TFLOP/s, MFU) count the attention core's causal half, "
+         "6 L h s per token, instead of the full 12 L h s of PaLM's 6N + 12 L H Q T (simulator.cost.flops)", False,
+         "(num_floating_point_operations: full to core_r0.8, causal since 2025-03)", "", "stack",
+         changes_answer=True),
     # the model (ModelSpec for the cost model, GPTConfig for a real run)
     Knob("seq", "s tokens per sequence", PRESET, "--seq-length", "training.seq_len", "model",
          aliases=("seq_len", "seq_length")),

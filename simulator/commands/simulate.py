@@ -27,8 +27,8 @@ where they are given (restating a preset's value changes nothing); parasim's own
 
 from __future__ import annotations
 
-import dataclasses
 import json
+from dataclasses import replace
 
 from ..cost.analytic import estimate
 from ..cost.assumptions import assumptions_of, format_assumptions
@@ -125,6 +125,18 @@ def add_assumption_flags(p) -> None:
                    default=DEFAULTS["stage3_max_reuse_distance"],
                    help="DeepSpeed ZeRO-3: elements fetched before a released parameter's reuse (default 1e9); "
                         "with --recompute full, sub-modules beyond it are gathered a third time")
+    p.add_argument("--causal-attention-flops", dest="causal_attention_flops", action="store_true", default=None,
+                   help="model TFLOP/s and MFU count the attention core's causal half (6N + 6 L h s per token, as "
+                        "NVIDIA's newer tables do; default: the full 6N + 12 L h s, simulator.cost.flops)")
+
+
+def own_stack_flags(args) -> dict:
+    """The `Assumptions` fields of parasim's own flags that Megatron-LM's flags do not set, given on
+    this command line: applied on top of either (a flag that changes the answer is never dropped)."""
+    out = {}
+    if getattr(args, "causal_attention_flops", None):
+        out["causal_attention_flops"] = True
+    return out
 
 
 def assumptions_from_args(args, model: ModelSpec) -> Assumptions:
@@ -141,7 +153,8 @@ def assumptions_from_args(args, model: ModelSpec) -> Assumptions:
                        nvls=bool(getattr(args, "nvls", True)),
                        capacity_factor=getattr(args, "capacity_factor", None),
                        stage3_max_reuse_distance=float(getattr(args, "stage3_max_reuse_distance",
-                                                               DEFAULTS["stage3_max_reuse_distance"])))
+                                                               DEFAULTS["stage3_max_reuse_distance"])),
+                       **own_stack_flags(args))
 
 
 def model_from_args(args) -> ModelSpec:
@@ -244,8 +257,9 @@ def resolve(args):
     base = model_from_args(args) if getattr(args, "model", None) else None
     run_ = megatron_run(parse_megatron_args(extra), gpus=getattr(args, "gpus", None), model=base)
     over = {field: getattr(args, dest) for dest, field in _OVERRIDES if getattr(args, dest, None) is not None}
-    cfg = dataclasses.replace(run_.config, **over) if over else run_.config
-    return run_.model, cfg, run_.assumptions, tuple(run_.ignored), tuple(run_.notes)
+    cfg = replace(run_.config, **over) if over else run_.config
+    A = replace(run_.assumptions, **own_stack_flags(args))
+    return run_.model, cfg, A, tuple(run_.ignored), tuple(run_.notes)
 
 
 # --trace builds one instruction per layer chunk, micro-batch and pass on every simulated rank:

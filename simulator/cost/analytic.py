@@ -33,7 +33,9 @@ Step (p stages, m micro-batches, v chunks; F, B, W per-stage means, M = slowest 
        micro-batch, one per sub-module, a third for what full recomputation re-gathers (`zero3_fetch`).
   optimizer: Adam is memory-bound, 30 bytes per (sharded) parameter.
 Outputs: TFLOP/s per GPU as Narayanan et al. 2021 eq. 3 counts it (hardware FLOPs, including
-recomputation, factor 96 for full recompute), model TFLOP/s and MFU by PaLM's 6N + 12 L H Q T.
+recomputation, factor 96 for full recompute), model TFLOP/s and MFU by PaLM's 6N + 12 L H Q T, or
+6N + 6 L H Q T with `Assumptions.causal_attention_flops` (the conventions and who uses which:
+`simulator.cost.flops`).
 """
 
 from __future__ import annotations
@@ -271,7 +273,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     rc = {"none": 0.0, "selective": 0.0 if A.flash_attention else attn_tok, "full": per_tok_layer + attn_tok}[cfg.recompute]
     tokens = cfg.global_batch * s
     hw_flops = tokens * (L * (3 * (per_tok_layer + attn_tok) + rc) + 3 * 2 * h * padded_vocab(model, t))
-    model_flops = tokens * model.model_flops_per_token()
+    model_flops = tokens * model.model_flops_per_token(A.causal_attention_flops)   # `simulator.cost.flops`
     peak = hw.peak(A.dtype)
 
     memory = _memory(model, cfg, hw, stage_params, layers[0], A)

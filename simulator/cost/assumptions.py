@@ -68,6 +68,9 @@ class Assumptions:
       all-reduced in full and each rank then updates its shard, as DeepSpeed's BF16_Optimizer does
       (its own ZeRO-1 under `zero_optimization.stage` 0: pipe/engine.py `_bf16_reduce_grads` ->
       `buffered_allreduce_fallback` of the fp32 gradients, then `all_gather_dp_groups`).
+    - causal_attention_flops = False: model FLOPs (model TFLOP/s, MFU) count the full attention core,
+      PaLM's 6N + 12 L H Q T; True counts its causal half, 6N + 6 L H Q T, as NVIDIA's newer tables do
+      (`simulator.cost.flops`). A FLOP convention only: no time changes.
     """
 
     dtype: str = DEFAULTS["dtype"]
@@ -85,6 +88,7 @@ class Assumptions:
     stage3_max_reuse_distance: float = DEFAULTS["stage3_max_reuse_distance"]
     grad_accum_bytes: float = DEFAULTS["grad_accum_bytes"]
     dp_grad_all_reduce: bool = DEFAULTS["dp_grad_all_reduce"]
+    causal_attention_flops: bool = DEFAULTS["causal_attention_flops"]
 
     def __post_init__(self):
         from simulator.model_states import recipe_bytes
@@ -140,7 +144,7 @@ CONFIG_KNOBS = tuple(k.name for k in KNOBS if k.changes_answer and "stack" not i
 STACK_KNOBS = tuple(k.name for k in KNOBS if k.changes_answer and "stack" in k.used_by)
 # always printed in text (the rest only when not at their default)
 HEADLINE = ("flash_attention", "recompute", "sequence_parallel", "dtype", "fp8", "recipe", "overlap_grad_reduce",
-            "overlap_param_gather", "overlap_tp_comm")
+            "overlap_param_gather", "overlap_tp_comm", "causal_attention_flops")
 
 
 def assumptions_of(model, assumptions: Assumptions | None = None, config=None, *, door: str = "argument",

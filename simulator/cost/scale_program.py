@@ -28,6 +28,10 @@ data-parallel replica of (t, p, d, b, B, schedule, v, recompute, SP, ZeRO):
 
 The data-parallel collectives are one-member collectives tagged "dp" that the device model prices
 for the real group (`scale_kernels.ScaleDeviceModel`): replicas are symmetric, so one is simulated.
+
+The runnable programs (`simulator.parallel`) compile the same step a second time; the two are
+compared device by device over every strategy in tests/test_one_compiler.py, and where they still
+differ is listed in docs/ARCHITECTURE.md ("The training step, compiled twice").
 """
 
 from __future__ import annotations

@@ -214,7 +214,7 @@ def simulate_at_scale(model: ModelSpec | str, config: ParallelConfig, hardware: 
     executed = float(trace.columns.flops.sum())               # one replica (times t if TP is folded)
     per_replica = executed * (cfg.tp if fold_tp else 1)
     hw_flops = per_replica * cfg.dp * cfg.cp                 # the program holds one context-parallel rank
-    model_flops = tokens * model.model_flops_per_token()
+    model_flops = tokens * model.model_flops_per_token(A.causal_attention_flops)   # `simulator.cost.flops`
     peak = hw.peak(A.dtype)
     busiest = max(range(n), key=lambda d: st["comm_s"][d])
     parts, _ = trace_breakdown(trace, step)
