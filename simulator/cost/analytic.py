@@ -50,8 +50,9 @@ from simulator.cost.hardware import Hardware, get_hardware
 from simulator.cost.memory import MemoryBreakdown
 from simulator.cost.memory_report import memory_report
 from simulator.cost.model_presets import ModelSpec, get_model
+from simulator.cost.moe import check_moe, expert_tokens, moe_collectives, moe_group
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
-from simulator.cost.scale_kernels import expert_tokens, layer_kernels, padded_vocab
+from simulator.cost.scale_kernels import layer_kernels, padded_vocab
 from simulator.cost.step_breakdown import StepBreakdown, breakdown_from_parts, closed_form_leaves_out
 from simulator.cost.zero3_fetch import zero3_pass
 from simulator.errors import ParasimError
@@ -122,11 +123,7 @@ def _check(model: ModelSpec, cfg: ParallelConfig) -> None:
     if c > 1 and cfg.cp_comm_type == "a2a" and model.heads % (t * c):
         raise ParasimError(f"Ulysses (a2a) context parallelism needs tp x cp = {t * c} to divide the "
                            f"{model.heads} heads")
-    experts = getattr(model, "num_experts", 0)
-    if cfg.ep > 1 and not experts:
-        raise ParasimError(f"expert parallelism ep={cfg.ep} needs a mixture-of-experts model (num_experts > 0)")
-    if experts and experts % cfg.ep:
-        raise ParasimError(f"ep={cfg.ep} must divide the {experts} experts")
+    check_moe(model, cfg)
     cfg.chunk_layers(model.layers)          # refuses layer splits that do not exist
 
 
@@ -165,10 +162,9 @@ def _layer_comm(model, cfg, hw, A, K, topo) -> dict:
                  + collective_time_s("all_to_all", act / t, grp, topo, A.collective_algo))
             cp_f = cp_b = x
             cp_total = 2 * x
-    moe = 0.0
-    if getattr(model, "num_experts", 0) and cfg.ep > 1:   # dispatch + combine all-to-all (16-bit)
-        tokens = expert_tokens(model, T, A) / (t if cfg.sequence_parallel else 1)
-        moe = 2 * collective_time_s("all_to_all", 2 * tokens * h, cfg.ep_group(), topo, A.collective_algo)
+    dispatch, combine = moe_collectives(model, cfg, A)     # one MoE layer's forward (`cost.moe`)
+    moe = sum(collective_time_s(x.kind, x.nbytes, moe_group(cfg, x.group), topo, A.collective_algo)
+              for x in dispatch + combine)
     return {"tp_fwd": tp, "tp_total_fwd": 2 * half, "cp_fwd": cp_f, "cp_bwd": cp_b, "cp_total": cp_total,
             "moe": moe}
 
@@ -207,7 +203,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     expert_layer = experts * model.mlp_params(model.moe_ffn_hidden) if experts else 0
     dense_layer = model.layer_params() - expert_layer
     dense_k = [(layers[k] * dense_layer + heads_on[k] * emb * t) / t for k in range(p)]
-    expert_k = [layers[k] * expert_layer / (t * cfg.ep) for k in range(p)]
+    expert_k = [layers[k] * expert_layer / (cfg.expert_tp * cfg.ep) for k in range(p)]
     stages = [[n * f_l, n * b_l, n * w_l] for n in layers]
     for i, x in enumerate((lf, lb, lw)):
         stages[-1][i] += x
@@ -258,7 +254,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
                "data_parallel": dp_time, "embedding_all_reduce": emb_ar}
     if c > 1:
         by_kind["context_parallel"] = m * layers[slowest_k] * cm["cp_total"]
-    if experts and cfg.ep > 1:
+    if cm["moe"]:
         by_kind["expert_all_to_all"] = m * layers[slowest_k] * cm["moe"] * n_fwd
     comm_total = sum(by_kind.values())
 
@@ -331,7 +327,7 @@ def _dp_sync(cfg: ParallelConfig, A: Assumptions, topo, dense: float, expert: fl
     ar_algo = NVLS if A.nvls else algo
     groups = [(dense, cfg.dp_cp_group())]
     if expert:
-        groups.append((expert, cfg.dp_cp_group()[::cfg.ep]))
+        groups.append((expert, cfg.edp_group()))
     rs = ag = 0.0
     for params, grp in groups:
         full = cfg.zero_stage == 0 or (cfg.zero_stage == 1 and A.dp_grad_all_reduce)
