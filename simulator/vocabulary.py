@@ -140,6 +140,11 @@ KNOBS: tuple[Knob, ...] = (
          "etp x ep) or flex (DeepEP; priced as alltoall). Megatron-LM's own default is allgather: its flags "
          "keep it", "alltoall", "--moe-token-dispatcher-type", "", "stack", changes_answer=True,
          choices=("alltoall", "allgather", "flex")),
+    Knob("overlap_moe_comm", "MoE dispatch/combine hidden under another micro-batch's compute (Megatron's 1F1B "
+         "all-to-all overlap; DeepSeek-V3's DualPipe chunk pairs)", False, "--overlap-moe-expert-parallel-comm", "",
+         "stack", changes_answer=True),
+    Knob("shared_expert_overlap", "MoE shared experts computed while the tokens are dispatched and combined", False,
+         "--moe-shared-expert-overlap", "", "stack", changes_answer=True),
     Knob("stage3_max_reuse_distance", "DeepSpeed ZeRO-3: elements fetched before a released parameter is reused",
          1e9, "(DeepSpeed stage3_max_reuse_distance)", "", "stack", changes_answer=True),
     Knob("grad_accum_bytes", "HBM bytes per parameter to accumulate a micro-batch's gradient outside the GEMM "

@@ -123,3 +123,58 @@ def test_simulate_takes_the_expert_tensor_size_from_either_spelling(capsys):
     assert json.loads(capsys.readouterr().out)["step_time_s"] == mega["step_time_s"]
     assert main(argv + MEGATRON.split()) == 0
     assert json.loads(capsys.readouterr().out)["step_time_s"] != mega["step_time_s"]
+
+
+def test_shared_experts_are_a_tensor_parallel_mlp_every_token_passes():
+    shared = MOE.with_overrides(moe_shared_expert_hidden=1024)
+    mlp = 2 * 2048 * 1024                        # a GeLU MLP of width 1024, no biases (the model has none)
+    assert shared.layer_params() - MOE.layer_params() == mlp
+    assert shared.matmul_params() - MOE.matmul_params() == 8 * 2 * 2048 * 1024
+    cfg = ParallelConfig(tp=2, dp=4, ep=4, sequence_parallel=True, global_batch=8)
+    a, b = estimate(MOE, cfg, "h100-sxm"), estimate(shared, cfg, "h100-sxm")
+    assert b.compute_time_s > a.compute_time_s and b.memory.model_state_bytes > a.memory.model_state_bytes
+    with pytest.raises(ParasimError, match="need num_experts > 0"):
+        ModelSpec("dense", 2, 512, 8, 128, 1000, moe_shared_expert_hidden=512)
+
+
+def test_the_overlap_options_hide_what_their_formula_says():
+    from simulator.cost.moe import exposed_moe_s
+    off, on = Assumptions(), Assumptions(overlap_moe_comm=True)
+    shared = Assumptions(shared_expert_overlap=True)
+    assert exposed_moe_s(off, 2.0, 2, 3.0, 0.5, 1.0) == 4.0                  # blocking: both passes
+    assert exposed_moe_s(on, 2.0, 2, 3.0, 0.5, 1.0) == 1.0                   # 4 s under 3 s of kernels
+    assert exposed_moe_s(shared, 2.0, 2, 3.0, 0.5, 1.0) == 1.5 + 1.0         # under the shared experts
+    model = MOE.with_overrides(layers=8)
+    cfg = ParallelConfig(tp=2, pp=2, dp=4, ep=8, etp=1, sequence_parallel=True, global_batch=32,
+                         schedule="interleaved", virtual_stages=2)
+    base, hidden = estimate(model, cfg, "h100-sxm"), estimate(model, cfg, "h100-sxm", on)
+    assert hidden.breakdown.exposed_comm_s["ep"] < base.breakdown.exposed_comm_s["ep"]
+    assert hidden.compute_time_s == pytest.approx(base.compute_time_s, rel=1e-12)
+    assert hidden.leaves_out == ("moe-comm-overlap",)
+    assert hidden.comm_time_by_kind["expert_all_to_all"] == base.comm_time_by_kind["expert_all_to_all"]
+
+
+@pytest.mark.parametrize("cfg_kw, A_kw, rule", [
+    (dict(tp=2, pp=2, dp=4, ep=8, etp=1), dict(overlap_moe_comm=True), "needs virtual pipeline stages"),
+    (dict(dp=8), dict(overlap_moe_comm=True), "only supported with expert model parallelism"),
+    (dict(dp=8, ep=8), dict(overlap_moe_comm=True, moe_token_dispatcher="allgather"), "alltoall/flex"),
+    (dict(dp=8, ep=8, recompute="full"), dict(overlap_moe_comm=True), "full recomputation disabled"),
+    (dict(dp=8, ep=8), dict(shared_expert_overlap=True), "only works with shared experts"),
+])
+def test_overlap_options_are_refused_where_megatron_core_refuses_them(cfg_kw, A_kw, rule):
+    kw = dict(sequence_parallel=True, **cfg_kw) if cfg_kw.get("tp", 1) > 1 else cfg_kw
+    cfg = ParallelConfig(global_batch=kw.get("dp", 1) * 2, **kw)
+    with pytest.raises(ParasimError, match=rule):
+        estimate(MOE, cfg, "h100-sxm", Assumptions(**A_kw))
+
+
+def test_megatron_overlap_and_shared_expert_flags_are_priced():
+    flags = MEGATRON + " --moe-token-dispatcher-type alltoall --moe-shared-expert-intermediate-size 1024"
+    plain = megatron_run(parse_megatron_args(flags), gpus=8)
+    over = megatron_run(parse_megatron_args(flags + " --moe-shared-expert-overlap"), gpus=8)
+    assert plain.model.moe_shared_expert_hidden == 1024 and over.assumptions.shared_expert_overlap
+    t = [estimate(r.model, r.config, "h100-sxm", r.assumptions).step_time_s for r in (plain, over)]
+    assert t[1] < t[0]
+    a2a = megatron_run(parse_megatron_args(MEGATRON + " --moe-token-dispatcher-type alltoall "
+                                           "--overlap-moe-expert-parallel-comm"), gpus=8)
+    assert a2a.assumptions.overlap_moe_comm

@@ -126,6 +126,11 @@ def add_assumption_flags(p) -> None:
                    help="MoE expert capacity: tokens per expert x this factor (default: dropless)")
     p.add_argument("--moe-pad-expert-input-to-capacity", dest="pad_to_capacity", action="store_true",
                    help="pad every expert's input to its capacity (needs --moe-expert-capacity-factor)")
+    p.add_argument("--overlap-moe-expert-parallel-comm", dest="overlap_moe_comm", action="store_true",
+                   help="hide MoE dispatch/combine under the paired micro-batch's compute (Megatron's 1F1B "
+                        "all-to-all overlap; DualPipe's)")
+    p.add_argument("--moe-shared-expert-overlap", dest="shared_expert_overlap", action="store_true",
+                   help="compute the shared experts while tokens are dispatched and combined")
     p.add_argument("--moe-token-dispatcher-type", dest="moe_token_dispatcher", default=None,
                    choices=BY_NAME["moe_token_dispatcher"].choices,
                    help=f"MoE token dispatch (default {DEFAULTS['moe_token_dispatcher']}; with Megatron-LM's "
@@ -162,6 +167,8 @@ def assumptions_from_args(args, model: ModelSpec) -> Assumptions:
                        nvls=bool(getattr(args, "nvls", True)),
                        capacity_factor=getattr(args, "capacity_factor", None),
                        pad_to_capacity=bool(getattr(args, "pad_to_capacity", False)),
+                       overlap_moe_comm=bool(getattr(args, "overlap_moe_comm", False)),
+                       shared_expert_overlap=bool(getattr(args, "shared_expert_overlap", False)),
                        moe_token_dispatcher=getattr(args, "moe_token_dispatcher", None) or DEFAULTS["moe_token_dispatcher"],
                        stage3_max_reuse_distance=float(getattr(args, "stage3_max_reuse_distance",
                                                                DEFAULTS["stage3_max_reuse_distance"])),
@@ -231,7 +238,8 @@ _SHARED = (("sequence_parallel", "--sequence-parallel"), ("overlap_grad_reduce",
            ("ep", "--expert-model-parallel-size"), ("first_stage_layers", "--decoder-first-pipeline-num-layers"),
            ("last_stage_layers", "--decoder-last-pipeline-num-layers"), ("etp", "--expert-tensor-parallel-size"),
            ("capacity_factor", "--moe-expert-capacity-factor"), ("pad_to_capacity", "--moe-pad-expert-input-to-capacity"),
-           ("moe_token_dispatcher", "--moe-token-dispatcher-type"))
+           ("moe_token_dispatcher", "--moe-token-dispatcher-type"), ("overlap_moe_comm", "--overlap-moe-expert-parallel-comm"),
+           ("shared_expert_overlap", "--moe-shared-expert-overlap"))
 # parasim-only knobs that Megatron flags replace: (dest, default, flag)
 _NATIVE = (("tp", DEFAULTS["tp"], "--tp"), ("pp", DEFAULTS["pp"], "--pp"), ("dp", None, "--dp"),
            ("microbatch_size", DEFAULTS["micro_batch_size"], "--microbatch-size"), ("global_batch", None, "--global-batch"),

@@ -50,7 +50,7 @@ from simulator.cost.hardware import Hardware, get_hardware
 from simulator.cost.memory import MemoryBreakdown
 from simulator.cost.memory_report import memory_report
 from simulator.cost.model_presets import ModelSpec, get_model
-from simulator.cost.moe import check_moe, expert_tokens, moe_collectives, moe_group
+from simulator.cost.moe import check_moe, expert_tokens, exposed_moe_s, moe_collectives, moe_group
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.scale_kernels import layer_kernels, padded_vocab
 from simulator.cost.step_breakdown import StepBreakdown, breakdown_from_parts, closed_form_leaves_out
@@ -111,7 +111,7 @@ class AnalyticResult:
                 f"{self.exposed_comm_s:.3g} s, {self.memory!r})")
 
 
-def _check(model: ModelSpec, cfg: ParallelConfig) -> None:
+def _check(model: ModelSpec, cfg: ParallelConfig, A: Assumptions | None = None) -> None:
     t, c = cfg.tp, cfg.cp
     if model.heads % t:
         raise ParasimError(f"tp={t} must divide the {model.heads} attention heads")
@@ -123,7 +123,7 @@ def _check(model: ModelSpec, cfg: ParallelConfig) -> None:
     if c > 1 and cfg.cp_comm_type == "a2a" and model.heads % (t * c):
         raise ParasimError(f"Ulysses (a2a) context parallelism needs tp x cp = {t * c} to divide the "
                            f"{model.heads} heads")
-    check_moe(model, cfg)
+    check_moe(model, cfg, A)
     cfg.chunk_layers(model.layers)          # refuses layer splits that do not exist
 
 
@@ -176,7 +176,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     resolved on the model once (`Assumptions.resolved`)."""
     model, hw, cfg = get_model(model), get_hardware(hardware), config
     A = (assumptions or Assumptions()).resolved(model)
-    _check(model, cfg)
+    _check(model, cfg, A)
     t, p, d, v, m, c = cfg.tp, cfg.pp, cfg.dp, cfg.virtual_stages, cfg.microbatches, cfg.cp
     s, h, L = model.seq, model.hidden, model.layers
     topo = hw.topology(cfg.gpus, A.link_efficiency)
@@ -189,9 +189,14 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     # recomputed forward repeats the forward's kernels and collectives)
     f_comp = kt(K.attn_fwd) + kt(K.mlp_fwd)
     rc_comp = f_comp if full else 0.0     # selective: K.attn_b already repeats the attention core
+    # MoE dispatch / combine, exposed after the overlaps of `Assumptions` (`moe.exposed_moe_s`)
+    layer_s = f_comp + rc_comp + kt(K.attn_b) + kt(K.mlp_b) + kt(K.attn_w) + kt(K.mlp_w)
+    shared_f, shared_b = kt(K.shared_fwd), kt(K.shared_b)
+    ep_l = exposed_moe_s(A, cm["moe"], 3 if full else 2, layer_s, shared_f, shared_b)
+    f_moe = 0.0 if A.overlap_moe_comm else (max(0.0, cm["moe"] - shared_f) if A.shared_expert_overlap else cm["moe"])
     comm_l = {"tp": cm["tp_fwd"] * (3 if full else 2), "cp": cm["cp_fwd"] * (2 if full else 1) + cm["cp_bwd"],
-              "ep": cm["moe"] * (3 if full else 2)}
-    f_l = f_comp + cm["tp_fwd"] + cm["cp_fwd"] + cm["moe"]
+              "ep": ep_l}
+    f_l = f_comp + cm["tp_fwd"] + cm["cp_fwd"] + f_moe
     b_l = kt(K.attn_b) + kt(K.mlp_b) + rc_comp + comm_l["tp"] + comm_l["cp"] + comm_l["ep"] - (f_l - f_comp)
     w_l = kt(K.attn_w) + kt(K.mlp_w)
     layers = cfg.stage_layers(L)
@@ -260,8 +265,9 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
 
     # FLOPs: forward matmul FLOPs per token, times 3 (fwd + bwd) plus recomputation (eq. 3)
     gate = 3 if model.gated_mlp else 2
-    if experts:   # top-k experts per token (padded to the capacity factor) and the h x E router
-        mlp_w = expert_tokens(model, 1.0, A) * gate * h * model.moe_ffn_hidden + h * experts
+    if experts:   # top-k experts per token (padded to the capacity factor), shared experts, h x E router
+        mlp_w = (expert_tokens(model, 1.0, A) * model.moe_ffn_hidden + model.moe_shared_expert_hidden) * gate * h \
+            + h * experts
     else:
         mlp_w = gate * h * model.ffn_hidden
     per_tok_layer = 2 * (h * (h + 2 * model.kv_dim) + h * h + mlp_w)

@@ -46,6 +46,8 @@ FLAGS = {
     "expert-tensor-parallel-size": (_INT, None),
     "moe-token-dispatcher-type": (("allgather", "alltoall", "flex"), "allgather"),   # Megatron-LM's default
     "moe-expert-capacity-factor": (_POSITIVE, None), "moe-pad-expert-input-to-capacity": (_BOOL, False),
+    "moe-shared-expert-intermediate-size": (_INT, None), "moe-shared-expert-overlap": (_BOOL, False),
+    "overlap-moe-expert-parallel-comm": (_BOOL, False),
     "micro-batch-size": (_INT, 1), "global-batch-size": (_INT, None),
     "sequence-parallel": (_BOOL, False),
     "recompute-granularity": (("full", "selective"), None), "recompute-method": (("uniform", "block"), None),
@@ -166,7 +168,8 @@ def _model(a: MegatronArgs, base: ModelSpec | str | None) -> ModelSpec:
             over[key] = a[flag]
     for flag, key in (("ffn-hidden-size", "ffn_hidden"), ("make-vocab-size-divisible-by", "vocab_divisible_by"),
                       ("num-experts", "num_experts"), ("moe-router-topk", "moe_router_topk"),
-                      ("moe-ffn-hidden-size", "moe_ffn_hidden")):
+                      ("moe-ffn-hidden-size", "moe_ffn_hidden"),
+                      ("moe-shared-expert-intermediate-size", "moe_shared_expert_hidden")):
         if flag in a.given:
             over[key] = a[flag]
     if "group-query-attention" in a.given:
@@ -285,7 +288,8 @@ def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | st
                overlap_param_gather=a["overlap-param-gather"], overlap_tp_comm=a["tp-comm-overlap"],
                flash_attention=flash, fp8=fp8, moe_token_dispatcher=a["moe-token-dispatcher-type"],
                capacity_factor=a["moe-expert-capacity-factor"],
-               pad_to_capacity=a["moe-pad-expert-input-to-capacity"])
+               pad_to_capacity=a["moe-pad-expert-input-to-capacity"],
+               overlap_moe_comm=a["overlap-moe-expert-parallel-comm"], shared_expert_overlap=a["moe-shared-expert-overlap"])
     a_fields = {f.name for f in fields(Assumptions)}
     assumptions = Assumptions(**{k: val for k, val in akw.items() if k in a_fields})
     return MegatronRun(spec, cfg, assumptions, "megatron", flash, fp8, a.ignored, tuple(notes))

@@ -58,12 +58,14 @@ def _stage_layers(model: ModelSpec, cfg) -> tuple[int, ...]:
 
 def layer_params_split(model: ModelSpec) -> tuple[float, float, float]:
     """(t-sharded, replicated, expert) parameters of one layer (Megatron's split: weights and
-    biases of attention and dense MLP are t-sharded; norms replicated; routed experts ep x t)."""
+    biases of attention, dense MLP and shared experts are t-sharded; norms replicated; routed experts
+    ep x etp)."""
     h = model.hidden
     norms = 2 * (2 * h if model.biases else h)
     if model.num_experts:
         experts = model.num_experts * model.mlp_params(model.moe_ffn_hidden)
-        return model.attention_params(), norms + h * model.num_experts, experts
+        shared = model.mlp_params(model.moe_shared_expert_hidden) if model.moe_shared_expert_hidden else 0
+        return model.attention_params() + shared, norms + h * model.num_experts, experts
     return model.attention_params() + model.mlp_params(), norms, 0.0
 
 
