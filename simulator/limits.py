@@ -29,6 +29,9 @@ def check(what: str, value, bound, unit: str = "", rule: str = "") -> None:
         why = f" ({rule})" if rule else ""
         raise ParasimError(f"{what} of {value:,}{unit} is more than the {bound:,}{unit} parasim accepts{why}")
 
+# ---- meshes (simulator/mesh.py) ------------------------------------------------------------
+MAX_MESH_DEVICES = 1 << 20       # a mesh lists every device id (about 100 bytes each)
+
 # ---- real runs (TrainConfig, `parasim train`, `parasim collective`): numpy on emulated devices ---
 MAX_STEPS = 100_000              # training steps of one run
 MAX_BATCH = 1_000_000            # samples of one global batch
@@ -39,6 +42,7 @@ MAX_ACTIVATIONS = 200_000_000    # batch x the widest activation of a layer x la
 MAX_COLLECTIVE_BYTES = 2_000_000_000  # a real collective's inputs plus outputs over all devices
 MAX_SCHEDULE_SLOTS = 1_000_000   # a pipeline schedule's stages x micro-batches x chunks (its actions)
 MAX_SEARCH_GPUS = 16_384         # `parasim search` enumerates the factorisations of this many devices
+MAX_EXPLAIN_DEVICES = 65_536     # `parasim explain` lists the device groups of a mesh of this many devices
 
 # ---- checkpoint files (simulator/faults/ckpt_files.py): checked with fstat before reading -------
 MAX_CKPT_POINTER_BYTES = 64 * 1024     # latest.json: {"step": k, "dir": "step_k"}

@@ -1,6 +1,5 @@
-"""Shared fixtures. Ray starts ONCE per test session (num_cpus=2), only if a test asks for it."""
-
-import logging
+"""Shared fixtures. Ray starts ONCE per test session (num_cpus=2), only if a test asks for it, the
+way parasim starts it (`ensure_ray`: loopback only, Ray's reports off stdout)."""
 
 import pytest
 
@@ -9,9 +8,9 @@ import pytest
 def ray_session():
     import ray
 
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    from simulator.runtime.ray_start import ensure_ray
+
+    started = ensure_ray(num_cpus=2)
     yield ray
     if started:
         ray.shutdown()

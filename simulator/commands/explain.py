@@ -12,9 +12,9 @@ from __future__ import annotations
 import ast
 
 from ..errors import ParasimError
+from ..limits import MAX_EXPLAIN_DEVICES, check
 
 OPS = ("matmul", "batchmatmul")
-MAX_DEVICES = 65_536  # the explanation lists device groups: bound the mesh it enumerates
 
 
 def add_parser(sub) -> None:
@@ -60,8 +60,9 @@ def run(args) -> int:
     from ..auto.explain import explain
     from ..auto.ops import BatchMatMul, MatMul
 
-    if not 1 <= args.devices <= MAX_DEVICES:
-        raise ParasimError(f"--devices must be between 1 and {MAX_DEVICES:,} (device_num), got {args.devices:,}")
+    if args.devices < 1:
+        raise ParasimError(f"--devices must be at least 1 (device_num), got {args.devices:,}")
+    check("--devices (device_num)", args.devices, MAX_EXPLAIN_DEVICES, rule="explain lists every device group")
     cls = MatMul if args.op == "matmul" else BatchMatMul
     op = cls(transpose_b=args.transpose_b)
     out = parse_strategy(args.out_strategy, "out-strategy") if args.out_strategy else None

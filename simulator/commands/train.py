@@ -10,7 +10,7 @@ import numpy as np
 from ..cost.device_model import run_device_model
 from ..cost.hardware import RUN_HARDWARE, get_hardware, hardware_names
 from ..errors import ParasimError
-from ..limits import MAX_SCHEDULE_FILE_BYTES, read_bounded
+from ..limits import MAX_RUN_DEVICES, MAX_SCHEDULE_FILE_BYTES, check, read_bounded
 from ..models import GPTConfig, MLPConfig
 from ..parallel.config import CP_COMM_TYPES, GRAD_DTYPES, SCHEDULES, STRATEGIES, TrainConfig
 from ..parallel.experts import MoEGPTConfig
@@ -116,9 +116,6 @@ def add_degree_flags(p, cp_comm_type_default=TRAIN_DEFAULTS["cp_comm_type"]) -> 
                    "Ulysses all-to-all (the older ring / all-to-all are accepted)")
 
 
-MAX_DERIVED_DEVICES = 1024
-
-
 def devices_of(a) -> int:
     """--devices, or the product of the degrees given (0, derived, counts as 1)."""
     if a.devices is not None:
@@ -126,9 +123,7 @@ def devices_of(a) -> int:
     if min(a.dp, a.pp, a.cp, a.tp) < 0:
         return 1  # TrainConfig names the bad degree
     n = max(a.dp, 1) * a.cp * a.tp * max(a.pp, 1)
-    if n > MAX_DERIVED_DEVICES:
-        raise ParasimError(f"the degrees multiply to {n} devices, more than the {MAX_DERIVED_DEVICES} derived "
-                           "without --devices: give --devices")
+    check("a real run's devices (the product of the degrees given)", n, MAX_RUN_DEVICES)
     return n
 
 

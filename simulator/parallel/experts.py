@@ -30,9 +30,10 @@ import numpy as np
 
 from ..errors import ParasimError
 from ..models import GPTConfig
+from ..models import block_plan as plan
 from ..models import functional as K
-from ..models.attention import attention_backward, attention_forward
 from ..models.base import Layer, normal_init
+from ..models.block_plan import attention_half
 from ..models.layers import Embedding, LMHead
 
 EXPERT_PARAMS = ("w_fc", "b_fc", "w_proj", "b_proj")  # stacked over experts on axis 0
@@ -138,8 +139,7 @@ class MoEBlock(Layer):
 
     def param_shapes(self):
         h, E, f = self.hidden, self.experts, self.expert_hidden
-        return {"ln1_g": (h,), "ln1_b": (h,), "w_qkv": (h, 3 * h), "b_qkv": (3 * h,), "w_o": (h, h), "b_o": (h,),
-                "ln2_g": (h,), "ln2_b": (h,), "w_router": (h, E),
+        return {**plan.param_shapes(self.attention_steps), "w_router": (h, E),
                 "w_fc": (E, h, f), "b_fc": (E, f), "w_proj": (E, f, h), "b_proj": (E, h)}  # fmt: skip
 
     def init(self, rng):
@@ -147,15 +147,17 @@ class MoEBlock(Layer):
                     np.ones(s) if k.endswith("_g") else np.zeros(s)) for k, s in self.param_shapes().items()}
 
     # ---- the parts: attention half, dispatch, experts, combine -----------------------------------
+    @property
+    def attention_steps(self) -> tuple:
+        """The dense block's steps up to ln2 (models.block_plan.attention_half): the one home of
+        the attention half's order of operations."""
+        return attention_half(self.hidden, self.heads, self.causal)
+
     def attend(self, p, x):
         """x (B, T, h) -> (x1, m = ln2(x1), cache): everything before the router."""
-        h = self.hidden
-        a, c_ln1 = K.layer_norm_forward(x, p["ln1_g"], p["ln1_b"])
-        qkv, _ = K.linear_forward(a, p["w_qkv"], p["b_qkv"])  # (B, s, 3h)
-        att, c_att = attention_forward(qkv[..., :h], qkv[..., h:2 * h], qkv[..., 2 * h:], self.heads)
-        x1 = x + K.linear_forward(att, p["w_o"], p["b_o"])[0]
-        m, c_ln2 = K.layer_norm_forward(x1, p["ln2_g"], p["ln2_b"])
-        return x1, m, {"ln1": c_ln1, "a": a, "att_cache": c_att, "att": att, "ln2": c_ln2}
+        values = {"x": x}
+        cache = plan.forward(self.attention_steps, p, values)
+        return values["x1"], values["m"], cache
 
     def router_probs(self, w_router, m):
         """softmax(m W_r): (B, T, h) @ (h, E) -> (B, T, E)."""
@@ -280,24 +282,13 @@ class MoEBlock(Layer):
 
     def attend_backward_input(self, p, cache, dy, dm):
         """B: -> (dx, weight cache: each linear's input and output gradient, each LN's cache and d out)."""
-        c = cache
-        dx1 = dy + K.layer_norm_backward_input(c["ln2"], dm, p["ln2_g"])
-        datt = K.linear_backward_input(dx1, p["w_o"])
-        dqkv = np.concatenate(attention_backward(c["att_cache"], datt), axis=-1)  # (B, s, 3h)
-        da = K.linear_backward_input(dqkv, p["w_qkv"])
-        dx = dx1 + K.layer_norm_backward_input(c["ln1"], da, p["ln1_g"])
-        return dx, (c["ln2"], dm, c["att"], dx1, c["a"], dqkv, c["ln1"], da)
+        grads = {"x1": dy, "m": dm}
+        wcache = plan.backward_input(self.attention_steps, p, cache, grads)
+        return grads["x"], wcache
 
-    @staticmethod
-    def attend_backward_weight(wcache):
+    def attend_backward_weight(self, wcache):
         """W: {attention-half param: grad}."""
-        ln2, dm, att, dx1, a, dqkv, ln1, da = wcache
-        grads = {}
-        grads["ln2_g"], grads["ln2_b"] = K.layer_norm_backward_weight(ln2, dm)
-        grads["w_o"], grads["b_o"] = K.linear_backward_weight(att, dx1)
-        grads["w_qkv"], grads["b_qkv"] = K.linear_backward_weight(a, dqkv)
-        grads["ln1_g"], grads["ln1_b"] = K.layer_norm_backward_weight(ln1, da)
-        return grads
+        return plan.backward_weight(self.attention_steps, wcache)
 
     # ---- the Layer interface (one device: all experts local) ---------------------------------
     def forward(self, params, x):

@@ -13,11 +13,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..models import functional as K
+from ..models.block_plan import attention_half, param_shapes
 from ..ops import kernel
 from .experts import EXPERT_PARAMS, choose
 from .layer_kernels import layer_of
 
-ATTN = ("ln1_g", "ln1_b", "w_qkv", "b_qkv", "w_o", "b_o", "ln2_g", "ln2_b")  # the block before its router
+ATTN = tuple(param_shapes(attention_half(1, 1)))  # the block before its router (ln1_g .. ln2_b)
 
 
 def dense_names(layer) -> list[str]:
