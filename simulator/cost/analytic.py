@@ -45,6 +45,7 @@ from types import MappingProxyType
 
 from simulator.cost.comm import NVLS, collective_time_s
 from simulator.cost.compute import memory_time_s
+from simulator.cost.fsdp import fsdp_sync, is_fsdp
 from simulator.cost.hardware import Hardware, get_hardware
 from simulator.cost.memory import MemoryBreakdown
 from simulator.cost.memory_report import memory_report
@@ -232,7 +233,11 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     dense, expert = dense_k[k_big], expert_k[k_big]
     stage_params = dense + expert
     fetch = zero3_pass(model, t, cfg.ep, layers[k_big], heads_on[k_big], cfg.recompute, A.stage3_max_reuse_distance)
-    dp_by, dp_exposed = _dp_sync(cfg, A, topo, dense, expert, stages[k_big], m, fetch)
+    if is_fsdp(cfg) and d * c > 1:        # per-layer units on the bottleneck device (`simulator.cost.fsdp`)
+        dp_by, dp_exposed = fsdp_sync(cfg, A, topo, slowest_k, cfg.chunk_layers(L), model.layer_params() / t, emb,
+                                      (f_l, b_l + w_l), lf, True, heads_on[slowest_k])
+    else:
+        dp_by, dp_exposed = _dp_sync(cfg, A, topo, dense, expert, stages[k_big], m, fetch)
     dp_time = sum(dp_by.values())
     emb_ar = 0.0
     if p > 1 and model.tied_embeddings:   # first and last stage sum their embedding gradients
@@ -363,4 +368,5 @@ def _memory(model: ModelSpec, cfg: ParallelConfig, hw: Hardware, stage_params: f
             A: Assumptions = Assumptions()) -> MemoryBreakdown:
     """Peak memory per component of the most loaded stage, as Megatron-LM counts it
     (`simulator.cost.memory_report`); FlashAttention keeps no s^2 scores."""
-    return memory_report(model, cfg, hw, recipe=A.recipe, flash_attention=A.flash_attention, dtype=A.dtype)
+    return memory_report(model, cfg, hw, recipe=A.recipe, flash_attention=A.flash_attention, dtype=A.dtype,
+                         grad_reduce_bytes=A.grad_reduce_bytes)
