@@ -151,14 +151,14 @@ def _layer_comm(model, cfg, hw, A, K, topo) -> dict:
     if c > 1:
         grp = cfg.cp_group()
         if cfg.cp_comm_type == "p2p":   # ring: c-1 steps passing K and V; backward also dK, dV
-            kv = 2 * 2 * T * model.kv_dim / t
+            kv = 2 * T * sum(model.qkv_widths[1:]) / t            # K and V, 16-bit
             step = _slowest_link(topo, grp).time_s(kv)
             core = K.core_fwd.time_s(hw, A.matmul_dtype)
             cp_total = 3 * (c - 1) * step
             cp_f = max(0.0, (c - 1) * step - core)
             cp_b = max(0.0, 2 * (c - 1) * step - 2.5 * core)
         else:                           # Ulysses: q, k, v in and the output back, each way
-            x = (collective_time_s("all_to_all", 2 * T * (h + 2 * model.kv_dim) / t, grp, topo, A.collective_algo)
+            x = (collective_time_s("all_to_all", 2 * T * sum(model.qkv_widths) / t, grp, topo, A.collective_algo)
                  + collective_time_s("all_to_all", act / t, grp, topo, A.collective_algo))
             cp_f = cp_b = x
             cp_total = 2 * x
@@ -270,8 +270,8 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
             + h * experts
     else:
         mlp_w = gate * h * model.ffn_hidden
-    per_tok_layer = 2 * (h * (h + 2 * model.kv_dim) + h * h + mlp_w)
-    attn_tok = 4 * s * h
+    per_tok_layer = 2 * (sum(i * o for _n, i, o, _s in model.attention_linears()) + mlp_w)
+    attn_tok = 2 * s * model.heads * sum(model.core_dims)      # 4 s h when the heads split h
     rc = {"none": 0.0, "selective": 0.0 if A.flash_attention else attn_tok, "full": per_tok_layer + attn_tok}[cfg.recompute]
     tokens = cfg.global_batch * s
     hw_flops = tokens * (L * (3 * (per_tok_layer + attn_tok) + rc) + 3 * 2 * h * padded_vocab(model, t))

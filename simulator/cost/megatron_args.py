@@ -48,6 +48,8 @@ FLAGS = {
     "moe-expert-capacity-factor": (_POSITIVE, None), "moe-pad-expert-input-to-capacity": (_BOOL, False),
     "moe-shared-expert-intermediate-size": (_INT, None), "moe-shared-expert-overlap": (_BOOL, False),
     "overlap-moe-expert-parallel-comm": (_BOOL, False),
+    "kv-channels": (_INT, None), "multi-latent-attention": (_BOOL, False), "kv-lora-rank": (_INT, 32),
+    "q-lora-rank": (_INT, None), "qk-head-dim": (_INT, 128), "qk-pos-emb-head-dim": (_INT, 64), "v-head-dim": (_INT, 128),
     "micro-batch-size": (_INT, 1), "global-batch-size": (_INT, None),
     "sequence-parallel": (_BOOL, False),
     "recompute-granularity": (("full", "selective"), None), "recompute-method": (("uniform", "block"), None),
@@ -159,6 +161,15 @@ def parse_megatron_args(argv) -> MegatronArgs:
     return MegatronArgs(values, tuple(given), tuple(ignored))
 
 
+def _attention(a: MegatronArgs) -> dict:
+    """--kv-channels and multi-latent attention (Megatron-Core MLASelfAttention; ModelSpec docstring)."""
+    over = {"kv_channels": a["kv-channels"]} if "kv-channels" in a.given else {}
+    if a["multi-latent-attention"]:
+        over.update(kv_lora_rank=a["kv-lora-rank"], q_lora_rank=a["q-lora-rank"] or 0, qk_head_dim=a["qk-head-dim"],
+                    qk_pos_emb_head_dim=a["qk-pos-emb-head-dim"], v_head_dim=a["v-head-dim"])
+    return over
+
+
 def _model(a: MegatronArgs, base: ModelSpec | str | None) -> ModelSpec:
     shape = {"num-layers": "layers", "hidden-size": "hidden", "num-attention-heads": "heads",
              "seq-length": "seq", "vocab-size": "vocab"}
@@ -172,6 +183,7 @@ def _model(a: MegatronArgs, base: ModelSpec | str | None) -> ModelSpec:
                       ("moe-shared-expert-intermediate-size", "moe_shared_expert_hidden")):
         if flag in a.given:
             over[key] = a[flag]
+    over.update(_attention(a))
     if "group-query-attention" in a.given:
         over["kv_heads"] = a["num-query-groups"]
     elif "num-query-groups" in a.given:
