@@ -45,6 +45,7 @@ from types import MappingProxyType
 
 from simulator.cost.comm import NVLS, collective_time_s
 from simulator.cost.compute import memory_time_s
+from simulator.cost.fsdp import fsdp_sync, is_fsdp
 from simulator.cost.hardware import Hardware, get_hardware
 from simulator.cost.memory import MemoryBreakdown
 from simulator.cost.memory_report import memory_report
@@ -150,14 +151,14 @@ def _layer_comm(model, cfg, hw, A, K, topo) -> dict:
     if c > 1:
         grp = cfg.cp_group()
         if cfg.cp_comm_type == "p2p":   # ring: c-1 steps passing K and V; backward also dK, dV
-            kv = 2 * 2 * T * model.kv_dim / t
+            kv = 2 * T * sum(model.qkv_widths[1:]) / t            # K and V, 16-bit
             step = _slowest_link(topo, grp).time_s(kv)
             core = K.core_fwd.time_s(hw, A.matmul_dtype, A.profile)
             cp_total = 3 * (c - 1) * step
             cp_f = max(0.0, (c - 1) * step - core)
             cp_b = max(0.0, 2 * (c - 1) * step - 2.5 * core)
         else:                           # Ulysses: q, k, v in and the output back, each way
-            x = (collective_time_s("all_to_all", 2 * T * (h + 2 * model.kv_dim) / t, grp, topo, A.collective_algo)
+            x = (collective_time_s("all_to_all", 2 * T * sum(model.qkv_widths) / t, grp, topo, A.collective_algo)
                  + collective_time_s("all_to_all", act / t, grp, topo, A.collective_algo))
             cp_f = cp_b = x
             cp_total = 2 * x
@@ -233,7 +234,11 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     dense, expert = dense_k[k_big], expert_k[k_big]
     stage_params = dense + expert
     fetch = zero3_pass(model, t, cfg.ep, layers[k_big], heads_on[k_big], cfg.recompute, A.stage3_max_reuse_distance)
-    dp_by, dp_exposed = _dp_sync(cfg, A, topo, dense, expert, stages[k_big], m, fetch)
+    if is_fsdp(cfg) and d * c > 1:        # per-layer units on the bottleneck device (`simulator.cost.fsdp`)
+        dp_by, dp_exposed = fsdp_sync(cfg, A, topo, slowest_k, cfg.chunk_layers(L), model.layer_params() / t, emb,
+                                      (f_l, b_l + w_l), lf, True, heads_on[slowest_k])
+    else:
+        dp_by, dp_exposed = _dp_sync(cfg, A, topo, dense, expert, stages[k_big], m, fetch)
     dp_time = sum(dp_by.values())
     emb_ar = 0.0
     if p > 1 and model.tied_embeddings:   # first and last stage sum their embedding gradients
@@ -267,8 +272,8 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
             + h * experts
     else:
         mlp_w = gate * h * model.ffn_hidden
-    per_tok_layer = 2 * (h * (h + 2 * model.kv_dim) + h * h + mlp_w)
-    attn_tok = 4 * s * h
+    per_tok_layer = 2 * (sum(i * o for _n, i, o, _s in model.attention_linears()) + mlp_w)
+    attn_tok = 2 * s * model.heads * sum(model.core_dims)      # 4 s h when the heads split h
     rc = {"none": 0.0, "selective": 0.0 if A.flash_attention else attn_tok, "full": per_tok_layer + attn_tok}[cfg.recompute]
     tokens = cfg.global_batch * s
     hw_flops = tokens * (L * (3 * (per_tok_layer + attn_tok) + rc) + 3 * 2 * h * padded_vocab(model, t))
@@ -365,4 +370,5 @@ def _memory(model: ModelSpec, cfg: ParallelConfig, hw: Hardware, stage_params: f
             A: Assumptions = Assumptions()) -> MemoryBreakdown:
     """Peak memory per component of the most loaded stage, as Megatron-LM counts it
     (`simulator.cost.memory_report`); FlashAttention keeps no s^2 scores."""
-    return memory_report(model, cfg, hw, recipe=A.recipe, flash_attention=A.flash_attention, dtype=A.dtype)
+    return memory_report(model, cfg, hw, recipe=A.recipe, flash_attention=A.flash_attention, dtype=A.dtype,
+                         grad_reduce_bytes=A.grad_reduce_bytes)

@@ -184,13 +184,17 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
     the rank routes (`moe.routed_tokens`)."""
     A = (assumptions or Assumptions()).resolved(model)
     s, b, h, t, c = model.seq, cfg.micro_batch_size, model.hidden, cfg.tp, cfg.cp
-    T, hd, a = b * s / c, model.head_dim, model.heads
+    T, a = b * s / c, model.heads
+    dqk, dv = model.core_dims
     rep = 1 / t if cfg.sequence_parallel else 1.0
     if cfg.cp_comm_type == "a2a":
         sq, heads = s, b * a / (t * c)
     else:
         sq, heads = s / c, b * a / t
-    qkv, proj = (T, (h + 2 * model.kv_dim) / t, h), (T, h, h / t)
+    # the attention's linears (`ModelSpec.attention_linears`): the ones before the core, and the output
+    split = {"column": lambda i, o: (T, o / t, i), "row": lambda i, o: (T, o, i / t), "replicated": lambda i, o: (T, o, i)}
+    linears = [split[sp](i, o) for _n, i, o, sp in model.attention_linears()]
+    qkv, proj = tuple(linears[:-1]), linears[-1]
     experts = getattr(model, "num_experts", 0)
     gate = 2 if model.gated_mlp else 1
     if experts:
@@ -204,9 +208,9 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
     flash = A.flash_attention
     fs, bs = (0.5, 0.5 * 5 / 4) if flash else (1.0, 1.0)
     # the attention core stays 16-bit under FP8 (last field, `Kernel.time_s`)
-    core_fwd = (MatMul(sq, s, hd, heads, fs, True, core=True), MatMul(sq, hd, s, heads, fs, True, core=True))
-    core_bwd = tuple(MatMul(*x, bs, True, core=True) for x in ((sq, hd, s, heads), (sq, hd, s, heads),
-                                                                 (sq, s, hd, heads), (s, hd, sq, heads)))
+    core_fwd = (MatMul(sq, s, dqk, heads, fs, True, core=True), MatMul(sq, dv, s, heads, fs, True, core=True))
+    core_bwd = tuple(MatMul(*x, bs, True, core=True) for x in ((sq, dqk, s, heads), (sq, dv, s, heads),
+                                                                 (sq, s, dv, heads), (s, dqk, sq, heads)))
     softmax = 0.0 if flash else 9 * heads * sq * s
     ew_attn = 11 * T * h * rep + softmax
     ew_mlp = 11 * T * h * rep + (6 if model.gated_mlp else 4) * Te * f / (cfg.expert_tp if experts else t)
@@ -224,25 +228,26 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
         return fp8_cast_nbytes(shapes, which) if A.fp8 else 0.0
 
     # kernels launched (`LAUNCHES`): the attention core is one fused kernel per pass, or three unfused;
-    # a shared expert adds its own fc1, activation and fc2
+    # each extra QKV GEMM (MLA's down and up projections) one more; a shared expert its fc1, activation, fc2
     core_n = 1 if flash else 3
     shared_n = 3 if shared else 0
+    attn_n = LAUNCHES["attn"] + len(qkv) - 1
+    attn_fwd = Kernel("attn_fwd", lin(qkv, "f") + core_fwd + lin((proj,), "f", ub), ew_attn + cast((proj,), "f"),
+                      attn_n + core_n)
     ew_shared = (6 if model.gated_mlp else 4) * T * model.moe_shared_expert_hidden / t if shared else 0.0
     shared_fwd = Kernel("shared_fwd", lin(shared, "f"), ew_shared, shared_n)
     shared_b = Kernel("shared_bgrad", lin(shared, "b"), 2 * ew_shared, shared_n)
-    selective = cfg.recompute == "selective" and not flash     # FlashAttention recomputes the core anyway
-    attn_fwd = Kernel("attn_fwd", lin((qkv,), "f") + core_fwd + lin((proj,), "f", ub), ew_attn + cast((proj,), "f"),
-                      LAUNCHES["attn"] + core_n)
     mlp_fwd = Kernel("mlp_fwd", lin(router + (up,), "f") + lin((down,), "f", ub) + shared_fwd.matmuls,
                      ew_mlp + ew_shared, LAUNCHES["mlp"] + shared_n)   # casts fused (fp8_cast_nbytes)
-    attn_b = Kernel("attn_bgrad", (core_fwd if selective else ()) + lin((proj,), "b") + core_bwd + lin((qkv,), "b", ub),
-                    2 * ew_attn + (softmax if selective else 0.0) + cast((qkv, proj), "b"),
-                    LAUNCHES["attn"] + core_n * (2 if selective else 1))
+    selective = cfg.recompute == "selective" and not flash     # FlashAttention recomputes the core anyway
+    attn_b = Kernel("attn_bgrad", (core_fwd if selective else ()) + lin((proj,), "b") + core_bwd + lin(qkv, "b", ub),
+                    2 * ew_attn + (softmax if selective else 0.0) + cast(qkv + (proj,), "b"),
+                    attn_n + core_n * (2 if selective else 1))
     mlp_b = Kernel("mlp_bgrad", lin((down,), "b") + lin((up,), "b", ub) + lin(router, "b") + shared_b.matmuls,
                    2 * ew_mlp + 2 * ew_shared + cast((up, down) + shared, "b"), LAUNCHES["mlp"] + shared_n)
-    attn_w = Kernel("attn_wgrad", lin((proj,), "w") + lin((qkv,), "w", ub), launches=LAUNCHES["wgrad"])
+    attn_w = Kernel("attn_wgrad", lin((proj,), "w") + lin(qkv, "w", ub), launches=1 + len(qkv))
     mlp_w = Kernel("mlp_wgrad", lin((down,), "w") + lin((up,), "w", ub) + lin(router, "w") + lin(shared, "w"),
-                   launches=LAUNCHES["wgrad"] + (2 if shared else 0))
+                   launches=LAUNCHES["wgrad"] + len(shared))
     Vt = padded_vocab(model, t) / t
     return LayerKernels(attn_fwd, mlp_fwd, attn_b, mlp_b, attn_w, mlp_w,    # output layer: 16-bit
                         Kernel("logits_fwd", (MatMul(T, Vt, h, sixteen_bit=True),), CROSS_ENTROPY_FWD_BYTES * T * Vt,

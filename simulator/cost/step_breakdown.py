@@ -30,6 +30,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from simulator.cost.fsdp import is_fsdp
 from simulator.trace_columns import LANE_NAMES
 
 COMM_KINDS = ("tp", "cp", "ep", "pp", "dp")
@@ -194,7 +195,7 @@ def closed_form_leaves_out(cfg, A) -> tuple[str, ...]:
         out.append("ring-attention-overlap")
     if dp > 1 and A.overlap_grad_reduce and cfg.zero_stage < 2:
         out.append("gradient-bucket-tail")
-    if dp > 1 and cfg.zero_stage >= 2:
+    if dp > 1 and cfg.zero_stage >= 2 and not is_fsdp(cfg):     # FSDP's per-layer units: both models alike
         out.append("zero-per-micro-batch")
     if cfg.tp > 1 and A.overlap_tp_comm:
         out.append("tp-comm-overlap")
