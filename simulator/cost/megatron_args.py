@@ -24,11 +24,12 @@ from dataclasses import dataclass, field, fields
 
 from simulator.cost.megatron_flag_table import FLAG_EFFECTS, refusal
 from simulator.cost.model_presets import ModelSpec, get_model
+from simulator.cost.moe import moe_layer_pattern
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.errors import ParasimError
 from simulator.vocabulary import DEFAULTS
 
-_BOOL, _INT, _FLOAT, _POSITIVE = "flag", int, float, "positive"
+_BOOL, _INT, _FLOAT, _POSITIVE, _TEXT = "flag", int, float, "positive", "text"
 # Megatron-FSDP's --data-parallel-sharding-strategy -> ZeRO stage (what each one shards)
 SHARDING_STRATEGIES = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
 # flag -> (type or choices, default) for what changes time or memory
@@ -50,6 +51,9 @@ FLAGS = {
     "moe-expert-capacity-factor": (_POSITIVE, None), "moe-pad-expert-input-to-capacity": (_BOOL, False),
     "moe-shared-expert-intermediate-size": (_INT, None), "moe-shared-expert-overlap": (_BOOL, False),
     "overlap-moe-expert-parallel-comm": (_BOOL, False),
+    "moe-layer-freq": (_TEXT, "1"), "mtp-num-layers": (_INT, None), "moe-grouped-gemm": (_BOOL, False),
+    "kv-channels": (_INT, None), "multi-latent-attention": (_BOOL, False), "kv-lora-rank": (_INT, 32),
+    "q-lora-rank": (_INT, None), "qk-head-dim": (_INT, 128), "qk-pos-emb-head-dim": (_INT, 64), "v-head-dim": (_INT, 128),
     "micro-batch-size": (_INT, 1), "global-batch-size": (_INT, None),
     "sequence-parallel": (_BOOL, False),
     "recompute-granularity": (("full", "selective"), None), "recompute-method": (("uniform", "block"), None),
@@ -104,6 +108,8 @@ def _closest(name: str) -> str:
 
 
 def _typed(flag: str, kind, text: str):
+    if kind == _TEXT:
+        return text
     if kind == _POSITIVE:
         try:
             value = float(text)
@@ -170,6 +176,15 @@ def parse_megatron_args(argv) -> MegatronArgs:
     return MegatronArgs(values, tuple(given), tuple(ignored))
 
 
+def _attention(a: MegatronArgs) -> dict:
+    """--kv-channels and multi-latent attention (Megatron-Core MLASelfAttention; ModelSpec docstring)."""
+    over = {"kv_channels": a["kv-channels"]} if "kv-channels" in a.given else {}
+    if a["multi-latent-attention"]:
+        over.update(kv_lora_rank=a["kv-lora-rank"], q_lora_rank=a["q-lora-rank"] or 0, qk_head_dim=a["qk-head-dim"],
+                    qk_pos_emb_head_dim=a["qk-pos-emb-head-dim"], v_head_dim=a["v-head-dim"])
+    return over
+
+
 def _model(a: MegatronArgs, base: ModelSpec | str | None) -> ModelSpec:
     shape = {"num-layers": "layers", "hidden-size": "hidden", "num-attention-heads": "heads",
              "seq-length": "seq", "vocab-size": "vocab"}
@@ -183,6 +198,7 @@ def _model(a: MegatronArgs, base: ModelSpec | str | None) -> ModelSpec:
                       ("moe-shared-expert-intermediate-size", "moe_shared_expert_hidden")):
         if flag in a.given:
             over[key] = a[flag]
+    over.update(_attention(a))
     if "group-query-attention" in a.given:
         over["kv_heads"] = a["num-query-groups"]
     elif "num-query-groups" in a.given:
@@ -255,6 +271,30 @@ def _sharding(a: MegatronArgs, pp: int, ep: int, notes: list) -> tuple[int, str,
     return (1 if a["use-distributed-optimizer"] else 0), "none", "default"
 
 
+def _dispatcher(a: MegatronArgs, spec: ModelSpec) -> str:
+    """The token dispatcher as Megatron-LM runs it (its default allgather) for a MoE model; a dense
+    model keeps the vocabulary's (it has no effect there), so every door states the same."""
+    if spec.num_experts or "moe-token-dispatcher-type" in a.given:
+        return a["moe-token-dispatcher-type"]
+    return DEFAULTS["moe_token_dispatcher"]
+
+
+def _moe_notes(a: MegatronArgs, spec: ModelSpec) -> list[str]:
+    """Refuse the MoE / MTP flags that change the answer and are not priced; note what is assumed."""
+    if "moe-layer-freq" in a.given:
+        pattern = moe_layer_pattern(a["moe-layer-freq"], spec.layers)
+        if spec.num_experts and not all(pattern):
+            raise ParasimError(f"--moe-layer-freq {a['moe-layer-freq']} makes {pattern.count(0)} of the {spec.layers} "
+                               f"layers dense: not priced yet (parasim prices every layer of a MoE model as MoE)")
+    if a["mtp-num-layers"]:
+        raise ParasimError(f"--mtp-num-layers {a['mtp-num-layers']}: multi-token prediction layers are not priced yet "
+                           f"(each adds a transformer layer and an output layer to the last stage)")
+    if spec.num_experts and not a["moe-grouped-gemm"]:
+        return ["the experts are priced as one grouped GEMM (--moe-grouped-gemm); without it Megatron runs E / ep "
+                "separate expert GEMMs (SequentialMLP), whose extra launch and tail cost is not priced"]
+    return []
+
+
 def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | str | None = None) -> MegatronRun:
     """`MegatronArgs` -> model, `ParallelConfig`, `Assumptions` and precision (module docstring).
     `gpus` is Megatron's world size (default tp x pp x cp: one data-parallel replica)."""
@@ -311,6 +351,7 @@ def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | st
     if unsupported:
         raise ParasimError(f"this cost model does not price {', '.join(unsupported)} yet")
     cfg = ParallelConfig(**{k: val for k, val in kw.items() if k in cfg_fields})
+    notes += _moe_notes(a, spec)
     # not given (backend "auto"): the model's own, i.e. the preset's stack or Megatron-LM's default
     # (off) for a custom model, so restating a preset's shape never switches its FlashAttention off
     backend = a["attention-backend"] if "attention-backend" in a.given else None
@@ -320,7 +361,7 @@ def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | st
     akw = dict(dtype="fp16" if a["fp16"] else "bf16", overlap_grad_reduce=a["overlap-grad-reduce"],
                grad_reduce_bytes=2 if a["grad-reduce-in-bf16"] else DEFAULTS["grad_reduce_bytes"],
                overlap_param_gather=a["overlap-param-gather"], overlap_tp_comm=a["tp-comm-overlap"],
-               flash_attention=flash, fp8=fp8, moe_token_dispatcher=a["moe-token-dispatcher-type"],
+               flash_attention=flash, fp8=fp8, moe_token_dispatcher=_dispatcher(a, spec),
                capacity_factor=a["moe-expert-capacity-factor"],
                pad_to_capacity=a["moe-pad-expert-input-to-capacity"],
                overlap_moe_comm=a["overlap-moe-expert-parallel-comm"], shared_expert_overlap=a["moe-shared-expert-overlap"])
