@@ -28,7 +28,7 @@ def test_every_refused_flag_is_refused_with_its_reason():
 
 @pytest.mark.parametrize("flag,match", [
     ("--cpu-offloading", "CPU offloading"),
-    ("--multi-latent-attention", "issue 25 item 3"),     # the `moe` engineer's to price
+    ("--moe-router-score-function", "issue 25 item 3"),  # MoE flags the `moe` work has not priced yet
     ("--no-gradient-accumulation-fusion", "fused kernel"),
     ("--recompute-activations", "--recompute-granularity selective"),
 ])
