@@ -156,6 +156,9 @@ KNOBS: tuple[Knob, ...] = (
          "6 L h s per token, instead of the full 12 L h s of PaLM's 6N + 12 L H Q T (simulator.cost.flops)", False,
          "(num_floating_point_operations: full to core_r0.8, causal since 2025-03)", "", "stack",
          changes_answer=True),
+    Knob("stack", "the software stack: kernel efficiencies, per-kernel and per-step overheads and the overlaps it "
+         "performs, a preset of simulator/cost/stack_presets/ or a stack file (simulator.cost.stack)",
+         "megatron-core", "", "", "stack", changes_answer=True),
     # the model (ModelSpec for the cost model, GPTConfig for a real run)
     Knob("seq", "s tokens per sequence", PRESET, "--seq-length", "training.seq_len", "model",
          aliases=("seq_len", "seq_length")),
