@@ -57,8 +57,10 @@ KNOBS: tuple[Knob, ...] = (
          "parallelism.data_parallel_replicate_degree x data_parallel_shard_degree", "train,cost", train_default=0),
     Knob("cp", "context-parallel size c: each sequence split c ways", 1, "--context-parallel-size",
          "parallelism.context_parallel_degree", "train,cost"),
-    Knob("ep", "expert-parallel size e (divides d c; MoE models)", 1, "--expert-model-parallel-size",
+    Knob("ep", "expert-parallel size e (e x etp divides t c d; MoE models)", 1, "--expert-model-parallel-size",
          "parallelism.expert_parallel_degree", "train,cost"),
+    Knob("etp", "expert-tensor-parallel size of the expert layers (None: tp; MoE parallel folding)", None,
+         "--expert-tensor-parallel-size", "parallelism.expert_tensor_parallel_degree", "cost"),
     Knob("cp_comm_type", "context-parallel attention: p2p (ring attention, K/V blocks round the ring) or a2a "
          "(DeepSpeed Ulysses all-to-all)", "p2p", "--cp-comm-type", "(ring only; context_parallel_rotate_method)",
          "train,cost", aliases=("cp_kind",), choices=("p2p", "a2a")),
@@ -120,8 +122,15 @@ KNOBS: tuple[Knob, ...] = (
          changes_answer=True),
     Knob("link_efficiency", "fraction of link bandwidth a collective reaches (None: the hardware preset's)", None,
          "", "", "stack", changes_answer=True),
-    Knob("capacity_factor", "MoE tokens per expert x this factor (None: dropless)", None,
+    Knob("capacity_factor", "MoE expert capacity: tokens per expert x this factor (None: dropless)", None,
          "--moe-expert-capacity-factor", "", "stack", changes_answer=True),
+    Knob("pad_to_capacity", "MoE: pad every expert's input to its capacity (needs capacity_factor); else "
+         "balanced routing fills each expert to its share", False, "--moe-pad-expert-input-to-capacity", "",
+         "stack", changes_answer=True),
+    Knob("moe_token_dispatcher", "MoE token dispatch: alltoall (all-to-all over ep), allgather (all-gather over "
+         "etp x ep) or flex (DeepEP; priced as alltoall). Megatron-LM's own default is allgather: its flags "
+         "keep it", "alltoall", "--moe-token-dispatcher-type", "", "stack", changes_answer=True,
+         choices=("alltoall", "allgather", "flex")),
     Knob("stage3_max_reuse_distance", "DeepSpeed ZeRO-3: elements fetched before a released parameter is reused",
          1e9, "(DeepSpeed stage3_max_reuse_distance)", "", "stack", changes_answer=True),
     Knob("grad_accum_bytes", "HBM bytes per parameter to accumulate a micro-batch's gradient outside the GEMM "
@@ -129,6 +138,10 @@ KNOBS: tuple[Knob, ...] = (
          changes_answer=True),
     Knob("dp_grad_all_reduce", "ZeRO-1 gradients all-reduced in full (DeepSpeed BF16_Optimizer) instead of "
          "reduce-scattered", False, "", "", "stack", changes_answer=True),
+    Knob("causal_attention_flops", "model FLOPs (model TFLOP/s, MFU) count the attention core's causal half, "
+         "6 L h s per token, instead of the full 12 L h s of PaLM's 6N + 12 L H Q T (simulator.cost.flops)", False,
+         "(num_floating_point_operations: full to core_r0.8, causal since 2025-03)", "", "stack",
+         changes_answer=True),
     # the model (ModelSpec for the cost model, GPTConfig for a real run)
     Knob("seq", "s tokens per sequence", PRESET, "--seq-length", "training.seq_len", "model",
          aliases=("seq_len", "seq_length")),

@@ -102,3 +102,20 @@ def test_memory_refusals():
         memory_cmd.run(argparse.Namespace(params="1B", dp=0, zero=0, precision="mixed", json=True))
     with pytest.raises(ParasimError, match="ZeRO stage"):
         memory_cmd.run(argparse.Namespace(params="1B", dp=2, zero=5, precision="mixed", json=True))
+
+
+@pytest.mark.parametrize("shape", [["--model", "llama3-8b", "--tp", "2"],
+                                   ["--model", "llama3-8b", "--tensor-model-parallel-size", "2"]],
+                         ids=["parasim flags", "megatron flags"])
+def test_causal_attention_flops_flag_changes_model_flops_only_and_is_stated(capsys, shape):
+    from simulator.cli import main
+    base = ["simulate", "--hardware", "h100-sxm", "--gpus", "8", *shape, "--json"]
+    outs = []
+    for extra in ([], ["--causal-attention-flops"]):
+        assert main(base + extra) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    full, causal = outs
+    assert causal["step_time_s"] == full["step_time_s"] and causal["tflops_per_gpu"] == full["tflops_per_gpu"]
+    assert causal["model_tflops_per_gpu"] < full["model_tflops_per_gpu"]
+    assert full["assumptions"]["causal_attention_flops"] == {"value": False, "source": "default"}
+    assert causal["assumptions"]["causal_attention_flops"] == {"value": True, "source": "flag"}

@@ -70,8 +70,8 @@ def _llama3_memory(row):
 
 
 def _fp8(row):
-    _, name, gpus, gbs, mbs, tp, pp, cp, vp, tflops = next(r for r in fp8.ROWS if r[0] == row)
-    return fp8._priced(name, gpus, gbs, mbs, tp, pp, cp, vp, True).model_tflops_per_gpu / tflops
+    tflops = next(r for r in fp8.ROWS if r[0] == row)[-1]
+    return fp8.priced_row(row).model_tflops_per_gpu / tflops
 
 
 def _bf16(row):

@@ -49,7 +49,9 @@ def test_megatron_collectives_one_allreduce_each_way_per_linear_pair():
     assert {ins.group for ins in cols} == {(0, 1)}
     tags = [ins.tag.rsplit("/mb", 1)[0] for ins in cols]
     for li in (1, 2):
-        assert [t for t in tags if t.startswith(f"{li}/")] == [f"{li}/o", f"{li}/p", f"{li}/dm", f"{li}/da"]
+        # forward: g after the row-parallel o and proj; backward: f before the column-parallel fc and qkv
+        assert [t for t in tags if t.startswith(f"{li}/")] == [f"{li}/o_out", f"{li}/proj_out", f"{li}/fc_in/b",
+                                                                f"{li}/qkv_in/b"]
     assert tags.count("0/e") == 1 and tags.count("3/da") == 1
     assert [t for t in tags if t.startswith("loss/")] == ["loss/max", "loss/sumexp", "loss/target"]
     assert next(ins.op for ins in cols if ins.tag.startswith("loss/max")) == "max"

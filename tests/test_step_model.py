@@ -40,6 +40,13 @@ GRID = ([(f"gpt-{s}", GPT, "a100-80gb", Assumptions(), dict(schedule=s, virtual_
                                                                 global_batch=16)),
            ("moe-ep4", MOE, "h100-sxm", FLASH, dict(tp=2, pp=2, dp=4, ep=4, global_batch=32)),
            ("moe-ep2-sp", MOE, "h100-sxm", FLASH, dict(tp=2, dp=4, ep=2, global_batch=32, sequence_parallel=True)),
+           # MoE parallel folding: the experts' group spans the tensor- and data-parallel ranks (etp 1)
+           ("moe-fold-ep8-etp1", MOE, "h100-sxm", FLASH, dict(tp=2, pp=2, dp=4, ep=8, etp=1, global_batch=32,
+                                                              sequence_parallel=True)),
+           ("moe-allgather", MOE, "h100-sxm", Assumptions(flash_attention=True, moe_token_dispatcher="allgather"),
+            dict(tp=2, dp=4, ep=4, global_batch=32, sequence_parallel=True)),
+           ("moe-padded", MOE, "h100-sxm", Assumptions(flash_attention=True, capacity_factor=1.25, pad_to_capacity=True),
+            dict(tp=2, pp=2, dp=4, ep=4, global_batch=32, sequence_parallel=True)),
            ("gpt-zero1-pp-overlap", GPT, "a100-80gb", OVERLAP, dict(tp=2, pp=2, dp=4, global_batch=32, zero_stage=1)),
            ("gpt-tp-overlap", GPT, "h100-sxm", Assumptions(overlap_tp_comm=True),
             dict(tp=4, pp=2, dp=2, global_batch=32, sequence_parallel=True))]

@@ -13,8 +13,8 @@ from simulator.program import Collective, Compute
 
 GPT = GPTConfig(layers=4, hidden=16, heads=4, seq_len=8, vocab=16)
 
-LAYERS = {"tp_mlp_bwd_weight", "tp_res_ln_bwd_weight", "tp_logits_bwd_weight", "tp_ln_bwd_weight"}
-TP_ATTN = {"tp_attn_bwd_weight", "tp_embed_bwd_weight"}
+LAYERS = {"block_bwd_weight", "tp_logits_bwd_weight", "tp_ln_bwd_weight"}  # block_bwd: the block's segments
+TP_ATTN = {"tp_embed_bwd_weight"}
 CP_ATTN = {"cp_o_bwd_weight", "cp_qkv_bwd_weight", "cp_tp_embed_bwd_weight"}
 CASES = [  # (strategy, degrees, schedule)
     *(("hybrid", dict(devices=4, tp=2, pp=2), s) for s in ("zb-h1", "zb-h2", "dualpipe")),
@@ -43,10 +43,10 @@ def test_split_backward_with_tensor_parallelism_equals_one_device(strategy, kw, 
     assert all(weight)  # every rank runs W
     expected = LAYERS | (CP_ATTN if kw.get("cp", 1) > 1 else TP_ATTN)
     if schedule == "dualpipe":  # its steps 4-5 run some backwards whole (BW), the others split
-        assert {"tp_mlp_bwd_weight", "tp_res_ln_bwd_weight"} <= set().union(*weight) <= expected
+        assert {"block_bwd_weight"} <= set().union(*weight) <= expected
         return
     assert set().union(*weight) == expected
-    whole = {"tp_mlp_bwd", "tp_attn_bwd", "tp_res_ln_bwd", "tp_logits_bwd", "cp_qkv_bwd", "cp_o_bwd"}
+    whole = {"block_bwd", "tp_logits_bwd", "cp_qkv_bwd", "cp_o_bwd"}
     assert not any(isinstance(i, Compute) and i.op in whole for c in code for i in c)
 
 
@@ -56,8 +56,8 @@ def test_w_is_deferred_past_a_later_micro_batchs_b_and_moves_no_bytes():
     kw = dict(devices=4, tp=2, pp=2)
     zb, base = _run("hybrid", "zb-h1", steps=1, **kw), _run("hybrid", "1f1b", steps=1, **kw)
     code = zb.compiled.program.code[2]  # stage 1 (ranks 2, 3) runs B1 before W0
-    at = {(i.op, i.microbatch): n for n, i in enumerate(code) if isinstance(i, Compute) and i.op.startswith("tp_mlp_bwd")}
-    assert any(at[("tp_mlp_bwd_weight", j)] > at[("tp_mlp_bwd_input", j + 1)] for j in range(3))
+    at = {(i.op, i.microbatch): n for n, i in enumerate(code) if isinstance(i, Compute) and i.op.startswith("block_bwd")}
+    assert any(at[("block_bwd_weight", j)] > at[("block_bwd_input", j + 1)] for j in range(3))
     # W holds no collective: the collectives between a micro-batch's first and last W are none
     for j in range(4):
         w = [n for n, i in enumerate(code) if isinstance(i, Compute) and i.phase == "wgrad" and i.microbatch == j]
@@ -107,7 +107,7 @@ def test_cli_prices_dualpipe_with_context_and_tensor_parallelism(capsys):
 MOE = MoEGPTConfig(layers=2, hidden=8, heads=4, seq_len=8, vocab=16, experts=4, top_k=2, capacity_factor=1.0)
 MOE_CASES = [  # (degrees, schedule, the attention half's W kernels)
     (dict(devices=4, pp=2, dp=2, ep=2), "zb-h1", {"moe_attn_bwd_weight"}),
-    (dict(devices=4, pp=2, tp=2), "zb-h2", {"tp_attn_bwd_weight", "tp_res_ln_bwd_weight", "tp_ln_bwd_weight"}),
+    (dict(devices=4, pp=2, tp=2), "zb-h2", {"block_bwd_weight"}),
     (dict(devices=4, pp=2, cp=2, ep=2), "zb-h1", {"cp_moe_out_bwd_weight", "cp_pre_bwd_weight"}),
     (dict(devices=8, pp=2, cp=2, tp=2, ep=2), "dualpipe", {"cp_o_bwd_weight", "cp_qkv_bwd_weight"}),
     (dict(devices=16, dp=2, pp=2, cp=2, tp=2, ep=4), "zb-h1", {"cp_o_bwd_weight", "cp_qkv_bwd_weight"}),

@@ -13,6 +13,7 @@ and the step-time components that grew).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from ..cost.assumptions import assumptions_of, format_assumptions
 from ..cost.hardware import get_hardware, hardware_names
@@ -22,7 +23,14 @@ from ..errors import ParasimError
 from ..parallel.schedule_registry import PRICED_SCHEDULES as SCHEDULES
 from ..progress import Progress
 from ..units import fmt_bytes, fmt_time
-from .simulate import MODEL_SHAPE_FLAGS, add_assumption_flags, assumptions_from_args, megatron_argv, model_from_args
+from .simulate import (
+    MODEL_SHAPE_FLAGS,
+    add_assumption_flags,
+    assumptions_from_args,
+    megatron_argv,
+    model_from_args,
+    own_stack_flags,
+)
 
 # Megatron-LM flags that fix what the search explores
 _SEARCHED = {"tensor-model-parallel-size", "pipeline-model-parallel-size", "context-parallel-size",
@@ -75,9 +83,12 @@ def run(args) -> int:
         from ..cost.megatron_args import megatron_run, parse_megatron_args
         mega = parse_megatron_args(extra)
         searched = [f"--{f}" for f in mega.given if f in _SEARCHED]
+        if "expert-tensor-parallel-size" in mega.given:
+            raise ParasimError("search keeps the expert-tensor-parallel size at tp (it does not try MoE parallel "
+                               "folding yet); price the layout with simulate --expert-tensor-parallel-size")
         base = model_from_args(args) if getattr(args, "model", None) else None
         run_ = megatron_run(mega, model=base)
-        model, A = run_.model, run_.assumptions
+        model, A = run_.model, replace(run_.assumptions, **own_stack_flags(args))
         notes = list(run_.notes) + ([f"searched, not fixed: {' '.join(searched)}"] if searched else [])
         ignored = list(run_.ignored)
         if args.global_batch is None and "global-batch-size" in mega.given:

@@ -28,6 +28,7 @@ where they are given (restating a preset's value changes nothing); parasim's own
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from ..cost.analytic import estimate
 from ..cost.assumptions import assumptions_of, format_assumptions
@@ -38,7 +39,7 @@ from ..cost.parallel_config import CP_COMM_TYPES, Assumptions, ParallelConfig
 from ..errors import ParasimError
 from ..parallel.schedule_registry import PRICED_SCHEDULES as SCHEDULES
 from ..units import fmt_bytes, fmt_time
-from ..vocabulary import DEFAULTS, canonical_value
+from ..vocabulary import BY_NAME, DEFAULTS, canonical_value
 
 MODEL_SHAPE_FLAGS = ("layers", "hidden", "heads", "seq", "vocab")
 
@@ -82,7 +83,10 @@ def add_parallel_extras(p) -> None:
                    type=lambda v: canonical_value("cp_comm_type", v),
                    help="ring attention (p2p) or Ulysses all-to-all (a2a); the older ring / all-to-all are accepted")
     p.add_argument("--ep", "--expert-model-parallel-size", dest="ep", type=int, default=DEFAULTS["ep"],
-                   help="expert-parallel size (MoE models; divides dp)")
+                   help="expert-parallel size (MoE models; ep x etp divides tp x cp x dp)")
+    p.add_argument("--etp", "--expert-tensor-parallel-size", dest="etp", type=int, default=DEFAULTS["etp"],
+                   help="expert layers' tensor-parallel size (default tp; 1 folds the experts' group over the "
+                        "tensor ranks: MoE parallel folding)")
     p.add_argument("--decoder-first-pipeline-num-layers", dest="first_stage_layers", type=int, default=None,
                    help="layers of the first pipeline stage (the rest split evenly)")
     p.add_argument("--decoder-last-pipeline-num-layers", dest="last_stage_layers", type=int, default=None,
@@ -108,11 +112,29 @@ def add_assumption_flags(p) -> None:
                    help="overlap tensor-parallel collectives with the GEMMs (Transformer Engine)")
     p.add_argument("--no-nvls", dest="nvls", action="store_false", help="no NVLink SHARP all-reduce")
     p.add_argument("--moe-expert-capacity-factor", dest="capacity_factor", type=float, default=None,
-                   help="MoE tokens per expert x this factor (default: dropless)")
+                   help="MoE expert capacity: tokens per expert x this factor (default: dropless)")
+    p.add_argument("--moe-pad-expert-input-to-capacity", dest="pad_to_capacity", action="store_true",
+                   help="pad every expert's input to its capacity (needs --moe-expert-capacity-factor)")
+    p.add_argument("--moe-token-dispatcher-type", dest="moe_token_dispatcher", default=None,
+                   choices=BY_NAME["moe_token_dispatcher"].choices,
+                   help=f"MoE token dispatch (default {DEFAULTS['moe_token_dispatcher']}; with Megatron-LM's "
+                        f"flags Megatron's own default, allgather)")
     p.add_argument("--stage3-max-reuse-distance", dest="stage3_max_reuse_distance", type=float,
                    default=DEFAULTS["stage3_max_reuse_distance"],
                    help="DeepSpeed ZeRO-3: elements fetched before a released parameter's reuse (default 1e9); "
                         "with --recompute full, sub-modules beyond it are gathered a third time")
+    p.add_argument("--causal-attention-flops", dest="causal_attention_flops", action="store_true", default=None,
+                   help="model TFLOP/s and MFU count the attention core's causal half (6N + 6 L h s per token, as "
+                        "NVIDIA's newer tables do; default: the full 6N + 12 L h s, simulator.cost.flops)")
+
+
+def own_stack_flags(args) -> dict:
+    """The `Assumptions` fields of parasim's own flags that Megatron-LM's flags do not set, given on
+    this command line: applied on top of either (a flag that changes the answer is never dropped)."""
+    out = {}
+    if getattr(args, "causal_attention_flops", None):
+        out["causal_attention_flops"] = True
+    return out
 
 
 def assumptions_from_args(args, model: ModelSpec) -> Assumptions:
@@ -128,8 +150,11 @@ def assumptions_from_args(args, model: ModelSpec) -> Assumptions:
                        overlap_tp_comm=bool(getattr(args, "overlap_tp_comm", False)),
                        nvls=bool(getattr(args, "nvls", True)),
                        capacity_factor=getattr(args, "capacity_factor", None),
+                       pad_to_capacity=bool(getattr(args, "pad_to_capacity", False)),
+                       moe_token_dispatcher=getattr(args, "moe_token_dispatcher", None) or DEFAULTS["moe_token_dispatcher"],
                        stage3_max_reuse_distance=float(getattr(args, "stage3_max_reuse_distance",
-                                                               DEFAULTS["stage3_max_reuse_distance"])))
+                                                               DEFAULTS["stage3_max_reuse_distance"])),
+                       **own_stack_flags(args))
 
 
 def model_from_args(args) -> ModelSpec:
@@ -179,6 +204,7 @@ def config_from_args(args) -> ParallelConfig:
                           recompute=_arg(args, "recompute", "recompute"),
                           sequence_parallel=bool(_arg(args, "sequence_parallel", "sequence_parallel")),
                           zero_stage=int(_arg(args, "zero", "zero_stage")), cp=cp, ep=int(_arg(args, "ep", "ep")),
+                          etp=getattr(args, "etp", None),
                           cp_comm_type=_arg(args, "cp_comm_type", "cp_comm_type"),
                           first_stage_layers=getattr(args, "first_stage_layers", None),
                           last_stage_layers=getattr(args, "last_stage_layers", None),
@@ -190,7 +216,9 @@ _SHARED = (("sequence_parallel", "--sequence-parallel"), ("overlap_grad_reduce",
            ("overlap_param_gather", "--overlap-param-gather"), ("overlap_tp_comm", "--tp-comm-overlap"),
            ("flash_attention", "--use-flash-attn"), ("fp8", "--fp8-format"), ("cp", "--context-parallel-size"),
            ("ep", "--expert-model-parallel-size"), ("first_stage_layers", "--decoder-first-pipeline-num-layers"),
-           ("last_stage_layers", "--decoder-last-pipeline-num-layers"))
+           ("last_stage_layers", "--decoder-last-pipeline-num-layers"), ("etp", "--expert-tensor-parallel-size"),
+           ("capacity_factor", "--moe-expert-capacity-factor"), ("pad_to_capacity", "--moe-pad-expert-input-to-capacity"),
+           ("moe_token_dispatcher", "--moe-token-dispatcher-type"))
 # parasim-only knobs that Megatron flags replace: (dest, default, flag)
 _NATIVE = (("tp", DEFAULTS["tp"], "--tp"), ("pp", DEFAULTS["pp"], "--pp"), ("dp", None, "--dp"),
            ("microbatch_size", DEFAULTS["micro_batch_size"], "--microbatch-size"), ("global_batch", None, "--global-batch"),
@@ -208,7 +236,7 @@ def megatron_argv(args) -> list[str]:
         v = getattr(args, dest, None)
         if v is True:
             extra.append(flag)
-        elif v not in (None, False, 1) and not isinstance(v, bool):
+        elif v not in (None, False) and not isinstance(v, bool) and not (v == 1 and dest in ("cp", "ep")):
             extra += [flag, str(v)]
     return extra
 
@@ -227,7 +255,8 @@ def resolve(args):
                            f"--tensor-model-parallel-size, --pipeline-model-parallel-size, --micro-batch-size, ...)")
     base = model_from_args(args) if getattr(args, "model", None) else None
     run_ = megatron_run(parse_megatron_args(extra), gpus=getattr(args, "gpus", None), model=base)
-    return run_.model, run_.config, run_.assumptions, tuple(run_.ignored), tuple(run_.notes)
+    A = replace(run_.assumptions, **own_stack_flags(args))
+    return run_.model, run_.config, A, tuple(run_.ignored), tuple(run_.notes)
 
 
 # --trace builds one instruction per layer chunk, micro-batch and pass on every simulated rank:

@@ -33,7 +33,9 @@ Step (p stages, m micro-batches, v chunks; F, B, W per-stage means, M = slowest 
        micro-batch, one per sub-module, a third for what full recomputation re-gathers (`zero3_fetch`).
   optimizer: Adam is memory-bound, 30 bytes per (sharded) parameter.
 Outputs: TFLOP/s per GPU as Narayanan et al. 2021 eq. 3 counts it (hardware FLOPs, including
-recomputation, factor 96 for full recompute), model TFLOP/s and MFU by PaLM's 6N + 12 L H Q T.
+recomputation, factor 96 for full recompute), model TFLOP/s and MFU by PaLM's 6N + 12 L H Q T, or
+6N + 6 L H Q T with `Assumptions.causal_attention_flops` (the conventions and who uses which:
+`simulator.cost.flops`).
 """
 
 from __future__ import annotations
@@ -47,9 +49,10 @@ from simulator.cost.hardware import Hardware, get_hardware
 from simulator.cost.memory import MemoryBreakdown
 from simulator.cost.memory_report import memory_report
 from simulator.cost.model_presets import ModelSpec, get_model
+from simulator.cost.moe import check_moe, expert_tokens, moe_collectives, moe_group
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.rank_params import heads_on, stage_params_on_rank
-from simulator.cost.scale_kernels import expert_tokens, layer_kernels, padded_vocab
+from simulator.cost.scale_kernels import layer_kernels, padded_vocab
 from simulator.cost.step_breakdown import StepBreakdown, breakdown_from_parts, closed_form_leaves_out
 from simulator.cost.zero3_fetch import zero3_pass
 from simulator.errors import ParasimError
@@ -120,11 +123,7 @@ def _check(model: ModelSpec, cfg: ParallelConfig) -> None:
     if c > 1 and cfg.cp_comm_type == "a2a" and model.heads % (t * c):
         raise ParasimError(f"Ulysses (a2a) context parallelism needs tp x cp = {t * c} to divide the "
                            f"{model.heads} heads")
-    experts = getattr(model, "num_experts", 0)
-    if cfg.ep > 1 and not experts:
-        raise ParasimError(f"expert parallelism ep={cfg.ep} needs a mixture-of-experts model (num_experts > 0)")
-    if experts and experts % cfg.ep:
-        raise ParasimError(f"ep={cfg.ep} must divide the {experts} experts")
+    check_moe(model, cfg)
     cfg.chunk_layers(model.layers)          # refuses layer splits that do not exist
 
 
@@ -163,10 +162,9 @@ def _layer_comm(model, cfg, hw, A, K, topo) -> dict:
                  + collective_time_s("all_to_all", act / t, grp, topo, A.collective_algo))
             cp_f = cp_b = x
             cp_total = 2 * x
-    moe = 0.0
-    if getattr(model, "num_experts", 0) and cfg.ep > 1:   # dispatch + combine all-to-all (16-bit)
-        tokens = expert_tokens(model, T, A) / (t if cfg.sequence_parallel else 1)
-        moe = 2 * collective_time_s("all_to_all", 2 * tokens * h, cfg.ep_group(), topo, A.collective_algo)
+    dispatch, combine = moe_collectives(model, cfg, A)     # one MoE layer's forward (`cost.moe`)
+    moe = sum(collective_time_s(x.kind, x.nbytes, moe_group(cfg, x.group), topo, A.collective_algo)
+              for x in dispatch + combine)
     return {"tp_fwd": tp, "tp_total_fwd": 2 * half, "cp_fwd": cp_f, "cp_bwd": cp_b, "cp_total": cp_total,
             "moe": moe}
 
@@ -202,7 +200,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     emb = padded_vocab(model, t) * h / t
     heads = [heads_on(model, k, p) for k in range(p)]
     experts = model.num_experts
-    dense_k, expert_k = zip(*(stage_params_on_rank(model, t, cfg.ep, layers[k], k, p) for k in range(p)))
+    dense_k, expert_k = zip(*(stage_params_on_rank(model, t, cfg.ep, layers[k], k, p, cfg.expert_tp) for k in range(p)))
     stages = [[n * f_l, n * b_l, n * w_l] for n in layers]
     for i, x in enumerate((lf, lb, lw)):
         stages[-1][i] += x
@@ -255,7 +253,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
                "data_parallel": dp_time, "embedding_all_reduce": emb_ar}
     if c > 1:
         by_kind["context_parallel"] = m * layers[slowest_k] * cm["cp_total"]
-    if experts and cfg.ep > 1:
+    if cm["moe"]:
         by_kind["expert_all_to_all"] = m * layers[slowest_k] * cm["moe"] * n_fwd
     comm_total = sum(by_kind.values())
 
@@ -270,7 +268,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     rc = {"none": 0.0, "selective": 0.0 if A.flash_attention else attn_tok, "full": per_tok_layer + attn_tok}[cfg.recompute]
     tokens = cfg.global_batch * s
     hw_flops = tokens * (L * (3 * (per_tok_layer + attn_tok) + rc) + 3 * 2 * h * padded_vocab(model, t))
-    model_flops = tokens * model.model_flops_per_token()
+    model_flops = tokens * model.model_flops_per_token(A.causal_attention_flops)   # `simulator.cost.flops`
     peak = hw.peak(A.dtype)
 
     memory = _memory(model, cfg, hw, stage_params, layers[0], A)
@@ -328,7 +326,7 @@ def _dp_sync(cfg: ParallelConfig, A: Assumptions, topo, dense: float, expert: fl
     ar_algo = NVLS if A.nvls else algo
     groups = [(dense, cfg.dp_cp_group())]
     if expert:
-        groups.append((expert, cfg.dp_cp_group()[::cfg.ep]))
+        groups.append((expert, cfg.edp_group()))
     rs = ag = 0.0
     for params, grp in groups:
         full = cfg.zero_stage == 0 or (cfg.zero_stage == 1 and A.dp_grad_all_reduce)

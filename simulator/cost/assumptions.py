@@ -47,8 +47,13 @@ class Assumptions:
       attention core is one fused kernel: no s^2 softmax/dropout traffic to HBM, the backward
       recomputes the scores (5 instead of 4 attention-core matmuls in fwd + bwd), and a causal
       mask skips the blocks above the diagonal (half the core's time).
-    - capacity_factor = None: MoE tokens per expert; None is dropless (each expert gets exactly
-      its share T k / E under balanced routing), c > 1 pads every expert to c T k / E.
+    - capacity_factor = None: MoE expert capacity c T k / E; None is dropless. Under balanced
+      routing no expert overflows, so c >= 1 changes the answer only with pad_to_capacity; c < 1
+      drops the overflow (`simulator.cost.moe.expert_tokens`).
+    - pad_to_capacity = False (Megatron --moe-pad-expert-input-to-capacity, which needs a capacity
+      factor): every expert's input padded to c T k / E rows (`simulator.cost.moe`).
+    - moe_token_dispatcher = "alltoall" (Megatron --moe-token-dispatcher-type; Megatron-LM's own
+      default allgather is what its flags give): how tokens reach their experts (`simulator.cost.moe`).
     - collective_algo: the algorithm priced by `simulator.cost.comm` (ring, as NCCL for large S).
     - recipe = "megatron": the model-state bytes per parameter (`simulator.model_states.RECIPES`:
       megatron 2 + 4 + 12, mixed 2 + 2 + 12, fp32 4 + 4 + 8); `PRECISION` names the three
@@ -68,6 +73,9 @@ class Assumptions:
       all-reduced in full and each rank then updates its shard, as DeepSpeed's BF16_Optimizer does
       (its own ZeRO-1 under `zero_optimization.stage` 0: pipe/engine.py `_bf16_reduce_grads` ->
       `buffered_allreduce_fallback` of the fp32 gradients, then `all_gather_dp_groups`).
+    - causal_attention_flops = False: model FLOPs (model TFLOP/s, MFU) count the full attention core,
+      PaLM's 6N + 12 L H Q T; True counts its causal half, 6N + 6 L H Q T, as NVIDIA's newer tables do
+      (`simulator.cost.flops`). A FLOP convention only: no time changes.
     """
 
     dtype: str = DEFAULTS["dtype"]
@@ -81,16 +89,25 @@ class Assumptions:
     fp8: bool = DEFAULTS["fp8"]
     nvls: bool = DEFAULTS["nvls"]
     capacity_factor: float | None = DEFAULTS["capacity_factor"]
+    pad_to_capacity: bool = DEFAULTS["pad_to_capacity"]
+    moe_token_dispatcher: str = DEFAULTS["moe_token_dispatcher"]
     recipe: str = DEFAULTS["recipe"]
     stage3_max_reuse_distance: float = DEFAULTS["stage3_max_reuse_distance"]
     grad_accum_bytes: float = DEFAULTS["grad_accum_bytes"]
     dp_grad_all_reduce: bool = DEFAULTS["dp_grad_all_reduce"]
+    causal_attention_flops: bool = DEFAULTS["causal_attention_flops"]
 
     def __post_init__(self):
         from simulator.model_states import recipe_bytes
         recipe_bytes(self.recipe)       # refuses unknown recipes with the known ones
-        if self.capacity_factor is not None and not self.capacity_factor >= 1:
-            raise ParasimError(f"capacity_factor must be >= 1 (or None for dropless), got {self.capacity_factor}")
+        if self.capacity_factor is not None and not self.capacity_factor > 0:
+            raise ParasimError(f"capacity_factor must be > 0 (or None for dropless), got {self.capacity_factor}")
+        if self.pad_to_capacity and self.capacity_factor is None:
+            raise ParasimError("pad_to_capacity needs a capacity_factor (Megatron-Core: moe_expert_capacity_factor "
+                               "must be set to use moe_pad_expert_input_to_capacity)")
+        if self.moe_token_dispatcher not in BY_NAME["moe_token_dispatcher"].choices:
+            raise ParasimError(f"unknown moe_token_dispatcher {self.moe_token_dispatcher!r}; known "
+                               f"{', '.join(BY_NAME['moe_token_dispatcher'].choices)}")
         if self.link_efficiency is not None and not 0 < self.link_efficiency <= 1:
             raise ParasimError(f"link_efficiency must be in (0, 1], got {self.link_efficiency}")
         if not self.grad_accum_bytes >= 0:
@@ -140,7 +157,7 @@ CONFIG_KNOBS = tuple(k.name for k in KNOBS if k.changes_answer and "stack" not i
 STACK_KNOBS = tuple(k.name for k in KNOBS if k.changes_answer and "stack" in k.used_by)
 # always printed in text (the rest only when not at their default)
 HEADLINE = ("flash_attention", "recompute", "sequence_parallel", "dtype", "fp8", "recipe", "overlap_grad_reduce",
-            "overlap_param_gather", "overlap_tp_comm")
+            "overlap_param_gather", "overlap_tp_comm", "causal_attention_flops")
 
 
 def assumptions_of(model, assumptions: Assumptions | None = None, config=None, *, door: str = "argument",

@@ -8,7 +8,8 @@ with the closest known name. Nothing is evaluated.
 
 `megatron_run(args, gpus=...)` turns them into a `MegatronRun`. Defaults are Megatron-LM's:
 tp = pp = cp = ep = 1, micro-batch 1, global batch = micro-batch x dp, no recomputation, no
-sequence parallelism, no FlashAttention (with --model PRESET: the preset's), no overlap, bf16 with fp32 main gradients (the
+sequence parallelism, no FlashAttention (with --model PRESET: the preset's), no overlap, the expert
+tensor-parallel size = tp, the allgather token dispatcher, dropless MoE, bf16 with fp32 main gradients (the
 "megatron" recipe, 18 bytes per parameter), f = 4h (SwiGLU: int(8h/3 / 64) x 64), one query group
 per head, learned absolute positions, linear biases, LayerNorm, tied embeddings, dropout 0.1
 (--attention-dropout 0 --hidden-dropout 0 together: no dropout masks kept, `ModelSpec.dropout`). As Megatron-LM does
@@ -25,7 +26,7 @@ from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.errors import ParasimError
 
-_BOOL, _INT, _FLOAT = "flag", int, float
+_BOOL, _INT, _FLOAT, _POSITIVE = "flag", int, float, "positive"
 # flag -> (type or choices, default) for what changes time or memory
 FLAGS = {
     "num-layers": (_INT, None), "hidden-size": (_INT, None), "num-attention-heads": (_INT, None),
@@ -40,6 +41,9 @@ FLAGS = {
     "num-layers-per-virtual-pipeline-stage": (_INT, None), "num-virtual-stages-per-pipeline-rank": (_INT, None),
     "decoder-first-pipeline-num-layers": (_INT, None), "decoder-last-pipeline-num-layers": (_INT, None),
     "context-parallel-size": (_INT, 1), "expert-model-parallel-size": (_INT, 1),
+    "expert-tensor-parallel-size": (_INT, None),
+    "moe-token-dispatcher-type": (("allgather", "alltoall", "flex"), "allgather"),   # Megatron-LM's default
+    "moe-expert-capacity-factor": (_POSITIVE, None), "moe-pad-expert-input-to-capacity": (_BOOL, False),
     "micro-batch-size": (_INT, 1), "global-batch-size": (_INT, None),
     "sequence-parallel": (_BOOL, False),
     "recompute-granularity": (("full", "selective"), None), "recompute-method": (("uniform", "block"), None),
@@ -85,6 +89,14 @@ def _closest(name: str) -> str:
 
 
 def _typed(flag: str, kind, text: str):
+    if kind == _POSITIVE:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ParasimError(f"--{flag} takes a number, got {text!r}") from None
+        if not value > 0:
+            raise ParasimError(f"--{flag} must be > 0, got {value}")
+        return value
     if kind is _FLOAT:
         try:
             value = float(text)
@@ -218,6 +230,7 @@ def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | st
               schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v,
               recompute=a["recompute-granularity"] or "none", sequence_parallel=sp,
               zero_stage=1 if a["use-distributed-optimizer"] else 0, cp=cp, ep=ep,
+              etp=a["expert-tensor-parallel-size"],
               first_stage_layers=a["decoder-first-pipeline-num-layers"],
               last_stage_layers=a["decoder-last-pipeline-num-layers"])
     cfg_fields = {f.name for f in fields(ParallelConfig)}
@@ -233,7 +246,9 @@ def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | st
     fp8 = a["fp8-format"] is not None
     akw = dict(dtype="fp16" if a["fp16"] else "bf16", overlap_grad_reduce=a["overlap-grad-reduce"],
                overlap_param_gather=a["overlap-param-gather"], overlap_tp_comm=a["tp-comm-overlap"],
-               flash_attention=flash, fp8=fp8)
+               flash_attention=flash, fp8=fp8, moe_token_dispatcher=a["moe-token-dispatcher-type"],
+               capacity_factor=a["moe-expert-capacity-factor"],
+               pad_to_capacity=a["moe-pad-expert-input-to-capacity"])
     a_fields = {f.name for f in fields(Assumptions)}
     assumptions = Assumptions(**{k: val for k, val in akw.items() if k in a_fields})
     return MegatronRun(spec, cfg, assumptions, "megatron", flash, fp8, a.ignored, tuple(notes))

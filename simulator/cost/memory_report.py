@@ -7,7 +7,8 @@ Parameters on a pipeline stage (Megatron: `compute_weight_and_optimizer_memory`)
 (attention 2h^2 (1 + kv/a) + MLP (2 or 3) h f, split t ways; two norms replicated), the word
 embedding V_pad h / t on the first stage, the output matrix V_pad h / t on the last one (tied or
 not: with p > 1 Megatron keeps a copy there; with p = 1 an untied model holds both matrices) and
-the final norm on the last stage; MoE experts split over ep x t. V_pad is the vocabulary padded to
+the final norm on the last stage; MoE experts split over ep x etp, their optimizer states sharded
+over the expert-data-parallel group t c d / (etp ep). V_pad is the vocabulary padded to
 a multiple of 128 t (`ModelSpec.padded_vocab`). Bytes: the precision recipe and ZeRO stage of
 `simulator.model_states` (Megatron: 18, or 6 + 12/d with --use-distributed-optimizer = stage 1);
 the optimizer shards over d x cp ranks.
@@ -64,18 +65,28 @@ def layer_params_split(model: ModelSpec) -> tuple[float, float, float]:
     return model.attention_params() + model.mlp_params(), norms, 0.0
 
 
-def stage_params(model: ModelSpec, tp: int, layers: int, first: bool, last: bool, ep: int = 1) -> float:
-    """Parameters one device of a stage holds (module docstring)."""
+def stage_params(model: ModelSpec, tp: int, layers: int, first: bool, last: bool, ep: int = 1,
+                 etp: int | None = None) -> float:
+    """Parameters one device of a stage holds (module docstring); experts split over ep x etp
+    (etp None: tp)."""
+    return sum(stage_param_split(model, tp, layers, first, last, ep, etp))
+
+
+def stage_param_split(model: ModelSpec, tp: int, layers: int, first: bool, last: bool, ep: int = 1,
+                      etp: int | None = None) -> tuple[float, float]:
+    """(dense, expert) parameters one device of a stage holds: the experts' optimizer states are
+    sharded over their own expert-data-parallel group (Megatron-Core's distributed optimizer)."""
     h, V = model.hidden, model.padded_vocab(tp)
     sharded, replicated, experts = layer_params_split(model)
-    n = layers * (sharded / tp + replicated + experts / (ep * tp))
+    expert = layers * experts / (ep * (tp if etp is None else etp))
+    n = layers * (sharded / tp + replicated)
     if first:
         n += V * h / tp + (model.seq * h if model.position_embedding else 0)
     if last and (not first or not model.tied_embeddings):
         n += V * h / tp
     if last:
         n += 2 * h if model.biases else h
-    return n
+    return n, expert
 
 
 def largest_layer_params(model: ModelSpec) -> float:
@@ -161,8 +172,12 @@ def memory_report(model: ModelSpec | str, config, hardware: Hardware | str | Non
             in_flight = in_flight_microbatches(cfg.schedule, p, m, v)
         else:
             in_flight = float(m) if cfg.schedule == "gpipe" else 1.0
-        params = stage_params(model, t, layers[k], first, last, ep)
-        par, grad, opt = model_state_parts(params, shard_over, cfg.zero_stage, recipe)
+        etp = getattr(cfg, "expert_tp", t)
+        dense, expert = stage_param_split(model, t, layers[k], first, last, ep, etp)
+        par, grad, opt = model_state_parts(dense, shard_over, cfg.zero_stage, recipe)
+        if expert:    # over the expert-data-parallel group, t c d / (etp ep) ranks
+            parts = model_state_parts(expert, max(1, t * shard_over // (etp * ep)), cfg.zero_stage, recipe)
+            par, grad, opt = par + parts[0], grad + parts[1], opt + parts[2]
         acts, out, allowance = _activations(model, cfg, layers[k], in_flight, first, last, flash_attention,
                                             chunks if p > 1 else ())
         acts, allowance = acts * widen, allowance * widen

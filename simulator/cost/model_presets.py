@@ -33,6 +33,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, fields, replace
 
+from simulator.cost.flops import model_flops_per_token
 from simulator.errors import ParasimError
 from simulator.vocabulary import ALIASES
 
@@ -211,9 +212,10 @@ class ModelSpec:
             mlp = (3 if self.gated_mlp else 2) * h * self.ffn_hidden
         return self.layers * (h * (h + 2 * kv) + h * h + mlp) + self.vocab * h
 
-    def model_flops_per_token(self) -> float:
-        """PaLM (Chowdhery et al. 2022, App. B): 6 N + 12 L H Q T, H Q = h heads x head dim, T = s."""
-        return 6 * self.matmul_params() + 12 * self.layers * self.hidden * self.seq
+    def model_flops_per_token(self, causal_attention_flops: bool = False) -> float:
+        """PaLM (Chowdhery et al. 2022, App. B): 6 N + 12 L H Q T, H Q = h heads x head dim, T = s;
+        6 L H Q T for the attention core's causal half (`simulator.cost.flops`, which publisher counts which)."""
+        return model_flops_per_token(self.matmul_params(), self.layers, self.hidden, self.seq, causal_attention_flops)
 
     def __repr__(self) -> str:
         extra = ""

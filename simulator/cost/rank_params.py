@@ -7,7 +7,7 @@ linears (QKV, MLP in) shard weight and bias over the t ranks, the row-parallel o
 output, MLP out) shard the weight and keep the bias whole on every rank; layer norms are whole on
 every rank; the word embedding and the output layer are vocabulary-parallel (V_padded h / t); the
 learned position table (s h, GPT) is whole on every rank of the first stage, the final norm on the
-last. Experts split over ep ranks before the t split.
+last. Experts split over ep x expert_tp ranks.
 """
 
 from __future__ import annotations
@@ -27,13 +27,15 @@ def replicated_layer_params(model: ModelSpec) -> int:
     return norms + row_biases + router
 
 
-def layer_params_on_rank(model: ModelSpec, tp: int, ep: int = 1) -> tuple[float, float]:
-    """(dense, expert) parameters of one layer on one tensor rank of an expert-parallel rank."""
+def layer_params_on_rank(model: ModelSpec, tp: int, ep: int = 1, expert_tp: int | None = None) -> tuple[float, float]:
+    """(dense, expert) parameters of one layer on one tensor rank of an expert-parallel rank; the
+    experts split over ep x expert_tp ranks (Megatron-Core's expert tensor parallelism, `cost.moe`;
+    None: expert_tp = tp)."""
     experts = model.num_experts
     expert = experts * model.mlp_params(model.moe_ffn_hidden) if experts else 0
     whole = replicated_layer_params(model)
     dense = (model.layer_params() - expert - whole) / tp + whole
-    return dense, expert / ep / tp
+    return dense, expert / (ep * (tp if expert_tp is None else expert_tp))
 
 
 def heads_on(model: ModelSpec, k: int, pp: int) -> int:
@@ -64,7 +66,8 @@ def ends_params_on_rank(model: ModelSpec, tp: int, k: int, pp: int) -> float:
     return out
 
 
-def stage_params_on_rank(model: ModelSpec, tp: int, ep: int, layers: int, k: int, pp: int) -> tuple[float, float]:
+def stage_params_on_rank(model: ModelSpec, tp: int, ep: int, layers: int, k: int, pp: int,
+                         expert_tp: int | None = None) -> tuple[float, float]:
     """(dense, expert) parameters of pipeline stage k (holding `layers` layers) on one tensor rank."""
-    dense, expert = layer_params_on_rank(model, tp, ep)
+    dense, expert = layer_params_on_rank(model, tp, ep, expert_tp)
     return layers * dense + ends_params_on_rank(model, tp, k, pp), layers * expert

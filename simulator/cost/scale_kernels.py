@@ -40,6 +40,7 @@ from simulator.cost.compute import matmul_time_s, memory_time_s
 from simulator.cost.device_model import HardwareDeviceModel
 from simulator.cost.hardware import DTYPE_NBYTES
 from simulator.cost.model_presets import ModelSpec
+from simulator.cost.moe import expert_rows, moe_group, routed_tokens
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.errors import ParasimError
 
@@ -155,21 +156,14 @@ class LayerKernels:
     core_fwd: Kernel = Kernel("core")
 
 
-def expert_tokens(model: ModelSpec, tokens: float, assumptions: Assumptions) -> float:
-    """Tokens one rank's experts process for `tokens` routed tokens: tokens x top-k x capacity
-    factor (dropless: 1, balanced routing; Fedus et al. 2021 eq. 3, Megatron-Core
-    --moe-expert-capacity-factor)."""
-    cf = assumptions.capacity_factor or 1.0
-    return tokens * model.moe_router_topk * cf
-
-
 def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumptions | None = None) -> LayerKernels:
     """One layer's work on one rank of (t, c): T = b s / c tokens (module docstring). With context
     parallelism the rank's s/c queries meet all s keys (ring attention, p2p) or its a/c heads see
     the whole sequence (Ulysses, a2a): either way 1/c of the attention core. With FlashAttention
     the core has no s^2 element-wise traffic, runs at half time for the causal mask and its
-    backward recomputes the scores (Kernel.time_scale). MoE: the MLP is the top-k experts of the
-    rank's tokens (`expert_tokens`), with an h x E router."""
+    backward recomputes the scores (Kernel.time_scale). MoE: the MLP is this rank's experts' rows
+    (`moe.expert_rows`) through a 1/etp slice of the expert FFN, with an h x E router over the tokens
+    the rank routes (`moe.routed_tokens`)."""
     A = (assumptions or Assumptions()).resolved(model)
     s, b, h, t, c = model.seq, cfg.micro_batch_size, model.hidden, cfg.tp, cfg.cp
     T, hd, a = b * s / c, model.head_dim, model.heads
@@ -182,8 +176,8 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
     experts = getattr(model, "num_experts", 0)
     gate = 2 if model.gated_mlp else 1
     if experts:
-        Te, f = expert_tokens(model, T, A), model.moe_ffn_hidden
-        up, down, router = (Te, gate * f / t, h), (Te, h, f / t), ((T, experts, h),)
+        Te, f, et = expert_rows(model, cfg, A), model.moe_ffn_hidden, cfg.expert_tp
+        up, down, router = (Te, gate * f / et, h), (Te, h, f / et), ((routed_tokens(model, cfg), experts, h),)
     else:
         Te, f = T, model.ffn_hidden
         up, down, router = (T, gate * f / t, h), (T, h, f / t), ()
@@ -195,7 +189,7 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
                                                       (s, hd, sq, heads)))
     softmax = 0.0 if flash else 9 * heads * sq * s
     ew_attn = 11 * T * h * rep + softmax
-    ew_mlp = 11 * T * h * rep + (6 if model.gated_mlp else 4) * Te * f / t
+    ew_mlp = 11 * T * h * rep + (6 if model.gated_mlp else 4) * Te * f / (cfg.expert_tp if experts else t)
 
     def lin(shapes, which, ub=0):  # forward (m, n, k); input grad (m, k, n); weight grad (k, n, m)
         out = []
@@ -276,18 +270,18 @@ class ScaleDeviceModel:
 
     def real_group(self, ins) -> list[int] | None:
         """The global ranks a one-member collective tagged dp/tp stands for (None: price as written)."""
-        if len(ins.group) != 1 or ins.tag not in ("dp", "edp", "tp", "cp", "ep"):
+        if len(ins.group) != 1 or ins.tag not in ("dp", "edp", "tp", "cp", "ep", "etp", "tp_ep"):
             return None
         cfg = self.config
         k, i = divmod(ins.group[0], self.width)
         if ins.tag == "dp":
             return cfg.dp_cp_group(i, k)
-        if ins.tag == "edp":        # the expert-data-parallel group (`ParallelConfig.ep_group`)
-            return cfg.dp_cp_group(i, k)[::cfg.ep]
+        if ins.tag == "edp":        # the expert-data-parallel group (`ParallelConfig.edp_group`)
+            return cfg.edp_group(i, k)
         if ins.tag == "cp":
             return cfg.cp_group(i, 0, k)
-        if ins.tag == "ep":
-            return cfg.ep_group(i, k)
+        if ins.tag in ("ep", "etp", "tp_ep"):     # the MoE groups (`cost.moe.moe_group`)
+            return moe_group(cfg, ins.tag, i, k)
         return cfg.tp_group(0, k) if self.fold_tp else None
 
     def price_collective(self, ins) -> tuple[float, int] | None:

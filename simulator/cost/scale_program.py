@@ -38,6 +38,7 @@ from __future__ import annotations
 from simulator.cost.analytic import ADAM_BYTES_PER_PARAM
 from simulator.cost.grad_buckets import GradBuckets
 from simulator.cost.model_presets import ModelSpec
+from simulator.cost.moe import check_moe, moe_collectives, moe_group
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.rank_params import (
     ends_params_on_rank,
@@ -49,7 +50,6 @@ from simulator.cost.scale_kernels import (
     Kernel,
     LayerKernels,
     activation_nbytes,
-    expert_tokens,
     layer_kernels,
     padded_vocab,
 )
@@ -66,6 +66,7 @@ DEFAULT_BUCKET_NBYTES = 25e6   # PyTorch DDP's default bucket_cap_mb = 25
 def check_scale_config(model: ModelSpec, cfg: ParallelConfig) -> None:
     if model.heads % cfg.tp:
         raise ParasimError(f"tp={cfg.tp} must divide the {model.heads} attention heads")
+    check_moe(model, cfg)
     cfg.chunk_layers(model.layers)      # refuses splits that do not exist
 
 
@@ -82,21 +83,19 @@ class _Emitter:
         self.per_mb_grads = cfg.zero_stage >= 2          # DeepSpeed reduces at every micro-batch
         self.act = activation_nbytes(model, cfg, A.dtype)
         self.p2p = self.act // cfg.tp
-        experts = model.num_experts
-        dense, self.expert_local = layer_params_on_rank(model, cfg.tp, cfg.ep)   # this rank's share
+        dense, self.expert_local = layer_params_on_rank(model, cfg.tp, cfg.ep, cfg.expert_tp)   # this rank's share
         self.layer_local = dense + self.expert_local
         self.layer_grad = A.grad_reduce_bytes * self.layer_local
-        # the experts' share of it is reduced over the expert-data-parallel group (tag "edp": every
-        # ep-th rank of the data x context group, `ParallelConfig.ep_group`), as the closed form does
-        self.expert_dp = cfg.dp * cfg.cp // cfg.ep
+        # the experts' share of it is averaged over the expert-data-parallel group (tag "edp",
+        # `ParallelConfig.edp_group`), as the closed form does
+        self.expert_dp = cfg.gpus // cfg.pp // (cfg.ep * cfg.expert_tp)
         # ZeRO-3 with full recomputation: elements of a layer gathered a third time (`zero3_fetch`)
         self.regather = zero3_pass(model, cfg.tp, cfg.ep, 1, 0, cfg.recompute, A.stage3_max_reuse_distance)[1]
         T = cfg.micro_batch_size * model.seq / cfg.cp
         self.kv_local = int(2 * 2 * T * model.kv_dim / cfg.tp)                        # K and V, 16-bit
         self.qkv_a2a = int(2 * T * (model.hidden + 2 * model.kv_dim) / cfg.tp)
         self.out_a2a = int(2 * T * model.hidden / cfg.tp)
-        tokens = expert_tokens(model, T, A) / (cfg.tp if cfg.sequence_parallel else 1) if experts else 0
-        self.moe_a2a = int(2 * tokens * model.hidden)
+        self.moe_dispatch, self.moe_combine = moe_collectives(model, cfg, A)    # `cost.moe`
         self._needs: tuple = ()       # outputs of overlapped CP collectives the next compute waits for
         self.emb_params = padded_vocab(model, cfg.tp) * model.hidden / cfg.tp     # the vocabulary matrix
         self.head_params = head_params_on_rank(model, cfg.tp)       # + the final norm
@@ -141,10 +140,12 @@ class _Emitter:
             self.group_comm(out, r, x, j, "cp", "all_gather", self.kv_local, blocking=False)
             self.group_comm(out, r, x, j, "cp", "reduce_scatter", self.kv_local * cfg.cp, blocking=False)
 
-    def mlp_comm(self, out, r, x, j):
-        """Expert parallelism: the dispatch (before) or combine (after) all-to-all over the ep group."""
-        if self.cfg.ep > 1:
-            self.group_comm(out, r, x, j, "ep", "all_to_all", self.moe_a2a)
+    def mlp_comm(self, out, r, x, j, where):
+        """MoE: the dispatch ("before" the experts) or combine ("after") collectives (`cost.moe`); an
+        all-gather's program size is each member's share."""
+        for c in (self.moe_dispatch if where == "before" else self.moe_combine):
+            n = len(moe_group(self.cfg, c.group)) if c.kind == "all_gather" else 1
+            self.group_comm(out, r, x, j, c.group, c.kind, int(c.nbytes / n))
 
     def gather_layer(self, out, r, c, l, j, which, elements=None) -> tuple:
         """ZeRO-3: all-gather one layer's 16-bit parameters (or `elements` of them) over the
@@ -209,9 +210,9 @@ class _Emitter:
         if self.cfg.cp_comm_type == "a2a":
             self.attn_comm(out, r, x, j, "after")
         self.tp_comm(out, r, x, j, self.tp_pair())
-        self.mlp_comm(out, r, x, j)
+        self.mlp_comm(out, r, x, j, "before")
         self.comp(out, self.K.mlp_fwd, x, "forward", j, f"{label}{j} s{s} L{l} mlp_fwd", needs=needs)
-        self.mlp_comm(out, r, x, j)
+        self.mlp_comm(out, r, x, j, "after")
         self.tp_comm(out, r, x, j, self.tp_pair())
 
     # ---- actions ------------------------------------------------------------------------------
@@ -252,12 +253,12 @@ class _Emitter:
                 kern = self.bw[kb] if kind == "BW" else kb
                 done = (self.grad_name(c, l, j),) if last_mb and kb is self.K.attn_b else ()
                 if kb is self.K.mlp_b:
-                    self.mlp_comm(out, r, g, j)
+                    self.mlp_comm(out, r, g, j, "before")
                 else:
                     self.attn_comm(out, r, g, j, "before" if self.cfg.cp_comm_type == "a2a" else "before_b")
                 self.comp(out, kern, g, "backward", j, f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
                 if kb is self.K.mlp_b:
-                    self.mlp_comm(out, r, g, j)
+                    self.mlp_comm(out, r, g, j, "after")
                 elif self.cfg.cp_comm_type == "a2a":
                     self.attn_comm(out, r, g, j, "after")
                 self.tp_comm(out, r, g, j, self.tp_pair())
@@ -358,7 +359,8 @@ class _Emitter:
     def _params(self, k: int) -> float:
         """Parameters of pipeline device k on one TP rank: its layers, and the embedding / LM head
         (`rank_params`, shared with the closed form)."""
-        return sum(stage_params_on_rank(self.model, self.cfg.tp, self.cfg.ep, self._layers(k), k, self.cfg.pp))
+        cfg = self.cfg
+        return sum(stage_params_on_rank(self.model, cfg.tp, cfg.ep, self._layers(k), k, cfg.pp, cfg.expert_tp))
 
     def _layers(self, k: int) -> int:
         """Layers of pipeline device k, over its chunks."""

@@ -7,7 +7,8 @@
   cross-entropy, gradient accumulation), communication excluded;
 - exposed communication by what it serves, each counted only while no kernel runs on the device:
   tp tensor-parallel collectives, cp context-parallel ring or all-to-all, ep the expert
-  dispatch/combine all-to-all, pp pipeline send/recv and the tensor-parallel all-gather that
+  dispatch/combine collectives (all-to-all, and the expert-tensor all-gather / reduce-scatter, or
+  the all-gather dispatcher's, `cost.moe`), pp pipeline send/recv and the tensor-parallel all-gather that
   rebuilds a received activation (Megatron's scatter/gather optimisation), dp the
   data-parallel gradient reduction and ZeRO parameter gathers, with the tied-embedding all-reduce
   between the first and last stage (Megatron-LM's finalize_model_grads does both);
@@ -35,7 +36,8 @@ COMM_KINDS = ("tp", "cp", "ep", "pp", "dp")
 COMM_PURPOSE = MappingProxyType({"tp": "tensor_parallel", "cp": "context_parallel", "ep": "expert_all_to_all",
                                  "pp": "pipeline_p2p", "dp": "data_parallel"})
 # A scale program's collective tags (`scale_program`) -> the kind it serves; untagged: tensor parallel.
-TAG_KIND = MappingProxyType({"tp": "tp", "cp": "cp", "ep": "ep", "dp": "dp", "edp": "dp", "emb": "dp"})
+TAG_KIND = MappingProxyType({"tp": "tp", "cp": "cp", "ep": "ep", "etp": "ep", "tp_ep": "ep", "dp": "dp", "edp": "dp",
+                             "emb": "dp"})
 _WORK = ("compute", "optimizer", "other")
 
 

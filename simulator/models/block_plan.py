@@ -134,6 +134,22 @@ def _add_bwd_in(step, p, cache, dy):
     return (dy, dy), None
 
 
+def _bias_fwd(step, p, x):
+    return x + p[0], None
+
+
+def _bias_bwd_in(step, p, cache, dy):
+    return (dy,), dy
+
+
+def _identity_fwd(step, p, x):
+    return x, None
+
+
+def _identity_bwd_in(step, p, cache, dy):
+    return (dy,), None
+
+
 def _no_flops(step, B, s):
     return 0.0, 0.0, 0.0
 
@@ -146,6 +162,11 @@ KINDS: dict[str, Kind] = {
                       lambda step, s: 3 * step.width + step.heads * s),  # q, k, v and the probabilities
     "gelu": Kind(_gelu_fwd, _gelu_bwd_in, None, _no_flops, lambda step, s: step.width),
     "add": Kind(_add_fwd, _add_bwd_in, None, _no_flops, lambda step, s: 0),
+    # what the parallel transforms insert: a row-parallel linear's bias added after the reduction,
+    # and a collective that is the identity in one direction (Megatron's f and g operators)
+    "bias": Kind(_bias_fwd, _bias_bwd_in, lambda step, dy: (dy.reshape(-1, dy.shape[-1]).sum(axis=0),), _no_flops,
+                 lambda step, s: 0),
+    "identity": Kind(_identity_fwd, _identity_bwd_in, None, _no_flops, lambda step, s: 0),
 }
 
 

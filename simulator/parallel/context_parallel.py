@@ -174,7 +174,11 @@ class ContextTensorParallelReplica(ContextAttention, TensorParallelReplica):
         """k B (s/cp) h w: the QKV projection is 6, W_o 2 (forward); backward doubles them."""
         return k * self.microbatch_size * (self.config.seq_len // self.cp) * self.config.hidden * self._width
 
-    def emit_attention_forward(self, r, li, lyr, a, j):
+    cp_attention = True
+
+    def external_forward(self, r, li, lyr, item, a, j) -> str:
+        """The block's qkv .. o (block_lane.context_parallel): QKV of this tensor rank's heads, ring or
+        all-to-all attention over the context group, the row-parallel W_o. -> the partial output."""
         c, T = self._names(li, j)
         kw = {"phase": "forward", "microbatch": j}
         self.builder.compute(r, "cp_qkv_fwd", [a, param(li, "w_qkv"), param(li, "b_qkv")], [f"{c}/q", f"{c}/kv"],
@@ -182,8 +186,10 @@ class ContextTensorParallelReplica(ContextAttention, TensorParallelReplica):
         self.emit_cp_attention_forward(r, li, lyr, j)
         self.builder.compute(r, "cp_o_fwd", [f"{c}/att", param(li, "w_o")], [f"{T}/o_part"],
                              flops=self._lin_flops(2), label=f"F{j} {lyr.name} W_o", **kw)
+        return f"{T}/o_part"
 
-    def emit_attention_backward(self, r, li, lyr, a, dout, j, accumulate):
+    def external_backward(self, r, li, lyr, item, a, dout, j, accumulate) -> str:
+        """-> the partial gradient of the attention input; the weight gradients of w_qkv, b_qkv, w_o."""
         c, T = self._names(li, j)
         CP = f"act/cp/{li}/mb{j}"
         self.grad_op(r, li, j, "cp_o_bwd", [f"{c}/att", dout, param(li, "w_o")], [f"{CP}/datt"], ("w_o",), accumulate,
@@ -192,6 +198,7 @@ class ContextTensorParallelReplica(ContextAttention, TensorParallelReplica):
         self.grad_op(r, li, j, "cp_qkv_bwd", [a, f"{CP}/dq", f"{CP}/dkv", param(li, "w_qkv")], [f"{T}/da_part"],
                      ("w_qkv", "b_qkv"), accumulate, (self._lin_flops(6),) * 2, label=f"{lyr.name} qkv")
         self._drop(r, f"{CP}/dq", f"{CP}/dkv")
+        return f"{T}/da_part"
 
     def emit_layer_forward(self, r, li, x, y, j):
         lyr = layer_of(self.config, li)

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..program import Collective
+from .block_lane import emit_backward, emit_forward
 from .bw_split import SplitBackward
 from .emit import param
 from .experts import EXPERT_PARAMS, MoEBlock
@@ -181,31 +182,18 @@ class ContextAttentionHalf:
 
 
 class TensorAttentionHalf:
-    """tp > 1 (and any cp): Megatron's attention on this tensor rank's a/tp heads (over the context
-    group when cp > 1, through the lane's emit_attention_*), AllReduce, residual + ln2 replicated."""
+    """tp > 1 (and any cp): the dense block's attention half (block_plan.attention_half) through
+    the lane's transforms (block_lane: Megatron's column / row split on this tensor rank's a/tp heads,
+    over the context group when cp > 1), one emitter for both directions."""
 
     def emit_moe_attention_forward(self, r, li, lyr, x, j):
-        b, (c, T) = self.builder, self._names(li, j)
-        kw = {"phase": "forward", "microbatch": j}
-        P = lambda *ns: [param(li, n) for n in ns]  # noqa: E731
-        b.compute(r, "tp_ln_fwd", [x, *P("ln1_g", "ln1_b")], [f"{c}/a", f"{c}/ln1"], label=f"F{j} {lyr.name} ln1", **kw)
-        self.emit_attention_forward(r, li, lyr, f"{c}/a", j)
-        self._reduce(r, f"{T}/o_part", f"{T}/o", j, f"{li}/o/mb{j}")
-        b.compute(r, "tp_residual_ln_fwd", [x, f"{T}/o", *P("b_o", "ln2_g", "ln2_b")], [f"{c}/x1", f"{c}/m", f"{c}/ln2"],
-                  label=f"F{j} {lyr.name} ln2", **kw)
-        self._drop(r, f"{T}/o")
-        return f"{c}/x1", f"{c}/m"
+        c, _ = self._names(li, j)
+        out = {"x1": f"{c}/x1", "m": f"{c}/m"}
+        emit_forward(self, r, li, lyr, self.block_items(lyr.attention_steps), {"x": x}, out, j)
+        return out["x1"], out["m"]
 
     def emit_moe_attention_backward(self, r, li, lyr, dy, dm, dx, j, accumulate):
-        b, (c, T) = self.builder, self._names(li, j)
-        kw = {"phase": "backward", "microbatch": j}
-        self.grad_op(r, li, j, "tp_ln_bwd", [f"{c}/ln2", dm, param(li, "ln2_g")], [f"{T}/dxl"], ("ln2_g", "ln2_b"),
-                     accumulate, label=f"{lyr.name} ln2")
-        b.compute(r, "add", [dy, f"{T}/dxl"], [f"{T}/dx1"], label=f"B{j} {lyr.name} residual", **kw)
-        self._drop(r, f"{c}/ln2", f"{T}/dxl")
-        self.emit_attention_backward(r, li, lyr, f"{c}/a", f"{T}/dx1", j, accumulate)
-        self._drop(r, f"{c}/a")
-        self._reduce(r, f"{T}/da_part", f"{T}/da", j, f"{li}/da/mb{j}")
-        self.grad_op(r, li, j, "tp_res_ln_bwd", [f"{c}/ln1", f"{T}/dx1", f"{T}/da", param(li, "ln1_g")], [dx],
-                     ("ln1_g", "ln1_b", "b_o"), accumulate, label=f"{lyr.name} ln1")
-        self._drop(r, f"{c}/ln1", f"{T}/dx1", f"{T}/da")
+        out = dx or f"act/moe/{li}/mb{j}/dx"
+        emit_backward(self, r, li, lyr, self.block_items(lyr.attention_steps), {"x1": dy, "m": dm}, {"x": out}, j,
+                      accumulate)
+        self.builder.free(r, *([] if dx else [out]))

@@ -20,6 +20,10 @@ Zero-bubble schedules (zb-h1, zb-h2, DualPipe) split every backward kernel (bw_s
 the input-gradient chain with its collectives (the f AllReduce, or under SP the re-gathers and the
 ReduceScatter), W computes each shard's weight gradients later with no communication.
 
+The transformer block's split is not written here: its steps (models/block_plan.py) go through
+block_lane.tensor_parallel (the column / row rule above as a transform) and block_lane's one
+emitter; this lane emits the embedding, LM head and loss.
+
 Tensor names follow emit.py; per-layer pieces are act/cache/{layer}/mb{j}/{piece} (kept for
 backward) and act/tp/{layer}/mb{j}/{piece} (temporaries).
 """
@@ -35,6 +39,7 @@ from ..errors import ParasimError
 from ..models import Embedding, GPTConfig, LMHead, TransformerBlock
 from ..program import Collective
 from . import tp_kernels  # noqa: F401 -- registers the tp_*/vp_ce_* kernels this compiler emits
+from .block_lane import emit_backward, emit_forward, lane_items, sp_partial_grads
 from .bw_split import SplitBackward
 from .config import TrainConfig
 from .emit import Replica, grad, param
@@ -44,7 +49,8 @@ from .replicated import Compiled, compile_replicated
 QKV = "qkv"  # q, k and v column blocks each cut by heads
 # Gradients that are partial sums over the tensor group under sequence parallelism (their layer
 # sees only T/n tokens): AllReduced over the group (Megatron's sequence-parallel grad all-reduce).
-SP_PARTIAL = {TransformerBlock: ("ln1_g", "ln1_b", "b_o", "ln2_g", "ln2_b", "b_proj"), LMHead: ("ln_g", "ln_b")}
+# (the transformer block's are derived from its steps: block_lane.sp_partial_grads)
+SP_PARTIAL = {LMHead: ("ln_g", "ln_b")}
 
 
 def split_rule(layer, name: str):
@@ -107,6 +113,7 @@ class TensorParallelReplica(SplitBackward, Replica):
     t: int = 0
     sp: bool = False
     tp_group_of: dict = field(default_factory=dict)  # rank -> its tensor group
+    cp_attention = False  # a context x tensor lane runs attention over its context group
 
     # ---- collectives over the tensor group ------------------------------------------------------
     def _coll(self, r, kind, src, out, j, tag, nbytes, op="sum"):
@@ -135,16 +142,12 @@ class TensorParallelReplica(SplitBackward, Replica):
     def activation_nbytes(self, li: int) -> int:
         return super().activation_nbytes(li) // (self.tp if self.sp else 1)
 
-    def _fl(self, kind: str):
-        """Matmul FLOPs of one piece on one rank (Narayanan et al. 2021 counts, divided by n); a
-        backward piece ("_b") as (input gradients, weight gradients): each linear's two products."""
-        c, B = self.config, self.microbatch_size
-        s, h, V = c.seq_len, c.hidden, c.vocab
-        per = {"attn": 8 * B * s * h * h + 4 * B * s * s * h, "mlp": 16 * B * s * h * h, "head": 2 * B * s * h * V,
-               "attn_b": (8 * B * s * h * h + 8 * B * s * s * h, 8 * B * s * h * h), "mlp_b": (16 * B * s * h * h,) * 2,
-               "head_b": (2 * B * s * h * V,) * 2}[kind]
-        n = self._fl_parts()
-        return tuple(float(x) / n for x in per) if isinstance(per, tuple) else float(per) / n
+    def _fl_head(self):
+        """The logit matmul on one rank, 2 B s h V / n (Narayanan et al. 2021), and its backward
+        as (input gradient, weight gradient)."""
+        c = self.config
+        f = 2.0 * self.microbatch_size * c.seq_len * c.hidden * c.vocab / self._fl_parts()
+        return f, (f, f)
 
     def _fl_parts(self) -> int:
         return self.tp
@@ -152,23 +155,10 @@ class TensorParallelReplica(SplitBackward, Replica):
     def _names(self, li, j):
         return f"act/cache/{li}/mb{j}", f"act/tp/{li}/mb{j}"
 
-    # ---- attention: column-parallel q, k, v of a/n heads, row-parallel W_o (a context-parallel
-    # replica overrides these two with ring or all-to-all attention over its context group) --------
-    def emit_attention_forward(self, r, li, lyr, a, j):
-        """act/tp/{li}/mb{j}/o_part (a partial sum over the tensor group) from the LN output a."""
-        c, T = self._names(li, j)
-        P = lambda n: param(li, n)  # noqa: E731
-        self.builder.compute(r, "tp_attn_fwd", [a, P("w_qkv"), P("b_qkv"), P("w_o")], [f"{T}/o_part", f"{c}/attn"],
-                             attrs={"heads": lyr.heads // self.tp, "causal": lyr.causal}, flops=self._fl("attn"),
-                             label=f"F{j} {lyr.name} attn", phase="forward", microbatch=j)
-
-    def emit_attention_backward(self, r, li, lyr, a, dout, j, accumulate):
-        """act/tp/{li}/mb{j}/da_part and the gradients of w_qkv, b_qkv, w_o from d(output)."""
-        c, T = self._names(li, j)
-        self.grad_op(r, li, j, "tp_attn_bwd", [f"{c}/attn", a, dout, param(li, "w_qkv"), param(li, "w_o")],
-                     [f"{T}/da_part"], ("w_qkv", "b_qkv", "w_o"), accumulate, self._fl("attn_b"),
-                     label=f"{lyr.name} attn")
-        self._drop(r, f"{c}/attn")
+    # ---- the transformer block: its steps (models/block_plan.py) through the transforms -----------
+    def block_items(self, steps: tuple) -> tuple:
+        """The block's steps as this lane runs them (block_lane.lane_items: TP/SP, then CP)."""
+        return lane_items(steps, self.tp, self.sp, self.cp_attention)
 
     # ---- forward ----------------------------------------------------------------------------------
     def emit_layer_forward(self, r, li, x, y, j):
@@ -186,27 +176,11 @@ class TensorParallelReplica(SplitBackward, Replica):
                       label=f"F{j} {lyr.name} +pos", **kw)
             self._drop(r, f"{T}/e")
         elif isinstance(lyr, TransformerBlock):
-            b.compute(r, "tp_ln_fwd", [x, P("ln1_g"), P("ln1_b")], [f"{c}/a", f"{c}/ln1"], label=f"F{j} {lyr.name} ln1", **kw)
-            a = self._gather(r, f"{c}/a", f"{T}/a", j, f"{li}/a/mb{j}")
-            self.emit_attention_forward(r, li, lyr, a, j)
-            if self.sp:
-                self._drop(r, a)
-            self._reduce(r, f"{T}/o_part", f"{T}/o", j, f"{li}/o/mb{j}")
-            b.compute(r, "tp_residual_ln_fwd", [x, f"{T}/o", P("b_o"), P("ln2_g"), P("ln2_b")],
-                      [f"{T}/x1", f"{c}/m", f"{c}/ln2"], label=f"F{j} {lyr.name} ln2", **kw)
-            self._drop(r, f"{T}/o")
-            m = self._gather(r, f"{c}/m", f"{T}/m", j, f"{li}/m/mb{j}")
-            b.compute(r, "tp_mlp_fwd", [m, P("w_fc"), P("b_fc"), P("w_proj")], [f"{T}/p_part", f"{c}/mlp"],
-                      flops=self._fl("mlp"), label=f"F{j} {lyr.name} mlp", **kw)
-            if self.sp:
-                self._drop(r, m)
-            self._reduce(r, f"{T}/p_part", f"{T}/p", j, f"{li}/p/mb{j}")
-            b.compute(r, "tp_residual", [f"{T}/x1", f"{T}/p", P("b_proj")], [y], label=f"F{j} {lyr.name} out", **kw)
-            self._drop(r, f"{T}/x1", f"{T}/p")
+            emit_forward(self, r, li, lyr, self.block_items(lyr.steps), {"x": x}, {"y": y}, j)
         else:  # LMHead: logits of this rank's vocabulary slice, (mb, s, V/n)
             b.compute(r, "tp_ln_fwd", [x, P("ln_g"), P("ln_b")], [f"{c}/a", f"{c}/ln"], label=f"F{j} {lyr.name} ln", **kw)
             a = self._gather(r, f"{c}/a", f"{T}/a", j, f"{li}/a/mb{j}")
-            b.compute(r, "tp_logits_fwd", [a, P("w_out")], [y], flops=self._fl("head"), label=f"F{j} {lyr.name}", **kw)
+            b.compute(r, "tp_logits_fwd", [a, P("w_out")], [y], flops=self._fl_head()[0], label=f"F{j} {lyr.name}", **kw)
             if self.sp:
                 self._drop(r, a)
 
@@ -245,26 +219,10 @@ class TensorParallelReplica(SplitBackward, Replica):
                attrs={"start": self.t * rows, "rows": rows, "seq": lyr.seq_len}, label=lyr.name)
             self._drop(r, f"{c}/tokens", *sp_only(dyf))
         elif isinstance(lyr, TransformerBlock):
-            dyf = self._gather(r, dy, f"{T}/dy", j, f"{li}/dy/mb{j}")
-            m = self._gather(r, f"{c}/m", f"{T}/m", j, f"{li}/m/mb{j}")  # re-gathered, not kept (Sec. 4.2.2)
-            op("tp_mlp_bwd", [f"{c}/mlp", m, dyf, P("w_fc"), P("w_proj")], [f"{T}/dm_part"], ("w_fc", "b_fc", "w_proj"),
-               flops=self._fl("mlp_b"), label=f"{lyr.name} mlp")
-            self._drop(r, f"{c}/mlp", f"{c}/m", *sp_only(m, dyf))
-            self._reduce(r, f"{T}/dm_part", f"{T}/dm", j, f"{li}/dm/mb{j}")
-            op("tp_res_ln_bwd", [f"{c}/ln2", dy, f"{T}/dm", P("ln2_g")], [f"{T}/dx1"], ("ln2_g", "ln2_b", "b_proj"),
-               label=f"{lyr.name} ln2")
-            self._drop(r, f"{c}/ln2", f"{T}/dm")
-            dx1f = self._gather(r, f"{T}/dx1", f"{T}/dx1_full", j, f"{li}/dx1/mb{j}")
-            a = self._gather(r, f"{c}/a", f"{T}/a", j, f"{li}/a/mb{j}")
-            self.emit_attention_backward(r, li, lyr, a, dx1f, j, accumulate)
-            self._drop(r, f"{c}/a", *sp_only(a, dx1f))
-            self._reduce(r, f"{T}/da_part", f"{T}/da", j, f"{li}/da/mb{j}")
-            op("tp_res_ln_bwd", [f"{c}/ln1", f"{T}/dx1", f"{T}/da", P("ln1_g")], [dx], ("ln1_g", "ln1_b", "b_o"),
-               label=f"{lyr.name} ln1")
-            self._drop(r, f"{c}/ln1", f"{T}/dx1", f"{T}/da")
+            emit_backward(self, r, li, lyr, self.block_items(lyr.steps), {"y": dy}, {"x": dx}, j, accumulate)
         else:  # LMHead
             a = self._gather(r, f"{c}/a", f"{T}/a", j, f"{li}/a/mb{j}")
-            op("tp_logits_bwd", [a, dy, P("w_out")], [f"{T}/da_part"], ("w_out",), flops=self._fl("head_b"),
+            op("tp_logits_bwd", [a, dy, P("w_out")], [f"{T}/da_part"], ("w_out",), flops=self._fl_head()[1],
                label=f"{lyr.name} logits")
             self._drop(r, f"{c}/a", *sp_only(a))
             self._reduce(r, f"{T}/da_part", f"{T}/da", j, f"{li}/da/mb{j}")
@@ -282,7 +240,8 @@ class TensorParallelReplica(SplitBackward, Replica):
         last micro-batch's are in (before the data-parallel synchronisation)."""
         if self.sp:
             lyr = layer_of(self.config, li)
-            for n in SP_PARTIAL.get(type(lyr), ()):
+            block = isinstance(lyr, TransformerBlock)
+            for n in sp_partial_grads(self.block_items(lyr.steps)) if block else SP_PARTIAL.get(type(lyr), ()):
                 size = int(np.prod(lyr.param_shapes()[n]))
                 self._coll(r, "all_reduce", grad(li, n), grad(li, n), None, f"sp/{li}/{n}", 8 * size)
 

@@ -1,5 +1,6 @@
-"""Device kernels of Megatron-style tensor (and sequence) parallel layers (Shoeybi et al. 2019;
-Korthikanti et al. 2022). Each is a pure numpy function registered in `simulator.ops`; the
+"""Device kernels of Megatron-style tensor (and sequence) parallel embedding, LM head and loss
+(Shoeybi et al. 2019; Korthikanti et al. 2022); the transformer block's are its own steps run by
+block_lane.py (block_fwd / block_bwd). Each is a pure numpy function registered in `simulator.ops`; the
 collectives between them (AllReduce, or AllGather / ReduceScatter under sequence parallelism) are
 separate Collective instructions emitted by simulator/parallel/tensor_parallel.py.
 
@@ -16,7 +17,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..models import functional as K
-from ..models.attention import attention_backward, attention_forward
 from ..ops import kernel
 
 
@@ -28,48 +28,11 @@ def _bias_grad(dy):
     return dy.reshape(-1, dy.shape[-1]).sum(axis=0)
 
 
-# ---- layer norm and residual (replicated weights; tokens split under sequence parallelism) --------
+# ---- the LM head's layer norm (replicated weights; tokens split under sequence parallelism) --------
 @kernel("tp_ln_fwd")
 def tp_ln_fwd(x, gamma, beta):
     """a = LN(x) on this rank's tokens.  (B, T', h) -> (a (B, T', h), cache)."""
     return K.layer_norm_forward(x, gamma, beta)
-
-
-@kernel("tp_residual_ln_fwd")
-def tp_residual_ln_fwd(x, o, bias, gamma, beta):
-    """x1 = x + o + bias (bias of the row-parallel linear, added once after the reduction);
-    m = LN(x1).  -> (x1, m, ln cache), all (B, T', h)."""
-    x1 = x + o + bias
-    m, cache = K.layer_norm_forward(x1, gamma, beta)
-    return x1, m, cache
-
-
-@kernel("tp_residual")
-def tp_residual(x1, p, bias):
-    """y = x1 + p + bias.  (B, T', h)."""
-    return x1 + p + bias
-
-
-@kernel("tp_res_ln_bwd")
-def tp_res_ln_bwd(cache, dres, dln, gamma, *existing):
-    """Backward of  out = res + f(LN(res) ...)  around a reduced branch: dres is d out, dln the
-    reduced gradient of the LN output.  dx = dres + LN'(dln);  d gamma, d beta of the LN; d bias
-    of the branch's row-parallel linear = sum of dres.  -> (dx, dgamma, dbeta, dbias)."""
-    dx, wc = tp_res_ln_bwd_input(cache, dres, dln, gamma)
-    return (dx,) + tp_res_ln_bwd_weight(wc, *existing)
-
-
-@kernel("tp_res_ln_bwd_input")
-def tp_res_ln_bwd_input(cache, dres, dln, gamma):
-    """B: -> (dx, weight cache)."""
-    return dres + K.layer_norm_backward_input(cache, dln, gamma), (cache, dln, dres)
-
-
-@kernel("tp_res_ln_bwd_weight")
-def tp_res_ln_bwd_weight(wc, *existing):
-    """W: -> (dgamma, dbeta, dbias)."""
-    cache, dln, dres = wc
-    return _acc(K.layer_norm_backward_weight(cache, dln) + (_bias_grad(dres),), existing)
 
 
 @kernel("tp_ln_bwd")
@@ -87,78 +50,6 @@ def tp_ln_bwd_input(cache, dln, gamma):
 @kernel("tp_ln_bwd_weight")
 def tp_ln_bwd_weight(wc, *existing):
     return _acc(tuple(K.layer_norm_backward_weight(*wc)), existing)
-
-
-# ---- attention: column-parallel q, k, v by head group, row-parallel output projection --------------
-@kernel("tp_attn_fwd")
-def tp_attn_fwd(a, w_qkv, b_qkv, w_o, heads: int, causal: bool = True):
-    """qkv = a W_qkv[:, mine] + b  (B, T, h) @ (h, 3h/n) -> (B, T, 3h/n); this rank's a/n heads;
-    o_part = att W_o[mine, :]  (B, T, h/n) @ (h/n, h) -> (B, T, h), a partial sum over ranks."""
-    hl = w_qkv.shape[1] // 3
-    qkv, _ = K.linear_forward(a, w_qkv, b_qkv)
-    att, c_att = attention_forward(qkv[..., :hl], qkv[..., hl:2 * hl], qkv[..., 2 * hl:], heads, causal)
-    return att @ w_o, (c_att, att)
-
-
-@kernel("tp_attn_bwd")
-def tp_attn_bwd(cache, a, dout, w_qkv, w_o, *existing):
-    """dout (B, T, h) full.  -> (da_part (B, T, h), dW_qkv (h, 3h/n), db_qkv (3h/n,), dW_o (h/n, h))."""
-    da_part, wc = tp_attn_bwd_input(cache, a, dout, w_qkv, w_o)
-    return (da_part,) + tp_attn_bwd_weight(wc, *existing)
-
-
-@kernel("tp_attn_bwd_input")
-def tp_attn_bwd_input(cache, a, dout, w_qkv, w_o):
-    """B: -> (da_part, weight cache (a, dqkv, att, dout))."""
-    c_att, att = cache
-    datt = K.linear_backward_input(dout, w_o)  # (B, T, h) @ (h, h/n)
-    dq, dk, dv = attention_backward(c_att, datt)
-    dqkv = np.concatenate([dq, dk, dv], axis=-1)  # (B, T, 3h/n)
-    return K.linear_backward_input(dqkv, w_qkv), (a, dqkv, att, dout)  # (B, T, 3h/n) @ (3h/n, h)
-
-
-@kernel("tp_attn_bwd_weight")
-def tp_attn_bwd_weight(wc, *existing):
-    """W: -> (dW_qkv = a^T dqkv, db_qkv, dW_o = att^T dout)."""
-    a, dqkv, att, dout = wc
-    dw_qkv, db_qkv = K.linear_backward_weight(a, dqkv)
-    dw_o, _ = K.linear_backward_weight(att, dout, has_bias=False)
-    return _acc((dw_qkv, db_qkv, dw_o), existing)
-
-
-# ---- MLP: column-parallel fc (gelu local), row-parallel proj -----------------------------------------
-@kernel("tp_mlp_fwd")
-def tp_mlp_fwd(m, w_fc, b_fc, w_proj):
-    """f = m W_fc[:, mine] + b  (B, T, h) @ (h, 4h/n); g = gelu(f) locally (no communication);
-    p_part = g W_proj[mine, :]  (B, T, 4h/n) @ (4h/n, h) -> (B, T, h), a partial sum."""
-    f, _ = K.linear_forward(m, w_fc, b_fc)
-    g, _ = K.gelu_forward(f)
-    return g @ w_proj, (f, g)
-
-
-@kernel("tp_mlp_bwd")
-def tp_mlp_bwd(cache, m, dout, w_fc, w_proj, *existing):
-    """-> (dm_part (B, T, h), dW_fc, db_fc, dW_proj)."""
-    dm_part, wc = tp_mlp_bwd_input(cache, m, dout, w_fc, w_proj)
-    return (dm_part,) + tp_mlp_bwd_weight(wc, *existing)
-
-
-@kernel("tp_mlp_bwd_input")
-def tp_mlp_bwd_input(cache, m, dout, w_fc, w_proj):
-    """B: -> (dm_part, weight cache (m, df, g, dout))."""
-    f, g = cache
-    dg = K.linear_backward_input(dout, w_proj)  # (B, T, h) @ (h, 4h/n)
-    df = K.gelu_backward(f, dg)
-    return K.linear_backward_input(df, w_fc), (m, df, g, dout)  # (B, T, 4h/n) @ (4h/n, h)
-
-
-@kernel("tp_mlp_bwd_weight")
-def tp_mlp_bwd_weight(wc, *existing):
-    """W: -> (dW_fc = m^T df, db_fc, dW_proj = g^T dout)."""
-    m, df, g, dout = wc
-    dw_fc, db_fc = K.linear_backward_weight(m, df)
-    dw_proj, _ = K.linear_backward_weight(g, dout, has_bias=False)
-    return _acc((dw_fc, db_fc, dw_proj), existing)
 
 
 # ---- vocabulary-parallel embedding ------------------------------------------------------------------

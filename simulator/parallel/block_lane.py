@@ -1,0 +1,290 @@
+"""The block's steps (models/block_plan.py) transformed per parallel axis, and ONE emitter that
+walks the transformed list on any lane (issue 24, item 4).
+
+Transforms, applied in this fixed order (`lane_items`), each returning a new list of items:
+  tensor_parallel(steps, tp, sp)  Megatron-LM (Shoeybi et al. 2019, Sec. 3): a linear reading a
+        replicated value is column-parallel (its output columns cut by tp; before it Megatron's f:
+        identity forward, AllReduce of the input gradient), a linear reading a sharded value is
+        row-parallel (its input rows cut; after it g: AllReduce forward, identity backward; its
+        bias becomes a "bias" step after the reduction); attention and the activation between
+        them keep a/tp heads and 4h/tp columns. With sequence parallelism (Korthikanti et al.
+        2022) f is AllGather forward / ReduceScatter backward and g ReduceScatter / AllGather; the
+        gathered input of a column-parallel linear is not kept but gathered again in backward
+        (Sec. 4.2.2), and the replicated steps' gradients are partial sums (`sp_partial_grads`).
+  context_parallel(items)  the projections and attention between qkv and o become one `External`
+        item the lane emits itself: ring or all-to-all attention over the context group
+        (cp_attention.py, its projection kernels in cp_kernels.py).
+The pipeline stage split (emit.Stages), ZeRO (zero.py) and the B/W split (bw_split.grad_op, used
+here for every segment with parameters) then apply to the lane as a whole.
+
+`emit_forward` / `emit_backward` cut the items into segments: the longest runs of steps with no
+collective between them in that direction (a collective that is the identity in a direction is an
+"identity" step there). Each forward segment is one `block_fwd` Compute (its inputs, parameters ->
+its outputs and one cache tensor per step that keeps one, act/cache/{layer}/mb{j}/{step}); each
+backward segment one `block_bwd` (or B `block_bwd_input` + W `block_bwd_weight`); the collectives
+and external items sit between them. Temporaries are act/tp/{layer}/mb{j}/{value} (d{value} for
+gradients).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from ..models import block_plan as plan
+from ..models.block_plan import KINDS, Step
+from ..ops import kernel
+from .emit import param
+
+
+@dataclass(frozen=True)
+class Comm:
+    """A collective over the tensor group between steps: `forward` (None: identity) turns value
+    `src` into `dst`; `backward` turns the gradient of dst into that of src. `width`: features of
+    the full (B, T, width) tensor. `regather`: dst is not kept for backward but gathered again."""
+
+    name: str
+    forward: str | None
+    backward: str | None
+    src: str
+    dst: str
+    width: int
+    regather: bool = False
+
+    def identity(self) -> Step:
+        return Step(self.name, "identity", (self.src,), self.dst)
+
+
+@dataclass(frozen=True)
+class External:
+    """Steps a lane emits itself (context-parallel attention): value `reads` -> value `writes`."""
+
+    name: str
+    reads: str
+    writes: str
+    steps: tuple[Step, ...]
+
+
+def tensor_parallel(steps: tuple, tp: int, sp: bool) -> tuple:
+    out, sharded, rename = [], set(), {}
+    for s in steps:
+        s = replace(s, reads=tuple(rename.get(v, v) for v in s.reads))
+        if s.kind == "linear" and s.reads[0] not in sharded:  # column-parallel
+            src, full = s.reads[0], f"{s.reads[0]}_full"
+            out.append(Comm(f"{s.name}_in", "all_gather" if sp else None, "reduce_scatter" if sp else "all_reduce",
+                            src, full, s.width, regather=sp))
+            out.append(replace(s, reads=(full,), out_width=s.out_width // tp,
+                               params=tuple((n, sh[:-1] + (sh[-1] // tp,)) for n, sh in s.params)))
+            sharded.add(s.writes)
+        elif s.kind == "linear":  # row-parallel: its bias is added once, after the reduction
+            (w, shape), *bias = s.params
+            out.append(replace(s, width=s.width // tp, params=((w, (shape[0] // tp, shape[1])),)))
+            red = f"{s.writes}_sum"
+            out.append(Comm(f"{s.name}_out", "reduce_scatter" if sp else "all_reduce", "all_gather" if sp else None,
+                            s.writes, red, s.out_width))
+            rename[s.writes] = red
+            if bias:
+                out.append(Step(f"{s.name}_bias", "bias", (red,), f"{s.writes}_b", tuple(bias), width=s.out_width))
+                rename[s.writes] = f"{s.writes}_b"
+        elif any(v in sharded for v in s.reads):  # this rank's heads / activation columns
+            out.append(replace(s, width=s.width // tp, heads=s.heads // tp))
+            sharded.add(s.writes)
+        else:
+            out.append(s)
+    return tuple(out)
+
+
+def sp_partial_grads(items) -> tuple[str, ...]:
+    """Parameters `tensor_parallel` leaves whole (norms, biases after a reduction): under sequence
+    parallelism their steps see T/tp tokens, so each rank's gradient is a partial sum."""
+    sharded, names = set(), []
+    for i in items:
+        if not isinstance(i, Step):
+            continue
+        if i.kind == "linear" and not any(v in sharded for v in i.reads):
+            sharded.add(i.writes)  # column-parallel
+        elif any(v in sharded for v in i.reads):
+            if i.kind != "linear":
+                sharded.add(i.writes)
+        else:
+            names += i.param_names
+    return tuple(names)
+
+
+def context_parallel(items: tuple) -> tuple:
+    names = [getattr(i, "name", None) for i in items]
+    a, b = names.index("qkv"), names.index("o")
+    inner = items[a:b + 1]
+    return items[:a] + (External("attention", inner[0].reads[0], inner[-1].writes, inner),) + items[b + 1:]
+
+
+@lru_cache(maxsize=256)
+def lane_items(steps: tuple, tp: int, sp: bool, cp_attention: bool) -> tuple:
+    """The fixed order: TP/SP, then CP."""
+    items = tensor_parallel(steps, tp, sp) if tp > 1 else steps
+    return context_parallel(items) if cp_attention else items
+
+
+# ---- segments ----------------------------------------------------------------------------------
+def _segments(items, forward: bool) -> list:
+    out, run = [], []
+    for it in (items if forward else reversed(items)):
+        if isinstance(it, Step) or (isinstance(it, Comm) and (it.forward if forward else it.backward) is None):
+            run.append(it if isinstance(it, Step) else it.identity())
+            continue
+        if run:
+            out.append(tuple(run if forward else reversed(run)))
+        run = []
+        out.append(it)
+    if run:
+        out.append(tuple(run if forward else reversed(run)))
+    return out
+
+
+def _reads(seg) -> list[str]:
+    if isinstance(seg, Comm):
+        return [seg.src]
+    if isinstance(seg, External):
+        return [seg.reads]
+    written, out = set(), []
+    for s in seg:
+        out += [v for v in s.reads if v not in written and v not in out]
+        written.add(s.writes)
+    return out
+
+
+def _param_names(steps) -> list[str]:
+    return [n for s in steps for n in s.param_names]
+
+
+def _kept(items) -> dict[str, str]:
+    """Step whose input is gathered again in backward -> the Comm's local source value."""
+    return {s.name: c.src for c in items if isinstance(c, Comm) and c.regather
+            for s in items if isinstance(s, Step) and c.dst in s.reads}
+
+
+def _cached(steps, items) -> list[str]:
+    regathered = _kept(items)
+    return [s.name for s in steps if KINDS[s.kind].cached(s, 1) > 0 and s.name not in regathered]
+
+
+def _comm(lane, r, c: Comm, kind: str, src: str, dst: str, j: int, tag: str) -> None:
+    nb = lane._full_nbytes(c.width)
+    lane._coll(r, kind, src, dst, j, tag, nb // lane.tp if kind == "all_gather" else nb)
+
+
+def emit_forward(lane, r: int, li: int, lyr, items, inputs: dict, outputs: dict, j: int) -> None:
+    """Values `inputs` (value -> tensor) to `outputs` (value -> tensor) on rank r."""
+    b, (c, T) = lane.builder, lane._names(li, j)
+    segs = _segments(items, True)
+    last = {v: k for k, seg in enumerate(segs) for v in _reads(seg)}
+    keep = set(_kept(items).values()) | {i.reads for i in items if isinstance(i, External)}
+    where, tokens = dict(inputs), lane.config.seq_len // getattr(lane, "cp", 1)
+    for k, seg in enumerate(segs):
+        reads = _reads(seg)
+        if isinstance(seg, Comm):
+            where[seg.dst] = outputs.get(seg.dst, f"{T}/{seg.dst}")
+            _comm(lane, r, seg, seg.forward, where[seg.src], where[seg.dst], j, f"{li}/{seg.name}/mb{j}")
+        elif isinstance(seg, External):
+            where[seg.writes] = lane.external_forward(r, li, lyr, seg, where[seg.reads], j)
+        else:
+            writes = [s.writes for s in seg if s.writes in outputs or last.get(s.writes, -1) > k]
+            cached = _cached(seg, items)
+            where.update({v: outputs.get(v, f"{T}/{v}") for v in writes})
+            b.compute(r, "block_fwd", [*(where[v] for v in reads), *(param(li, n) for n in _param_names(seg))],
+                      [*(where[v] for v in writes), *(f"{c}/{n}" for n in cached)],
+                      attrs={"steps": seg, "reads": tuple(reads), "writes": tuple(writes), "cached": tuple(cached)},
+                      flops=plan.flops(seg, lane.microbatch_size, tokens)[0], phase="forward", microbatch=j,
+                      label=f"F{j} {lyr.name} {'+'.join(s.name for s in seg)}")
+        b.free(r, *(where[v] for v in reads if last[v] == k and v not in keep and v not in inputs))
+
+
+def emit_backward(lane, r: int, li: int, lyr, items, grads: dict, outputs: dict, j: int, accumulate: bool) -> None:
+    """Gradients `grads` (value -> tensor, e.g. {"y": dy}) back to `outputs` (e.g. {"x": dx});
+    parameter gradients into grad/{li}/* (added to the existing ones when `accumulate`)."""
+    b, (c, T) = lane.builder, lane._names(li, j)
+    segs = _segments(items, False)
+    left = Counter(v for seg in segs for v in _reads(seg))
+    regather = {s: src for s, src in _kept(items).items()}
+    comm_of = {i.dst: i for i in items if isinstance(i, Comm)}
+    gt, tokens = dict(grads), lane.config.seq_len // getattr(lane, "cp", 1)
+    mine = lambda v: v not in grads.values()  # noqa: E731 -- the caller frees what it passed in
+
+    def out_name(v):
+        left[v] -= 1
+        return outputs[v] if left[v] == 0 and v in outputs else f"{T}/d{v}"
+
+    for seg in segs:
+        if isinstance(seg, Comm):
+            d = gt.pop(seg.dst)
+            gt[seg.src] = out_name(seg.src)
+            _comm(lane, r, seg, seg.backward, d, gt[seg.src], j, f"{li}/{seg.name}/b/mb{j}")
+            b.free(r, *([d] if mine(d) else []))
+            if seg.regather:
+                b.free(r, f"{T}/{seg.src}")
+            continue
+        if isinstance(seg, External):
+            d = gt.pop(seg.writes)
+            x = f"{T}/{seg.reads}"
+            gt[seg.reads] = lane.external_backward(r, li, lyr, seg, x, d, j, accumulate)
+            left[seg.reads] -= 1
+            b.free(r, x, *([d] if mine(d) else []))
+            continue
+        reads, written = _reads(seg), [s.writes for s in seg]
+        g_in = [v for v in written + reads if v in gt]
+        ins_g = [gt.pop(v) for v in g_in]
+        cached = _cached(seg, items)
+        restored = [s.name for s in seg if s.name in regather]
+        for n in restored:  # the sequence-parallel input, gathered again (Korthikanti et al. 2022, 4.2.2)
+            comm = comm_of[seg[[s.name for s in seg].index(n)].reads[0]]
+            _comm(lane, r, comm, "all_gather", f"{T}/{regather[n]}", f"{T}/{comm.dst}", j, f"{li}/{n}/re/mb{j}")
+        outs = [out_name(v) for v in reads]
+        gt.update(zip(reads, outs))
+        ins = [*(f"{c}/{n}" for n in cached), *(f"{T}/{comm_of[s.reads[0]].dst}" for s in seg if s.name in restored),
+               *ins_g, *(param(li, n) for n in _param_names(seg))]
+        attrs = {"steps": seg, "cached": tuple(cached), "restored": tuple(restored), "grads_in": tuple(g_in),
+                 "grads_out": tuple(reads), "n_params": len(_param_names(seg))}
+        _, fl_in, fl_w = plan.flops(seg, lane.microbatch_size, tokens)
+        label = f"{lyr.name} {'+'.join(s.name for s in reversed(seg))}"
+        if _param_names(seg):
+            lane.grad_op(r, li, j, "block_bwd", ins, outs, tuple(_param_names(seg)), accumulate, (fl_in, fl_w),
+                         attrs=attrs, label=label)
+        else:
+            b.compute(r, "block_bwd", ins, outs, attrs=attrs, flops=fl_in, phase="backward", microbatch=j,
+                      label=f"B{j} {label}")
+        b.free(r, *ins[:len(cached) + len(restored)], *(t for t in ins_g if mine(t) and t not in outs))
+
+
+# ---- the kernels: the block_plan interpreter on one segment -------------------------------------
+@kernel("block_fwd")
+def block_fwd(*ins, steps, reads, writes, cached):
+    values = dict(zip(reads, ins))
+    cache = plan.forward(steps, dict(zip(_param_names(steps), ins[len(reads):])), values)
+    return tuple(values[w] for w in writes) + tuple(cache[n] for n in cached)
+
+
+@kernel("block_bwd_input")
+def block_bwd_input(*ins, steps, cached, restored, grads_in, grads_out, n_params=0):
+    """B: -> (gradients of grads_out..., weight cache)."""
+    k = len(cached) + len(restored)
+    cache = dict(zip(cached + restored, ins[:k]))
+    grads = dict(zip(grads_in, ins[k:k + len(grads_in)]))
+    wcache = plan.backward_input(steps, dict(zip(_param_names(steps), ins[k + len(grads_in):])), cache, grads)
+    return tuple(grads[v] for v in grads_out) + (wcache,)
+
+
+@kernel("block_bwd_weight")
+def block_bwd_weight(wcache, *existing, steps, **_):
+    """W: the segment's parameter gradients (added to `existing`)."""
+    g = plan.backward_weight(steps, wcache)
+    out = tuple(g[n] for n in _param_names(steps))
+    return tuple(a + e for a, e in zip(out, existing)) if existing else out
+
+
+@kernel("block_bwd")
+def block_bwd(*ins, steps, cached, restored, grads_in, grads_out, n_params):
+    n = len(cached) + len(restored) + len(grads_in) + n_params
+    *outs, wcache = block_bwd_input(*ins[:n], steps=steps, cached=cached, restored=restored, grads_in=grads_in,
+                                    grads_out=grads_out)
+    return tuple(outs) + (block_bwd_weight(wcache, *ins[n:], steps=steps) if n_params else ())
