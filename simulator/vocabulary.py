@@ -87,8 +87,17 @@ KNOBS: tuple[Knob, ...] = (
          "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split", "", "cost"),
     # memory
     Knob("zero_stage", "ZeRO stage 0-3 over the data(-and-context)-parallel group", 0,
-         "--use-distributed-optimizer (stage 1)", "(FSDP: data_parallel_shard_degree, stage 3)", "train,cost",
+         "--use-distributed-optimizer (stage 1); --data-parallel-sharding-strategy no_shard / optim / optim_grads "
+         "/ optim_grads_params (stage 0-3)", "(FSDP: data_parallel_shard_degree > 1, stage 3)", "train,cost",
          aliases=("zero",)),
+    Knob("fsdp", "how ZeRO-3 shards: none (DeepSpeed: one gather per sub-module, refused with a pipeline), fsdp2 "
+         "(PyTorch fully_shard: one gather and one reduce-scatter per layer, simulator.cost.fsdp) or megatron_fsdp",
+         "none", "--use-torch-fsdp2 / --use-megatron-fsdp", "(fully_shard: data_parallel_shard_degree > 1)", "cost",
+         changes_answer=True, choices=("none", "fsdp2", "megatron_fsdp")),
+    Knob("reshard_after_forward", "FSDP: free a layer's gathered parameters after its forward and gather them again "
+         "for its backward; default: on without a pipeline, off with one (torchtitan)", "default",
+         "--torch-fsdp2-no-reshard-after-forward (never)", "parallelism.fsdp_reshard_after_forward", "cost",
+         changes_answer=True, choices=("default", "always", "never")),
     Knob("recompute", "activation recomputation: none, selective (attention core) or full", "none",
          "--recompute-granularity", "activation_checkpoint.mode", "cost", changes_answer=True),
     Knob("sequence_parallel", "shard the non-tensor-parallel activations over the tp group", False,
@@ -131,6 +140,11 @@ KNOBS: tuple[Knob, ...] = (
          "etp x ep) or flex (DeepEP; priced as alltoall). Megatron-LM's own default is allgather: its flags "
          "keep it", "alltoall", "--moe-token-dispatcher-type", "", "stack", changes_answer=True,
          choices=("alltoall", "allgather", "flex")),
+    Knob("overlap_moe_comm", "MoE dispatch/combine hidden under another micro-batch's compute (Megatron's 1F1B "
+         "all-to-all overlap; DeepSeek-V3's DualPipe chunk pairs)", False, "--overlap-moe-expert-parallel-comm", "",
+         "stack", changes_answer=True),
+    Knob("shared_expert_overlap", "MoE shared experts computed while the tokens are dispatched and combined", False,
+         "--moe-shared-expert-overlap", "", "stack", changes_answer=True),
     Knob("stage3_max_reuse_distance", "DeepSpeed ZeRO-3: elements fetched before a released parameter is reused",
          1e9, "(DeepSpeed stage3_max_reuse_distance)", "", "stack", changes_answer=True),
     Knob("grad_accum_bytes", "HBM bytes per parameter to accumulate a micro-batch's gradient outside the GEMM "

@@ -59,15 +59,13 @@ def test_exercises_are_generated_from_solutions():
 
 
 @pytest.mark.parametrize("lesson", READY, ids=lambda x: x.folder.name)
-def test_readme_python_blocks_run(lesson):
+def test_readme_has_a_worked_example_and_its_figures(lesson):
+    """(The example runs, and prints what its text quotes: tests/test_lesson_numbers.py.)"""
     text = (lesson.folder / "README.md").read_text(encoding="utf-8")
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     assert blocks, "a worked example in a ```python block"
     for name in re.findall(r"\]\((figures/[^)]+\.png)\)", text):
         assert (lesson.folder / name).is_file(), name
-    done = subprocess.run([sys.executable, "-c", "\n".join(blocks)], capture_output=True, text=True,
-                          cwd=lesson.folder, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_student_errors_become_failed_items(tmp_path):

@@ -161,7 +161,7 @@ def stack_widgets(spec: ModelSpec) -> dict:
     if untouched and "flash" not in st.query_params:
         st.session_state["flash"] = spec.flash_attention
     st.session_state["_flash_preset"] = spec.flash_attention
-    c = st.columns(6)
+    c = [cell for _ in range(2) for cell in st.columns(3)]  # three a row: at 1024 px no label wraps inside a word
     kw = {"overlap_grad_reduce": c[0].toggle("Overlap grad reduce", key="ov_grad", **BIND,
                                              help="gradient buckets reduced under the backward (--overlap-grad-reduce)"),
           "overlap_param_gather": c[1].toggle("Overlap param gather", key="ov_param", **BIND,
@@ -327,9 +327,9 @@ with tab_est:
         left, right = st.columns([3, 2])
         with left:
             parts = memory_parts(r["memory"])
-            st.vega_lite_chart(memory_components_spec(parts, res["capacity"],
-                                                      title=f"memory per GPU on {hw}, stage {r['memory']['stage']}"),
-                               width="stretch", key="memory")
+            interactive(memory_components_spec(parts, res["capacity"],
+                                               title=f"memory per GPU on {hw}, stage {r['memory']['stage']}"),
+                        key="memory")
             st.dataframe([{"component": k, "bytes": fmt_bytes(v), "GB": round(v / 1e9, 2)}
                           for k, v in parts.items()], hide_index=True, width="stretch")
             st.caption("As Megatron-LM's theoretical_memory_usage counts it (Korthikanti et al. 2022), for the "

@@ -54,6 +54,11 @@ class Assumptions:
       factor): every expert's input padded to c T k / E rows (`simulator.cost.moe`).
     - moe_token_dispatcher = "alltoall" (Megatron --moe-token-dispatcher-type; Megatron-LM's own
       default allgather is what its flags give): how tokens reach their experts (`simulator.cost.moe`).
+    - overlap_moe_comm = False (Megatron --overlap-moe-expert-parallel-comm; DeepSeek-V3's DualPipe
+      overlaps a forward and a backward chunk the same way, Sec. 3.2.1): a layer's dispatch and
+      combine collectives run under the compute of the paired micro-batch (`simulator.cost.moe`).
+    - shared_expert_overlap = False (Megatron --moe-shared-expert-overlap): the shared experts'
+      forward runs under the dispatch/combine of the forward, their input gradients under the backward's.
     - collective_algo: the algorithm priced by `simulator.cost.comm` (ring, as NCCL for large S).
     - recipe = "megatron": the model-state bytes per parameter (`simulator.model_states.RECIPES`:
       megatron 2 + 4 + 12, mixed 2 + 2 + 12, fp32 4 + 4 + 8); `PRECISION` names the three
@@ -91,6 +96,8 @@ class Assumptions:
     capacity_factor: float | None = DEFAULTS["capacity_factor"]
     pad_to_capacity: bool = DEFAULTS["pad_to_capacity"]
     moe_token_dispatcher: str = DEFAULTS["moe_token_dispatcher"]
+    overlap_moe_comm: bool = DEFAULTS["overlap_moe_comm"]
+    shared_expert_overlap: bool = DEFAULTS["shared_expert_overlap"]
     recipe: str = DEFAULTS["recipe"]
     stage3_max_reuse_distance: float = DEFAULTS["stage3_max_reuse_distance"]
     grad_accum_bytes: float = DEFAULTS["grad_accum_bytes"]

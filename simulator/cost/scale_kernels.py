@@ -154,6 +154,8 @@ class LayerKernels:
     logits_b: Kernel
     logits_w: Kernel
     core_fwd: Kernel = Kernel("core")
+    shared_fwd: Kernel = Kernel("shared")   # the shared experts' share of mlp_fwd (their overlap, `cost.moe`)
+    shared_b: Kernel = Kernel("shared")     # ... of mlp_b
 
 
 def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumptions | None = None) -> LayerKernels:
@@ -166,27 +168,33 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
     the rank routes (`moe.routed_tokens`)."""
     A = (assumptions or Assumptions()).resolved(model)
     s, b, h, t, c = model.seq, cfg.micro_batch_size, model.hidden, cfg.tp, cfg.cp
-    T, hd, a = b * s / c, model.head_dim, model.heads
+    T, a = b * s / c, model.heads
+    dqk, dv = model.core_dims
     rep = 1 / t if cfg.sequence_parallel else 1.0
     if cfg.cp_comm_type == "a2a":
         sq, heads = s, b * a / (t * c)
     else:
         sq, heads = s / c, b * a / t
-    qkv, proj = (T, (h + 2 * model.kv_dim) / t, h), (T, h, h / t)
+    # the attention's linears (`ModelSpec.attention_linears`): the ones before the core, and the output
+    split = {"column": lambda i, o: (T, o / t, i), "row": lambda i, o: (T, o, i / t), "replicated": lambda i, o: (T, o, i)}
+    linears = [split[sp](i, o) for _n, i, o, sp in model.attention_linears()]
+    qkv, proj = tuple(linears[:-1]), linears[-1]
     experts = getattr(model, "num_experts", 0)
     gate = 2 if model.gated_mlp else 1
     if experts:
         Te, f, et = expert_rows(model, cfg, A), model.moe_ffn_hidden, cfg.expert_tp
         up, down, router = (Te, gate * f / et, h), (Te, h, f / et), ((routed_tokens(model, cfg), experts, h),)
+        fs = model.moe_shared_expert_hidden   # shared experts: a tensor-parallel MLP over all T tokens
+        shared = ((T, gate * fs / t, h), (T, h, fs / t)) if fs else ()
     else:
         Te, f = T, model.ffn_hidden
-        up, down, router = (T, gate * f / t, h), (T, h, f / t), ()
+        up, down, router, shared = (T, gate * f / t, h), (T, h, f / t), (), ()
     flash = A.flash_attention
     fs, bs = (0.5, 0.5 * 5 / 4) if flash else (1.0, 1.0)
     # the attention core stays 16-bit under FP8 (last field, `Kernel.time_s`)
-    core_fwd = (MatMul(sq, s, hd, heads, fs, True), MatMul(sq, hd, s, heads, fs, True))   # scores, context
-    core_bwd = tuple(MatMul(*x, bs, True) for x in ((sq, hd, s, heads), (sq, hd, s, heads), (sq, s, hd, heads),
-                                                      (s, hd, sq, heads)))
+    core_fwd = (MatMul(sq, s, dqk, heads, fs, True), MatMul(sq, dv, s, heads, fs, True))   # scores, context
+    core_bwd = tuple(MatMul(*x, bs, True) for x in ((sq, dqk, s, heads), (sq, dv, s, heads), (sq, s, dv, heads),
+                                                      (s, dqk, sq, heads)))
     softmax = 0.0 if flash else 9 * heads * sq * s
     ew_attn = 11 * T * h * rep + softmax
     ew_mlp = 11 * T * h * rep + (6 if model.gated_mlp else 4) * Te * f / (cfg.expert_tp if experts else t)
@@ -203,21 +211,25 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
     def cast(shapes, which):  # Transformer Engine's FP8 casts around these linear layers' GEMMs
         return fp8_cast_nbytes(shapes, which) if A.fp8 else 0.0
 
-    attn_fwd = Kernel("attn_fwd", lin((qkv,), "f") + core_fwd + lin((proj,), "f", ub), ew_attn + cast((proj,), "f"))
-    mlp_fwd = Kernel("mlp_fwd", lin(router + (up,), "f") + lin((down,), "f", ub), ew_mlp)   # casts fused (fp8_cast_nbytes)
+    attn_fwd = Kernel("attn_fwd", lin(qkv, "f") + core_fwd + lin((proj,), "f", ub), ew_attn + cast((proj,), "f"))
+    ew_shared = (6 if model.gated_mlp else 4) * T * model.moe_shared_expert_hidden / t if shared else 0.0
+    shared_fwd = Kernel("shared_fwd", lin(shared, "f"), ew_shared)
+    shared_b = Kernel("shared_bgrad", lin(shared, "b"), 2 * ew_shared)
+    mlp_fwd = Kernel("mlp_fwd", lin(router + (up,), "f") + lin((down,), "f", ub) + shared_fwd.matmuls,
+                     ew_mlp + ew_shared)   # casts fused (fp8_cast_nbytes)
     selective = cfg.recompute == "selective" and not flash     # FlashAttention recomputes the core anyway
-    attn_b = Kernel("attn_bgrad", (core_fwd if selective else ()) + lin((proj,), "b") + core_bwd + lin((qkv,), "b", ub),
-                    2 * ew_attn + (softmax if selective else 0.0) + cast((qkv, proj), "b"))
-    mlp_b = Kernel("mlp_bgrad", lin((down,), "b") + lin((up,), "b", ub) + lin(router, "b"),
-                   2 * ew_mlp + cast((up, down), "b"))
-    attn_w = Kernel("attn_wgrad", lin((proj,), "w") + lin((qkv,), "w", ub))
-    mlp_w = Kernel("mlp_wgrad", lin((down,), "w") + lin((up,), "w", ub) + lin(router, "w"))
+    attn_b = Kernel("attn_bgrad", (core_fwd if selective else ()) + lin((proj,), "b") + core_bwd + lin(qkv, "b", ub),
+                    2 * ew_attn + (softmax if selective else 0.0) + cast(qkv + (proj,), "b"))
+    mlp_b = Kernel("mlp_bgrad", lin((down,), "b") + lin((up,), "b", ub) + lin(router, "b") + shared_b.matmuls,
+                   2 * ew_mlp + 2 * ew_shared + cast((up, down) + shared, "b"))
+    attn_w = Kernel("attn_wgrad", lin((proj,), "w") + lin(qkv, "w", ub))
+    mlp_w = Kernel("mlp_wgrad", lin((down,), "w") + lin((up,), "w", ub) + lin(router, "w") + lin(shared, "w"))
     Vt = padded_vocab(model, t) / t
     return LayerKernels(attn_fwd, mlp_fwd, attn_b, mlp_b, attn_w, mlp_w,    # output layer: 16-bit
                         Kernel("logits_fwd", (MatMul(T, Vt, h, sixteen_bit=True),), CROSS_ENTROPY_FWD_BYTES * T * Vt),
                         Kernel("logits_bgrad", (MatMul(T, h, Vt, sixteen_bit=True),), CROSS_ENTROPY_BWD_BYTES * T * Vt),
                         Kernel("logits_wgrad", (MatMul(h, Vt, T, sixteen_bit=True),)),
-                        Kernel("core_fwd", core_fwd, softmax))
+                        Kernel("core_fwd", core_fwd, softmax), shared_fwd, shared_b)
 
 
 def padded_vocab(model: ModelSpec, tp: int) -> int:
