@@ -147,14 +147,14 @@ def _layer_comm(model, cfg, hw, A, K, topo) -> dict:
                 if cfg.sequence_parallel else collective_time_s("all_reduce", act, grp, topo, ar_algo))
     tp = 2 * half
     if A.overlap_tp_comm:      # chunks pipelined with the layer's linear GEMMs (weight-gradient shapes)
-        tp = max(0.0, tp - K.attn_w.time_s(hw, A.matmul_dtype) - K.mlp_w.time_s(hw, A.matmul_dtype))
+        tp = max(0.0, tp - K.attn_w.time_s(hw, A.matmul_dtype, A.profile) - K.mlp_w.time_s(hw, A.matmul_dtype, A.profile))
     cp_f = cp_b = cp_total = 0.0
     if c > 1:
         grp = cfg.cp_group()
         if cfg.cp_comm_type == "p2p":   # ring: c-1 steps passing K and V; backward also dK, dV
             kv = 2 * T * sum(model.qkv_widths[1:]) / t            # K and V, 16-bit
             step = _slowest_link(topo, grp).time_s(kv)
-            core = K.core_fwd.time_s(hw, A.matmul_dtype)
+            core = K.core_fwd.time_s(hw, A.matmul_dtype, A.profile)
             cp_total = 3 * (c - 1) * step
             cp_f = max(0.0, (c - 1) * step - core)
             cp_b = max(0.0, 2 * (c - 1) * step - 2.5 * core)
@@ -183,7 +183,8 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     topo = hw.topology(cfg.gpus, A.link_efficiency)
     algo, dt = A.collective_algo, A.matmul_dtype
     K = layer_kernels(model, cfg, A)
-    kt = lambda k: k.time_s(hw, dt)  # noqa: E731
+    stack = A.profile                  # the software stack's kernels and overheads (`simulator.cost.stack`)
+    kt = lambda k: k.time_s(hw, dt, stack)  # noqa: E731
     cm = _layer_comm(model, cfg, hw, A, K, topo)
     full = cfg.recompute == "full"
     # one layer and micro-batch: kernels, and the exposed communication of each kind (a fully
@@ -211,7 +212,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     for i, x in enumerate((lf, lb, lw)):
         stages[-1][i] += x
     for k in range(p):   # gradient accumulation outside the GEMMs, after every micro-batch (`Assumptions`)
-        stages[k][2] += memory_time_s(A.grad_accum_bytes * (dense_k[k] + expert_k[k]), hw)
+        stages[k][2] += memory_time_s(A.grad_accum_bytes * (dense_k[k] + expert_k[k]), hw, stack)
     slowest_k = max(range(p), key=lambda k: sum(stages[k]))
     slowest = sum(stages[slowest_k])
     # the slowest stage waits, once, for the work of every other stage (warmup and cooldown): for
@@ -243,7 +244,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
                                    [cfg.rank(0, 0, 0), cfg.rank(0, 0, p - 1)], topo, algo)
     shard = d * c if cfg.zero_stage >= 1 else 1
     def optimizer_of(k):
-        return memory_time_s(ADAM_BYTES_PER_PARAM * (dense_k[k] + expert_k[k]) / shard, hw)
+        return memory_time_s(ADAM_BYTES_PER_PARAM * (dense_k[k] + expert_k[k]) / shard, hw, stack)
     # the breakdown is the slowest stage's (as the clock's, its bottleneck device's); the step ends
     # with the largest stage's optimizer (the position table makes the first stage the larger end),
     # which the slowest stage waits for
@@ -257,7 +258,8 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     n_slow = layers[slowest_k]
     exposed_by = {k: m * n_slow * x for k, x in comm_l.items()}
     exposed_by.update(pp=p2p_total, dp=dp_exposed + emb_ar)
-    parts = breakdown_from_parts(m * (slowest - n_slow * sum(comm_l.values())), exposed_by, bubble, optimizer)
+    parts = breakdown_from_parts(m * (slowest - n_slow * sum(comm_l.values())), exposed_by, bubble, optimizer,
+                                 stack.exposed_step_overhead_s(exposed_by["dp"]))
     step = parts.step_s
     by_kind = {"tensor_parallel": tp_total, "pipeline_p2p": p2p_total,
                "data_parallel": dp_time, "embedding_all_reduce": emb_ar}
