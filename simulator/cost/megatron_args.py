@@ -1,10 +1,11 @@
 """Megatron-LM's own command-line flags -> (model, parallel configuration, precision and overlap options).
 
 `parse_megatron_args(["--num-layers", "32", ...])` reads the flags of a Megatron-LM launch script
-as they are (`--flag value`, `--flag=value`). The flags that change time or memory are typed and
-validated (`FLAGS`); every other Megatron-LM flag (names in `megatron_flags.txt`, taken from
-`megatron/training/arguments.py`) is accepted and listed in `ignored`; anything else is refused
-with the closest known name. Nothing is evaluated.
+as they are (`--flag value`, `--flag=value`). Every Megatron-LM flag is in one table,
+`megatron_flags.txt` (`megatron_flag_table`). A flag that changes the price is typed and validated
+here (`FLAGS`). A flag that changes time or memory but is not priced is refused with the table's
+reason. Every other flag has no effect on the time or memory of a step: it is accepted and listed
+in `ignored`. Anything else is refused with the closest known name. Nothing is evaluated.
 
 `megatron_run(args, gpus=...)` turns them into a `MegatronRun`. Defaults are Megatron-LM's:
 tp = pp = cp = ep = 1, micro-batch 1, global batch = micro-batch x dp, no recomputation, no
@@ -20,8 +21,8 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 
+from simulator.cost.megatron_flag_table import FLAG_EFFECTS, refusal
 from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.moe import moe_layer_pattern
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
@@ -66,8 +67,14 @@ FLAGS = {
     "bf16": (_BOOL, False), "fp16": (_BOOL, False), "fp8-format": (("e4m3", "hybrid"), None),
     "attention-dropout": (_FLOAT, 0.1), "hidden-dropout": (_FLOAT, 0.1),
 }
-_KNOWN = frozenset(line.strip() for line in (Path(__file__).with_name("megatron_flags.txt")).read_text().splitlines()
-                   if line.strip() and not line.startswith("#")) | frozenset(FLAGS)
+FLAGS.update({
+    "account-for-embedding-in-pipeline-split": (_BOOL, False), "account-for-loss-in-pipeline-split": (_BOOL, False),
+    "grad-reduce-in-bf16": (_BOOL, False), "accumulate-allreduce-grads-in-fp32": (_BOOL, False),
+    "cp-comm-type": (("p2p", "a2a", "allgather", "a2a+p2p"), "p2p"),
+    "optimizer": (("adam", "sgd", "muon", "dist_muon", "lion", "adamw"), "adam"),
+    "transformer-impl": (("transformer_engine", "local", "inference_optimized"), "transformer_engine"),
+})
+_KNOWN = frozenset(FLAG_EFFECTS) | frozenset(FLAGS)
 
 
 @dataclass(frozen=True)
@@ -146,7 +153,10 @@ def parse_megatron_args(argv) -> MegatronArgs:
         if name_key not in _KNOWN:
             raise ParasimError(f"unknown Megatron-LM flag --{name}{_closest(name_key)}")
         i += 1
-        if name_key not in FLAGS:      # accepted, ignored: skip its values
+        why = refusal(name_key)
+        if why and name_key not in FLAGS:
+            raise ParasimError(f"--{name_key} is refused: {why} (simulator/cost/megatron_flags.txt)")
+        if name_key not in FLAGS:      # no effect on time or memory: accepted, listed as ignored
             ignored.append(f"--{name_key}")
             while not eq and i < len(tokens) and not tokens[i].startswith("--"):
                 i += 1
@@ -213,6 +223,22 @@ def _model(a: MegatronArgs, base: ModelSpec | str | None) -> ModelSpec:
     if over.get("gated_mlp") and "ffn_hidden" not in over:   # Megatron-LM validate_args
         over["ffn_hidden"] = int(4 * over["hidden"] * 2 / 3 / 64) * 64
     return ModelSpec("custom", **over)
+
+
+def _refuse_unpriced_values(a: MegatronArgs) -> None:
+    """Values of priced flags that parasim does not price, refused with the reason."""
+    if a["optimizer"] not in ("adam", "adamw"):
+        raise ParasimError(f"--optimizer {a['optimizer']} is refused: parasim prices Adam's states and step "
+                           f"(12 bytes and 30 bytes of traffic per parameter)")
+    if a["transformer-impl"] != "transformer_engine":
+        raise ParasimError(f"--transformer-impl {a['transformer-impl']} is refused: parasim prices Transformer "
+                           f"Engine's kernels")
+    if a["grad-reduce-in-bf16"] and a["accumulate-allreduce-grads-in-fp32"]:
+        raise ParasimError("give --grad-reduce-in-bf16 (2 bytes per gradient element) or "
+                           "--accumulate-allreduce-grads-in-fp32 (4), not both")
+    if a["cp-comm-type"] not in ("p2p", "a2a"):
+        raise ParasimError(f"--cp-comm-type {a['cp-comm-type']} is refused: parasim prices p2p (ring attention) "
+                           f"and a2a (Ulysses)")
 
 
 def _sharding(a: MegatronArgs, pp: int, ep: int, notes: list) -> tuple[int, str, str]:
@@ -303,6 +329,11 @@ def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | st
         raise ParasimError("--overlap-param-gather needs --use-distributed-optimizer (or --use-megatron-fsdp) and "
                            "--overlap-grad-reduce (Megatron-LM validate_args)")
     zero, fsdp, reshard = _sharding(a, pp, ep, notes)
+    _refuse_unpriced_values(a)
+    emb, loss = a["account-for-embedding-in-pipeline-split"], a["account-for-loss-in-pipeline-split"]
+    if emb != loss:
+        raise ParasimError("--account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split are "
+                           "priced together (the embedding and the LM head each count as a layer): give both")
     if a["bf16"] and a["fp16"]:
         raise ParasimError("give --bf16 or --fp16, not both")
     b = a["micro-batch-size"]
@@ -313,7 +344,8 @@ def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | st
               zero_stage=zero, fsdp=fsdp, reshard_after_forward=reshard, cp=cp, ep=ep,
               etp=a["expert-tensor-parallel-size"],
               first_stage_layers=a["decoder-first-pipeline-num-layers"],
-              last_stage_layers=a["decoder-last-pipeline-num-layers"])
+              last_stage_layers=a["decoder-last-pipeline-num-layers"], balance_embedding=emb,
+              cp_comm_type=a["cp-comm-type"])
     cfg_fields = {f.name for f in fields(ParallelConfig)}
     unsupported = [k for k, val in kw.items() if k not in cfg_fields and val not in (None, 1)]
     if unsupported:
@@ -327,6 +359,7 @@ def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | st
         False if backend in ("unfused", "local") else None)
     fp8 = a["fp8-format"] is not None
     akw = dict(dtype="fp16" if a["fp16"] else "bf16", overlap_grad_reduce=a["overlap-grad-reduce"],
+               grad_reduce_bytes=2 if a["grad-reduce-in-bf16"] else DEFAULTS["grad_reduce_bytes"],
                overlap_param_gather=a["overlap-param-gather"], overlap_tp_comm=a["tp-comm-overlap"],
                flash_attention=flash, fp8=fp8, moe_token_dispatcher=_dispatcher(a, spec),
                capacity_factor=a["moe-expert-capacity-factor"],
