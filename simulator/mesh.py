@@ -59,6 +59,20 @@ def row_major_rank(shape: Sequence[int], coords: Sequence[int], names: Sequence[
 
 
 
+def check_expert_layout(tp: int, cp: int, dp: int, ep: int, etp: int) -> None:
+    """Megatron-Core's rule for the expert layers' grid (megatron/core/parallel_state.py,
+    initialize_model_parallel: the world size must be divisible by etp x ep x pp): per stage,
+    etp x ep divides the t x c x d ranks. With etp = tp (the default) that is: ep divides d x c."""
+    per_stage = tp * cp * dp
+    if per_stage % (etp * ep):
+        hint = (f"; with etp = tp = {tp} (the default) ep must divide dp x cp = {dp * cp}: give a smaller "
+                f"expert-tensor-parallel size (Megatron --expert-tensor-parallel-size, MoE parallel folding)"
+                if etp == tp and tp > 1 else "")
+        raise ParasimError(f"the expert layers need etp x ep = {etp} x {ep} = {etp * ep} to divide the tp x cp x dp "
+                           f"= {tp} x {cp} x {dp} = {per_stage} ranks of a pipeline stage (Megatron-Core: world "
+                           f"size divisible by etp x ep x pp){hint}")
+
+
 @dataclass(frozen=True, init=False)
 class DeviceMesh:
     """Named axes with sizes and the device ids laid on them row-major (last axis fastest)."""
@@ -104,19 +118,21 @@ class DeviceMesh:
         return cls({a: sizes[a] for a in MEGATRON_ORDER})
 
     @classmethod
-    def megatron_experts(cls, tp: int = 1, cp: int = 1, ep: int = 1, dp: int = 1, pp: int = 1) -> "DeviceMesh":
-        """The expert layers' view of the same devices as `megatron(tp, cp, 1, dp, pp)`: the dp x cp
-        ranks of a tensor rank and stage are cut into `ep` expert-parallel ranks (fastest) times
-        edp = dp cp / ep expert-data-parallel ranks, as Megatron-LM's expert rank generator does
-        (megatron/core/parallel_state.py: RankGenerator(tp=expert_tensor_parallel_size, ep, dp=expert
-        data-parallel size, pp, cp=1, order "tp-cp-ep-dp-pp"), with the expert tensor size = tp here):
+    def megatron_experts(cls, tp: int = 1, cp: int = 1, ep: int = 1, dp: int = 1, pp: int = 1,
+                         etp: int | None = None) -> "DeviceMesh":
+        """The expert layers' view of the same devices as `megatron(tp, cp, 1, dp, pp)`: the t c d
+        ranks of a stage are cut into `etp` expert-tensor ranks (fastest; default tp), `ep`
+        expert-parallel ranks and edp = t c d / (etp ep) expert-data-parallel ranks, as Megatron-LM's
+        expert rank generator does (megatron/core/parallel_state.py: RankGenerator(tp=expert_tensor_
+        parallel_size, ep, dp=expert data-parallel size, pp, cp=1, order "tp-cp-ep-dp-pp")):
 
             DeviceMesh.megatron_experts(tp=2, cp=2, ep=2, dp=2, pp=1) -> Mesh(pp=1, edp=2, ep=2, tp=2)
-            groups("ep") -> (0, 2), (1, 3), (4, 6), (5, 7): each a block of the dp x cp ranks"""
-        if (dp * cp) % ep:
-            raise ParasimError(f"expert parallelism cuts the dp x cp = {dp} x {cp} = {dp * cp} ranks of a tensor "
-                               f"rank and stage into ep groups; ep={ep} does not divide {dp * cp}")
-        return cls({"pp": pp, "edp": dp * cp // ep, "ep": ep, "tp": tp})
+            groups("ep") -> (0, 2), (1, 3), (4, 6), (5, 7): each a block of the dp x cp ranks
+            DeviceMesh.megatron_experts(tp=2, dp=4, ep=8, etp=1) -> Mesh(pp=1, edp=1, ep=8, tp=1): the
+            experts' group folds the tensor- and data-parallel ranks (MoE parallel folding)"""
+        etp = tp if etp is None else etp
+        check_expert_layout(tp, cp, dp, ep, etp)
+        return cls({"pp": pp, "edp": tp * cp * dp // (etp * ep), "ep": ep, "tp": etp})
 
     @classmethod
     def from_shape(cls, shape: Sequence[int], axis_names: Sequence[str],

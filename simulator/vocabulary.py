@@ -57,8 +57,10 @@ KNOBS: tuple[Knob, ...] = (
          "parallelism.data_parallel_replicate_degree x data_parallel_shard_degree", "train,cost", train_default=0),
     Knob("cp", "context-parallel size c: each sequence split c ways", 1, "--context-parallel-size",
          "parallelism.context_parallel_degree", "train,cost"),
-    Knob("ep", "expert-parallel size e (divides d c; MoE models)", 1, "--expert-model-parallel-size",
+    Knob("ep", "expert-parallel size e (e x etp divides t c d; MoE models)", 1, "--expert-model-parallel-size",
          "parallelism.expert_parallel_degree", "train,cost"),
+    Knob("etp", "expert-tensor-parallel size of the expert layers (None: tp; MoE parallel folding)", None,
+         "--expert-tensor-parallel-size", "parallelism.expert_tensor_parallel_degree", "cost"),
     Knob("cp_comm_type", "context-parallel attention: p2p (ring attention, K/V blocks round the ring) or a2a "
          "(DeepSpeed Ulysses all-to-all)", "p2p", "--cp-comm-type", "(ring only; context_parallel_rotate_method)",
          "train,cost", aliases=("cp_kind",), choices=("p2p", "a2a")),
@@ -85,8 +87,17 @@ KNOBS: tuple[Knob, ...] = (
          "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split", "", "cost"),
     # memory
     Knob("zero_stage", "ZeRO stage 0-3 over the data(-and-context)-parallel group", 0,
-         "--use-distributed-optimizer (stage 1)", "(FSDP: data_parallel_shard_degree, stage 3)", "train,cost",
+         "--use-distributed-optimizer (stage 1); --data-parallel-sharding-strategy no_shard / optim / optim_grads "
+         "/ optim_grads_params (stage 0-3)", "(FSDP: data_parallel_shard_degree > 1, stage 3)", "train,cost",
          aliases=("zero",)),
+    Knob("fsdp", "how ZeRO-3 shards: none (DeepSpeed: one gather per sub-module, refused with a pipeline), fsdp2 "
+         "(PyTorch fully_shard: one gather and one reduce-scatter per layer, simulator.cost.fsdp) or megatron_fsdp",
+         "none", "--use-torch-fsdp2 / --use-megatron-fsdp", "(fully_shard: data_parallel_shard_degree > 1)", "cost",
+         changes_answer=True, choices=("none", "fsdp2", "megatron_fsdp")),
+    Knob("reshard_after_forward", "FSDP: free a layer's gathered parameters after its forward and gather them again "
+         "for its backward; default: on without a pipeline, off with one (torchtitan)", "default",
+         "--torch-fsdp2-no-reshard-after-forward (never)", "parallelism.fsdp_reshard_after_forward", "cost",
+         changes_answer=True, choices=("default", "always", "never")),
     Knob("recompute", "activation recomputation: none, selective (attention core) or full", "none",
          "--recompute-granularity", "activation_checkpoint.mode", "cost", changes_answer=True),
     Knob("sequence_parallel", "shard the non-tensor-parallel activations over the tp group", False,
@@ -120,8 +131,20 @@ KNOBS: tuple[Knob, ...] = (
          changes_answer=True),
     Knob("link_efficiency", "fraction of link bandwidth a collective reaches (None: the hardware preset's)", None,
          "", "", "stack", changes_answer=True),
-    Knob("capacity_factor", "MoE tokens per expert x this factor (None: dropless)", None,
+    Knob("capacity_factor", "MoE expert capacity: tokens per expert x this factor (None: dropless)", None,
          "--moe-expert-capacity-factor", "", "stack", changes_answer=True),
+    Knob("pad_to_capacity", "MoE: pad every expert's input to its capacity (needs capacity_factor); else "
+         "balanced routing fills each expert to its share", False, "--moe-pad-expert-input-to-capacity", "",
+         "stack", changes_answer=True),
+    Knob("moe_token_dispatcher", "MoE token dispatch: alltoall (all-to-all over ep), allgather (all-gather over "
+         "etp x ep) or flex (DeepEP; priced as alltoall). Megatron-LM's own default is allgather: its flags "
+         "keep it", "alltoall", "--moe-token-dispatcher-type", "", "stack", changes_answer=True,
+         choices=("alltoall", "allgather", "flex")),
+    Knob("overlap_moe_comm", "MoE dispatch/combine hidden under another micro-batch's compute (Megatron's 1F1B "
+         "all-to-all overlap; DeepSeek-V3's DualPipe chunk pairs)", False, "--overlap-moe-expert-parallel-comm", "",
+         "stack", changes_answer=True),
+    Knob("shared_expert_overlap", "MoE shared experts computed while the tokens are dispatched and combined", False,
+         "--moe-shared-expert-overlap", "", "stack", changes_answer=True),
     Knob("stage3_max_reuse_distance", "DeepSpeed ZeRO-3: elements fetched before a released parameter is reused",
          1e9, "(DeepSpeed stage3_max_reuse_distance)", "", "stack", changes_answer=True),
     Knob("grad_accum_bytes", "HBM bytes per parameter to accumulate a micro-batch's gradient outside the GEMM "

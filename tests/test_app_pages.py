@@ -184,6 +184,31 @@ def test_lessons_page_grades_an_upload_in_a_sandbox_and_reveals_a_prediction():
     assert "Right" in at.success[0].value
 
 
+def test_lessons_page_shows_the_graders_verdicts_on_the_new_items():
+    """Lesson 05's items of the student's own construction (1F1B with a hidden extra_warmup, checked
+    action by action), hidden pipelines and the plot of their own run: the page shows the verdicts
+    and feedback `grade_source` (the CLI's grading) gives for the same file."""
+    from simulator.grading import get_lesson, grade_source, solution_path
+
+    lesson = get_lesson(5)
+    text = solution_path(lesson).read_text(encoding="utf-8").replace(   # ignores extra_warmup
+        "warm = min(p - d - 1 + extra_warmup, m)", "warm = min(p - d - 1, m)")
+    at = AppTest.from_file(str(APP / "views" / "lessons.py"), default_timeout=120)
+    at.query_params["lesson"] = f"05 · {lesson.title}"
+    at.run()
+    at.file_uploader(key="upload-5").upload("exercise.py", text.encode(), "text/x-python").run()
+    at.button(key="check-mine").click().run()
+    assert not at.exception
+    table = at.dataframe[-1].value
+    cli = grade_source(lesson, text).to_dict()["items"]
+    assert list(table["result"]) == [i["status"] for i in cli] and list(table["item"]) == [i["name"] for i in cli]
+    assert list(table["result"])[3] == "wrong" and "extra_warmup=" in table["hint"][3]
+    assert "forwards before the first BW" in table["hint"][3] and "forwards before the first BW" in cli[3]["hint"]
+    assert list(table["result"])[7] == "passed" and "timeline, bar by bar" in table["item"][7]
+    # items 4 and the hidden 10 (4 of its 7 cases: the 3 with extra warm-up fail) -> 8 + 2 x 4/7 points
+    assert "8 of 10 items pass, 10.1429 of 12 points" in at.error[0].value
+
+
 def test_context_page_shows_the_ring_and_a_real_run_equal_to_one_device():
     at = page("context")  # c = 4, s = 32, ring
     m = metrics(at)

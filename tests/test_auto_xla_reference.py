@@ -214,3 +214,30 @@ def test_softmax_over_a_cut_axis_moves_the_cut_with_all_to_all():
         ctx = AutoParallelContext("semi_auto_parallel", 8, enable_alltoall=a2a)
         [move] = [m for m in explain(net, ctx).phase("forward") if m.op == "Softmax-0"]
         assert move.kind == kind and reason in move.reason
+
+
+def test_the_planner_keeps_a_cut_softmax_axis_as_xla_does():
+    # XLA (jax 0.10.2, float64, 8 host devices): jax.nn.softmax(x, axis=1) on (8, 64) sharded
+    # P(None, 'x') keeps the cut and compiles two all-reduces of f64[8] (the row max and the row
+    # sum), and its vjp one more (the row sum of dy * y): 112 B per rank each (ring, 2 (n-1)/n).
+    # The auto_parallel planner keeps the cut too (MindSpore's shard() may not: softmax_info.cc),
+    # pays exactly those collectives, names the gather it avoids, and equals one device.
+    net = Network("sm")
+    x = net.input("x", (8, 16))
+    w = net.parameter("w", np.random.default_rng(1).standard_normal((16, 64)))
+    y = ops.Softmax()(ops.MatMul().shard(((1, 1), (1, 8)))(x, w))
+    ops.MSELoss()(y, net.input("t", (8, 64)))
+    rng = np.random.default_rng(0)
+    feeds = {"x": rng.standard_normal((8, 16)), "t": rng.standard_normal((8, 64))}
+    ref = standalone(net, feeds, steps=2)
+    for a2a in (True, False):
+        ctx = AutoParallelContext("auto_parallel", 8, enable_alltoall=a2a)
+        moves = explain(net, ctx)
+        fwd = [m for m in moves.phase("forward") if m.op == "Softmax-0"]
+        bwd = [m for m in moves.phase("backward") if m.op == "Softmax-0"]
+        assert [(m.kind, len(m.groups[0]), m.bytes_per_rank) for m in fwd + bwd] == [("all_reduce", 8, 64)] * 3
+        [sm] = [n for n in moves.plan.nodes if n.node.label == "Softmax-0"]
+        assert [st.wire_bytes for st in sm.inner_steps + sm.inner_backward_steps] == [112.0] * 3
+        assert "AllReduce(max)" in fwd[0].reason and "AllReduce(sum) of the per-row sum of dy * y" in bwd[0].reason
+        assert "gathering the axis instead would put 3584 B per rank" in fwd[0].reason
+        assert_same(train(net, ctx, feeds, steps=2), ref)

@@ -182,8 +182,12 @@ def test_moe_expert_parallel_prices_the_dispatch_and_refuses_bad_splits():
     ep8 = estimate(MOE, cfg, "h100-sxm")
     assert ep8.memory.model_state_bytes < one.memory.model_state_bytes      # experts sharded 8 ways
     assert ep8.comm_time_by_kind["expert_all_to_all"] > 0
-    padded = estimate(MOE, cfg, "h100-sxm", Assumptions(capacity_factor=1.5))
+    padded = estimate(MOE, cfg, "h100-sxm", Assumptions(capacity_factor=1.5, pad_to_capacity=True))
     assert padded.step_time_s > ep8.step_time_s                            # capacity padding costs time
+    # without padding, balanced routing fills no expert past its share: a capacity above 1 changes
+    # nothing, one below 1 drops the overflow (Megatron-Core --moe-expert-capacity-factor)
+    assert estimate(MOE, cfg, "h100-sxm", Assumptions(capacity_factor=1.5)).step_time_s == ep8.step_time_s
+    assert estimate(MOE, cfg, "h100-sxm", Assumptions(capacity_factor=0.5)).step_time_s < ep8.step_time_s
     with pytest.raises(ParasimError, match="ep=3 must divide the 8 experts"):
         estimate(MOE, ParallelConfig(dp=3, ep=3, global_batch=3), "h100-sxm")
     with pytest.raises(ParasimError, match="needs a mixture-of-experts"):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.grading import get_lesson, solution_path
+from simulator.grading import get_lesson, grade_source, solution_path
 from simulator.grading.confine import confinement
 
 pytestmark = pytest.mark.skipif(not confinement()["complete"], reason="needs Landlock and the seccomp filter "
@@ -83,6 +83,20 @@ def _attacks(root: Path, port: int) -> dict[str, str]:
                      "def peak_in_flight(name, p, m):\n"
                      "    return list(simulate_schedule(make_schedule(name, p, m)).peak_in_flight)\n"
                      "def one_f_one_b_text(p, m):\n    return format_schedule(one_f_one_b(p, m))\n",
+        # parasim's solvers copied at import time (new function objects around their code): swapping the
+        # withheld functions' code does not reach them; hidden cases too big to simulate and a 1F1B variant
+        # no parasim schedule builds (extra_warmup, checked action by action) do
+        "saver.py": "import types\nfrom simulator import format_schedule, make_schedule, simulate_schedule\n"
+                    "from simulator.parallel import schedules\n"
+                    "def _copy(f):\n    f = getattr(f, '__wrapped__', f)\n"
+                    "    return types.FunctionType(f.__code__, f.__globals__, f.__name__, f.__defaults__, f.__closure__)\n"
+                    "MK, SIM, OFOB = _copy(make_schedule), _copy(simulate_schedule), _copy(schedules.one_f_one_b)\n"
+                    "def bubble_time(p, m, t_f, t_b):\n"
+                    "    return SIM(OFOB(p, m), t_f=t_f, t_b=t_b, t_w=0.0).bubble_time[0]\n"
+                    "def bubble_fraction(p, m):\n    return SIM(OFOB(p, m)).bubble_fraction\n"
+                    "def peak_in_flight(name, p, m):\n"
+                    "    return list(SIM(OFOB(p, m) if name == '1f1b' else MK(name, p, m)).peak_in_flight)\n"
+                    "def one_f_one_b_text(p, m, extra_warmup=0):\n    return format_schedule(OFOB(p, m))\n",
         "zoe.py": SOLUTION,
         # formula injection through the file name and a backtick break-out through an exception
         "=HYPERLINK(1).py": SOLUTION,
@@ -127,7 +141,7 @@ def graded(tmp_path_factory):
 
 def test_the_grader_survives_and_every_row_is_there(graded):
     assert graded["code"] == 0, graded["stderr"][-2000:]
-    assert len(graded["rows"]) == 20, sorted(graded["rows"])
+    assert len(graded["rows"]) == 21, sorted(graded["rows"])
     for honest in ("alice", "amy", "zoe", "'=HYPERLINK(1)"):
         assert graded["rows"][honest]["passed"] == str(FULL), graded["rows"][honest]
     assert "forger,x" not in (graded["root"] / "out" / "scores.csv").read_text(encoding="utf-8")
@@ -148,6 +162,39 @@ def test_calling_parasims_own_solver_earns_nothing(graded):
     solver = json.loads((graded["feedback"] / "solver.json").read_text())
     assert graded["rows"]["solver"]["passed"] == "0"
     assert all("write it yourself" in i["found"] for i in solver["items"][:4]), solver["items"]
+
+
+def test_a_solver_saved_at_import_time_earns_nothing(graded):
+    """The old evasion of the withheld functions: copies of their code made before grading. The
+    hidden pipeline of items 1-3 is beyond make_schedule's size limit (its copy refuses it, and
+    one_f_one_b's copy cannot build and simulate it within the 2 s a formula needs); item 4's
+    extra_warmup is a schedule parasim does not build."""
+    row = graded["rows"]["saver"]
+    items = json.loads((graded["feedback"] / "saver.json").read_text())["items"]
+    assert [row[f"item_{k}_status"] for k in (1, 2, 3, 4)] == ["timeout", "timeout", "timeout", "wrong"], row
+    assert all("within 2 s" in i["found"] for i in items[:3]), items[:3]
+    assert "extra_warmup=" in items[3]["hint"] and "forwards before the first BW" in items[3]["hint"], items[3]
+    assert row["item_9"] == "0" and row["item_10"] != "2", row   # the hidden items: big pipelines, extra warm-up
+
+
+LESSON_13 = get_lesson(13)
+
+
+def test_lesson_13_reruns_the_students_configuration(tmp_path):
+    """The old evasion of lesson 13's real run: a result whose reported numbers come from another
+    run (a data-parallel run carrying a ring run's trace: its weights match one device and its
+    trace sends the ring's bytes). The grader reruns the configuration itself (a probe sandbox)
+    and draws c when grading, so neither the trace nor a hard-coded c=4 earns item 5."""
+    forged = solution_path(LESSON_13).read_text(encoding="utf-8") + (
+        "\n\ndef train_context_parallel(cp, kind='ring'):\n    import dataclasses\n"
+        "    gpt = GPTConfig(layers=2, hidden=16, heads=4, seq_len=16, vocab=32)\n"
+        "    ring = train(TrainConfig(gpt, strategy='cp', devices=4, cp=4, cp_kind='ring', batch_size=4, steps=2))\n"
+        "    dp = train(TrainConfig(gpt, strategy='dp', devices=cp, batch_size=4, steps=2))\n"
+        "    return dataclasses.replace(dp, trace=ring.trace)\n")
+    report = grade_source(LESSON_13, forged)
+    real = report.items[4]
+    assert [i.passed for i in report.items] == [True] * 4 + [False], report.format()
+    assert real.status == "wrong" and "TrainConfig.strategy" in real.hint and real.found == "'dp'", real
 
 
 def test_signals_and_limits_reach_no_other_process(graded):

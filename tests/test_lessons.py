@@ -162,12 +162,15 @@ def test_lesson_11_catches_a_brute_force_over_too_few_candidates(tmp_path):
 
 
 def test_lesson_05_explains_a_deadlocking_1f1b_with_the_validator(tmp_path):
-    items = _edited(tmp_path, 5, "warm = min(p - d - 1, m)", "warm = min(d, m)")
+    warm = "warm = min(p - d - 1 + extra_warmup, m)"
+    items = _edited(tmp_path, 5, warm, "warm = min(d, m)")
     written = items[4]
     assert not written.passed and written.found.startswith("deadlock: stage") and "before stage" in written.found
     assert "waits for" in written.hint
-    items = _edited(tmp_path, 5, "warm = min(p - d - 1, m)", "warm = min(p - d - 1, m) if d < p - 1 else 1")
-    assert not items[4].passed and "device 1 of p=2" in items[4].hint and "min(p-d-1, m) = 0" in items[4].hint
+    items = _edited(tmp_path, 5, warm, warm + " if d < p - 1 else 1")   # checked action by action, not against make_schedule
+    assert not items[4].passed and "device 1 of p=2, m=3, extra_warmup=0" in items[4].hint
+    assert "min(p-d-1+extra_warmup, m) = 0 warm-up forwards, so 1 forwards before the first BW" in items[4].hint
+    assert "yours runs 2" in items[4].hint
 
 
 def test_lesson_hints_teach_more_than_the_inputs(tmp_path):

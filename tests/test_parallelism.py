@@ -41,9 +41,9 @@ def test_cost_ranks_and_groups_are_the_mesh_ones():
 
 
 def test_the_runtime_and_the_cost_model_refuse_ep_that_does_not_divide_dp_x_cp():
-    with pytest.raises(ParasimError, match=r"ep=3 ranks out of the dp x cp = 2 x 2 = 4"):
+    with pytest.raises(ParasimError, match=r"etp x ep = 1 x 3 = 3 to divide the tp x cp x dp = 1 x 2 x 2 = 4"):
         Parallelism(dp=2, cp=2, ep=3)
-    with pytest.raises(ParasimError, match=r"ep=3 ranks out of the dp x cp = 2 x 1 = 2"):
+    with pytest.raises(ParasimError, match=r"etp x ep = 1 x 3 = 3 to divide the tp x cp x dp = 1 x 1 x 2 = 2"):
         ParallelConfig(dp=2, ep=3, global_batch=2)
 
 

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from simulator.errors import ParasimError
 from simulator.parallel.schedule_check import format_schedule, parse_schedule, validate
 from simulator.parallel.schedule_registry import make_schedule
-from simulator.parallel.schedule_sim import simulate_schedule
+from simulator.parallel.schedule_sim import flush_formulas, simulate_schedule
 from simulator.parallel.schedules import (
     Action,
     Schedule,
@@ -83,12 +83,15 @@ def test_interleaved_warmup_formula():
 @pytest.mark.parametrize("p, m", GRID)
 @pytest.mark.parametrize("name", ["gpipe", "1f1b"])
 def test_gpipe_and_1f1b_bubble_fraction_of_step(name, p, m):
-    """(p-1)/(m+p-1) of the step, bubble (p-1)(t_f+t_b) per stage, with BW = t_b + t_w."""
+    """(p-1)/(m+p-1) of the step, bubble (p-1)(t_f+t_b) per stage, with BW = t_b + t_w: the closed
+    forms (`flush_formulas`) are what the simulator measures; the Playbook's ratio is (p-1)/m."""
     for t_f, t_b, t_w in TIMES:
         r = simulate_schedule(make_schedule(name, p, m), t_f, t_b, t_w)
-        assert close(r.bubble_fraction, (p - 1) / (m + p - 1))
+        f = flush_formulas(name, p, m, t_f, t_b + t_w)
+        assert close(r.bubble_fraction, f["bubble_fraction"]) and close(f["bubble_fraction"], (p - 1) / (m + p - 1))
+        assert close(f["bubble_ratio"], (p - 1) / m) and r.peak_in_flight == f["peak_in_flight"]
         for b in r.bubble_time:
-            assert close(b, (p - 1) * (t_f + t_b + t_w))
+            assert close(b, f["bubble_time"]) and close(b, (p - 1) * (t_f + t_b + t_w))
 
 
 @pytest.mark.parametrize("p, m", GRID)

@@ -40,11 +40,38 @@ GRID = ([(f"gpt-{s}", GPT, "a100-80gb", Assumptions(), dict(schedule=s, virtual_
                                                                 global_batch=16)),
            ("moe-ep4", MOE, "h100-sxm", FLASH, dict(tp=2, pp=2, dp=4, ep=4, global_batch=32)),
            ("moe-ep2-sp", MOE, "h100-sxm", FLASH, dict(tp=2, dp=4, ep=2, global_batch=32, sequence_parallel=True)),
+           # MoE parallel folding: the experts' group spans the tensor- and data-parallel ranks (etp 1)
+           ("moe-fold-ep8-etp1", MOE, "h100-sxm", FLASH, dict(tp=2, pp=2, dp=4, ep=8, etp=1, global_batch=32,
+                                                              sequence_parallel=True)),
+           ("moe-allgather", MOE, "h100-sxm", Assumptions(flash_attention=True, moe_token_dispatcher="allgather"),
+            dict(tp=2, dp=4, ep=4, global_batch=32, sequence_parallel=True)),
+           ("moe-shared-experts", MOE.with_overrides(moe_shared_expert_hidden=2048, moe_ffn_hidden=1024), "h100-sxm",
+            FLASH, dict(tp=2, pp=2, dp=4, ep=8, etp=1, global_batch=32, sequence_parallel=True)),
+           ("moe-padded", MOE, "h100-sxm", Assumptions(flash_attention=True, capacity_factor=1.25, pad_to_capacity=True),
+            dict(tp=2, pp=2, dp=4, ep=4, global_batch=32, sequence_parallel=True)),
            ("gpt-zero1-pp-overlap", GPT, "a100-80gb", OVERLAP, dict(tp=2, pp=2, dp=4, global_batch=32, zero_stage=1)),
            ("gpt-tp-overlap", GPT, "h100-sxm", Assumptions(overlap_tp_comm=True),
             dict(tp=4, pp=2, dp=2, global_batch=32, sequence_parallel=True))]
         + [(f"gpt-zero{z}{'-overlap' if o else ''}", GPT, "a100-80gb", OVERLAP if o else Assumptions(),
-            dict(dp=8, global_batch=32, zero_stage=z)) for z in range(4) for o in (False, True)])
+            dict(dp=8, global_batch=32, zero_stage=z)) for z in range(4) for o in (False, True)]
+        # FSDP (simulator.cost.fsdp): FSDP2 with and without resharding, x TP x PP (parameters kept
+        # unsharded, one reduce-scatter per step), interleaved, x CP, full recomputation, Megatron-FSDP
+        + [(f"fsdp-{name}", model, hw, A, dict(zero_stage=3, **kw)) for name, model, hw, A, kw in (
+            ("fsdp2", GPT, "a100-80gb", Assumptions(), dict(dp=8, global_batch=32, fsdp="fsdp2")),
+            ("fsdp2-never", GPT, "a100-80gb", Assumptions(), dict(dp=8, global_batch=32, fsdp="fsdp2",
+                                                                  reshard_after_forward="never")),
+            ("fsdp2-tp-pp", GPT, "a100-80gb", Assumptions(), dict(tp=2, pp=2, dp=4, global_batch=32, fsdp="fsdp2")),
+            ("fsdp2-tp-pp-always", GPT, "a100-80gb", Assumptions(), dict(tp=2, pp=2, dp=4, global_batch=32,
+                                                                         fsdp="fsdp2", reshard_after_forward="always")),
+            ("fsdp2-interleaved", BIGV, "h100-sxm", FLASH, dict(tp=2, pp=2, dp=4, global_batch=32, fsdp="fsdp2",
+                                                               schedule="interleaved", virtual_stages=2)),
+            ("fsdp2-cp", GPT, "a100-80gb", Assumptions(), dict(tp=2, dp=2, cp=2, global_batch=16, fsdp="fsdp2",
+                                                              cp_comm_type="a2a")),
+            ("fsdp2-full", BIGV, "h100-sxm", FLASH, dict(dp=8, global_batch=32, fsdp="fsdp2", recompute="full")),
+            ("megatron", GPT, "a100-80gb", Assumptions(), dict(dp=8, global_batch=32, fsdp="megatron_fsdp")),
+            ("megatron-overlap-pp", BIGV, "h100-sxm", Assumptions(flash_attention=True, overlap_grad_reduce=True,
+                                                                   overlap_param_gather=True),
+             dict(tp=2, pp=2, dp=4, global_batch=32, fsdp="megatron_fsdp", recompute="full")))])
 
 
 GRID_BY_NAME = {g[0]: g for g in GRID}
@@ -92,7 +119,7 @@ def test_closed_form_agrees_with_the_clock_or_names_what_it_leaves_out(priced, n
 
 def test_without_named_departures_the_grid_is_within_2_percent(priced):
     plain = [n for n, (ana, _) in priced.items() if not ana.leaves_out]
-    assert len(plain) >= 17       # every schedule on GPT and on a 256k untied GQA model, uneven stages, cp a2a, ep, ZeRO 0-1
+    assert len(plain) >= 26       # every schedule on GPT and on a 256k untied GQA model, uneven stages, cp a2a, ep, ZeRO 0-1, FSDP
     for n in plain:
         ana, clock = priced[n]
         assert ana.step_time_s == pytest.approx(clock.step_time_s, rel=0.02), n

@@ -47,16 +47,19 @@ def peak_in_flight(schedule: str, p: int, m: int) -> list[int]:
 # %% [markdown]
 # ## 3. Write 1F1B yourself
 # One line per device, actions separated by spaces: `F3` = forward of micro-batch 3, `BW3` = its
-# whole backward. Device d does min(p - d - 1, m) warm-up forwards, then alternates one forward and
-# one backward, then drains the remaining backwards.
+# whole backward. Device d does w = min(p - d - 1 + extra_warmup, m) warm-up forwards, then
+# alternates one forward and one backward, then drains the remaining backwards. `extra_warmup`
+# (0 is plain 1F1B) runs that many more forwards before the first backward on every stage: more
+# activations held, more slack for a slow stage. The grader picks p, m and extra_warmup when it
+# grades, and checks your schedule action by action.
 
 # %%
-def one_f_one_b_text(p: int, m: int) -> str:
-    """The 1F1B schedule in parasim's text form (parse_schedule)."""
+def one_f_one_b_text(p: int, m: int, extra_warmup: int = 0) -> str:
+    """The 1F1B schedule (with `extra_warmup` more warm-up forwards per stage) in parasim's text form."""
     # BEGIN SOLUTION: warm-up forwards, steady F/BW pairs, cool-down backwards
     lines = []
     for d in range(p):
-        warm = min(p - d - 1, m)
+        warm = min(p - d - 1 + extra_warmup, m)
         acts = [f"F{i}" for i in range(warm)]
         for i in range(m - warm):
             acts += [f"F{warm + i}", f"BW{i}"]
@@ -97,13 +100,14 @@ def why_1f1b_saves_memory() -> str:
 
 # %% [markdown]
 # Now your own run: train the 4-stage MLP pipeline with m = 8 and free communication, draw its
-# timeline with `viz.timeline(r.trace)`, save it as a PNG at `path`, and return the bubble you
-# measured (`r.trace.bubble_fraction()`). Look at the picture: where is the idle time that makes
-# the measured bubble differ from (p - 1)/(m + p - 1)?
+# timeline with `viz.timeline(r.trace)` and return the figure with the bubble you measured
+# (`r.trace.bubble_fraction()`). The grader reads the bars of your figure (not its pixels) and
+# compares them with the run. Look at the picture: where is the idle time that makes the measured
+# bubble differ from (p - 1)/(m + p - 1)?
 
 # %%
-def plot_my_run(path: str) -> float:
-    """Train, draw the timeline into `path` (PNG), return the measured bubble fraction."""
+def plot_my_run():
+    """Train, draw the timeline; return (the matplotlib Figure, the measured bubble fraction)."""
     # BEGIN SOLUTION: train(TrainConfig(mlp, strategy="pp", devices=4, batch_size=32, microbatches=8), device_model=free)
     from simulator import viz
 
@@ -111,8 +115,7 @@ def plot_my_run(path: str) -> float:
     mlp = MLPConfig(in_dim=16, hidden=16, layers=4, classes=16)
     r = train(TrainConfig(mlp, strategy="pp", devices=4, batch_size=32, microbatches=8), device_model=free,
               check=False)
-    viz.timeline(r.trace).savefig(path)
-    return r.trace.bubble_fraction()
+    return viz.timeline(r.trace), r.trace.bubble_fraction()
     # END SOLUTION
 
 

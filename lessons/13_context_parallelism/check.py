@@ -1,9 +1,11 @@
 """Autograder of lesson 13: online softmax, ring positions and bytes against parasim, and a real run."""
 
+import dataclasses
+
 import numpy as np
 
 from simulator import GPTConfig, TrainConfig, attention_bytes_per_step, attention_forward, chunk_positions, ring_steps
-from simulator.grading import compare, expect, ok
+from simulator.grading import compare, expect, hidden_random, ok, type_name
 
 LESSON = {
     "title": "Context parallelism: ring attention by hand, then the load-balanced causal split",
@@ -74,13 +76,41 @@ def check_ring_bytes(s):
     return ok()
 
 
+EXERCISE_GPT = GPTConfig(layers=2, hidden=16, heads=4, seq_len=16, vocab=32)   # the run part 5 states
+
+
+def _first_difference(mine, want, default, prefix="TrainConfig"):
+    """(field, wanted, found) of the first field the exercise states (where the dataclass `want`
+    differs from `default`; every field when `default` is None) that `mine` (a Record the sandbox sent, or the object itself
+    in-process) does not have; None when none. Fields train() derives (dp: 0 -> 1) are not stated."""
+    for f in dataclasses.fields(want):
+        w, g = getattr(want, f.name), getattr(mine, f.name, None)
+        if default is not None and w == getattr(default, f.name):
+            continue
+        if dataclasses.is_dataclass(w):
+            found = _first_difference(g, w, None, f"{prefix}.{f.name}")   # the model: every field
+            if found:
+                return found
+        elif g != w:
+            return f"{prefix}.{f.name}", w, g
+    return None
+
+
 def check_real_run(s):
-    "train_context_parallel(4) equals one device and sends what the formula says"
-    r = s.train_context_parallel(4)
-    if r.max_rel_weight_diff_vs_single > 1e-9:
-        return expect(False, "max_rel_weight_diff_vs_single < 1e-9", r.max_rel_weight_diff_vs_single)
-    sent = s.run_in_sandbox("method", r.trace, "bytes_by_collective").get("send", 0)  # parasim's, on your trace
-    cfg = TrainConfig(GPTConfig(layers=2, hidden=16, heads=4, seq_len=16, vocab=32), strategy="cp", devices=4, cp=4,
-                      cp_kind="ring", batch_size=4, steps=2)   # the run the exercise states, not the one reported
-    want = cfg.steps * 4 * attention_bytes_per_step(cfg.model, cfg.model.layers, cfg.microbatch_size, cfg.m, 4)
-    return compare(want, sent, "strategy='cp', cp=4, cp_kind='ring': the ring's Send bytes over all steps")
+    "train_context_parallel(c), c chosen when grading: your configuration, rerun by the grader, equals one device and sends what the formula says"
+    cp = hidden_random().choice((2, 4))
+    want = TrainConfig(EXERCISE_GPT, strategy="cp", devices=cp, cp=cp, cp_comm_type="p2p", global_batch=4, steps=2)
+    r = s.train_context_parallel(cp)
+    cfg = getattr(r, "config", None)
+    if type_name(cfg) != "TrainConfig":
+        return compare("a TrainResult (what train returns)", type_name(r), "return train(TrainConfig(...))")
+    wrong = _first_difference(cfg, want, TrainConfig(EXERCISE_GPT))
+    if wrong:
+        return compare(wrong[1], wrong[2], f"{wrong[0]} of the run part 5 states, with cp={cp}")
+    # never the numbers your result reports: parasim reruns your configuration in a sandbox holding no code of yours
+    run = s.run_in_sandbox("train", cfg)
+    if not run["max_rel_weight_diff_vs_single"] < 1e-9:
+        return expect(False, "max_rel_weight_diff_vs_single < 1e-9", run["max_rel_weight_diff_vs_single"])
+    sent = want.steps * cp * attention_bytes_per_step(want.model, want.model.layers, want.microbatch_size, want.m, cp)
+    return compare(sent, run["bytes_by_collective"].get("send", 0),
+                   f"strategy='cp', cp={cp}, cp_kind='ring': the ring's Send bytes over all steps and devices")

@@ -201,7 +201,12 @@ def backward_pass(em: Emitter, plan: ParallelPlan, op_inputs: dict, grad: dict) 
         for i, x in enumerate(node.inputs):  # optimizer_level level3: gather the parameter again
             if x in plan.regather and plan.regather[x] and np_.in_steps[i]:
                 ins[i] = em.steps(f"param/{x}", np_.in_steps[i], "backward")
-        em.compute(node.op.bwd, [dy] + ins, outs, attrs, phase="backward",
+        ins = [dy] + ins
+        for kern, st, op in np_.inner_bwd:  # the backward's own collectives (a cut softmax axis)
+            part = em.fresh(f"grad/{node.output}")
+            em.compute(kern, ins, [part], attrs, phase="backward", label=f"{node.label} {kern}")
+            ins = ins + [em.steps(part, (st,), "backward", op=op) if st is not None else part]
+        em.compute(node.op.bwd, ins, outs, attrs, phase="backward",
                    label=f"{node.label} backward")
         for i, g in zip(node.op.grad_inputs, outs):
             x = node.inputs[i]

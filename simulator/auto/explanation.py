@@ -166,6 +166,8 @@ def plan_moves(plan: ParallelPlan):
         node, s = np_.node, np_.sharding
         yield from step_entries("backward", node.label, "d" + node.output, np_.grad_out_steps,
                             f"backward of {node.label}'s forward communication (its adjoint)")
+        yield from step_entries("backward", node.label, "d" + node.output, np_.inner_backward_steps,
+                                f"inside {node.label}'s backward")
         for i, x in enumerate(node.inputs):
             if x in plan.regather and np_.in_steps[i]:
                 yield from step_entries("backward", node.label, x, np_.in_steps[i],

@@ -9,16 +9,35 @@ from ..ops import kernel
 
 
 @kernel("auto.softmax")
-def softmax(x, axis=(-1,)):
-    z = np.exp(x - x.max(axis=axis, keepdims=True))
-    return z / z.sum(axis=axis, keepdims=True)
+def softmax(x, m=None, s=None, axis=(-1,)):
+    """exp(x - m) / s over the softmax axes; m (row maximum) and s (row sum of exps) are given
+    when the axis is cut (each already reduced over the ranks cutting it), else computed here."""
+    m = x.max(axis=axis, keepdims=True) if m is None else m
+    z = np.exp(x - m)
+    return z / (z.sum(axis=axis, keepdims=True) if s is None else s)
+
+
+@kernel("auto.softmax_max")
+def softmax_max(x, axis=(-1,)):
+    return x.max(axis=axis, keepdims=True)
+
+
+@kernel("auto.softmax_sumexp")
+def softmax_sumexp(x, m, axis=(-1,)):
+    return np.exp(x - m).sum(axis=axis, keepdims=True)
+
+
+@kernel("auto.softmax_dot")
+def softmax_dot(dy, x, m, s, axis=(-1,)):
+    """This rank's part of sum(dy y) over the softmax axes (a cut axis: a partial sum)."""
+    return (dy * softmax(x, m, s, axis)).sum(axis=axis, keepdims=True)
 
 
 @kernel("auto.softmax_bwd")
-def softmax_bwd(dy, x, axis=(-1,)):
-    """dx = y (dy - sum(dy y)) over the softmax axes."""
-    y = softmax(x, axis)
-    return y * (dy - (dy * y).sum(axis=axis, keepdims=True))
+def softmax_bwd(dy, x, m=None, s=None, dot=None, axis=(-1,)):
+    """dx = y (dy - sum(dy y)) over the softmax axes (the sum reduced over a cut axis)."""
+    y = softmax(x, m, s, axis)
+    return y * (dy - ((dy * y).sum(axis=axis, keepdims=True) if dot is None else dot))
 
 
 def _ln_parts(x, begin_norm_axis, epsilon):

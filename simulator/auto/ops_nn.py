@@ -10,10 +10,17 @@ from math import prod
 from ..layout import Layout
 from .graph import Tensor
 from .primitive import LETTERS, Primitive, axis_tuple, need
+from .redistribution import Step, cost_bytes, redistribute
 
 
 class Softmax(Primitive):
-    """Softmax over `axis` (an int or a tuple), whose dims must not be cut (softmax_info.cc)."""
+    """Softmax over `axis` (an int or a tuple). MindSpore's shard() may not cut the softmax axis
+    (softmax_info.cc), nor does the data-parallel default. The auto_parallel planner may keep a
+    cut that arrives on it, as XLA does: each rank takes its rows' maximum, AllReduce(max), its
+    sum of exp(x - max), AllReduce(sum), then normalises its own columns; the backward
+    AllReduces the row sums of dy * y (dx = y (dy - sum(dy y))). Per rank that is three
+    AllReduces of one value per row, against moving the cut off the axis (an AllToAll, or
+    AllGather + Split); the planner takes the cheaper and explain() names both."""
 
     name, fwd, bwd = "Softmax", "auto.softmax", "auto.softmax_bwd"
 
@@ -28,6 +35,36 @@ class Softmax(Primitive):
 
     def attrs(self, shapes):
         return {"axis": axis_tuple(self.name, self.axis, len(shapes[0]))}
+
+    def planner_may_cut(self, shapes) -> str:
+        return self.spec(shapes)[3]
+
+    def _row_stat(self, sharding, shapes, tensor, what: str, why: str):
+        """The AllReduce of a per-row statistic over the group cutting the softmax axes, or None."""
+        lay, axes = sharding.inputs[0], self.attrs(shapes)["axis"]
+        cut = tuple(a for d in axes for a in lay.dims[d] if lay.mesh.axis_size(a) > 1)
+        if not cut:
+            return None
+        mesh = lay.mesh
+        kept = [() if d in axes else tuple(lay.dims[d]) for d in range(len(shapes[0]))]
+        stat = tuple(1 if d in axes else n for d, n in enumerate(lay.local_shape(shapes[0])))
+        n = prod(mesh.axis_size(a) for a in cut)
+        moved = cost_bytes(redistribute(lay, Layout(mesh, kept), shapes[0], alltoall=False))
+        return Step("all_reduce", cut, None, None, Layout(mesh, kept, cut), Layout(mesh, kept),
+                    tuple(mesh.groups(cut)), prod(stat) * 8,
+                    f"the softmax axis of {tensor} stays cut {n} ways (as XLA): AllReduce({what}) of the "
+                    f"per-row {why}; gathering the axis instead would put {moved:g} B per rank on the wire")
+
+    def inner_steps(self, sharding, shapes, tensor):
+        st = self._row_stat(sharding, shapes, tensor, "max", "maximum")
+        if st is None:
+            return []
+        return [("auto.softmax_max", st, "max"),
+                ("auto.softmax_sumexp", self._row_stat(sharding, shapes, tensor, "sum", "sum of exp(x - max)"), "sum")]
+
+    def inner_backward_steps(self, sharding, shapes, tensor):
+        st = self._row_stat(sharding, shapes, "d" + tensor, "sum", "sum of dy * y")
+        return [] if st is None else [("auto.softmax_dot", st, "sum")]
 
 
 class LayerNorm(Primitive):

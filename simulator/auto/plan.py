@@ -59,10 +59,15 @@ class NodePlan:
     grad_out_steps: tuple[Step, ...]  # backward of out_steps
     grad_in_steps: dict  # input index -> steps from the local input gradient to the stored grad
     inner: tuple = ()  # collectives inside the operator: (kernel, Step or None, reduce op)
+    inner_bwd: tuple = ()  # those of its backward, alike
 
     @property
     def inner_steps(self) -> tuple[Step, ...]:
         return tuple(st for _, st, _ in self.inner if st is not None)
+
+    @property
+    def inner_backward_steps(self) -> tuple[Step, ...]:
+        return tuple(st for _, st, _ in self.inner_bwd if st is not None)
 
 
 @dataclass(frozen=True)
@@ -124,8 +129,10 @@ def plan_from_shardings(net: Network, ctx: AutoParallelContext, shard: dict) -> 
                 if needs[x]:
                     grad_in[i] = tuple(redistribute(grad_layout(s.inputs[i]), grad_home[x],
                                                     net.tensors[x].shape, ITEMSIZE, "d" + x))
-        inner = tuple(node.op.inner_steps(s, [net.tensors[x].shape for x in node.inputs], node.inputs[0]))
-        plans.append(NodePlan(node, s, in_steps, out_steps, grad_out, grad_in, inner))
+        in_shapes = [net.tensors[x].shape for x in node.inputs]
+        inner = tuple(node.op.inner_steps(s, in_shapes, node.inputs[0]))
+        inner_bwd = tuple(node.op.inner_backward_steps(s, in_shapes, node.inputs[0])) if needs[node.output] else ()
+        plans.append(NodePlan(node, s, in_steps, out_steps, grad_out, grad_in, inner, inner_bwd))
     mirrors = {x: tuple(redistribute(grad_home[x], stored[x], t.shape, ITEMSIZE, "d" + x))
                for x, t in net.tensors.items() if t.kind != "activation" and t.requires_grad
                and x in stored}

@@ -7,7 +7,10 @@ one rank's shard (op_kernels*.py) and which inputs take gradients. Hooks an oper
 - `rank_attrs(sharding, shapes)`: kernel attributes that depend on the rank (Gather's row offset);
 - `out_layout(raw, shapes)`: the output layout MindSpore gives when no out_strategy is set
   (a row-split Gather reduce-scatters its output);
-- `inner_steps`: collectives inside the operator (the fused cross-entropy's max and sum).
+- `inner_steps`: collectives inside the operator (the fused cross-entropy's max and sum), and
+  `inner_backward_steps` those of its backward (a cut softmax axis: the row sum of dy * y);
+- `planner_may_cut(shapes)`: letters MindSpore's shard() may not cut but the propagation planner
+  may, paying the operator's inner collectives (a softmax axis, as XLA keeps it cut).
 """
 
 from __future__ import annotations
@@ -110,8 +113,19 @@ class Primitive:
         return False
 
     def inner_steps(self, sharding, shapes, tensor: str):
-        """Collectives inside the operator: a list of (Step, reduce op), empty for most."""
+        """Collectives inside the operator: a list of (kernel, Step or None, reduce op), empty for
+        most. Each kernel reads the inputs and the earlier parts; its result, reduced by the Step,
+        is handed to the next kernel and to the operator's own kernel."""
         return []
+
+    def inner_backward_steps(self, sharding, shapes, tensor: str):
+        """The backward's collectives, as `inner_steps` (their kernels read dy, the forward's
+        inputs and parts); empty for most."""
+        return []
+
+    def planner_may_cut(self, shapes) -> str:
+        """Letters of the unsplittable ones the propagation planner may cut (module docstring)."""
+        return ""
 
     def flops(self, local_shapes, local_out) -> float:
         return float(prod(local_out)) if local_out else 1.0

@@ -7,7 +7,8 @@
 - auto_parallel + sharding_propagation (the other search modes live in strategy_search/; planner.py
   picks): breadth-first from the user-sharded operators; each
   neighbour reached takes the candidate strategy with the least redistribution cost to its
-  already-placed neighbours (plus its own forward communication), in ring wire bytes; ties go to
+  already-placed neighbours (plus its own forward communication, the collectives inside it
+  included), in ring wire bytes; ties go to
   the candidate with less repeated calculation, then to the first enumerated (MindSpore docs
   "sharding_propagation"). Unreached operators fall back to data parallel.
 Reshape has no strategy of its own: it keeps its producer's cuts where they survive (plan.py).
@@ -43,6 +44,8 @@ def sharding_of(net: Network, node: Node, D: int, strategy, out_strategy=None,
                 user_set: bool = False) -> OpSharding:
     shapes = shapes_of(net, node)
     letters, out, order, whole = node.op.spec(shapes)
+    if not user_set:  # the planner's own choice may keep a cut the operator resolves inside
+        whole = "".join(c for c in whole if c not in node.op.planner_may_cut(shapes))
     sh = build_sharding(node.label, letters, out, order, shapes, D, strategy, out_strategy,
                         whole, user_set, view=node.op.strategy_view(shapes),
                         default_out=lambda raw: node.op.out_layout(raw, shapes),
@@ -51,10 +54,13 @@ def sharding_of(net: Network, node: Node, D: int, strategy, out_strategy=None,
     return sh
 
 
-def strategy_letters(net: Network, node: Node):
-    """(letters of each strategy tuple, letter -> size, device-matrix order, whole letters)."""
+def strategy_letters(net: Network, node: Node, planner: bool = False):
+    """(letters of each strategy tuple, letter -> size, device-matrix order, whole letters);
+    planner: the letters a search may cut are not whole (`Primitive.planner_may_cut`)."""
     shapes = shapes_of(net, node)
     _, _, order, whole = node.op.spec(shapes)
+    if planner:
+        whole = "".join(c for c in whole if c not in node.op.planner_may_cut(shapes))
     letters, vshapes = node.op.strategy_view(shapes)
     size = {c: n for s, shape in zip(letters, vshapes) for c, n in zip(s, shape)}
     return letters, size, order, whole
@@ -73,7 +79,7 @@ def dp_strategy(net: Network, node: Node, D: int) -> tuple[tuple[int, ...], ...]
 
 def candidates(net: Network, node: Node, D: int, limit: int = 4096) -> list[tuple]:
     """Every strategy whose cuts divide D (product too) and their dims."""
-    letters, size, order, whole = strategy_letters(net, node)
+    letters, size, order, whole = strategy_letters(net, node, planner=True)
     divisors = [d for d in range(1, D + 1) if D % d == 0]
     options = [[1] if c in whole else [d for d in divisors if size[c] % d == 0] for c in order]
     out = []
@@ -201,6 +207,8 @@ def _best(net: Network, node: Node, D: int, done: dict[int, OpSharding], a2a: bo
             continue
         try:  # a move redistribute() refuses: skip the candidate
             cost = cost_bytes(redistribute(cand.raw, cand.out, net.tensors[node.output].shape, alltoall=a2a))
+            cost += cost_bytes([st for _, st, _ in node.op.inner_steps(cand, shapes_of(net, node), node.inputs[0])
+                                if st is not None])
             for i, x in enumerate(node.inputs):
                 p = net.producer(x)
                 if p is not None and p.index in done:

@@ -83,6 +83,9 @@ def run(args) -> int:
         from ..cost.megatron_args import megatron_run, parse_megatron_args
         mega = parse_megatron_args(extra)
         searched = [f"--{f}" for f in mega.given if f in _SEARCHED]
+        if "expert-tensor-parallel-size" in mega.given:
+            raise ParasimError("search keeps the expert-tensor-parallel size at tp (it does not try MoE parallel "
+                               "folding yet); price the layout with simulate --expert-tensor-parallel-size")
         base = model_from_args(args) if getattr(args, "model", None) else None
         run_ = megatron_run(mega, model=base)
         model, A = run_.model, replace(run_.assumptions, **own_stack_flags(args))

@@ -45,12 +45,14 @@ from types import MappingProxyType
 
 from simulator.cost.comm import NVLS, collective_time_s
 from simulator.cost.compute import memory_time_s
+from simulator.cost.fsdp import fsdp_sync, is_fsdp
 from simulator.cost.hardware import Hardware, get_hardware
 from simulator.cost.memory import MemoryBreakdown
 from simulator.cost.memory_report import memory_report
 from simulator.cost.model_presets import ModelSpec, get_model
+from simulator.cost.moe import check_moe, expert_tokens, exposed_moe_s, moe_collectives, moe_group
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
-from simulator.cost.scale_kernels import expert_tokens, layer_kernels, padded_vocab
+from simulator.cost.scale_kernels import layer_kernels, padded_vocab
 from simulator.cost.step_breakdown import StepBreakdown, breakdown_from_parts, closed_form_leaves_out
 from simulator.cost.zero3_fetch import zero3_pass
 from simulator.errors import ParasimError
@@ -109,7 +111,7 @@ class AnalyticResult:
                 f"{self.exposed_comm_s:.3g} s, {self.memory!r})")
 
 
-def _check(model: ModelSpec, cfg: ParallelConfig) -> None:
+def _check(model: ModelSpec, cfg: ParallelConfig, A: Assumptions | None = None) -> None:
     t, c = cfg.tp, cfg.cp
     if model.heads % t:
         raise ParasimError(f"tp={t} must divide the {model.heads} attention heads")
@@ -121,11 +123,7 @@ def _check(model: ModelSpec, cfg: ParallelConfig) -> None:
     if c > 1 and cfg.cp_comm_type == "a2a" and model.heads % (t * c):
         raise ParasimError(f"Ulysses (a2a) context parallelism needs tp x cp = {t * c} to divide the "
                            f"{model.heads} heads")
-    experts = getattr(model, "num_experts", 0)
-    if cfg.ep > 1 and not experts:
-        raise ParasimError(f"expert parallelism ep={cfg.ep} needs a mixture-of-experts model (num_experts > 0)")
-    if experts and experts % cfg.ep:
-        raise ParasimError(f"ep={cfg.ep} must divide the {experts} experts")
+    check_moe(model, cfg, A)
     cfg.chunk_layers(model.layers)          # refuses layer splits that do not exist
 
 
@@ -164,10 +162,9 @@ def _layer_comm(model, cfg, hw, A, K, topo) -> dict:
                  + collective_time_s("all_to_all", act / t, grp, topo, A.collective_algo))
             cp_f = cp_b = x
             cp_total = 2 * x
-    moe = 0.0
-    if getattr(model, "num_experts", 0) and cfg.ep > 1:   # dispatch + combine all-to-all (16-bit)
-        tokens = expert_tokens(model, T, A) / (t if cfg.sequence_parallel else 1)
-        moe = 2 * collective_time_s("all_to_all", 2 * tokens * h, cfg.ep_group(), topo, A.collective_algo)
+    dispatch, combine = moe_collectives(model, cfg, A)     # one MoE layer's forward (`cost.moe`)
+    moe = sum(collective_time_s(x.kind, x.nbytes, moe_group(cfg, x.group), topo, A.collective_algo)
+              for x in dispatch + combine)
     return {"tp_fwd": tp, "tp_total_fwd": 2 * half, "cp_fwd": cp_f, "cp_bwd": cp_b, "cp_total": cp_total,
             "moe": moe}
 
@@ -179,7 +176,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     resolved on the model once (`Assumptions.resolved`)."""
     model, hw, cfg = get_model(model), get_hardware(hardware), config
     A = (assumptions or Assumptions()).resolved(model)
-    _check(model, cfg)
+    _check(model, cfg, A)
     t, p, d, v, m, c = cfg.tp, cfg.pp, cfg.dp, cfg.virtual_stages, cfg.microbatches, cfg.cp
     s, h, L = model.seq, model.hidden, model.layers
     topo = hw.topology(cfg.gpus, A.link_efficiency)
@@ -192,9 +189,14 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     # recomputed forward repeats the forward's kernels and collectives)
     f_comp = kt(K.attn_fwd) + kt(K.mlp_fwd)
     rc_comp = f_comp if full else 0.0     # selective: K.attn_b already repeats the attention core
+    # MoE dispatch / combine, exposed after the overlaps of `Assumptions` (`moe.exposed_moe_s`)
+    layer_s = f_comp + rc_comp + kt(K.attn_b) + kt(K.mlp_b) + kt(K.attn_w) + kt(K.mlp_w)
+    shared_f, shared_b = kt(K.shared_fwd), kt(K.shared_b)
+    ep_l = exposed_moe_s(A, cm["moe"], 3 if full else 2, layer_s, shared_f, shared_b)
+    f_moe = 0.0 if A.overlap_moe_comm else (max(0.0, cm["moe"] - shared_f) if A.shared_expert_overlap else cm["moe"])
     comm_l = {"tp": cm["tp_fwd"] * (3 if full else 2), "cp": cm["cp_fwd"] * (2 if full else 1) + cm["cp_bwd"],
-              "ep": cm["moe"] * (3 if full else 2)}
-    f_l = f_comp + cm["tp_fwd"] + cm["cp_fwd"] + cm["moe"]
+              "ep": ep_l}
+    f_l = f_comp + cm["tp_fwd"] + cm["cp_fwd"] + f_moe
     b_l = kt(K.attn_b) + kt(K.mlp_b) + rc_comp + comm_l["tp"] + comm_l["cp"] + comm_l["ep"] - (f_l - f_comp)
     w_l = kt(K.attn_w) + kt(K.mlp_w)
     layers = cfg.stage_layers(L)
@@ -206,7 +208,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     expert_layer = experts * model.mlp_params(model.moe_ffn_hidden) if experts else 0
     dense_layer = model.layer_params() - expert_layer
     dense_k = [(layers[k] * dense_layer + heads_on[k] * emb * t) / t for k in range(p)]
-    expert_k = [layers[k] * expert_layer / (t * cfg.ep) for k in range(p)]
+    expert_k = [layers[k] * expert_layer / (cfg.expert_tp * cfg.ep) for k in range(p)]
     stages = [[n * f_l, n * b_l, n * w_l] for n in layers]
     for i, x in enumerate((lf, lb, lw)):
         stages[-1][i] += x
@@ -231,7 +233,11 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     dense, expert = dense_k[k_big], expert_k[k_big]
     stage_params = dense + expert
     fetch = zero3_pass(model, t, cfg.ep, layers[k_big], heads_on[k_big], cfg.recompute, A.stage3_max_reuse_distance)
-    dp_by, dp_exposed = _dp_sync(cfg, A, topo, dense, expert, stages[k_big], m, fetch)
+    if is_fsdp(cfg) and d * c > 1:        # per-layer units on the bottleneck device (`simulator.cost.fsdp`)
+        dp_by, dp_exposed = fsdp_sync(cfg, A, topo, slowest_k, cfg.chunk_layers(L), model.layer_params() / t, emb,
+                                      (f_l, b_l + w_l), lf, True, heads_on[slowest_k])
+    else:
+        dp_by, dp_exposed = _dp_sync(cfg, A, topo, dense, expert, stages[k_big], m, fetch)
     dp_time = sum(dp_by.values())
     emb_ar = 0.0
     if p > 1 and model.tied_embeddings:   # first and last stage sum their embedding gradients
@@ -253,14 +259,15 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
                "data_parallel": dp_time, "embedding_all_reduce": emb_ar}
     if c > 1:
         by_kind["context_parallel"] = m * layers[slowest_k] * cm["cp_total"]
-    if experts and cfg.ep > 1:
+    if cm["moe"]:
         by_kind["expert_all_to_all"] = m * layers[slowest_k] * cm["moe"] * n_fwd
     comm_total = sum(by_kind.values())
 
     # FLOPs: forward matmul FLOPs per token, times 3 (fwd + bwd) plus recomputation (eq. 3)
     gate = 3 if model.gated_mlp else 2
-    if experts:   # top-k experts per token (padded to the capacity factor) and the h x E router
-        mlp_w = expert_tokens(model, 1.0, A) * gate * h * model.moe_ffn_hidden + h * experts
+    if experts:   # top-k experts per token (padded to the capacity factor), shared experts, h x E router
+        mlp_w = (expert_tokens(model, 1.0, A) * model.moe_ffn_hidden + model.moe_shared_expert_hidden) * gate * h \
+            + h * experts
     else:
         mlp_w = gate * h * model.ffn_hidden
     per_tok_layer = 2 * (h * (h + 2 * model.kv_dim) + h * h + mlp_w)
@@ -326,7 +333,7 @@ def _dp_sync(cfg: ParallelConfig, A: Assumptions, topo, dense: float, expert: fl
     ar_algo = NVLS if A.nvls else algo
     groups = [(dense, cfg.dp_cp_group())]
     if expert:
-        groups.append((expert, cfg.dp_cp_group()[::cfg.ep]))
+        groups.append((expert, cfg.edp_group()))
     rs = ag = 0.0
     for params, grp in groups:
         full = cfg.zero_stage == 0 or (cfg.zero_stage == 1 and A.dp_grad_all_reduce)
@@ -361,4 +368,5 @@ def _memory(model: ModelSpec, cfg: ParallelConfig, hw: Hardware, stage_params: f
             A: Assumptions = Assumptions()) -> MemoryBreakdown:
     """Peak memory per component of the most loaded stage, as Megatron-LM counts it
     (`simulator.cost.memory_report`); FlashAttention keeps no s^2 scores."""
-    return memory_report(model, cfg, hw, recipe=A.recipe, flash_attention=A.flash_attention, dtype=A.dtype)
+    return memory_report(model, cfg, hw, recipe=A.recipe, flash_attention=A.flash_attention, dtype=A.dtype,
+                         grad_reduce_bytes=A.grad_reduce_bytes)

@@ -47,8 +47,18 @@ class Assumptions:
       attention core is one fused kernel: no s^2 softmax/dropout traffic to HBM, the backward
       recomputes the scores (5 instead of 4 attention-core matmuls in fwd + bwd), and a causal
       mask skips the blocks above the diagonal (half the core's time).
-    - capacity_factor = None: MoE tokens per expert; None is dropless (each expert gets exactly
-      its share T k / E under balanced routing), c > 1 pads every expert to c T k / E.
+    - capacity_factor = None: MoE expert capacity c T k / E; None is dropless. Under balanced
+      routing no expert overflows, so c >= 1 changes the answer only with pad_to_capacity; c < 1
+      drops the overflow (`simulator.cost.moe.expert_tokens`).
+    - pad_to_capacity = False (Megatron --moe-pad-expert-input-to-capacity, which needs a capacity
+      factor): every expert's input padded to c T k / E rows (`simulator.cost.moe`).
+    - moe_token_dispatcher = "alltoall" (Megatron --moe-token-dispatcher-type; Megatron-LM's own
+      default allgather is what its flags give): how tokens reach their experts (`simulator.cost.moe`).
+    - overlap_moe_comm = False (Megatron --overlap-moe-expert-parallel-comm; DeepSeek-V3's DualPipe
+      overlaps a forward and a backward chunk the same way, Sec. 3.2.1): a layer's dispatch and
+      combine collectives run under the compute of the paired micro-batch (`simulator.cost.moe`).
+    - shared_expert_overlap = False (Megatron --moe-shared-expert-overlap): the shared experts'
+      forward runs under the dispatch/combine of the forward, their input gradients under the backward's.
     - collective_algo: the algorithm priced by `simulator.cost.comm` (ring, as NCCL for large S).
     - recipe = "megatron": the model-state bytes per parameter (`simulator.model_states.RECIPES`:
       megatron 2 + 4 + 12, mixed 2 + 2 + 12, fp32 4 + 4 + 8); `PRECISION` names the three
@@ -84,6 +94,10 @@ class Assumptions:
     fp8: bool = DEFAULTS["fp8"]
     nvls: bool = DEFAULTS["nvls"]
     capacity_factor: float | None = DEFAULTS["capacity_factor"]
+    pad_to_capacity: bool = DEFAULTS["pad_to_capacity"]
+    moe_token_dispatcher: str = DEFAULTS["moe_token_dispatcher"]
+    overlap_moe_comm: bool = DEFAULTS["overlap_moe_comm"]
+    shared_expert_overlap: bool = DEFAULTS["shared_expert_overlap"]
     recipe: str = DEFAULTS["recipe"]
     stage3_max_reuse_distance: float = DEFAULTS["stage3_max_reuse_distance"]
     grad_accum_bytes: float = DEFAULTS["grad_accum_bytes"]
@@ -93,8 +107,14 @@ class Assumptions:
     def __post_init__(self):
         from simulator.model_states import recipe_bytes
         recipe_bytes(self.recipe)       # refuses unknown recipes with the known ones
-        if self.capacity_factor is not None and not self.capacity_factor >= 1:
-            raise ParasimError(f"capacity_factor must be >= 1 (or None for dropless), got {self.capacity_factor}")
+        if self.capacity_factor is not None and not self.capacity_factor > 0:
+            raise ParasimError(f"capacity_factor must be > 0 (or None for dropless), got {self.capacity_factor}")
+        if self.pad_to_capacity and self.capacity_factor is None:
+            raise ParasimError("pad_to_capacity needs a capacity_factor (Megatron-Core: moe_expert_capacity_factor "
+                               "must be set to use moe_pad_expert_input_to_capacity)")
+        if self.moe_token_dispatcher not in BY_NAME["moe_token_dispatcher"].choices:
+            raise ParasimError(f"unknown moe_token_dispatcher {self.moe_token_dispatcher!r}; known "
+                               f"{', '.join(BY_NAME['moe_token_dispatcher'].choices)}")
         if self.link_efficiency is not None and not 0 < self.link_efficiency <= 1:
             raise ParasimError(f"link_efficiency must be in (0, 1], got {self.link_efficiency}")
         if not self.grad_accum_bytes >= 0:

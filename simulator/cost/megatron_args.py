@@ -8,7 +8,8 @@ with the closest known name. Nothing is evaluated.
 
 `megatron_run(args, gpus=...)` turns them into a `MegatronRun`. Defaults are Megatron-LM's:
 tp = pp = cp = ep = 1, micro-batch 1, global batch = micro-batch x dp, no recomputation, no
-sequence parallelism, no FlashAttention (with --model PRESET: the preset's), no overlap, bf16 with fp32 main gradients (the
+sequence parallelism, no FlashAttention (with --model PRESET: the preset's), no overlap, the expert
+tensor-parallel size = tp, the allgather token dispatcher, dropless MoE, bf16 with fp32 main gradients (the
 "megatron" recipe, 18 bytes per parameter), f = 4h (SwiGLU: int(8h/3 / 64) x 64), one query group
 per head, learned absolute positions, linear biases, LayerNorm, tied embeddings, dropout 0.1
 (--attention-dropout 0 --hidden-dropout 0 together: no dropout masks kept, `ModelSpec.dropout`). As Megatron-LM does
@@ -25,7 +26,9 @@ from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.errors import ParasimError
 
-_BOOL, _INT, _FLOAT = "flag", int, float
+_BOOL, _INT, _FLOAT, _POSITIVE = "flag", int, float, "positive"
+# Megatron-FSDP's --data-parallel-sharding-strategy -> ZeRO stage (what each one shards)
+SHARDING_STRATEGIES = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
 # flag -> (type or choices, default) for what changes time or memory
 FLAGS = {
     "num-layers": (_INT, None), "hidden-size": (_INT, None), "num-attention-heads": (_INT, None),
@@ -40,11 +43,19 @@ FLAGS = {
     "num-layers-per-virtual-pipeline-stage": (_INT, None), "num-virtual-stages-per-pipeline-rank": (_INT, None),
     "decoder-first-pipeline-num-layers": (_INT, None), "decoder-last-pipeline-num-layers": (_INT, None),
     "context-parallel-size": (_INT, 1), "expert-model-parallel-size": (_INT, 1),
+    "expert-tensor-parallel-size": (_INT, None),
+    "moe-token-dispatcher-type": (("allgather", "alltoall", "flex"), "allgather"),   # Megatron-LM's default
+    "moe-expert-capacity-factor": (_POSITIVE, None), "moe-pad-expert-input-to-capacity": (_BOOL, False),
+    "moe-shared-expert-intermediate-size": (_INT, None), "moe-shared-expert-overlap": (_BOOL, False),
+    "overlap-moe-expert-parallel-comm": (_BOOL, False),
     "micro-batch-size": (_INT, 1), "global-batch-size": (_INT, None),
     "sequence-parallel": (_BOOL, False),
     "recompute-granularity": (("full", "selective"), None), "recompute-method": (("uniform", "block"), None),
     "recompute-num-layers": (_INT, None),
     "use-distributed-optimizer": (_BOOL, False), "overlap-grad-reduce": (_BOOL, False),
+    "use-torch-fsdp2": (_BOOL, False), "use-megatron-fsdp": (_BOOL, False),
+    "data-parallel-sharding-strategy": (tuple(SHARDING_STRATEGIES), "optim_grads_params"),
+    "torch-fsdp2-no-reshard-after-forward": (_BOOL, False),
     "overlap-param-gather": (_BOOL, False), "tp-comm-overlap": (_BOOL, False),
     "use-flash-attn": (_BOOL, False), "attention-backend": (("auto", "flash", "fused", "unfused", "local"), "auto"),
     "bf16": (_BOOL, False), "fp16": (_BOOL, False), "fp8-format": (("e4m3", "hybrid"), None),
@@ -85,6 +96,14 @@ def _closest(name: str) -> str:
 
 
 def _typed(flag: str, kind, text: str):
+    if kind == _POSITIVE:
+        try:
+            value = float(text)
+        except ValueError:
+            raise ParasimError(f"--{flag} takes a number, got {text!r}") from None
+        if not value > 0:
+            raise ParasimError(f"--{flag} must be > 0, got {value}")
+        return value
     if kind is _FLOAT:
         try:
             value = float(text)
@@ -149,7 +168,8 @@ def _model(a: MegatronArgs, base: ModelSpec | str | None) -> ModelSpec:
             over[key] = a[flag]
     for flag, key in (("ffn-hidden-size", "ffn_hidden"), ("make-vocab-size-divisible-by", "vocab_divisible_by"),
                       ("num-experts", "num_experts"), ("moe-router-topk", "moe_router_topk"),
-                      ("moe-ffn-hidden-size", "moe_ffn_hidden")):
+                      ("moe-ffn-hidden-size", "moe_ffn_hidden"),
+                      ("moe-shared-expert-intermediate-size", "moe_shared_expert_hidden")):
         if flag in a.given:
             over[key] = a[flag]
     if "group-query-attention" in a.given:
@@ -176,6 +196,36 @@ def _model(a: MegatronArgs, base: ModelSpec | str | None) -> ModelSpec:
     if over.get("gated_mlp") and "ffn_hidden" not in over:   # Megatron-LM validate_args
         over["ffn_hidden"] = int(4 * over["hidden"] * 2 / 3 / 64) * 64
     return ModelSpec("custom", **over)
+
+
+def _sharding(a: MegatronArgs, pp: int, ep: int, notes: list) -> tuple[int, str, str]:
+    """(zero_stage, fsdp, reshard_after_forward) of the data-parallel sharding flags, refused as
+    Megatron-LM's validate_args refuses them: --use-torch-fsdp2 is PyTorch's fully_shard (ZeRO-3;
+    without a pipeline, expert parallelism or the distributed optimizer); --use-megatron-fsdp
+    shards what --data-parallel-sharding-strategy says (no_shard 0, optim 1, optim_grads 2,
+    optim_grads_params 3, Megatron's default)."""
+    torch_fsdp, mfsdp = a["use-torch-fsdp2"], a["use-megatron-fsdp"]
+    strategy = a["data-parallel-sharding-strategy"]
+    if torch_fsdp and mfsdp:
+        raise ParasimError("give --use-torch-fsdp2 or --use-megatron-fsdp, not both")
+    if a["torch-fsdp2-no-reshard-after-forward"] and not torch_fsdp:
+        raise ParasimError("--torch-fsdp2-no-reshard-after-forward needs --use-torch-fsdp2")
+    if torch_fsdp:
+        for bad, why in ((pp > 1, f"pipeline parallelism (pp={pp})"), (ep > 1, f"expert parallelism (ep={ep})"),
+                         (a["use-distributed-optimizer"], "MCore's distributed optimizer")):
+            if bad:
+                raise ParasimError(f"--use-torch-fsdp2 is not supported with {why} (Megatron-LM validate_args); "
+                                   f"torchtitan composes FSDP2 with a pipeline: parasim's --fsdp fsdp2 --zero 3")
+        if "data-parallel-sharding-strategy" in a.given and strategy != "optim_grads_params":
+            raise ParasimError(f"--data-parallel-sharding-strategy {strategy} applies to --use-megatron-fsdp; "
+                               f"--use-torch-fsdp2 shards parameters, gradients and optimizer states "
+                               f"(optim_grads_params)")
+        return 3, "fsdp2", "never" if a["torch-fsdp2-no-reshard-after-forward"] else "default"
+    if mfsdp:
+        return SHARDING_STRATEGIES[strategy], "megatron_fsdp", "default"
+    if "data-parallel-sharding-strategy" in a.given:
+        notes.append("--data-parallel-sharding-strategy has no effect without --use-megatron-fsdp (as in Megatron-LM)")
+    return (1 if a["use-distributed-optimizer"] else 0), "none", "default"
 
 
 def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | str | None = None) -> MegatronRun:
@@ -207,9 +257,11 @@ def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | st
         raise ParasimError("virtual pipeline stages need --pipeline-model-parallel-size > 1")
     if a["recompute-method"] and a["recompute-granularity"] != "full":
         raise ParasimError("--recompute-method needs --recompute-granularity full (Megatron-LM validate_args)")
-    if a["overlap-param-gather"] and not (a["use-distributed-optimizer"] and a["overlap-grad-reduce"]):
-        raise ParasimError("--overlap-param-gather needs --use-distributed-optimizer and --overlap-grad-reduce "
-                           "(Megatron-LM validate_args)")
+    if a["overlap-param-gather"] and not ((a["use-distributed-optimizer"] or a["use-megatron-fsdp"])
+                                          and a["overlap-grad-reduce"]):
+        raise ParasimError("--overlap-param-gather needs --use-distributed-optimizer (or --use-megatron-fsdp) and "
+                           "--overlap-grad-reduce (Megatron-LM validate_args)")
+    zero, fsdp, reshard = _sharding(a, pp, ep, notes)
     if a["bf16"] and a["fp16"]:
         raise ParasimError("give --bf16 or --fp16, not both")
     b = a["micro-batch-size"]
@@ -217,7 +269,8 @@ def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | st
     kw = dict(tp=tp, pp=pp, dp=dp, micro_batch_size=b, global_batch=B,
               schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v,
               recompute=a["recompute-granularity"] or "none", sequence_parallel=sp,
-              zero_stage=1 if a["use-distributed-optimizer"] else 0, cp=cp, ep=ep,
+              zero_stage=zero, fsdp=fsdp, reshard_after_forward=reshard, cp=cp, ep=ep,
+              etp=a["expert-tensor-parallel-size"],
               first_stage_layers=a["decoder-first-pipeline-num-layers"],
               last_stage_layers=a["decoder-last-pipeline-num-layers"])
     cfg_fields = {f.name for f in fields(ParallelConfig)}
@@ -233,7 +286,10 @@ def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | st
     fp8 = a["fp8-format"] is not None
     akw = dict(dtype="fp16" if a["fp16"] else "bf16", overlap_grad_reduce=a["overlap-grad-reduce"],
                overlap_param_gather=a["overlap-param-gather"], overlap_tp_comm=a["tp-comm-overlap"],
-               flash_attention=flash, fp8=fp8)
+               flash_attention=flash, fp8=fp8, moe_token_dispatcher=a["moe-token-dispatcher-type"],
+               capacity_factor=a["moe-expert-capacity-factor"],
+               pad_to_capacity=a["moe-pad-expert-input-to-capacity"],
+               overlap_moe_comm=a["overlap-moe-expert-parallel-comm"], shared_expert_overlap=a["moe-shared-expert-overlap"])
     a_fields = {f.name for f in fields(Assumptions)}
     assumptions = Assumptions(**{k: val for k, val in akw.items() if k in a_fields})
     return MegatronRun(spec, cfg, assumptions, "megatron", flash, fp8, a.ignored, tuple(notes))

@@ -7,7 +7,8 @@ Parameters on a pipeline stage (Megatron: `compute_weight_and_optimizer_memory`)
 (attention 2h^2 (1 + kv/a) + MLP (2 or 3) h f, split t ways; two norms replicated), the word
 embedding V_pad h / t on the first stage, the output matrix V_pad h / t on the last one (tied or
 not: with p > 1 Megatron keeps a copy there; with p = 1 an untied model holds both matrices) and
-the final norm on the last stage; MoE experts split over ep x t. V_pad is the vocabulary padded to
+the final norm on the last stage; MoE experts split over ep x etp, their optimizer states sharded
+over the expert-data-parallel group t c d / (etp ep). V_pad is the vocabulary padded to
 a multiple of 128 t (`ModelSpec.padded_vocab`). Bytes: the precision recipe and ZeRO stage of
 `simulator.model_states` (Megatron: 18, or 6 + 12/d with --use-distributed-optimizer = stage 1);
 the optimizer shards over d x cp ranks.
@@ -29,11 +30,13 @@ recomputation adds one layer's un-recomputed activations (the layer being recomp
 Activations are Korthikanti's 16-bit counts; with `dtype` fp32 they are taken as twice those bytes
 (an upper bound: the 1-byte dropout masks, at most 2 s b h + a s^2 b of a layer, do not double).
 ZeRO-3 adds the gathered largest layer, 4 bytes per parameter (DeepSpeed's
-`estimate_zero3_model_states_mem_needs` `largest_layer_memory`).
+`estimate_zero3_model_states_mem_needs` `largest_layer_memory`); as FSDP (`fsdp` fsdp2 or
+megatron_fsdp) the unsharded layers and gradients in flight instead (`simulator.cost.fsdp`).
 """
 
 from __future__ import annotations
 
+from simulator.cost.fsdp import fsdp_buffer_bytes, is_fsdp
 from simulator.cost.hardware import DTYPE_NBYTES, Hardware, get_hardware
 from simulator.cost.memory import MemoryBreakdown, activation_bytes_per_layer, in_flight_microbatches
 from simulator.cost.model_presets import ModelSpec, get_model
@@ -55,27 +58,39 @@ def _stage_layers(model: ModelSpec, cfg) -> tuple[int, ...]:
 
 def layer_params_split(model: ModelSpec) -> tuple[float, float, float]:
     """(t-sharded, replicated, expert) parameters of one layer (Megatron's split: weights and
-    biases of attention and dense MLP are t-sharded; norms replicated; routed experts ep x t)."""
+    biases of attention, dense MLP and shared experts are t-sharded; norms replicated; routed experts
+    ep x etp)."""
     h = model.hidden
     norms = 2 * (2 * h if model.biases else h)
     if model.num_experts:
         experts = model.num_experts * model.mlp_params(model.moe_ffn_hidden)
-        return model.attention_params(), norms + h * model.num_experts, experts
+        shared = model.mlp_params(model.moe_shared_expert_hidden) if model.moe_shared_expert_hidden else 0
+        return model.attention_params() + shared, norms + h * model.num_experts, experts
     return model.attention_params() + model.mlp_params(), norms, 0.0
 
 
-def stage_params(model: ModelSpec, tp: int, layers: int, first: bool, last: bool, ep: int = 1) -> float:
-    """Parameters one device of a stage holds (module docstring)."""
+def stage_params(model: ModelSpec, tp: int, layers: int, first: bool, last: bool, ep: int = 1,
+                 etp: int | None = None) -> float:
+    """Parameters one device of a stage holds (module docstring); experts split over ep x etp
+    (etp None: tp)."""
+    return sum(stage_param_split(model, tp, layers, first, last, ep, etp))
+
+
+def stage_param_split(model: ModelSpec, tp: int, layers: int, first: bool, last: bool, ep: int = 1,
+                      etp: int | None = None) -> tuple[float, float]:
+    """(dense, expert) parameters one device of a stage holds: the experts' optimizer states are
+    sharded over their own expert-data-parallel group (Megatron-Core's distributed optimizer)."""
     h, V = model.hidden, model.padded_vocab(tp)
     sharded, replicated, experts = layer_params_split(model)
-    n = layers * (sharded / tp + replicated + experts / (ep * tp))
+    expert = layers * experts / (ep * (tp if etp is None else etp))
+    n = layers * (sharded / tp + replicated)
     if first:
         n += V * h / tp + (model.seq * h if model.position_embedding else 0)
     if last and (not first or not model.tied_embeddings):
         n += V * h / tp
     if last:
         n += 2 * h if model.biases else h
-    return n
+    return n, expert
 
 
 def largest_layer_params(model: ModelSpec) -> float:
@@ -134,7 +149,8 @@ def activation_widening(dtype: str) -> float:
 
 def memory_report(model: ModelSpec | str, config, hardware: Hardware | str | None = None, *,
                   recipe: str = DEFAULTS["recipe"], flash_attention: bool | None = None,
-                  dtype: str = DEFAULTS["dtype"]) -> MemoryBreakdown:
+                  dtype: str = DEFAULTS["dtype"],
+                  grad_reduce_bytes: float = DEFAULTS["grad_reduce_bytes"]) -> MemoryBreakdown:
     """Peak bytes per component on the most loaded device (module docstring); `flash_attention`
     None: the model preset's (`ModelSpec.flash_attention`)."""
     model, cfg = get_model(model), config
@@ -150,7 +166,8 @@ def memory_report(model: ModelSpec | str, config, hardware: Hardware | str | Non
     layers = _stage_layers(model, cfg)
     chunks = tuple(cfg.chunk_layers(model.layers)) if hasattr(cfg, "chunk_layers") else ()
     shard_over = cfg.dp * cp
-    buffers = 4 * largest_layer_params(model) / t if cfg.zero_stage == 3 else 0.0
+    fsdp = is_fsdp(cfg)
+    buffers = 4 * largest_layer_params(model) / t if cfg.zero_stage == 3 and not fsdp else 0.0
     widen = activation_widening(dtype)
     candidates = []
     for k in sorted({0, p - 1}):
@@ -161,8 +178,15 @@ def memory_report(model: ModelSpec | str, config, hardware: Hardware | str | Non
             in_flight = in_flight_microbatches(cfg.schedule, p, m, v)
         else:
             in_flight = float(m) if cfg.schedule == "gpipe" else 1.0
-        params = stage_params(model, t, layers[k], first, last, ep)
-        par, grad, opt = model_state_parts(params, shard_over, cfg.zero_stage, recipe)
+        etp = getattr(cfg, "expert_tp", t)
+        dense, expert = stage_param_split(model, t, layers[k], first, last, ep, etp)
+        par, grad, opt = model_state_parts(dense, shard_over, cfg.zero_stage, recipe)
+        if expert:    # over the expert-data-parallel group, t c d / (etp ep) ranks
+            parts = model_state_parts(expert, max(1, t * shard_over // (etp * ep)), cfg.zero_stage, recipe)
+            par, grad, opt = par + parts[0], grad + parts[1], opt + parts[2]
+        if fsdp:   # the unsharded units and gradients in flight (`simulator.cost.fsdp`)
+            buffers = fsdp_buffer_bytes(cfg, stage_params(model, t, 1, False, False, ep), layers[k], dense + expert,
+                                        grad_reduce_bytes)
         acts, out, allowance = _activations(model, cfg, layers[k], in_flight, first, last, flash_attention,
                                             chunks if p > 1 else ())
         acts, allowance = acts * widen, allowance * widen

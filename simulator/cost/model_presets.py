@@ -14,6 +14,8 @@ argument name in brackets; `ModelSpec` also answers to that name):
   `megatron/core/tokenizers/utils/build_tokenizer.py: vocab_size_with_padding`);
 - `num_experts`, `moe_router_topk`, `moe_ffn_hidden` [--num-experts, --moe-router-topk,
   --moe-ffn-hidden-size]: mixture of experts in every layer (0 experts: dense);
+- `moe_shared_expert_hidden` [--moe-shared-expert-intermediate-size]: the total width of the shared
+  experts every token passes through beside its routed ones (DeepSeekMoE; 0: none), split over tp;
 - `flash_attention` [--use-flash-attn]: the preset's software stack trains with FlashAttention
   (the Llama presets; not the GPT-3 / Megatron 2021 ones, whose papers ran without it); the
   default of `Assumptions.flash_attention` (`simulator.cost.assumptions`);
@@ -42,7 +44,8 @@ MEGATRON_NAMES = {"num_layers": "layers", "hidden_size": "hidden", "num_attentio
                   "seq_length": "seq", "vocab_size": "vocab", "ffn_hidden_size": "ffn_hidden",
                   "num_query_groups": "kv_heads", "swiglu": "gated_mlp",
                   "make_vocab_size_divisible_by": "vocab_divisible_by",
-                  "moe_ffn_hidden_size": "moe_ffn_hidden"}
+                  "moe_ffn_hidden_size": "moe_ffn_hidden",
+                  "moe_shared_expert_intermediate_size": "moe_shared_expert_hidden"}
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,7 @@ class ModelSpec:
     num_experts: int = 0              # 0: dense MLP
     moe_router_topk: int = 2          # Megatron-LM default
     moe_ffn_hidden: int = 0           # 0 -> ffn_hidden
+    moe_shared_expert_hidden: int = 0  # Megatron --moe-shared-expert-intermediate-size (0: none)
     dropout: bool = True              # Megatron's default 0.1 dropouts keep their masks (False: Llama)
     # the preset's software stack: trained with FlashAttention (Megatron --use-flash-attn). The
     # cost model assumes it unless told otherwise (`Assumptions.flash_attention` None); False for
@@ -76,7 +80,8 @@ class ModelSpec:
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ParasimError(f"model {self.name}: {f} must be a positive integer, got {v!r}")
-        for f in ("ffn_hidden", "kv_heads", "num_experts", "moe_router_topk", "moe_ffn_hidden"):
+        for f in ("ffn_hidden", "kv_heads", "num_experts", "moe_router_topk", "moe_ffn_hidden",
+                  "moe_shared_expert_hidden"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ParasimError(f"model {self.name}: {f} must be a non-negative integer, got {v!r}")
@@ -90,6 +95,9 @@ class ModelSpec:
             object.__setattr__(self, "moe_ffn_hidden", self.ffn_hidden)
         if self.heads % self.kv_heads:
             raise ParasimError(f"model {self.name}: kv_heads {self.kv_heads} must divide heads {self.heads}")
+        if self.moe_shared_expert_hidden and not self.num_experts:
+            raise ParasimError(f"model {self.name}: shared experts (moe_shared_expert_hidden "
+                               f"{self.moe_shared_expert_hidden}) need num_experts > 0")
         if self.num_experts and not 1 <= self.moe_router_topk <= self.num_experts:
             raise ParasimError(f"model {self.name}: moe_router_topk {self.moe_router_topk} must be in "
                                f"1..num_experts = {self.num_experts}")
@@ -179,6 +187,7 @@ class ModelSpec:
         norms = 2 * (2 * h if self.biases else h)
         if self.num_experts:
             mlp = self.num_experts * self.mlp_params(self.moe_ffn_hidden) + h * self.num_experts
+            mlp += self.mlp_params(self.moe_shared_expert_hidden) if self.moe_shared_expert_hidden else 0
         else:
             mlp = self.mlp_params()
         return self.attention_params() + mlp + norms
@@ -207,7 +216,8 @@ class ModelSpec:
         hfu >= mfu)."""
         h, kv = self.hidden, self.kv_dim
         if self.num_experts:
-            mlp = self.moe_router_topk * (3 if self.gated_mlp else 2) * h * self.moe_ffn_hidden + h * self.num_experts
+            mlp = ((3 if self.gated_mlp else 2) * h * (self.moe_router_topk * self.moe_ffn_hidden
+                                                       + self.moe_shared_expert_hidden) + h * self.num_experts)
         else:
             mlp = (3 if self.gated_mlp else 2) * h * self.ffn_hidden
         return self.layers * (h * (h + 2 * kv) + h * h + mlp) + self.vocab * h

@@ -10,9 +10,11 @@ Rank layout (Megatron-LM `parallel_state`, order tp-cp-ep-dp-pp): tensor-paralle
 consecutive (fastest), then context-parallel, then data-parallel, then pipeline:
 rank = k (t c d) + j (t c) + q t + i for tp index i, cp index q, dp index j, stage k. So a TP
 group of t <= devices_per_node ranks lives inside one node, a CP group has stride t and a DP
-group stride t c. Expert parallelism (Megatron-Core's expert rank generator, ep dividing dp x cp)
-takes ep consecutive ranks of the flattened context x data axes (cp fastest, stride t) for the
-experts' all-to-all, as the runtime's `Parallelism.expert_mesh` does.
+group stride t c. The expert layers see the same t c d ranks of a stage as Megatron-Core's expert
+rank generator does (MoE parallel folding, Liu et al. 2025, arXiv 2504.14960): rank within the stage
+= n (etp ep) + e etp + i for expert-tensor index i < etp, expert-parallel index e < ep and
+expert-data index n, etp x ep dividing t c d (`Parallelism.expert_mesh`; etp = tp by default, then
+the ep group is ep consecutive ranks of the flattened context x data axes, stride t).
 
 Layers per stage (Megatron `--decoder-first-pipeline-num-layers` / `--decoder-last-...`): the
 first and last stages may hold a given number of layers and the rest are split evenly over the
@@ -21,7 +23,8 @@ Bad combinations are refused with the rule and the numbers (`stage_layers`).
 
 ZeRO-2/3 with a pipeline is refused as DeepSpeed refuses it ("ZeRO-2 and ZeRO-3 are incompatible
 with pipeline parallelism", deepspeed/runtime/pipe/engine.py): gradients would be partitioned and
-reduced at every micro-batch of every stage.
+reduced at every micro-batch of every stage. As FSDP (`fsdp` fsdp2 / megatron_fsdp,
+`simulator.cost.fsdp`) it composes with a pipeline, as torchtitan trains FSDP x TP x PP.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.cost.assumptions import MODERN, PRECISION, Assumptions  # noqa: F401  (their home; kept importable here)
+from simulator.cost.fsdp import check_fsdp
 from simulator.errors import ParasimError
 from simulator.parallel.degrees import Parallelism, check_positive
 from simulator.parallel.schedule_registry import schedule_spec
@@ -57,11 +61,15 @@ class ParallelConfig:
     sequence_parallel: bool = DEFAULTS["sequence_parallel"]
     zero_stage: int = DEFAULTS["zero_stage"]          # 0-3 over the data-parallel group
     cp: int = DEFAULTS["cp"]                          # context-parallel size c (sequence split over c ranks)
-    ep: int = DEFAULTS["ep"]                          # expert-parallel size (divides dp; MoE models only)
+    ep: int = DEFAULTS["ep"]                          # expert-parallel size (ep x etp divides t c d; MoE only)
+    etp: int | None = DEFAULTS["etp"]                 # expert-tensor-parallel size (None: tp), Megatron
+                                                      # --expert-tensor-parallel-size
     first_stage_layers: int | None = DEFAULTS["first_stage_layers"]  # Megatron --decoder-first-pipeline-num-layers
     last_stage_layers: int | None = DEFAULTS["last_stage_layers"]    # Megatron --decoder-last-pipeline-num-layers
     cp_comm_type: str = DEFAULTS["cp_comm_type"]      # p2p (ring attention) | a2a (Ulysses), Megatron --cp-comm-type
     balance_embedding: bool = DEFAULTS["balance_embedding"]  # embedding and LM head count as a layer each
+    fsdp: str = DEFAULTS["fsdp"]                      # none | fsdp2 | megatron_fsdp: how ZeRO-3 shards (`cost.fsdp`)
+    reshard_after_forward: str = DEFAULTS["reshard_after_forward"]  # default | always | never (torchtitan)
 
     def __post_init__(self):
         if self.global_batch is None and isinstance(self.micro_batch_size, int) and isinstance(self.dp, int):
@@ -80,11 +88,16 @@ class ParallelConfig:
         object.__setattr__(self, "parallelism", Parallelism(
             dp=self.dp, tp=self.tp, pp=self.pp, cp=self.cp, ep=self.ep, microbatches=self.microbatches,
             virtual_stages=self.virtual_stages, schedule=self.schedule, zero_stage=self.zero_stage,
-            recompute=self.recompute, sequence_parallel=self.sequence_parallel))
-        if self.zero_stage >= 2 and self.pp > 1:
+            recompute=self.recompute, sequence_parallel=self.sequence_parallel, etp=self.etp))
+        check_fsdp(self)
+        if self.zero_stage >= 2 and self.pp > 1 and self.fsdp == "none":
             raise ParasimError(f"ZeRO stage {self.zero_stage} with pp={self.pp} pipeline stages is refused, as "
                                f"DeepSpeed refuses it: ZeRO-2/3 partition gradients, which a pipeline accumulates "
-                               f"over its micro-batches; use ZeRO-1 (the distributed optimizer) with a pipeline")
+                               f"over its micro-batches; use ZeRO-1 (the distributed optimizer) with a pipeline, "
+                               f"or FSDP (fsdp=fsdp2 or megatron_fsdp), which composes with one")
+        if self.fsdp != "none" and self.ep > 1:
+            raise ParasimError(f"FSDP ({self.fsdp}) with expert parallelism ep={self.ep} is not priced yet: the "
+                               f"experts' units would shard over the expert-data-parallel group")
         if self.cp_comm_type not in CP_COMM_TYPES:
             raise ParasimError(f"unknown cp_comm_type {self.cp_comm_type!r}; known {', '.join(CP_COMM_TYPES)}")
 
@@ -137,10 +150,42 @@ class ParallelConfig:
         """The ranks that average a dense parameter's gradient: data- and context-parallel."""
         return [self.rank(tp_index, j, stage, q) for j in range(self.dp) for q in range(self.cp)]
 
+    @property
+    def expert_tp(self) -> int:
+        """etp, or tp when not given (Megatron-LM's default)."""
+        return self.parallelism.expert_tp
+
+    def _expert_coords(self, tp_index: int, stage: int) -> tuple[int, int, int, int]:
+        """(first rank of the stage, expert-data index n, expert-parallel index e, expert-tensor index i)
+        of the rank at (tp_index, dp 0, cp 0, stage) in the expert layers' grid (module docstring)."""
+        base = self.rank(0, 0, stage)
+        local = self.rank(tp_index, 0, stage) - base
+        et, e = self.expert_tp, self.ep
+        return base, local // (et * e), local // et % e, local % et
+
     def ep_group(self, tp_index: int = 0, stage: int = 0) -> list[int]:
-        """The experts' all-to-all group: ep consecutive ranks of the flattened cp x dp axes (module
-        docstring); the expert-data-parallel group is every ep-th rank of `dp_cp_group`."""
-        return self.dp_cp_group(tp_index, stage)[:self.ep]
+        """The experts' all-to-all group of this rank: ep ranks at stride etp (module docstring)."""
+        base, n, _, i = self._expert_coords(tp_index, stage)
+        et = self.expert_tp
+        return [base + n * et * self.ep + x * et + i for x in range(self.ep)]
+
+    def etp_group(self, tp_index: int = 0, stage: int = 0) -> list[int]:
+        """The expert-tensor-parallel group of this rank: etp consecutive ranks."""
+        base, n, e, _ = self._expert_coords(tp_index, stage)
+        et = self.expert_tp
+        return [base + n * et * self.ep + e * et + x for x in range(et)]
+
+    def tp_ep_group(self, tp_index: int = 0, stage: int = 0) -> list[int]:
+        """The etp x ep ranks the all-gather dispatcher gathers over (Megatron-Core's tp_ep group)."""
+        base, n, _, _ = self._expert_coords(tp_index, stage)
+        size = self.expert_tp * self.ep
+        return [base + n * size + x for x in range(size)]
+
+    def edp_group(self, tp_index: int = 0, stage: int = 0) -> list[int]:
+        """The expert-data-parallel group that averages an expert's gradient: stride etp x ep."""
+        base, _, e, i = self._expert_coords(tp_index, stage)
+        et, size = self.expert_tp, self.expert_tp * self.ep
+        return [base + n * size + e * et + i for n in range(self.gpus // self.pp // size)]
 
     def stage_layers(self, layers: int) -> tuple[int, ...]:
         """Layers held by each pipeline stage (module docstring); refuses what cannot be split."""
@@ -191,10 +236,13 @@ class ParallelConfig:
         sp = "+SP" if self.sequence_parallel else ""
         cp = f", c={self.cp}" + ("" if self.cp_comm_type == "p2p" else f" {self.cp_comm_type}") if self.cp > 1 else ""
         ep = f", e={self.ep}" if self.ep > 1 else ""
+        ep += f", etp={self.etp}" if self.etp is not None and self.etp != self.tp else ""
         if self.first_stage_layers is not None or self.last_stage_layers is not None:
             v += f", layers first/last {self.first_stage_layers}/{self.last_stage_layers}"
         if self.balance_embedding:
             v += ", embedding/head balanced"
+        fsdp = "" if self.fsdp == "none" else f" {self.fsdp}" + (
+            "" if self.reshard_after_forward == "default" else f" reshard {self.reshard_after_forward}")
         return (f"Parallel(t={self.tp}{sp}{cp}, p={self.pp}, d={self.dp}{ep}, b={self.micro_batch_size}, "
                 f"B={self.global_batch}, m={self.microbatches}, {self.schedule}{v}, "
-                f"recompute={self.recompute}, zero={self.zero_stage})")
+                f"recompute={self.recompute}, zero={self.zero_stage}{fsdp})")

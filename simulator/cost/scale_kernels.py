@@ -40,6 +40,7 @@ from simulator.cost.compute import matmul_time_s, memory_time_s
 from simulator.cost.device_model import HardwareDeviceModel
 from simulator.cost.hardware import DTYPE_NBYTES
 from simulator.cost.model_presets import ModelSpec
+from simulator.cost.moe import expert_rows, moe_group, routed_tokens
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.errors import ParasimError
 
@@ -153,14 +154,8 @@ class LayerKernels:
     logits_b: Kernel
     logits_w: Kernel
     core_fwd: Kernel = Kernel("core")
-
-
-def expert_tokens(model: ModelSpec, tokens: float, assumptions: Assumptions) -> float:
-    """Tokens one rank's experts process for `tokens` routed tokens: tokens x top-k x capacity
-    factor (dropless: 1, balanced routing; Fedus et al. 2021 eq. 3, Megatron-Core
-    --moe-expert-capacity-factor)."""
-    cf = assumptions.capacity_factor or 1.0
-    return tokens * model.moe_router_topk * cf
+    shared_fwd: Kernel = Kernel("shared")   # the shared experts' share of mlp_fwd (their overlap, `cost.moe`)
+    shared_b: Kernel = Kernel("shared")     # ... of mlp_b
 
 
 def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumptions | None = None) -> LayerKernels:
@@ -168,8 +163,9 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
     parallelism the rank's s/c queries meet all s keys (ring attention, p2p) or its a/c heads see
     the whole sequence (Ulysses, a2a): either way 1/c of the attention core. With FlashAttention
     the core has no s^2 element-wise traffic, runs at half time for the causal mask and its
-    backward recomputes the scores (Kernel.time_scale). MoE: the MLP is the top-k experts of the
-    rank's tokens (`expert_tokens`), with an h x E router."""
+    backward recomputes the scores (Kernel.time_scale). MoE: the MLP is this rank's experts' rows
+    (`moe.expert_rows`) through a 1/etp slice of the expert FFN, with an h x E router over the tokens
+    the rank routes (`moe.routed_tokens`)."""
     A = (assumptions or Assumptions()).resolved(model)
     s, b, h, t, c = model.seq, cfg.micro_batch_size, model.hidden, cfg.tp, cfg.cp
     T, hd, a = b * s / c, model.head_dim, model.heads
@@ -182,11 +178,13 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
     experts = getattr(model, "num_experts", 0)
     gate = 2 if model.gated_mlp else 1
     if experts:
-        Te, f = expert_tokens(model, T, A), model.moe_ffn_hidden
-        up, down, router = (Te, gate * f / t, h), (Te, h, f / t), ((T, experts, h),)
+        Te, f, et = expert_rows(model, cfg, A), model.moe_ffn_hidden, cfg.expert_tp
+        up, down, router = (Te, gate * f / et, h), (Te, h, f / et), ((routed_tokens(model, cfg), experts, h),)
+        fs = model.moe_shared_expert_hidden   # shared experts: a tensor-parallel MLP over all T tokens
+        shared = ((T, gate * fs / t, h), (T, h, fs / t)) if fs else ()
     else:
         Te, f = T, model.ffn_hidden
-        up, down, router = (T, gate * f / t, h), (T, h, f / t), ()
+        up, down, router, shared = (T, gate * f / t, h), (T, h, f / t), (), ()
     flash = A.flash_attention
     fs, bs = (0.5, 0.5 * 5 / 4) if flash else (1.0, 1.0)
     # the attention core stays 16-bit under FP8 (last field, `Kernel.time_s`)
@@ -195,7 +193,7 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
                                                       (s, hd, sq, heads)))
     softmax = 0.0 if flash else 9 * heads * sq * s
     ew_attn = 11 * T * h * rep + softmax
-    ew_mlp = 11 * T * h * rep + (6 if model.gated_mlp else 4) * Te * f / t
+    ew_mlp = 11 * T * h * rep + (6 if model.gated_mlp else 4) * Te * f / (cfg.expert_tp if experts else t)
 
     def lin(shapes, which, ub=0):  # forward (m, n, k); input grad (m, k, n); weight grad (k, n, m)
         out = []
@@ -210,20 +208,24 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
         return fp8_cast_nbytes(shapes, which) if A.fp8 else 0.0
 
     attn_fwd = Kernel("attn_fwd", lin((qkv,), "f") + core_fwd + lin((proj,), "f", ub), ew_attn + cast((proj,), "f"))
-    mlp_fwd = Kernel("mlp_fwd", lin(router + (up,), "f") + lin((down,), "f", ub), ew_mlp)   # casts fused (fp8_cast_nbytes)
+    ew_shared = (6 if model.gated_mlp else 4) * T * model.moe_shared_expert_hidden / t if shared else 0.0
+    shared_fwd = Kernel("shared_fwd", lin(shared, "f"), ew_shared)
+    shared_b = Kernel("shared_bgrad", lin(shared, "b"), 2 * ew_shared)
+    mlp_fwd = Kernel("mlp_fwd", lin(router + (up,), "f") + lin((down,), "f", ub) + shared_fwd.matmuls,
+                     ew_mlp + ew_shared)   # casts fused (fp8_cast_nbytes)
     selective = cfg.recompute == "selective" and not flash     # FlashAttention recomputes the core anyway
     attn_b = Kernel("attn_bgrad", (core_fwd if selective else ()) + lin((proj,), "b") + core_bwd + lin((qkv,), "b", ub),
                     2 * ew_attn + (softmax if selective else 0.0) + cast((qkv, proj), "b"))
-    mlp_b = Kernel("mlp_bgrad", lin((down,), "b") + lin((up,), "b", ub) + lin(router, "b"),
-                   2 * ew_mlp + cast((up, down), "b"))
+    mlp_b = Kernel("mlp_bgrad", lin((down,), "b") + lin((up,), "b", ub) + lin(router, "b") + shared_b.matmuls,
+                   2 * ew_mlp + 2 * ew_shared + cast((up, down) + shared, "b"))
     attn_w = Kernel("attn_wgrad", lin((proj,), "w") + lin((qkv,), "w", ub))
-    mlp_w = Kernel("mlp_wgrad", lin((down,), "w") + lin((up,), "w", ub) + lin(router, "w"))
+    mlp_w = Kernel("mlp_wgrad", lin((down,), "w") + lin((up,), "w", ub) + lin(router, "w") + lin(shared, "w"))
     Vt = padded_vocab(model, t) / t
     return LayerKernels(attn_fwd, mlp_fwd, attn_b, mlp_b, attn_w, mlp_w,    # output layer: 16-bit
                         Kernel("logits_fwd", (MatMul(T, Vt, h, sixteen_bit=True),), CROSS_ENTROPY_FWD_BYTES * T * Vt),
                         Kernel("logits_bgrad", (MatMul(T, h, Vt, sixteen_bit=True),), CROSS_ENTROPY_BWD_BYTES * T * Vt),
                         Kernel("logits_wgrad", (MatMul(h, Vt, T, sixteen_bit=True),)),
-                        Kernel("core_fwd", core_fwd, softmax))
+                        Kernel("core_fwd", core_fwd, softmax), shared_fwd, shared_b)
 
 
 def padded_vocab(model: ModelSpec, tp: int) -> int:
@@ -276,18 +278,18 @@ class ScaleDeviceModel:
 
     def real_group(self, ins) -> list[int] | None:
         """The global ranks a one-member collective tagged dp/tp stands for (None: price as written)."""
-        if len(ins.group) != 1 or ins.tag not in ("dp", "edp", "tp", "cp", "ep"):
+        if len(ins.group) != 1 or ins.tag not in ("dp", "edp", "tp", "cp", "ep", "etp", "tp_ep"):
             return None
         cfg = self.config
         k, i = divmod(ins.group[0], self.width)
         if ins.tag == "dp":
             return cfg.dp_cp_group(i, k)
-        if ins.tag == "edp":        # the expert-data-parallel group (`ParallelConfig.ep_group`)
-            return cfg.dp_cp_group(i, k)[::cfg.ep]
+        if ins.tag == "edp":        # the expert-data-parallel group (`ParallelConfig.edp_group`)
+            return cfg.edp_group(i, k)
         if ins.tag == "cp":
             return cfg.cp_group(i, 0, k)
-        if ins.tag == "ep":
-            return cfg.ep_group(i, k)
+        if ins.tag in ("ep", "etp", "tp_ep"):     # the MoE groups (`cost.moe.moe_group`)
+            return moe_group(cfg, ins.tag, i, k)
         return cfg.tp_group(0, k) if self.fold_tp else None
 
     def price_collective(self, ins) -> tuple[float, int] | None:

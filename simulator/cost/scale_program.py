@@ -20,6 +20,9 @@ data-parallel replica of (t, p, d, b, B, schedule, v, recompute, SP, ZeRO):
     DDP buckets; Megatron's overlap_grad_reduce). ZeRO 0: all-reduce of fp32 gradients; 1-2:
     reduce-scatter, then all-gather of 16-bit parameters after the optimizer; 3: + a second
     all-gather (the forward's parameter gathers, placed at the step boundary as in the closed form).
+  FSDP (`fsdp` fsdp2 / megatron_fsdp, `simulator.cost.fsdp`): each layer, the embedding and the
+    output layer are units, gathered as `fsdp.gather_flags` says (one unit ahead with prefetch) and
+    reduce-scattered one by one after their backward (`grad_buckets`).
   tied embeddings (p > 1): all-reduce of the embedding gradient between the first and last stage.
   optimizer: Adam, memory-bound, 30 bytes per (sharded) parameter (`analytic.ADAM_BYTES_PER_PARAM`).
 
@@ -34,14 +37,16 @@ differ is listed in docs/ARCHITECTURE.md ("The training step, compiled twice").
 from __future__ import annotations
 
 from simulator.cost.analytic import ADAM_BYTES_PER_PARAM
+from simulator.cost.fsdp import gather_flags, is_fsdp, overlaps, reduce_every_microbatch
 from simulator.cost.grad_buckets import GradBuckets
 from simulator.cost.model_presets import ModelSpec
+from simulator.cost.moe import check_moe, moe_collectives, moe_group
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
+from simulator.cost.scale_gather import gather_layer, gathered
 from simulator.cost.scale_kernels import (
     Kernel,
     LayerKernels,
     activation_nbytes,
-    expert_tokens,
     layer_kernels,
     padded_vocab,
 )
@@ -58,6 +63,7 @@ DEFAULT_BUCKET_NBYTES = 25e6   # PyTorch DDP's default bucket_cap_mb = 25
 def check_scale_config(model: ModelSpec, cfg: ParallelConfig) -> None:
     if model.heads % cfg.tp:
         raise ParasimError(f"tp={cfg.tp} must divide the {model.heads} attention heads")
+    check_moe(model, cfg)
     cfg.chunk_layers(model.layers)      # refuses splits that do not exist
 
 
@@ -71,30 +77,37 @@ class _Emitter:
         self.logits, self.optimizer = logits, optimizer
         p, v = cfg.pp, cfg.virtual_stages
         self.S, self.chunks = p * v, cfg.chunk_layers(model.layers)
-        self.per_mb_grads = cfg.zero_stage >= 2          # DeepSpeed reduces at every micro-batch
+        # FSDP (`simulator.cost.fsdp`): one unit per layer; DeepSpeed ZeRO-2/3 reduce at every micro-batch
+        self.fsdp = is_fsdp(cfg) and cfg.dp * cfg.cp > 1
+        self.per_mb_grads = reduce_every_microbatch(cfg)
+        self.prefetch, self.rs_overlap = overlaps(cfg, A) if self.fsdp else (A.overlap_param_gather, overlap)
+        if self.fsdp:
+            self.overlap = self.rs_overlap
         self.act = activation_nbytes(model, cfg, A.dtype)
         self.p2p = self.act // cfg.tp
         experts = getattr(model, "num_experts", 0)
         expert = experts * model.mlp_params(model.moe_ffn_hidden) if experts else 0
-        self.layer_local = (model.layer_params() - expert + expert / cfg.ep) / cfg.tp   # this rank's share
+        self.expert_local = expert / (cfg.ep * cfg.expert_tp)
+        self.layer_local = (model.layer_params() - expert) / cfg.tp + self.expert_local   # this rank's share
         self.layer_grad = A.grad_reduce_bytes * self.layer_local
-        # the experts' share of it, averaged over the expert-data-parallel group (tag "edp": every
-        # ep-th rank of the data x context group, `ParallelConfig.ep_group`), as the closed form does
-        self.expert_local = expert / cfg.ep / cfg.tp
-        self.expert_dp = cfg.dp * cfg.cp // cfg.ep
+        # the experts' share of it is averaged over the expert-data-parallel group (tag "edp",
+        # `ParallelConfig.edp_group`), as the closed form does
+        self.expert_dp = cfg.gpus // cfg.pp // (cfg.ep * cfg.expert_tp)
         # ZeRO-3 with full recomputation: elements of a layer gathered a third time (`zero3_fetch`)
-        self.regather = zero3_pass(model, cfg.tp, cfg.ep, 1, 0, cfg.recompute, A.stage3_max_reuse_distance)[1]
+        self.regather = 0 if self.fsdp else zero3_pass(model, cfg.tp, cfg.ep, 1, 0, cfg.recompute,
+                                                       A.stage3_max_reuse_distance)[1]
         T = cfg.micro_batch_size * model.seq / cfg.cp
         self.kv_local = int(2 * 2 * T * model.kv_dim / cfg.tp)                        # K and V, 16-bit
         self.qkv_a2a = int(2 * T * (model.hidden + 2 * model.kv_dim) / cfg.tp)
         self.out_a2a = int(2 * T * model.hidden / cfg.tp)
-        tokens = expert_tokens(model, T, A) / (cfg.tp if cfg.sequence_parallel else 1) if experts else 0
-        self.moe_a2a = int(2 * tokens * model.hidden)
+        self.moe_dispatch, self.moe_combine = moe_collectives(model, cfg, A)    # `cost.moe`
         self._needs: tuple = ()       # outputs of overlapped CP collectives the next compute waits for
         self.emb_params = padded_vocab(model, cfg.tp) * model.hidden / cfg.tp
         # an untied output layer's gradient is complete after the last micro-batch's logits backward:
         # it joins the first bucket (Megatron's DDP buckets), not the step's tail
-        self.head_bucketed = logits and not model.tied_embeddings and not self.per_mb_grads
+        self.head_bucketed = logits and not model.tied_embeddings and not self.per_mb_grads and not self.fsdp
+        # FSDP: the output layer is a unit of its own on the last device (not the tied p = 1 embedding)
+        self.head_unit = self.fsdp and logits and (cfg.pp > 1 or not model.tied_embeddings)
         K = kernels
         self._priced: dict = {}      # kernel -> (flops, nbytes, attrs), shared by its instructions
         self.bw = {K.mlp_b: K.mlp_b + K.mlp_w, K.attn_b: K.attn_b + K.attn_w}   # fused B + W
@@ -133,40 +146,12 @@ class _Emitter:
             self.group_comm(out, r, x, j, "cp", "all_gather", self.kv_local, blocking=False)
             self.group_comm(out, r, x, j, "cp", "reduce_scatter", self.kv_local * cfg.cp, blocking=False)
 
-    def mlp_comm(self, out, r, x, j):
-        """Expert parallelism: the dispatch (before) or combine (after) all-to-all over the ep group."""
-        if self.cfg.ep > 1:
-            self.group_comm(out, r, x, j, "ep", "all_to_all", self.moe_a2a)
-
-    def gather_layer(self, out, r, c, l, j, which, elements=None) -> tuple:
-        """ZeRO-3: all-gather one layer's 16-bit parameters (or `elements` of them) over the
-        data-parallel group before its forward and again before its backward (non-blocking =
-        prefetched, `overlap_param_gather`). One collective per layer: the closed form adds the
-        latency of DeepSpeed's per-sub-module fetches (`zero3_fetch`)."""
-        elements = self.layer_local if elements is None else elements
-        if self.cfg.zero_stage < 3 or self.cfg.dp * self.cfg.cp == 1 or not elements:
-            return ()
-        w = f"w{which}{c}.{l}.{j}"
-        out.append(Collective("all_gather", "params", w, (r,), tag="dp", microbatch=j,
-                              nbytes=int(2 * elements / (self.cfg.dp * self.cfg.cp)),
-                              blocking=not self.A.overlap_param_gather))
-        return (w,)
-
-    def gathered(self, out, r, c, j, which, order):
-        """Per layer of `order`, the gathered parameters its compute needs; with prefetch
-        (`overlap_param_gather`) the next layer's gather is issued before this layer computes, so
-        a gradient reduce-scatter queued on the same stream does not delay it (DeepSpeed / FSDP)."""
-        order = list(order)
-        if not self.A.overlap_param_gather:
-            for l in order:
-                yield l, self.gather_layer(out, r, c, l, j, which)
-            return
-        nxt = self.gather_layer(out, r, c, order[0], j, which) if order else ()
-        for i, l in enumerate(order):
-            cur = nxt
-            if i + 1 < len(order):
-                nxt = self.gather_layer(out, r, c, order[i + 1], j, which)
-            yield l, cur
+    def mlp_comm(self, out, r, x, j, where):
+        """MoE: the dispatch ("before" the experts) or combine ("after") collectives (`cost.moe`); an
+        all-gather's program size is each member's share."""
+        for c in (self.moe_dispatch if where == "before" else self.moe_combine):
+            n = len(moe_group(self.cfg, c.group)) if c.kind == "all_gather" else 1
+            self.group_comm(out, r, x, j, c.group, c.kind, int(c.nbytes / n))
 
     def grad_name(self, c, l, j) -> str:
         return f"grad{c}.{l}.{j}" if self.per_mb_grads else f"grad{c}.{l}"
@@ -201,28 +186,38 @@ class _Emitter:
         if self.cfg.cp_comm_type == "a2a":
             self.attn_comm(out, r, x, j, "after")
         self.tp_comm(out, r, x, j, self.tp_pair())
-        self.mlp_comm(out, r, x, j)
+        self.mlp_comm(out, r, x, j, "before")
         self.comp(out, self.K.mlp_fwd, x, "forward", j, f"{label}{j} s{s} L{l} mlp_fwd", needs=needs)
-        self.mlp_comm(out, r, x, j)
+        self.mlp_comm(out, r, x, j, "after")
         self.tp_comm(out, r, x, j, self.tp_pair())
 
     # ---- actions ------------------------------------------------------------------------------
-    def forward(self, out, k, r, j, c):
+    def forward(self, out, k, r, j, c, gather=True):
         s, p, w = c * self.cfg.pp + k, self.cfg.pp, self.w
         x = f"a{s}.{j}"
         if s > 0:
             self.recv(out, r, x, ((s - 1) % p) * w + r % w, f"f{s}.{j}", j)
-        for l, needs in self.gathered(out, r, c, j, "f", range(self.chunks[s])):
-            self.layer_fwd(out, r, x, j, s, l, needs=needs)
+        units: list = list(range(self.chunks[s]))
+        if self.fsdp:      # the embedding and output layer are FSDP units too
+            units = ["emb"] * (s == 0) + units + ["head"] * (s == self.S - 1 and self.head_unit)
+        carry = head = ()
+        for l, needs in gathered(self, out, r, c, j, "f", units, x if self.fsdp else "params", gather):
+            if l == "emb":
+                carry = needs
+            elif l == "head":
+                head = needs
+            else:
+                self.layer_fwd(out, r, x, j, s, l, needs=needs + carry)
+                carry = ()
         if s == self.S - 1:
             if self.logits:
-                self.comp(out, self.K.logits_fwd, x, "forward", j, f"F{j} logits")
+                self.comp(out, self.K.logits_fwd, x, "forward", j, f"F{j} logits", needs=head)
         else:
             out.append(Send(x, ((s + 1) % p) * w + r % w, f"f{s + 1}.{j}", self.p2p, j))
 
-    def backward(self, out, k, r, j, c, kind, grads_done, last):
+    def backward(self, out, k, r, j, c, kind, grads_done, last, gather=True):
         """kind BW (input and weight gradients) or B (input gradients only); `last`: the
-        micro-batch that completes the gradients (`is_last`)."""
+        micro-batch that completes the gradients (`is_last`); `gather`: FSDP gathers the units."""
         s, p, w = c * self.cfg.pp + k, self.cfg.pp, self.w
         g = f"g{s}.{j}"
         last_mb = kind == "BW" and last
@@ -235,25 +230,29 @@ class _Emitter:
                                int(kern.nbytes()), {"kernel": kern}, "backward", j, f"B{j} logits"))
             if head:
                 grads_done(out, r, None, None, j, "grad_head", self.A.grad_reduce_bytes * self.emb_params)
-        for l, needs in self.gathered(out, r, c, j, "b", reversed(range(self.chunks[s]))):
+        x = g if self.fsdp else "params"
+        for l, needs in gathered(self, out, r, c, j, "b", reversed(range(self.chunks[s])), x, gather):
             if self.cfg.recompute == "full":
                 self.layer_fwd(out, r, g, j, s, l, label="R", needs=needs)
                 # the sub-modules DeepSpeed released after the recomputed forward (`zero3_fetch`)
-                needs = needs + self.gather_layer(out, r, c, l, j, "3", self.regather)
+                needs = needs + gather_layer(self, out, r, c, l, j, "3", self.regather)
             for kb, kw in ((self.K.mlp_b, self.K.mlp_w), (self.K.attn_b, self.K.attn_w)):
                 kern = self.bw[kb] if kind == "BW" else kb
                 done = (self.grad_name(c, l, j),) if last_mb and kb is self.K.attn_b else ()
                 if kb is self.K.mlp_b:
-                    self.mlp_comm(out, r, g, j)
+                    self.mlp_comm(out, r, g, j, "before")
                 else:
                     self.attn_comm(out, r, g, j, "before" if self.cfg.cp_comm_type == "a2a" else "before_b")
                 self.comp(out, kern, g, "backward", j, f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
                 if kb is self.K.mlp_b:
-                    self.mlp_comm(out, r, g, j)
+                    self.mlp_comm(out, r, g, j, "after")
                 elif self.cfg.cp_comm_type == "a2a":
                     self.attn_comm(out, r, g, j, "after")
                 self.tp_comm(out, r, g, j, self.tp_pair())
-            if last_mb:
+            if last_mb and not (self.fsdp and not self.per_mb_grads):
+                grads_done(out, r, c, l, j)
+        if last_mb and self.fsdp and not self.per_mb_grads:   # pipelined FSDP2: after the stage's last backward
+            for l in reversed(range(self.chunks[s])):
                 grads_done(out, r, c, l, j)
         if s > 0:
             out.append(Send(g, ((s - 1) % p) * w + r % w, f"b{s - 1}.{j}", self.p2p, j))
@@ -279,11 +278,17 @@ class _Emitter:
         DeepSpeed reduces per micro-batch)?"""
         return j == self.cfg.microbatches - 1 or self.per_mb_grads
 
+    def gathers(self, actions) -> list[bool]:
+        """Per schedule action: does it gather its chunk's parameters (`fsdp.gather_flags`)?"""
+        if not self.fsdp:
+            return [True] * len(actions)
+        return gather_flags(self.cfg, [(a.kind, a.chunk) for a in actions])
+
     def device(self, k: int, r: int, actions) -> list:
         out, buckets = [], GradBuckets(self, r)
         self.prologue(out, r)
-        for a in actions:
-            self.action(out, k, r, a.kind, a.microbatch, a.chunk, self.is_last(a.microbatch), buckets)
+        for a, gather in zip(actions, self.gathers(actions)):
+            self.action(out, k, r, a.kind, a.microbatch, a.chunk, self.is_last(a.microbatch), buckets, gather)
         self.epilogue(out, k, r, buckets)
         return out
 
@@ -294,12 +299,12 @@ class _Emitter:
             # the previous step's parameter all-gather, overlapping this step's first forward
             self.param_gather(out, r // self.w, r, "params_next", blocking=False)
 
-    def action(self, out, k, r, kind, j, c, last, buckets) -> None:
+    def action(self, out, k, r, kind, j, c, last, buckets, gather=True) -> None:
         """One schedule action (F, BW, B or W) of micro-batch j, chunk c."""
         if kind == "F":
-            self.forward(out, k, r, j, c)
+            self.forward(out, k, r, j, c, gather)
         elif kind in ("BW", "B"):
-            self.backward(out, k, r, j, c, kind, buckets.done, last)
+            self.backward(out, k, r, j, c, kind, buckets.done, last, gather)
         else:
             self.wgrad(out, r, j, c, buckets.done, last)
 
@@ -393,17 +398,17 @@ def _columns(em: _Emitter, sched, n: int):
             blocks: list = [[]]
             em.prologue(blocks[0], r)
             which, js = [0], [0]
-            for a in sched.actions[k]:
+            for a, gather in zip(sched.actions[k], em.gathers(sched.actions[k])):
                 if a.kind in ("BW", "W") and em.is_last(a.microbatch):
                     blocks.append([])
-                    em.action(blocks[-1], k, r, a.kind, J, a.chunk, True, buckets)
+                    em.action(blocks[-1], k, r, a.kind, J, a.chunk, True, buckets, gather)
                     t = len(blocks) - 1
                 else:
-                    t = cache.get((a.kind, a.chunk))
+                    t = cache.get((a.kind, a.chunk, gather))
                     if t is None:
-                        t = cache[(a.kind, a.chunk)] = len(blocks)
+                        t = cache[(a.kind, a.chunk, gather)] = len(blocks)
                         blocks.append([])
-                        em.action(blocks[-1], k, r, a.kind, J, a.chunk, False, buckets)   # not last: no bucket
+                        em.action(blocks[-1], k, r, a.kind, J, a.chunk, False, buckets, gather)   # not last: no bucket
                 which.append(t)
                 js.append(a.microbatch)
             blocks.append([])

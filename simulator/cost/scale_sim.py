@@ -41,7 +41,7 @@ from simulator.cost.memory import (
     logits_bytes,
     model_state_bytes_per_device,
 )
-from simulator.cost.memory_report import activation_widening, stage_params
+from simulator.cost.memory_report import activation_widening, stage_param_split
 from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.scale_kernels import ScaleDeviceModel, padded_vocab
@@ -162,7 +162,7 @@ def _sums_by(dev: np.ndarray, code: np.ndarray, dur: np.ndarray, n: int, labels:
 
 def memory_per_device(model: ModelSpec, cfg: ParallelConfig, A: Assumptions | None = None) -> tuple[float, ...]:
     """Peak bytes on each pipeline device k (every TP rank of it alike): ZeRO model states of its
-    parameters (Megatron-LM's 18 bytes, `memory_report.stage_params`) + Korthikanti activations per layer x its layers per chunk
+    parameters (Megatron-LM's 18 bytes, `memory_report.stage_param_split`; the experts' over their own group) + Korthikanti activations per layer x its layers per chunk
     x the (micro-batch, chunk) activations the schedule really holds at once on k
     (`schedule_sim.peak_in_flight`), + one layer's full activations when recomputing, + the fp32
     logits on the device of the last stage."""
@@ -184,9 +184,12 @@ def memory_per_device(model: ModelSpec, cfg: ParallelConfig, A: Assumptions | No
     out = []
     for k in range(p):
         n = sum(chunks[c * p + k] for c in range(v))
-        params = stage_params(model, t, n, k == 0, k == p - 1, cfg.ep)
+        dense, expert = stage_param_split(model, t, n, k == 0, k == p - 1, cfg.ep, cfg.expert_tp)
+        edp = max(1, cfg.gpus // p // (cfg.ep * cfg.expert_tp))     # experts' states over their own group
+        states = model_state_bytes_per_device(dense, cfg.dp * cfg.cp, cfg.zero_stage, A.recipe) + (
+            model_state_bytes_per_device(expert, edp, cfg.zero_stage, A.recipe) if expert else 0.0)
         # in-flight counts are (micro-batch, chunk) units of a stage's mean chunk
-        mem = (model_state_bytes_per_device(params, cfg.dp * cfg.cp, cfg.zero_stage, A.recipe)
+        mem = (states
                + per_layer * n / v * in_flight[k] + working)
         out.append(mem + (logits_bytes(s, b, V, t) if k == p - 1 else 0.0))
     return tuple(out)

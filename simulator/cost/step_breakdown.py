@@ -7,7 +7,8 @@
   cross-entropy, gradient accumulation), communication excluded;
 - exposed communication by what it serves, each counted only while no kernel runs on the device:
   tp tensor-parallel collectives, cp context-parallel ring or all-to-all, ep the expert
-  dispatch/combine all-to-all, pp pipeline send/recv and the tensor-parallel all-gather that
+  dispatch/combine collectives (all-to-all, and the expert-tensor all-gather / reduce-scatter, or
+  the all-gather dispatcher's, `cost.moe`), pp pipeline send/recv and the tensor-parallel all-gather that
   rebuilds a received activation (Megatron's scatter/gather optimisation), dp the
   data-parallel gradient reduction and ZeRO parameter gathers, with the tied-embedding all-reduce
   between the first and last stage (Megatron-LM's finalize_model_grads does both);
@@ -29,13 +30,15 @@ from types import MappingProxyType
 
 import numpy as np
 
+from simulator.cost.fsdp import is_fsdp
 from simulator.trace_columns import LANE_NAMES
 
 COMM_KINDS = ("tp", "cp", "ep", "pp", "dp")
 COMM_PURPOSE = MappingProxyType({"tp": "tensor_parallel", "cp": "context_parallel", "ep": "expert_all_to_all",
                                  "pp": "pipeline_p2p", "dp": "data_parallel"})
 # A scale program's collective tags (`scale_program`) -> the kind it serves; untagged: tensor parallel.
-TAG_KIND = MappingProxyType({"tp": "tp", "cp": "cp", "ep": "ep", "dp": "dp", "edp": "dp", "emb": "dp"})
+TAG_KIND = MappingProxyType({"tp": "tp", "cp": "cp", "ep": "ep", "etp": "ep", "tp_ep": "ep", "dp": "dp", "edp": "dp",
+                             "emb": "dp"})
 _WORK = ("compute", "optimizer", "other")
 
 
@@ -178,6 +181,9 @@ LEAVES_OUT = MappingProxyType({
                             "each micro-batch's reduction as one sum; the clock issues one collective per layer",
     "tp-comm-overlap": "--tp-comm-overlap: the closed form hides tensor-parallel collectives under the layer's "
                        "weight-gradient GEMMs; the clock's program runs them blocking",
+    "moe-comm-overlap": "--overlap-moe-expert-parallel-comm / --moe-shared-expert-overlap: the closed form hides "
+                        "the MoE dispatch and combine under the paired micro-batch's (or the shared experts') "
+                        "kernels (`cost.moe.exposed_moe_s`); the clock's program runs them blocking",
 })
 
 
@@ -189,8 +195,10 @@ def closed_form_leaves_out(cfg, A) -> tuple[str, ...]:
         out.append("ring-attention-overlap")
     if dp > 1 and A.overlap_grad_reduce and cfg.zero_stage < 2:
         out.append("gradient-bucket-tail")
-    if dp > 1 and cfg.zero_stage >= 2:
+    if dp > 1 and cfg.zero_stage >= 2 and not is_fsdp(cfg):     # FSDP's per-layer units: both models alike
         out.append("zero-per-micro-batch")
     if cfg.tp > 1 and A.overlap_tp_comm:
         out.append("tp-comm-overlap")
+    if A.overlap_moe_comm or A.shared_expert_overlap:
+        out.append("moe-comm-overlap")
     return tuple(out)

@@ -121,13 +121,17 @@ def hidden_items(lesson: LessonInfo) -> list[Callable]:
     return fns
 
 
+class OverBudget(SandboxTimeout):
+    """A call of `_Student.within(seconds)` that took longer than its seconds (its sandbox was killed)."""
+
+
 class _Student:
     """What a check item sees as the submission: `student.f(...)` calls f in the sandbox, and
     `student.run_in_sandbox(probe, *args)` runs parasim's `probes.PROBES[probe]` on data (a
     Program the student built, say) in a separate sandbox holding no student code."""
 
-    def __init__(self, box: Sandbox, deadline: float, probes: dict):
-        self._box, self._deadline, self._probes = box, deadline, probes
+    def __init__(self, box: Sandbox, deadline: float, probes: dict, budget: float | None = None):
+        self._box, self._deadline, self._probes, self._budget = box, deadline, probes, budget
 
     def run_in_sandbox(self, probe: str, *args):
         if self._probes.get("box") is None:
@@ -136,11 +140,26 @@ class _Student:
                 raise SandboxCrash(f"the probe sandbox did not start: {self._probes['box'].load_error}")
         return self._probes["box"].call(probe, args, deadline=self._deadline)
 
+    def within(self, seconds: float) -> _Student:
+        """The submission with at most `seconds` for each call (inside the item's limit): a hidden
+        case whose answer is a formula a student evaluates at once, while simulating it (parasim's
+        own solver, under any name) cannot finish. Over it: SandboxTimeout, the item's "timeout"."""
+        return _Student(self._box, min(self._deadline, time.monotonic() + seconds), self._probes, seconds)
+
     def __getattr__(self, name: str):
         if name.startswith("__"):
             raise AttributeError(name)
-        box, deadline = self._box, self._deadline
-        return lambda *args, **kwargs: box.call(name, args, kwargs, deadline=deadline)
+        box, deadline, budget = self._box, self._deadline, self._budget
+
+        def call(*args, **kwargs):
+            try:
+                return box.call(name, args, kwargs, deadline=deadline)
+            except SandboxTimeout:
+                if budget is None:
+                    raise
+                raise OverBudget(f"{name} gave no answer within {budget:g} s on this case (a formula answers "
+                                     "at once; building and simulating it cannot finish); stopped") from None
+        return call
 
 
 class _InProcess:
@@ -148,6 +167,10 @@ class _InProcess:
 
     def __init__(self, module):
         self._module = module
+
+    def within(self, seconds: float) -> _InProcess:
+        """No per-call limit in this process (a student's own machine): the same submission."""
+        return self
 
     def run_in_sandbox(self, probe: str, *args):
         from .probes import PROBES
@@ -227,6 +250,8 @@ def _item(k: int, name: str, fn, box: Sandbox, limits: Limits, probes: dict) -> 
         return _graded(k, name, fn(_Student(box, time.monotonic() + limits.timeout_s, probes)))
     except StudentError as e:
         return _student_failure(k, name, e)
+    except OverBudget as e:   # a call over its own budget (`_Student.within`)
+        return _failed(k, name, str(e), "compute it from the formula, not by building the whole thing", "timeout")
     except SandboxTimeout:
         return _failed(k, name, f"no answer within {limits.timeout_s:g} s; stopped",
                        "an endless loop? a while condition that never turns false?", "timeout")

@@ -9,6 +9,7 @@ A check item calls the student's functions and compares them with parasim's own 
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -137,3 +138,23 @@ def ok(found: str = "as expected") -> Outcome:
 def expect(condition: bool, expected: str, found: Any, hint: str = "") -> Outcome:
     """Pass when `condition` holds; `expected` describes the rule in words."""
     return Outcome(bool(condition), expected, short(found) if not isinstance(found, str) else found, hint)
+
+
+def hidden_random() -> random.Random:
+    """The generator of an item's hidden parameters, drawn at grading time from the operating
+    system's entropy (`random.SystemRandom`): a submission cannot precompute its answers for them,
+    so only a function that computes the thing itself earns the item."""
+    return random.SystemRandom()
+
+
+def figure_of(value) -> dict | None:
+    """The data of a figure a submission returned (`simulator.viz.figure_data`: lines, rectangles,
+    texts): the sandbox sends it as that data; a Figure from a file imported here is read the same
+    way. None when `value` is no figure."""
+    if type(value).__module__ == "matplotlib.figure" and type(value).__name__ == "Figure":
+        from ..viz.figure_data import figure_data
+
+        return figure_data(value)
+    if isinstance(value, dict) and isinstance(value.get("axes"), list) and "suptitle" in value:
+        return value
+    return None

@@ -34,4 +34,18 @@ def method(obj, name: str, *args):
     return getattr(obj, name)(*args)
 
 
-PROBES = {"run_program": run_program, "method": method}
+def train_config(config) -> dict:
+    """Run `train(config)` for a TrainConfig a submission returned (its own run's numbers are never
+    read: this reruns its configuration with parasim's code, no code of the submission's): the
+    weights' distance from one device and the bytes of each collective (Trace.bytes_by_collective)."""
+    from ..training import TrainConfig, train
+
+    if not isinstance(config, TrainConfig):
+        raise TypeError(f"a TrainConfig was expected, got {type(config).__name__}")
+    r = train(config)
+    return {"max_rel_weight_diff_vs_single": float(r.max_rel_weight_diff_vs_single),
+            "bytes_by_collective": {str(k): int(v) for k, v in r.trace.bytes_by_collective().items()},
+            "losses": [float(x) for x in r.losses]}
+
+
+PROBES = {"run_program": run_program, "method": method, "train": train_config}

@@ -148,6 +148,18 @@ def withheld(paths):
             fn.__code__ = code
 
 
+def plain_figures(value):
+    """A matplotlib Figure a submission returned (alone or in a tuple or list) as its data
+    (`simulator.viz.figure_data`): what a plot item grades is the plotted numbers, not pixels."""
+    if isinstance(value, (tuple, list)):
+        return type(value)(plain_figures(v) for v in value)
+    if type(value).__module__ == "matplotlib.figure" and type(value).__name__ == "Figure":
+        from simulator.viz.figure_data import figure_data
+
+        return figure_data(value)
+    return value
+
+
 def main(config: dict) -> int:
     """Started by `sandbox.BOOT` with the grader's JSON configuration (fds, limits, paths)."""
     req, resp = int(config["req"]), int(config["resp"])
@@ -207,7 +219,7 @@ def main(config: dict) -> int:
             elif callable(value):
                 send({"op": "result", "ok": True, "callable": True})
                 continue
-            send({"op": "result", "ok": True, "value": to_data(value)})
+            send({"op": "result", "ok": True, "value": to_data(plain_figures(value))})
         except BaseException as e:  # noqa: BLE001 -- the submission's error is data for the grader
             send({"op": "result", "ok": False, "error": error_text(e, file or Path("<probe>")),
                   "not_implemented": isinstance(e, NotImplementedError)})

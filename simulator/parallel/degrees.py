@@ -6,8 +6,10 @@
 Each rule about these fields is checked here, once, when the value is made, with one line naming the
 rule and the numbers. Ranks and groups come from `simulator.mesh.DeviceMesh` in Megatron-LM's order
 tp-cp-ep-dp-pp (tensor fastest). The dense layers see the mesh (pp, dp, cp, tp); the expert layers
-see the same devices as Megatron-Core's expert rank generator does: the dp x cp ranks of each tensor
-rank and stage cut into ep expert-parallel ranks times dp cp / ep expert-data ranks (`expert_mesh`).
+see the same devices as Megatron-Core's expert rank generator does (MoE parallel folding, Liu et al.
+2025): the t c d ranks of each stage cut into etp expert-tensor ranks (fastest), ep expert-parallel
+ranks and t c d / (etp ep) expert-data ranks (`expert_mesh`); etp defaults to tp, as Megatron-LM's
+--expert-tensor-parallel-size does, which makes ep divide dp x cp.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from functools import cached_property
 from numbers import Integral
 
 from ..errors import ParasimError
-from ..mesh import MEGATRON_ORDER, DeviceMesh, row_major_strides
+from ..mesh import MEGATRON_ORDER, DeviceMesh, check_expert_layout, row_major_strides
 from ..model_states import check_zero_stage
 from ..vocabulary import with_aliases
 from .schedule_registry import schedule_spec
@@ -50,13 +52,14 @@ class Parallelism:
     tp: int = 1                      # tensor-parallel size
     pp: int = 1                      # pipeline stages
     cp: int = 1                      # context-parallel size (each sequence split cp ways)
-    ep: int = 1                      # expert-parallel size (divides dp x cp)
+    ep: int = 1                      # expert-parallel size (ep x etp divides tp x cp x dp)
     microbatches: int = 1            # micro-batches per pipeline per step
     virtual_stages: int = 1          # model chunks per device (interleaved schedule)
     schedule: str = "1f1b"           # one of schedule_registry.SCHEDULES
     zero_stage: int = 0              # ZeRO stage over the data-parallel group
     recompute: str = "none"          # one of RECOMPUTE
     sequence_parallel: bool = False  # shard the non-tensor-parallel activations over the tp group
+    etp: int | None = None           # expert-tensor-parallel size (None: tp, Megatron-LM's default)
 
     def __post_init__(self):
         check_positive(**{name: getattr(self, name) for name in DEGREES},
@@ -65,12 +68,15 @@ class Parallelism:
         check_recompute(self.recompute)
         if self.sequence_parallel and self.tp == 1:
             raise ParasimError("sequence parallel needs tp > 1 (it shards along the tensor-parallel group)")
-        dc = self.dp * self.cp
-        if dc % self.ep:
-            raise ParasimError(f"expert parallelism carves ep={self.ep} ranks out of the dp x cp = {self.dp} x "
-                               f"{self.cp} = {dc} data and context ranks of each tensor rank and stage; {self.ep} "
-                               f"does not divide {dc}")
+        if self.etp is not None:
+            check_positive(etp=self.etp)
+        check_expert_layout(self.tp, self.cp, self.dp, self.ep, self.expert_tp)
         schedule_spec(self.schedule).check(self.pp, self.microbatches, self.virtual_stages)  # name and rules
+
+    @property
+    def expert_tp(self) -> int:
+        """The expert layers' tensor-parallel size: etp, or tp when not given (Megatron-LM)."""
+        return self.tp if self.etp is None else self.etp
 
     @property
     def devices(self) -> int:
@@ -89,8 +95,8 @@ class Parallelism:
 
     @cached_property
     def expert_mesh(self) -> DeviceMesh:
-        """The expert layers' view of the same devices: (pp, edp, ep, tp)."""
-        return DeviceMesh.megatron_experts(tp=self.tp, cp=self.cp, ep=self.ep, dp=self.dp, pp=self.pp)
+        """The expert layers' view of the same devices: (pp, edp, ep, tp = etp)."""
+        return DeviceMesh.megatron_experts(tp=self.tp, cp=self.cp, ep=self.ep, dp=self.dp, pp=self.pp, etp=self.etp)
 
     @cached_property
     def strides(self) -> tuple[int, ...]:

@@ -188,7 +188,7 @@ def output_cost(raw: Layout, out: Layout, shape, backward: bool, model: OpCostMo
 
 
 def inner_cost(inner, model: OpCostModel, topology: Topology) -> Cost:
-    """The collectives inside an operator ((kernel, Step or None, op) triples; forward only)."""
+    """The collectives inside an operator ((kernel, Step or None, op) triples)."""
     return steps_cost([st for _, st, _ in inner if st is not None], topology, model.itemsize / ITEMSIZE)
 
 
@@ -264,7 +264,8 @@ def plan_cost(plan: ParallelPlan, model: OpCostModel | None = None) -> PlanCost:
             seen.add(x)
         steps = [st for ss in np_.in_steps for st in ss] + list(np_.inner_steps) + list(np_.out_steps)
         if model.train:
-            steps += list(np_.grad_out_steps) + [st for ss in np_.grad_in_steps.values() for st in ss]
+            steps += list(np_.grad_out_steps) + list(np_.inner_backward_steps)
+            steps += [st for ss in np_.grad_in_steps.values() for st in ss]
         per[node.label] = c + steps_cost(steps, topo, scale)
     for x, steps in plan.mirrors.items():
         if model.train:

@@ -51,7 +51,7 @@ from .cost import (
 def power_of_two_strategies(net: Network, node: Node, D: int, fully_use_devices: bool = False):
     """Candidate strategies of one operator: each letter cut 1, 2, 4, ... (dividing its size
     and D), whole letters uncut, the product dividing D (equal to D if fully_use_devices)."""
-    letters, size, order, whole = strategy_letters(net, node)
+    letters, size, order, whole = strategy_letters(net, node, planner=True)
     pows = [1 << i for i in range(D.bit_length()) if D % (1 << i) == 0]
     combos = [()]
     for c in order:
@@ -235,7 +235,7 @@ class _Builder:
                            compute_cost(node.op, s.inputs, s.out, shapes, out_shape, model)
                            + priced(("out", s.raw, s.out, out_shape, back),
                                     lambda: output_cost(s.raw, s.out, out_shape, back, model, topo))
-                           + inner_cost(node.op.inner_steps(s, shapes, node.inputs[0]), model, topo),
+                           + inner_cost(_inner(node, s, shapes, back and model.train), model, topo),
                            ("op", id(self.prob.cands[node.index]), back))
             for i, x in enumerate(node.inputs):
                 back = needs[x] and i in node.op.grad_inputs
@@ -298,3 +298,9 @@ def _edge(prob: Problem, src, dst, shape, back, priced, unary_fn, tables, model)
         m = tables[key] if ra == a else tables[key].T
         prob.pair[(a, b)] = prob.pair.get((a, b), 0) + m
         prob.terms.append(((ra, rb), lambda ch: cost(la[ch[ra]], lb[ch[rb]])))
+
+
+def _inner(node, s, shapes, backward: bool) -> list:
+    """The operator's inner collectives: the forward's, and the backward's when it runs."""
+    inner = list(node.op.inner_steps(s, shapes, node.inputs[0]))
+    return inner + list(node.op.inner_backward_steps(s, shapes, node.inputs[0])) if backward else inner

@@ -1,0 +1,177 @@
+"""Mixture-of-experts layers as Megatron-Core runs them: the one home of their tokens, collectives
+and layout rules, which the closed form (`analytic`) and the event clock (`scale_program`) consume.
+
+Per MoE layer and micro-batch, on one rank (T = b s / c tokens; t = tp, etp the expert-tensor size,
+e = ep, k = --moe-router-topk, h hidden):
+- tokens the rank routes: T / t with sequence parallelism (each TP rank holds its slice), T without
+  (the TP ranks hold the same tokens);
+- its experts' rows: k x (T / t) x etp with SP (the etp ranks of an expert-tensor group gather
+  their tokens), k T without SP; times the capacity factor c when every expert is padded to its
+  capacity (--moe-pad-expert-input-to-capacity), else times min(1, c): balanced routing overflows
+  no expert unless c < 1 drops tokens (Megatron-Core --moe-expert-capacity-factor; Fedus et al. 2021
+  eq. 3);
+- dispatch (Megatron-Core token_dispatcher.py):
+    alltoall / flex: an all-to-all of the routed rows (16-bit, k copies of each token) over the ep
+      group, then (etp > 1, SP) an all-gather over the expert-tensor group; the combine mirrors it
+      (reduce-scatter, then all-to-all). flex (DeepEP) moves the same bytes (priced as alltoall);
+    allgather: an all-gather of the rank's hidden states over the etp x ep ranks (tp_ep group) and
+      a reduce-scatter of the same size to combine;
+  the backward runs each collective once more, mirrored (same bytes).
+Overlap (Megatron-Core; both off by default, as in Megatron-LM):
+- --overlap-moe-expert-parallel-comm (1F1B all-to-all overlap: a forward and a backward micro-batch
+  run merged, each one's dispatch / combine under the other's compute; DeepSeek-V3's DualPipe pairs
+  chunks the same way, Sec. 3.2.1): per layer and micro-batch, exposed = max(0, the layer's MoE
+  collectives, forward and backward - the layer's kernels, forward, backward and weight gradients)
+  (`exposed_moe_s`). The warm-up and cool-down micro-batches, which have no partner, are priced as
+  overlapped too; the SMs the communication kernels take are not priced. Megatron refuses it without
+  ep > 1, with the allgather dispatcher, with full recomputation, with pp > 1 and no virtual stages,
+  and together with --moe-shared-expert-overlap;
+- --moe-shared-expert-overlap: the shared experts' forward under the forward's dispatch + combine,
+  their input-gradient pass under the backward's (alltoall or flex only, as Megatron-Core checks).
+The event clock runs these collectives blocking: with either overlap the closed form names it in
+`leaves_out` ("moe-comm-overlap").
+Layout rules (refused with Megatron's own rule): etp x ep divides t c d per stage
+(`simulator.mesh.check_expert_layout`); ep divides the experts (arguments.py); etp divides the
+expert FFN width; expert-tensor groups smaller than tp need sequence parallelism (Megatron-Core's
+MoELayer refuses tp > 1 without it in training; parasim keeps pricing the etp = tp case without SP,
+its TP ranks duplicating their tokens, as before).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from simulator.errors import ParasimError
+from simulator.vocabulary import BY_NAME
+
+DISPATCHERS = BY_NAME["moe_token_dispatcher"].choices
+
+
+class MoeCollective(NamedTuple):
+    """One collective of a MoE layer: kind, the group it runs over (a `ParallelConfig` group
+    name: "ep", "etp" or "tp_ep"), and its size as `comm.collective_time_s` takes it (all-to-all:
+    the bytes each rank sends; all-gather / reduce-scatter: the gathered whole)."""
+
+    kind: str
+    group: str
+    nbytes: float
+
+
+def expert_tokens(model, tokens: float, assumptions) -> float:
+    """Rows one rank's experts process for `tokens` routed tokens: tokens x top-k x the capacity
+    factor c when experts are padded to capacity, x min(1, c) otherwise (balanced routing: a
+    factor below 1 drops the overflow, one above it pads nothing) (module docstring)."""
+    cf = assumptions.capacity_factor
+    if cf is None:
+        return tokens * model.moe_router_topk
+    return tokens * model.moe_router_topk * (cf if assumptions.pad_to_capacity else min(1.0, cf))
+
+
+def routed_tokens(model, cfg) -> float:
+    """Tokens whose hidden states one rank routes per micro-batch (module docstring)."""
+    T = cfg.micro_batch_size * model.seq / cfg.cp
+    return T / cfg.tp if cfg.sequence_parallel else T
+
+
+def expert_rows(model, cfg, assumptions) -> float:
+    """Rows of this rank's expert GEMMs per micro-batch (module docstring)."""
+    fold = cfg.expert_tp if cfg.sequence_parallel else 1
+    return expert_tokens(model, routed_tokens(model, cfg) * fold, assumptions)
+
+
+def moe_collectives(model, cfg, assumptions) -> tuple[tuple[MoeCollective, ...], tuple[MoeCollective, ...]]:
+    """(dispatch, combine) collectives of one MoE layer's forward (module docstring); empty when
+    the model is dense or the layer needs none."""
+    if not getattr(model, "num_experts", 0):
+        return (), ()
+    h, e, et = model.hidden, cfg.ep, cfg.expert_tp
+    sp = cfg.sequence_parallel
+    if assumptions.moe_token_dispatcher == "allgather":
+        n = et * e if sp else e
+        whole = 2 * h * routed_tokens(model, cfg) * n
+        group = "tp_ep" if sp else "ep"
+        if n == 1:
+            return (), ()
+        return (MoeCollective("all_gather", group, whole),), (MoeCollective("reduce_scatter", group, whole),)
+    rows = 2 * h * expert_tokens(model, routed_tokens(model, cfg), assumptions)
+    a2a = (MoeCollective("all_to_all", "ep", rows),) if e > 1 else ()
+    if et > 1 and sp:
+        return a2a + (MoeCollective("all_gather", "etp", rows * et),), (MoeCollective("reduce_scatter", "etp",
+                                                                                    rows * et),) + a2a
+    return a2a, a2a
+
+
+def exposed_moe_s(A, moe_fwd_s: float, passes: int, layer_s: float, shared_fwd_s: float, shared_b_s: float) -> float:
+    """Exposed seconds of one layer's MoE collectives per micro-batch (module docstring):
+    `moe_fwd_s` one forward pass's dispatch + combine, `passes` how many passes run them (2, or
+    3 with a fully recomputed forward), `layer_s` the layer's kernels, `shared_*_s` the shared
+    experts' forward and input-gradient kernels."""
+    if A.overlap_moe_comm:
+        return max(0.0, passes * moe_fwd_s - layer_s)
+    if A.shared_expert_overlap:
+        return (max(0.0, moe_fwd_s - shared_fwd_s) * (passes - 1) + max(0.0, moe_fwd_s - shared_b_s))
+    return passes * moe_fwd_s
+
+
+def moe_group(cfg, name: str, tp_index: int = 0, stage: int = 0) -> list[int]:
+    """The ranks of a `MoeCollective.group` for this rank."""
+    return {"ep": cfg.ep_group, "etp": cfg.etp_group, "tp_ep": cfg.tp_ep_group}[name](tp_index, stage)
+
+
+def check_moe(model, cfg, assumptions=None) -> None:
+    """The layout and overlap rules of the module docstring, each refused with its rule and numbers."""
+    experts = getattr(model, "num_experts", 0)
+    if assumptions is not None and (assumptions.overlap_moe_comm or assumptions.shared_expert_overlap) \
+            and not experts:
+        raise ParasimError("the MoE overlap options need a mixture-of-experts model (num_experts > 0)")
+    if (cfg.ep > 1 or cfg.etp is not None and cfg.etp != cfg.tp) and not experts:
+        raise ParasimError(f"expert parallelism ep={cfg.ep}, etp={cfg.expert_tp} needs a mixture-of-experts model "
+                           f"(num_experts > 0)")
+    if not experts:
+        return
+    if experts % cfg.ep:
+        raise ParasimError(f"ep={cfg.ep} must divide the {experts} experts (Megatron-LM: number of experts should "
+                           f"be a multiple of expert model parallel size)")
+    if model.moe_ffn_hidden % cfg.expert_tp:
+        raise ParasimError(f"etp={cfg.expert_tp} must divide the expert FFN width {model.moe_ffn_hidden}")
+    if cfg.expert_tp != cfg.tp and cfg.tp > 1 and not cfg.sequence_parallel:
+        raise ParasimError(f"MoE with tp={cfg.tp} and etp={cfg.expert_tp} needs sequence parallelism "
+                           f"(Megatron-Core's MoELayer refuses MoE with tensor parallelism and without sequence "
+                           f"parallelism in training)")
+    if assumptions is None:
+        return
+    A = assumptions
+    if A.overlap_moe_comm:          # Megatron-Core TransformerConfig.__post_init__
+        rules = ((cfg.ep > 1, "is only supported with expert model parallelism (ep > 1)"),
+                 (A.moe_token_dispatcher != "allgather", "is supported with the alltoall/flex token dispatcher"),
+                 (cfg.recompute != "full", "needs full recomputation disabled"),
+                 (cfg.pp == 1 or cfg.virtual_stages > 1, "needs virtual pipeline stages when pp > 1"),
+                 (not A.shared_expert_overlap, "cannot be combined with --moe-shared-expert-overlap"))
+        for ok, rule in rules:
+            if not ok:
+                raise ParasimError(f"--overlap-moe-expert-parallel-comm {rule} (Megatron-Core), here ep={cfg.ep}, "
+                                   f"dispatcher {A.moe_token_dispatcher}, recompute {cfg.recompute}, pp={cfg.pp}, "
+                                   f"v={cfg.virtual_stages}")
+    if A.shared_expert_overlap and (A.moe_token_dispatcher == "allgather" or not model.moe_shared_expert_hidden):
+        raise ParasimError("--moe-shared-expert-overlap only works with shared experts "
+                           "(--moe-shared-expert-intermediate-size) and the alltoall or flex token dispatcher "
+                           "(Megatron-Core)")
+
+
+def moe_layouts(model, gpus: int, tp: int = 1, cp: int = 1, pp: int = 1) -> list[tuple[int, int]]:
+    """Every (ep, etp) Megatron-Core accepts for this model on `gpus` GPUs with these dense degrees:
+    ep dividing the experts, etp dividing tp (an expert-tensor group inside a tensor group; parasim
+    searches no wider one) and the expert FFN width, etp x ep dividing t c d (`check_moe`: etp < tp
+    also needs sequence parallelism when tp > 1). Dense models: [(1, tp)]. For `search`."""
+    experts = getattr(model, "num_experts", 0)
+    if gpus % (tp * cp * pp):
+        raise ParasimError(f"{gpus} GPUs are not divisible by tp x cp x pp = {tp * cp * pp}")
+    if not experts:
+        return [(1, tp)]
+    per_stage = gpus // pp
+    out = []
+    for etp in (x for x in range(1, tp + 1) if tp % x == 0 and model.moe_ffn_hidden % x == 0):
+        for ep in (x for x in range(1, experts + 1) if experts % x == 0):
+            if per_stage % (etp * ep) == 0:
+                out.append((ep, etp))
+    return out
