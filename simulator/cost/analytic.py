@@ -146,19 +146,19 @@ def _layer_comm(model, cfg, hw, A, K, topo) -> dict:
                 if cfg.sequence_parallel else collective_time_s("all_reduce", act, grp, topo, ar_algo))
     tp = 2 * half
     if A.overlap_tp_comm:      # chunks pipelined with the layer's linear GEMMs (weight-gradient shapes)
-        tp = max(0.0, tp - K.attn_w.time_s(hw, A.matmul_dtype) - K.mlp_w.time_s(hw, A.matmul_dtype))
+        tp = max(0.0, tp - K.attn_w.time_s(hw, A.matmul_dtype, A.profile) - K.mlp_w.time_s(hw, A.matmul_dtype, A.profile))
     cp_f = cp_b = cp_total = 0.0
     if c > 1:
         grp = cfg.cp_group()
         if cfg.cp_comm_type == "p2p":   # ring: c-1 steps passing K and V; backward also dK, dV
-            kv = 2 * 2 * T * model.kv_dim / t
+            kv = 2 * T * sum(model.qkv_widths[1:]) / t            # K and V, 16-bit
             step = _slowest_link(topo, grp).time_s(kv)
-            core = K.core_fwd.time_s(hw, A.matmul_dtype)
+            core = K.core_fwd.time_s(hw, A.matmul_dtype, A.profile)
             cp_total = 3 * (c - 1) * step
             cp_f = max(0.0, (c - 1) * step - core)
             cp_b = max(0.0, 2 * (c - 1) * step - 2.5 * core)
         else:                           # Ulysses: q, k, v in and the output back, each way
-            x = (collective_time_s("all_to_all", 2 * T * (h + 2 * model.kv_dim) / t, grp, topo, A.collective_algo)
+            x = (collective_time_s("all_to_all", 2 * T * sum(model.qkv_widths) / t, grp, topo, A.collective_algo)
                  + collective_time_s("all_to_all", act / t, grp, topo, A.collective_algo))
             cp_f = cp_b = x
             cp_total = 2 * x
@@ -182,7 +182,8 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     topo = hw.topology(cfg.gpus, A.link_efficiency)
     algo, dt = A.collective_algo, A.matmul_dtype
     K = layer_kernels(model, cfg, A)
-    kt = lambda k: k.time_s(hw, dt)  # noqa: E731
+    stack = A.profile                  # the software stack's kernels and overheads (`simulator.cost.stack`)
+    kt = lambda k: k.time_s(hw, dt, stack)  # noqa: E731
     cm = _layer_comm(model, cfg, hw, A, K, topo)
     full = cfg.recompute == "full"
     # one layer and micro-batch: kernels, and the exposed communication of each kind (a fully
@@ -213,7 +214,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     for i, x in enumerate((lf, lb, lw)):
         stages[-1][i] += x
     for k in range(p):   # gradient accumulation outside the GEMMs, after every micro-batch (`Assumptions`)
-        stages[k][2] += memory_time_s(A.grad_accum_bytes * (dense_k[k] + expert_k[k]), hw)
+        stages[k][2] += memory_time_s(A.grad_accum_bytes * (dense_k[k] + expert_k[k]), hw, stack)
     slowest_k = max(range(p), key=lambda k: sum(stages[k]))
     slowest = sum(stages[slowest_k])
     # the slowest stage waits, once, for the work of every other stage (warmup and cooldown): for
@@ -244,7 +245,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
         emb_ar = collective_time_s("all_reduce", A.grad_reduce_bytes * emb,
                                    [cfg.rank(0, 0, 0), cfg.rank(0, 0, p - 1)], topo, algo)
     shard = d * c if cfg.zero_stage >= 1 else 1
-    optimizer = memory_time_s(ADAM_BYTES_PER_PARAM * stage_params / shard, hw)
+    optimizer = memory_time_s(ADAM_BYTES_PER_PARAM * stage_params / shard, hw, stack)
 
     n_fwd = 3 if full else 2
     tp_total = m * sum(layers) / p * cm["tp_total_fwd"] * n_fwd
@@ -253,7 +254,8 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     n_slow = layers[slowest_k]
     exposed_by = {k: m * n_slow * x for k, x in comm_l.items()}
     exposed_by.update(pp=p2p_total, dp=dp_exposed + emb_ar)
-    parts = breakdown_from_parts(m * (slowest - n_slow * sum(comm_l.values())), exposed_by, bubble, optimizer)
+    parts = breakdown_from_parts(m * (slowest - n_slow * sum(comm_l.values())), exposed_by, bubble, optimizer,
+                                 stack.exposed_step_overhead_s(exposed_by["dp"]))
     step = parts.step_s
     by_kind = {"tensor_parallel": tp_total, "pipeline_p2p": p2p_total,
                "data_parallel": dp_time, "embedding_all_reduce": emb_ar}
@@ -270,8 +272,8 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
             + h * experts
     else:
         mlp_w = gate * h * model.ffn_hidden
-    per_tok_layer = 2 * (h * (h + 2 * model.kv_dim) + h * h + mlp_w)
-    attn_tok = 4 * s * h
+    per_tok_layer = 2 * (sum(i * o for _n, i, o, _s in model.attention_linears()) + mlp_w)
+    attn_tok = 2 * s * model.heads * sum(model.core_dims)      # 4 s h when the heads split h
     rc = {"none": 0.0, "selective": 0.0 if A.flash_attention else attn_tok, "full": per_tok_layer + attn_tok}[cfg.recompute]
     tokens = cfg.global_batch * s
     hw_flops = tokens * (L * (3 * (per_tok_layer + attn_tok) + rc) + 3 * 2 * h * padded_vocab(model, t))

@@ -97,8 +97,8 @@ class _Emitter:
         self.regather = 0 if self.fsdp else zero3_pass(model, cfg.tp, cfg.ep, 1, 0, cfg.recompute,
                                                        A.stage3_max_reuse_distance)[1]
         T = cfg.micro_batch_size * model.seq / cfg.cp
-        self.kv_local = int(2 * 2 * T * model.kv_dim / cfg.tp)                        # K and V, 16-bit
-        self.qkv_a2a = int(2 * T * (model.hidden + 2 * model.kv_dim) / cfg.tp)
+        self.kv_local = int(2 * T * sum(model.qkv_widths[1:]) / cfg.tp)               # K and V, 16-bit
+        self.qkv_a2a = int(2 * T * sum(model.qkv_widths) / cfg.tp)
         self.out_a2a = int(2 * T * model.hidden / cfg.tp)
         self.moe_dispatch, self.moe_combine = moe_collectives(model, cfg, A)    # `cost.moe`
         self._needs: tuple = ()       # outputs of overlapped CP collectives the next compute waits for
