@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .trace import Trace, TraceEvent
+from .trace import Trace, TraceEvent, _segments
 
 LANE_NAMES = ("compute", "comm")
 
@@ -110,19 +110,6 @@ def lane_order(c: EventColumns, n_devices: int) -> tuple[np.ndarray, np.ndarray]
     """`time_order` of the rows by lane group device * 2 + lane (compute 0, comm 1), then start."""
     k = len(LANE_NAMES)
     return time_order(c.device * k + c.lane, c.start_s, n_devices * k)
-
-
-def _segments(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The merged segments (first start, reach) of intervals sorted by start: `trace.union_length`'s
-    segments, the same floats. An interval starting where the one before it starts never opens one."""
-    if len(start) == 0:
-        return start, end
-    reach = np.maximum.accumulate(end)             # the merged segment's end so far
-    first = np.ones(len(start), dtype=bool)
-    first[1:] = start[1:] > reach[:-1]             # a gap before it: a new segment starts
-    heads = np.flatnonzero(first)
-    tails = np.append(heads[1:], len(start)) - 1
-    return start[heads], reach[tails]
 
 
 def lane_busy_s(c: EventColumns, n_devices: int, order=None) -> tuple[list[float], list[float], list[float]]:
