@@ -20,10 +20,11 @@ from simulator.trace import STEP_PART_LABELS, Trace, step_windows, uncovered
 from simulator.trace_runs import aggregate_runs
 from simulator.units import fmt_bytes, fmt_time
 from simulator.viz import GAP_COLORS, PHASE_COLORS
+from simulator.viz.style import ACTION_COLORS
 
 MAX_EVENTS = 6000  # beyond this, the timeline shows the first steps only (the browser stays fluid)
 LANE_NAMES = {"compute": "compute", "comm": "comm"}
-FONT = 13
+FONT, PRESENT_FONT = 13, 17  # px: every chart's text; in presentation mode (ui.chart_font)
 
 
 def _time_unit(span_s: float) -> tuple[str, float]:
@@ -51,7 +52,7 @@ def _category(e) -> str:
 
 
 def timeline_frame(trace: Trace, stage_of: dict[int, int] | None = None, max_events: int = MAX_EVENTS):
-    """(events, gaps, steps, unit, note): the rows the timeline draws, as pandas tables.
+    """(events, gaps, steps, unit, note): the rows the timeline draws (lists of dicts).
     gaps: per device the compute lane's exposed communication, pipeline bubble and other idle,
     classified exactly as Trace.step_breakdown counts them."""
     events = sorted(trace.events, key=lambda e: (e.start_s, e.device))
@@ -90,53 +91,78 @@ def timeline_frame(trace: Trace, stage_of: dict[int, int] | None = None, max_eve
     gap_rows = [{"row": _row(d, "compute"), "device": d, "category": what, "t0": s * scale, "t1": t * scale,
                  "duration": fmt_time(t - s), "start": fmt_time(s)} for d, what, s, t in gaps if t - s > span * 1e-6]
     step_rows = [{"t": w0 * scale, "label": f"step {k + 1}"} for k, (w0, _) in sorted(windows.items())]
-    return pd.DataFrame(rows), pd.DataFrame(gap_rows), pd.DataFrame(step_rows), unit, note
+    return rows, gap_rows, step_rows, unit, note
+
+
+def _tip(shorthand: str) -> dict:
+    field, kind = shorthand.rsplit(":", 1)
+    return {"field": field, "type": {"N": "nominal", "O": "ordinal", "Q": "quantitative"}[kind]}
 
 
 def timeline_chart(trace: Trace, *, stage_of: dict[int, int] | None = None, title: str = "",
-                   height_per_row: int = 26, max_events: int = MAX_EVENTS) -> alt.LayerChart:
-    """The interactive timeline of `trace` (see the module docstring). The chart's `note` (in its
-    description) says when only the first steps are drawn."""
+                   height_per_row: int = 26, max_events: int = MAX_EVENTS) -> dict:
+    """The interactive timeline of `trace` (see the module docstring) as a Vega-Lite spec (a dict,
+    fonts from `spec_style`, which ui.interactive sets for the page), built directly rather than
+    through Altair: a page rerun builds it in milliseconds. Its `description` (and subtitle) says when only the first steps are drawn."""
     ev, gaps, steps, unit, note = timeline_frame(trace, stage_of, max_events)
     order = [_row(d, lane) for d in range(trace.n_devices) for lane in ("compute", "comm")]
-    present = list(dict.fromkeys(ev["category"])) if len(ev) else []
+    present = {r["category"] for r in ev}
     cats = [c for c in PHASE_COLORS if c in present and c != "idle"] + list(GAP_COLORS)
-    colors = [PHASE_COLORS.get(c) or GAP_COLORS[c] for c in cats]
-    color = alt.Color("category:N", scale=alt.Scale(domain=cats, range=colors),
-                      legend=alt.Legend(title=None, orient="top", columns=3))  # fits 1024 px
-    y = alt.Y("row:N", sort=order, title=None, axis=alt.Axis(labelLimit=220))
-    zoom = alt.selection_interval(bind="scales", encodings=["x"], name="zoom")
-    mbs = sorted(m for m in set(ev["micro-batch"]) if m >= 0) if len(ev) else []
-    pick = alt.selection_point(fields=["micro-batch"], on="click", clear="dblclick", name="mb",
-                               bind=alt.binding_select(options=[None, *mbs], labels=["all", *map(str, mbs)],
-                                                       name="highlight micro-batch ")) if mbs else None  # none: nothing to pick
-    x = alt.X("t0:Q", title=f"simulated time ({unit})")
+    color = {"field": "category", "type": "nominal",
+             "scale": {"domain": cats, "range": [PHASE_COLORS.get(c) or GAP_COLORS[c] for c in cats]},
+             "legend": {"title": None, "orient": "top", "columns": 3}}  # fits 1024 px
+    y = {"field": "row", "type": "nominal", "sort": order, "title": None, "axis": {"labelLimit": 220}}
+    x = {"field": "t0", "type": "quantitative", "title": f"simulated time ({unit})"}
+    mbs = sorted({r["micro-batch"] for r in ev} - {-1})
+    params = [{"name": "zoom", "select": {"type": "interval", "encodings": ["x"]}, "bind": "scales"}]
+    if mbs:  # none: nothing to pick
+        params.append({"name": "mb", "select": {"type": "point", "fields": ["micro-batch"], "on": "click",
+                                                "clear": "dblclick"},
+                       "bind": {"input": "select", "options": [None, *mbs], "labels": ["all", *map(str, mbs)],
+                                "name": "highlight micro-batch "}})
     tips = ["device:O", "lane:N", "op:N", "category:N", "kind:N", "micro-batch:O", "stage:N", "step:O",
             "bytes:N", "FLOPs:N", "start:N", "duration:N"]
-    if len(ev) and (ev["attempt"] > 0).any():
+    if any(r["attempt"] > 0 for r in ev):
         tips.append("attempt:O")
-    bars = alt.Chart(ev).mark_bar(height={"band": 0.8}, stroke="white", strokeWidth=0.3).encode(
-        x=x, x2="t1:Q", y=y, color=color, tooltip=tips,
-        opacity=alt.condition(pick, alt.value(1.0), alt.value(0.18)) if mbs else alt.value(1.0))
-    bars = bars.add_params(zoom, pick) if mbs else bars.add_params(zoom)
+    band = {"type": "bar", "height": {"band": 0.8}}
+    bars = {"data": {"values": ev}, "mark": {**band, "stroke": "white", "strokeWidth": 0.3},
+            "params": params,
+            "encoding": {"x": x, "x2": {"field": "t1"}, "y": y, "color": color, "tooltip": [_tip(t) for t in tips],
+                         "opacity": ({"condition": {"param": "mb", "value": 1.0}, "value": 0.18} if mbs
+                                     else {"value": 1.0})}}
     layers = []
     if len(gaps):
-        layers.append(alt.Chart(gaps).mark_bar(height={"band": 0.8}).encode(
-            x="t0:Q", x2="t1:Q", y=y, color=color,
-            tooltip=[alt.Tooltip("category:N", title="what"), "device:O", "start:N", "duration:N"]))
+        layers.append({"data": {"values": gaps}, "mark": band,
+                       "encoding": {"x": x, "x2": {"field": "t1"}, "y": y, "color": color,
+                                    "tooltip": [{**_tip("category:N"), "title": "what"},
+                                                *map(_tip, ("device:O", "start:N", "duration:N"))]}})
     layers.append(bars)
     if len(steps) > 1:
-        rules = alt.Chart(steps).mark_rule(color="#333333", strokeDash=[4, 3], strokeWidth=1.5).encode(
-            x="t:Q", tooltip=[alt.Tooltip("label:N", title="boundary")])
-        labels = alt.Chart(steps).mark_text(align="left", dx=3, dy=-4, fontSize=FONT - 1, color="#333333").encode(
-            x="t:Q", y=alt.value(0), text="label:N")
-        layers += [rules, labels]
-    rows = len(order)
-    chart = alt.layer(*layers).properties(
-        height=max(160, rows * height_per_row), width="container",
-        title=alt.TitleParams(title or trace.name or "timeline", subtitle=note or alt.Undefined, anchor="start"),
-        description=note or "timeline")
-    return chart
+        data = {"values": steps}
+        layers.append({"data": data, "mark": {"type": "rule", "color": "#333333", "strokeDash": [4, 3],
+                                              "strokeWidth": 1.5},
+                       "encoding": {"x": {"field": "t", "type": "quantitative"},
+                                    "tooltip": [{**_tip("label:N"), "title": "boundary"}]}})
+        layers.append({"data": data, "mark": {"type": "text", "align": "left", "dx": 3, "dy": -4,
+                                              "color": "#333333"},
+                       "encoding": {"x": {"field": "t", "type": "quantitative"}, "y": {"value": 0},
+                                    "text": {"field": "label", "type": "nominal"}}})
+    heading = {"text": title or trace.name or "timeline", "anchor": "start"}
+    if note:
+        heading["subtitle"] = note
+    return {"height": max(160, len(order) * height_per_row), "width": "container", "title": heading,
+            "description": note or "timeline", "layer": layers, **spec_style()}
+
+
+def spec_style(font: int = FONT) -> dict:
+    """The fonts and layout of every chart (`styled` applies them to an Altair chart; ui.interactive
+    to a spec written as a dict): axes, legend (labels never cut) and title at `font` px, text marks
+    1 px smaller, the axes and legend inside the page's width."""
+    return {"autosize": {"type": "fit-x", "contains": "padding"},
+            "config": {"axis": {"labelFontSize": font, "titleFontSize": font},
+                       "legend": {"labelFontSize": font, "titleFontSize": font, "labelLimit": 0},
+                       "title": {"fontSize": font + 2, "subtitleFontSize": font}, "text": {"fontSize": font - 1},
+                       "view": {"strokeWidth": 0}}}
 
 
 def stage_map(cfg) -> dict[int, int] | None:
@@ -150,10 +176,10 @@ def stage_map(cfg) -> dict[int, int] | None:
 
 def styled(chart, font: int = FONT):
     """Font sizes for every text of a chart (larger in presentation mode)."""
-    return (chart.configure_axis(labelFontSize=font, titleFontSize=font)
-            .configure_legend(labelFontSize=font, titleFontSize=font)
-            .configure_title(fontSize=font + 2, subtitleFontSize=font).configure_view(strokeWidth=0)
-            .properties(autosize=alt.AutoSizeParams(type="fit-x", contains="padding")))  # axes and legend inside the width
+    style = spec_style(font)  # axes and legend inside the width
+    cfg = style["config"]  # text marks keep their own sizes (the player's cells are sized to them)
+    return (chart.configure_axis(**cfg["axis"]).configure_legend(**cfg["legend"]).configure_title(**cfg["title"])
+            .configure_view(**cfg["view"]).properties(autosize=alt.AutoSizeParams(**style["autosize"])))
 
 
 def step_parts_table(trace: Trace) -> pd.DataFrame:
@@ -181,7 +207,6 @@ def memory_components_spec(parts: dict[str, float], capacity_bytes: float, title
     cap = {"GB": capacity_bytes / 1e9, "label": f"capacity {capacity_bytes / 1e9:.1f} GB"}
     return {
         "title": title or None, "height": 110, "width": "container",
-        "autosize": {"type": "fit-x", "contains": "padding"},  # axis and legend inside the column
         "layer": [
             {"data": {"values": rows}, "mark": "bar",
              "encoding": {"x": {"aggregate": "sum", "field": "GB", "type": "quantitative",
@@ -201,8 +226,7 @@ def memory_components_spec(parts: dict[str, float], capacity_bytes: float, title
                                                  "color": "#E45756"},
              "encoding": {"x": {"field": "GB", "type": "quantitative"}, "text": {"field": "label", "type": "nominal"}}},
         ],
-        "config": {"axis": {"labelFontSize": FONT, "titleFontSize": FONT},
-                   "legend": {"labelFontSize": FONT}, "view": {"strokeWidth": 0}},
+        **spec_style(),
     }
 
 
@@ -229,3 +253,45 @@ def sweep_lines(x_labels, series: dict, *, x_title: str, title: str = "") -> alt
         color=alt.Color("algorithm:N", legend=alt.Legend(orient="top", title=None)),
         tooltip=["algorithm:N", alt.Tooltip("x:O", title=x_title), "time:N"]).properties(
         height=300, width="container", title=title)
+
+
+# ---- pipeline schedules --------------------------------------------------------------------------
+ACTION_NAMES = {"F": "F forward", "B": "B input gradient", "BW": "B full backward", "W": "W weight gradient"}
+
+
+def schedule_compare_spec(results) -> dict:
+    """Several timed schedules (SimResults) stacked on one time axis, one row per schedule and stage:
+    the Vega-Lite spec (a dict, built without Altair, so a slider move redraws in milliseconds).
+    The lighter bars are the odd chunks of an interleaved stage; grey behind is idle (the bubble)."""
+    rows, idle, order = [], [], []
+    for r in results:
+        s = r.schedule
+        for d, line in enumerate(r.timeline):
+            row = f"{s.name} · stage {d}"
+            order.append(row)
+            idle.append({"row": row, "t0": 0.0, "t1": r.makespan})
+            rows += [{"row": row, "t0": t0, "t1": t1, "what": ACTION_NAMES[a.kind], "action": repr(a),
+                      "schedule": s.name, "stage": d, "odd": a.chunk % 2, "start": f"{t0:.4g}", "end": f"{t1:.4g}"}
+                     for a, t0, t1 in line]
+    kinds = [k for k in ACTION_NAMES if any(x["what"] == ACTION_NAMES[k] for x in rows)]
+    y = {"field": "row", "type": "nominal", "sort": order, "title": None,
+         "axis": {"labelLimit": 260}}
+    x = {"field": "t0", "type": "quantitative", "title": "time (ms: the unit of the F, B, W times)"}
+    return {
+        "height": max(160, 16 * len(order)), "width": "container",
+        "layer": [
+            {"data": {"values": idle}, "mark": {"type": "bar", "color": PHASE_COLORS["idle"], "height": {"band": 0.85}},
+             "encoding": {"x": x, "x2": {"field": "t1"}, "y": y}},
+            {"data": {"values": rows}, "mark": {"type": "bar", "stroke": "white", "strokeWidth": 0.4,
+                                                 "height": {"band": 0.85}},
+             "encoding": {"x": x, "x2": {"field": "t1"}, "y": y,
+                          "color": {"field": "what", "type": "nominal", "title": None,
+                                    "scale": {"domain": [ACTION_NAMES[k] for k in kinds],
+                                              "range": [ACTION_COLORS[k] for k in kinds]},
+                                    "legend": {"orient": "top", "columns": 2}},  # fits 1024 px
+                          "opacity": {"condition": {"test": "datum.odd == 1", "value": 0.62}, "value": 1.0},
+                          "tooltip": [{"field": "schedule"}, {"field": "stage"}, {"field": "action"},
+                                      {"field": "what"}, {"field": "start"}, {"field": "end"}]}},
+        ],
+        **spec_style(),
+    }

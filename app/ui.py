@@ -171,12 +171,23 @@ def share_link(keys=()) -> None:
                    "these numbers.")
 
 
-def interactive(chart, key: str | None = None) -> None:
-    """An Altair chart at full width (hover, zoom and selections run in the browser), with larger
-    text in presentation mode."""
-    from charts import styled
+def chart_font() -> int:
+    """The font size (px) of chart text on this page: larger in presentation mode."""
+    from charts import FONT, PRESENT_FONT
 
-    st.altair_chart(styled(chart, 17 if st.session_state.get("present") else 13), width="stretch", key=key)
+    return PRESENT_FONT if st.session_state.get("present") else FONT
+
+
+def interactive(chart, key: str | None = None) -> None:
+    """An Altair chart, or a Vega-Lite spec (a dict, e.g. charts.timeline_chart's), at full width
+    (hover, zoom and selections run in the browser), its fonts from charts.spec_style: larger in
+    presentation mode."""
+    from charts import spec_style, styled
+
+    if isinstance(chart, dict):
+        st.vega_lite_chart({**chart, **spec_style(chart_font())}, width="stretch", key=key)
+    else:
+        st.altair_chart(styled(chart, chart_font()), width="stretch", key=key)
 
 
 @contextmanager

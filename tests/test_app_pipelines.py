@@ -1,5 +1,7 @@
 """App page tests (pipelines): renders without exceptions, key widgets, controls change results."""
 
+import json
+
 from app_helpers import page
 
 from simulator import SCHEDULES
@@ -72,6 +74,11 @@ def test_pipelines_open_from_a_link_with_an_interactive_timeline_of_the_chosen_s
     assert at.multiselect(key="schedules").value == ["gpipe", "1f1b"] and at.selectbox(key="show").value == "gpipe"
     want = simulate_schedule(make_schedule("1f1b", 8, 16), 1.0, 1.0, 1.0).makespan
     assert [m.value for m in at.metric if m.label == "step time"][1] == f"{want:.3g} ms"  # times in ms, with the unit
-    assert len(at.get("arrow_vega_lite_chart") or at.get("vega_lite_chart")) == 1
+    specs = [json.loads(c.proto.spec) for c in at.get("vega_lite_chart")]
+    assert len(specs) == 2  # the interactive timeline of the shown schedule and the comparison of all
+    assert specs[0]["title"]["text"] == "gpipe: p=8, m=16"
+    rows = specs[1]["layer"][0]["data"]["values"]  # one idle background row per schedule and stage, to its makespan
+    assert [r["row"] for r in rows] == [f"{s} · stage {d}" for s in ("gpipe", "1f1b") for d in range(8)]
+    assert rows[-1]["t1"] == want
     at.multiselect(key="schedules").set_value(["1f1b"]).run()  # the shown schedule is no longer chosen
     assert not at.exception and at.selectbox(key="show").value == "1f1b"

@@ -123,3 +123,122 @@ def test_simulate_takes_the_expert_tensor_size_from_either_spelling(capsys):
     assert json.loads(capsys.readouterr().out)["step_time_s"] == mega["step_time_s"]
     assert main(argv + MEGATRON.split()) == 0
     assert json.loads(capsys.readouterr().out)["step_time_s"] != mega["step_time_s"]
+
+
+def test_shared_experts_are_a_tensor_parallel_mlp_every_token_passes():
+    shared = MOE.with_overrides(moe_shared_expert_hidden=1024)
+    mlp = 2 * 2048 * 1024                        # a GeLU MLP of width 1024, no biases (the model has none)
+    assert shared.layer_params() - MOE.layer_params() == mlp
+    assert shared.matmul_params() - MOE.matmul_params() == 8 * 2 * 2048 * 1024
+    cfg = ParallelConfig(tp=2, dp=4, ep=4, sequence_parallel=True, global_batch=8)
+    a, b = estimate(MOE, cfg, "h100-sxm"), estimate(shared, cfg, "h100-sxm")
+    assert b.compute_time_s > a.compute_time_s and b.memory.model_state_bytes > a.memory.model_state_bytes
+    with pytest.raises(ParasimError, match="need num_experts > 0"):
+        ModelSpec("dense", 2, 512, 8, 128, 1000, moe_shared_expert_hidden=512)
+
+
+def test_the_overlap_options_hide_what_their_formula_says():
+    from simulator.cost.moe import exposed_moe_s
+    off, on = Assumptions(), Assumptions(overlap_moe_comm=True)
+    shared = Assumptions(shared_expert_overlap=True)
+    assert exposed_moe_s(off, 2.0, 2, 3.0, 0.5, 1.0) == 4.0                  # blocking: both passes
+    assert exposed_moe_s(on, 2.0, 2, 3.0, 0.5, 1.0) == 1.0                   # 4 s under 3 s of kernels
+    assert exposed_moe_s(shared, 2.0, 2, 3.0, 0.5, 1.0) == 1.5 + 1.0         # under the shared experts
+    model = MOE.with_overrides(layers=8)
+    cfg = ParallelConfig(tp=2, pp=2, dp=4, ep=8, etp=1, sequence_parallel=True, global_batch=32,
+                         schedule="interleaved", virtual_stages=2)
+    base, hidden = estimate(model, cfg, "h100-sxm"), estimate(model, cfg, "h100-sxm", on)
+    assert hidden.breakdown.exposed_comm_s["ep"] < base.breakdown.exposed_comm_s["ep"]
+    assert hidden.compute_time_s == pytest.approx(base.compute_time_s, rel=1e-12)
+    assert hidden.leaves_out == ("moe-comm-overlap",)
+    assert hidden.comm_time_by_kind["expert_all_to_all"] == base.comm_time_by_kind["expert_all_to_all"]
+
+
+@pytest.mark.parametrize("cfg_kw, A_kw, rule", [
+    (dict(tp=2, pp=2, dp=4, ep=8, etp=1), dict(overlap_moe_comm=True), "needs virtual pipeline stages"),
+    (dict(dp=8), dict(overlap_moe_comm=True), "only supported with expert model parallelism"),
+    (dict(dp=8, ep=8), dict(overlap_moe_comm=True, moe_token_dispatcher="allgather"), "alltoall/flex"),
+    (dict(dp=8, ep=8, recompute="full"), dict(overlap_moe_comm=True), "full recomputation disabled"),
+    (dict(dp=8, ep=8), dict(shared_expert_overlap=True), "only works with shared experts"),
+])
+def test_overlap_options_are_refused_where_megatron_core_refuses_them(cfg_kw, A_kw, rule):
+    kw = dict(sequence_parallel=True, **cfg_kw) if cfg_kw.get("tp", 1) > 1 else cfg_kw
+    cfg = ParallelConfig(global_batch=kw.get("dp", 1) * 2, **kw)
+    with pytest.raises(ParasimError, match=rule):
+        estimate(MOE, cfg, "h100-sxm", Assumptions(**A_kw))
+
+
+def test_megatron_overlap_and_shared_expert_flags_are_priced():
+    flags = MEGATRON + " --moe-token-dispatcher-type alltoall --moe-shared-expert-intermediate-size 1024"
+    plain = megatron_run(parse_megatron_args(flags), gpus=8)
+    over = megatron_run(parse_megatron_args(flags + " --moe-shared-expert-overlap"), gpus=8)
+    assert plain.model.moe_shared_expert_hidden == 1024 and over.assumptions.shared_expert_overlap
+    t = [estimate(r.model, r.config, "h100-sxm", r.assumptions).step_time_s for r in (plain, over)]
+    assert t[1] < t[0]
+    a2a = megatron_run(parse_megatron_args(MEGATRON + " --moe-token-dispatcher-type alltoall "
+                                           "--overlap-moe-expert-parallel-comm"), gpus=8)
+    assert a2a.assumptions.overlap_moe_comm
+
+
+# DeepSeek-V3's attention (DeepSeek-AI 2024, Sec. 4.2: 128 heads, per-head 128 + 64 rotary for queries and
+# keys, 128 for values, KV compression 512, query compression 1536) and its published size
+DSV3_MLA = DSV3.with_overrides(kv_lora_rank=512, q_lora_rank=1536, qk_head_dim=128, qk_pos_emb_head_dim=64,
+                               v_head_dim=128, moe_shared_expert_hidden=2048)
+
+
+def test_multi_latent_attention_counts_deepseek_v3s_parameters():
+    """DeepSeek-V3: 671B parameters in total, 37B activated per token (technical report, abstract and
+    Sec. 4.2), without the 14B MTP module (its model card: 685B = 671B main + 14B MTP). Its first 3
+    layers are dense (ffn 18432; --moe-layer-freq, which this model does not use: all 61 layers are
+    MoE here), so the model here holds 3 layers' routed experts more and 3 dense MLPs fewer. A dense
+    MLP of width 18432 = 9 x 2048 costs what 8 routed + 1 shared expert cost per token."""
+    attn = DSV3_MLA.attention_params()
+    # q: 7168 x 1536 + 1536 x 128 x 192; kv: 7168 x 576 + 512 x 128 x 256; out 128 x 128 x 7168; 2 norms
+    assert attn == 7168 * 1536 + 1536 * 128 * 192 + 7168 * 576 + 512 * 128 * 256 + 128 * 128 * 7168 + 1536 + 512
+    expected = 671e9 + 3 * 256 * 3 * 7168 * 2048 - 3 * 3 * 7168 * 18432
+    assert DSV3_MLA.params() == pytest.approx(expected, rel=0.01)
+    active = 37e9 + 3 * 3 * 7168 * 2048 * 9 - 3 * 3 * 7168 * 18432   # 3 dense layers priced as 8 + 1 experts
+    assert DSV3_MLA.active_params() == pytest.approx(active, rel=0.03)
+
+
+def test_mla_and_kv_channels_flags_are_priced():
+    flags = MEGATRON + " --moe-token-dispatcher-type alltoall"
+    base = megatron_run(parse_megatron_args(flags), gpus=8)
+    mla = megatron_run(parse_megatron_args(flags + " --multi-latent-attention --kv-lora-rank 256 --q-lora-rank 512"),
+                       gpus=8)
+    kvc = megatron_run(parse_megatron_args(flags + " --kv-channels 64"), gpus=8)
+    assert mla.model.multi_latent_attention and mla.model.core_dims == (192, 128) and kvc.model.head_dim == 64
+    t = {n: estimate(r.model, r.config, "h100-sxm", r.assumptions) for n, r in (("base", base), ("mla", mla),
+                                                                                  ("kvc", kvc))}
+    assert len({r.step_time_s for r in t.values()}) == 3
+    assert kvc.model.attention_params() == 2048 * (16 + 2 * 16) * 64 + 16 * 64 * 2048 + (16 + 32) * 64 + 2048
+
+
+def test_mla_in_the_clock_agrees_with_the_closed_form():
+    model = MOE.with_overrides(kv_lora_rank=256, q_lora_rank=512, qk_head_dim=64, qk_pos_emb_head_dim=32,
+                               v_head_dim=64)
+    cfg = ParallelConfig(tp=2, pp=2, dp=4, ep=8, etp=1, cp=2, sequence_parallel=True, global_batch=32,
+                         cp_comm_type="a2a")
+    closed, clock = estimate(model, cfg, "h100-sxm"), simulate_at_scale(model, cfg, "h100-sxm", fold_tp=True)
+    assert closed.step_time_s == pytest.approx(clock.step_time_s, rel=0.02)
+
+
+def test_moe_layer_freq_is_read_without_evaluating_it():
+    from simulator.cost.moe import moe_layer_pattern
+    assert moe_layer_pattern("([0]*3+[1]*5)", 8) == (0, 0, 0, 1, 1, 1, 1, 1)
+    assert moe_layer_pattern("([1]*3+[0]*1)*2", 8) == (1, 1, 1, 0) * 2       # Megatron-LM's help example
+    assert moe_layer_pattern("2", 4) == (1, 0, 1, 0) and moe_layer_pattern("[1,0]*2", 4) == (1, 0, 1, 0)
+    for bad, rule in (("__import__('os')", "not part of a layer pattern"), ("[1]*7", "one 0 or 1 per layer"),
+                      ("[1]*", "repeat count")):
+        with pytest.raises(ParasimError, match=rule):
+            moe_layer_pattern(bad, 8)
+
+
+@pytest.mark.parametrize("flags, rule", [(" --moe-layer-freq ([0]*2+[1]*6)", "makes 2 of the 8 layers dense"),
+                                         (" --mtp-num-layers 1", "multi-token prediction layers are not priced")])
+def test_unpriced_moe_flags_are_refused_with_the_reason(flags, rule):
+    with pytest.raises(ParasimError, match=rule):
+        megatron_run(parse_megatron_args(MEGATRON + flags), gpus=8)
+    every = megatron_run(parse_megatron_args(MEGATRON + " --moe-layer-freq [1]*8 --moe-grouped-gemm"), gpus=8)
+    assert every.notes == () and "--moe-layer-freq" not in every.ignored
+    assert "grouped GEMM" in megatron_run(parse_megatron_args(MEGATRON), gpus=8).notes[0]

@@ -45,13 +45,33 @@ GRID = ([(f"gpt-{s}", GPT, "a100-80gb", Assumptions(), dict(schedule=s, virtual_
                                                               sequence_parallel=True)),
            ("moe-allgather", MOE, "h100-sxm", Assumptions(flash_attention=True, moe_token_dispatcher="allgather"),
             dict(tp=2, dp=4, ep=4, global_batch=32, sequence_parallel=True)),
+           ("moe-shared-experts", MOE.with_overrides(moe_shared_expert_hidden=2048, moe_ffn_hidden=1024), "h100-sxm",
+            FLASH, dict(tp=2, pp=2, dp=4, ep=8, etp=1, global_batch=32, sequence_parallel=True)),
            ("moe-padded", MOE, "h100-sxm", Assumptions(flash_attention=True, capacity_factor=1.25, pad_to_capacity=True),
             dict(tp=2, pp=2, dp=4, ep=4, global_batch=32, sequence_parallel=True)),
            ("gpt-zero1-pp-overlap", GPT, "a100-80gb", OVERLAP, dict(tp=2, pp=2, dp=4, global_batch=32, zero_stage=1)),
            ("gpt-tp-overlap", GPT, "h100-sxm", Assumptions(overlap_tp_comm=True),
             dict(tp=4, pp=2, dp=2, global_batch=32, sequence_parallel=True))]
         + [(f"gpt-zero{z}{'-overlap' if o else ''}", GPT, "a100-80gb", OVERLAP if o else Assumptions(),
-            dict(dp=8, global_batch=32, zero_stage=z)) for z in range(4) for o in (False, True)])
+            dict(dp=8, global_batch=32, zero_stage=z)) for z in range(4) for o in (False, True)]
+        # FSDP (simulator.cost.fsdp): FSDP2 with and without resharding, x TP x PP (parameters kept
+        # unsharded, one reduce-scatter per step), interleaved, x CP, full recomputation, Megatron-FSDP
+        + [(f"fsdp-{name}", model, hw, A, dict(zero_stage=3, **kw)) for name, model, hw, A, kw in (
+            ("fsdp2", GPT, "a100-80gb", Assumptions(), dict(dp=8, global_batch=32, fsdp="fsdp2")),
+            ("fsdp2-never", GPT, "a100-80gb", Assumptions(), dict(dp=8, global_batch=32, fsdp="fsdp2",
+                                                                  reshard_after_forward="never")),
+            ("fsdp2-tp-pp", GPT, "a100-80gb", Assumptions(), dict(tp=2, pp=2, dp=4, global_batch=32, fsdp="fsdp2")),
+            ("fsdp2-tp-pp-always", GPT, "a100-80gb", Assumptions(), dict(tp=2, pp=2, dp=4, global_batch=32,
+                                                                         fsdp="fsdp2", reshard_after_forward="always")),
+            ("fsdp2-interleaved", BIGV, "h100-sxm", FLASH, dict(tp=2, pp=2, dp=4, global_batch=32, fsdp="fsdp2",
+                                                               schedule="interleaved", virtual_stages=2)),
+            ("fsdp2-cp", GPT, "a100-80gb", Assumptions(), dict(tp=2, dp=2, cp=2, global_batch=16, fsdp="fsdp2",
+                                                              cp_comm_type="a2a")),
+            ("fsdp2-full", BIGV, "h100-sxm", FLASH, dict(dp=8, global_batch=32, fsdp="fsdp2", recompute="full")),
+            ("megatron", GPT, "a100-80gb", Assumptions(), dict(dp=8, global_batch=32, fsdp="megatron_fsdp")),
+            ("megatron-overlap-pp", BIGV, "h100-sxm", Assumptions(flash_attention=True, overlap_grad_reduce=True,
+                                                                   overlap_param_gather=True),
+             dict(tp=2, pp=2, dp=4, global_batch=32, fsdp="megatron_fsdp", recompute="full")))])
 
 
 GRID_BY_NAME = {g[0]: g for g in GRID}
@@ -90,16 +110,16 @@ def test_closed_form_agrees_with_the_clock_or_names_what_it_leaves_out(priced, n
     assert set(ana.leaves_out) <= set(LEAVES_OUT)
     gap = abs(ana.step_time_s / clock.step_time_s - 1)
     assert gap <= 0.02 or ana.leaves_out, f"{name}: closed form {ana.step_time_s:.5g} s, clock {clock.step_time_s:.5g} s"
-    # what both count alike: the slowest stage's kernels, and the optimizer
-    assert ana.breakdown.optimizer_s == pytest.approx(clock.breakdown.optimizer_s, rel=1e-9)
+    # what both count alike: the slowest stage's kernels, and its optimizer
     cfg, model = ParallelConfig(**GRID_BY_NAME[name][4]), GRID_BY_NAME[name][1]
     if len(set(cfg.stage_layers(model.layers))) == 1:     # with uneven stages the two may pick different bottlenecks
+        assert ana.breakdown.optimizer_s == pytest.approx(clock.breakdown.optimizer_s, rel=1e-9)
         assert ana.breakdown.compute_s == pytest.approx(clock.breakdown.compute_s, rel=1e-6)
 
 
 def test_without_named_departures_the_grid_is_within_2_percent(priced):
     plain = [n for n, (ana, _) in priced.items() if not ana.leaves_out]
-    assert len(plain) >= 17       # every schedule on GPT and on a 256k untied GQA model, uneven stages, cp a2a, ep, ZeRO 0-1
+    assert len(plain) >= 26       # every schedule on GPT and on a 256k untied GQA model, uneven stages, cp a2a, ep, ZeRO 0-1, FSDP
     for n in plain:
         ana, clock = priced[n]
         assert ana.step_time_s == pytest.approx(clock.step_time_s, rel=0.02), n
@@ -153,7 +173,7 @@ BIG_ARGV = ["simulate", "--gpus", "1536", "--hardware", "h100-sxm", "--num-layer
             "--use-flash-attn", "--sequence-parallel", "--use-distributed-optimizer", "--bf16"]
 
 
-@pytest.mark.parametrize("argv,recorded", [(GPT3_ARGV, (14.2474, 14.2474)), (BIG_ARGV, (9.5289, 9.5287))],
+@pytest.mark.parametrize("argv,recorded", [(GPT3_ARGV, (14.2569, 14.2569)), (BIG_ARGV, (9.5381, 9.5379))],
                          ids=["gpt3-175b", "96-layer-256k"])
 def test_the_reported_configurations_at_their_recorded_values(tmp_path, capsys, argv, recorded):
     assert main(argv + ["--trace", str(tmp_path / "t.json"), "--json"]) == 0

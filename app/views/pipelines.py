@@ -3,7 +3,7 @@
 import dataclasses
 
 import streamlit as st
-from charts import timeline_chart
+from charts import schedule_compare_spec, timeline_chart
 from ui import BIND, interactive, intro, predict, remember, restore, show_code, trace_downloads
 
 from simulator import (
@@ -64,11 +64,24 @@ def run_schedules(names: tuple, p: int, m: int, v: int, t_f: float, t_b: float, 
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def compare_png(names: tuple, p: int, m: int, v: int, t_f: float, t_b: float, t_w: float, t_comm: float) -> bytes:
-    """The chosen schedules on one time axis (matplotlib), drawn once per setting: moving a slider
-    back to a value seen before costs nothing."""
-    good = [res for _, res, _ in run_schedules(names, p, m, v, t_f, t_b, t_w, t_comm) if res is not None]
-    return viz.png_bytes(viz.schedule_compare(good), dpi=100)
+def timeline_spec(names: tuple, p: int, m: int, v: int, t_f: float, t_b: float, t_w: float, t_comm: float,
+                  pick: str, upto: int | None) -> dict:
+    """The interactive timeline of schedule `pick` (with `upto`: its first `upto` operation ends, the
+    player's frame), as a Vega-Lite spec built once per setting: a slider moved back costs nothing."""
+    res = {name: r for name, r, _ in run_schedules(names, p, m, v, t_f, t_b, t_w, t_comm)}[pick]
+    trace = viz.schedule_trace(res)
+    title = f"{pick}: p={p}, m={m}"
+    if upto is not None:
+        now = frame_ticks(trace)[upto - 1]
+        trace = dataclasses.replace(trace, events=[e for e in trace.events if round(e.end_s, 12) <= now])
+        title = f"{pick} up to step {upto} of {len(frame_ticks(viz.schedule_trace(res)))}"
+    return timeline_chart(trace, stage_of={d: d for d in range(p)}, title=title,
+                          height_per_row=34 if upto is None else 30)
+
+
+def frame_ticks(trace) -> list[float]:
+    """The player's steps: the distinct end times of the operations, in order."""
+    return sorted({round(e.end_s, 12) for e in trace.events})
 
 
 if not chosen:
@@ -83,7 +96,9 @@ good = [(name, res) for name, res, _ in rows if res is not None]
 if not good:
     st.stop()
 
-cols = st.columns(len(good))
+# schedules side by side: at 1024 px a column still holds "micro-batches" whole (presentation's larger text: 3)
+per_row = 3 if st.session_state.get("present") else 5
+cols = [c for i in range(0, len(good), per_row) for c in st.columns(per_row)]
 base = next((res for name, res in good if name == "1f1b"), None)
 for col, (name, res) in zip(cols, good):
     with col:
@@ -116,8 +131,8 @@ pick = st.selectbox("Timeline of", shown, key="show", **BIND, index=shown.index(
                     help="the interactive timeline, the downloads and the Chrome trace show this schedule")
 remember("pipelines", "show")
 trace = viz.schedule_trace(dict(good)[pick])
-interactive(timeline_chart(trace, stage_of={d: d for d in range(p)}, title=f"{pick}: p={p}, m={m}",
-                           height_per_row=34), key="timeline")
+inputs = (tuple(chosen), p, m, v, t_f, t_b, t_w, t_comm, pick)
+interactive(timeline_spec(*inputs, None), key="timeline")
 st.caption("Hover a bar for its micro-batch, stage, start and duration; drag to pan and scroll to zoom the time "
            "axis (double-click resets); click a bar or pick one in *highlight micro-batch* to follow that "
            "micro-batch through the stages. Grey is the pipeline bubble.")
@@ -128,7 +143,7 @@ PLAY_SECONDS = 1.0  # between two ticks while playing
 def play_schedule(trace, name: str) -> None:
     """The chosen schedule played tick by tick: Play, Pause, a step slider (also moved by hand), and
     the timeline's *highlight micro-batch* to follow one micro-batch as it crosses the stages."""
-    ticks = sorted({round(e.end_s, 12) for e in trace.events})
+    ticks = frame_ticks(trace)
     last = len(ticks)
     if st.session_state.get("tick", 0) > last:
         st.session_state["tick"] = last
@@ -163,10 +178,7 @@ def play_schedule(trace, name: str) -> None:
         st.caption(f"{name}: at {fmt_time(now)}, {len(done)} of {len(trace.events)} "
                    "operations done. Pick a micro-batch in *highlight micro-batch* to follow it.")
         if done:
-            shown = dataclasses.replace(trace, events=done)
-            interactive(timeline_chart(shown, stage_of={d: d for d in range(trace.n_devices)},
-                                       title=f"{name} up to step {k} of {last}", height_per_row=30),
-                        key="play_timeline")
+            interactive(timeline_spec(*inputs, k), key="play_timeline")
         if k == last and st.session_state["pipe_playing"]:
             st.session_state["pipe_playing"] = False
             st.rerun(scope="app")  # stop the timer
@@ -178,10 +190,10 @@ with st.expander("Play the schedule, operation by operation", icon=":material/pl
     play_schedule(trace, pick)
 remember("pipelines", "tick")
 
-png = compare_png(tuple(chosen), p, m, v, t_f, t_b, t_w, t_comm)
-st.image(png, width="stretch")
-st.caption("All the chosen schedules on one time axis. Blue F forward, orange B backward (BW = B and W fused), "
-           "green W weight gradient, grey idle. Lighter bars are chunk 1, 3 of an interleaved stage.")
+interactive(schedule_compare_spec([res for _, res in good]), key="compare")
+st.caption("All the chosen schedules on one time axis (hover a bar for its action). Blue F forward, orange B "
+           "backward (BW = B and W fused), green W weight gradient, grey idle. Lighter bars are chunk 1, 3 of an "
+           "interleaved stage.")
 
 st.caption(f"Textbook check: GPipe and 1F1B bubble (p-1)/(m+p-1) = {(p - 1) / (m + p - 1):.1%} of the step "
            "with fused backward and free transfers (Narayanan et al. 2021); ZB-H1 cuts the bubble to "
@@ -192,7 +204,7 @@ st.caption(f"Textbook check: GPipe and 1F1B bubble (p-1)/(m+p-1) = {(p - 1) / (m
            f"(p/2-1)(F&B+B-3W) = {max(p / 2 - 1, 0) * ((t_f + t_b + t_w) + (t_b + t_w) - 3 * t_w):.3g} ms with B the "
            "full backward, p+1 micro-batches in flight, twice the parameters; it needs p even and m >= 2p.")
 
-if len(good) > 1:  # the PNG, like the JSON and CSV, holds the chosen schedule only (drawn when asked for)
-    png = lambda res=dict(good)[pick]: viz.png_bytes(viz.schedule_chart(res), dpi=120)  # noqa: E731
+# the PNG, like the JSON and CSV, holds the chosen schedule only (drawn when asked for)
+png = lambda res=dict(good)[pick]: viz.png_bytes(viz.schedule_chart(res), dpi=120)  # noqa: E731
 trace_downloads(trace, png, f"pipeline-{pick}-p{p}-m{m}", key="pipe")
 show_code(time_schedule, simulate_schedule, one_f_one_b, zb_h1, zb_h2, key="code")

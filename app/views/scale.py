@@ -33,7 +33,9 @@ from simulator import (
 )
 from simulator.cost.parallel_config import PRECISION
 from simulator.cost.scale_sim import simulate_at_scale
+from simulator.cost.stack import stack_names
 from simulator.units import fmt_bytes, fmt_time
+from simulator.vocabulary import DEFAULTS
 
 SCHEDULES = PRICED_SCHEDULES  # the schedules the closed form prices (simulator.parallel.schedule_registry)
 RECOMPUTE = ("none", "selective", "full")
@@ -161,7 +163,7 @@ def stack_widgets(spec: ModelSpec) -> dict:
     if untouched and "flash" not in st.query_params:
         st.session_state["flash"] = spec.flash_attention
     st.session_state["_flash_preset"] = spec.flash_attention
-    c = st.columns(6)
+    c = [cell for _ in range(2) for cell in st.columns(3)]  # three a row: at 1024 px no label wraps inside a word
     kw = {"overlap_grad_reduce": c[0].toggle("Overlap grad reduce", key="ov_grad", **BIND,
                                              help="gradient buckets reduced under the backward (--overlap-grad-reduce)"),
           "overlap_param_gather": c[1].toggle("Overlap param gather", key="ov_param", **BIND,
@@ -177,6 +179,14 @@ def stack_widgets(spec: ModelSpec) -> dict:
     kw.update(PRECISION[precision])
     kw["fp8"] = c[5].toggle("FP8 matmuls", key="fp8", disabled=precision == "fp32", **BIND,
                             help="Transformer Engine FP8 GEMMs at the fp8 peak (--fp8-format)") and precision != "fp32"
+    c = st.columns(6)
+    stacks = list(stack_names())
+    kw["stack"] = c[0].selectbox("Software stack", stacks, index=stacks.index(DEFAULTS["stack"]), key="stack", **BIND,
+                                 help="kernel efficiencies, overheads and the overlaps it performs (--stack; "
+                                      "simulator/cost/stack_presets/)")
+    kw["causal_attention_flops"] = c[1].toggle("Causal attention FLOPs", key="causal_flops", **BIND,
+                                               help="model TFLOP/s and MFU count the attention core's causal half "
+                                                    "(--causal-attention-flops)")
     return kw
 
 
@@ -327,9 +337,9 @@ with tab_est:
         left, right = st.columns([3, 2])
         with left:
             parts = memory_parts(r["memory"])
-            st.vega_lite_chart(memory_components_spec(parts, res["capacity"],
-                                                      title=f"memory per GPU on {hw}, stage {r['memory']['stage']}"),
-                               width="stretch", key="memory")
+            interactive(memory_components_spec(parts, res["capacity"],
+                                               title=f"memory per GPU on {hw}, stage {r['memory']['stage']}"),
+                        key="memory")
             st.dataframe([{"component": k, "bytes": fmt_bytes(v), "GB": round(v / 1e9, 2)}
                           for k, v in parts.items()], hide_index=True, width="stretch")
             st.caption("As Megatron-LM's theoretical_memory_usage counts it (Korthikanti et al. 2022), for the "

@@ -36,6 +36,7 @@ from ..cost.hardware import get_hardware, hardware_names
 from ..cost.memory import RECOMPUTE
 from ..cost.model_presets import ModelSpec, get_model, model_names
 from ..cost.parallel_config import CP_COMM_TYPES, Assumptions, ParallelConfig
+from ..cost.stack import stack_names
 from ..errors import ParasimError
 from ..parallel.schedule_registry import PRICED_SCHEDULES as SCHEDULES
 from ..units import fmt_bytes, fmt_time
@@ -63,8 +64,9 @@ def add_parser(sub) -> None:
                    help="model chunks per device (interleaved schedule)")
     p.add_argument("--recompute", default=DEFAULTS["recompute"], choices=RECOMPUTE, help='activation recomputation: none, selective (attention core) or full (default %(default)s)')
     p.add_argument("--sequence-parallel", dest="sequence_parallel", action="store_true", help="Megatron's sequence parallelism over the tensor-parallel ranks")
-    p.add_argument("--zero", "--zero-stage", dest="zero", type=int, default=DEFAULTS["zero_stage"],
-                   help="ZeRO stage 0-3")
+    p.add_argument("--zero", "--zero-stage", dest="zero", type=int, default=None,
+                   help=f"ZeRO stage 0-3 (default {DEFAULTS['zero_stage']}; with Megatron-LM flags: overrides theirs)")
+    add_fsdp_flags(p)
     add_parallel_extras(p)
     add_assumption_flags(p)
     p.add_argument("--trace", default=None, metavar="FILE",
@@ -96,6 +98,16 @@ def add_parallel_extras(p) -> None:
                         "--account-for-embedding/loss-in-pipeline-split)")
 
 
+def add_fsdp_flags(p) -> None:
+    """How ZeRO-3 shards (`simulator.cost.fsdp`); Megatron-LM's --use-torch-fsdp2 / --use-megatron-fsdp too."""
+    p.add_argument("--fsdp", default=None, choices=BY_NAME["fsdp"].choices,
+                   help=f"ZeRO-3 as PyTorch FSDP2 or Megatron-FSDP (per-layer units; composes with --pp); default "
+                        f"{DEFAULTS['fsdp']} (DeepSpeed)")
+    p.add_argument("--reshard-after-forward", dest="reshard_after_forward", default=None,
+                   choices=BY_NAME["reshard_after_forward"].choices,
+                   help="FSDP: torchtitan's fsdp_reshard_after_forward (default: on without a pipeline, off with one)")
+
+
 def add_assumption_flags(p) -> None:
     """The software stack (`Assumptions`), with Megatron-LM's flag names."""
     fa = p.add_mutually_exclusive_group()
@@ -115,6 +127,11 @@ def add_assumption_flags(p) -> None:
                    help="MoE expert capacity: tokens per expert x this factor (default: dropless)")
     p.add_argument("--moe-pad-expert-input-to-capacity", dest="pad_to_capacity", action="store_true",
                    help="pad every expert's input to its capacity (needs --moe-expert-capacity-factor)")
+    p.add_argument("--overlap-moe-expert-parallel-comm", dest="overlap_moe_comm", action="store_true",
+                   help="hide MoE dispatch/combine under the paired micro-batch's compute (Megatron's 1F1B "
+                        "all-to-all overlap; DualPipe's)")
+    p.add_argument("--moe-shared-expert-overlap", dest="shared_expert_overlap", action="store_true",
+                   help="compute the shared experts while tokens are dispatched and combined")
     p.add_argument("--moe-token-dispatcher-type", dest="moe_token_dispatcher", default=None,
                    choices=BY_NAME["moe_token_dispatcher"].choices,
                    help=f"MoE token dispatch (default {DEFAULTS['moe_token_dispatcher']}; with Megatron-LM's "
@@ -123,9 +140,16 @@ def add_assumption_flags(p) -> None:
                    default=DEFAULTS["stage3_max_reuse_distance"],
                    help="DeepSpeed ZeRO-3: elements fetched before a released parameter's reuse (default 1e9); "
                         "with --recompute full, sub-modules beyond it are gathered a third time")
+    add_stack_flag(p)
     p.add_argument("--causal-attention-flops", dest="causal_attention_flops", action="store_true", default=None,
                    help="model TFLOP/s and MFU count the attention core's causal half (6N + 6 L h s per token, as "
                         "NVIDIA's newer tables do; default: the full 6N + 12 L h s, simulator.cost.flops)")
+
+
+def add_stack_flag(p) -> None:
+    p.add_argument("--stack", default=None, metavar="NAME|FILE",
+                   help=f"software stack: {', '.join(stack_names())} or a .toml/.json stack file (default "
+                        f"{DEFAULTS['stack']}; simulator.cost.stack)")
 
 
 def own_stack_flags(args) -> dict:
@@ -134,6 +158,8 @@ def own_stack_flags(args) -> dict:
     out = {}
     if getattr(args, "causal_attention_flops", None):
         out["causal_attention_flops"] = True
+    if getattr(args, "stack", None) is not None:
+        out["stack"] = args.stack
     return out
 
 
@@ -151,6 +177,8 @@ def assumptions_from_args(args, model: ModelSpec) -> Assumptions:
                        nvls=bool(getattr(args, "nvls", True)),
                        capacity_factor=getattr(args, "capacity_factor", None),
                        pad_to_capacity=bool(getattr(args, "pad_to_capacity", False)),
+                       overlap_moe_comm=bool(getattr(args, "overlap_moe_comm", False)),
+                       shared_expert_overlap=bool(getattr(args, "shared_expert_overlap", False)),
                        moe_token_dispatcher=getattr(args, "moe_token_dispatcher", None) or DEFAULTS["moe_token_dispatcher"],
                        stage3_max_reuse_distance=float(getattr(args, "stage3_max_reuse_distance",
                                                                DEFAULTS["stage3_max_reuse_distance"])),
@@ -208,7 +236,9 @@ def config_from_args(args) -> ParallelConfig:
                           cp_comm_type=_arg(args, "cp_comm_type", "cp_comm_type"),
                           first_stage_layers=getattr(args, "first_stage_layers", None),
                           last_stage_layers=getattr(args, "last_stage_layers", None),
-                          balance_embedding=bool(_arg(args, "balance_embedding", "balance_embedding")))
+                          balance_embedding=bool(_arg(args, "balance_embedding", "balance_embedding")),
+                          fsdp=_arg(args, "fsdp", "fsdp"),
+                          reshard_after_forward=_arg(args, "reshard_after_forward", "reshard_after_forward"))
 
 
 # parasim flags that carry Megatron-LM's names: with Megatron flags they go back to its parser
@@ -218,12 +248,15 @@ _SHARED = (("sequence_parallel", "--sequence-parallel"), ("overlap_grad_reduce",
            ("ep", "--expert-model-parallel-size"), ("first_stage_layers", "--decoder-first-pipeline-num-layers"),
            ("last_stage_layers", "--decoder-last-pipeline-num-layers"), ("etp", "--expert-tensor-parallel-size"),
            ("capacity_factor", "--moe-expert-capacity-factor"), ("pad_to_capacity", "--moe-pad-expert-input-to-capacity"),
-           ("moe_token_dispatcher", "--moe-token-dispatcher-type"))
+           ("moe_token_dispatcher", "--moe-token-dispatcher-type"), ("overlap_moe_comm", "--overlap-moe-expert-parallel-comm"),
+           ("shared_expert_overlap", "--moe-shared-expert-overlap"))
 # parasim-only knobs that Megatron flags replace: (dest, default, flag)
 _NATIVE = (("tp", DEFAULTS["tp"], "--tp"), ("pp", DEFAULTS["pp"], "--pp"), ("dp", None, "--dp"),
            ("microbatch_size", DEFAULTS["micro_batch_size"], "--microbatch-size"), ("global_batch", None, "--global-batch"),
            ("schedule", DEFAULTS["schedule"], "--schedule"), ("virtual_stages", DEFAULTS["virtual_stages"], "--virtual-stages"),
-           ("recompute", DEFAULTS["recompute"], "--recompute"), ("zero", DEFAULTS["zero_stage"], "--zero"))
+           ("recompute", DEFAULTS["recompute"], "--recompute"))
+# parasim flags that combine with Megatron flags, overriding what they say: (dest, ParallelConfig field)
+_OVERRIDES = (("zero", "zero_stage"), ("fsdp", "fsdp"), ("reshard_after_forward", "reshard_after_forward"))
 
 
 def megatron_argv(args) -> list[str]:
@@ -255,8 +288,10 @@ def resolve(args):
                            f"--tensor-model-parallel-size, --pipeline-model-parallel-size, --micro-batch-size, ...)")
     base = model_from_args(args) if getattr(args, "model", None) else None
     run_ = megatron_run(parse_megatron_args(extra), gpus=getattr(args, "gpus", None), model=base)
+    over = {field: getattr(args, dest) for dest, field in _OVERRIDES if getattr(args, dest, None) is not None}
+    cfg = replace(run_.config, **over) if over else run_.config
     A = replace(run_.assumptions, **own_stack_flags(args))
-    return run_.model, run_.config, A, tuple(run_.ignored), tuple(run_.notes)
+    return run_.model, cfg, A, tuple(run_.ignored), tuple(run_.notes)
 
 
 # --trace builds one instruction per layer chunk, micro-batch and pass on every simulated rank:

@@ -28,7 +28,14 @@ class GradBuckets:
         self.deferred: list[Collective] = []
 
     def done(self, out, r, c, l, j, name: str | None = None, nbytes: float | None = None) -> None:
-        """Layer l of chunk c's gradient is complete (or the tensor `name` of `nbytes`)."""
+        """Layer l of chunk c's gradient is complete (or the tensor `name` of `nbytes`). FSDP: the
+        layer is a unit of its own, reduce-scattered at once (`simulator.cost.fsdp`)."""
+        if self.em.fsdp and name is None:
+            grad = self.em.grad_name(c, l, j)
+            out.append(Collective("reduce_scatter", grad, grad, (self.r,), nbytes=int(self.em.layer_grad),
+                                  blocking=not self.em.rs_overlap, tag="dp", microbatch=j))
+            self.names.append(grad)
+            return
         self.pending_bytes += self.em.layer_grad if nbytes is None else nbytes
         self.pending_expert += self.em.A.grad_reduce_bytes * self.em.expert_local if nbytes is None else 0.0
         self.pending.append(self.em.grad_name(c, l, j) if name is None else name)

@@ -1,10 +1,11 @@
 """Megatron-LM's own command-line flags -> (model, parallel configuration, precision and overlap options).
 
 `parse_megatron_args(["--num-layers", "32", ...])` reads the flags of a Megatron-LM launch script
-as they are (`--flag value`, `--flag=value`). The flags that change time or memory are typed and
-validated (`FLAGS`); every other Megatron-LM flag (names in `megatron_flags.txt`, taken from
-`megatron/training/arguments.py`) is accepted and listed in `ignored`; anything else is refused
-with the closest known name. Nothing is evaluated.
+as they are (`--flag value`, `--flag=value`). Every Megatron-LM flag is in one table,
+`megatron_flags.txt` (`megatron_flag_table`). A flag that changes the price is typed and validated
+here (`FLAGS`). A flag that changes time or memory but is not priced is refused with the table's
+reason. Every other flag has no effect on the time or memory of a step: it is accepted and listed
+in `ignored`. Anything else is refused with the closest known name. Nothing is evaluated.
 
 `megatron_run(args, gpus=...)` turns them into a `MegatronRun`. Defaults are Megatron-LM's:
 tp = pp = cp = ep = 1, micro-batch 1, global batch = micro-batch x dp, no recomputation, no
@@ -20,13 +21,17 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 
+from simulator.cost.megatron_flag_table import FLAG_EFFECTS, refusal
 from simulator.cost.model_presets import ModelSpec, get_model
+from simulator.cost.moe import moe_layer_pattern
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.errors import ParasimError
+from simulator.vocabulary import DEFAULTS
 
-_BOOL, _INT, _FLOAT, _POSITIVE = "flag", int, float, "positive"
+_BOOL, _INT, _FLOAT, _POSITIVE, _TEXT = "flag", int, float, "positive", "text"
+# Megatron-FSDP's --data-parallel-sharding-strategy -> ZeRO stage (what each one shards)
+SHARDING_STRATEGIES = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
 # flag -> (type or choices, default) for what changes time or memory
 FLAGS = {
     "num-layers": (_INT, None), "hidden-size": (_INT, None), "num-attention-heads": (_INT, None),
@@ -44,18 +49,32 @@ FLAGS = {
     "expert-tensor-parallel-size": (_INT, None),
     "moe-token-dispatcher-type": (("allgather", "alltoall", "flex"), "allgather"),   # Megatron-LM's default
     "moe-expert-capacity-factor": (_POSITIVE, None), "moe-pad-expert-input-to-capacity": (_BOOL, False),
+    "moe-shared-expert-intermediate-size": (_INT, None), "moe-shared-expert-overlap": (_BOOL, False),
+    "overlap-moe-expert-parallel-comm": (_BOOL, False),
+    "moe-layer-freq": (_TEXT, "1"), "mtp-num-layers": (_INT, None), "moe-grouped-gemm": (_BOOL, False),
+    "kv-channels": (_INT, None), "multi-latent-attention": (_BOOL, False), "kv-lora-rank": (_INT, 32),
+    "q-lora-rank": (_INT, None), "qk-head-dim": (_INT, 128), "qk-pos-emb-head-dim": (_INT, 64), "v-head-dim": (_INT, 128),
     "micro-batch-size": (_INT, 1), "global-batch-size": (_INT, None),
     "sequence-parallel": (_BOOL, False),
     "recompute-granularity": (("full", "selective"), None), "recompute-method": (("uniform", "block"), None),
     "recompute-num-layers": (_INT, None),
     "use-distributed-optimizer": (_BOOL, False), "overlap-grad-reduce": (_BOOL, False),
+    "use-torch-fsdp2": (_BOOL, False), "use-megatron-fsdp": (_BOOL, False),
+    "data-parallel-sharding-strategy": (tuple(SHARDING_STRATEGIES), "optim_grads_params"),
+    "torch-fsdp2-no-reshard-after-forward": (_BOOL, False),
     "overlap-param-gather": (_BOOL, False), "tp-comm-overlap": (_BOOL, False),
     "use-flash-attn": (_BOOL, False), "attention-backend": (("auto", "flash", "fused", "unfused", "local"), "auto"),
     "bf16": (_BOOL, False), "fp16": (_BOOL, False), "fp8-format": (("e4m3", "hybrid"), None),
     "attention-dropout": (_FLOAT, 0.1), "hidden-dropout": (_FLOAT, 0.1),
 }
-_KNOWN = frozenset(line.strip() for line in (Path(__file__).with_name("megatron_flags.txt")).read_text().splitlines()
-                   if line.strip() and not line.startswith("#")) | frozenset(FLAGS)
+FLAGS.update({
+    "account-for-embedding-in-pipeline-split": (_BOOL, False), "account-for-loss-in-pipeline-split": (_BOOL, False),
+    "grad-reduce-in-bf16": (_BOOL, False), "accumulate-allreduce-grads-in-fp32": (_BOOL, False),
+    "cp-comm-type": (("p2p", "a2a", "allgather", "a2a+p2p"), "p2p"),
+    "optimizer": (("adam", "sgd", "muon", "dist_muon", "lion", "adamw"), "adam"),
+    "transformer-impl": (("transformer_engine", "local", "inference_optimized"), "transformer_engine"),
+})
+_KNOWN = frozenset(FLAG_EFFECTS) | frozenset(FLAGS)
 
 
 @dataclass(frozen=True)
@@ -89,6 +108,8 @@ def _closest(name: str) -> str:
 
 
 def _typed(flag: str, kind, text: str):
+    if kind == _TEXT:
+        return text
     if kind == _POSITIVE:
         try:
             value = float(text)
@@ -132,7 +153,10 @@ def parse_megatron_args(argv) -> MegatronArgs:
         if name_key not in _KNOWN:
             raise ParasimError(f"unknown Megatron-LM flag --{name}{_closest(name_key)}")
         i += 1
-        if name_key not in FLAGS:      # accepted, ignored: skip its values
+        why = refusal(name_key)
+        if why and name_key not in FLAGS:
+            raise ParasimError(f"--{name_key} is refused: {why} (simulator/cost/megatron_flags.txt)")
+        if name_key not in FLAGS:      # no effect on time or memory: accepted, listed as ignored
             ignored.append(f"--{name_key}")
             while not eq and i < len(tokens) and not tokens[i].startswith("--"):
                 i += 1
@@ -152,6 +176,15 @@ def parse_megatron_args(argv) -> MegatronArgs:
     return MegatronArgs(values, tuple(given), tuple(ignored))
 
 
+def _attention(a: MegatronArgs) -> dict:
+    """--kv-channels and multi-latent attention (Megatron-Core MLASelfAttention; ModelSpec docstring)."""
+    over = {"kv_channels": a["kv-channels"]} if "kv-channels" in a.given else {}
+    if a["multi-latent-attention"]:
+        over.update(kv_lora_rank=a["kv-lora-rank"], q_lora_rank=a["q-lora-rank"] or 0, qk_head_dim=a["qk-head-dim"],
+                    qk_pos_emb_head_dim=a["qk-pos-emb-head-dim"], v_head_dim=a["v-head-dim"])
+    return over
+
+
 def _model(a: MegatronArgs, base: ModelSpec | str | None) -> ModelSpec:
     shape = {"num-layers": "layers", "hidden-size": "hidden", "num-attention-heads": "heads",
              "seq-length": "seq", "vocab-size": "vocab"}
@@ -161,9 +194,11 @@ def _model(a: MegatronArgs, base: ModelSpec | str | None) -> ModelSpec:
             over[key] = a[flag]
     for flag, key in (("ffn-hidden-size", "ffn_hidden"), ("make-vocab-size-divisible-by", "vocab_divisible_by"),
                       ("num-experts", "num_experts"), ("moe-router-topk", "moe_router_topk"),
-                      ("moe-ffn-hidden-size", "moe_ffn_hidden")):
+                      ("moe-ffn-hidden-size", "moe_ffn_hidden"),
+                      ("moe-shared-expert-intermediate-size", "moe_shared_expert_hidden")):
         if flag in a.given:
             over[key] = a[flag]
+    over.update(_attention(a))
     if "group-query-attention" in a.given:
         over["kv_heads"] = a["num-query-groups"]
     elif "num-query-groups" in a.given:
@@ -188,6 +223,76 @@ def _model(a: MegatronArgs, base: ModelSpec | str | None) -> ModelSpec:
     if over.get("gated_mlp") and "ffn_hidden" not in over:   # Megatron-LM validate_args
         over["ffn_hidden"] = int(4 * over["hidden"] * 2 / 3 / 64) * 64
     return ModelSpec("custom", **over)
+
+
+def _refuse_unpriced_values(a: MegatronArgs) -> None:
+    """Values of priced flags that parasim does not price, refused with the reason."""
+    if a["optimizer"] not in ("adam", "adamw"):
+        raise ParasimError(f"--optimizer {a['optimizer']} is refused: parasim prices Adam's states and step "
+                           f"(12 bytes and 30 bytes of traffic per parameter)")
+    if a["transformer-impl"] != "transformer_engine":
+        raise ParasimError(f"--transformer-impl {a['transformer-impl']} is refused: parasim prices Transformer "
+                           f"Engine's kernels")
+    if a["grad-reduce-in-bf16"] and a["accumulate-allreduce-grads-in-fp32"]:
+        raise ParasimError("give --grad-reduce-in-bf16 (2 bytes per gradient element) or "
+                           "--accumulate-allreduce-grads-in-fp32 (4), not both")
+    if a["cp-comm-type"] not in ("p2p", "a2a"):
+        raise ParasimError(f"--cp-comm-type {a['cp-comm-type']} is refused: parasim prices p2p (ring attention) "
+                           f"and a2a (Ulysses)")
+
+
+def _sharding(a: MegatronArgs, pp: int, ep: int, notes: list) -> tuple[int, str, str]:
+    """(zero_stage, fsdp, reshard_after_forward) of the data-parallel sharding flags, refused as
+    Megatron-LM's validate_args refuses them: --use-torch-fsdp2 is PyTorch's fully_shard (ZeRO-3;
+    without a pipeline, expert parallelism or the distributed optimizer); --use-megatron-fsdp
+    shards what --data-parallel-sharding-strategy says (no_shard 0, optim 1, optim_grads 2,
+    optim_grads_params 3, Megatron's default)."""
+    torch_fsdp, mfsdp = a["use-torch-fsdp2"], a["use-megatron-fsdp"]
+    strategy = a["data-parallel-sharding-strategy"]
+    if torch_fsdp and mfsdp:
+        raise ParasimError("give --use-torch-fsdp2 or --use-megatron-fsdp, not both")
+    if a["torch-fsdp2-no-reshard-after-forward"] and not torch_fsdp:
+        raise ParasimError("--torch-fsdp2-no-reshard-after-forward needs --use-torch-fsdp2")
+    if torch_fsdp:
+        for bad, why in ((pp > 1, f"pipeline parallelism (pp={pp})"), (ep > 1, f"expert parallelism (ep={ep})"),
+                         (a["use-distributed-optimizer"], "MCore's distributed optimizer")):
+            if bad:
+                raise ParasimError(f"--use-torch-fsdp2 is not supported with {why} (Megatron-LM validate_args); "
+                                   f"torchtitan composes FSDP2 with a pipeline: parasim's --fsdp fsdp2 --zero 3")
+        if "data-parallel-sharding-strategy" in a.given and strategy != "optim_grads_params":
+            raise ParasimError(f"--data-parallel-sharding-strategy {strategy} applies to --use-megatron-fsdp; "
+                               f"--use-torch-fsdp2 shards parameters, gradients and optimizer states "
+                               f"(optim_grads_params)")
+        return 3, "fsdp2", "never" if a["torch-fsdp2-no-reshard-after-forward"] else "default"
+    if mfsdp:
+        return SHARDING_STRATEGIES[strategy], "megatron_fsdp", "default"
+    if "data-parallel-sharding-strategy" in a.given:
+        notes.append("--data-parallel-sharding-strategy has no effect without --use-megatron-fsdp (as in Megatron-LM)")
+    return (1 if a["use-distributed-optimizer"] else 0), "none", "default"
+
+
+def _dispatcher(a: MegatronArgs, spec: ModelSpec) -> str:
+    """The token dispatcher as Megatron-LM runs it (its default allgather) for a MoE model; a dense
+    model keeps the vocabulary's (it has no effect there), so every door states the same."""
+    if spec.num_experts or "moe-token-dispatcher-type" in a.given:
+        return a["moe-token-dispatcher-type"]
+    return DEFAULTS["moe_token_dispatcher"]
+
+
+def _moe_notes(a: MegatronArgs, spec: ModelSpec) -> list[str]:
+    """Refuse the MoE / MTP flags that change the answer and are not priced; note what is assumed."""
+    if "moe-layer-freq" in a.given:
+        pattern = moe_layer_pattern(a["moe-layer-freq"], spec.layers)
+        if spec.num_experts and not all(pattern):
+            raise ParasimError(f"--moe-layer-freq {a['moe-layer-freq']} makes {pattern.count(0)} of the {spec.layers} "
+                               f"layers dense: not priced yet (parasim prices every layer of a MoE model as MoE)")
+    if a["mtp-num-layers"]:
+        raise ParasimError(f"--mtp-num-layers {a['mtp-num-layers']}: multi-token prediction layers are not priced yet "
+                           f"(each adds a transformer layer and an output layer to the last stage)")
+    if spec.num_experts and not a["moe-grouped-gemm"]:
+        return ["the experts are priced as one grouped GEMM (--moe-grouped-gemm); without it Megatron runs E / ep "
+                "separate expert GEMMs (SequentialMLP), whose extra launch and tail cost is not priced"]
+    return []
 
 
 def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | str | None = None) -> MegatronRun:
@@ -219,9 +324,16 @@ def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | st
         raise ParasimError("virtual pipeline stages need --pipeline-model-parallel-size > 1")
     if a["recompute-method"] and a["recompute-granularity"] != "full":
         raise ParasimError("--recompute-method needs --recompute-granularity full (Megatron-LM validate_args)")
-    if a["overlap-param-gather"] and not (a["use-distributed-optimizer"] and a["overlap-grad-reduce"]):
-        raise ParasimError("--overlap-param-gather needs --use-distributed-optimizer and --overlap-grad-reduce "
-                           "(Megatron-LM validate_args)")
+    if a["overlap-param-gather"] and not ((a["use-distributed-optimizer"] or a["use-megatron-fsdp"])
+                                          and a["overlap-grad-reduce"]):
+        raise ParasimError("--overlap-param-gather needs --use-distributed-optimizer (or --use-megatron-fsdp) and "
+                           "--overlap-grad-reduce (Megatron-LM validate_args)")
+    zero, fsdp, reshard = _sharding(a, pp, ep, notes)
+    _refuse_unpriced_values(a)
+    emb, loss = a["account-for-embedding-in-pipeline-split"], a["account-for-loss-in-pipeline-split"]
+    if emb != loss:
+        raise ParasimError("--account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split are "
+                           "priced together (the embedding and the LM head each count as a layer): give both")
     if a["bf16"] and a["fp16"]:
         raise ParasimError("give --bf16 or --fp16, not both")
     b = a["micro-batch-size"]
@@ -229,15 +341,17 @@ def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | st
     kw = dict(tp=tp, pp=pp, dp=dp, micro_batch_size=b, global_batch=B,
               schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v,
               recompute=a["recompute-granularity"] or "none", sequence_parallel=sp,
-              zero_stage=1 if a["use-distributed-optimizer"] else 0, cp=cp, ep=ep,
+              zero_stage=zero, fsdp=fsdp, reshard_after_forward=reshard, cp=cp, ep=ep,
               etp=a["expert-tensor-parallel-size"],
               first_stage_layers=a["decoder-first-pipeline-num-layers"],
-              last_stage_layers=a["decoder-last-pipeline-num-layers"])
+              last_stage_layers=a["decoder-last-pipeline-num-layers"], balance_embedding=emb,
+              cp_comm_type=a["cp-comm-type"])
     cfg_fields = {f.name for f in fields(ParallelConfig)}
     unsupported = [k for k, val in kw.items() if k not in cfg_fields and val not in (None, 1)]
     if unsupported:
         raise ParasimError(f"this cost model does not price {', '.join(unsupported)} yet")
     cfg = ParallelConfig(**{k: val for k, val in kw.items() if k in cfg_fields})
+    notes += _moe_notes(a, spec)
     # not given (backend "auto"): the model's own, i.e. the preset's stack or Megatron-LM's default
     # (off) for a custom model, so restating a preset's shape never switches its FlashAttention off
     backend = a["attention-backend"] if "attention-backend" in a.given else None
@@ -245,10 +359,12 @@ def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | st
         False if backend in ("unfused", "local") else None)
     fp8 = a["fp8-format"] is not None
     akw = dict(dtype="fp16" if a["fp16"] else "bf16", overlap_grad_reduce=a["overlap-grad-reduce"],
+               grad_reduce_bytes=2 if a["grad-reduce-in-bf16"] else DEFAULTS["grad_reduce_bytes"],
                overlap_param_gather=a["overlap-param-gather"], overlap_tp_comm=a["tp-comm-overlap"],
-               flash_attention=flash, fp8=fp8, moe_token_dispatcher=a["moe-token-dispatcher-type"],
+               flash_attention=flash, fp8=fp8, moe_token_dispatcher=_dispatcher(a, spec),
                capacity_factor=a["moe-expert-capacity-factor"],
-               pad_to_capacity=a["moe-pad-expert-input-to-capacity"])
+               pad_to_capacity=a["moe-pad-expert-input-to-capacity"],
+               overlap_moe_comm=a["overlap-moe-expert-parallel-comm"], shared_expert_overlap=a["moe-shared-expert-overlap"])
     a_fields = {f.name for f in fields(Assumptions)}
     assumptions = Assumptions(**{k: val for k, val in akw.items() if k in a_fields})
     return MegatronRun(spec, cfg, assumptions, "megatron", flash, fp8, a.ignored, tuple(notes))

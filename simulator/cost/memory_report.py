@@ -30,11 +30,13 @@ recomputation adds one layer's un-recomputed activations (the layer being recomp
 Activations are Korthikanti's 16-bit counts; with `dtype` fp32 they are taken as twice those bytes
 (an upper bound: the 1-byte dropout masks, at most 2 s b h + a s^2 b of a layer, do not double).
 ZeRO-3 adds the gathered largest layer, 4 bytes per parameter (DeepSpeed's
-`estimate_zero3_model_states_mem_needs` `largest_layer_memory`).
+`estimate_zero3_model_states_mem_needs` `largest_layer_memory`); as FSDP (`fsdp` fsdp2 or
+megatron_fsdp) the unsharded layers and gradients in flight instead (`simulator.cost.fsdp`).
 """
 
 from __future__ import annotations
 
+from simulator.cost.fsdp import fsdp_buffer_bytes, is_fsdp
 from simulator.cost.hardware import DTYPE_NBYTES, Hardware, get_hardware
 from simulator.cost.memory import MemoryBreakdown, activation_bytes_per_layer, in_flight_microbatches
 from simulator.cost.model_presets import ModelSpec, get_model
@@ -56,12 +58,14 @@ def _stage_layers(model: ModelSpec, cfg) -> tuple[int, ...]:
 
 def layer_params_split(model: ModelSpec) -> tuple[float, float, float]:
     """(t-sharded, replicated, expert) parameters of one layer (Megatron's split: weights and
-    biases of attention and dense MLP are t-sharded; norms replicated; routed experts ep x t)."""
+    biases of attention, dense MLP and shared experts are t-sharded; norms replicated; routed experts
+    ep x etp)."""
     h = model.hidden
     norms = 2 * (2 * h if model.biases else h)
     if model.num_experts:
         experts = model.num_experts * model.mlp_params(model.moe_ffn_hidden)
-        return model.attention_params(), norms + h * model.num_experts, experts
+        shared = model.mlp_params(model.moe_shared_expert_hidden) if model.moe_shared_expert_hidden else 0
+        return model.attention_params() + shared, norms + h * model.num_experts, experts
     return model.attention_params() + model.mlp_params(), norms, 0.0
 
 
@@ -145,7 +149,8 @@ def activation_widening(dtype: str) -> float:
 
 def memory_report(model: ModelSpec | str, config, hardware: Hardware | str | None = None, *,
                   recipe: str = DEFAULTS["recipe"], flash_attention: bool | None = None,
-                  dtype: str = DEFAULTS["dtype"]) -> MemoryBreakdown:
+                  dtype: str = DEFAULTS["dtype"],
+                  grad_reduce_bytes: float = DEFAULTS["grad_reduce_bytes"]) -> MemoryBreakdown:
     """Peak bytes per component on the most loaded device (module docstring); `flash_attention`
     None: the model preset's (`ModelSpec.flash_attention`)."""
     model, cfg = get_model(model), config
@@ -161,7 +166,8 @@ def memory_report(model: ModelSpec | str, config, hardware: Hardware | str | Non
     layers = _stage_layers(model, cfg)
     chunks = tuple(cfg.chunk_layers(model.layers)) if hasattr(cfg, "chunk_layers") else ()
     shard_over = cfg.dp * cp
-    buffers = 4 * largest_layer_params(model) / t if cfg.zero_stage == 3 else 0.0
+    fsdp = is_fsdp(cfg)
+    buffers = 4 * largest_layer_params(model) / t if cfg.zero_stage == 3 and not fsdp else 0.0
     widen = activation_widening(dtype)
     candidates = []
     for k in sorted({0, p - 1}):
@@ -178,6 +184,9 @@ def memory_report(model: ModelSpec | str, config, hardware: Hardware | str | Non
         if expert:    # over the expert-data-parallel group, t c d / (etp ep) ranks
             parts = model_state_parts(expert, max(1, t * shard_over // (etp * ep)), cfg.zero_stage, recipe)
             par, grad, opt = par + parts[0], grad + parts[1], opt + parts[2]
+        if fsdp:   # the unsharded units and gradients in flight (`simulator.cost.fsdp`)
+            buffers = fsdp_buffer_bytes(cfg, stage_params(model, t, 1, False, False, ep), layers[k], dense + expert,
+                                        grad_reduce_bytes)
         acts, out, allowance = _activations(model, cfg, layers[k], in_flight, first, last, flash_attention,
                                             chunks if p > 1 else ())
         acts, allowance = acts * widen, allowance * widen

@@ -14,6 +14,19 @@ argument name in brackets; `ModelSpec` also answers to that name):
   `megatron/core/tokenizers/utils/build_tokenizer.py: vocab_size_with_padding`);
 - `num_experts`, `moe_router_topk`, `moe_ffn_hidden` [--num-experts, --moe-router-topk,
   --moe-ffn-hidden-size]: mixture of experts in every layer (0 experts: dense);
+- `moe_shared_expert_hidden` [--moe-shared-expert-intermediate-size]: the total width of the shared
+  experts every token passes through beside its routed ones (DeepSeekMoE; 0: none), split over tp;
+- `kv_channels` [--kv-channels]: the attention head width (0: h / a); the query and output widths
+  become a x kv_channels;
+- `kv_lora_rank`, `q_lora_rank`, `qk_head_dim`, `qk_pos_emb_head_dim`, `v_head_dim`
+  [--multi-latent-attention with --kv-lora-rank, --q-lora-rank, --qk-head-dim, --qk-pos-emb-head-dim,
+  --v-head-dim]: multi-head latent attention (DeepSeek-V2, Sec. 2.1; Megatron-Core
+  MLASelfAttention), on when kv_lora_rank > 0: queries through an h x q_lora_rank down-projection
+  and its up-projection (or one h x a (qk + rope) matrix when q_lora_rank is 0), keys and values
+  through an h x (kv_lora_rank + rope) down-projection and a kv_lora_rank x a (qk + v)
+  up-projection, the output a v x h; the down-projections are replicated over the tensor-parallel
+  ranks (Megatron-Core builds them "duplicated"), the rest split as usual (`attention_linears`);
+  the attention core has query/key head width qk + rope and value width v;
 - `flash_attention` [--use-flash-attn]: the preset's software stack trains with FlashAttention
   (the Llama presets; not the GPT-3 / Megatron 2021 ones, whose papers ran without it); the
   default of `Assumptions.flash_attention` (`simulator.cost.assumptions`);
@@ -42,7 +55,9 @@ MEGATRON_NAMES = {"num_layers": "layers", "hidden_size": "hidden", "num_attentio
                   "seq_length": "seq", "vocab_size": "vocab", "ffn_hidden_size": "ffn_hidden",
                   "num_query_groups": "kv_heads", "swiglu": "gated_mlp",
                   "make_vocab_size_divisible_by": "vocab_divisible_by",
-                  "moe_ffn_hidden_size": "moe_ffn_hidden"}
+                  "moe_ffn_hidden_size": "moe_ffn_hidden",
+                  "moe_shared_expert_intermediate_size": "moe_shared_expert_hidden"}
+# MLA and --kv-channels keep Megatron-LM's names as fields (kv_lora_rank > 0 is --multi-latent-attention)
 
 
 @dataclass(frozen=True)
@@ -63,6 +78,13 @@ class ModelSpec:
     num_experts: int = 0              # 0: dense MLP
     moe_router_topk: int = 2          # Megatron-LM default
     moe_ffn_hidden: int = 0           # 0 -> ffn_hidden
+    moe_shared_expert_hidden: int = 0  # Megatron --moe-shared-expert-intermediate-size (0: none)
+    kv_channels: int = 0              # Megatron --kv-channels: head width (0: hidden / heads)
+    kv_lora_rank: int = 0             # Megatron --kv-lora-rank (> 0: multi-latent attention)
+    q_lora_rank: int = 0              # Megatron --q-lora-rank (0: no query down-projection)
+    qk_head_dim: int = 128            # Megatron --qk-head-dim (MLA)
+    qk_pos_emb_head_dim: int = 64     # Megatron --qk-pos-emb-head-dim (MLA rotary part)
+    v_head_dim: int = 128             # Megatron --v-head-dim (MLA)
     dropout: bool = True              # Megatron's default 0.1 dropouts keep their masks (False: Llama)
     # the preset's software stack: trained with FlashAttention (Megatron --use-flash-attn). The
     # cost model assumes it unless told otherwise (`Assumptions.flash_attention` None); False for
@@ -76,7 +98,9 @@ class ModelSpec:
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise ParasimError(f"model {self.name}: {f} must be a positive integer, got {v!r}")
-        for f in ("ffn_hidden", "kv_heads", "num_experts", "moe_router_topk", "moe_ffn_hidden"):
+        for f in ("ffn_hidden", "kv_heads", "num_experts", "moe_router_topk", "moe_ffn_hidden",
+                  "moe_shared_expert_hidden", "kv_channels", "kv_lora_rank", "q_lora_rank", "qk_head_dim",
+                  "qk_pos_emb_head_dim", "v_head_dim"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ParasimError(f"model {self.name}: {f} must be a non-negative integer, got {v!r}")
@@ -90,6 +114,9 @@ class ModelSpec:
             object.__setattr__(self, "moe_ffn_hidden", self.ffn_hidden)
         if self.heads % self.kv_heads:
             raise ParasimError(f"model {self.name}: kv_heads {self.kv_heads} must divide heads {self.heads}")
+        if self.moe_shared_expert_hidden and not self.num_experts:
+            raise ParasimError(f"model {self.name}: shared experts (moe_shared_expert_hidden "
+                               f"{self.moe_shared_expert_hidden}) need num_experts > 0")
         if self.num_experts and not 1 <= self.moe_router_topk <= self.num_experts:
             raise ParasimError(f"model {self.name}: moe_router_topk {self.moe_router_topk} must be in "
                                f"1..num_experts = {self.num_experts}")
@@ -129,11 +156,45 @@ class ModelSpec:
 
     @property
     def head_dim(self) -> int:
-        return self.hidden // self.heads
+        return self.kv_channels or self.hidden // self.heads
 
     @property
     def kv_dim(self) -> int:
         return self.kv_heads * self.head_dim
+
+    @property
+    def multi_latent_attention(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def core_dims(self) -> tuple[int, int]:
+        """(query/key, value) head widths of the attention core."""
+        if self.multi_latent_attention:
+            return self.qk_head_dim + self.qk_pos_emb_head_dim, self.v_head_dim
+        return self.head_dim, self.head_dim
+
+    @property
+    def qkv_widths(self) -> tuple[int, int, int]:
+        """Widths of the query, key and value tensors the attention core reads (per token, all heads):
+        what context parallelism moves."""
+        qk, v = self.core_dims
+        if self.multi_latent_attention:
+            return self.heads * qk, self.heads * qk, self.heads * v
+        return self.heads * qk, self.kv_dim, self.kv_dim
+
+    def attention_linears(self) -> tuple[tuple[str, int, int, str], ...]:
+        """(name, in, out, split) of the attention's linear layers in execution order; split is
+        "column" (out / t), "row" (in / t) or "replicated" (module docstring)."""
+        h, a = self.hidden, self.heads
+        if self.multi_latent_attention:
+            qk, v = self.core_dims
+            q = ((("q_down", h, self.q_lora_rank, "replicated"), ("q_up", self.q_lora_rank, a * qk, "column"))
+                 if self.q_lora_rank else (("q", h, a * qk, "column"),))
+            return q + (("kv_down", h, self.kv_lora_rank + self.qk_pos_emb_head_dim, "replicated"),
+                        ("kv_up", self.kv_lora_rank, a * (self.qk_head_dim + v), "column"),
+                        ("proj", a * v, h, "row"))
+        hd = self.head_dim
+        return ("qkv", h, (a + 2 * self.kv_heads) * hd, "column"), ("proj", a * hd, h, "row")
 
     def padded_vocab(self, tp: int = 1) -> int:
         """V rounded up to a multiple of vocab_divisible_by x tp, as Megatron-LM pads it
@@ -169,9 +230,11 @@ class ModelSpec:
         return (3 if self.gated_mlp else 2) * h * f + ((f + h) if self.biases else 0)
 
     def attention_params(self) -> int:
-        """QKV h (h + 2 kv) + projection h^2, plus their biases for GPT."""
-        h, kv = self.hidden, self.kv_dim
-        return h * (h + 2 * kv) + h * h + ((h + 2 * kv) + h if self.biases else 0)
+        """The attention's linear layers (`attention_linears`: QKV h (h + 2 kv) + projection h^2 for
+        GPT), plus their biases for GPT, plus MLA's two latent norms."""
+        lin = self.attention_linears()
+        norms = self.q_lora_rank + self.kv_lora_rank if self.multi_latent_attention else 0
+        return sum(i * o for _n, i, o, _s in lin) + (sum(o for _n, _i, o, _s in lin) if self.biases else 0) + norms
 
     def layer_params(self) -> int:
         """Per layer: attention + MLP (num_experts experts and an h x E router with MoE) + two norms."""
@@ -179,6 +242,7 @@ class ModelSpec:
         norms = 2 * (2 * h if self.biases else h)
         if self.num_experts:
             mlp = self.num_experts * self.mlp_params(self.moe_ffn_hidden) + h * self.num_experts
+            mlp += self.mlp_params(self.moe_shared_expert_hidden) if self.moe_shared_expert_hidden else 0
         else:
             mlp = self.mlp_params()
         return self.attention_params() + mlp + norms
@@ -205,12 +269,14 @@ class ModelSpec:
         position table, the input lookup of an untied embedding, biases or norm scales (element-wise
         work, which no FLOP count of the hardware (Narayanan et al. 2021 eq. 3) includes either: so
         hfu >= mfu)."""
-        h, kv = self.hidden, self.kv_dim
+        h = self.hidden
         if self.num_experts:
-            mlp = self.moe_router_topk * (3 if self.gated_mlp else 2) * h * self.moe_ffn_hidden + h * self.num_experts
+            mlp = ((3 if self.gated_mlp else 2) * h * (self.moe_router_topk * self.moe_ffn_hidden
+                                                       + self.moe_shared_expert_hidden) + h * self.num_experts)
         else:
             mlp = (3 if self.gated_mlp else 2) * h * self.ffn_hidden
-        return self.layers * (h * (h + 2 * kv) + h * h + mlp) + self.vocab * h
+        attn = sum(i * o for _n, i, o, _s in self.attention_linears())
+        return self.layers * (attn + mlp) + self.vocab * h
 
     def model_flops_per_token(self, causal_attention_flops: bool = False) -> float:
         """PaLM (Chowdhery et al. 2022, App. B): 6 N + 12 L H Q T, H Q = h heads x head dim, T = s;

@@ -17,6 +17,19 @@ e = ep, k = --moe-router-topk, h hidden):
     allgather: an all-gather of the rank's hidden states over the etp x ep ranks (tp_ep group) and
       a reduce-scatter of the same size to combine;
   the backward runs each collective once more, mirrored (same bytes).
+Overlap (Megatron-Core; both off by default, as in Megatron-LM):
+- --overlap-moe-expert-parallel-comm (1F1B all-to-all overlap: a forward and a backward micro-batch
+  run merged, each one's dispatch / combine under the other's compute; DeepSeek-V3's DualPipe pairs
+  chunks the same way, Sec. 3.2.1): per layer and micro-batch, exposed = max(0, the layer's MoE
+  collectives, forward and backward - the layer's kernels, forward, backward and weight gradients)
+  (`exposed_moe_s`). The warm-up and cool-down micro-batches, which have no partner, are priced as
+  overlapped too; the SMs the communication kernels take are not priced. Megatron refuses it without
+  ep > 1, with the allgather dispatcher, with full recomputation, with pp > 1 and no virtual stages,
+  and together with --moe-shared-expert-overlap;
+- --moe-shared-expert-overlap: the shared experts' forward under the forward's dispatch + combine,
+  their input-gradient pass under the backward's (alltoall or flex only, as Megatron-Core checks).
+The event clock runs these collectives blocking: with either overlap the closed form names it in
+`leaves_out` ("moe-comm-overlap").
 Layout rules (refused with Megatron's own rule): etp x ep divides t c d per stage
 (`simulator.mesh.check_expert_layout`); ep divides the experts (arguments.py); etp divides the
 expert FFN width; expert-tensor groups smaller than tp need sequence parallelism (Megatron-Core's
@@ -88,14 +101,29 @@ def moe_collectives(model, cfg, assumptions) -> tuple[tuple[MoeCollective, ...],
     return a2a, a2a
 
 
+def exposed_moe_s(A, moe_fwd_s: float, passes: int, layer_s: float, shared_fwd_s: float, shared_b_s: float) -> float:
+    """Exposed seconds of one layer's MoE collectives per micro-batch (module docstring):
+    `moe_fwd_s` one forward pass's dispatch + combine, `passes` how many passes run them (2, or
+    3 with a fully recomputed forward), `layer_s` the layer's kernels, `shared_*_s` the shared
+    experts' forward and input-gradient kernels."""
+    if A.overlap_moe_comm:
+        return max(0.0, passes * moe_fwd_s - layer_s)
+    if A.shared_expert_overlap:
+        return (max(0.0, moe_fwd_s - shared_fwd_s) * (passes - 1) + max(0.0, moe_fwd_s - shared_b_s))
+    return passes * moe_fwd_s
+
+
 def moe_group(cfg, name: str, tp_index: int = 0, stage: int = 0) -> list[int]:
     """The ranks of a `MoeCollective.group` for this rank."""
     return {"ep": cfg.ep_group, "etp": cfg.etp_group, "tp_ep": cfg.tp_ep_group}[name](tp_index, stage)
 
 
 def check_moe(model, cfg, assumptions=None) -> None:
-    """The layout rules of the module docstring, each refused with its rule and numbers."""
+    """The layout and overlap rules of the module docstring, each refused with its rule and numbers."""
     experts = getattr(model, "num_experts", 0)
+    if assumptions is not None and (assumptions.overlap_moe_comm or assumptions.shared_expert_overlap) \
+            and not experts:
+        raise ParasimError("the MoE overlap options need a mixture-of-experts model (num_experts > 0)")
     if (cfg.ep > 1 or cfg.etp is not None and cfg.etp != cfg.tp) and not experts:
         raise ParasimError(f"expert parallelism ep={cfg.ep}, etp={cfg.expert_tp} needs a mixture-of-experts model "
                            f"(num_experts > 0)")
@@ -110,9 +138,24 @@ def check_moe(model, cfg, assumptions=None) -> None:
         raise ParasimError(f"MoE with tp={cfg.tp} and etp={cfg.expert_tp} needs sequence parallelism "
                            f"(Megatron-Core's MoELayer refuses MoE with tensor parallelism and without sequence "
                            f"parallelism in training)")
-    if assumptions is not None and assumptions.moe_token_dispatcher not in DISPATCHERS:
-        raise ParasimError(f"unknown moe_token_dispatcher {assumptions.moe_token_dispatcher!r}; known "
-                           f"{', '.join(DISPATCHERS)}")
+    if assumptions is None:
+        return
+    A = assumptions
+    if A.overlap_moe_comm:          # Megatron-Core TransformerConfig.__post_init__
+        rules = ((cfg.ep > 1, "is only supported with expert model parallelism (ep > 1)"),
+                 (A.moe_token_dispatcher != "allgather", "is supported with the alltoall/flex token dispatcher"),
+                 (cfg.recompute != "full", "needs full recomputation disabled"),
+                 (cfg.pp == 1 or cfg.virtual_stages > 1, "needs virtual pipeline stages when pp > 1"),
+                 (not A.shared_expert_overlap, "cannot be combined with --moe-shared-expert-overlap"))
+        for ok, rule in rules:
+            if not ok:
+                raise ParasimError(f"--overlap-moe-expert-parallel-comm {rule} (Megatron-Core), here ep={cfg.ep}, "
+                                   f"dispatcher {A.moe_token_dispatcher}, recompute {cfg.recompute}, pp={cfg.pp}, "
+                                   f"v={cfg.virtual_stages}")
+    if A.shared_expert_overlap and (A.moe_token_dispatcher == "allgather" or not model.moe_shared_expert_hidden):
+        raise ParasimError("--moe-shared-expert-overlap only works with shared experts "
+                           "(--moe-shared-expert-intermediate-size) and the alltoall or flex token dispatcher "
+                           "(Megatron-Core)")
 
 
 def moe_layouts(model, gpus: int, tp: int = 1, cp: int = 1, pp: int = 1) -> list[tuple[int, int]]:
@@ -132,3 +175,81 @@ def moe_layouts(model, gpus: int, tp: int = 1, cp: int = 1, pp: int = 1) -> list
             if per_stage % (etp * ep) == 0:
                 out.append((ep, etp))
     return out
+
+
+def moe_layer_pattern(text: str, layers: int) -> tuple[int, ...]:
+    """Megatron-LM's --moe-layer-freq as a 0/1 tuple per layer (1: MoE), read without evaluating it:
+    an integer N (layer i is MoE when i % N == 0) or a list expression of [0/1, ...] lists joined by
+    + and repeated by * (e.g. "([0]*3+[1]*58)"), whose length must be the layer count."""
+    text = str(text).strip()
+    if text.isdigit():
+        n = int(text)
+        if n < 1:
+            raise ParasimError(f"--moe-layer-freq must be a positive integer or a pattern, got {text!r}")
+        return tuple(int(i % n == 0) for i in range(layers))
+    toks = [t for t in _tokens(text)]
+    pos, out = _expr(toks, 0, text)
+    if pos != len(toks):
+        raise ParasimError(f"--moe-layer-freq {text!r}: unexpected {toks[pos]!r}")
+    if len(out) != layers or set(out) - {0, 1}:
+        raise ParasimError(f"--moe-layer-freq {text!r} gives {len(out)} entries of {sorted(set(out))}; it must give "
+                           f"one 0 or 1 per layer ({layers})")
+    return tuple(out)
+
+
+def _tokens(text: str):
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch.isspace():
+            i += 1
+        elif ch.isdigit():
+            j = i
+            while j < len(text) and text[j].isdigit():
+                j += 1
+            yield text[i:j]
+            i = j
+        elif ch in "[](),+*":
+            yield ch
+            i += 1
+        else:
+            raise ParasimError(f"--moe-layer-freq {text!r}: {ch!r} is not part of a layer pattern "
+                               f"(integers, [ ], ( ), +, *)")
+
+
+def _expr(toks, pos, text):
+    pos, out = _term(toks, pos, text)
+    while pos < len(toks) and toks[pos] == "+":
+        pos, more = _term(toks, pos + 1, text)
+        out = out + more
+    return pos, out
+
+
+def _term(toks, pos, text):
+    if pos >= len(toks):
+        raise ParasimError(f"--moe-layer-freq {text!r} ends too early")
+    if toks[pos] == "(":
+        pos, out = _expr(toks, pos + 1, text)
+        if pos >= len(toks) or toks[pos] != ")":
+            raise ParasimError(f"--moe-layer-freq {text!r}: missing )")
+        pos += 1
+    elif toks[pos] == "[":
+        out, pos = [], pos + 1
+        while pos < len(toks) and toks[pos] != "]":
+            if not toks[pos].isdigit():
+                raise ParasimError(f"--moe-layer-freq {text!r}: expected a number, got {toks[pos]!r}")
+            out.append(int(toks[pos]))
+            pos += 1
+            if pos < len(toks) and toks[pos] == ",":
+                pos += 1
+        if pos >= len(toks):
+            raise ParasimError(f"--moe-layer-freq {text!r}: missing ]")
+        pos += 1
+    else:
+        raise ParasimError(f"--moe-layer-freq {text!r}: unexpected {toks[pos]!r}")
+    while pos < len(toks) and toks[pos] == "*":
+        if pos + 1 >= len(toks) or not toks[pos + 1].isdigit() or int(toks[pos + 1]) > 100_000:
+            raise ParasimError(f"--moe-layer-freq {text!r}: * takes a repeat count up to 100000")
+        out, pos = out * int(toks[pos + 1]), pos + 2
+    return pos, out
+

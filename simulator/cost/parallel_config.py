@@ -23,7 +23,8 @@ Bad combinations are refused with the rule and the numbers (`stage_layers`).
 
 ZeRO-2/3 with a pipeline is refused as DeepSpeed refuses it ("ZeRO-2 and ZeRO-3 are incompatible
 with pipeline parallelism", deepspeed/runtime/pipe/engine.py): gradients would be partitioned and
-reduced at every micro-batch of every stage.
+reduced at every micro-batch of every stage. As FSDP (`fsdp` fsdp2 / megatron_fsdp,
+`simulator.cost.fsdp`) it composes with a pipeline, as torchtitan trains FSDP x TP x PP.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.cost.assumptions import MODERN, PRECISION, Assumptions  # noqa: F401  (their home; kept importable here)
+from simulator.cost.fsdp import check_fsdp
 from simulator.errors import ParasimError
 from simulator.parallel.degrees import Parallelism, check_positive
 from simulator.parallel.schedule_registry import schedule_spec
@@ -66,6 +68,8 @@ class ParallelConfig:
     last_stage_layers: int | None = DEFAULTS["last_stage_layers"]    # Megatron --decoder-last-pipeline-num-layers
     cp_comm_type: str = DEFAULTS["cp_comm_type"]      # p2p (ring attention) | a2a (Ulysses), Megatron --cp-comm-type
     balance_embedding: bool = DEFAULTS["balance_embedding"]  # embedding and LM head count as a layer each
+    fsdp: str = DEFAULTS["fsdp"]                      # none | fsdp2 | megatron_fsdp: how ZeRO-3 shards (`cost.fsdp`)
+    reshard_after_forward: str = DEFAULTS["reshard_after_forward"]  # default | always | never (torchtitan)
 
     def __post_init__(self):
         if self.global_batch is None and isinstance(self.micro_batch_size, int) and isinstance(self.dp, int):
@@ -85,10 +89,15 @@ class ParallelConfig:
             dp=self.dp, tp=self.tp, pp=self.pp, cp=self.cp, ep=self.ep, microbatches=self.microbatches,
             virtual_stages=self.virtual_stages, schedule=self.schedule, zero_stage=self.zero_stage,
             recompute=self.recompute, sequence_parallel=self.sequence_parallel, etp=self.etp))
-        if self.zero_stage >= 2 and self.pp > 1:
+        check_fsdp(self)
+        if self.zero_stage >= 2 and self.pp > 1 and self.fsdp == "none":
             raise ParasimError(f"ZeRO stage {self.zero_stage} with pp={self.pp} pipeline stages is refused, as "
                                f"DeepSpeed refuses it: ZeRO-2/3 partition gradients, which a pipeline accumulates "
-                               f"over its micro-batches; use ZeRO-1 (the distributed optimizer) with a pipeline")
+                               f"over its micro-batches; use ZeRO-1 (the distributed optimizer) with a pipeline, "
+                               f"or FSDP (fsdp=fsdp2 or megatron_fsdp), which composes with one")
+        if self.fsdp != "none" and self.ep > 1:
+            raise ParasimError(f"FSDP ({self.fsdp}) with expert parallelism ep={self.ep} is not priced yet: the "
+                               f"experts' units would shard over the expert-data-parallel group")
         if self.cp_comm_type not in CP_COMM_TYPES:
             raise ParasimError(f"unknown cp_comm_type {self.cp_comm_type!r}; known {', '.join(CP_COMM_TYPES)}")
 
@@ -232,6 +241,8 @@ class ParallelConfig:
             v += f", layers first/last {self.first_stage_layers}/{self.last_stage_layers}"
         if self.balance_embedding:
             v += ", embedding/head balanced"
+        fsdp = "" if self.fsdp == "none" else f" {self.fsdp}" + (
+            "" if self.reshard_after_forward == "default" else f" reshard {self.reshard_after_forward}")
         return (f"Parallel(t={self.tp}{sp}{cp}, p={self.pp}, d={self.dp}{ep}, b={self.micro_batch_size}, "
                 f"B={self.global_batch}, m={self.microbatches}, {self.schedule}{v}, "
-                f"recompute={self.recompute}, zero={self.zero_stage})")
+                f"recompute={self.recompute}, zero={self.zero_stage}{fsdp})")

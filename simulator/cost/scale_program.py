@@ -20,7 +20,12 @@ data-parallel replica of (t, p, d, b, B, schedule, v, recompute, SP, ZeRO):
     DDP buckets; Megatron's overlap_grad_reduce). ZeRO 0: all-reduce of fp32 gradients; 1-2:
     reduce-scatter, then all-gather of 16-bit parameters after the optimizer; 3: + a second
     all-gather (the forward's parameter gathers, placed at the step boundary as in the closed form).
-  tied embeddings (p > 1): all-reduce of the embedding gradient between the first and last stage.
+  FSDP (`fsdp` fsdp2 / megatron_fsdp, `simulator.cost.fsdp`): each layer, the embedding and the
+    output layer are units, gathered as `fsdp.gather_flags` says (one unit ahead with prefetch) and
+    reduce-scattered one by one after their backward (`grad_buckets`).
+  the input embedding's gradient joins the last bucket (untied or p = 1, not FSDP); tied embeddings
+    (p > 1): all-reduce of the embedding gradient between the first and last stage, then its reduction.
+  parameters per tensor rank (gradients, gathers, optimizer): `rank_params`, shared with the closed form.
   optimizer: Adam, memory-bound, 30 bytes per (sharded) parameter (`analytic.ADAM_BYTES_PER_PARAM`).
 
 The data-parallel collectives are one-member collectives tagged "dp" that the device model prices
@@ -34,10 +39,18 @@ differ is listed in docs/ARCHITECTURE.md ("The training step, compiled twice").
 from __future__ import annotations
 
 from simulator.cost.analytic import ADAM_BYTES_PER_PARAM
+from simulator.cost.fsdp import gather_flags, is_fsdp, overlaps, reduce_every_microbatch
 from simulator.cost.grad_buckets import GradBuckets
 from simulator.cost.model_presets import ModelSpec
 from simulator.cost.moe import check_moe, moe_collectives, moe_group
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
+from simulator.cost.rank_params import (
+    ends_params_on_rank,
+    head_params_on_rank,
+    layer_params_on_rank,
+    stage_params_on_rank,
+)
+from simulator.cost.scale_gather import gather_layer, gathered
 from simulator.cost.scale_kernels import (
     Kernel,
     LayerKernels,
@@ -72,29 +85,36 @@ class _Emitter:
         self.logits, self.optimizer = logits, optimizer
         p, v = cfg.pp, cfg.virtual_stages
         self.S, self.chunks = p * v, cfg.chunk_layers(model.layers)
-        self.per_mb_grads = cfg.zero_stage >= 2          # DeepSpeed reduces at every micro-batch
+        # FSDP (`simulator.cost.fsdp`): one unit per layer; DeepSpeed ZeRO-2/3 reduce at every micro-batch
+        self.fsdp = is_fsdp(cfg) and cfg.dp * cfg.cp > 1
+        self.per_mb_grads = reduce_every_microbatch(cfg)
+        self.prefetch, self.rs_overlap = overlaps(cfg, A) if self.fsdp else (A.overlap_param_gather, overlap)
+        if self.fsdp:
+            self.overlap = self.rs_overlap
         self.act = activation_nbytes(model, cfg, A.dtype)
         self.p2p = self.act // cfg.tp
-        experts = getattr(model, "num_experts", 0)
-        expert = experts * model.mlp_params(model.moe_ffn_hidden) if experts else 0
-        self.expert_local = expert / (cfg.ep * cfg.expert_tp)
-        self.layer_local = (model.layer_params() - expert) / cfg.tp + self.expert_local   # this rank's share
+        dense, self.expert_local = layer_params_on_rank(model, cfg.tp, cfg.ep, cfg.expert_tp)   # this rank's share
+        self.layer_local = dense + self.expert_local
         self.layer_grad = A.grad_reduce_bytes * self.layer_local
         # the experts' share of it is averaged over the expert-data-parallel group (tag "edp",
         # `ParallelConfig.edp_group`), as the closed form does
         self.expert_dp = cfg.gpus // cfg.pp // (cfg.ep * cfg.expert_tp)
         # ZeRO-3 with full recomputation: elements of a layer gathered a third time (`zero3_fetch`)
-        self.regather = zero3_pass(model, cfg.tp, cfg.ep, 1, 0, cfg.recompute, A.stage3_max_reuse_distance)[1]
+        self.regather = 0 if self.fsdp else zero3_pass(model, cfg.tp, cfg.ep, 1, 0, cfg.recompute,
+                                                       A.stage3_max_reuse_distance)[1]
         T = cfg.micro_batch_size * model.seq / cfg.cp
-        self.kv_local = int(2 * 2 * T * model.kv_dim / cfg.tp)                        # K and V, 16-bit
-        self.qkv_a2a = int(2 * T * (model.hidden + 2 * model.kv_dim) / cfg.tp)
+        self.kv_local = int(2 * T * sum(model.qkv_widths[1:]) / cfg.tp)               # K and V, 16-bit
+        self.qkv_a2a = int(2 * T * sum(model.qkv_widths) / cfg.tp)
         self.out_a2a = int(2 * T * model.hidden / cfg.tp)
         self.moe_dispatch, self.moe_combine = moe_collectives(model, cfg, A)    # `cost.moe`
         self._needs: tuple = ()       # outputs of overlapped CP collectives the next compute waits for
-        self.emb_params = padded_vocab(model, cfg.tp) * model.hidden / cfg.tp
+        self.emb_params = padded_vocab(model, cfg.tp) * model.hidden / cfg.tp     # the vocabulary matrix
+        self.head_params = head_params_on_rank(model, cfg.tp)       # + the final norm
         # an untied output layer's gradient is complete after the last micro-batch's logits backward:
         # it joins the first bucket (Megatron's DDP buckets), not the step's tail
-        self.head_bucketed = logits and not model.tied_embeddings and not self.per_mb_grads
+        self.head_bucketed = logits and not model.tied_embeddings and not self.per_mb_grads and not self.fsdp
+        # FSDP: the output layer is a unit of its own on the last device (not the tied p = 1 embedding)
+        self.head_unit = self.fsdp and logits and (cfg.pp > 1 or not model.tied_embeddings)
         K = kernels
         self._priced: dict = {}      # kernel -> (flops, nbytes, attrs), shared by its instructions
         self.bw = {K.mlp_b: K.mlp_b + K.mlp_w, K.attn_b: K.attn_b + K.attn_w}   # fused B + W
@@ -140,36 +160,6 @@ class _Emitter:
             n = len(moe_group(self.cfg, c.group)) if c.kind == "all_gather" else 1
             self.group_comm(out, r, x, j, c.group, c.kind, int(c.nbytes / n))
 
-    def gather_layer(self, out, r, c, l, j, which, elements=None) -> tuple:
-        """ZeRO-3: all-gather one layer's 16-bit parameters (or `elements` of them) over the
-        data-parallel group before its forward and again before its backward (non-blocking =
-        prefetched, `overlap_param_gather`). One collective per layer: the closed form adds the
-        latency of DeepSpeed's per-sub-module fetches (`zero3_fetch`)."""
-        elements = self.layer_local if elements is None else elements
-        if self.cfg.zero_stage < 3 or self.cfg.dp * self.cfg.cp == 1 or not elements:
-            return ()
-        w = f"w{which}{c}.{l}.{j}"
-        out.append(Collective("all_gather", "params", w, (r,), tag="dp", microbatch=j,
-                              nbytes=int(2 * elements / (self.cfg.dp * self.cfg.cp)),
-                              blocking=not self.A.overlap_param_gather))
-        return (w,)
-
-    def gathered(self, out, r, c, j, which, order):
-        """Per layer of `order`, the gathered parameters its compute needs; with prefetch
-        (`overlap_param_gather`) the next layer's gather is issued before this layer computes, so
-        a gradient reduce-scatter queued on the same stream does not delay it (DeepSpeed / FSDP)."""
-        order = list(order)
-        if not self.A.overlap_param_gather:
-            for l in order:
-                yield l, self.gather_layer(out, r, c, l, j, which)
-            return
-        nxt = self.gather_layer(out, r, c, order[0], j, which) if order else ()
-        for i, l in enumerate(order):
-            cur = nxt
-            if i + 1 < len(order):
-                nxt = self.gather_layer(out, r, c, order[i + 1], j, which)
-            yield l, cur
-
     def grad_name(self, c, l, j) -> str:
         return f"grad{c}.{l}.{j}" if self.per_mb_grads else f"grad{c}.{l}"
 
@@ -209,22 +199,32 @@ class _Emitter:
         self.tp_comm(out, r, x, j, self.tp_pair())
 
     # ---- actions ------------------------------------------------------------------------------
-    def forward(self, out, k, r, j, c):
+    def forward(self, out, k, r, j, c, gather=True):
         s, p, w = c * self.cfg.pp + k, self.cfg.pp, self.w
         x = f"a{s}.{j}"
         if s > 0:
             self.recv(out, r, x, ((s - 1) % p) * w + r % w, f"f{s}.{j}", j)
-        for l, needs in self.gathered(out, r, c, j, "f", range(self.chunks[s])):
-            self.layer_fwd(out, r, x, j, s, l, needs=needs)
+        units: list = list(range(self.chunks[s]))
+        if self.fsdp:      # the embedding and output layer are FSDP units too
+            units = ["emb"] * (s == 0) + units + ["head"] * (s == self.S - 1 and self.head_unit)
+        carry = head = ()
+        for l, needs in gathered(self, out, r, c, j, "f", units, x if self.fsdp else "params", gather):
+            if l == "emb":
+                carry = needs
+            elif l == "head":
+                head = needs
+            else:
+                self.layer_fwd(out, r, x, j, s, l, needs=needs + carry)
+                carry = ()
         if s == self.S - 1:
             if self.logits:
-                self.comp(out, self.K.logits_fwd, x, "forward", j, f"F{j} logits")
+                self.comp(out, self.K.logits_fwd, x, "forward", j, f"F{j} logits", needs=head)
         else:
             out.append(Send(x, ((s + 1) % p) * w + r % w, f"f{s + 1}.{j}", self.p2p, j))
 
-    def backward(self, out, k, r, j, c, kind, grads_done, last):
+    def backward(self, out, k, r, j, c, kind, grads_done, last, gather=True):
         """kind BW (input and weight gradients) or B (input gradients only); `last`: the
-        micro-batch that completes the gradients (`is_last`)."""
+        micro-batch that completes the gradients (`is_last`); `gather`: FSDP gathers the units."""
         s, p, w = c * self.cfg.pp + k, self.cfg.pp, self.w
         g = f"g{s}.{j}"
         last_mb = kind == "BW" and last
@@ -236,12 +236,13 @@ class _Emitter:
             out.append(Compute(kern.name, (f"a{s}.{j}",), (g,) + (("grad_head",) if head else ()), kern.flops,
                                int(kern.nbytes()), {"kernel": kern}, "backward", j, f"B{j} logits"))
             if head:
-                grads_done(out, r, None, None, j, "grad_head", self.A.grad_reduce_bytes * self.emb_params)
-        for l, needs in self.gathered(out, r, c, j, "b", reversed(range(self.chunks[s]))):
+                grads_done(out, r, None, None, j, "grad_head", self.A.grad_reduce_bytes * self.head_params)
+        x = g if self.fsdp else "params"
+        for l, needs in gathered(self, out, r, c, j, "b", reversed(range(self.chunks[s])), x, gather):
             if self.cfg.recompute == "full":
                 self.layer_fwd(out, r, g, j, s, l, label="R", needs=needs)
                 # the sub-modules DeepSpeed released after the recomputed forward (`zero3_fetch`)
-                needs = needs + self.gather_layer(out, r, c, l, j, "3", self.regather)
+                needs = needs + gather_layer(self, out, r, c, l, j, "3", self.regather)
             for kb, kw in ((self.K.mlp_b, self.K.mlp_w), (self.K.attn_b, self.K.attn_w)):
                 kern = self.bw[kb] if kind == "BW" else kb
                 done = (self.grad_name(c, l, j),) if last_mb and kb is self.K.attn_b else ()
@@ -255,7 +256,10 @@ class _Emitter:
                 elif self.cfg.cp_comm_type == "a2a":
                     self.attn_comm(out, r, g, j, "after")
                 self.tp_comm(out, r, g, j, self.tp_pair())
-            if last_mb:
+            if last_mb and not (self.fsdp and not self.per_mb_grads):
+                grads_done(out, r, c, l, j)
+        if last_mb and self.fsdp and not self.per_mb_grads:   # pipelined FSDP2: after the stage's last backward
+            for l in reversed(range(self.chunks[s])):
                 grads_done(out, r, c, l, j)
         if s > 0:
             out.append(Send(g, ((s - 1) % p) * w + r % w, f"b{s - 1}.{j}", self.p2p, j))
@@ -267,7 +271,7 @@ class _Emitter:
             head = last_mb and self.head_bucketed
             self.comp(out, self.K.logits_w, f"g{s}.{j}", "wgrad", j, f"W{j} logits", ("grad_head",) if head else ())
             if head:
-                grads_done(out, r, None, None, j, "grad_head", self.A.grad_reduce_bytes * self.emb_params)
+                grads_done(out, r, None, None, j, "grad_head", self.A.grad_reduce_bytes * self.head_params)
         for l in reversed(range(self.chunks[s])):
             for kern in (self.K.mlp_w, self.K.attn_w):
                 done = (self.grad_name(c, l, j),) if last_mb and kern is self.K.attn_w else ()
@@ -281,11 +285,17 @@ class _Emitter:
         DeepSpeed reduces per micro-batch)?"""
         return j == self.cfg.microbatches - 1 or self.per_mb_grads
 
+    def gathers(self, actions) -> list[bool]:
+        """Per schedule action: does it gather its chunk's parameters (`fsdp.gather_flags`)?"""
+        if not self.fsdp:
+            return [True] * len(actions)
+        return gather_flags(self.cfg, [(a.kind, a.chunk) for a in actions])
+
     def device(self, k: int, r: int, actions) -> list:
         out, buckets = [], GradBuckets(self, r)
         self.prologue(out, r)
-        for a in actions:
-            self.action(out, k, r, a.kind, a.microbatch, a.chunk, self.is_last(a.microbatch), buckets)
+        for a, gather in zip(actions, self.gathers(actions)):
+            self.action(out, k, r, a.kind, a.microbatch, a.chunk, self.is_last(a.microbatch), buckets, gather)
         self.epilogue(out, k, r, buckets)
         return out
 
@@ -296,35 +306,41 @@ class _Emitter:
             # the previous step's parameter all-gather, overlapping this step's first forward
             self.param_gather(out, r // self.w, r, "params_next", blocking=False)
 
-    def action(self, out, k, r, kind, j, c, last, buckets) -> None:
+    def action(self, out, k, r, kind, j, c, last, buckets, gather=True) -> None:
         """One schedule action (F, BW, B or W) of micro-batch j, chunk c."""
         if kind == "F":
-            self.forward(out, k, r, j, c)
+            self.forward(out, k, r, j, c, gather)
         elif kind in ("BW", "B"):
-            self.backward(out, k, r, j, c, kind, buckets.done, last)
+            self.backward(out, k, r, j, c, kind, buckets.done, last, gather)
         else:
             self.wgrad(out, r, j, c, buckets.done, last)
 
     def epilogue(self, out, k, r, buckets) -> None:
-        """The last bucket, the embedding gradient, the optimizer and ZeRO's parameter gather."""
+        """The embedding gradient, the last bucket, the optimizer and ZeRO's parameter gather."""
         cfg = self.cfg
         d, zero = cfg.dp * cfg.cp, cfg.zero_stage
-        buckets.flush(out, force=True)
         holds_emb = k == 0 or k == cfg.pp - 1
         params = self._params(k)
+        emb, tied = "emb", cfg.pp > 1 and self.model.tied_embeddings
+        # the ends' gradients not in a bucket yet (the input embedding's, a tied or p = 1 head's)
+        left = ends_params_on_rank(self.model, cfg.tp, k, cfg.pp) - (k == cfg.pp - 1 and self.head_bucketed) * self.head_params
         if holds_emb:
-            emb, tied = "emb", cfg.pp > 1 and self.model.tied_embeddings
             out.append(Compute("embedding_grad", (), ("tied" if tied else emb,), 0.0, 0,
                                {"kernel": Kernel("embedding_grad")}, "backward", None, "embedding grad"))
-            if tied:   # first and last stage sum their copies of the tied embedding's gradient
-                pair = (r % self.w, (cfg.pp - 1) * self.w + r % self.w)
-                out.append(Collective("all_reduce", "tied", emb, pair,
-                                      nbytes=int(self.A.grad_reduce_bytes * self.emb_params), tag="emb"))
-            left = self._heads(k) - (k == cfg.pp - 1 and self.head_bucketed)   # the input embedding's
-            if d > 1 and left:
-                out.append(Collective(buckets.kind, emb, emb, (r,),
-                                      nbytes=int(self.A.grad_reduce_bytes * self.emb_params * left),
-                                      blocking=not self.overlap, tag="dp"))
+        own = holds_emb and (tied or self.fsdp)    # reduced on its own, after the last bucket
+        if holds_emb and not own and d > 1:
+            # complete after the first layer's backward: it joins the last bucket (Megatron's DDP
+            # buckets; the runnable GradSync)
+            buckets.done(out, r, None, None, None, emb, self.A.grad_reduce_bytes * left)
+        buckets.flush(out, force=True)
+        if holds_emb and tied:    # first and last stage sum their copies of the tied embedding's gradient
+            pair = (r % self.w, (cfg.pp - 1) * self.w + r % self.w)
+            out.append(Collective("all_reduce", "tied", emb, pair,
+                                  nbytes=int(self.A.grad_reduce_bytes * self.emb_params), tag="emb"))
+        if own and d > 1 and left > 0:
+            out.append(Collective(buckets.kind, emb, emb, (r,), nbytes=int(self.A.grad_reduce_bytes * left),
+                                  blocking=not self.overlap, tag="dp"))
+        if own or (holds_emb and d == 1):
             buckets.names.append(emb)
         if self.optimizer:
             shard = d if zero >= 1 else 1
@@ -345,18 +361,14 @@ class _Emitter:
                                       blocking=blocking))
 
     def _params(self, k: int) -> float:
-        """Parameters of pipeline device k on one TP rank: its layers, and the embedding / LM head."""
-        return self._layers(k) * self.layer_local + self._heads(k) * self.emb_params
+        """Parameters of pipeline device k on one TP rank: its layers, and the embedding / LM head
+        (`rank_params`, shared with the closed form)."""
+        cfg = self.cfg
+        return sum(stage_params_on_rank(self.model, cfg.tp, cfg.ep, self._layers(k), k, cfg.pp, cfg.expert_tp))
 
     def _layers(self, k: int) -> int:
         """Layers of pipeline device k, over its chunks."""
         return sum(self.chunks[c * self.cfg.pp + k] for c in range(self.cfg.virtual_stages))
-
-    def _heads(self, k: int) -> int:
-        """Vocabulary matrices on pipeline device k: the embedding on the first, the output layer
-        on the last (one device holds both when p = 1 and they are untied), as `analytic`."""
-        p = self.cfg.pp
-        return (k == 0) + (k == p - 1 and (p > 1 or not self.model.tied_embeddings))
 
 
 def build_scale_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumptions | None = None, *,
@@ -395,17 +407,17 @@ def _columns(em: _Emitter, sched, n: int):
             blocks: list = [[]]
             em.prologue(blocks[0], r)
             which, js = [0], [0]
-            for a in sched.actions[k]:
+            for a, gather in zip(sched.actions[k], em.gathers(sched.actions[k])):
                 if a.kind in ("BW", "W") and em.is_last(a.microbatch):
                     blocks.append([])
-                    em.action(blocks[-1], k, r, a.kind, J, a.chunk, True, buckets)
+                    em.action(blocks[-1], k, r, a.kind, J, a.chunk, True, buckets, gather)
                     t = len(blocks) - 1
                 else:
-                    t = cache.get((a.kind, a.chunk))
+                    t = cache.get((a.kind, a.chunk, gather))
                     if t is None:
-                        t = cache[(a.kind, a.chunk)] = len(blocks)
+                        t = cache[(a.kind, a.chunk, gather)] = len(blocks)
                         blocks.append([])
-                        em.action(blocks[-1], k, r, a.kind, J, a.chunk, False, buckets)   # not last: no bucket
+                        em.action(blocks[-1], k, r, a.kind, J, a.chunk, False, buckets, gather)   # not last: no bucket
                 which.append(t)
                 js.append(a.microbatch)
             blocks.append([])

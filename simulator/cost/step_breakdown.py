@@ -31,6 +31,7 @@ from types import MappingProxyType
 
 import numpy as np
 
+from simulator.cost.fsdp import is_fsdp
 from simulator.trace import priority_partition
 from simulator.trace_columns import LANE_NAMES
 
@@ -166,6 +167,9 @@ LEAVES_OUT = MappingProxyType({
                             "each micro-batch's reduction as one sum; the clock issues one collective per layer",
     "tp-comm-overlap": "--tp-comm-overlap: the closed form hides tensor-parallel collectives under the layer's "
                        "weight-gradient GEMMs; the clock's program runs them blocking",
+    "moe-comm-overlap": "--overlap-moe-expert-parallel-comm / --moe-shared-expert-overlap: the closed form hides "
+                        "the MoE dispatch and combine under the paired micro-batch's (or the shared experts') "
+                        "kernels (`cost.moe.exposed_moe_s`); the clock's program runs them blocking",
 })
 
 
@@ -177,8 +181,10 @@ def closed_form_leaves_out(cfg, A) -> tuple[str, ...]:
         out.append("ring-attention-overlap")
     if dp > 1 and A.overlap_grad_reduce and cfg.zero_stage < 2:
         out.append("gradient-bucket-tail")
-    if dp > 1 and cfg.zero_stage >= 2:
+    if dp > 1 and cfg.zero_stage >= 2 and not is_fsdp(cfg):     # FSDP's per-layer units: both models alike
         out.append("zero-per-micro-batch")
     if cfg.tp > 1 and A.overlap_tp_comm:
         out.append("tp-comm-overlap")
+    if A.overlap_moe_comm or A.shared_expert_overlap:
+        out.append("moe-comm-overlap")
     return tuple(out)

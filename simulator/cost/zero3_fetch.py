@@ -37,11 +37,12 @@ def linear_sizes(model: ModelSpec, tp: int = 1, ep: int = 1) -> tuple[float, ...
     """Elements of the gathered sub-modules of one layer in execution order (QKV, projection,
     MLP in, MLP out), on one tensor-parallel rank; an MoE layer's experts as one grouped in / out
     pair (Megatron-Core's grouped MLP) holding this rank's E / ep experts."""
-    h, kv, f = model.hidden, model.kv_dim, model.ffn_hidden
+    h, f = model.hidden, model.ffn_hidden
     experts = getattr(model, "num_experts", 0)
     n_mlp, width = (experts / ep, model.moe_ffn_hidden) if experts else (1, f)
     up = (2 if model.gated_mlp else 1) * h * width * n_mlp
-    sizes = (h * (h + 2 * kv), h * h, up, width * h * n_mlp)
+    attn = tuple(i * o for _n, i, o, _s in model.attention_linears())
+    sizes = attn + (up, width * h * n_mlp)
     return tuple(x / tp for x in sizes if x / tp >= STAGE3_PARAM_PERSISTENCE_THRESHOLD)
 
 

@@ -1,0 +1,212 @@
+"""FSDP as PyTorch FSDP2 (`fully_shard`) and Megatron-FSDP run it: the rules both cost models read.
+
+ZeRO-3 (`zero_stage=3`) with `fsdp` = "fsdp2" or "megatron_fsdp" (`simulator.vocabulary`):
+
+Units. Every transformer layer is one FSDP unit (torchtitan `apply_fsdp` wraps each block; the
+embedding and the final norm + output layer are units of their own). A unit's parameters are
+all-gathered as ONE collective of 2 P_u / (d c) bytes per rank (FSDP2 `FSDPParamGroup`: one
+all-gather per group; DeepSpeed instead gathers each sub-module, `zero3_fetch`), and its
+gradients reduce-scattered as one collective of `grad_reduce_bytes` x P_u (FSDP2's
+`reduce_dtype`, torchtitan `mixed_precision_reduce` = float32).
+
+Parameters (`gather_flags`, per layer chunk, in the order of the device's schedule actions):
+  before a forward the unit is gathered unless it is still unsharded; after the forward it is
+  resharded when `reshard_after_forward` (torchtitan `fsdp_reshard_after_forward`: "default" is on
+  without a pipeline and off with one, torchtitan `get_fsdp_reshard_after_forward_policy`,
+  "always", "never"; Megatron `--torch-fsdp2-no-reshard-after-forward`); a backward gathers it
+  unless still unsharded, and reshards it after, except under a pipeline: torch.distributed.
+  pipelining runs every backward but the last with `set_reshard_after_backward(False)` and
+  `set_requires_gradient_sync(False)` (torch/distributed/pipelining/stage.py,
+  `backward_maybe_with_nosync`), so the parameters stay unsharded to the end of the step.
+  The output layer is gathered with the forward and not resharded before its backward (they are
+  adjacent; torchtitan does not reshard the last unit). Full recomputation re-runs the forward
+  inside the unit's backward, after its gather: no third gather (unlike DeepSpeed).
+Gradients (`reduce_every_microbatch`): FSDP2 reduce-scatters every unit after every backward
+  (its default `requires_gradient_sync=True`; `set_requires_gradient_sync(False)` on all but the
+  last micro-batch changes it, which torch's pipelining does: with a pipeline every unit is
+  reduce-scattered once per step, after the stage's last backward, and the unsharded gradients
+  accumulate in `reduce_dtype` until then). Megatron-FSDP reduce-scatters after every backward
+  with optim_grads / optim_grads_params whatever `no_sync` says (megatron_fsdp.py: "For grads
+  shard mode there will actually always be gradient sync happening").
+Overlap (`overlaps`): FSDP2 runs its all-gathers and reduce-scatters on their own streams and
+  prefetches the next unit (implicit forward prefetch, backward prefetch): always on.
+  Megatron-FSDP does so with `--overlap-param-gather` / `--overlap-grad-reduce` (the vocabulary's
+  `overlap_param_gather` / `overlap_grad_reduce`). The prefetch is one unit deep: unit i + 1's
+  gather starts once unit i - 1's compute is done, so it overlaps unit i's compute (FSDP2 frees
+  a gathered unit before the one after next is gathered; Zhao et al. 2023, PyTorch FSDP, Sec. 4.3,
+  rate limiter). The embedding and output units' gradients are reduce-scattered once per step with
+  the optimizer (priced so in both models; FSDP2 reduces them per micro-batch like the layers).
+
+Memory (`fsdp_buffer_bytes`, per rank, beyond the sharded parameters, gradients and optimizer
+states of `simulator.model_states`): 2 bytes x the unsharded units held at once (with
+`reshard_after_forward` the current and the prefetched one; without it every layer of the stage
+between its forward and backward) + the unsharded gradients in flight, `grad_reduce_bytes` x two
+units (the one computed and the one being reduce-scattered) or, with a pipeline (no gradient sync
+until the last micro-batch), `grad_reduce_bytes` x every parameter of the stage.
+"""
+
+from __future__ import annotations
+
+from simulator.cost.comm import collective_time_s
+from simulator.errors import ParasimError
+from simulator.parallel.schedule_registry import make_schedule
+
+FSDP_IMPLS = ("fsdp2", "megatron_fsdp")
+
+
+def is_fsdp(cfg) -> bool:
+    """ZeRO-3 as FSDP (per-layer units) rather than DeepSpeed's per-sub-module fetches."""
+    return getattr(cfg, "fsdp", "none") in FSDP_IMPLS and cfg.zero_stage == 3
+
+
+def reshard_after_forward(cfg) -> bool:
+    """torchtitan's policy: "always", "never", or "default" = no pipeline (module docstring)."""
+    policy = getattr(cfg, "reshard_after_forward", "default")
+    if policy == "default":
+        return cfg.pp == 1 or cfg.fsdp == "megatron_fsdp"
+    return policy == "always"
+
+
+def keeps_unsharded(cfg) -> bool:
+    """FSDP2 under torch's pipelining: parameters unsharded from their first gather to the end of the step."""
+    return cfg.fsdp == "fsdp2" and cfg.pp > 1
+
+
+def reduce_every_microbatch(cfg) -> bool:
+    """Are gradients reduce-scattered after every micro-batch's backward (module docstring)?
+    DeepSpeed ZeRO-2/3 and Megatron-FSDP optim_grads(_params): yes; FSDP2: yes unless pipelined."""
+    if getattr(cfg, "fsdp", "none") == "fsdp2":
+        return cfg.pp == 1
+    return cfg.zero_stage >= 2
+
+
+def overlaps(cfg, A) -> tuple[bool, bool]:
+    """(parameter gathers prefetched, gradient reductions overlapped) of an FSDP configuration."""
+    if cfg.fsdp == "fsdp2":
+        return True, True
+    return A.overlap_param_gather, A.overlap_grad_reduce
+
+
+def check_fsdp(cfg) -> None:
+    """The rules of the FSDP knobs, with the numbers (called by `ParallelConfig`)."""
+    fsdp = getattr(cfg, "fsdp", "none")
+    if fsdp not in ("none",) + FSDP_IMPLS:
+        raise ParasimError(f"unknown fsdp {fsdp!r}; known none, {', '.join(FSDP_IMPLS)}")
+    policy = getattr(cfg, "reshard_after_forward", "default")
+    if policy not in ("default", "always", "never"):
+        raise ParasimError(f"reshard_after_forward must be default, always or never, got {policy!r}")
+    if fsdp == "fsdp2" and cfg.zero_stage != 3:
+        raise ParasimError(f"fsdp2 (PyTorch fully_shard) shards parameters, gradients and optimizer states: it is "
+                           f"zero_stage 3, got zero_stage {cfg.zero_stage}")
+    if policy != "default" and fsdp == "none":
+        raise ParasimError(f"reshard_after_forward={policy} is an FSDP setting: give fsdp=fsdp2 or megatron_fsdp")
+
+
+def gather_flags(cfg, kinds_chunks) -> list[bool]:
+    """For each (kind, chunk) schedule action of one device ("F", "BW", "B", "W"): does it
+    all-gather its chunk's units (module docstring)? W (weight gradients only) never does."""
+    raf, keep = reshard_after_forward(cfg), keeps_unsharded(cfg)
+    unsharded: dict[int, bool] = {}
+    out = []
+    for kind, chunk in kinds_chunks:
+        if kind == "W":
+            out.append(False)
+            continue
+        held = unsharded.get(chunk, False)
+        out.append(not held)
+        if kind == "F":
+            unsharded[chunk] = not raf
+        else:
+            unsharded[chunk] = keep
+    return out
+
+
+def pass_exposed_s(units, prefetch: bool, overlap_rs: bool) -> float:
+    """Seconds one pass over `units` [(gather_s, compute_s, reduce_s), ...] (in execution order)
+    adds to its compute: the gathers and reduce-scatters share one stream in program order
+    (gather of unit i + 1, then unit i's reduce-scatter), a gather starts once the compute two
+    units back is done (one-unit prefetch); blocking ones hold the compute (module docstring)."""
+    stream = comp_end = 0.0     # the stream is free; the last compute's end
+    ready: list[float] = [0.0] * len(units)
+    compute = 0.0
+    if prefetch and units:
+        stream = ready[0] = units[0][0]
+    for i, (_a, c, r) in enumerate(units):
+        if prefetch and i + 1 < len(units):       # issued before unit i computes, after unit i - 1 did
+            stream = ready[i + 1] = max(stream, comp_end) + units[i + 1][0]
+        begin = max(comp_end, ready[i]) if prefetch else comp_end + units[i][0]
+        comp_end = begin + c
+        compute += c
+        if r:
+            if overlap_rs:
+                stream = max(stream, comp_end) + r
+            else:
+                comp_end += r
+    return max(comp_end, stream if overlap_rs else 0.0) - compute
+
+
+def fsdp_buffer_bytes(cfg, layer_params: float, stage_layers: int, stage_params: float,
+                      grad_reduce_bytes: float) -> float:
+    """Bytes of unsharded units and gradients in flight on one rank (module docstring)."""
+    if not is_fsdp(cfg) or cfg.dp * cfg.cp == 1:
+        return 0.0
+    if keeps_unsharded(cfg):
+        return (2 + grad_reduce_bytes) * stage_params
+    held = 2 if reshard_after_forward(cfg) else stage_layers
+    return 2 * layer_params * min(held, stage_layers) + grad_reduce_bytes * layer_params * min(2, stage_layers)
+
+
+def gather_counts(cfg, k: int) -> dict[int, tuple[int, int]]:
+    """{chunk: (forward passes that gather, backward passes that gather)} of pipeline device k
+    over one step (`gather_flags`; closed for every case but a pipeline with resharding)."""
+    m, v = cfg.microbatches, cfg.virtual_stages
+    raf = reshard_after_forward(cfg)
+    if not keeps_unsharded(cfg):
+        return {c: (m, m if raf else 0) for c in range(v)}
+    if not raf:
+        return {c: (1, 0) for c in range(v)}
+    actions = make_schedule(cfg.schedule, cfg.pp, m, v).actions[k]
+    flags = gather_flags(cfg, [(a.kind, a.chunk) for a in actions])
+    out = {c: [0, 0] for c in range(v)}
+    for a, f in zip(actions, flags):
+        if f:
+            out[a.chunk][a.kind != "F"] += 1
+    return {c: (x[0], x[1]) for c, x in out.items()}
+
+
+def fsdp_sync(cfg, A, topo, k: int, chunk_layers, layer_params: float, emb_params: float, per_layer,
+              logits_fwd_s: float, logits: bool, heads: int):
+    """(seconds by collective kind, exposed seconds) of one step's FSDP collectives on pipeline
+    device k (module docstring): `per_layer` = (forward, backward) compute seconds of one layer and
+    micro-batch, `chunk_layers` the model chunks' layers (model order), `heads` the vocabulary
+    matrices on k (embedding, output layer), `layer_params` / `emb_params` per tensor-parallel rank."""
+    p, v, m = cfg.pp, cfg.virtual_stages, cfg.microbatches
+    grp = cfg.dp_cp_group()
+    prefetch, overlap_rs = overlaps(cfg, A)
+    a = collective_time_s("all_gather", 2 * layer_params, grp, topo, A.collective_algo)
+    r = collective_time_s("reduce_scatter", A.grad_reduce_bytes * layer_params, grp, topo, A.collective_algo)
+    a_emb = collective_time_s("all_gather", 2 * emb_params, grp, topo, A.collective_algo)
+    r_emb = collective_time_s("reduce_scatter", A.grad_reduce_bytes * emb_params * heads, grp, topo,
+                              A.collective_algo)
+    f, bw = per_layer
+    per_mb = reduce_every_microbatch(cfg)
+    counts = gather_counts(cfg, k)
+    gathers = exposed = 0.0
+    layers_k = 0
+    for c in range(v):
+        s, n = c * p + k, chunk_layers[c * p + k]
+        layers_k += n
+        fwd = [(a, f, 0.0)] * n
+        if s == 0:
+            fwd = [(a_emb, 0.0, 0.0)] + fwd
+        if s == p * v - 1 and logits and heads - (k == 0) > 0:     # a separate output matrix
+            fwd = fwd + [(a_emb, logits_fwd_s, 0.0)]
+        n_f, n_b = counts[c]
+        bwd_g = [(a, bw, r if per_mb else 0.0)] * n
+        bwd_0 = [(0.0, bw, r if per_mb else 0.0)] * n
+        exposed += n_f * pass_exposed_s(fwd, prefetch, overlap_rs) + n_b * pass_exposed_s(bwd_g, prefetch, overlap_rs)
+        exposed += (m - n_b) * pass_exposed_s(bwd_0, prefetch, overlap_rs)
+        gathers += n_f * sum(u[0] for u in fwd) + n_b * n * a
+    rs = (m if per_mb else 1) * layers_k * r + r_emb
+    exposed += r_emb + (0.0 if per_mb else layers_k * r)      # after the last backward, before the optimizer
+    return {"all_gather": gathers, "reduce_scatter": rs}, exposed

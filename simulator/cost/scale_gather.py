@@ -1,0 +1,47 @@
+"""ZeRO-3's parameter all-gathers in a scale program (`scale_program._Emitter`): one collective
+per layer (or FSDP unit, `simulator.cost.fsdp`) before its forward and again before its backward,
+blocking, or prefetched one unit ahead on the stream of non-blocking collectives."""
+
+from __future__ import annotations
+
+from simulator.program import Collective
+
+
+def gather_layer(em, out, r, c, l, j, which, elements=None, x="params") -> tuple:
+    """ZeRO-3: all-gather one layer's 16-bit parameters (or `elements` of them; the embedding's
+    or output layer's for l = "emb" / "head") over the data-parallel group before its forward
+    and again before its backward (non-blocking = prefetched, `overlap_param_gather`). One
+    collective per layer: the closed form adds the latency of DeepSpeed's per-sub-module
+    fetches (`zero3_fetch`). FSDP's gather reads `x`, the activation the previous layer wrote,
+    so it starts no earlier than that layer's end (one-unit prefetch, `simulator.cost.fsdp`)."""
+    if elements is None:
+        elements = em.emb_params if l in ("emb", "head") else em.layer_local
+    if em.cfg.zero_stage < 3 or em.cfg.dp * em.cfg.cp == 1 or not elements:
+        return ()
+    w = f"w{which}{c}.{l}.{j}"
+    out.append(Collective("all_gather", x if em.fsdp else "params", w, (r,), tag="dp", microbatch=j,
+                          nbytes=int(2 * elements / (em.cfg.dp * em.cfg.cp)),
+                          blocking=not em.prefetch))
+    return (w,)
+
+
+def gathered(em, out, r, c, j, which, order, x="params", gather=True):
+    """Per layer of `order`, the gathered parameters its compute needs (none when not `gather`:
+    FSDP's unit is still unsharded, `fsdp.gather_flags`); with prefetch (`overlap_param_gather`)
+    the next layer's gather is issued before this layer computes, so a gradient reduce-scatter
+    queued on the same stream does not delay it (DeepSpeed / FSDP)."""
+    order = list(order)
+    if not gather:
+        for l in order:
+            yield l, ()
+        return
+    if not em.prefetch:
+        for l in order:
+            yield l, gather_layer(em, out, r, c, l, j, which, x=x)
+        return
+    nxt = gather_layer(em, out, r, c, order[0], j, which, x=x) if order else ()
+    for i, l in enumerate(order):
+        cur = nxt
+        if i + 1 < len(order):
+            nxt = gather_layer(em, out, r, c, order[i + 1], j, which, x=x)
+        yield l, cur
