@@ -286,7 +286,7 @@ def union_length(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def _segments(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def merged_segments(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The merged segments (first start, reach) of intervals sorted by start: `trace.union_length`'s
     segments, the same floats. An interval starting where the one before it starts never opens one."""
     if len(start) == 0:
@@ -311,7 +311,7 @@ def priority_partition(start: np.ndarray, end: np.ndarray, cls: np.ndarray, n_cl
     out, before = [], 0.0
     for i in range(n_classes):
         sel = cls <= i
-        heads, reach = _segments(start[sel], end[sel])
+        heads, reach = merged_segments(start[sel], end[sel])
         total = sum((reach - heads).tolist())
         out.append(total - before)
         before = total

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .trace import Trace, TraceEvent, _segments
+from .trace import Trace, TraceEvent, merged_segments
 
 LANE_NAMES = ("compute", "comm")
 
@@ -123,11 +123,11 @@ def lane_busy_s(c: EventColumns, n_devices: int, order=None) -> tuple[list[float
         lanes = []
         for g in (2 * d, 2 * d + 1):
             rows = order[bounds[g]:bounds[g + 1]]
-            lanes.append(_segments(c.start_s[rows], end[rows]))
+            lanes.append(merged_segments(c.start_s[rows], end[rows]))
         s = np.concatenate([lanes[0][0], lanes[1][0]])
         e = np.concatenate([lanes[0][1], lanes[1][1]])
         by_start = np.argsort(s, kind="stable")
-        lanes.append(_segments(s[by_start], e[by_start]))
+        lanes.append(merged_segments(s[by_start], e[by_start]))
         for k, (heads, reach) in enumerate(lanes):
             out[k].append(sum((reach - heads).tolist()))
     return out
