@@ -3,7 +3,7 @@ column / row split and its collectives (Shoeybi et al. 2019, Sec. 3; Korthikanti
 for sequence parallelism), context-parallel attention as one external item."""
 
 from simulator.models.block_plan import Step, attention_half, dense_block, param_shapes
-from simulator.parallel.block_lane import Comm, External, merged_segments, lane_items, sp_partial_grads
+from simulator.parallel.block_lane import Comm, External, _segments, lane_items, sp_partial_grads
 
 H, A, TP = 8, 4, 2
 
@@ -23,8 +23,8 @@ def test_tensor_parallel_is_megatrons_f_and_g_around_each_linear_pair():
     attn = next(i for i in items if getattr(i, "kind", "") == "attention")
     assert (attn.heads, attn.width) == (A // TP, H // TP)
     # forward: 3 computes split by the two AllReduces; backward likewise (f's AllReduces)
-    assert [type(s).__name__ for s in merged_segments(items, True)] == ["tuple", "Comm", "tuple", "Comm", "tuple"]
-    assert [type(s).__name__ for s in merged_segments(items, False)] == ["tuple", "Comm", "tuple", "Comm", "tuple"]
+    assert [type(s).__name__ for s in _segments(items, True)] == ["tuple", "Comm", "tuple", "Comm", "tuple"]
+    assert [type(s).__name__ for s in _segments(items, False)] == ["tuple", "Comm", "tuple", "Comm", "tuple"]
 
 
 def test_sequence_parallel_gathers_and_scatters_and_names_its_partial_gradients():

@@ -59,7 +59,7 @@ class Network:
         self.nodes: list[Node] = []
         self._stage: int | None = None  # the stage of `with net.pipeline_stage(k):`
         self._recompute: int | None = None  # the segment of `with net.recompute_segment():`
-        self.merged_segments = 0
+        self._segments = 0
 
     @contextmanager
     def pipeline_stage(self, k: int):
@@ -80,8 +80,8 @@ class Network:
         the backward pass computes their forward again instead of keeping their outputs."""
         before = self._recompute
         if on and before is None:
-            self.merged_segments += 1
-            self._recompute = self.merged_segments
+            self._segments += 1
+            self._recompute = self._segments
         try:
             yield self
         finally:

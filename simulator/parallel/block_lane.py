@@ -132,7 +132,7 @@ def lane_items(steps: tuple, tp: int, sp: bool, cp_attention: bool) -> tuple:
 
 
 # ---- segments ----------------------------------------------------------------------------------
-def merged_segments(items, forward: bool) -> list:
+def _segments(items, forward: bool) -> list:
     out, run = [], []
     for it in (items if forward else reversed(items)):
         if isinstance(it, Step) or (isinstance(it, Comm) and (it.forward if forward else it.backward) is None):
@@ -182,7 +182,7 @@ def _comm(lane, r, c: Comm, kind: str, src: str, dst: str, j: int, tag: str) -> 
 def emit_forward(lane, r: int, li: int, lyr, items, inputs: dict, outputs: dict, j: int) -> None:
     """Values `inputs` (value -> tensor) to `outputs` (value -> tensor) on rank r."""
     b, (c, T) = lane.builder, lane._names(li, j)
-    segs = merged_segments(items, True)
+    segs = _segments(items, True)
     last = {v: k for k, seg in enumerate(segs) for v in _reads(seg)}
     keep = set(_kept(items).values()) | {i.reads for i in items if isinstance(i, External)}
     where, tokens = dict(inputs), lane.config.seq_len // getattr(lane, "cp", 1)
@@ -209,7 +209,7 @@ def emit_backward(lane, r: int, li: int, lyr, items, grads: dict, outputs: dict,
     """Gradients `grads` (value -> tensor, e.g. {"y": dy}) back to `outputs` (e.g. {"x": dx});
     parameter gradients into grad/{li}/* (added to the existing ones when `accumulate`)."""
     b, (c, T) = lane.builder, lane._names(li, j)
-    segs = merged_segments(items, False)
+    segs = _segments(items, False)
     left = Counter(v for seg in segs for v in _reads(seg))
     regather = {s: src for s, src in _kept(items).items()}
     comm_of = {i.dst: i for i in items if isinstance(i, Comm)}
