@@ -129,3 +129,18 @@ def test_the_step_overhead_hides_under_exposed_data_parallel_communication():
 def test_presets_parse_as_plain_toml():
     for name in stack_names():
         assert tomllib.loads(_preset_text(name))["name"] == name
+
+
+def test_every_command_door_takes_the_stack_and_states_it(capsys):
+    """simulate with Megatron-LM's flags, memory and search: --stack is applied and stated."""
+    base = ["--model", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "8", "--stack", "nemo", "--json"]
+    for argv in (["simulate", "--tensor-model-parallel-size", "2", *base],
+                 ["memory", "--tensor-model-parallel-size", "2", *base],
+                 ["search", "--global-batch", "16", "--schedules", "1f1b", "--top", "1", *base]):
+        assert main(argv) == 0
+        rows = json.loads(capsys.readouterr().out)["assumptions"]
+        assert rows["stack"]["value"] == "nemo" and rows["stack"]["source"] == "flag"
+        assert rows["overlap_grad_reduce"] == {"value": True, "source": "stack nemo"}
+    assert main(["simulate", "--tensor-model-parallel-size", "2", *base[:-3], "--stack", "deepspeed",
+                 "--tp-comm-overlap"]) == 2
+    assert "stack deepspeed does not perform the tp_comm overlap" in capsys.readouterr().err

@@ -184,6 +184,8 @@ def same_figure(found, want_fig, what: str, hint: str) -> Outcome:
     from ..viz.figure_data import same
 
     mine, theirs = content(data), content(want)
+    if not any(bars or lines for bars, lines in theirs):
+        raise ValueError(f"parasim's figure of {what} has no bars or lines: nothing to grade a plot against")
     count = lambda c: (sum(len(a[0]) for a in c), sum(len(a[1]) for a in c))  # noqa: E731
     return expect(same(mine, theirs), "the {} bars and {} lines of ".format(*count(theirs)) + what,
                   "{} bars and {} lines, not that run's".format(*count(mine)), hint)
