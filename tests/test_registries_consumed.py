@@ -14,7 +14,7 @@ HOMES = {"simulator/parallel/schedule_registry.py", "simulator/parallel/schedule
 # left, each with its reason (owned by other work of issue 24; listed here so none is added silently)
 KNOWN = {
     "simulator/parallel/replicated.py": "dualpipe's bidirectional placement (schedule owner)",
-    "simulator/cost/search.py": "one stage: every schedule is the same, 1F1B is the one priced",
+    "simulator/cost/search_space.py": "one stage: every schedule is the same, 1F1B is the one priced",
     "simulator/cost/memory_report.py": "the last stage's in-flight micro-batches (the registry has stage 0's only)",
     "simulator/auto/pipeline/compile.py": "MindSpore's pipeline_scheduler option names gpipe / 1f1b",
     "app/views/pipelines.py": "1F1B is the page's baseline for the differences it prints",

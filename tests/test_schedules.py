@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from simulator.errors import ParasimError
 from simulator.parallel.schedule_check import format_schedule, parse_schedule, validate
-from simulator.parallel.schedule_registry import make_schedule
-from simulator.parallel.schedule_sim import flush_formulas, simulate_schedule
+from simulator.parallel.schedule_registry import flush_formulas, make_schedule
+from simulator.parallel.schedule_sim import simulate_schedule
 from simulator.parallel.schedules import (
     Action,
     Schedule,

@@ -6,7 +6,7 @@ import numpy as np
 from simulator import ParasimError, make_schedule, simulate_schedule
 from simulator.grading import item, partial
 from simulator.grading.sandbox import StudentError
-from simulator.parallel.schedule_sim import flush_formulas
+from simulator.parallel.schedule_registry import flush_formulas
 
 CASES = [(6, 10), (16, 5), (5, 1), (7, 13)]
 BIG = [(1500, 800), (2048, 4096), (1111, 2222), (4000, 1000)]   # beyond make_schedule's size limit

@@ -16,7 +16,7 @@ from simulator import (
     viz,
 )
 from simulator.grading import compare, expect, hidden_random, ok, same_figure
-from simulator.parallel.schedule_sim import flush_formulas
+from simulator.parallel.schedule_registry import flush_formulas
 
 LESSON = {
     "title": "Pipeline bubbles: GPipe vs 1F1B",
@@ -31,20 +31,20 @@ LESSON = {
     # parasim's schedules and simulator compute these answers: they raise while your function runs
     "withhold": {"bubble_time": ["simulator.parallel.schedule_registry:make_schedule", "simulator.parallel.schedules:one_f_one_b",
                               "simulator.parallel.schedule_sim:simulate_schedule",
-                              "simulator.parallel.schedule_sim:flush_formulas"],
+                              "simulator.parallel.schedule_registry:flush_formulas"],
                  "bubble_fraction": ["simulator.parallel.schedule_registry:make_schedule", "simulator.parallel.schedules:one_f_one_b",
                               "simulator.parallel.schedule_sim:simulate_schedule",
-                              "simulator.parallel.schedule_sim:flush_formulas"],
+                              "simulator.parallel.schedule_registry:flush_formulas"],
                  "peak_in_flight": ["simulator.parallel.schedule_registry:make_schedule", "simulator.parallel.schedules:one_f_one_b",
                               "simulator.parallel.schedule_sim:simulate_schedule",
-                              "simulator.parallel.schedule_sim:flush_formulas"],
+                              "simulator.parallel.schedule_registry:flush_formulas"],
                  "predicted_share_p8_m24": ["simulator.parallel.schedule_registry:make_schedule",
                                             "simulator.parallel.schedules:one_f_one_b",
                                             "simulator.parallel.schedule_sim:simulate_schedule",
-                              "simulator.parallel.schedule_sim:flush_formulas"],
+                              "simulator.parallel.schedule_registry:flush_formulas"],
                  "one_f_one_b_text": ["simulator.parallel.schedule_registry:make_schedule", "simulator.parallel.schedules:one_f_one_b",
                               "simulator.parallel.schedule_sim:simulate_schedule",
-                              "simulator.parallel.schedule_sim:flush_formulas"]},
+                              "simulator.parallel.schedule_registry:flush_formulas"]},
 }
 
 def prediction():

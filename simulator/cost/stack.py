@@ -87,8 +87,9 @@ class Stack:
                 f"{' (always ' + ', '.join(self.always_overlaps) + ')' if self.always_overlaps else ''})")
 
 
+@lru_cache(maxsize=1)
 def stack_names() -> tuple[str, ...]:
-    """The shipped stacks, by file name."""
+    """The shipped stacks, by file name (read once: estimates ask for their stack on every call)."""
     folder = resources.files("simulator.cost") / "stack_presets"
     return tuple(sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".toml")))
 
