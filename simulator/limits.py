@@ -41,7 +41,7 @@ MAX_PARAMS = 20_000_000          # parameter elements of the model (x4 with grad
 MAX_ACTIVATIONS = 200_000_000    # batch x the widest activation of a layer x layers, in elements (1.6 GB)
 MAX_COLLECTIVE_BYTES = 2_000_000_000  # a real collective's inputs plus outputs over all devices
 MAX_SCHEDULE_SLOTS = 1_000_000   # a pipeline schedule's stages x micro-batches x chunks (its actions)
-MAX_SEARCH_GPUS = 16_384         # `parasim search` enumerates the factorisations of this many devices
+MAX_SEARCH_GPUS = 131_072        # `parasim search` enumerates the factorisations of this many devices (Llama 3: 24,576)
 MAX_EXPLAIN_DEVICES = 65_536     # `parasim explain` lists the device groups of a mesh of this many devices
 
 # ---- checkpoint files (simulator/faults/ckpt_files.py): checked with fstat before reading -------

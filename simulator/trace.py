@@ -14,6 +14,8 @@ import io
 import json
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 LANES = ("compute", "comm")
 # The five parts of a step, defined in Trace.step_breakdown (they add up to 100%)
 STEP_PARTS = ("compute", "exposed_comm", "bubble", "other_idle", "optimizer")
@@ -102,17 +104,17 @@ class Trace:
         stats = []
         for d in range(self.n_devices):
             mine = by_device[d]
-            work = [(e.start_s, e.end_s) for e in mine if e.lane == "compute" and e.phase != "optimizer"]
-            opt = [(e.start_s, e.end_s) for e in mine if e.lane == "compute" and e.phase == "optimizer"]
-            comm = [(e.start_s, e.end_s) for e in mine if e.lane == "comm"]
-            compute_s = union_length(work)
-            busy_compute = union_length(work + opt)
-            busy = union_length(work + opt + comm)
-            idle = uncovered(sorted(work + opt + comm), 0.0, span)
+            # kernels first, then the optimizer, then communication (`priority_partition`)
+            cls = np.array([2 if e.lane == "comm" else int(e.phase == "optimizer") for e in mine], dtype=np.int64)
+            start = np.array([e.start_s for e in mine], dtype=float)
+            end = np.array([e.end_s for e in mine], dtype=float)
+            compute_s, optimizer_s, exposed_s = priority_partition(start, end, cls, 3)
+            idle = uncovered(sorted(zip(start.tolist(), end.tolist())), 0.0, span)
             bubble_s = sum(_overlap(idle, w) for k, w in step_spans.items() if k in pipelined_steps)
-            idle_s = max(span - busy, 0.0)
-            row = {"device": d, "compute_s": compute_s, "optimizer_s": busy_compute - compute_s,
-                   "exposed_comm_s": busy - busy_compute, "bubble_s": min(bubble_s, idle_s),
+            idle_s = max(span - (compute_s + optimizer_s + exposed_s), 0.0)
+            comm = [(e.start_s, e.end_s) for e in mine if e.lane == "comm"]
+            row = {"device": d, "compute_s": compute_s, "optimizer_s": optimizer_s,
+                   "exposed_comm_s": exposed_s, "bubble_s": min(bubble_s, idle_s),
                    "other_idle_s": max(idle_s - bubble_s, 0.0), "comm_s": union_length(comm), "idle_s": idle_s}
             row.update({f"{k[:-2]}_fraction": (row[k] / span if span > 0 else 0.0)
                         for k in ("compute_s", "optimizer_s", "exposed_comm_s", "bubble_s", "other_idle_s", "comm_s",
@@ -282,6 +284,38 @@ def union_length(intervals: list[tuple[float, float]]) -> float:
     if cur_e is not None:
         total += cur_e - cur_s
     return total
+
+
+def merged_segments(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The merged segments (first start, reach) of intervals sorted by start: `trace.union_length`'s
+    segments, the same floats. An interval starting where the one before it starts never opens one."""
+    if len(start) == 0:
+        return start, end
+    reach = np.maximum.accumulate(end)             # the merged segment's end so far
+    first = np.ones(len(start), dtype=bool)
+    first[1:] = start[1:] > reach[:-1]             # a gap before it: a new segment starts
+    heads = np.flatnonzero(first)
+    tails = np.append(heads[1:], len(start)) - 1
+    return start[heads], reach[tails]
+
+
+def priority_partition(start: np.ndarray, end: np.ndarray, cls: np.ndarray, n_classes: int) -> list[float]:
+    """One device's timeline split among classes taken in priority order: class i holds the
+    instants that an interval of class i covers and no interval of an earlier class does (the
+    union of classes 0..i less that of 0..i-1); every instant goes to one class at most, the rest
+    is idle. The one rule by which a step is divided, for real-run traces
+    (`Trace.device_stats`: kernels, optimizer, communication) and scale traces
+    (`cost.step_breakdown.trace_breakdown`: kernels by phase, communication by what it serves)."""
+    order = np.argsort(start, kind="stable")
+    start, end, cls = start[order], end[order], cls[order]
+    out, before = [], 0.0
+    for i in range(n_classes):
+        sel = cls <= i
+        heads, reach = merged_segments(start[sel], end[sel])
+        total = sum((reach - heads).tolist())
+        out.append(total - before)
+        before = total
+    return out
 
 
 def step_windows(events) -> dict[int, tuple[float, float]]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .trace import Trace, TraceEvent
+from .trace import Trace, TraceEvent, merged_segments
 
 LANE_NAMES = ("compute", "comm")
 
@@ -112,19 +112,6 @@ def lane_order(c: EventColumns, n_devices: int) -> tuple[np.ndarray, np.ndarray]
     return time_order(c.device * k + c.lane, c.start_s, n_devices * k)
 
 
-def _segments(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The merged segments (first start, reach) of intervals sorted by start: `trace.union_length`'s
-    segments, the same floats. An interval starting where the one before it starts never opens one."""
-    if len(start) == 0:
-        return start, end
-    reach = np.maximum.accumulate(end)             # the merged segment's end so far
-    first = np.ones(len(start), dtype=bool)
-    first[1:] = start[1:] > reach[:-1]             # a gap before it: a new segment starts
-    heads = np.flatnonzero(first)
-    tails = np.append(heads[1:], len(start)) - 1
-    return start[heads], reach[tails]
-
-
 def lane_busy_s(c: EventColumns, n_devices: int, order=None) -> tuple[list[float], list[float], list[float]]:
     """Per device: busy time of its compute lane, of its comm lane, and of either: the interval
     unions of `trace.union_length` (the same segments summed in the same order, so the same floats).
@@ -136,11 +123,11 @@ def lane_busy_s(c: EventColumns, n_devices: int, order=None) -> tuple[list[float
         lanes = []
         for g in (2 * d, 2 * d + 1):
             rows = order[bounds[g]:bounds[g + 1]]
-            lanes.append(_segments(c.start_s[rows], end[rows]))
+            lanes.append(merged_segments(c.start_s[rows], end[rows]))
         s = np.concatenate([lanes[0][0], lanes[1][0]])
         e = np.concatenate([lanes[0][1], lanes[1][1]])
         by_start = np.argsort(s, kind="stable")
-        lanes.append(_segments(s[by_start], e[by_start]))
+        lanes.append(merged_segments(s[by_start], e[by_start]))
         for k, (heads, reach) in enumerate(lanes):
             out[k].append(sum((reach - heads).tolist()))
     return out

@@ -41,6 +41,7 @@ class Knob:
     changes_answer: bool = False  # a software-stack assumption every result states (`assumptions`)
     choices: tuple = ()           # the values it takes, when a closed list
     train_default: object = SAME  # a real run's own default, where it differs (small emulated runs)
+    searched: object = None       # what `search` tries by default (DERIVED: enumerated from the model and GPUs)
 
 
 KNOBS: tuple[Knob, ...] = (
@@ -50,15 +51,16 @@ KNOBS: tuple[Knob, ...] = (
     Knob("strategy", "the strategy compiler of a real run (simulator.parallel.strategies)", "single", "", "",
          "train"),
     Knob("tp", "tensor-parallel size t", 1, "--tensor-model-parallel-size", "parallelism.tensor_parallel_degree",
-         "train,cost"),
+         "train,cost", searched=DERIVED),
     Knob("pp", "pipeline stages p (a real run: 0 = derived from the strategy)", 1, "--pipeline-model-parallel-size",
-         "parallelism.pipeline_parallel_degree", "train,cost", train_default=0),
+         "parallelism.pipeline_parallel_degree", "train,cost", train_default=0, searched=DERIVED),
     Knob("dp", "data-parallel size d (devices / (t p c); a real run: 0 = derived)", 1, "(world size / (t p c))",
-         "parallelism.data_parallel_replicate_degree x data_parallel_shard_degree", "train,cost", train_default=0),
+         "parallelism.data_parallel_replicate_degree x data_parallel_shard_degree", "train,cost", train_default=0,
+         searched=DERIVED),
     Knob("cp", "context-parallel size c: each sequence split c ways", 1, "--context-parallel-size",
-         "parallelism.context_parallel_degree", "train,cost"),
+         "parallelism.context_parallel_degree", "train,cost", searched=DERIVED),
     Knob("ep", "expert-parallel size e (e x etp divides t c d; MoE models)", 1, "--expert-model-parallel-size",
-         "parallelism.expert_parallel_degree", "train,cost"),
+         "parallelism.expert_parallel_degree", "train,cost", searched=DERIVED),
     Knob("etp", "expert-tensor-parallel size of the expert layers (None: tp; MoE parallel folding)", None,
          "--expert-tensor-parallel-size", "parallelism.expert_tensor_parallel_degree", "cost"),
     Knob("cp_comm_type", "context-parallel attention: p2p (ring attention, K/V blocks round the ring) or a2a "
@@ -69,27 +71,30 @@ KNOBS: tuple[Knob, ...] = (
          "Megatron-LM)", DERIVED, "--global-batch-size", "training.global_batch_size", "train,cost",
          aliases=("batch_size", "global_batch_size"), train_default=8),
     Knob("micro_batch_size", "b sequences per micro-batch (B / (d m))", 1, "--micro-batch-size",
-         "parallelism.pipeline_parallel_microbatch_size", "train,cost", aliases=("microbatch_size",)),
+         "parallelism.pipeline_parallel_microbatch_size", "train,cost", aliases=("microbatch_size",),
+         searched=DERIVED),
     Knob("microbatches", "m micro-batches per pipeline per step (B / (b d); a real run gives m)", DERIVED,
          "(global batch / (micro-batch x dp))", "(local_batch_size / pipeline_parallel_microbatch_size)",
          "train,cost", aliases=("num_microbatches",), train_default=1),
     Knob("accumulate", "gradient-accumulation micro-steps before one gradient reduction", 1,
          "(part of global batch / (micro-batch x dp))", "(global_batch_size / local_batch_size)", "train"),
     Knob("schedule", "pipeline schedule (simulator.parallel.schedule_registry)", "1f1b",
-         "(1F1B; interleaved with virtual stages)", "parallelism.pipeline_parallel_schedule", "train,cost"),
+         "(1F1B; interleaved with virtual stages)", "parallelism.pipeline_parallel_schedule", "train,cost",
+         searched="priced"),
     Knob("virtual_stages", "v model chunks per device (interleaved schedule)", 1,
-         "--num-virtual-stages-per-pipeline-rank", "", "train,cost"),
+         "--num-virtual-stages-per-pipeline-rank", "", "train,cost", searched=(2, 3, 4)),
     Knob("first_stage_layers", "layers of the first pipeline stage (the rest split evenly)", None,
-         "--decoder-first-pipeline-num-layers", "", "cost"),
+         "--decoder-first-pipeline-num-layers", "", "cost", searched=DERIVED),
     Knob("last_stage_layers", "layers of the last pipeline stage", None, "--decoder-last-pipeline-num-layers", "",
-         "cost"),
+         "cost", searched=DERIVED),
     Knob("balance_embedding", "embedding and LM head count as a layer each in the stage split", False,
-         "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split", "", "cost"),
+         "--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split", "", "cost",
+         searched=(False, True)),
     # memory
     Knob("zero_stage", "ZeRO stage 0-3 over the data(-and-context)-parallel group", 0,
          "--use-distributed-optimizer (stage 1); --data-parallel-sharding-strategy no_shard / optim / optim_grads "
          "/ optim_grads_params (stage 0-3)", "(FSDP: data_parallel_shard_degree > 1, stage 3)", "train,cost",
-         aliases=("zero",)),
+         aliases=("zero",), searched=(0, 1, 2, 3)),
     Knob("fsdp", "how ZeRO-3 shards: none (DeepSpeed: one gather per sub-module, refused with a pipeline), fsdp2 "
          "(PyTorch fully_shard: one gather and one reduce-scatter per layer, simulator.cost.fsdp) or megatron_fsdp",
          "none", "--use-torch-fsdp2 / --use-megatron-fsdp", "(fully_shard: data_parallel_shard_degree > 1)", "cost",
@@ -99,9 +104,11 @@ KNOBS: tuple[Knob, ...] = (
          "--torch-fsdp2-no-reshard-after-forward (never)", "parallelism.fsdp_reshard_after_forward", "cost",
          changes_answer=True, choices=("default", "always", "never")),
     Knob("recompute", "activation recomputation: none, selective (attention core) or full", "none",
-         "--recompute-granularity", "activation_checkpoint.mode", "cost", changes_answer=True),
+         "--recompute-granularity", "activation_checkpoint.mode", "cost", changes_answer=True,
+         searched=("none", "selective", "full")),
     Knob("sequence_parallel", "shard the non-tensor-parallel activations over the tp group", False,
-         "--sequence-parallel", "(always on with tensor_parallel_degree > 1)", "cost", changes_answer=True),
+         "--sequence-parallel", "(always on with tensor_parallel_degree > 1)", "cost", changes_answer=True,
+         searched=(True, False)),
     # the real run's own
     Knob("bucket_mb", "gradient buckets of about this many MB reduced during the backward (None: after it)", None,
          "--ddp-bucket-size (in elements)", "", "train"),
@@ -156,6 +163,9 @@ KNOBS: tuple[Knob, ...] = (
          "6 L h s per token, instead of the full 12 L h s of PaLM's 6N + 12 L H Q T (simulator.cost.flops)", False,
          "(num_floating_point_operations: full to core_r0.8, causal since 2025-03)", "", "stack",
          changes_answer=True),
+    Knob("stack", "the software stack: kernel efficiencies, per-kernel and per-step overheads and the overlaps it "
+         "performs, a preset of simulator/cost/stack_presets/ or a stack file (simulator.cost.stack)",
+         "megatron-core", "", "", "stack", changes_answer=True),
     # the model (ModelSpec for the cost model, GPTConfig for a real run)
     Knob("seq", "s tokens per sequence", PRESET, "--seq-length", "training.seq_len", "model",
          aliases=("seq_len", "seq_length")),
@@ -167,6 +177,10 @@ DEFAULTS: dict[str, object] = {k.name: k.default for k in KNOBS}
 TRAIN_DEFAULTS: dict[str, object] = {k.name: k.default if k.train_default == SAME else k.train_default
                                      for k in KNOBS if "train" in k.used_by}
 STACK: tuple[str, ...] = tuple(k.name for k in KNOBS if "stack" in k.used_by)
+# what `parasim search` (simulator.cost.search) tries per knob unless told: the values, DERIVED
+# (enumerated from the model and the GPUs, rules in simulator/cost/search_space.py) or "priced"
+# (every schedule the closed form prices)
+SEARCHED: dict[str, object] = {k.name: k.searched for k in KNOBS if k.searched is not None}
 # old values of a knob under an old spelling: cp_kind's ring / all-to-all are Megatron's p2p / a2a
 VALUE_ALIASES: dict[str, dict[object, object]] = {"cp_comm_type": {"ring": "p2p", "all-to-all": "a2a"}}
 
@@ -273,11 +287,13 @@ def _default_text(k: Knob) -> str:
 
 def markdown_table() -> str:
     """The vocabulary as the table of docs/configuration.md (tests/test_vocabulary.py keeps the page
-    equal to this): name, meaning, default, Megatron-LM flag, torchtitan name, older spellings."""
-    rows = ["| name | meaning | default | Megatron-LM flag | torchtitan | used by | older spellings |",
-            "|---|---|---|---|---|---|---|"]
+    equal to this): name, meaning, default, what `search` tries, Megatron-LM flag, torchtitan name,
+    older spellings."""
+    rows = ["| name | meaning | default | searched | Megatron-LM flag | torchtitan | used by | older spellings |",
+            "|---|---|---|---|---|---|---|---|"]
     for k in KNOBS:
         olds = ", ".join(f"`{a}`" for a in k.aliases) or "—"
-        rows.append(f"| `{k.name}` | {_cell(k.meaning)} | {_default_text(k)} | {_cell(k.megatron)} | "
-                    f"{_cell(k.torchtitan)} | {k.used_by} | {olds} |")
+        searched = ", ".join(map(str, k.searched)) if isinstance(k.searched, tuple) else k.searched
+        rows.append(f"| `{k.name}` | {_cell(k.meaning)} | {_default_text(k)} | {_cell(searched)} | "
+                    f"{_cell(k.megatron)} | {_cell(k.torchtitan)} | {k.used_by} | {olds} |")
     return "\n".join(rows)

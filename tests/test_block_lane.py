@@ -41,3 +41,12 @@ def test_context_parallel_replaces_the_projections_and_attention_by_one_external
     assert len(ext) == 1 and [s.name for s in ext[0].steps] == ["qkv", "attn", "o"]
     assert (ext[0].reads, ext[0].writes) == ("a_full", "o")
     assert [i.name for i in items][-3:] == ["o_bias", "res1", "ln2"]
+
+
+def test_context_parallel_alone_moves_w_o_s_bias_after_the_attention():
+    items = lane_items(dense_block(H, A), 1, False, True)
+    ext = next(i for i in items if isinstance(i, External))
+    assert ext.steps[-1].param_names == ("w_o",) and (ext.reads, ext.writes) == ("a", "o")
+    bias = items[items.index(ext) + 1]
+    assert (bias.kind, bias.param_names, bias.reads) == ("bias", ("b_o",), ("o",))
+    assert next(i for i in items if i.name == "res1").reads == ("x", "o_b")

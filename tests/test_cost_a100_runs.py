@@ -70,7 +70,7 @@ from simulator.cost.compute import memory_time_s
 from simulator.cost.hardware import get_hardware
 from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
-from simulator.cost.scale_kernels import padded_vocab
+from simulator.cost.rank_params import stage_params_on_rank
 from simulator.errors import ParasimError
 from simulator.topology import Link
 
@@ -172,7 +172,7 @@ def test_grad_accum_bytes_costs_one_memory_pass_per_micro_batch():
     model = get_model("gpt3-1.3b")
     cfg = ParallelConfig(tp=2, dp=2, micro_batch_size=2, global_batch=16)
     base, acc = estimate(model, cfg, A100), estimate(model, cfg, A100, Assumptions(grad_accum_bytes=18))
-    params = (model.layers * model.layer_params() + padded_vocab(model, 2) * model.hidden) / 2
+    params = sum(stage_params_on_rank(model, 2, 1, model.layers, 0, 1))   # this TP rank's (rank_params)
     expected = cfg.microbatches * memory_time_s(18 * params, get_hardware(A100))
     assert acc.step_time_s - base.step_time_s == pytest.approx(expected, rel=1e-9)
 
@@ -183,7 +183,7 @@ def test_dp_grad_all_reduce_prices_zero1_as_all_reduce_plus_gather():
     cfgs = [ParallelConfig(dp=16, global_batch=16, zero_stage=z) for z in (0, 1)]
     z0, z1 = (estimate(model, c, hw) for c in cfgs)
     ds = estimate(model, cfgs[1], hw, Assumptions(dp_grad_all_reduce=True))
-    params = model.layers * model.layer_params() + padded_vocab(model, 1) * model.hidden
+    params = sum(stage_params_on_rank(model, 1, 1, model.layers, 0, 1))
     gather = collective_time_s("all_gather", 2 * params, cfgs[1].dp_group(), hw.topology(16, None), "ring")
     assert ds.comm_time_by_kind["data_parallel"] == pytest.approx(z0.comm_time_by_kind["data_parallel"] + gather,
                                                                   rel=1e-9)

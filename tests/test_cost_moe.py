@@ -221,3 +221,24 @@ def test_mla_in_the_clock_agrees_with_the_closed_form():
                          cp_comm_type="a2a")
     closed, clock = estimate(model, cfg, "h100-sxm"), simulate_at_scale(model, cfg, "h100-sxm", fold_tp=True)
     assert closed.step_time_s == pytest.approx(clock.step_time_s, rel=0.02)
+
+
+def test_moe_layer_freq_is_read_without_evaluating_it():
+    from simulator.cost.moe import moe_layer_pattern
+    assert moe_layer_pattern("([0]*3+[1]*5)", 8) == (0, 0, 0, 1, 1, 1, 1, 1)
+    assert moe_layer_pattern("([1]*3+[0]*1)*2", 8) == (1, 1, 1, 0) * 2       # Megatron-LM's help example
+    assert moe_layer_pattern("2", 4) == (1, 0, 1, 0) and moe_layer_pattern("[1,0]*2", 4) == (1, 0, 1, 0)
+    for bad, rule in (("__import__('os')", "not part of a layer pattern"), ("[1]*7", "one 0 or 1 per layer"),
+                      ("[1]*", "repeat count")):
+        with pytest.raises(ParasimError, match=rule):
+            moe_layer_pattern(bad, 8)
+
+
+@pytest.mark.parametrize("flags, rule", [(" --moe-layer-freq ([0]*2+[1]*6)", "makes 2 of the 8 layers dense"),
+                                         (" --mtp-num-layers 1", "multi-token prediction layers are not priced")])
+def test_unpriced_moe_flags_are_refused_with_the_reason(flags, rule):
+    with pytest.raises(ParasimError, match=rule):
+        megatron_run(parse_megatron_args(MEGATRON + flags), gpus=8)
+    every = megatron_run(parse_megatron_args(MEGATRON + " --moe-layer-freq [1]*8 --moe-grouped-gemm"), gpus=8)
+    assert every.notes == () and "--moe-layer-freq" not in every.ignored
+    assert "grouped GEMM" in megatron_run(parse_megatron_args(MEGATRON), gpus=8).notes[0]

@@ -139,7 +139,11 @@ def test_every_result_states_its_assumptions(capsys):
                            "1f1b", "--top", "1", "--json"])
     for out in (sim, mem, found):
         assert set(STACK_KNOBS) | {"recompute", "sequence_parallel"} <= set(out["assumptions"])
-        assert all(set(a) == {"value", "source"} for a in out["assumptions"].values())
+        assert all(set(a) == {"value", "source"} for k, a in out["assumptions"].items() if k != "stack")
+        # the stack row also states the figures it stands for and where they come from (its file)
+        assert set(out["assumptions"]["stack"]) == {"value", "source", "profile"}
+        assert out["assumptions"]["stack"]["value"] == "megatron-core"
+        assert out["assumptions"]["stack"]["profile"].startswith("Stack(megatron-core: GEMM 0.8")
         assert out["assumptions"]["flash_attention"] == {"value": False, "source": "preset gpt3-1.3b"}
     assert sim["assumptions"]["dtype"] == {"value": "bf16", "source": "default"}
     flagged = _json(capsys, ["simulate", "--model", "gpt3-1.3b", "--gpus", "8", "--tp", "2", "--use-flash-attn",

@@ -224,3 +224,15 @@ def test_public_names_read_from_the_package_match_the_imported_namespace():
         for req in lesson.requires:
             if ":" not in req:
                 assert req in names and hasattr(simulator, req), (lesson.number, req)
+
+
+def test_a_plot_item_reads_the_figures_data_not_its_pixels(tmp_path):
+    """Lesson 03's plot of the student's own run: the timeline of another run (1 step, not 2) draws
+    fine but shows other bars, so it fails; a wrong letter gets the hint of that choice."""
+    items = _edited(tmp_path, 3, 'batch_size=16, steps=2), device_model=clock)\n    return viz.timeline(r.trace)',
+                    'batch_size=16, steps=1), device_model=clock)\n    return viz.timeline(r.trace)')
+    plot = items[7]
+    assert not plot.passed and plot.status == "wrong" and "not that run's" in plot.found, plot
+    assert items[5].passed and items[6].passed
+    items = _edited(tmp_path, 3, 'return "b"', 'return "d"')
+    assert not items[6].passed and "nothing is broadcast" in items[6].hint and items[7].passed

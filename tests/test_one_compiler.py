@@ -42,26 +42,24 @@ CASES = {
                                      microbatches=2)),
 }
 
-_OPT = {"optimizer"}
 DIFFERS = {
-    "dp": {"collective:dp"} | _OPT,
-    "dp-buckets": {"collective:dp"} | _OPT,
-    "zero1": {"collective:dp"} | _OPT,
-    "zero2": {"collective:dp"} | _OPT,
-    "zero3": {"collective:dp"} | _OPT,
-    "tp": {"collective:tp"} | _OPT,
-    "sp": {"collective:tp"} | _OPT,
-    "pp-gpipe": _OPT,
-    "pp-1f1b": _OPT,
-    "pp-interleaved": _OPT,
-    "pp-zb-h1": _OPT,
-    "pp-zb-h2": _OPT,
-    "cp-p2p": {"collective:cp", "compute", "p2p"} | _OPT,
-    "cp-a2a": {"collective:cp", "compute"} | _OPT,
-    "ep": {"collective:dp", "collective:ep", "compute"} | _OPT,
-    "hybrid-dp-tp-pp": {"collective:dp", "collective:tp", "p2p"} | _OPT,
-    "hybrid-dp-cp-pp-ep": {"collective:cp", "collective:cp+dp", "collective:edp", "collective:ep", "compute",
-                           "p2p"} | _OPT,
+    "dp": {"collective:dp"},
+    "dp-buckets": set(),
+    "zero1": {"collective:dp"},
+    "zero2": {"collective:dp"},
+    "zero3": {"collective:dp"},
+    "tp": {"collective:tp"},
+    "sp": {"collective:tp"},
+    "pp-gpipe": set(),
+    "pp-1f1b": set(),
+    "pp-interleaved": set(),
+    "pp-zb-h1": set(),
+    "pp-zb-h2": set(),
+    "cp-p2p": {"collective:cp", "compute", "p2p"},
+    "cp-a2a": {"collective:cp", "compute"},
+    "ep": {"collective:dp", "collective:ep", "compute"},
+    "hybrid-dp-tp-pp": {"collective:dp", "collective:tp", "p2p"},
+    "hybrid-dp-cp-pp-ep": {"collective:cp", "collective:cp+dp", "collective:edp", "collective:ep", "compute", "p2p"},
 }
 
 # schedules the runnable compiler runs and the scale program does not compile (ParallelConfig takes

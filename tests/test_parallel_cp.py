@@ -105,11 +105,11 @@ def test_zero_bubble_schedules_split_the_context_parallel_backward(kind, schedul
     r = train(cfg)
     assert r.max_rel_weight_diff_vs_single < 1e-9
     weight = [i for i in r.compiled.program.code[0] if getattr(i, "phase", None) == "wgrad"]
-    assert {i.op for i in weight} >= {"cp_post_bwd_weight", "cp_pre_bwd_weight"}
+    assert {i.op for i in weight} >= {"block_bwd_weight", "cp_qkv_bwd_weight", "cp_o_bwd_weight"}
     def deferred(code):  # some micro-batch's W runs after a later micro-batch's B
-        at = {(i.op, i.microbatch): n for n, i in enumerate(code) if getattr(i, "op", "").startswith("cp_post_bwd_")}
-        return any(at[("cp_post_bwd_weight", j)] > at[("cp_post_bwd_input", k)] for j in range(cfg.m)
-                   for k in range(cfg.m) if k != j and ("cp_post_bwd_weight", j) in at and ("cp_post_bwd_input", k) in at)
+        at = {(i.op, i.microbatch): n for n, i in enumerate(code) if getattr(i, "op", "").startswith("block_bwd_")}
+        return any(at[("block_bwd_weight", j)] > at[("block_bwd_input", k)] for j in range(cfg.m)
+                   for k in range(cfg.m) if k != j and ("block_bwd_weight", j) in at and ("block_bwd_input", k) in at)
 
     assert any(deferred(code) for code in r.compiled.program.code) or schedule == "dualpipe"  # p = 2: W follows B
 

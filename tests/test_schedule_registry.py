@@ -11,6 +11,7 @@ from simulator.commands.search import SCHEDULES as SEARCH_CLI_SCHEDULES
 from simulator.commands.simulate import SCHEDULES as SIMULATE_CLI_SCHEDULES
 from simulator.commands.train import SCHEDULES as TRAIN_CLI_SCHEDULES
 from simulator.cost.search import search_training
+from simulator.cost.search_space import searched
 from simulator.parallel.config import SCHEDULES as TRAIN_SCHEDULES
 from simulator.parallel.schedule_registry import PRICED_SCHEDULES, SCHEDULE_SPECS, SCHEDULES, make_schedule
 
@@ -24,7 +25,7 @@ def test_every_consumer_lists_the_registry():
                          "zb-v", "dualpipev")
     assert TRAIN_SCHEDULES == TRAIN_CLI_SCHEDULES == simulator.SCHEDULES == SCHEDULES
     assert SEARCH_CLI_SCHEDULES == SIMULATE_CLI_SCHEDULES == PRICED_SCHEDULES
-    assert search_training.__kwdefaults__["schedules"] == PRICED_SCHEDULES
+    assert search_training.__kwdefaults__["schedules"] is None and searched("schedule", None) == PRICED_SCHEDULES
     gpt = simulator.GPTConfig(layers=4, hidden=32, heads=4, seq_len=16, vocab=32)
     for name in SCHEDULES:                       # the runtime's compilers and the config accept each
         v = 2 if SCHEDULE_SPECS[name].virtual_stages else 1

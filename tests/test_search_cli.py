@@ -88,7 +88,12 @@ def test_max_tp_below_one_is_refused_not_replaced_by_the_default(max_tp, capsys)
 
 
 def test_no_layout_at_all_says_why_not_that_nothing_fits():
-    # 7 GPUs, 24 heads and layers, batch 16: tp and pp can only be 1, then dp = 7 does not divide 16
+    # 7 GPUs, 24 heads and layers, batch 16, even splits only: tp and pp can only be 1, then dp = 7
+    # does not divide 16
     with pytest.raises(ParasimError, match="no parallel layout of megatron-1.7b on 7 GPUs") as e:
-        search_training("megatron-1.7b", "a100-80gb", 7, 16)
+        search_training("megatron-1.7b", "a100-80gb", 7, 16, stage_splits=("even",))
     assert "24 heads" in str(e.value) and "24 layers" in str(e.value) and "16" in str(e.value)
+    # with uneven splits p = 7 exists: the middle five stages hold 3 or 4 layers, the ends the rest
+    found = search_training("megatron-1.7b", "a100-80gb", 7, 16, top=50)
+    assert {c.config.pp for c in found.top} == {7} and found.space["pp"] == (7,)
+    assert {(c.config.first_stage_layers, c.config.last_stage_layers) for c in found.top} == {(5, 4), (2, 2)}

@@ -110,10 +110,10 @@ def test_closed_form_agrees_with_the_clock_or_names_what_it_leaves_out(priced, n
     assert set(ana.leaves_out) <= set(LEAVES_OUT)
     gap = abs(ana.step_time_s / clock.step_time_s - 1)
     assert gap <= 0.02 or ana.leaves_out, f"{name}: closed form {ana.step_time_s:.5g} s, clock {clock.step_time_s:.5g} s"
-    # what both count alike: the slowest stage's kernels, and the optimizer
-    assert ana.breakdown.optimizer_s == pytest.approx(clock.breakdown.optimizer_s, rel=1e-9)
+    # what both count alike: the slowest stage's kernels, and its optimizer
     cfg, model = ParallelConfig(**GRID_BY_NAME[name][4]), GRID_BY_NAME[name][1]
     if len(set(cfg.stage_layers(model.layers))) == 1:     # with uneven stages the two may pick different bottlenecks
+        assert ana.breakdown.optimizer_s == pytest.approx(clock.breakdown.optimizer_s, rel=1e-9)
         assert ana.breakdown.compute_s == pytest.approx(clock.breakdown.compute_s, rel=1e-6)
 
 
@@ -173,7 +173,7 @@ BIG_ARGV = ["simulate", "--gpus", "1536", "--hardware", "h100-sxm", "--num-layer
             "--use-flash-attn", "--sequence-parallel", "--use-distributed-optimizer", "--bf16"]
 
 
-@pytest.mark.parametrize("argv,recorded", [(GPT3_ARGV, (14.2474, 14.2474)), (BIG_ARGV, (9.5289, 9.5287))],
+@pytest.mark.parametrize("argv,recorded", [(GPT3_ARGV, (14.2569, 14.2569)), (BIG_ARGV, (9.5381, 9.5379))],
                          ids=["gpt3-175b", "96-layer-256k"])
 def test_the_reported_configurations_at_their_recorded_values(tmp_path, capsys, argv, recorded):
     assert main(argv + ["--trace", str(tmp_path / "t.json"), "--json"]) == 0

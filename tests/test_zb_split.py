@@ -106,9 +106,9 @@ def test_cli_prices_dualpipe_with_context_and_tensor_parallelism(capsys):
 
 MOE = MoEGPTConfig(layers=2, hidden=8, heads=4, seq_len=8, vocab=16, experts=4, top_k=2, capacity_factor=1.0)
 MOE_CASES = [  # (degrees, schedule, the attention half's W kernels)
-    (dict(devices=4, pp=2, dp=2, ep=2), "zb-h1", {"moe_attn_bwd_weight"}),
+    (dict(devices=4, pp=2, dp=2, ep=2), "zb-h1", {"block_bwd_weight"}),
     (dict(devices=4, pp=2, tp=2), "zb-h2", {"block_bwd_weight"}),
-    (dict(devices=4, pp=2, cp=2, ep=2), "zb-h1", {"cp_moe_out_bwd_weight", "cp_pre_bwd_weight"}),
+    (dict(devices=4, pp=2, cp=2, ep=2), "zb-h1", {"block_bwd_weight", "cp_qkv_bwd_weight", "cp_o_bwd_weight"}),
     (dict(devices=8, pp=2, cp=2, tp=2, ep=2), "dualpipe", {"cp_o_bwd_weight", "cp_qkv_bwd_weight"}),
     (dict(devices=16, dp=2, pp=2, cp=2, tp=2, ep=4), "zb-h1", {"cp_o_bwd_weight", "cp_qkv_bwd_weight"}),
 ]

@@ -33,7 +33,9 @@ from simulator import (
 )
 from simulator.cost.parallel_config import PRECISION
 from simulator.cost.scale_sim import simulate_at_scale
+from simulator.cost.stack import stack_names
 from simulator.units import fmt_bytes, fmt_time
+from simulator.vocabulary import DEFAULTS
 
 SCHEDULES = PRICED_SCHEDULES  # the schedules the closed form prices (simulator.parallel.schedule_registry)
 RECOMPUTE = ("none", "selective", "full")
@@ -177,6 +179,14 @@ def stack_widgets(spec: ModelSpec) -> dict:
     kw.update(PRECISION[precision])
     kw["fp8"] = c[5].toggle("FP8 matmuls", key="fp8", disabled=precision == "fp32", **BIND,
                             help="Transformer Engine FP8 GEMMs at the fp8 peak (--fp8-format)") and precision != "fp32"
+    c = st.columns(6)
+    stacks = list(stack_names())
+    kw["stack"] = c[0].selectbox("Software stack", stacks, index=stacks.index(DEFAULTS["stack"]), key="stack", **BIND,
+                                 help="kernel efficiencies, overheads and the overlaps it performs (--stack; "
+                                      "simulator/cost/stack_presets/)")
+    kw["causal_attention_flops"] = c[1].toggle("Causal attention FLOPs", key="causal_flops", **BIND,
+                                               help="model TFLOP/s and MFU count the attention core's causal half "
+                                                    "(--causal-attention-flops)")
     return kw
 
 

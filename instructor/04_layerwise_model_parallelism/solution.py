@@ -58,6 +58,50 @@ def p2p_bytes_per_step(p: int, batch: int, hidden: int, itemsize: int = 8) -> in
     # END SOLUTION
 
 
+# %% [markdown]
+# ## 5. Predict, explain, then look at your own run
+# Predict before you run anything: the idle share of the step with an 8-layer MLP cut into 8
+# stages (one layer each), free communication. The grader runs it.
+
+# %%
+def predicted_idle_p8() -> float:
+    """Your prediction of the idle share of the step, p = 8 (a number in [0, 1])."""
+    # BEGIN SOLUTION: only one of the p devices works at any time
+    return 7 / 8
+    # END SOLUTION
+
+
+# %% [markdown]
+# Why is the layer-wise split no faster than one device? Answer with one letter:
+#   a) sending the activations between devices takes most of the step
+#   b) the batch passes through the stages one after the other, so each device waits while the
+#      others run their layers: the work is the same, only spread over time
+#   c) every device computes the whole model
+#   d) the devices split the batch, so each step has more steps
+
+# %%
+def why_no_speedup() -> str:
+    """One letter: a, b, c or d."""
+    # BEGIN SOLUTION: communication is free in these runs; look at the timeline
+    return "b"
+    # END SOLUTION
+
+
+# %% [markdown]
+# Your own run: the README's 4-stage run (batch 16, free communication); return its timeline,
+# `viz.timeline(r.trace)`. The grader reads the figure's bars and compares them with the run.
+
+# %%
+def plot_my_run():
+    """The matplotlib Figure of your layer-wise run's timeline."""
+    # BEGIN SOLUTION: train(TrainConfig(MODEL, strategy="layer", devices=4, batch_size=16), device_model=FREE_COMM)
+    from simulator import viz
+
+    r = train(TrainConfig(MODEL, strategy="layer", devices=4, batch_size=16), device_model=FREE_COMM)
+    return viz.timeline(r.trace)
+    # END SOLUTION
+
+
 # %%
 if __name__ == "__main__":
     r = train(TrainConfig(MODEL, strategy="layer", devices=4, batch_size=16), device_model=FREE_COMM)

@@ -108,6 +108,49 @@ def train_context_parallel(cp: int, kind: str = "ring"):
     return train(TrainConfig(gpt, strategy="cp", devices=cp, cp=cp, cp_kind=kind, batch_size=4, steps=2))
     # END SOLUTION
 
+# %% [markdown]
+# ## 6. Predict, explain, then look at your own run
+# Predict before you run anything: the ring's Send bytes over 2 steps and all devices of part
+# 5's run with c = 2.
+
+# %%
+def predicted_ring_bytes_c2() -> float:
+    """Your prediction of the Send bytes of train_context_parallel(2), all steps and devices."""
+    # BEGIN SOLUTION: steps x devices x your ring_bytes_per_step
+    return 2 * 2 * ring_bytes_per_step(2, 4, 1, 16, 16, 2)
+    # END SOLUTION
+
+
+# %% [markdown]
+# Why does the balanced split give device i the chunks i and 2c - 1 - i? Answer with one letter:
+#   a) it makes the ring shorter
+#   b) with causal masking a late token attends to more keys than an early one; pairing an early
+#      chunk with a late one gives every device the same work
+#   c) it sends fewer bytes
+#   d) it keeps each device's tokens contiguous in memory
+
+# %%
+def why_balanced_split() -> str:
+    """One letter: a, b, c or d."""
+    # BEGIN SOLUTION: look at causal_work of part 3
+    return "b"
+    # END SOLUTION
+
+
+# %% [markdown]
+# Your own run: part 5's run with c = 4; return its timeline, `viz.timeline(r.trace)`. The
+# grader reads the figure's bars, not its pixels.
+
+# %%
+def plot_my_run():
+    """The matplotlib Figure of your context-parallel run's timeline."""
+    # BEGIN SOLUTION: viz.timeline(train_context_parallel(4).trace)
+    from simulator import viz
+
+    return viz.timeline(train_context_parallel(4).trace)
+    # END SOLUTION
+
+
 
 if __name__ == "__main__":
     rng = np.random.default_rng(0)

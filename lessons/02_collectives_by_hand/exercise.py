@@ -58,6 +58,40 @@ def run_on_devices(program, xs: list[np.ndarray]):
         ys = [rt.fetch(r, ["act/y"])["act/y"] for r in range(n)]
     return ys, list(result.bytes_sent)
 
+# %% [markdown]
+# ## Predict, explain, then look at your own plan
+# Predict before you build anything: the bytes each rank sends in a ring all-reduce of
+# S = 1 MiB (2**20 bytes) over n = 8 ranks.
+
+# %%
+def predicted_ring_bytes_n8() -> float:
+    """Your prediction of the bytes one rank sends."""
+    raise NotImplementedError("TODO: n-1 reduce-scatter steps and n-1 all-gather steps of S/n each")
+
+
+# %% [markdown]
+# Why do the ring's bytes per rank hardly grow with n? Answer with one letter:
+#   a) the ring compresses the chunks
+#   b) each step a rank sends one chunk of S/n, for 2(n-1) steps: 2(n-1)/n S, below 2 S for any n
+#   c) only rank 0 sends
+#   d) the ring sends the whole tensor once
+
+# %%
+def why_ring_bytes_flat() -> str:
+    """One letter: a, b, c or d."""
+    raise NotImplementedError("TODO: count the chunks one rank sends in your plan")
+
+
+# %% [markdown]
+# Your own plan: draw the steps of a ring all-reduce over 4 ranks of 4096 bytes with
+# `viz.collective_steps(make_plan("all_reduce", "ring", 4, 4096))` and return the figure.
+
+# %%
+def plot_my_plan():
+    """The matplotlib Figure of the ring all-reduce's steps."""
+    raise NotImplementedError("TODO: viz.collective_steps(make_plan(\"all_reduce\", \"ring\", 4, 4096))")
+
+
 
 if __name__ == "__main__":
     n, size = 4, 8

@@ -55,6 +55,42 @@ def equivalent_mean_lr(lr_sum: float, dp: int) -> float:
     raise NotImplementedError("TODO: the sum is dp times the mean")
 
 
+# %% [markdown]
+# ## 5. Predict, explain, then look at your own run
+# Predict before you run anything: the bytes ONE device sends in ONE step of data parallelism on
+# 8 devices for this 1,088-parameter MLP (float64 gradients, ring all-reduce). The grader runs it.
+
+# %%
+def predicted_bytes_dp8() -> float:
+    """Your prediction of the bytes one device sends in one step, dp = 8."""
+    raise NotImplementedError("TODO: 2 (n-1)/n x P x 8 bytes")
+
+
+# %% [markdown]
+# Why do the replicas end with the same weights as one device? Answer with one letter:
+#   a) every replica trains on the whole batch
+#   b) the all-reduce averages the gradients of the replicas' shards, which is the gradient of the
+#      whole batch (the loss is a mean over the samples), so every replica takes the same step
+#   c) the replicas share one copy of the weights in memory
+#   d) only device 0 runs the optimizer and broadcasts the weights
+
+# %%
+def why_same_weights() -> str:
+    """One letter: a, b, c or d."""
+    raise NotImplementedError("TODO: what does the all-reduce of part 2 compute?")
+
+
+# %% [markdown]
+# Your own run: train the README's run (4 replicas, batch 16, 2 steps, the teaching clock) and
+# return its timeline, `viz.timeline(r.trace)`. The grader reads the figure's bars (not its
+# pixels) and compares them with the run. Where does the all-reduce sit against the backward?
+
+# %%
+def plot_my_run():
+    """The matplotlib Figure of your data-parallel run's timeline."""
+    raise NotImplementedError("TODO: train(TrainConfig(MODEL, strategy=\"dp\", devices=4, batch_size=16, steps=2), device_model=clock)")
+
+
 # %%
 if __name__ == "__main__":
     model = build_model(MODEL)

@@ -15,9 +15,8 @@ from simulator import (
     validate_schedule,
     viz,
 )
-from simulator.grading import compare, expect, figure_of, hidden_random, ok
+from simulator.grading import compare, expect, hidden_random, ok, same_figure
 from simulator.parallel.schedule_sim import flush_formulas
-from simulator.viz.figure_data import figure_data, same
 
 LESSON = {
     "title": "Pipeline bubbles: GPipe vs 1F1B",
@@ -207,13 +206,8 @@ def check_plot_of_your_run(s):
                   check=False).trace
     got = s.plot_my_run()
     fig, bubble = (got[0], got[1]) if isinstance(got, (tuple, list)) and len(got) == 2 else (got, None)
-    data, want = figure_of(fig), figure_data(viz.timeline(trace))
-    if data is None:
-        return expect(False, "(a matplotlib Figure, the bubble)", type(fig).__name__,
-                      "return viz.timeline(r.trace), r.trace.bubble_fraction()")
-    bars = sorted(tuple(r) for ax in data["axes"] for r in ax["rects"])
-    wanted = sorted(tuple(r) for ax in want["axes"] for r in ax["rects"])
-    if not same(bars, wanted):
-        return expect(False, f"the {len(wanted)} bars of the run's timeline (4 stages, m = 8, free communication)",
-                      f"{len(bars)} bars, not the run's", "draw the trace of that run: viz.timeline(r.trace)")
+    drawn = same_figure(fig, viz.timeline(trace), "the run's timeline (4 stages, m = 8, free communication)",
+                        "return viz.timeline(r.trace), r.trace.bubble_fraction() of that run")
+    if not drawn.passed:
+        return drawn
     return compare(trace.bubble_fraction(), bubble, "r.trace.bubble_fraction() of the run you drew")

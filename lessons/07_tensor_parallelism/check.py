@@ -3,7 +3,7 @@
 import numpy as np
 
 from simulator import DeviceMesh, GPTConfig, Layout, TrainConfig, train
-from simulator.grading import compare, ok
+from simulator.grading import choice, compare, ok, same_figure
 
 LESSON = {
     "title": "Tensor parallelism: the Megatron MLP",
@@ -84,3 +84,26 @@ def check_bytes(s):
         if not np.isclose(got, measured, rtol=1e-9):
             return compare(measured, got, f"t={t}, L={layers}, b=4, s=16, h=32, float64")
     return ok()
+
+
+def check_prediction(s):
+    "prediction: the bytes one device sends in a t = 4 step, before the run (within 2 %)"
+    r = _tp_run(4)
+    return compare(float(r.bytes_sent_per_device[0]), s.predicted_bytes_tp4(),
+                   "2 all-reduces per block forward and 2 backward, each of b s h values", rtol=0.02)
+
+
+def check_explanation(s):
+    "explanation: why the MLP needs one all-reduce, not two (a choice)"
+    return choice(s.why_one_allreduce(), "b", {
+        "a": "GeLU is not linear: GeLU(a + b) != GeLU(a) + GeLU(b) (part 3 fails if you sum first)",
+        "c": "parasim's trace shows the all-reduces; none sits between the two matmuls",
+        "d": "B is cut by rows (row_shards); a replicated B would not give partial sums"})
+
+
+def check_plot_of_your_run(s):
+    "your own run: its timeline, bar by bar"
+    from simulator import viz
+
+    return same_figure(s.plot_my_run(), viz.timeline(_tp_run(2).trace), "the README's run (t = 2)",
+                       "return viz.timeline(r.trace) of that run")

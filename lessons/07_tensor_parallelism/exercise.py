@@ -57,6 +57,42 @@ def tp_bytes_per_device(L: int, b: int, s: int, h: int, t: int, itemsize: int = 
     raise NotImplementedError("TODO: (4L + 2) activations + 3 loss statistics, times the ring factor")
 
 
+# %% [markdown]
+# ## 5. Predict, explain, then look at your own run
+# Predict before you run anything: the bytes ONE device sends in one step of the README's GPT
+# (2 layers, hidden 32, batch 4, sequence 16) with tensor parallelism over t = 4 devices. The
+# grader runs it.
+
+# %%
+def predicted_bytes_tp4() -> float:
+    """Your prediction of the bytes one device sends in one step, t = 4."""
+    raise NotImplementedError("TODO: your tp_bytes_per_device, at t = 4")
+
+
+# %% [markdown]
+# Why does the Megatron MLP need no communication between its two matmuls? Answer with one letter:
+#   a) GeLU is linear, so it commutes with the sum
+#   b) A is split by columns, so each rank holds whole columns of x A and applies GeLU to them;
+#      B split by rows then gives partial sums, reduced once at the end
+#   c) the all-reduce is hidden behind the compute
+#   d) B is replicated on every rank
+
+# %%
+def why_one_allreduce() -> str:
+    """One letter: a, b, c or d."""
+    raise NotImplementedError("TODO: which layout does part 3 give the GeLU input?")
+
+
+# %% [markdown]
+# Your own run: the README's run (t = 2); return its timeline, `viz.timeline(r.trace)`. The
+# grader reads the figure's bars and compares them with the run.
+
+# %%
+def plot_my_run():
+    """The matplotlib Figure of your tensor-parallel run's timeline."""
+    raise NotImplementedError("TODO: train(TrainConfig(g, strategy=\"tp\", devices=2, tp=2, batch_size=4))")
+
+
 # %%
 if __name__ == "__main__":
     rng = np.random.default_rng(0)

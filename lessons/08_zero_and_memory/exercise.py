@@ -40,6 +40,41 @@ def zero_comm_bytes_per_device(param_bytes: float, nd: int, stage: int) -> float
     raise NotImplementedError("TODO: 2 for stages 0-2, 3 for stage 3, times (n-1)/n S")
 
 
+# %% [markdown]
+# ## Predict, explain, then look at your own run
+# Predict before you compute anything: the model-state bytes per device of ZeRO stage 2 for a
+# 7.5-billion-parameter model on 64 devices (mixed-precision Adam: 16 bytes per parameter).
+
+# %%
+def predicted_zero2_bytes() -> float:
+    """Your prediction of ZeRO-2's model-state bytes per device, Psi = 7.5e9, N_d = 64."""
+    raise NotImplementedError("TODO: your zero_bytes_per_device at stage 2")
+
+
+# %% [markdown]
+# ZeRO-1 and ZeRO-2 send as many bytes as plain data parallelism. Why? Answer with one letter:
+#   a) they do not partition anything
+#   b) a reduce-scatter followed by an all-gather moves the same bytes as one all-reduce (which
+#      is built of those two halves), so partitioning the states adds no communication
+#   c) they compress the gradients
+#   d) they skip the optimizer step on most devices
+
+# %%
+def why_same_bytes() -> str:
+    """One letter: a, b, c or d."""
+    raise NotImplementedError("TODO: compare the collectives of dp and zero1 in the README's run")
+
+
+# %% [markdown]
+# Your own run: train the README's MLP with ZeRO-3 on 4 devices (batch 16) and return its memory
+# over time, `viz.memory_over_time(r.trace)`. The grader reads the figure's data, not its pixels.
+
+# %%
+def plot_my_run():
+    """The matplotlib Figure of your ZeRO-3 run's memory over time."""
+    raise NotImplementedError("TODO: train(TrainConfig(mlp, strategy=\"zero3\", devices=4, batch_size=16))")
+
+
 # %%
 if __name__ == "__main__":
     for stage in range(4):

@@ -114,3 +114,32 @@ def check_real_run(s):
     sent = want.steps * cp * attention_bytes_per_step(want.model, want.model.layers, want.microbatch_size, want.m, cp)
     return compare(sent, run["bytes_by_collective"].get("send", 0),
                    f"strategy='cp', cp={cp}, cp_kind='ring': the ring's Send bytes over all steps and devices")
+
+
+def check_prediction(s):
+    "prediction: the ring's Send bytes of the c = 2 run, before the run (within 2 %)"
+    from simulator import train
+
+    r = train(TrainConfig(EXERCISE_GPT, strategy="cp", devices=2, cp=2, cp_comm_type="p2p", global_batch=4, steps=2))
+    return compare(float(r.trace.bytes_by_collective().get("send", 0)), s.predicted_ring_bytes_c2(),
+                   "steps x devices x (3c - 2) K/V blocks per layer and micro-batch", rtol=0.02)
+
+
+def check_explanation(s):
+    "explanation: why device i holds chunks i and 2c-1-i (a choice)"
+    from simulator.grading import choice
+
+    return choice(s.why_balanced_split(), "b", {
+        "a": "the ring has c devices whatever the split",
+        "c": "every device sends the same K/V blocks whatever the split (attention_bytes_per_step)",
+        "d": "the two chunks are not contiguous: chunk i and chunk 2c-1-i"})
+
+
+def check_plot_of_your_run(s):
+    "your own run: its timeline, bar by bar"
+    from simulator import train, viz
+    from simulator.grading import same_figure
+
+    r = train(TrainConfig(EXERCISE_GPT, strategy="cp", devices=4, cp=4, cp_comm_type="p2p", global_batch=4, steps=2))
+    return same_figure(s.plot_my_run(), viz.timeline(r.trace), "part 5's run with c = 4",
+                       "return viz.timeline(r.trace) of that run")

@@ -75,6 +75,41 @@ def train_context_parallel(cp: int, kind: str = "ring"):
     """Two steps of GPTConfig(2, 16, 4, 16, 32), batch 4, strategy "cp" on cp devices; the TrainResult."""
     raise NotImplementedError("TODO: TrainConfig(..., strategy='cp', devices=cp, cp=cp, cp_kind=kind)")
 
+# %% [markdown]
+# ## 6. Predict, explain, then look at your own run
+# Predict before you run anything: the ring's Send bytes over 2 steps and all devices of part
+# 5's run with c = 2.
+
+# %%
+def predicted_ring_bytes_c2() -> float:
+    """Your prediction of the Send bytes of train_context_parallel(2), all steps and devices."""
+    raise NotImplementedError("TODO: steps x devices x your ring_bytes_per_step")
+
+
+# %% [markdown]
+# Why does the balanced split give device i the chunks i and 2c - 1 - i? Answer with one letter:
+#   a) it makes the ring shorter
+#   b) with causal masking a late token attends to more keys than an early one; pairing an early
+#      chunk with a late one gives every device the same work
+#   c) it sends fewer bytes
+#   d) it keeps each device's tokens contiguous in memory
+
+# %%
+def why_balanced_split() -> str:
+    """One letter: a, b, c or d."""
+    raise NotImplementedError("TODO: look at causal_work of part 3")
+
+
+# %% [markdown]
+# Your own run: part 5's run with c = 4; return its timeline, `viz.timeline(r.trace)`. The
+# grader reads the figure's bars, not its pixels.
+
+# %%
+def plot_my_run():
+    """The matplotlib Figure of your context-parallel run's timeline."""
+    raise NotImplementedError("TODO: viz.timeline(train_context_parallel(4).trace)")
+
+
 
 if __name__ == "__main__":
     rng = np.random.default_rng(0)

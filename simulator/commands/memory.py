@@ -27,6 +27,7 @@ from ..cost.memory_report import memory_report
 from ..cost.model_presets import model_names
 from ..errors import ParasimError
 from ..units import fmt_bytes
+from .simulate import add_stack_flag, own_stack_flags
 
 MIN_PARAMS, MAX_PARAMS = 1.0, 1e16  # at least one parameter; 10^16 is 10^4 x today's largest models
 UNITLESS_MIN = 1e6  # a bare count below a million parameters is a forgotten unit (7.5 -> 7.5B)
@@ -69,6 +70,7 @@ def add_parser(sub) -> None:
     p.add_argument("--deepspeed", action="store_true", help="DeepSpeed's ZeRO-2/3 estimator rows for the model")
     p.add_argument("--gpus-per-node", dest="gpus_per_node", type=int, default=8, help="with --deepspeed (default 8)")
     p.add_argument("--nodes", type=int, default=1, help="with --deepspeed (default 1)")
+    add_stack_flag(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run, megatron_flags=True)
 
@@ -120,8 +122,9 @@ def run(args) -> int:
             setattr(args, name, default)
     extra = list(args.megatron_argv or [])
     if args.params is not None:
-        if extra or args.model or args.deepspeed:
-            raise ParasimError("--params computes the ZeRO formula alone; give no model, Megatron flags or --deepspeed")
+        if extra or args.model or args.deepspeed or getattr(args, "stack", None):
+            raise ParasimError("--params computes the ZeRO formula alone; give no model, Megatron flags, --deepspeed "
+                               "or --stack")
         return _zero_formula(args)
     mega = parse_megatron_args(extra)
     run_ = megatron_run(mega, gpus=args.gpus, model=args.model)
@@ -130,7 +133,7 @@ def run(args) -> int:
     cfg = run_.config
     if args.zero is not None:
         cfg = replace(cfg, zero_stage=int(args.zero))
-    A = replace(run_.assumptions, recipe=args.precision or run_.recipe).resolved(run_.model)
+    A = replace(run_.assumptions, recipe=args.precision or run_.recipe, **own_stack_flags(args)).resolved(run_.model)
     mem = memory_report(run_.model, cfg, args.hardware, recipe=A.recipe, flash_attention=A.flash_attention)
     stated = assumptions_of(run_.model, A, cfg, door="flag")
     if args.json:

@@ -4,7 +4,8 @@
 
 Searches tensor, context, pipeline, data and expert-parallel degrees (`--cp`, `--ep` lists; MoE
 models take Megatron's --num-experts --moe-router-topk --moe-ffn-hidden-size), micro-batch size
-(and so the micro-batch count), schedule (GPipe, 1F1B, interleaved with v chunks, ZB-H1, ZB-H2), ZeRO stage,
+(and so the micro-batch count), schedule (GPipe, 1F1B, interleaved with v chunks, ZB-H1, ZB-H2), the stage split (even, the
+embedding and loss counted, first/last stage layers), ZeRO stage,
 recomputation and sequence parallelism with the closed-form model (`simulator.cost.search`), and
 says why the best configuration of every other layout loses (OOM by how much, or slower by x%
 and the step-time components that grew).
@@ -19,6 +20,7 @@ from ..cost.assumptions import assumptions_of, format_assumptions
 from ..cost.hardware import get_hardware, hardware_names
 from ..cost.model_presets import model_names
 from ..cost.search import search_training
+from ..cost.search_space import STAGE_SPLITS
 from ..errors import ParasimError
 from ..parallel.schedule_registry import PRICED_SCHEDULES as SCHEDULES
 from ..progress import Progress
@@ -36,7 +38,8 @@ from .simulate import (
 _SEARCHED = {"tensor-model-parallel-size", "pipeline-model-parallel-size", "context-parallel-size",
              "expert-model-parallel-size", "micro-batch-size", "num-layers-per-virtual-pipeline-stage",
              "num-virtual-stages-per-pipeline-rank", "recompute-granularity", "use-distributed-optimizer",
-             "sequence-parallel"}
+             "sequence-parallel", "decoder-first-pipeline-num-layers", "decoder-last-pipeline-num-layers",
+             "account-for-embedding-in-pipeline-split", "account-for-loss-in-pipeline-split"}
 
 
 def add_parser(sub) -> None:
@@ -58,6 +61,10 @@ def add_parser(sub) -> None:
                    "powers of two up to 32 for sequences of 16k tokens or more)")
     p.add_argument("--ep", dest="ep_sizes", default=None, help="comma-separated expert-parallel sizes to try (MoE models, e.g. "
                    "--num-experts 8 --moe-router-topk 2; default: every power of two dividing d and the experts)")
+    p.add_argument("--stage-splits", dest="stage_splits", default=None,
+                   help=f"comma-separated subset of {','.join(STAGE_SPLITS)} (default: all; balance_embedding is "
+                   "Megatron's --account-for-embedding/loss-in-pipeline-split, first_last its "
+                   "--decoder-first/last-pipeline-num-layers)")
     add_assumption_flags(p)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run, megatron_flags=True)
@@ -107,9 +114,11 @@ def run(args) -> int:
     top, n_alt = int(getattr(args, "top", 5)), int(getattr(args, "alternatives", 10))
     if n_alt < 0:
         raise ParasimError(f"--alternatives must be >= 0, got {n_alt}")
+    text = getattr(args, "stage_splits", None)
+    splits = tuple(x.strip() for x in str(text).split(",") if x.strip()) if text is not None else None
     res = search_training(model, hw, int(args.gpus), int(args.global_batch), schedules=schedules,
                           max_tp=getattr(args, "max_tp", None), top=top, assumptions=A, context_parallel=cps,
-                          expert_parallel=eps, progress=Progress("search", "layouts"))
+                          expert_parallel=eps, stage_splits=splits, progress=Progress("search", "layouts"))
     if getattr(args, "json", False):
         out = res.as_dict()
         out["alternatives"] = out["alternatives"][:n_alt]
@@ -119,7 +128,8 @@ def run(args) -> int:
         print(json.dumps(out))
         return 0
     print(f"{model!r} on {args.gpus} x {hw.name}, global batch {args.global_batch}: "
-          f"{res.evaluated:,} configurations timed")
+          f"{res.considered:,} configurations searched, {res.evaluated:,} timed")
+    print("  space: " + "; ".join(f"{k} {', '.join(map(str, v))}" for k, v in res.space.items()))
     print(format_assumptions(assumptions_of(model, A, res.best.config, door="flag", searched=True)))
     for i, c in enumerate(res.top, 1):
         r = c.result

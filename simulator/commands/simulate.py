@@ -36,6 +36,7 @@ from ..cost.hardware import get_hardware, hardware_names
 from ..cost.memory import RECOMPUTE
 from ..cost.model_presets import ModelSpec, get_model, model_names
 from ..cost.parallel_config import CP_COMM_TYPES, Assumptions, ParallelConfig
+from ..cost.stack import stack_names
 from ..errors import ParasimError
 from ..parallel.schedule_registry import PRICED_SCHEDULES as SCHEDULES
 from ..units import fmt_bytes, fmt_time
@@ -139,9 +140,16 @@ def add_assumption_flags(p) -> None:
                    default=DEFAULTS["stage3_max_reuse_distance"],
                    help="DeepSpeed ZeRO-3: elements fetched before a released parameter's reuse (default 1e9); "
                         "with --recompute full, sub-modules beyond it are gathered a third time")
+    add_stack_flag(p)
     p.add_argument("--causal-attention-flops", dest="causal_attention_flops", action="store_true", default=None,
                    help="model TFLOP/s and MFU count the attention core's causal half (6N + 6 L h s per token, as "
                         "NVIDIA's newer tables do; default: the full 6N + 12 L h s, simulator.cost.flops)")
+
+
+def add_stack_flag(p) -> None:
+    p.add_argument("--stack", default=None, metavar="NAME|FILE",
+                   help=f"software stack: {', '.join(stack_names())} or a .toml/.json stack file (default "
+                        f"{DEFAULTS['stack']}; simulator.cost.stack)")
 
 
 def own_stack_flags(args) -> dict:
@@ -150,6 +158,8 @@ def own_stack_flags(args) -> dict:
     out = {}
     if getattr(args, "causal_attention_flops", None):
         out["causal_attention_flops"] = True
+    if getattr(args, "stack", None) is not None:
+        out["stack"] = args.stack
     return out
 
 

@@ -52,6 +52,7 @@ from simulator.cost.memory_report import memory_report
 from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.moe import check_moe, expert_tokens, exposed_moe_s, moe_collectives, moe_group
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
+from simulator.cost.rank_params import heads_on, stage_params_on_rank
 from simulator.cost.scale_kernels import layer_kernels, padded_vocab
 from simulator.cost.step_breakdown import StepBreakdown, breakdown_from_parts, closed_form_leaves_out
 from simulator.cost.zero3_fetch import zero3_pass
@@ -146,14 +147,14 @@ def _layer_comm(model, cfg, hw, A, K, topo) -> dict:
                 if cfg.sequence_parallel else collective_time_s("all_reduce", act, grp, topo, ar_algo))
     tp = 2 * half
     if A.overlap_tp_comm:      # chunks pipelined with the layer's linear GEMMs (weight-gradient shapes)
-        tp = max(0.0, tp - K.attn_w.time_s(hw, A.matmul_dtype) - K.mlp_w.time_s(hw, A.matmul_dtype))
+        tp = max(0.0, tp - K.attn_w.time_s(hw, A.matmul_dtype, A.profile) - K.mlp_w.time_s(hw, A.matmul_dtype, A.profile))
     cp_f = cp_b = cp_total = 0.0
     if c > 1:
         grp = cfg.cp_group()
         if cfg.cp_comm_type == "p2p":   # ring: c-1 steps passing K and V; backward also dK, dV
             kv = 2 * T * sum(model.qkv_widths[1:]) / t            # K and V, 16-bit
             step = _slowest_link(topo, grp).time_s(kv)
-            core = K.core_fwd.time_s(hw, A.matmul_dtype)
+            core = K.core_fwd.time_s(hw, A.matmul_dtype, A.profile)
             cp_total = 3 * (c - 1) * step
             cp_f = max(0.0, (c - 1) * step - core)
             cp_b = max(0.0, 2 * (c - 1) * step - 2.5 * core)
@@ -182,7 +183,8 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     topo = hw.topology(cfg.gpus, A.link_efficiency)
     algo, dt = A.collective_algo, A.matmul_dtype
     K = layer_kernels(model, cfg, A)
-    kt = lambda k: k.time_s(hw, dt)  # noqa: E731
+    stack = A.profile                  # the software stack's kernels and overheads (`simulator.cost.stack`)
+    kt = lambda k: k.time_s(hw, dt, stack)  # noqa: E731
     cm = _layer_comm(model, cfg, hw, A, K, topo)
     full = cfg.recompute == "full"
     # one layer and micro-batch: kernels, and the exposed communication of each kind (a fully
@@ -203,17 +205,14 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     lf, lb, lw = kt(K.logits_fwd), kt(K.logits_b), kt(K.logits_w)
     # parameters held by each stage, per tensor-parallel rank (embedding/head on the end stages)
     emb = padded_vocab(model, t) * h / t
-    heads_on = [(k == 0) + (k == p - 1 and (p > 1 or not model.tied_embeddings)) for k in range(p)]
-    experts = getattr(model, "num_experts", 0)
-    expert_layer = experts * model.mlp_params(model.moe_ffn_hidden) if experts else 0
-    dense_layer = model.layer_params() - expert_layer
-    dense_k = [(layers[k] * dense_layer + heads_on[k] * emb * t) / t for k in range(p)]
-    expert_k = [layers[k] * expert_layer / (cfg.expert_tp * cfg.ep) for k in range(p)]
+    heads = [heads_on(model, k, p) for k in range(p)]
+    experts = model.num_experts
+    dense_k, expert_k = zip(*(stage_params_on_rank(model, t, cfg.ep, layers[k], k, p, cfg.expert_tp) for k in range(p)))
     stages = [[n * f_l, n * b_l, n * w_l] for n in layers]
     for i, x in enumerate((lf, lb, lw)):
         stages[-1][i] += x
     for k in range(p):   # gradient accumulation outside the GEMMs, after every micro-batch (`Assumptions`)
-        stages[k][2] += memory_time_s(A.grad_accum_bytes * (dense_k[k] + expert_k[k]), hw)
+        stages[k][2] += memory_time_s(A.grad_accum_bytes * (dense_k[k] + expert_k[k]), hw, stack)
     slowest_k = max(range(p), key=lambda k: sum(stages[k]))
     slowest = sum(stages[slowest_k])
     # the slowest stage waits, once, for the work of every other stage (warmup and cooldown): for
@@ -229,13 +228,13 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     bubble += p2p_fill
 
     # data-parallel synchronisation of the largest stage's gradients (module docstring)
-    k_big = max(range(p), key=lambda k: layers[k] * model.layer_params() + heads_on[k] * emb * t)
+    k_big = max(range(p), key=lambda k: dense_k[k] + expert_k[k])
     dense, expert = dense_k[k_big], expert_k[k_big]
     stage_params = dense + expert
-    fetch = zero3_pass(model, t, cfg.ep, layers[k_big], heads_on[k_big], cfg.recompute, A.stage3_max_reuse_distance)
+    fetch = zero3_pass(model, t, cfg.ep, layers[k_big], heads[k_big], cfg.recompute, A.stage3_max_reuse_distance)
     if is_fsdp(cfg) and d * c > 1:        # per-layer units on the bottleneck device (`simulator.cost.fsdp`)
         dp_by, dp_exposed = fsdp_sync(cfg, A, topo, slowest_k, cfg.chunk_layers(L), model.layer_params() / t, emb,
-                                      (f_l, b_l + w_l), lf, True, heads_on[slowest_k])
+                                      (f_l, b_l + w_l), lf, True, heads[slowest_k])
     else:
         dp_by, dp_exposed = _dp_sync(cfg, A, topo, dense, expert, stages[k_big], m, fetch)
     dp_time = sum(dp_by.values())
@@ -244,7 +243,13 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
         emb_ar = collective_time_s("all_reduce", A.grad_reduce_bytes * emb,
                                    [cfg.rank(0, 0, 0), cfg.rank(0, 0, p - 1)], topo, algo)
     shard = d * c if cfg.zero_stage >= 1 else 1
-    optimizer = memory_time_s(ADAM_BYTES_PER_PARAM * stage_params / shard, hw)
+    def optimizer_of(k):
+        return memory_time_s(ADAM_BYTES_PER_PARAM * (dense_k[k] + expert_k[k]) / shard, hw, stack)
+    # the breakdown is the slowest stage's (as the clock's, its bottleneck device's); the step ends
+    # with the largest stage's optimizer (the position table makes the first stage the larger end),
+    # which the slowest stage waits for
+    optimizer = optimizer_of(slowest_k)
+    bubble += max(0.0, optimizer_of(k_big) - optimizer)
 
     n_fwd = 3 if full else 2
     tp_total = m * sum(layers) / p * cm["tp_total_fwd"] * n_fwd
@@ -253,7 +258,8 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     n_slow = layers[slowest_k]
     exposed_by = {k: m * n_slow * x for k, x in comm_l.items()}
     exposed_by.update(pp=p2p_total, dp=dp_exposed + emb_ar)
-    parts = breakdown_from_parts(m * (slowest - n_slow * sum(comm_l.values())), exposed_by, bubble, optimizer)
+    parts = breakdown_from_parts(m * (slowest - n_slow * sum(comm_l.values())), exposed_by, bubble, optimizer,
+                                 stack.exposed_step_overhead_s(exposed_by["dp"]))
     step = parts.step_s
     by_kind = {"tensor_parallel": tp_total, "pipeline_p2p": p2p_total,
                "data_parallel": dp_time, "embedding_all_reduce": emb_ar}

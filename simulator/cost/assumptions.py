@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
 
+from simulator.cost.stack import OVERLAP_FIELDS, Stack, get_stack
 from simulator.errors import ParasimError
 from simulator.vocabulary import BY_NAME, DEFAULTS, KNOBS, PRESET
 
@@ -81,6 +82,9 @@ class Assumptions:
     - causal_attention_flops = False: model FLOPs (model TFLOP/s, MFU) count the full attention core,
       PaLM's 6N + 12 L H Q T; True counts its causal half, 6N + 6 L H Q T, as NVIDIA's newer tables do
       (`simulator.cost.flops`). A FLOP convention only: no time changes.
+    - stack = "megatron-core": the software stack (`simulator.cost.stack`, a preset name or a stack
+      file): kernel efficiencies, per-kernel and per-step overheads, and the overlaps it performs.
+      `resolved` turns on the overlaps the stack always performs and refuses one it cannot.
     """
 
     dtype: str = DEFAULTS["dtype"]
@@ -103,6 +107,7 @@ class Assumptions:
     grad_accum_bytes: float = DEFAULTS["grad_accum_bytes"]
     dp_grad_all_reduce: bool = DEFAULTS["dp_grad_all_reduce"]
     causal_attention_flops: bool = DEFAULTS["causal_attention_flops"]
+    stack: str = DEFAULTS["stack"]
 
     def __post_init__(self):
         from simulator.model_states import recipe_bytes
@@ -121,6 +126,16 @@ class Assumptions:
             raise ParasimError(f"grad_accum_bytes must be >= 0 bytes per parameter, got {self.grad_accum_bytes}")
         if not self.stage3_max_reuse_distance > 0:
             raise ParasimError(f"stage3_max_reuse_distance must be > 0 elements, got {self.stage3_max_reuse_distance}")
+        prof = self.profile             # refuses unknown stacks and bad stack files before any work
+        for name, field_name in OVERLAP_FIELDS.items():
+            if getattr(self, field_name) and name not in prof.overlaps:
+                raise ParasimError(f"stack {prof.name} does not perform the {name} overlap ({field_name}); it performs: "
+                                   f"{', '.join(prof.overlaps) or 'none'}")
+
+    @property
+    def profile(self) -> Stack:
+        """The software stack's figures (`simulator.cost.stack.get_stack`)."""
+        return get_stack(self.stack)
 
     @property
     def matmul_dtype(self) -> str:
@@ -131,16 +146,20 @@ class Assumptions:
         `model` where it was left None; idempotent. `from_preset` names the ones filled in."""
         missing = {f.name: getattr(model, f.name) for f in fields(self)
                    if getattr(self, f.name) is None and BY_NAME[f.name].default == PRESET}
-        if not missing:
+        forced = {OVERLAP_FIELDS[o]: True for o in self.profile.always_overlaps if not getattr(self, OVERLAP_FIELDS[o])}
+        if not missing and not forced:
             return self
-        out = replace(self, **missing)
+        out = replace(self, **missing, **forced)
         object.__setattr__(out, "from_preset", (*self.from_preset, *missing))
-        object.__setattr__(out, "preset_name", getattr(model, "name", ""))
+        object.__setattr__(out, "preset_name", getattr(model, "name", "") if missing else self.preset_name)
+        object.__setattr__(out, "from_stack", (*self.from_stack, *forced))
         return out
 
-    # not fields: `resolved` sets them on the copy it returns (which knobs it took from which preset)
+    # not fields: `resolved` sets them on the copy it returns (which knobs it took from which preset,
+    # which overlaps the stack performs unasked)
     from_preset = ()
     preset_name = ""
+    from_stack = ()
 
 
 PRECISION = {
@@ -164,7 +183,7 @@ CONFIG_KNOBS = tuple(k.name for k in KNOBS if k.changes_answer and "stack" not i
 STACK_KNOBS = tuple(k.name for k in KNOBS if k.changes_answer and "stack" in k.used_by)
 # always printed in text (the rest only when not at their default)
 HEADLINE = ("flash_attention", "recompute", "sequence_parallel", "dtype", "fp8", "recipe", "overlap_grad_reduce",
-            "overlap_param_gather", "overlap_tp_comm", "causal_attention_flops")
+            "overlap_param_gather", "overlap_tp_comm", "causal_attention_flops", "stack")
 
 
 def assumptions_of(model, assumptions: Assumptions | None = None, config=None, *, door: str = "argument",
@@ -181,9 +200,12 @@ def assumptions_of(model, assumptions: Assumptions | None = None, config=None, *
         value = getattr(A, name)
         if name in A.from_preset:
             source = f"preset {A.preset_name}"
+        elif name in A.from_stack:
+            source = f"stack {A.profile.name}"
         else:
             source = "default" if value == DEFAULTS[name] else door
         out[name] = {"value": value, "source": source}
+    out["stack"]["profile"] = f"{A.profile!r}: {A.profile.source}"   # its figures; each one's source: its file
     if config is not None:
         for name in CONFIG_KNOBS:
             value = getattr(config, name)

@@ -57,17 +57,21 @@ Matmul utilisation (an assumption, documented so it can be argued with):
 - MEMORY_EFFICIENCY = 0.8: element-wise kernels (layer norm, GeLU, softmax, dropout, residual
   add) stream memory at about 80 % of the HBM datasheet bandwidth (STREAM-like copy kernels).
 The same constants serve every shape, model and GPU; they are not fitted per configuration.
+They are the software stack's (`simulator.cost.stack`, whose files hold them with their sources):
+MATMUL_PEAK_FRACTION, MATMUL_PEAK_FRACTION_FP8 and MEMORY_EFFICIENCY below are the default stack's
+(megatron-core); every function takes `stack` (a `Stack`, None: the default) to price another.
 """
 
 from __future__ import annotations
 
 from simulator.cost.hardware import DTYPE_NBYTES, Hardware
+from simulator.cost.stack import Stack, default_stack
 from simulator.errors import ParasimError
 
-MATMUL_PEAK_FRACTION = 0.80
-MATMUL_PEAK_FRACTION_FP8 = 0.709
+MATMUL_PEAK_FRACTION = default_stack().gemm_peak_fraction          # the default stack's (docstring)
+MATMUL_PEAK_FRACTION_FP8 = default_stack().gemm_peak_fraction_fp8
 MATMUL_HALF_DIM = 64.0
-MEMORY_EFFICIENCY = 0.8
+MEMORY_EFFICIENCY = default_stack().memory_efficiency
 BALANCE_REF = 312e12 / 2.039e12   # FLOP per HBM byte of the A100 80GB, where MATMUL_HALF_DIM was calibrated
 
 
@@ -88,13 +92,16 @@ def matmul_flops(m: float, n: float, k: float, batch: float = 1) -> float:
     return 2.0 * m * n * k * batch
 
 
-def matmul_utilisation(m: float, n: float, k: float, dtype: str = "bf16", hw: Hardware | None = None) -> float:
+def matmul_utilisation(m: float, n: float, k: float, dtype: str = "bf16", hw: Hardware | None = None,
+                       stack: Stack | None = None) -> float:
     """Achievable fraction of peak for an (m, k) @ (k, n) matmul before the memory bound, on `hw`
-    (its machine balance sets the half-efficiency dimension, `matmul_half_dim`; None: the A100's)."""
+    (its machine balance sets the half-efficiency dimension, `matmul_half_dim`; None: the A100's),
+    with `stack`'s GEMM plateau (None: the default stack's)."""
     for name, d in (("m", m), ("n", n), ("k", k)):
         if not d > 0:
             raise ParasimError(f"matmul dim {name} must be > 0, got {d}")
-    plateau = MATMUL_PEAK_FRACTION_FP8 if dtype == "fp8" else MATMUL_PEAK_FRACTION
+    st = stack or default_stack()
+    plateau = st.gemm_peak_fraction_fp8 if dtype == "fp8" else st.gemm_peak_fraction
     half = matmul_half_dim(hw, dtype)
     return plateau * _dim_factor(m, half) * _dim_factor(n, half) * _dim_factor(k, half)
 
@@ -109,20 +116,22 @@ def matmul_efficiency(m: float, n: float, k: float, hw: Hardware, dtype: str = "
     return flops / matmul_time_s(m, n, k, hw, dtype) / hw.peak(dtype)
 
 
-def matmul_time_s(m: float, n: float, k: float, hw: Hardware, dtype: str = "bf16", batch: float = 1) -> float:
-    """Roofline time of `batch` independent (m, k) @ (k, n) matmuls."""
+def matmul_time_s(m: float, n: float, k: float, hw: Hardware, dtype: str = "bf16", batch: float = 1,
+                  stack: Stack | None = None) -> float:
+    """Roofline time of `batch` independent (m, k) @ (k, n) matmuls on `stack` (None: the default)."""
     if dtype not in DTYPE_NBYTES:
         raise ParasimError(f"unknown dtype {dtype!r}; known {sorted(DTYPE_NBYTES)}")
     if not batch > 0:
         raise ParasimError(f"matmul batch must be > 0, got {batch}")
     flops = matmul_flops(m, n, k, batch)
     nbytes = DTYPE_NBYTES[dtype] * (m * k + k * n + m * n) * batch
-    t_compute = flops / (hw.sustained(dtype) * matmul_utilisation(m, n, k, dtype, hw))
-    return max(t_compute, memory_time_s(nbytes, hw))
+    t_compute = flops / (hw.sustained(dtype) * matmul_utilisation(m, n, k, dtype, hw, stack))
+    return max(t_compute, memory_time_s(nbytes, hw, stack))
 
 
-def memory_time_s(nbytes: float, hw: Hardware) -> float:
-    """A memory-bound (element-wise) kernel moving `nbytes`: nbytes / (bandwidth x efficiency)."""
+def memory_time_s(nbytes: float, hw: Hardware, stack: Stack | None = None) -> float:
+    """A memory-bound (element-wise) kernel moving `nbytes`: nbytes / (bandwidth x the stack's
+    memory efficiency; None: the default stack's)."""
     if nbytes < 0:
         raise ParasimError(f"nbytes must be >= 0, got {nbytes}")
-    return nbytes / (hw.memory_bandwidth_Bps * MEMORY_EFFICIENCY)
+    return nbytes / (hw.memory_bandwidth_Bps * (stack or default_stack()).memory_efficiency)

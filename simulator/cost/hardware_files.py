@@ -72,7 +72,13 @@ def preset_data(name: str) -> dict:
 
 def read_file(path: str | os.PathLike) -> dict:
     """A user's hardware file (.toml or .json): a regular file of at most 1 MiB, validated."""
-    where = f"hardware file {path}"
+    return check_data(read_table(path, "hardware"), f"hardware file {path}")
+
+
+def read_table(path: str | os.PathLike, kind: str) -> dict:
+    """The fields of a user's `kind` file (.toml or .json; hardware, stack): a regular file of at most
+    1 MiB holding one table, its name and source defaulted from the path; not yet validated."""
+    where = f"{kind} file {path}"
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
@@ -82,7 +88,7 @@ def read_file(path: str | os.PathLike) -> dict:
         if not stat.S_ISREG(st.st_mode):
             raise ParasimError(f"{where} is not a regular file")
         if st.st_size > MAX_FILE_BYTES:
-            raise ParasimError(f"{where} has {st.st_size:,} bytes; a hardware file holds at most {MAX_FILE_BYTES:,}")
+            raise ParasimError(f"{where} has {st.st_size:,} bytes; a {kind} file holds at most {MAX_FILE_BYTES:,}")
         raw = f.read(MAX_FILE_BYTES + 1)
     try:
         data = json.loads(raw) if str(path).endswith(".json") else tomllib.loads(raw.decode())
@@ -93,7 +99,7 @@ def read_file(path: str | os.PathLike) -> dict:
         raise ParasimError(f"{where} must hold a table of fields")
     data.setdefault("name", os.path.basename(str(path)).rsplit(".", 1)[0])
     data.setdefault("source", f"user file {path}")
-    return check_data(data, where)
+    return data
 
 
 def _positive(where: str, key: str, value) -> float:

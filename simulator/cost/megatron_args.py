@@ -1,10 +1,11 @@
 """Megatron-LM's own command-line flags -> (model, parallel configuration, precision and overlap options).
 
 `parse_megatron_args(["--num-layers", "32", ...])` reads the flags of a Megatron-LM launch script
-as they are (`--flag value`, `--flag=value`). The flags that change time or memory are typed and
-validated (`FLAGS`); every other Megatron-LM flag (names in `megatron_flags.txt`, taken from
-`megatron/training/arguments.py`) is accepted and listed in `ignored`; anything else is refused
-with the closest known name. Nothing is evaluated.
+as they are (`--flag value`, `--flag=value`). Every Megatron-LM flag is in one table,
+`megatron_flags.txt` (`megatron_flag_table`). A flag that changes the price is typed and validated
+here (`FLAGS`). A flag that changes time or memory but is not priced is refused with the table's
+reason. Every other flag has no effect on the time or memory of a step: it is accepted and listed
+in `ignored`. Anything else is refused with the closest known name. Nothing is evaluated.
 
 `megatron_run(args, gpus=...)` turns them into a `MegatronRun`. Defaults are Megatron-LM's:
 tp = pp = cp = ep = 1, micro-batch 1, global batch = micro-batch x dp, no recomputation, no
@@ -20,13 +21,15 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 
+from simulator.cost.megatron_flag_table import FLAG_EFFECTS, refusal
 from simulator.cost.model_presets import ModelSpec, get_model
+from simulator.cost.moe import moe_layer_pattern
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.errors import ParasimError
+from simulator.vocabulary import DEFAULTS
 
-_BOOL, _INT, _FLOAT, _POSITIVE = "flag", int, float, "positive"
+_BOOL, _INT, _FLOAT, _POSITIVE, _TEXT = "flag", int, float, "positive", "text"
 # Megatron-FSDP's --data-parallel-sharding-strategy -> ZeRO stage (what each one shards)
 SHARDING_STRATEGIES = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
 # flag -> (type or choices, default) for what changes time or memory
@@ -48,6 +51,7 @@ FLAGS = {
     "moe-expert-capacity-factor": (_POSITIVE, None), "moe-pad-expert-input-to-capacity": (_BOOL, False),
     "moe-shared-expert-intermediate-size": (_INT, None), "moe-shared-expert-overlap": (_BOOL, False),
     "overlap-moe-expert-parallel-comm": (_BOOL, False),
+    "moe-layer-freq": (_TEXT, "1"), "mtp-num-layers": (_INT, None), "moe-grouped-gemm": (_BOOL, False),
     "kv-channels": (_INT, None), "multi-latent-attention": (_BOOL, False), "kv-lora-rank": (_INT, 32),
     "q-lora-rank": (_INT, None), "qk-head-dim": (_INT, 128), "qk-pos-emb-head-dim": (_INT, 64), "v-head-dim": (_INT, 128),
     "micro-batch-size": (_INT, 1), "global-batch-size": (_INT, None),
@@ -63,8 +67,14 @@ FLAGS = {
     "bf16": (_BOOL, False), "fp16": (_BOOL, False), "fp8-format": (("e4m3", "hybrid"), None),
     "attention-dropout": (_FLOAT, 0.1), "hidden-dropout": (_FLOAT, 0.1),
 }
-_KNOWN = frozenset(line.strip() for line in (Path(__file__).with_name("megatron_flags.txt")).read_text().splitlines()
-                   if line.strip() and not line.startswith("#")) | frozenset(FLAGS)
+FLAGS.update({
+    "account-for-embedding-in-pipeline-split": (_BOOL, False), "account-for-loss-in-pipeline-split": (_BOOL, False),
+    "grad-reduce-in-bf16": (_BOOL, False), "accumulate-allreduce-grads-in-fp32": (_BOOL, False),
+    "cp-comm-type": (("p2p", "a2a", "allgather", "a2a+p2p"), "p2p"),
+    "optimizer": (("adam", "sgd", "muon", "dist_muon", "lion", "adamw"), "adam"),
+    "transformer-impl": (("transformer_engine", "local", "inference_optimized"), "transformer_engine"),
+})
+_KNOWN = frozenset(FLAG_EFFECTS) | frozenset(FLAGS)
 
 
 @dataclass(frozen=True)
@@ -98,6 +108,8 @@ def _closest(name: str) -> str:
 
 
 def _typed(flag: str, kind, text: str):
+    if kind == _TEXT:
+        return text
     if kind == _POSITIVE:
         try:
             value = float(text)
@@ -141,7 +153,10 @@ def parse_megatron_args(argv) -> MegatronArgs:
         if name_key not in _KNOWN:
             raise ParasimError(f"unknown Megatron-LM flag --{name}{_closest(name_key)}")
         i += 1
-        if name_key not in FLAGS:      # accepted, ignored: skip its values
+        why = refusal(name_key)
+        if why and name_key not in FLAGS:
+            raise ParasimError(f"--{name_key} is refused: {why} (simulator/cost/megatron_flags.txt)")
+        if name_key not in FLAGS:      # no effect on time or memory: accepted, listed as ignored
             ignored.append(f"--{name_key}")
             while not eq and i < len(tokens) and not tokens[i].startswith("--"):
                 i += 1
@@ -210,6 +225,22 @@ def _model(a: MegatronArgs, base: ModelSpec | str | None) -> ModelSpec:
     return ModelSpec("custom", **over)
 
 
+def _refuse_unpriced_values(a: MegatronArgs) -> None:
+    """Values of priced flags that parasim does not price, refused with the reason."""
+    if a["optimizer"] not in ("adam", "adamw"):
+        raise ParasimError(f"--optimizer {a['optimizer']} is refused: parasim prices Adam's states and step "
+                           f"(12 bytes and 30 bytes of traffic per parameter)")
+    if a["transformer-impl"] != "transformer_engine":
+        raise ParasimError(f"--transformer-impl {a['transformer-impl']} is refused: parasim prices Transformer "
+                           f"Engine's kernels")
+    if a["grad-reduce-in-bf16"] and a["accumulate-allreduce-grads-in-fp32"]:
+        raise ParasimError("give --grad-reduce-in-bf16 (2 bytes per gradient element) or "
+                           "--accumulate-allreduce-grads-in-fp32 (4), not both")
+    if a["cp-comm-type"] not in ("p2p", "a2a"):
+        raise ParasimError(f"--cp-comm-type {a['cp-comm-type']} is refused: parasim prices p2p (ring attention) "
+                           f"and a2a (Ulysses)")
+
+
 def _sharding(a: MegatronArgs, pp: int, ep: int, notes: list) -> tuple[int, str, str]:
     """(zero_stage, fsdp, reshard_after_forward) of the data-parallel sharding flags, refused as
     Megatron-LM's validate_args refuses them: --use-torch-fsdp2 is PyTorch's fully_shard (ZeRO-3;
@@ -238,6 +269,30 @@ def _sharding(a: MegatronArgs, pp: int, ep: int, notes: list) -> tuple[int, str,
     if "data-parallel-sharding-strategy" in a.given:
         notes.append("--data-parallel-sharding-strategy has no effect without --use-megatron-fsdp (as in Megatron-LM)")
     return (1 if a["use-distributed-optimizer"] else 0), "none", "default"
+
+
+def _dispatcher(a: MegatronArgs, spec: ModelSpec) -> str:
+    """The token dispatcher as Megatron-LM runs it (its default allgather) for a MoE model; a dense
+    model keeps the vocabulary's (it has no effect there), so every door states the same."""
+    if spec.num_experts or "moe-token-dispatcher-type" in a.given:
+        return a["moe-token-dispatcher-type"]
+    return DEFAULTS["moe_token_dispatcher"]
+
+
+def _moe_notes(a: MegatronArgs, spec: ModelSpec) -> list[str]:
+    """Refuse the MoE / MTP flags that change the answer and are not priced; note what is assumed."""
+    if "moe-layer-freq" in a.given:
+        pattern = moe_layer_pattern(a["moe-layer-freq"], spec.layers)
+        if spec.num_experts and not all(pattern):
+            raise ParasimError(f"--moe-layer-freq {a['moe-layer-freq']} makes {pattern.count(0)} of the {spec.layers} "
+                               f"layers dense: not priced yet (parasim prices every layer of a MoE model as MoE)")
+    if a["mtp-num-layers"]:
+        raise ParasimError(f"--mtp-num-layers {a['mtp-num-layers']}: multi-token prediction layers are not priced yet "
+                           f"(each adds a transformer layer and an output layer to the last stage)")
+    if spec.num_experts and not a["moe-grouped-gemm"]:
+        return ["the experts are priced as one grouped GEMM (--moe-grouped-gemm); without it Megatron runs E / ep "
+                "separate expert GEMMs (SequentialMLP), whose extra launch and tail cost is not priced"]
+    return []
 
 
 def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | str | None = None) -> MegatronRun:
@@ -274,6 +329,11 @@ def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | st
         raise ParasimError("--overlap-param-gather needs --use-distributed-optimizer (or --use-megatron-fsdp) and "
                            "--overlap-grad-reduce (Megatron-LM validate_args)")
     zero, fsdp, reshard = _sharding(a, pp, ep, notes)
+    _refuse_unpriced_values(a)
+    emb, loss = a["account-for-embedding-in-pipeline-split"], a["account-for-loss-in-pipeline-split"]
+    if emb != loss:
+        raise ParasimError("--account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split are "
+                           "priced together (the embedding and the LM head each count as a layer): give both")
     if a["bf16"] and a["fp16"]:
         raise ParasimError("give --bf16 or --fp16, not both")
     b = a["micro-batch-size"]
@@ -284,12 +344,14 @@ def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | st
               zero_stage=zero, fsdp=fsdp, reshard_after_forward=reshard, cp=cp, ep=ep,
               etp=a["expert-tensor-parallel-size"],
               first_stage_layers=a["decoder-first-pipeline-num-layers"],
-              last_stage_layers=a["decoder-last-pipeline-num-layers"])
+              last_stage_layers=a["decoder-last-pipeline-num-layers"], balance_embedding=emb,
+              cp_comm_type=a["cp-comm-type"])
     cfg_fields = {f.name for f in fields(ParallelConfig)}
     unsupported = [k for k, val in kw.items() if k not in cfg_fields and val not in (None, 1)]
     if unsupported:
         raise ParasimError(f"this cost model does not price {', '.join(unsupported)} yet")
     cfg = ParallelConfig(**{k: val for k, val in kw.items() if k in cfg_fields})
+    notes += _moe_notes(a, spec)
     # not given (backend "auto"): the model's own, i.e. the preset's stack or Megatron-LM's default
     # (off) for a custom model, so restating a preset's shape never switches its FlashAttention off
     backend = a["attention-backend"] if "attention-backend" in a.given else None
@@ -297,8 +359,9 @@ def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | st
         False if backend in ("unfused", "local") else None)
     fp8 = a["fp8-format"] is not None
     akw = dict(dtype="fp16" if a["fp16"] else "bf16", overlap_grad_reduce=a["overlap-grad-reduce"],
+               grad_reduce_bytes=2 if a["grad-reduce-in-bf16"] else DEFAULTS["grad_reduce_bytes"],
                overlap_param_gather=a["overlap-param-gather"], overlap_tp_comm=a["tp-comm-overlap"],
-               flash_attention=flash, fp8=fp8, moe_token_dispatcher=a["moe-token-dispatcher-type"],
+               flash_attention=flash, fp8=fp8, moe_token_dispatcher=_dispatcher(a, spec),
                capacity_factor=a["moe-expert-capacity-factor"],
                pad_to_capacity=a["moe-pad-expert-input-to-capacity"],
                overlap_moe_comm=a["overlap-moe-expert-parallel-comm"], shared_expert_overlap=a["moe-shared-expert-overlap"])

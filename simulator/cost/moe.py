@@ -175,3 +175,81 @@ def moe_layouts(model, gpus: int, tp: int = 1, cp: int = 1, pp: int = 1) -> list
             if per_stage % (etp * ep) == 0:
                 out.append((ep, etp))
     return out
+
+
+def moe_layer_pattern(text: str, layers: int) -> tuple[int, ...]:
+    """Megatron-LM's --moe-layer-freq as a 0/1 tuple per layer (1: MoE), read without evaluating it:
+    an integer N (layer i is MoE when i % N == 0) or a list expression of [0/1, ...] lists joined by
+    + and repeated by * (e.g. "([0]*3+[1]*58)"), whose length must be the layer count."""
+    text = str(text).strip()
+    if text.isdigit():
+        n = int(text)
+        if n < 1:
+            raise ParasimError(f"--moe-layer-freq must be a positive integer or a pattern, got {text!r}")
+        return tuple(int(i % n == 0) for i in range(layers))
+    toks = [t for t in _tokens(text)]
+    pos, out = _expr(toks, 0, text)
+    if pos != len(toks):
+        raise ParasimError(f"--moe-layer-freq {text!r}: unexpected {toks[pos]!r}")
+    if len(out) != layers or set(out) - {0, 1}:
+        raise ParasimError(f"--moe-layer-freq {text!r} gives {len(out)} entries of {sorted(set(out))}; it must give "
+                           f"one 0 or 1 per layer ({layers})")
+    return tuple(out)
+
+
+def _tokens(text: str):
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch.isspace():
+            i += 1
+        elif ch.isdigit():
+            j = i
+            while j < len(text) and text[j].isdigit():
+                j += 1
+            yield text[i:j]
+            i = j
+        elif ch in "[](),+*":
+            yield ch
+            i += 1
+        else:
+            raise ParasimError(f"--moe-layer-freq {text!r}: {ch!r} is not part of a layer pattern "
+                               f"(integers, [ ], ( ), +, *)")
+
+
+def _expr(toks, pos, text):
+    pos, out = _term(toks, pos, text)
+    while pos < len(toks) and toks[pos] == "+":
+        pos, more = _term(toks, pos + 1, text)
+        out = out + more
+    return pos, out
+
+
+def _term(toks, pos, text):
+    if pos >= len(toks):
+        raise ParasimError(f"--moe-layer-freq {text!r} ends too early")
+    if toks[pos] == "(":
+        pos, out = _expr(toks, pos + 1, text)
+        if pos >= len(toks) or toks[pos] != ")":
+            raise ParasimError(f"--moe-layer-freq {text!r}: missing )")
+        pos += 1
+    elif toks[pos] == "[":
+        out, pos = [], pos + 1
+        while pos < len(toks) and toks[pos] != "]":
+            if not toks[pos].isdigit():
+                raise ParasimError(f"--moe-layer-freq {text!r}: expected a number, got {toks[pos]!r}")
+            out.append(int(toks[pos]))
+            pos += 1
+            if pos < len(toks) and toks[pos] == ",":
+                pos += 1
+        if pos >= len(toks):
+            raise ParasimError(f"--moe-layer-freq {text!r}: missing ]")
+        pos += 1
+    else:
+        raise ParasimError(f"--moe-layer-freq {text!r}: unexpected {toks[pos]!r}")
+    while pos < len(toks) and toks[pos] == "*":
+        if pos + 1 >= len(toks) or not toks[pos + 1].isdigit() or int(toks[pos + 1]) > 100_000:
+            raise ParasimError(f"--moe-layer-freq {text!r}: * takes a repeat count up to 100000")
+        out, pos = out * int(toks[pos + 1]), pos + 2
+    return pos, out
+

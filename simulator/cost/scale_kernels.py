@@ -42,6 +42,7 @@ from simulator.cost.hardware import DTYPE_NBYTES
 from simulator.cost.model_presets import ModelSpec
 from simulator.cost.moe import expert_rows, moe_group, routed_tokens
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
+from simulator.cost.stack import default_stack
 from simulator.errors import ParasimError
 
 FP8_CAST_BYTES = 6   # per cast element: amax read (2) + cast read (2) + FP8 write (1) + transposed write (1)
@@ -58,6 +59,14 @@ CROSS_ENTROPY_BWD_BYTES = 14
 # SMs (transformer_engine/pytorch/module/base.py, initialize_ub get_default_config); the "ring_exchange"
 # ones (qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad) use 1 SM and no margin.
 TE_UB_SMS = 16
+# CUDA kernels one layer launches per pass besides its attention core (counted from Megatron-Core's
+# Transformer Engine layer; an assumption, no profile of it is published): attention forward and
+# input-gradient pass each 5 (LayerNorm + QKV GEMM, RoPE, projection GEMM, bias-dropout-add; the
+# backward mirrors them), MLP 5 (LayerNorm + fc1 GEMM, activation, fc2 GEMM, bias-dropout-add), weight
+# gradients one GEMM per linear; the unfused cross-entropy (CROSS_ENTROPY_*_BYTES) 6 kernels forward
+# (cast, max, subtract, exp, sum, divide) and 2 backward, besides the output GEMM. Each pays the
+# stack's kernel_gap_us (`simulator.cost.stack`).
+LAUNCHES = {"attn": 5, "mlp": 5, "wgrad": 2, "cross_entropy_fwd": 6, "cross_entropy_bwd": 2}
 
 
 def fp8_cast_nbytes(linears, which: str) -> float:
@@ -86,6 +95,7 @@ class MatMul(NamedTuple):
     time_scale: float = 1.0      # multiplies the time, not the counted FLOPs (FlashAttention)
     sixteen_bit: bool = False    # stays BF16 under FP8 (attention core, output layer)
     sms_reserved: int = 0        # SMs a concurrent communication kernel takes from it (TE_UB_SMS)
+    core: bool = False           # the fused attention core: at the stack's attention_efficiency
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,6 +112,7 @@ class Kernel:
     name: str
     matmuls: tuple[tuple[float, ...], ...] = ()
     ew_nbytes: float = 0.0
+    launches: int = 0            # CUDA kernels it stands for, each paying the stack's kernel_gap_us
 
     @property
     def flops(self) -> float:
@@ -112,28 +123,33 @@ class Kernel:
         return self.ew_nbytes + sum(itemsize * (mm[0] * mm[2] + mm[2] * mm[1] + mm[0] * mm[1]) * mm[3]
                                     for mm in self.matmuls)
 
-    def time_s(self, hw, dtype: str = "bf16") -> float:
+    def time_s(self, hw, dtype: str = "bf16", stack=None) -> float:
         """Sum over its matmuls of the shape-aware roofline (x time_scale) + element-wise bytes at
-        the memory bound (`simulator.cost.compute`): the one pricing of a kernel, for the closed
-        form and the event clock alike.
+        the memory bound (`simulator.cost.compute`) + `launches` x the stack's kernel gap; the
+        attention core's matmuls at the stack's attention_efficiency (`simulator.cost.stack`; None:
+        the default stack): the one pricing of a kernel, for the closed form and the event clock alike.
 
         With dtype "fp8" only the linear layers' GEMMs run in FP8 (Transformer Engine's
         `fp8_autocast` covers its Linear modules): a matmul marked 16-bit (sixth field True: the
         attention core, which TE's fused attention keeps in BF16 unless FP8 attention is asked
         for, and the output layer, a plain Megatron linear) runs at the bf16 rate. The casts to
         FP8 are element-wise bytes of the kernel (`fp8_cast_nbytes`)."""
-        t = memory_time_s(self.ew_nbytes, hw)
+        st = stack or default_stack()
+        t = memory_time_s(self.ew_nbytes, hw, st) + self.launches * st.kernel_gap_us * 1e-6
         sms = getattr(hw, "sms", 0)
         for mm in map(lambda x: MatMul(*x), self.matmuls):
             dt = "bf16" if dtype == "fp8" and mm.sixteen_bit else dtype
-            x = matmul_time_s(mm.m, mm.n, mm.k, hw, dt, mm.batch) * mm.time_scale
+            x = matmul_time_s(mm.m, mm.n, mm.k, hw, dt, mm.batch, st) * mm.time_scale
+            if mm.core:
+                x /= st.attention_efficiency
             if mm.sms_reserved and sms > mm.sms_reserved:
                 x *= sms / (sms - mm.sms_reserved)
             t += x
         return t
 
     def __add__(self, other: "Kernel") -> "Kernel":
-        return Kernel(f"{self.name}+{other.name}", self.matmuls + other.matmuls, self.ew_nbytes + other.ew_nbytes)
+        return Kernel(f"{self.name}+{other.name}", self.matmuls + other.matmuls, self.ew_nbytes + other.ew_nbytes,
+                      self.launches + other.launches)
 
     def __repr__(self) -> str:
         return f"Kernel({self.name}: {len(self.matmuls)} matmuls, {self.flops:.3g} FLOP, {self.ew_nbytes:.3g} B ew)"
@@ -192,9 +208,9 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
     flash = A.flash_attention
     fs, bs = (0.5, 0.5 * 5 / 4) if flash else (1.0, 1.0)
     # the attention core stays 16-bit under FP8 (last field, `Kernel.time_s`)
-    core_fwd = (MatMul(sq, s, dqk, heads, fs, True), MatMul(sq, dv, s, heads, fs, True))   # scores, context
-    core_bwd = tuple(MatMul(*x, bs, True) for x in ((sq, dqk, s, heads), (sq, dv, s, heads), (sq, s, dv, heads),
-                                                      (s, dqk, sq, heads)))
+    core_fwd = (MatMul(sq, s, dqk, heads, fs, True, core=True), MatMul(sq, dv, s, heads, fs, True, core=True))
+    core_bwd = tuple(MatMul(*x, bs, True, core=True) for x in ((sq, dqk, s, heads), (sq, dv, s, heads),
+                                                                 (sq, s, dv, heads), (s, dqk, sq, heads)))
     softmax = 0.0 if flash else 9 * heads * sq * s
     ew_attn = 11 * T * h * rep + softmax
     ew_mlp = 11 * T * h * rep + (6 if model.gated_mlp else 4) * Te * f / (cfg.expert_tp if experts else t)
@@ -211,25 +227,35 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
     def cast(shapes, which):  # Transformer Engine's FP8 casts around these linear layers' GEMMs
         return fp8_cast_nbytes(shapes, which) if A.fp8 else 0.0
 
-    attn_fwd = Kernel("attn_fwd", lin(qkv, "f") + core_fwd + lin((proj,), "f", ub), ew_attn + cast((proj,), "f"))
+    # kernels launched (`LAUNCHES`): the attention core is one fused kernel per pass, or three unfused;
+    # each extra QKV GEMM (MLA's down and up projections) one more; a shared expert its fc1, activation, fc2
+    core_n = 1 if flash else 3
+    shared_n = 3 if shared else 0
+    attn_n = LAUNCHES["attn"] + len(qkv) - 1
+    attn_fwd = Kernel("attn_fwd", lin(qkv, "f") + core_fwd + lin((proj,), "f", ub), ew_attn + cast((proj,), "f"),
+                      attn_n + core_n)
     ew_shared = (6 if model.gated_mlp else 4) * T * model.moe_shared_expert_hidden / t if shared else 0.0
-    shared_fwd = Kernel("shared_fwd", lin(shared, "f"), ew_shared)
-    shared_b = Kernel("shared_bgrad", lin(shared, "b"), 2 * ew_shared)
+    shared_fwd = Kernel("shared_fwd", lin(shared, "f"), ew_shared, shared_n)
+    shared_b = Kernel("shared_bgrad", lin(shared, "b"), 2 * ew_shared, shared_n)
     mlp_fwd = Kernel("mlp_fwd", lin(router + (up,), "f") + lin((down,), "f", ub) + shared_fwd.matmuls,
-                     ew_mlp + ew_shared)   # casts fused (fp8_cast_nbytes)
+                     ew_mlp + ew_shared, LAUNCHES["mlp"] + shared_n)   # casts fused (fp8_cast_nbytes)
     selective = cfg.recompute == "selective" and not flash     # FlashAttention recomputes the core anyway
     attn_b = Kernel("attn_bgrad", (core_fwd if selective else ()) + lin((proj,), "b") + core_bwd + lin(qkv, "b", ub),
-                    2 * ew_attn + (softmax if selective else 0.0) + cast(qkv + (proj,), "b"))
+                    2 * ew_attn + (softmax if selective else 0.0) + cast(qkv + (proj,), "b"),
+                    attn_n + core_n * (2 if selective else 1))
     mlp_b = Kernel("mlp_bgrad", lin((down,), "b") + lin((up,), "b", ub) + lin(router, "b") + shared_b.matmuls,
-                   2 * ew_mlp + 2 * ew_shared + cast((up, down) + shared, "b"))
-    attn_w = Kernel("attn_wgrad", lin((proj,), "w") + lin(qkv, "w", ub))
-    mlp_w = Kernel("mlp_wgrad", lin((down,), "w") + lin((up,), "w", ub) + lin(router, "w") + lin(shared, "w"))
+                   2 * ew_mlp + 2 * ew_shared + cast((up, down) + shared, "b"), LAUNCHES["mlp"] + shared_n)
+    attn_w = Kernel("attn_wgrad", lin((proj,), "w") + lin(qkv, "w", ub), launches=1 + len(qkv))
+    mlp_w = Kernel("mlp_wgrad", lin((down,), "w") + lin((up,), "w", ub) + lin(router, "w") + lin(shared, "w"),
+                   launches=LAUNCHES["wgrad"] + len(shared))
     Vt = padded_vocab(model, t) / t
     return LayerKernels(attn_fwd, mlp_fwd, attn_b, mlp_b, attn_w, mlp_w,    # output layer: 16-bit
-                        Kernel("logits_fwd", (MatMul(T, Vt, h, sixteen_bit=True),), CROSS_ENTROPY_FWD_BYTES * T * Vt),
-                        Kernel("logits_bgrad", (MatMul(T, h, Vt, sixteen_bit=True),), CROSS_ENTROPY_BWD_BYTES * T * Vt),
-                        Kernel("logits_wgrad", (MatMul(h, Vt, T, sixteen_bit=True),)),
-                        Kernel("core_fwd", core_fwd, softmax), shared_fwd, shared_b)
+                        Kernel("logits_fwd", (MatMul(T, Vt, h, sixteen_bit=True),), CROSS_ENTROPY_FWD_BYTES * T * Vt,
+                               1 + LAUNCHES["cross_entropy_fwd"]),
+                        Kernel("logits_bgrad", (MatMul(T, h, Vt, sixteen_bit=True),), CROSS_ENTROPY_BWD_BYTES * T * Vt,
+                               1 + LAUNCHES["cross_entropy_bwd"]),
+                        Kernel("logits_wgrad", (MatMul(h, Vt, T, sixteen_bit=True),), launches=1),
+                        Kernel("core_fwd", core_fwd, softmax, core_n), shared_fwd, shared_b)
 
 
 def padded_vocab(model: ModelSpec, tp: int) -> int:
@@ -250,6 +276,7 @@ class ScaleDeviceModel:
     fold_tp: bool = False
     collective_algo: str = "ring"
     nvls: bool = True        # all-reduces inside one node use NVLink SHARP where the hardware has it
+    stack: object = None     # the software stack whose kernels these are (`simulator.cost.stack`; None: default)
     _cache: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
@@ -274,7 +301,7 @@ class ScaleDeviceModel:
             return self.base.compute_time_s(ins)
         t = self._cache.get(kern)
         if t is None:
-            t = self._cache[kern] = kern.time_s(self.base.hardware, self.base.dtype)
+            t = self._cache[kern] = kern.time_s(self.base.hardware, self.base.dtype, self.stack)
         return t
 
     def link(self, src: int, dst: int) -> tuple[float, float]:

@@ -23,7 +23,9 @@ data-parallel replica of (t, p, d, b, B, schedule, v, recompute, SP, ZeRO):
   FSDP (`fsdp` fsdp2 / megatron_fsdp, `simulator.cost.fsdp`): each layer, the embedding and the
     output layer are units, gathered as `fsdp.gather_flags` says (one unit ahead with prefetch) and
     reduce-scattered one by one after their backward (`grad_buckets`).
-  tied embeddings (p > 1): all-reduce of the embedding gradient between the first and last stage.
+  the input embedding's gradient joins the last bucket (untied or p = 1, not FSDP); tied embeddings
+    (p > 1): all-reduce of the embedding gradient between the first and last stage, then its reduction.
+  parameters per tensor rank (gradients, gathers, optimizer): `rank_params`, shared with the closed form.
   optimizer: Adam, memory-bound, 30 bytes per (sharded) parameter (`analytic.ADAM_BYTES_PER_PARAM`).
 
 The data-parallel collectives are one-member collectives tagged "dp" that the device model prices
@@ -42,6 +44,12 @@ from simulator.cost.grad_buckets import GradBuckets
 from simulator.cost.model_presets import ModelSpec
 from simulator.cost.moe import check_moe, moe_collectives, moe_group
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
+from simulator.cost.rank_params import (
+    ends_params_on_rank,
+    head_params_on_rank,
+    layer_params_on_rank,
+    stage_params_on_rank,
+)
 from simulator.cost.scale_gather import gather_layer, gathered
 from simulator.cost.scale_kernels import (
     Kernel,
@@ -85,10 +93,8 @@ class _Emitter:
             self.overlap = self.rs_overlap
         self.act = activation_nbytes(model, cfg, A.dtype)
         self.p2p = self.act // cfg.tp
-        experts = getattr(model, "num_experts", 0)
-        expert = experts * model.mlp_params(model.moe_ffn_hidden) if experts else 0
-        self.expert_local = expert / (cfg.ep * cfg.expert_tp)
-        self.layer_local = (model.layer_params() - expert) / cfg.tp + self.expert_local   # this rank's share
+        dense, self.expert_local = layer_params_on_rank(model, cfg.tp, cfg.ep, cfg.expert_tp)   # this rank's share
+        self.layer_local = dense + self.expert_local
         self.layer_grad = A.grad_reduce_bytes * self.layer_local
         # the experts' share of it is averaged over the expert-data-parallel group (tag "edp",
         # `ParallelConfig.edp_group`), as the closed form does
@@ -102,7 +108,8 @@ class _Emitter:
         self.out_a2a = int(2 * T * model.hidden / cfg.tp)
         self.moe_dispatch, self.moe_combine = moe_collectives(model, cfg, A)    # `cost.moe`
         self._needs: tuple = ()       # outputs of overlapped CP collectives the next compute waits for
-        self.emb_params = padded_vocab(model, cfg.tp) * model.hidden / cfg.tp
+        self.emb_params = padded_vocab(model, cfg.tp) * model.hidden / cfg.tp     # the vocabulary matrix
+        self.head_params = head_params_on_rank(model, cfg.tp)       # + the final norm
         # an untied output layer's gradient is complete after the last micro-batch's logits backward:
         # it joins the first bucket (Megatron's DDP buckets), not the step's tail
         self.head_bucketed = logits and not model.tied_embeddings and not self.per_mb_grads and not self.fsdp
@@ -229,7 +236,7 @@ class _Emitter:
             out.append(Compute(kern.name, (f"a{s}.{j}",), (g,) + (("grad_head",) if head else ()), kern.flops,
                                int(kern.nbytes()), {"kernel": kern}, "backward", j, f"B{j} logits"))
             if head:
-                grads_done(out, r, None, None, j, "grad_head", self.A.grad_reduce_bytes * self.emb_params)
+                grads_done(out, r, None, None, j, "grad_head", self.A.grad_reduce_bytes * self.head_params)
         x = g if self.fsdp else "params"
         for l, needs in gathered(self, out, r, c, j, "b", reversed(range(self.chunks[s])), x, gather):
             if self.cfg.recompute == "full":
@@ -264,7 +271,7 @@ class _Emitter:
             head = last_mb and self.head_bucketed
             self.comp(out, self.K.logits_w, f"g{s}.{j}", "wgrad", j, f"W{j} logits", ("grad_head",) if head else ())
             if head:
-                grads_done(out, r, None, None, j, "grad_head", self.A.grad_reduce_bytes * self.emb_params)
+                grads_done(out, r, None, None, j, "grad_head", self.A.grad_reduce_bytes * self.head_params)
         for l in reversed(range(self.chunks[s])):
             for kern in (self.K.mlp_w, self.K.attn_w):
                 done = (self.grad_name(c, l, j),) if last_mb and kern is self.K.attn_w else ()
@@ -309,25 +316,31 @@ class _Emitter:
             self.wgrad(out, r, j, c, buckets.done, last)
 
     def epilogue(self, out, k, r, buckets) -> None:
-        """The last bucket, the embedding gradient, the optimizer and ZeRO's parameter gather."""
+        """The embedding gradient, the last bucket, the optimizer and ZeRO's parameter gather."""
         cfg = self.cfg
         d, zero = cfg.dp * cfg.cp, cfg.zero_stage
-        buckets.flush(out, force=True)
         holds_emb = k == 0 or k == cfg.pp - 1
         params = self._params(k)
+        emb, tied = "emb", cfg.pp > 1 and self.model.tied_embeddings
+        # the ends' gradients not in a bucket yet (the input embedding's, a tied or p = 1 head's)
+        left = ends_params_on_rank(self.model, cfg.tp, k, cfg.pp) - (k == cfg.pp - 1 and self.head_bucketed) * self.head_params
         if holds_emb:
-            emb, tied = "emb", cfg.pp > 1 and self.model.tied_embeddings
             out.append(Compute("embedding_grad", (), ("tied" if tied else emb,), 0.0, 0,
                                {"kernel": Kernel("embedding_grad")}, "backward", None, "embedding grad"))
-            if tied:   # first and last stage sum their copies of the tied embedding's gradient
-                pair = (r % self.w, (cfg.pp - 1) * self.w + r % self.w)
-                out.append(Collective("all_reduce", "tied", emb, pair,
-                                      nbytes=int(self.A.grad_reduce_bytes * self.emb_params), tag="emb"))
-            left = self._heads(k) - (k == cfg.pp - 1 and self.head_bucketed)   # the input embedding's
-            if d > 1 and left:
-                out.append(Collective(buckets.kind, emb, emb, (r,),
-                                      nbytes=int(self.A.grad_reduce_bytes * self.emb_params * left),
-                                      blocking=not self.overlap, tag="dp"))
+        own = holds_emb and (tied or self.fsdp)    # reduced on its own, after the last bucket
+        if holds_emb and not own and d > 1:
+            # complete after the first layer's backward: it joins the last bucket (Megatron's DDP
+            # buckets; the runnable GradSync)
+            buckets.done(out, r, None, None, None, emb, self.A.grad_reduce_bytes * left)
+        buckets.flush(out, force=True)
+        if holds_emb and tied:    # first and last stage sum their copies of the tied embedding's gradient
+            pair = (r % self.w, (cfg.pp - 1) * self.w + r % self.w)
+            out.append(Collective("all_reduce", "tied", emb, pair,
+                                  nbytes=int(self.A.grad_reduce_bytes * self.emb_params), tag="emb"))
+        if own and d > 1 and left > 0:
+            out.append(Collective(buckets.kind, emb, emb, (r,), nbytes=int(self.A.grad_reduce_bytes * left),
+                                  blocking=not self.overlap, tag="dp"))
+        if own or (holds_emb and d == 1):
             buckets.names.append(emb)
         if self.optimizer:
             shard = d if zero >= 1 else 1
@@ -348,18 +361,14 @@ class _Emitter:
                                       blocking=blocking))
 
     def _params(self, k: int) -> float:
-        """Parameters of pipeline device k on one TP rank: its layers, and the embedding / LM head."""
-        return self._layers(k) * self.layer_local + self._heads(k) * self.emb_params
+        """Parameters of pipeline device k on one TP rank: its layers, and the embedding / LM head
+        (`rank_params`, shared with the closed form)."""
+        cfg = self.cfg
+        return sum(stage_params_on_rank(self.model, cfg.tp, cfg.ep, self._layers(k), k, cfg.pp, cfg.expert_tp))
 
     def _layers(self, k: int) -> int:
         """Layers of pipeline device k, over its chunks."""
         return sum(self.chunks[c * self.cfg.pp + k] for c in range(self.cfg.virtual_stages))
-
-    def _heads(self, k: int) -> int:
-        """Vocabulary matrices on pipeline device k: the embedding on the first, the output layer
-        on the last (one device holds both when p = 1 and they are untied), as `analytic`."""
-        p = self.cfg.pp
-        return (k == 0) + (k == p - 1 and (p > 1 or not self.model.tied_embeddings))
 
 
 def build_scale_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumptions | None = None, *,

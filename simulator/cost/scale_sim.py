@@ -26,7 +26,7 @@ Outputs (same definitions as `analytic.AnalyticResult`):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
 
 import numpy as np
@@ -208,7 +208,7 @@ def simulate_at_scale(model: ModelSpec | str, config: ParallelConfig, hardware: 
     prog = build_scale_program(model, cfg, A, fold_tp=fold_tp, bucket_nbytes=bucket_nbytes,
                                overlap_grad_reduce=overlap_grad_reduce, logits=logits, optimizer=optimizer)
     dm = ScaleDeviceModel(HardwareDeviceModel(hw, cfg.gpus, A.matmul_dtype, link_efficiency=A.link_efficiency), cfg,
-                          fold_tp=fold_tp, collective_algo=A.collective_algo, nvls=A.nvls)
+                          fold_tp=fold_tp, collective_algo=A.collective_algo, nvls=A.nvls, stack=A.profile)
     trace = simulate(prog, dm)
     st = trace_statistics(trace)
     step = st["span_s"]
@@ -221,6 +221,11 @@ def simulate_at_scale(model: ModelSpec | str, config: ParallelConfig, hardware: 
     peak = hw.peak(A.dtype)
     busiest = max(range(n), key=lambda d: st["comm_s"][d])
     parts, _ = trace_breakdown(trace, step)
+    # the stack's per-step host work where the GPU does not hide it (`Stack.exposed_step_overhead_s`,
+    # the closed form's rule): after the traced step, as the breakdown's `other`
+    host = A.profile.exposed_step_overhead_s(parts.exposed_comm_s["dp"])
+    step += host
+    parts = replace(parts, other_s=parts.other_s + host)
     memory = estimate(model, cfg, hw, A).memory
     per_device = memory_per_device(model, cfg, A)
     return ScaleResult(

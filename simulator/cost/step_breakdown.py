@@ -16,8 +16,9 @@
 - optimizer: the optimizer step; other: any other kernel (bucket packing; 0 s in both models).
 
 The closed form (`analytic.estimate`) builds it from its terms, for the slowest pipeline stage.
-The clock (`trace_breakdown`) partitions one device's timeline of a scale program: every instant
-of [0, makespan) is compute, optimizer or other when a kernel of that phase runs, else exposed
+The clock (`trace_breakdown`) partitions one device's timeline of a scale program
+(`trace.priority_partition`, the rule real-run traces use too): every instant of
+[0, makespan) is compute, optimizer or other when a kernel of that phase runs, else exposed
 communication of the first kind in `COMM_KINDS` order whose collective is in flight, else bubble.
 It reports the device that waits least (the bottleneck stage; the lowest rank among equals).
 """
@@ -31,6 +32,7 @@ from types import MappingProxyType
 import numpy as np
 
 from simulator.cost.fsdp import is_fsdp
+from simulator.trace import priority_partition
 from simulator.trace_columns import LANE_NAMES
 
 COMM_KINDS = ("tp", "cp", "ep", "pp", "dp")
@@ -126,27 +128,11 @@ def _rows(trace):
     return np.array([e.device for e in ev], dtype=np.int64), comm, part, start, end
 
 
-def _covered(starts: np.ndarray, ends: np.ndarray, at: np.ndarray) -> np.ndarray:
-    """Whether each point of `at` lies inside one of the intervals [starts, ends)."""
-    return (np.searchsorted(np.sort(starts), at, "right") - np.searchsorted(np.sort(ends), at, "right")) > 0
-
-
 def _device_parts(comm, part, start, end) -> dict[str, float]:
-    keep = end > start
-    comm, part, start, end = comm[keep], part[keep], start[keep], end[keep]
-    cuts = np.unique(np.concatenate([start, end]))
-    if len(cuts) < 2:
-        return {}
-    mid, length = (cuts[:-1] + cuts[1:]) / 2, np.diff(cuts)
-    free = np.ones(len(mid), dtype=bool)
-    out = {}
-    for is_comm, names in ((False, _WORK), (True, COMM_KINDS)):
-        for i, name in enumerate(names):
-            sel = (comm == is_comm) & (part == i)
-            hit = free & _covered(start[sel], end[sel], mid) if sel.any() else np.zeros(len(mid), dtype=bool)
-            out[name] = math.fsum(length[hit].tolist())
-            free &= ~hit
-    return out
+    """Seconds per part: kernels by phase first, then communication by kind (`priority_partition`)."""
+    cls = np.where(comm, len(_WORK) + part, part)
+    names = _WORK + COMM_KINDS
+    return dict(zip(names, priority_partition(start, end, cls, len(names))))
 
 
 def trace_breakdown(trace, span_s: float | None = None) -> tuple[StepBreakdown, list[StepBreakdown]]:

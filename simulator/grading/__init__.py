@@ -16,10 +16,22 @@ from .catalog import (
 from .check import Report, grade_source, lesson_prediction, run_check, submission_status
 from .codec import rebuild, type_name
 from .notebook import notebook_code, read_submission
-from .outcomes import ItemResult, Outcome, compare, expect, figure_of, hidden_random, item, ok, partial
+from .outcomes import (
+           ItemResult,
+           Outcome,
+           choice,
+           compare,
+           expect,
+           figure_of,
+           hidden_random,
+           item,
+           ok,
+           partial,
+           same_figure,
+)
 from .sandbox import Limits, Sandbox, shared_folder
 
-__all__ = ["ItemResult", "LessonInfo", "Limits", "Outcome", "Report", "Sandbox", "compare", "expect", "figure_of", "get_lesson",
+__all__ = ["ItemResult", "LessonInfo", "Limits", "Outcome", "Report", "Sandbox", "choice", "compare", "expect", "figure_of", "get_lesson",
            "grade_source", "hidden_random", "item", "lesson_of_folder", "lesson_prediction", "lessons_dir", "list_lessons", "missing_requirements",
-           "notebook_code", "ok", "partial", "read_submission", "rebuild", "run_check", "shared_folder", "solution_path", "submission_status",
+           "notebook_code", "ok", "partial", "read_submission", "rebuild", "run_check", "same_figure", "shared_folder", "solution_path", "submission_status",
            "type_name"]

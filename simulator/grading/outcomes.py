@@ -154,7 +154,38 @@ def figure_of(value) -> dict | None:
     if type(value).__module__ == "matplotlib.figure" and type(value).__name__ == "Figure":
         from ..viz.figure_data import figure_data
 
-        return figure_data(value)
+        return figure_data(value, collections=True)
     if isinstance(value, dict) and isinstance(value.get("axes"), list) and "suptitle" in value:
         return value
     return None
+
+
+def choice(found, right: str, hints: dict[str, str]) -> Outcome:
+    """An explanation item answered by one letter: passes on `right`; a wrong letter gets the hint
+    that says why that choice does not match what the student measured."""
+    got = str(found).strip().lower()[:1]
+    return expect(got == right, "the choice that matches what you measured", got or "no letter",
+                  hints.get(got, "answer with one letter: " + ", ".join(sorted({right, *hints}))))
+
+
+def same_figure(found, want_fig, what: str, hint: str) -> Outcome:
+    """A plot item: the figure the student returned shows the data of `want_fig` (parasim's own
+    drawing of the same run): every line's points and every bar, block and lane rectangle, per
+    axes (titles, colours and pixels are the student's affair)."""
+    data, want = figure_of(found), figure_of(want_fig)
+    if data is None:
+        return expect(False, "a matplotlib Figure (return the figure, do not save or show it)",
+                      type(found).__name__, hint)
+
+    def content(d):   # per axes: its rectangles and its lines' points, in a fixed order
+        return [[sorted((list(r) for r in ax["rects"]), key=repr), sorted(([ln["x"], ln["y"]] for ln in ax["lines"]), key=repr)]
+                for ax in d["axes"]]
+
+    from ..viz.figure_data import same
+
+    mine, theirs = content(data), content(want)
+    if not any(bars or lines for bars, lines in theirs):
+        raise ValueError(f"parasim's figure of {what} has no bars or lines: nothing to grade a plot against")
+    count = lambda c: (sum(len(a[0]) for a in c), sum(len(a[1]) for a in c))  # noqa: E731
+    return expect(same(mine, theirs), "the {} bars and {} lines of ".format(*count(theirs)) + what,
+                  "{} bars and {} lines, not that run's".format(*count(mine)), hint)

@@ -156,7 +156,7 @@ def plain_figures(value):
     if type(value).__module__ == "matplotlib.figure" and type(value).__name__ == "Figure":
         from simulator.viz.figure_data import figure_data
 
-        return figure_data(value)
+        return figure_data(value, collections=True)
     return value
 
 

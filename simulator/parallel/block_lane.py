@@ -115,8 +115,13 @@ def sp_partial_grads(items) -> tuple[str, ...]:
 def context_parallel(items: tuple) -> tuple:
     names = [getattr(i, "name", None) for i in items]
     a, b = names.index("qkv"), names.index("o")
-    inner = items[a:b + 1]
-    return items[:a] + (External("attention", inner[0].reads[0], inner[-1].writes, inner),) + items[b + 1:]
+    inner, rest, o = items[a:b + 1], items[b + 1:], items[b]
+    if len(o.params) > 1:  # W_o's bias is added after the attention, as a step of its own
+        bias = Step("o_bias", "bias", (o.writes,), f"{o.writes}_b", o.params[1:], width=o.out_width)
+        inner = inner[:-1] + (replace(o, params=o.params[:1]),)
+        rest = (bias,) + tuple(replace(i, reads=tuple(bias.writes if v == o.writes else v for v in i.reads))
+                               if isinstance(i, Step) else i for i in rest)
+    return items[:a] + (External("attention", inner[0].reads[0], inner[-1].writes, inner),) + rest
 
 
 @lru_cache(maxsize=256)

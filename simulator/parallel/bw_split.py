@@ -15,7 +15,8 @@ is named through `grad_op`, and the same emission then serves three uses:
                        weights (each rank's shard sees its own columns or rows of dY and X).
 
 Kernels with no input gradient (the embedding's) keep their inputs in B (`pack`) and run whole
-in W. `op_input`/`op_weight` pairs live beside `op` in tp_kernels.py and cp_kernels.py.
+in W. `op_input`/`op_weight` pairs live beside `op` in block_lane.py (the block's segments),
+tp_kernels.py, cp_kernels.py and moe_kernels.py.
 """
 
 from __future__ import annotations

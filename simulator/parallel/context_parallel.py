@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from ..errors import ParasimError
 from ..models import Embedding, TransformerBlock
 from . import cp_kernels  # noqa: F401 -- registers the cp_* kernels this compiler emits
+from .block_lane import emit_backward, emit_forward, lane_items
+from .bw_split import SplitBackward
 from .config import TrainConfig
 from .cp_attention import ContextAttention
 from .cp_split import chunk_positions
@@ -46,113 +48,74 @@ from .layer_kernels import layer_of
 from .replicated import Compiled, WholeLayers, compile_replicated
 from .tensor_parallel import TensorParallel, TensorParallelReplica, check_tensor_parallel
 
-PRE = ("ln1_g", "ln1_b", "w_qkv", "b_qkv")
-POST = ("w_o", "b_o", "ln2_g", "ln2_b", "w_fc", "b_fc", "w_proj", "b_proj")
-
 
 @dataclass
-class ContextParallelReplica(ContextAttention, Replica):
-    """The lane of context rank `c` (tp = 1): the same schedule as the other cp lanes of its stages."""
+class ContextParallelReplica(ContextAttention, SplitBackward, Replica):
+    """The lane of context rank `c` (tp = 1): the same schedule as the other cp lanes of its stages.
+    Its blocks are their steps with the attention run over the context group
+    (block_lane.context_parallel); the embedding and head run on this rank's tokens."""
 
     def activation_nbytes(self, li: int) -> int:
         return super().activation_nbytes(li) // self.cp
 
+    def block_items(self, steps: tuple) -> tuple:
+        return lane_items(steps, 1, False, True)
+
     def emit_layer_forward(self, r, li, x, y, j):
         b, lyr = self.builder, layer_of(self.config, li)
-        P = lambda *ns: [param(li, n) for n in ns]  # noqa: E731
         kw = {"phase": "forward", "microbatch": j}
         c = f"act/cache/{li}/mb{j}"
         if isinstance(lyr, Embedding):
-            b.compute(r, "cp_embed_fwd", [x, *P("wte", "wpe")], [y, c], attrs={"positions": self.positions[self.c]},
-                      label=f"F{j} {lyr.name}", **kw)
-            return
-        if not isinstance(lyr, TransformerBlock):
+            b.compute(r, "cp_embed_fwd", [x, param(li, "wte"), param(li, "wpe")], [y, c],
+                      attrs={"positions": self.positions[self.c]}, label=f"F{j} {lyr.name}", **kw)
+        elif isinstance(lyr, TransformerBlock):
+            emit_forward(self, r, li, lyr, self.block_items(lyr.steps), {"x": x}, {"y": y}, j)
+        else:
             b.compute(r, "layer_fwd", [x, *self._params(li)], [y, c], attrs={"config": self.config, "layer": li},
                       flops=lyr.forward_flops(self.microbatch_size) / self.cp, label=f"F{j} {lyr.name}", **kw)
-            return
-        tl = self.config.seq_len // self.cp
-        B, h = self.microbatch_size, self.config.hidden
-        b.compute(r, "cp_pre_fwd", [x, *P(*PRE)], [f"{c}/q", f"{c}/kv", f"{c}/pre"], flops=6.0 * B * tl * h * h,
-                  label=f"F{j} {lyr.name} ln1+qkv", **kw)
-        self.emit_cp_attention_forward(r, li, lyr, j)
-        b.compute(r, "cp_post_fwd", [x, f"{c}/att", *P(*POST)], [y, f"{c}/post"], flops=18.0 * B * tl * h * h,
-                  label=f"F{j} {lyr.name} out+mlp", **kw)
 
     def emit_layer_backward(self, r, li, dy, dx, j, accumulate):
         b, lyr = self.builder, layer_of(self.config, li)
         G = lambda *ns: [grad(li, n) for n in ns]  # noqa: E731
         acc = lambda *ns: G(*ns) if accumulate else []  # noqa: E731
-        P = lambda *ns: [param(li, n) for n in ns]  # noqa: E731
         kw = {"phase": "backward", "microbatch": j}
-        c, T = f"act/cache/{li}/mb{j}", f"act/cp/{li}/mb{j}"
+        c = f"act/cache/{li}/mb{j}"
+        if isinstance(lyr, TransformerBlock):
+            return emit_backward(self, r, li, lyr, self.block_items(lyr.steps), {"y": dy}, {"x": dx}, j, accumulate)
         if isinstance(lyr, Embedding):
             b.compute(r, "cp_embed_bwd", [c, dy, *acc("wte", "wpe")], G("wte", "wpe"),
                       attrs={"vocab": lyr.vocab, "seq": lyr.seq_len, "positions": self.positions[self.c]},
                       label=f"B{j} {lyr.name}", **kw)
-            b.free(r, c)
-            return
-        if not isinstance(lyr, TransformerBlock):
+        else:
             fl = sum(lyr.backward_flops(self.microbatch_size)) / self.cp
             b.compute(r, "layer_bwd", [c, dy, *self._params(li), *acc(*lyr.param_shapes())],
                       ([dx] if dx else []) + G(*lyr.param_shapes()),
                       attrs={"config": self.config, "layer": li, "n_params": len(lyr.param_shapes()),
                              "want_dx": dx is not None}, flops=fl, label=f"B{j} {lyr.name}", **kw)
-            b.free(r, c)
-            return
-        tl = self.config.seq_len // self.cp
-        B, h = self.microbatch_size, self.config.hidden
-        b.compute(r, "cp_post_bwd", [f"{c}/post", f"{c}/att", dy, *P("w_o", "ln2_g", "w_fc", "w_proj"), *acc(*POST)],
-                  [f"{T}/datt", f"{T}/dx1", *G(*POST)], flops=36.0 * B * tl * h * h,
-                  label=f"B{j} {lyr.name} mlp+out", **kw)
-        b.free(r, f"{c}/post")
-        self.emit_cp_attention_backward(r, li, lyr, j)
-        b.compute(r, "cp_pre_bwd", [f"{c}/pre", f"{T}/dq", f"{T}/dkv", f"{T}/dx1", *P("ln1_g", "w_qkv"), *acc(*PRE)],
-                  [dx, *G(*PRE)], flops=12.0 * B * tl * h * h, label=f"B{j} {lyr.name} qkv+ln1", **kw)
-        b.free(r, f"{c}/pre", f"{T}/dq", f"{T}/dkv", f"{T}/dx1")
+        b.free(r, c)
 
     # ---- zero-bubble schedules: B (input gradients, the ring's dK/dV) now, W (weights) later --------
     def emit_layer_backward_input(self, r, li, dy, dx, j):
         b, lyr = self.builder, layer_of(self.config, li)
-        c, T, w = f"act/cache/{li}/mb{j}", f"act/cp/{li}/mb{j}", f"act/wcache/{li}/mb{j}"
-        kw = {"phase": "backward", "microbatch": j}
+        if isinstance(lyr, TransformerBlock):
+            return self.split_backward_input(r, li, dy, dx, j)
         if isinstance(lyr, Embedding):  # no input gradient: keep dy for W
-            b.compute(r, "copy", [dy], [w], label=f"B{j} {lyr.name} keep dy", **kw)
-            return
-        if not isinstance(lyr, TransformerBlock):
-            return super().emit_layer_backward_input(r, li, dy, dx, j)
-        tl = self.config.seq_len // self.cp
-        B, h = self.microbatch_size, self.config.hidden
-        P = lambda *ns: [param(li, n) for n in ns]  # noqa: E731
-        b.compute(r, "cp_post_bwd_input", [f"{c}/post", f"{c}/att", dy, *P("w_o", "ln2_g", "w_fc", "w_proj")],
-                  [f"{T}/datt", f"{T}/dx1", f"{w}/post"], flops=18.0 * B * tl * h * h, label=f"B{j} {lyr.name} mlp+out",
-                  **kw)
-        b.free(r, f"{c}/post")
-        self.emit_cp_attention_backward(r, li, lyr, j)
-        b.compute(r, "cp_pre_bwd_input", [f"{c}/pre", f"{T}/dq", f"{T}/dkv", f"{T}/dx1", *P("ln1_g", "w_qkv")],
-                  [dx, f"{w}/pre"], flops=6.0 * B * tl * h * h, label=f"B{j} {lyr.name} qkv+ln1", **kw)
-        b.free(r, f"{c}/pre", f"{T}/dq", f"{T}/dkv", f"{T}/dx1")
+            return b.compute(r, "copy", [dy], [f"act/wcache/{li}/mb{j}"], label=f"B{j} {lyr.name} keep dy",
+                             phase="backward", microbatch=j)
+        return super().emit_layer_backward_input(r, li, dy, dx, j)
 
     def emit_layer_backward_weight(self, r, li, j, accumulate):
         b, lyr = self.builder, layer_of(self.config, li)
-        c, w = f"act/cache/{li}/mb{j}", f"act/wcache/{li}/mb{j}"
-        G = lambda *ns: [grad(li, n) for n in ns]  # noqa: E731
-        acc = lambda *ns: G(*ns) if accumulate else []  # noqa: E731
-        kw = {"phase": "wgrad", "microbatch": j}
-        if isinstance(lyr, Embedding):
-            b.compute(r, "cp_embed_bwd", [c, w, *acc("wte", "wpe")], G("wte", "wpe"),
-                      attrs={"vocab": lyr.vocab, "seq": lyr.seq_len, "positions": self.positions[self.c]},
-                      label=f"W{j} {lyr.name}", **kw)
-            b.free(r, c, w)
-            return
-        if not isinstance(lyr, TransformerBlock):
+        if isinstance(lyr, TransformerBlock):
+            return self.split_backward_weight(r, li, j, accumulate)
+        if not isinstance(lyr, Embedding):
             return super().emit_layer_backward_weight(r, li, j, accumulate)
-        tl = self.config.seq_len // self.cp
-        B, h = self.microbatch_size, self.config.hidden
-        b.compute(r, "cp_post_bwd_weight", [f"{w}/post", *acc(*POST)], G(*POST), flops=18.0 * B * tl * h * h,
-                  label=f"W{j} {lyr.name} mlp+out", **kw)
-        b.compute(r, "cp_pre_bwd_weight", [f"{w}/pre", *acc(*PRE)], G(*PRE), flops=6.0 * B * tl * h * h,
-                  label=f"W{j} {lyr.name} qkv+ln1", **kw)
-        b.free(r, f"{w}/post", f"{w}/pre")
+        c, w = f"act/cache/{li}/mb{j}", f"act/wcache/{li}/mb{j}"
+        G = [grad(li, n) for n in ("wte", "wpe")]
+        b.compute(r, "cp_embed_bwd", [c, w, *(G if accumulate else [])], G,
+                  attrs={"vocab": lyr.vocab, "seq": lyr.seq_len, "positions": self.positions[self.c]},
+                  label=f"W{j} {lyr.name}", phase="wgrad", microbatch=j)
+        b.free(r, c, w)
 
 
 @dataclass
@@ -170,35 +133,7 @@ class ContextTensorParallelReplica(ContextAttention, TensorParallelReplica):
     def _fl_parts(self) -> int:
         return self.tp * self.cp  # T/cp tokens; attention Tl x T per rank
 
-    def _lin_flops(self, k: float) -> float:
-        """k B (s/cp) h w: the QKV projection is 6, W_o 2 (forward); backward doubles them."""
-        return k * self.microbatch_size * (self.config.seq_len // self.cp) * self.config.hidden * self._width
-
     cp_attention = True
-
-    def external_forward(self, r, li, lyr, item, a, j) -> str:
-        """The block's qkv .. o (block_lane.context_parallel): QKV of this tensor rank's heads, ring or
-        all-to-all attention over the context group, the row-parallel W_o. -> the partial output."""
-        c, T = self._names(li, j)
-        kw = {"phase": "forward", "microbatch": j}
-        self.builder.compute(r, "cp_qkv_fwd", [a, param(li, "w_qkv"), param(li, "b_qkv")], [f"{c}/q", f"{c}/kv"],
-                             flops=self._lin_flops(6), label=f"F{j} {lyr.name} qkv", **kw)
-        self.emit_cp_attention_forward(r, li, lyr, j)
-        self.builder.compute(r, "cp_o_fwd", [f"{c}/att", param(li, "w_o")], [f"{T}/o_part"],
-                             flops=self._lin_flops(2), label=f"F{j} {lyr.name} W_o", **kw)
-        return f"{T}/o_part"
-
-    def external_backward(self, r, li, lyr, item, a, dout, j, accumulate) -> str:
-        """-> the partial gradient of the attention input; the weight gradients of w_qkv, b_qkv, w_o."""
-        c, T = self._names(li, j)
-        CP = f"act/cp/{li}/mb{j}"
-        self.grad_op(r, li, j, "cp_o_bwd", [f"{c}/att", dout, param(li, "w_o")], [f"{CP}/datt"], ("w_o",), accumulate,
-                     (self._lin_flops(2),) * 2, label=f"{lyr.name} W_o")
-        self.emit_cp_attention_backward(r, li, lyr, j)
-        self.grad_op(r, li, j, "cp_qkv_bwd", [a, f"{CP}/dq", f"{CP}/dkv", param(li, "w_qkv")], [f"{T}/da_part"],
-                     ("w_qkv", "b_qkv"), accumulate, (self._lin_flops(6),) * 2, label=f"{lyr.name} qkv")
-        self._drop(r, f"{CP}/dq", f"{CP}/dkv")
-        return f"{T}/da_part"
 
     def emit_layer_forward(self, r, li, x, y, j):
         lyr = layer_of(self.config, li)

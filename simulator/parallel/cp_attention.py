@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..models import block_plan as plan
 from ..program import Collective, Recv, Send
+from .emit import param
 
 
 @dataclass
@@ -25,6 +27,41 @@ class ContextAttention:
     kind: str = "p2p"  # Megatron's --cp-comm-type: p2p (ring attention) or a2a (Ulysses all-to-all)
     cp_group_of: dict = field(default_factory=dict)  # rank -> its context group
     positions: list = field(default_factory=list)  # cp rank -> token positions
+
+    def _names(self, li, j):
+        return f"act/cache/{li}/mb{j}", f"act/tp/{li}/mb{j}"
+
+    def _step_tokens(self) -> int:
+        return self.config.seq_len // self.cp
+
+    # ---- the block's qkv .. o as one item (block_lane.context_parallel) -------------------------
+    def external_forward(self, r, li, lyr, item, a, j) -> str:
+        """QKV of this rank's heads (all a, or a/tp under tensor parallelism), ring or all-to-all
+        attention over the context group, then W_o (row-parallel under tp: a partial sum; its bias is
+        a step after). -> the output's tensor."""
+        c, T = self._names(li, j)
+        qkv, o = item.steps[0], item.steps[-1]
+        B, kw = self.microbatch_size, {"phase": "forward", "microbatch": j}
+        self.builder.compute(r, "cp_qkv_fwd", [a, *(param(li, n) for n in qkv.param_names)], [f"{c}/q", f"{c}/kv"],
+                             flops=plan.flops((qkv,), B, self._step_tokens())[0], label=f"F{j} {lyr.name} qkv", **kw)
+        self.emit_cp_attention_forward(r, li, lyr, j)
+        self.builder.compute(r, "cp_o_fwd", [f"{c}/att", param(li, "w_o")], [f"{T}/o_part"],
+                             flops=plan.flops((o,), B, self._step_tokens())[0], label=f"F{j} {lyr.name} W_o", **kw)
+        return f"{T}/o_part"
+
+    def external_backward(self, r, li, lyr, item, a, dout, j, accumulate) -> str:
+        """-> the (partial, under tp) gradient of the attention input; the weight gradients of
+        w_qkv, b_qkv, w_o."""
+        c, T = self._names(li, j)
+        CP, (qkv, o) = f"act/cp/{li}/mb{j}", (item.steps[0], item.steps[-1])
+        fl = lambda s: plan.flops((s,), self.microbatch_size, self._step_tokens())[1:]  # noqa: E731
+        self.grad_op(r, li, j, "cp_o_bwd", [f"{c}/att", dout, param(li, "w_o")], [f"{CP}/datt"], ("w_o",), accumulate,
+                     fl(o), label=f"{lyr.name} W_o")
+        self.emit_cp_attention_backward(r, li, lyr, j)
+        self.grad_op(r, li, j, "cp_qkv_bwd", [a, f"{CP}/dq", f"{CP}/dkv", param(li, "w_qkv")], [f"{T}/da_part"],
+                     qkv.param_names, accumulate, fl(qkv), label=f"{lyr.name} qkv")
+        self.builder.free(r, f"{CP}/dq", f"{CP}/dkv")
+        return f"{T}/da_part"
 
     def emit_cp_attention_forward(self, r, li, lyr, j):
         """{c}/q, {c}/kv -> {c}/att (B, T/cp, w) and what backward keeps."""

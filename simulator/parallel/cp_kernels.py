@@ -46,7 +46,7 @@ def _scores(qh, kh, q_pos, k_pos, causal):
     return s
 
 
-# ---- the block around attention: ln1 + qkv projection, and W_o + residual + ln2 + MLP --------------
+# ---- the projections around attention (the rest of the block is its steps: block_lane.py) ----------
 @kernel("cp_qkv_fwd")
 def cp_qkv_fwd(a, w_qkv, b_qkv):
     """qkv = a W_qkv + b.  (B, Tl, h) @ (h, 3w) -> q (B, Tl, w), kv (2, B, Tl, w); w = h, or h/tp
@@ -76,38 +76,6 @@ def cp_qkv_bwd_weight(wc, *existing):
     return _acc(K.linear_backward_weight(*wc), existing)
 
 
-@kernel("cp_pre_fwd")
-def cp_pre_fwd(x, ln1_g, ln1_b, w_qkv, b_qkv):
-    """a = LN1(x); qkv = a W_qkv + b.  (B, Tl, h) -> q (B, Tl, h), kv (2, B, Tl, h), cache."""
-    a, c_ln = K.layer_norm_forward(x, ln1_g, ln1_b)
-    return cp_qkv_fwd(a, w_qkv, b_qkv) + ((c_ln, a),)
-
-
-@kernel("cp_pre_bwd")
-def cp_pre_bwd(cache, dq, dkv, dx1, ln1_g, w_qkv, *existing):
-    """dx = dx1 + LN1'(dqkv W_qkv^T); grads (ln1_g, ln1_b, w_qkv, b_qkv)."""
-    dx, wcache = cp_pre_bwd_input(cache, dq, dkv, dx1, ln1_g, w_qkv)
-    return (dx,) + cp_pre_bwd_weight(wcache, *existing)
-
-
-@kernel("cp_pre_bwd_input")
-def cp_pre_bwd_input(cache, dq, dkv, dx1, ln1_g, w_qkv):
-    """B of zero-bubble schedules: dx, and what W needs (ln1 cache, its input a, da, dqkv)."""
-    c_ln, a = cache
-    dqkv = np.concatenate([dq, dkv[0], dkv[1]], axis=-1)  # (B, Tl, 3h)
-    da = K.linear_backward_input(dqkv, w_qkv)
-    return dx1 + K.layer_norm_backward_input(c_ln, da, ln1_g), (c_ln, a, da, dqkv)
-
-
-@kernel("cp_pre_bwd_weight")
-def cp_pre_bwd_weight(wcache, *existing):
-    """W: grads (ln1_g, ln1_b, w_qkv, b_qkv)."""
-    c_ln, a, da, dqkv = wcache
-    dg, db = K.layer_norm_backward_weight(c_ln, da)
-    dw, dbq = K.linear_backward_weight(a, dqkv)
-    return _acc((dg, db, dw, dbq), existing)
-
-
 @kernel("cp_o_fwd")
 def cp_o_fwd(att, w_o):
     """Row-parallel output projection of a tensor rank's heads: (B, Tl, h/tp) @ (h/tp, h), a partial sum."""
@@ -129,44 +97,6 @@ def cp_o_bwd_input(att, dout, w_o):
 
 # W: dW_o = att^T dout, the same product as the vocabulary-parallel head's dW_out = a^T dlogits
 cp_o_bwd_weight = kernel("cp_o_bwd_weight")(tp_logits_bwd_weight)
-
-
-@kernel("cp_post_fwd")
-def cp_post_fwd(x, att, w_o, b_o, ln2_g, ln2_b, w_fc, b_fc, w_proj, b_proj):
-    """x1 = x + att W_o + b_o;  y = x1 + gelu(LN2(x1) W_fc + b_fc) W_proj + b_proj (token-wise)."""
-    x1 = x + K.linear_forward(att, w_o, b_o)[0]
-    m, c_ln2 = K.layer_norm_forward(x1, ln2_g, ln2_b)
-    f, _ = K.linear_forward(m, w_fc, b_fc)
-    g, _ = K.gelu_forward(f)
-    return x1 + K.linear_forward(g, w_proj, b_proj)[0], (c_ln2, m, f, g)
-
-
-@kernel("cp_post_bwd")
-def cp_post_bwd(cache, att, dy, w_o, ln2_g, w_fc, w_proj, *existing):
-    """-> (datt, dx1, grads of w_o, b_o, ln2_g, ln2_b, w_fc, b_fc, w_proj, b_proj)."""
-    datt, dx1, wcache = cp_post_bwd_input(cache, att, dy, w_o, ln2_g, w_fc, w_proj)
-    return (datt, dx1) + cp_post_bwd_weight(wcache, *existing)
-
-
-@kernel("cp_post_bwd_input")
-def cp_post_bwd_input(cache, att, dy, w_o, ln2_g, w_fc, w_proj):
-    """B of zero-bubble schedules: datt, dx1 and what W needs."""
-    c_ln2, m, f, g = cache
-    df = K.gelu_backward(f, K.linear_backward_input(dy, w_proj))
-    dm = K.linear_backward_input(df, w_fc)
-    dx1 = dy + K.layer_norm_backward_input(c_ln2, dm, ln2_g)
-    return K.linear_backward_input(dx1, w_o), dx1, (c_ln2, m, df, g, dy, att, dx1, dm)
-
-
-@kernel("cp_post_bwd_weight")
-def cp_post_bwd_weight(wcache, *existing):
-    """W: grads of w_o, b_o, ln2_g, ln2_b, w_fc, b_fc, w_proj, b_proj."""
-    c_ln2, m, df, g, dy, att, dx1, dm = wcache
-    dw_o, db_o = K.linear_backward_weight(att, dx1)
-    dl_g, dl_b = K.layer_norm_backward_weight(c_ln2, dm)
-    dw_fc, db_fc = K.linear_backward_weight(m, df)
-    dw_p, db_p = K.linear_backward_weight(g, dy)
-    return _acc((dw_o, db_o, dl_g, dl_b, dw_fc, db_fc, dw_p, db_p), existing)
 
 
 # ---- ring attention ------------------------------------------------------------------------------

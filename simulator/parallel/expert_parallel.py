@@ -34,7 +34,7 @@ from .context_parallel import (
 from .emit import Replica, param
 from .experts import EXPERT_PARAMS, MoEBlock, MoEGPTConfig
 from .layer_kernels import layer_of, optimizer_state_names
-from .moe_layers import ContextAttentionHalf, ExpertLayers, TensorAttentionHalf, WholeAttention
+from .moe_layers import ExpertLayers, StepsAttentionHalf, WholeAttention
 from .replicated import Compiled, WholeLayers, compile_replicated, make_optimizer
 from .tensor_parallel import TensorParallel, TensorParallelReplica, check_tensor_parallel
 
@@ -45,17 +45,17 @@ class ExpertReplica(ExpertLayers, WholeAttention, Replica):
 
 
 @dataclass
-class ContextExpertReplica(ExpertLayers, ContextAttentionHalf, ContextParallelReplica):
+class ContextExpertReplica(ExpertLayers, StepsAttentionHalf, ContextParallelReplica):
     pass
 
 
 @dataclass
-class TensorExpertReplica(ExpertLayers, TensorAttentionHalf, TensorParallelReplica):
+class TensorExpertReplica(ExpertLayers, StepsAttentionHalf, TensorParallelReplica):
     pass
 
 
 @dataclass
-class ContextTensorExpertReplica(ExpertLayers, TensorAttentionHalf, ContextTensorParallelReplica):
+class ContextTensorExpertReplica(ExpertLayers, StepsAttentionHalf, ContextTensorParallelReplica):
     pass
 
 

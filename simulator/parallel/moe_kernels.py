@@ -12,13 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..models import functional as K
-from ..models.block_plan import attention_half, param_shapes
 from ..ops import kernel
 from .experts import EXPERT_PARAMS, choose
 from .layer_kernels import layer_of
-
-ATTN = tuple(param_shapes(attention_half(1, 1)))  # the block before its router (ln1_g .. ln2_b)
 
 
 def dense_names(layer) -> list[str]:
@@ -40,64 +36,6 @@ def _from_experts(buf, ep: int):
     """(E_loc, ep T, h) -> (ep E_loc, T, h) source-major."""
     e, n, h = buf.shape
     return buf.reshape(e, ep, n // ep, h).transpose(1, 0, 2, 3).reshape(ep * e, n // ep, h)
-
-
-# ---- attention half (one device's whole sequence) -------------------------------------------------
-@kernel("moe_attn_fwd")
-def moe_attn_fwd(x, *params, config, layer: int):
-    """(x, ATTN params...) -> (x1, m = ln2(x1), cache)."""
-    return layer_of(config, layer).attend(dict(zip(ATTN, params)), x)
-
-
-@kernel("moe_attn_bwd")
-def moe_attn_bwd(cache, dy, dm, *rest, config, layer: int):
-    """(cache, dy, dm, ATTN params..., [grads so far...]) -> (dx, ATTN grads...)."""
-    params, existing = rest[:len(ATTN)], rest[len(ATTN):]
-    dx, wc = moe_attn_bwd_input(cache, dy, dm, *params, config=config, layer=layer)
-    return (dx,) + moe_attn_bwd_weight(wc, *existing, config=config, layer=layer)
-
-
-@kernel("moe_attn_bwd_input")
-def moe_attn_bwd_input(cache, dy, dm, *params, config, layer: int):
-    """B: -> (dx, weight cache)."""
-    return layer_of(config, layer).attend_backward_input(dict(zip(ATTN, params)), cache, dy, dm)
-
-
-@kernel("moe_attn_bwd_weight")
-def moe_attn_bwd_weight(wc, *existing, config, layer: int):
-    """W: -> ATTN grads."""
-    grads = layer_of(config, layer).attend_backward_weight(wc)
-    return _acc(tuple(grads[n] for n in ATTN), existing)
-
-
-@kernel("cp_moe_out_fwd")
-def cp_moe_out_fwd(x, att, w_o, b_o, ln2_g, ln2_b):
-    """Context-parallel attention half, after the attention: x1 = x + att W_o + b_o; m = LN2(x1)
-    on this rank's tokens.  -> (x1, m, ln2 cache), all (B, Tl, h)."""
-    x1 = x + K.linear_forward(att, w_o, b_o)[0]
-    m, c_ln2 = K.layer_norm_forward(x1, ln2_g, ln2_b)
-    return x1, m, c_ln2
-
-
-@kernel("cp_moe_out_bwd")
-def cp_moe_out_bwd(c_ln2, att, dy, dm, w_o, ln2_g, *existing):
-    """-> (datt, dx1, grads of w_o, b_o, ln2_g, ln2_b)."""
-    datt, dx1, wc = cp_moe_out_bwd_input(c_ln2, att, dy, dm, w_o, ln2_g)
-    return (datt, dx1) + cp_moe_out_bwd_weight(wc, *existing)
-
-
-@kernel("cp_moe_out_bwd_input")
-def cp_moe_out_bwd_input(c_ln2, att, dy, dm, w_o, ln2_g):
-    """B: -> (datt, dx1, weight cache (att, dx1, ln2 cache, dm))."""
-    dx1 = dy + K.layer_norm_backward_input(c_ln2, dm, ln2_g)
-    return K.linear_backward_input(dx1, w_o), dx1, (att, dx1, c_ln2, dm)
-
-
-@kernel("cp_moe_out_bwd_weight")
-def cp_moe_out_bwd_weight(wc, *existing):
-    """W: -> (dW_o, db_o, dln2_g, dln2_b)."""
-    att, dx1, c_ln2, dm = wc
-    return _acc(K.linear_backward_weight(att, dx1) + K.layer_norm_backward_weight(c_ln2, dm), existing)
 
 
 # ---- router and dispatch -----------------------------------------------------------------------------

@@ -14,8 +14,9 @@ Megatron-LM's MoE layer with its AllToAll token dispatcher).
 
 Backward runs the two AllToAlls in reverse (the backward of AllToAll is AllToAll), then the
 router's backward, then the attention half's; under zero-bubble schedules B keeps that chain and W
-computes the expert, router and attention-half weight gradients later (bw_split.py). The attention halves are the three mixins at the
-bottom; `ExpertLayers` emits everything else.
+computes the expert, router and attention-half weight gradients later (bw_split.py). The attention
+half is the dense block's own steps through the lane's transforms (`StepsAttentionHalf`);
+`ExpertLayers` emits everything else.
 
 Names on a rank for layer li and micro-batch j: act/moe/{li}/mb{j}/... (the dispatch cache is kept
 for backward, with the expert outputs); the attention half uses its lane's act/cache and act/tp
@@ -27,12 +28,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..program import Collective
+from . import moe_kernels  # noqa: F401 -- registers the moe_* kernels this emitter uses
 from .block_lane import emit_backward, emit_forward
 from .bw_split import SplitBackward
 from .emit import param
 from .experts import EXPERT_PARAMS, MoEBlock
 from .layer_kernels import layer_of
-from .moe_kernels import ATTN
 
 
 @dataclass
@@ -131,60 +132,10 @@ class ExpertLayers(SplitBackward):
         return super().emit_layer_backward_weight(r, li, j, accumulate)
 
 
-class WholeAttention:
-    """The attention half of one device (tp = cp = 1): the block's own math in two kernels."""
-
-    def emit_moe_attention_forward(self, r, li, lyr, x, j):
-        c = f"act/cache/{li}/mb{j}"
-        B, s, h = self.microbatch_size, self.config.seq_len, self.config.hidden
-        self.builder.compute(r, "moe_attn_fwd", [x, *(param(li, n) for n in ATTN)], [f"{c}/x1", f"{c}/m", f"{c}/att"],
-                             attrs={"config": self.config, "layer": li}, flops=8.0 * B * s * h * h + 4.0 * B * s * s * h,
-                             phase="forward", microbatch=j, label=f"F{j} {lyr.name} attn")
-        return f"{c}/x1", f"{c}/m"
-
-    def emit_moe_attention_backward(self, r, li, lyr, dy, dm, dx, j, accumulate):
-        c = f"act/cache/{li}/mb{j}"
-        B, s, h = self.microbatch_size, self.config.seq_len, self.config.hidden
-        out = dx or f"act/moe/{li}/mb{j}/dx"
-        self.grad_op(r, li, j, "moe_attn_bwd", [f"{c}/att", dy, dm, *(param(li, n) for n in ATTN)], [out], ATTN,
-                     accumulate, (8.0 * B * s * h * h + 8.0 * B * s * s * h, 8.0 * B * s * h * h),
-                     attrs={"config": self.config, "layer": li}, label=f"{lyr.name} attn")
-        self.builder.free(r, f"{c}/att", *([] if dx else [out]))
-
-
-class ContextAttentionHalf:
-    """tp = 1, cp > 1: ln1 + qkv on T/cp tokens, ring or all-to-all attention, W_o + residual + ln2."""
-
-    def emit_moe_attention_forward(self, r, li, lyr, x, j):
-        b, c = self.builder, f"act/cache/{li}/mb{j}"
-        kw = {"phase": "forward", "microbatch": j}
-        tl, B, h = self._moe_tokens(), self.microbatch_size, self.config.hidden
-        P = lambda *ns: [param(li, n) for n in ns]  # noqa: E731
-        b.compute(r, "cp_pre_fwd", [x, *P("ln1_g", "ln1_b", "w_qkv", "b_qkv")], [f"{c}/q", f"{c}/kv", f"{c}/pre"],
-                  flops=6.0 * B * tl * h * h, label=f"F{j} {lyr.name} ln1+qkv", **kw)
-        self.emit_cp_attention_forward(r, li, lyr, j)
-        b.compute(r, "cp_moe_out_fwd", [x, f"{c}/att", *P("w_o", "b_o", "ln2_g", "ln2_b")],
-                  [f"{c}/x1", f"{c}/m", f"{c}/ln2"], flops=2.0 * B * tl * h * h, label=f"F{j} {lyr.name} out+ln2", **kw)
-        return f"{c}/x1", f"{c}/m"
-
-    def emit_moe_attention_backward(self, r, li, lyr, dy, dm, dx, j, accumulate):
-        b, c, T = self.builder, f"act/cache/{li}/mb{j}", f"act/cp/{li}/mb{j}"
-        tl, B, h = self._moe_tokens(), self.microbatch_size, self.config.hidden
-        post, pre = ("w_o", "b_o", "ln2_g", "ln2_b"), ("ln1_g", "ln1_b", "w_qkv", "b_qkv")
-        self.grad_op(r, li, j, "cp_moe_out_bwd", [f"{c}/ln2", f"{c}/att", dy, dm, param(li, "w_o"), param(li, "ln2_g")],
-                     [f"{T}/datt", f"{T}/dx1"], post, accumulate, (2.0 * B * tl * h * h,) * 2, label=f"{lyr.name} out+ln2")
-        b.free(r, f"{c}/ln2")
-        self.emit_cp_attention_backward(r, li, lyr, j)
-        self.grad_op(r, li, j, "cp_pre_bwd", [f"{c}/pre", f"{T}/dq", f"{T}/dkv", f"{T}/dx1", param(li, "ln1_g"),
-                                              param(li, "w_qkv")], [dx], pre, accumulate, (6.0 * B * tl * h * h,) * 2,
-                     label=f"{lyr.name} qkv+ln1")
-        b.free(r, f"{c}/pre", f"{T}/dq", f"{T}/dkv", f"{T}/dx1")
-
-
-class TensorAttentionHalf:
-    """tp > 1 (and any cp): the dense block's attention half (block_plan.attention_half) through
-    the lane's transforms (block_lane: Megatron's column / row split on this tensor rank's a/tp heads,
-    over the context group when cp > 1), one emitter for both directions."""
+class StepsAttentionHalf:
+    """The dense block's attention half (block_plan.attention_half: ln1 .. ln2) through the lane's
+    transforms (block_lane.lane_items: Megatron's column / row split on this tensor rank's a/tp heads,
+    ring or all-to-all attention over the context group), by block_lane's one emitter."""
 
     def emit_moe_attention_forward(self, r, li, lyr, x, j):
         c, _ = self._names(li, j)
@@ -197,3 +148,13 @@ class TensorAttentionHalf:
         emit_backward(self, r, li, lyr, self.block_items(lyr.attention_steps), {"x1": dy, "m": dm}, {"x": out}, j,
                       accumulate)
         self.builder.free(r, *([] if dx else [out]))
+
+
+class WholeAttention(StepsAttentionHalf):
+    """tp = cp = 1: the attention half's steps as they are, one Compute each way."""
+
+    def block_items(self, steps: tuple) -> tuple:
+        return steps
+
+    def _names(self, li, j):
+        return f"act/cache/{li}/mb{j}", f"act/tp/{li}/mb{j}"

@@ -29,16 +29,31 @@ def _nums(values) -> list:
     return out
 
 
-def figure_data(fig) -> dict:
-    """What a figure shows, as numbers and texts (see the module docstring)."""
+def _collection_rects(ax) -> list:
+    """The boxes of the axes' collections (`broken_barh` lanes of a timeline, `fill_between`
+    areas): each path's extent (x, y, width, height) in data coordinates."""
+    out = []
+    for coll in ax.collections:
+        for path in coll.get_paths():
+            box = path.get_extents()
+            out.append(_nums((box.x0, box.y0, box.width, box.height)))
+    return out
+
+
+def figure_data(fig, collections: bool = False) -> dict:
+    """What a figure shows, as numbers and texts (see the module docstring). `collections`: the
+    rectangles also hold the boxes of collections (a timeline's bars are `broken_barh` collections,
+    not patches): what the grader reads of a student's plot (the lessons' stored figure files
+    predate it and leave them out)."""
     axes = []
     for ax in fig.axes:
         legend = ax.get_legend()
+        extra = _collection_rects(ax) if collections else []
         axes.append({"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(),
                      "lines": [{"label": ln.get_label(), "x": _nums(ln.get_xdata()), "y": _nums(ln.get_ydata())}
                                for ln in ax.get_lines()],
                      "rects": [_nums((p.get_x(), p.get_y(), p.get_width(), p.get_height())) for p in ax.patches
-                               if isinstance(p, Rectangle)],
+                               if isinstance(p, Rectangle)] + extra,
                      "texts": [t.get_text() for t in ax.texts],
                      "legend": [t.get_text() for t in legend.get_texts()] if legend else []})
     suptitle = getattr(fig, "_suptitle", None)

@@ -1,0 +1,73 @@
+"""The parameters one tensor-parallel rank of a pipeline stage holds: the one home of the count the
+closed form (`analytic`) and the scale program (`scale_program`) price gradients, parameter gathers
+and the optimizer by, and the count the runnable programs hold (tests/test_one_compiler.py).
+
+Megatron-LM's placement (megatron/core/transformer, tensor_parallel/layers.py): the column-parallel
+linears (QKV, MLP in) shard weight and bias over the t ranks, the row-parallel ones (attention
+output, MLP out) shard the weight and keep the bias whole on every rank; layer norms are whole on
+every rank; the word embedding and the output layer are vocabulary-parallel (V_padded h / t); the
+learned position table (s h, GPT) is whole on every rank of the first stage, the final norm on the
+last. Experts split over ep x expert_tp ranks.
+"""
+
+from __future__ import annotations
+
+from simulator.cost.model_presets import ModelSpec
+from simulator.cost.scale_kernels import padded_vocab
+
+
+def replicated_layer_params(model: ModelSpec) -> int:
+    """Per layer, the parameters every tensor rank holds whole: two norms (scale and shift, or the
+    RMSNorm scale), with biases the row-parallel linears' biases (attention output, dense MLP out),
+    and an MoE layer's router."""
+    h = model.hidden
+    norms = 2 * (2 * h if model.biases else h)
+    row_biases = (h + (0 if model.num_experts else h)) if model.biases else 0
+    router = h * model.num_experts            # the MoE router's h x E weight
+    return norms + row_biases + router
+
+
+def layer_params_on_rank(model: ModelSpec, tp: int, ep: int = 1, expert_tp: int | None = None) -> tuple[float, float]:
+    """(dense, expert) parameters of one layer on one tensor rank of an expert-parallel rank; the
+    experts split over ep x expert_tp ranks (Megatron-Core's expert tensor parallelism, `cost.moe`;
+    None: expert_tp = tp)."""
+    experts = model.num_experts
+    expert = experts * model.mlp_params(model.moe_ffn_hidden) if experts else 0
+    whole = replicated_layer_params(model)
+    dense = (model.layer_params() - expert - whole) / tp + whole
+    return dense, expert / (ep * (tp if expert_tp is None else expert_tp))
+
+
+def heads_on(model: ModelSpec, k: int, pp: int) -> int:
+    """Vocabulary matrices on pipeline stage k: the embedding on the first, the output layer on the
+    last (one stage holds both when pp = 1 and they are untied)."""
+    return (k == 0) + (k == pp - 1 and (pp > 1 or not model.tied_embeddings))
+
+
+def embedding_params_on_rank(model: ModelSpec, tp: int) -> float:
+    """The input embedding on one tensor rank: its V_padded h / t rows and the whole position table."""
+    return padded_vocab(model, tp) * model.hidden / tp + (model.seq * model.hidden if model.position_embedding else 0)
+
+
+def head_params_on_rank(model: ModelSpec, tp: int) -> float:
+    """The output end on one tensor rank: the final norm (whole) and, untied, the V_padded h / t
+    output layer (tied: the first stage's embedding, its gradient summed with it)."""
+    h = model.hidden
+    return (2 * h if model.biases else h) + padded_vocab(model, tp) * h / tp
+
+
+def ends_params_on_rank(model: ModelSpec, tp: int, k: int, pp: int) -> float:
+    """Embedding, position table, final norm and output layer held by stage k on one tensor rank."""
+    out = embedding_params_on_rank(model, tp) if k == 0 else 0.0
+    if k == pp - 1:
+        out += head_params_on_rank(model, tp)
+        if heads_on(model, k, pp) == (k == 0):    # pp = 1, tied: the embedding is the output layer
+            out -= padded_vocab(model, tp) * model.hidden / tp
+    return out
+
+
+def stage_params_on_rank(model: ModelSpec, tp: int, ep: int, layers: int, k: int, pp: int,
+                         expert_tp: int | None = None) -> tuple[float, float]:
+    """(dense, expert) parameters of pipeline stage k (holding `layers` layers) on one tensor rank."""
+    dense, expert = layer_params_on_rank(model, tp, ep, expert_tp)
+    return layers * dense + ends_params_on_rank(model, tp, k, pp), layers * expert
