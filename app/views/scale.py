@@ -179,7 +179,7 @@ def stack_widgets(spec: ModelSpec) -> dict:
     kw.update(PRECISION[precision])
     kw["fp8"] = c[5].toggle("FP8 matmuls", key="fp8", disabled=precision == "fp32", **BIND,
                             help="Transformer Engine FP8 GEMMs at the fp8 peak (--fp8-format)") and precision != "fp32"
-    c = st.columns(6)
+    c = st.columns(3)  # three a row, as above: no label wraps inside a word at 1024 px
     stacks = list(stack_names())
     kw["stack"] = c[0].selectbox("Software stack", stacks, index=stacks.index(DEFAULTS["stack"]), key="stack", **BIND,
                                  help="kernel efficiencies, overheads and the overlaps it performs (--stack; "
