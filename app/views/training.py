@@ -6,7 +6,6 @@ import time
 import streamlit as st
 from charts import stage_map, timeline_chart
 from ray_session import start_ray
-from shared_runs import shared
 from ui import BIND, figure, interactive, intro, remember, restore, show_code, trace_downloads
 
 from simulator import (
@@ -199,11 +198,10 @@ def price_only(cfg: TrainConfig, price_on: str) -> dict:
             "summary": summary(resolved, compiled.notes), "stages": stage_map(resolved), "messages": None}
 
 
-def run_for_real(cfg: TrainConfig, price_on: str, on_ray: bool, request: tuple) -> dict:
+def run_for_real(cfg: TrainConfig, price_on: str, on_ray: bool) -> dict:
     """Run `cfg.steps` real steps with a progress bar, price them, compare with one device.
     On Ray when Ray is ready; while it is still starting, on the in-process runtime (the same
-    results) and the run says so. A refused configuration leaves no progress bar behind. An in-process
-    run is shared with the sessions asking for the same `request` (the page's inputs: shared_runs)."""
+    results) and the run says so. A refused configuration leaves no progress bar behind."""
     cfg.resolved()  # refuse bad degrees before drawing a bar or starting anything
     clicked = time.perf_counter()
     bar = st.progress(0.0, text="compiling ...")
@@ -216,16 +214,8 @@ def run_for_real(cfg: TrainConfig, price_on: str, on_ray: bool, request: tuple) 
             rt, where = make_runtime("ray", cfg.devices), "on Ray actors"
         elif on_ray:
             where = "in-process (Ray was still starting)"
-
-        def run():
-            return train(cfg, runtime=rt, device_model=device_model(price_on, cfg.devices),
-                         progress=lambda k, n: bar.progress(k / n, text=f"step {k} of {n} done"))
-        if rt is None:  # in-process runs are deterministic: sessions asking for the same one share it
-            res, reused = shared(request, run)
-            if reused:
-                where += ", the same run another request had made on this server (shared, not rerun)"
-        else:
-            res = run()
+        res = train(cfg, runtime=rt, device_model=device_model(price_on, cfg.devices),
+                    progress=lambda k, n: bar.progress(k / n, text=f"step {k} of {n} done"))
     except ParasimError:
         bar.empty()
         raise
@@ -244,7 +234,7 @@ request = (model_name, strategy, devices, dp, pp, tp, ep, cp, cp_kind, microbatc
 if run:
     try:
         cfg = make_config(*request[:16])
-        out = price_only(cfg, price_on) if mode == MODES[2] else run_for_real(cfg, price_on, on_ray=mode == MODES[0], request=request)
+        out = price_only(cfg, price_on) if mode == MODES[2] else run_for_real(cfg, price_on, on_ray=mode == MODES[0])
         st.session_state["train_run"] = (request, out)
     except ParasimError as err:
         st.error(str(err))
