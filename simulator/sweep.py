@@ -206,7 +206,7 @@ def _run_estimate(base: ParallelConfig, point: dict, kwargs: dict) -> dict:
 
 # search_training's arguments that take several values: one value given alone is a list of one
 LIST_ARGS = ("schedules", "recomputes", "micro_batch_sizes", "sequence_parallel", "zero_stages", "context_parallel",
-             "expert_parallel", "stage_splits")
+             "expert_parallel", "stage_splits", "fsdp")
 
 
 def _run_search(base: dict, point: dict, kwargs: dict) -> dict:

@@ -98,7 +98,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("fsdp", "how ZeRO-3 shards: none (DeepSpeed: one gather per sub-module, refused with a pipeline), fsdp2 "
          "(PyTorch fully_shard: one gather and one reduce-scatter per layer, simulator.cost.fsdp) or megatron_fsdp",
          "none", "--use-torch-fsdp2 / --use-megatron-fsdp", "(fully_shard: data_parallel_shard_degree > 1)", "cost",
-         changes_answer=True, choices=("none", "fsdp2", "megatron_fsdp")),
+         changes_answer=True, choices=("none", "fsdp2", "megatron_fsdp"), searched=("none", "fsdp2")),
     Knob("reshard_after_forward", "FSDP: free a layer's gathered parameters after its forward and gather them again "
          "for its backward; default: on without a pipeline, off with one (torchtitan)", "default",
          "--torch-fsdp2-no-reshard-after-forward (never)", "parallelism.fsdp_reshard_after_forward", "cost",

@@ -30,7 +30,8 @@ def test_gpt3_search_fits_and_beats_the_published_megatron_choice(gpt3):
     if (best.config.tp, best.config.pp, best.config.dp) != (8, 12, 16):
         alt = next(a for a in gpt3.alternatives if (a.config.tp, a.config.pp, a.config.dp) == (8, 12, 16))
         assert alt.reason.startswith("slower by")
-    assert all(c.config.zero_stage < 2 or c.config.pp == 1 for c in gpt3.top)
+    # ZeRO-2/3 with a pipeline only as FSDP (DeepSpeed refuses it; fully_shard composes with PP)
+    assert all(c.config.zero_stage < 2 or c.config.pp == 1 or c.config.fsdp != "none" for c in gpt3.top)
 
 
 def test_search_explores_every_knob(gpt3):

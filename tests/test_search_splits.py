@@ -78,3 +78,15 @@ def test_docs_search_quotes_these_figures(llama_24k):
     v2 = next(c for c in every.top if (c.config.pp, c.config.virtual_stages) == (16, 2))
     for cand in (even.best, every.best, v2):
         assert f"| {cand.result.step_time_s:.3f} s |" in doc
+
+
+def test_fsdp_x_tp_x_pp_is_one_axis_of_the_space():
+    kw = dict(schedules=("1f1b",), zero_stages=(3,), sequence_parallel=(True,), recomputes=("full",), top=200)
+    fsdp = search_training("llama3-8b", "h100-sxm", 32, 64, fsdp=("fsdp2",), **kw)
+    # ZeRO-3 sharded as PyTorch fully_shard composes with a pipeline (torchtitan's FSDP x TP x PP)
+    assert {c.config.fsdp for c in fsdp.top} == {"fsdp2"} and max(c.config.pp for c in fsdp.top) > 1
+    assert any(c.config.tp > 1 and c.config.pp > 1 for c in fsdp.top) and fsdp.space["fsdp"] == ("fsdp2",)
+    deepspeed = search_training("llama3-8b", "h100-sxm", 32, 64, fsdp=("none",), **kw)
+    assert {c.config.pp for c in deepspeed.top} == {1}           # DeepSpeed's ZeRO-3 refuses a pipeline
+    with pytest.raises(ParasimError, match="fsdp must be a non-empty list of none, fsdp2, megatron_fsdp"):
+        search_training("llama3-8b", "h100-sxm", 8, 8, fsdp=("torch",))

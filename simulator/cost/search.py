@@ -28,7 +28,7 @@ from simulator.cost.search_space import (
 )
 from simulator.errors import ParasimError
 from simulator.limits import MAX_SEARCH_GPUS
-from simulator.vocabulary import DEFAULTS, SEARCHED
+from simulator.vocabulary import BY_NAME, DEFAULTS, SEARCHED
 
 __all__ = ["Alternative", "Candidate", "ConfigSearchResult", "LONG_SEQUENCE", "default_context_parallel",
            "search_configs", "search_training", "step_components", "why_slower"]
@@ -139,7 +139,7 @@ def _alternatives(fits: list[Candidate], oom_fastest: dict, overlap_tp: bool) ->
 
 def _space(model: ModelSpec, hw: Hardware, gpus: int, global_batch: int, max_tp, schedules, max_virtual_stages,
            recomputes, micro_batch_sizes, sequence_parallel, zero_stages, context_parallel, expert_parallel,
-           stage_splits) -> Space:
+           stage_splits, fsdp=None) -> Space:
     """The search's `Space`: the arguments checked (one line each), None replaced by `SEARCHED`."""
     cps = _sizes("context_parallel", context_parallel) or default_context_parallel(model, gpus)
     eps = _sizes("expert_parallel", expert_parallel)
@@ -159,16 +159,25 @@ def _space(model: ModelSpec, hw: Hardware, gpus: int, global_batch: int, max_tp,
     return Space(model, gpus, global_batch, _check_max_tp(max_tp, hw), cps, eps, _sizes("micro_batch_sizes",
                  micro_batch_sizes), searched("schedule", schedules), vs, tuple(splits),
                  searched("sequence_parallel", sequence_parallel), searched("zero_stage", zero_stages),
-                 searched("recompute", recomputes))
+                 searched("recompute", recomputes), _fsdp(fsdp))
+
+
+def _fsdp(given) -> tuple[str, ...]:
+    """The FSDP implementations to try with ZeRO-3 (default `SEARCHED`), each one ParallelConfig knows."""
+    out = searched("fsdp", given)
+    known = BY_NAME["fsdp"].choices
+    if not out or any(f not in known for f in out):
+        raise ParasimError(f"fsdp must be a non-empty list of {', '.join(known)}, got {given!r}")
+    return out
 
 
 def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int, global_batch: int, *,
                     max_tp: int | None = None, schedules=None, max_virtual_stages: int | None = None,
                     recomputes=None, micro_batch_sizes=None, sequence_parallel=None, zero_stages=None,
-                    context_parallel=None, expert_parallel=None, stage_splits=None,
+                    context_parallel=None, expert_parallel=None, stage_splits=None, fsdp=None,
                     assumptions: Assumptions | None = None, top: int = 10, progress=None) -> ConfigSearchResult:
     """Search every configuration of `search_space` (its axes: t, c, p, d = gpus/(t c p), b and so
-    m = B/(b d), schedule and v, stage split, SP, ZeRO stage, e, recomputation) with
+    m = B/(b d), schedule and v, stage split, SP, ZeRO stage and FSDP, e, recomputation) with
     `analytic.estimate`. Each list argument left None takes the vocabulary's `SEARCHED` values;
     `context_parallel` defaults to `default_context_parallel`, `expert_parallel` to every power of
     two dividing d and the experts, `stage_splits` to `default_stage_splits`, `max_virtual_stages`
@@ -182,7 +191,8 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
     assumptions = (assumptions or Assumptions()).resolved(model)    # once, not per candidate
     _check_search(gpus, global_batch, top)
     space = _space(model, hw, gpus, global_batch, max_tp, schedules, max_virtual_stages, recomputes,
-                   micro_batch_sizes, sequence_parallel, zero_stages, context_parallel, expert_parallel, stage_splits)
+                   micro_batch_sizes, sequence_parallel, zero_stages, context_parallel, expert_parallel, stage_splits,
+                   fsdp)
     layouts = list(walk(space, LAYOUT_AXES))
     if not layouts:
         raise ParasimError(

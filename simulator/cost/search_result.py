@@ -69,7 +69,7 @@ class ConfigSearchResult:
                  "micro_batch_size": c.config.micro_batch_size, "microbatches": c.config.microbatches,
                  "schedule": c.config.schedule, "virtual_stages": c.config.virtual_stages,
                  "recompute": c.config.recompute, "sequence_parallel": c.config.sequence_parallel,
-                 "zero_stage": c.config.zero_stage, "cp": c.config.cp, "ep": c.config.ep,
+                 "zero_stage": c.config.zero_stage, "fsdp": c.config.fsdp, "cp": c.config.cp, "ep": c.config.ep,
                  "first_stage_layers": c.config.first_stage_layers, "last_stage_layers": c.config.last_stage_layers,
                  "balance_embedding": c.config.balance_embedding,
                  "step_time_s": r.step_time_s, "tokens_per_s": r.tokens_per_s,

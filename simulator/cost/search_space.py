@@ -24,6 +24,8 @@ Rules of the axes (the DERIVED entries of `SEARCHED`):
       --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers), each stage's
       layers divisible by v. So a p that does not divide L is tried.
   SP  on and off (on only with t > 1); ZeRO 0-3: >= 1 needs d > 1, 2-3 no pipeline (DeepSpeed)
+      unless sharded as FSDP (`fsdp`: fsdp2 is ZeRO-3 as PyTorch fully_shard, which composes with
+      TP and PP, as torchtitan trains FSDP x TP x PP; not with e > 1, which is not priced)
   e   MoE models: the given sizes (default every power of two) dividing d and the experts
 """
 
@@ -73,6 +75,7 @@ class Space:
     sequence_parallel: tuple[bool, ...]
     zero_stages: tuple[int, ...]
     recomputes: tuple[str, ...]
+    fsdp: tuple[str, ...] = ("none",)
 
 
 def searched(name: str, given) -> tuple:
@@ -166,7 +169,11 @@ def _sequence_parallel(space: Space, chosen: dict) -> Iterator[dict]:
 
 def _zero(space: Space, chosen: dict) -> Iterator[dict]:
     d, p = chosen["dp"], chosen["pp"]
-    return ({"zero_stage": z} for z in space.zero_stages if (d > 1 or z == 0) and (p == 1 or z < 2))
+    for z in (z for z in space.zero_stages if d > 1 or z == 0):
+        for f in space.fsdp:
+            sharded = f != "none"
+            if (not sharded or z == 3) and (p == 1 or z < 2 or sharded):
+                yield {"zero_stage": z, "fsdp": f}
 
 
 def _expert(space: Space, chosen: dict) -> Iterator[dict]:
@@ -174,6 +181,8 @@ def _expert(space: Space, chosen: dict) -> Iterator[dict]:
     if not experts:
         return iter(({"ep": 1},))
     sizes = space.expert_parallel or powers_of_two(d)
+    if chosen.get("fsdp", "none") != "none":    # FSDP with expert parallelism is not priced (`cost.fsdp`)
+        sizes = [e for e in sizes if e == 1]
     found = [e for e in sizes if d % e == 0 and experts % e == 0]
     if space.expert_parallel is None:
         found = found or [1]
@@ -188,7 +197,7 @@ class Axis:
 
 LAYOUT_AXES = (Axis("tp", _tp), Axis("cp", _cp), Axis("pp, dp", _pp), Axis("micro_batch_size", _micro_batch))
 VARIANT_AXES = (Axis("schedule, virtual_stages", _schedule), Axis("stage split", _split),
-                Axis("sequence_parallel", _sequence_parallel), Axis("zero_stage", _zero), Axis("ep", _expert))
+                Axis("sequence_parallel", _sequence_parallel), Axis("zero_stage, fsdp", _zero), Axis("ep", _expert))
 
 
 def walk(space: Space, axes, chosen: dict | None = None) -> Iterator[dict]:
