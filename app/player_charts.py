@@ -4,6 +4,8 @@
                             inputs it holds in at most two lines of 5 characters ("Σ r0" / "to 15"); an all-to-all
                             buffer (n·n slots) is drawn as n blocks, block i holding rank i's pieces,
                             labelled with the pieces held ("p3", "all"); hover a cell for its values.
+                            `follow`: one chunk framed on every rank (the player follows it).
+- chunk_moves(replay, k, j) what step k does to chunk j: its transfers, in words.
 - links_chart(replay, k)    bytes on each (sender, receiver) link during step k.
 
 Labels are at least MIN_FONT px: Vega-Lite keeps font sizes when it fits a chart to the page's width.
@@ -105,7 +107,8 @@ def label_font(labels, columns: int) -> int:
     return max(MIN_FONT, min(FONT, int(PLOT_PX / max(columns, 1) / (CHAR_EM * widest))))
 
 
-def buffers_chart(replay, k: int) -> alt.LayerChart:
+def buffers_chart(replay, k: int, follow: int | None = None) -> alt.LayerChart:
+    """The buffers after step k; `follow`: one slot (chunk) framed in black on every rank, to follow it."""
     df = buffers_frame(replay, k)
     n = replay.plan.n
     columns = int(df["slot"].max()) + 1
@@ -126,9 +129,32 @@ def buffers_chart(replay, k: int) -> alt.LayerChart:
     text = base.mark_text(fontSize=font, fontWeight="bold", lineBreak="\n", lineHeight=font + 1).encode(
         text="label:N", color=alt.condition(f"datum.contributions > {n / 2}", alt.value("white"), alt.value("#222")))
     row_px = max(30, (font + 1) * lines + 8)
-    return alt.layer(rect, ring, text).properties(
+    layers = [rect, ring, text]
+    if follow is not None:
+        layers.insert(2, base.mark_rect(fill=None, stroke="#111111", strokeWidth=3, strokeDash=[5, 2])
+                      .transform_filter(f"datum.slot == {int(follow)}"))
+    return alt.layer(*layers).properties(
         width=min(cell * columns, 900), height=min(row_px * n, 34 * 16 if lines == 1 else 40 * 16),
         title=f"buffers after step {k} of {len(replay.plan.steps)}")
+
+
+def follow_count(replay) -> int:
+    """How many columns the buffers chart draws (the chunks one can follow): an all-to-all's n·n
+    slots are drawn as n blocks."""
+    n = replay.plan.n
+    return n if replay.kind == "all_to_all" and replay.plan.n_chunks == n * n else replay.plan.n_chunks
+
+
+def chunk_moves(replay, k: int, j: int) -> str:
+    """Step k's transfers of chunk (slot) j, in words: 'rank 0 → rank 1 (added), ...' or 'does not
+    move'. An all-to-all drawn as blocks (`follow_count`): j is block j, rank j's pieces."""
+    if k < 1:
+        return "the inputs: nothing has moved yet"
+    n = replay.plan.n
+    per = n if follow_count(replay) == n and replay.plan.n_chunks == n * n else 1
+    moves = [f"rank {t.src} → rank {t.dst}{' (added)' if t.reduce else ''}"
+             for t in replay.plan.steps[k - 1].transfers if t.dst_chunk // per == j]
+    return ", ".join(moves) if moves else "does not move in this step"
 
 
 def links_chart(replay, k: int) -> alt.Chart:

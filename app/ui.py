@@ -218,14 +218,23 @@ def show_code(*functions, key: str) -> None:
             st.code(inspect.getsource(fn), language="python")
 
 
+PRESENT_TEXT = 1.5  # presentation mode draws every text of a matplotlib figure this much larger
+
+
+def enlarge_text(fig, factor: float = PRESENT_TEXT):
+    """Every text of a matplotlib figure `factor` times larger (presentation mode); returns `fig`."""
+    from matplotlib.text import Text
+
+    for text in fig.findobj(Text):
+        text.set_fontsize(text.get_fontsize() * factor)
+    return fig
+
+
 def figure(fig, caption: str | None = None, dpi: int = 120) -> bytes:
     """Render `fig` once to PNG, show it full width, and return the PNG (reused for downloads). In
     presentation mode every text of the figure is drawn 1.5x larger (as the Vega-Lite charts' are)."""
     if st.session_state.get("present"):
-        from matplotlib.text import Text
-
-        for text in fig.findobj(Text):
-            text.set_fontsize(text.get_fontsize() * 1.5)
+        enlarge_text(fig)
     png = viz.png_bytes(fig, dpi=dpi)
     st.image(png, width="stretch")
     if caption:

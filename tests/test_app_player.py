@@ -102,3 +102,23 @@ def test_every_collective_and_algorithm_is_labelled_readably_up_to_16_ranks():
                     widest = max(len(line) for lab in df["label"] for line in lab.split("\n"))
                     assert df["label"].str.count("\n").max() <= 1, (kind, algo, n, k)
                     assert widest * pc.CHAR_EM * font <= pc.PLOT_PX / columns, (kind, algo, n, k, widest)
+
+
+def test_player_steps_once_and_follows_one_chunk_round_the_ring():
+    import json
+
+    at = page("player")  # ring all_reduce on 4 ranks: 3 reduce-scatter steps, then 3 all-gather steps
+    at.selectbox(key="follow").set_value(2).run()
+    assert any(c.value.startswith("Chunk 2 in step 0: the inputs") for c in at.caption)
+    at.button(key="step_once").click().run()
+    assert at.slider(key="step").value == 1 and not at.session_state["playing"]
+    moves = next(c.value for c in at.caption if c.value.startswith("Chunk 2 in step 1:"))
+    assert moves.count("→") == 1 and "(added)" in moves  # a ring step moves each chunk once, summed on arrival
+    at.slider(key="step").set_value(4).run()  # the all-gather: copies, nothing added
+    moves = next(c.value for c in at.caption if c.value.startswith("Chunk 2 in step 4:"))
+    assert moves.count("→") == 1 and "(added)" not in moves
+    spec = next(json.loads(c.proto.spec) for c in at.get("vega_lite_chart") if "buffers after step" in c.proto.spec)
+    framed = [lay for lay in spec["layer"] if lay.get("transform") == [{"filter": "datum.slot == 2"}]]
+    assert len(framed) == 1  # the followed chunk framed on every rank
+    at.selectbox(key="kind").set_value("broadcast").run()
+    assert not at.exception

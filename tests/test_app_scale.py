@@ -129,3 +129,15 @@ def test_the_compare_and_goodput_tabs_read_the_url():
     bound = {w.key: w.proto.query_param_key for kind in ("select_slider", "selectbox", "radio", "number_input",
                                                           "toggle", "slider") for w in at.get(kind) if w.key}
     assert all(bound[k] == k for k in bound if k[:2] in ("a_", "b_", "g_")), bound
+
+
+def test_presentation_mode_draws_the_matplotlib_figures_text_larger():
+    from matplotlib.text import Text
+    from ui import PRESENT_TEXT, enlarge_text
+
+    from simulator import viz
+
+    fig = viz.style.message_figure("a note")
+    before = [t.get_fontsize() for t in fig.findobj(Text)]
+    after = [t.get_fontsize() for t in enlarge_text(fig).findobj(Text)]
+    assert before and after == [PRESENT_TEXT * b for b in before]

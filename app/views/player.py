@@ -4,7 +4,7 @@ with the bytes on each link; the last step's buffers are compared with numpy's r
 import numpy as np
 import pandas as pd
 import streamlit as st
-from player_charts import buffers_chart, links_chart
+from player_charts import buffers_chart, chunk_moves, follow_count, links_chart
 from ui import ALGO_HELP, BIND, KIND_HELP, friendly_errors, interactive, intro, remember, restore, show_code
 
 from simulator import COLLECTIVE_KINDS, algorithms
@@ -77,12 +77,25 @@ def pause() -> None:
     st.session_state["playing"] = False
 
 
+def step_once() -> None:
+    st.session_state["playing"] = False
+    st.session_state["step"] = min(st.session_state.get("step", 0) + 1, last)
+
+
 with st.container(horizontal=True):  # as wide as its label at any font size; outside the fragment: a click reruns the page, which starts or stops the fragment's timer
     if st.session_state["playing"]:
         st.button("Pause", icon=":material/pause:", key="pause", on_click=pause, width="content")
     else:
         st.button("Play", icon=":material/play_arrow:", key="play", on_click=start, width="content",
                   help="advance one step every %.1f s from here (from the start after the last step)" % PLAY_SECONDS)
+    st.button("Step", icon=":material/skip_next:", key="step_once", on_click=step_once, width="content",
+              help="one step forward (pauses)")
+options = ["none", *range(follow_count(rep))]
+if st.session_state.get("follow", "none") not in options:  # fewer chunks than the previous collective
+    del st.session_state["follow"]
+follow = st.selectbox("Follow chunk", options, key="follow", **BIND,
+                      help="frame one slot (chunk) on every rank and say where each step sends it")
+follow = None if follow == "none" else int(follow)
 
 
 @st.fragment(run_every=PLAY_SECONDS if st.session_state["playing"] else None)
@@ -102,7 +115,9 @@ def player() -> None:
     label = rep.plan.steps[k - 1].label if k >= 1 else ""
     if label:
         st.caption(f"Step {k}: {label}")
-    interactive(buffers_chart(rep, k), key="buffers")
+    if follow is not None:
+        st.caption(f"Chunk {follow} in step {k}: {chunk_moves(rep, k, follow)} (framed in black below).")
+    interactive(buffers_chart(rep, k, follow), key="buffers")
     if k >= 1:
         interactive(links_chart(rep, k), key="links")
     if k == last:
@@ -119,5 +134,5 @@ def player() -> None:
 
 
 player()
-remember("player", "step")
+remember("player", "step", "follow")
 show_code(replay, key="code")

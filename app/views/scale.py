@@ -7,7 +7,7 @@ Every configuration widget is bound to the URL (app/README.md lists the paramete
 import streamlit as st
 from charts import aggregate_trace, memory_components_spec, timeline_chart
 from scale_search import OFFERED, search_panel
-from ui import BIND, interactive, intro, or_error, predict, remember, restore, show_code
+from ui import BIND, enlarge_text, interactive, intro, or_error, predict, remember, restore, show_code
 
 from simulator import (
     PRICED_SCHEDULES,
@@ -179,7 +179,7 @@ def stack_widgets(spec: ModelSpec) -> dict:
     kw.update(PRECISION[precision])
     kw["fp8"] = c[5].toggle("FP8 matmuls", key="fp8", disabled=precision == "fp32", **BIND,
                             help="Transformer Engine FP8 GEMMs at the fp8 peak (--fp8-format)") and precision != "fp32"
-    c = st.columns(6)
+    c = st.columns(3)  # three a row, as above: no label wraps inside a word at 1024 px
     stacks = list(stack_names())
     kw["stack"] = c[0].selectbox("Software stack", stacks, index=stacks.index(DEFAULTS["stack"]), key="stack", **BIND,
                                  help="kernel efficiencies, overheads and the overlaps it performs (--stack; "
@@ -214,16 +214,16 @@ def clock_run(model: ModelSpec, hw: str, B: int, kw: tuple, akw: tuple, zero: in
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def png(kind: str, *args, **kwargs) -> bytes:
+def png(kind: str, *args, big: bool = False, **kwargs) -> bytes:
     """The matplotlib figure `kind` ("memory": `viz.memory_breakdown` of (name, ((part, bytes),
     ...)) pairs; "goodput": `viz.goodput_chart` of a FailureModel) drawn once per set of inputs,
-    as PNG: reruns reuse it."""
+    as PNG: reruns reuse it. `big`: presentation mode's larger text (ui.enlarge_text)."""
     if kind == "memory":
         fig = viz.memory_breakdown({k: dict(v) for k, v in args[0]}, *args[1:], **kwargs)
     else:
         fm, young, daly, title = args
         fig = viz.goodput_chart(goodput_curve(fm), young_s=young, daly_s=daly, title=title)
-    return viz.png_bytes(fig, dpi=120)
+    return viz.png_bytes(enlarge_text(fig) if big else fig, dpi=120)
 
 
 def time_parts(r: dict) -> dict:
@@ -387,7 +387,7 @@ with tab_cmp:
         c1, c2 = st.columns(2)
         with c1:
             bars = tuple((k, tuple(memory_bar(r_).items())) for k, r_ in (("A", a), ("B", b)))
-            st.image(png("memory", bars, ra["capacity"], title="memory per GPU", width=6.5),
+            st.image(png("memory", bars, ra["capacity"], title="memory per GPU", width=6.5, big=bool(st.session_state.get("present"))),
                      width="stretch")
             st.caption(f"A: {a['config']}\n\nB: {b['config']}")
         with c2:
@@ -430,7 +430,7 @@ with tab_good:
             c[2].metric("best interval (Daly)", fmt_time(daly), help=f"Young: {fmt_time(young)}")
             c[3].metric("goodput at best", f"{g.goodput:.1%}", help="useful training time / wall time with a "
                         "checkpoint every Daly interval: the rest goes to writes, lost work and restarts")
-            st.image(png("goodput", fm, young, daly, f"{spec.name} on {int(g_gpus)} GPUs"), width="stretch")
+            st.image(png("goodput", fm, young, daly, f"{spec.name} on {int(g_gpus)} GPUs", big=bool(st.session_state.get("present"))), width="stretch")
             st.caption(f"Checkpoint too often and the writes dominate; too rarely and each failure loses half an "
                        f"interval of work. Daly's interval {fmt_time(daly)} (dash-dot line; Daly 2006) refines "
                        f"Young's √(2CM) = {fmt_time(young)} (dotted; Young 1974).")
