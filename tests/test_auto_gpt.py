@@ -51,8 +51,9 @@ def auto_layers(sp):
 
 def megatron_layers(sp):
     """The same from the hand-written compiler's program (rank 0's collectives, by their tags);
-    backward collectives that repeat a forward tag are Megatron's re-gathers (Korthikanti et al.
-    2022 Sec. 4.2.2: the sequence-sharded input is kept and gathered again)."""
+    backward collectives that repeat a forward tag, or are tagged "re" (the block's re-gathers,
+    parallel/block_lane.py), are Megatron's re-gathers (Korthikanti et al. 2022 Sec. 4.2.2: the
+    sequence-sharded input is kept and gathered again)."""
     cfg = TrainConfig(GPTConfig(layers=L, hidden=H, heads=A, seq_len=S, vocab=V),
                       strategy="sp" if sp else "tp", devices=4, tp=4, batch_size=B)
     out = defaultdict(lambda: defaultdict(list))
@@ -63,7 +64,7 @@ def megatron_layers(sp):
         head, *rest = ins.tag.split("/")
         li = L + 1 if head == "loss" else int(rest[0]) if head == "sp" else int(head)
         ph = "parameter_gradient" if head == "sp" else phase
-        if ph == "backward" and ins.tag in fwd_tags:
+        if ph == "backward" and (ins.tag in fwd_tags or "re" in rest):
             ph = "regather"
         out[li][ph].append((ins.kind, (ins.group,), ins.nbytes))
         if ph == "forward":
