@@ -32,6 +32,9 @@ def check(what: str, value, bound, unit: str = "", rule: str = "") -> None:
 # ---- meshes (simulator/mesh.py) ------------------------------------------------------------
 MAX_MESH_DEVICES = 1 << 20       # a mesh lists every device id (about 100 bytes each)
 
+# ---- collective plans (simulator/collectives/algorithms.py) --------------------------------
+MAX_TRANSFERS = 2_000_000        # chunk transfers of one plan (Transfer objects, ~200 B each; ~8 s to build at the bound)
+
 # ---- real runs (TrainConfig, `parasim train`, `parasim collective`): numpy on emulated devices ---
 MAX_STEPS = 100_000              # training steps of one run
 MAX_BATCH = 1_000_000            # samples of one global batch

@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ..errors import ParasimError
+from ..limits import MAX_TRANSFERS
 from .plan import Plan, PlanStep, Transfer
 from .reference import KINDS
 
@@ -168,8 +169,6 @@ def chunk_nbytes(kind: str, n: int, n_chunks: int, nbytes: int, sizes: Sequence[
     return [e * itemsize for e in elems]
 
 
-# A plan is a list of Transfer objects (~200 B each): bound it so a large n is refused, not an OOM.
-MAX_TRANSFERS = 2_000_000
 
 
 def max_transfers(kind: str, algo: str, n: int) -> int:
