@@ -134,7 +134,7 @@ if req != request and not run:
     st.warning("Showing the last run: the settings changed since. Press **Run with the fault** above to run them.")
 trace = out["trace"]
 
-c = st.columns(6)
+c = [*st.columns(3), *st.columns(3)]  # three to a row: no label breaks inside a word at 1024 px
 c[0].metric("fault", describe_fault(*req[5:]), help=f"the library's Fault: kind {req[5]}, device {req[6]}, "
             f"step {req[7]}" + (f", instruction #{req[8]}" if req[8] >= 0 else ""))
 c[1].metric("recovered", f"{out['recovered']} of {out['injected']}" if out["reports"] else "nothing failed",

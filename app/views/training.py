@@ -256,7 +256,7 @@ parts = trace.step_breakdown()
 st.markdown(f"**Where the step goes** · {trace.steps} step{'s' if trace.steps > 1 else ''} of "
             f"{fmt_time(trace.step_time_s)} on {req[16]}, {fmt_time(trace.makespan_s)} simulated in all "
             "(shares of devices × time; they add up to 100%)")
-c = st.columns(5)
+c = [*st.columns(3), *st.columns(3)]  # three to a row: no label breaks inside a word at 1024 px
 for col, (k, share) in zip(c, parts.items()):
     col.metric(STEP_PART_LABELS[k], f"{share:.1%}", help=PART_HELP[k])
 c = st.columns(5)
