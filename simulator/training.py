@@ -127,6 +127,7 @@ class TrainResult:
         stats = self.trace.device_stats()
         matches, check = self.verdict()
         return {"matches_single_device": matches, "check": check, "diverged_as_one_device": self.diverged_as_one_device,
+            "tolerance": self.tolerance,
             "strategy": self.config.strategy, "devices": self.config.devices,
             "dp": self.config.dp, "pp": self.config.pp, "tp": self.config.tp, "microbatches": self.config.m,
             "schedule": self.compiled.notes.get("schedule"),

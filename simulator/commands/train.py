@@ -224,9 +224,13 @@ def _print_text(cfg: TrainConfig, out: dict, resilient: bool) -> None:
     print("losses: " + " ".join("nan/inf" if x is None else f"{x:.4f}" for x in out["losses"]))
     diff = out["max_rel_weight_diff_vs_single"]
     per_step = out.get("max_step_rel_diff_vs_single")
-    each = "" if per_step is None else f", {per_step:.3g} in one step (the bound)"
-    print(f"max relative weight difference vs one device: {'nan/inf' if diff is None else f'{diff:.3g}'}"
-          f"{each} ({'DIVERGED, as one device does' if out.get('diverged_as_one_device') else VERDICT_WORDS[out['matches_single_device']]})")
+    bound = out.get("tolerance")
+    each = "" if per_step is None else f"; in any one step at most {per_step:.3g}" + \
+        ("" if bound is None else f" (the bound: {bound:g})")
+    verdict = "DIVERGED, as one device does" if out.get("diverged_as_one_device") \
+        else VERDICT_WORDS[out["matches_single_device"]]
+    print(f"max relative weight difference vs one device: {'nan/inf' if diff is None else f'{diff:.3g}'} after "
+          f"{cfg.steps} step(s){each}: {verdict}")
     parts = out.get("step_breakdown") or {}
     print("the step: " + ", ".join(f"{STEP_PART_LABELS[k]} {v:.1%}" for k, v in parts.items())
           + f"; bytes by collective: {out['bytes_by_collective']}")
