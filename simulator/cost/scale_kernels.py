@@ -6,13 +6,20 @@ shapes are those of `simulator.cost.analytic` (T = b s tokens, one TP rank of t)
 
   attention half, forward   QKV (T, (h + 2 kv)/t, h); scores (s, s, h/a) and context (s, h/a, s)
                             batched over b a / t heads; projection (T, h, h/t);
-                            element-wise 11 s b h (/t with SP) + softmax/dropout 9 a b s^2 / t bytes
+                            element-wise (norm + residual) T h (/t with SP) + rope T (q + k)/t
+                            + kv_repeat 2 T (q + kv)/t (grouped K, V) + attention_copy T q/t
+                            + softmax/dropout 9 a b s^2 / t bytes (without FlashAttention)
   MLP half, forward         up (T, f/t or 2 f/t, h), down (T, h, f/t);
-                            element-wise 11 s b h (/t with SP) + GeLU 4 (SwiGLU 6) s b f / t bytes
+                            element-wise (norm + residual) T h (/t with SP) + GeLU 4 (swiglu) T f / t
+  the byte counts per element are the software stack's (`simulator.cost.stack`; Megatron-Core's
+  fused kernels: norm 4 + residual 7 = 11 per hidden element, SwiGLU 6, RoPE 4, no K/V repeat, no
+  attention copy; torchtitan's eager PyTorch: the sums of its unfused ops' reads and writes);
   backward "B" (input grads) of each linear (m, n, k): the (m, k, n) matmul; attention core
                             3 (s, hd, s) + (s, s, hd); element-wise 2x forward
   backward "W" (weight grads) of each linear: (k, n, m)
-  selective recompute adds the attention core forward to the attention half's backward.
+  selective recompute adds to the backward the stack's `selective_recompute`: the attention core
+  forward (Megatron), or every element-wise op and every second matmul of the block (torchtitan,
+  `sac_recomputed`).
 
 `ScaleDeviceModel` prices a Kernel as the sum over its matmuls of the roofline with shape-dependent
 utilisation (`simulator.cost.compute.matmul_time_s`) plus memory_time_s(element-wise bytes) --
@@ -67,6 +74,30 @@ TE_UB_SMS = 16
 # (cast, max, subtract, exp, sum, divide) and 2 backward, besides the output GEMM. Each pays the
 # stack's kernel_gap_us (`simulator.cost.stack`).
 LAUNCHES = {"attn": 5, "mlp": 5, "wgrad": 2, "cross_entropy_fwd": 6, "cross_entropy_bwd": 2}
+GELU_BYTES = 4   # an ungated activation reads and writes each of the f elements once in 16 bits
+
+
+def block_linears(model: ModelSpec) -> tuple[tuple[str, int, int], ...]:
+    """(name, in, out) of a block's linear layers as separate matmuls, in forward order: the fused
+    QKV as q, k, v (torchtitan's wq, wk, wv) and a gated up-projection as gate and up (w1, w3)."""
+    h, f = model.hidden, model.moe_ffn_hidden if model.num_experts else model.ffn_hidden
+    out = []
+    for name, i, o, _split in model.attention_linears():
+        if name == "qkv":
+            q = model.heads * model.head_dim
+            out += [("q", i, q), ("k", i, model.kv_dim), ("v", i, model.kv_dim)]
+        else:
+            out.append((name, i, o))
+    up = [("gate", h, f), ("up", h, f)] if model.gated_mlp else [("up", h, f)]
+    return (*out, *up, ("down", f, h))
+
+
+def sac_recomputed(model: ModelSpec) -> tuple[str, ...]:
+    """The linears torchtitan's op-level selective checkpointing recomputes: its policy saves every
+    matmul output but every second one, counting a block's aten.mm calls from 1 in forward order
+    (torchtitan commit 9dec370, torchtitan/parallelisms/parallelize_llama.py, `_save_list` and
+    `_custom_policy`: "Saves output of all compute ops, except every second mm"); Llama: wk, wo, w3."""
+    return tuple(name for n, (name, _i, _o) in enumerate(block_linears(model), 1) if n % 2 == 0)
 
 
 def fp8_cast_nbytes(linears, which: str) -> float:
@@ -211,9 +242,19 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
     core_fwd = (MatMul(sq, s, dqk, heads, fs, True, core=True), MatMul(sq, dv, s, heads, fs, True, core=True))
     core_bwd = tuple(MatMul(*x, bs, True, core=True) for x in ((sq, dqk, s, heads), (sq, dv, s, heads),
                                                                  (sq, s, dv, heads), (s, dqk, sq, heads)))
+    st = A.profile     # the stack's element-wise traffic per element (module docstring)
     softmax = 0.0 if flash else 9 * heads * sq * s
-    ew_attn = 11 * T * h * rep + softmax
-    ew_mlp = 11 * T * h * rep + (6 if model.gated_mlp else 4) * Te * f / (cfg.expert_tp if experts else t)
+    if model.multi_latent_attention:   # the rotary part: one per query head, one key part shared by all
+        rope_width, repeat_width = (model.heads / t + 1) * model.qk_pos_emb_head_dim, 0.0
+    else:                              # queries and keys; grouped K and V each copied to every query head
+        rope_width = (model.heads * model.head_dim + model.kv_dim) / t
+        repeat_width = 2 * rope_width if model.kv_heads < model.heads else 0.0
+    rope = 0.0 if model.position_embedding else st.rope_bytes * T * rope_width
+    repeat = st.kv_repeat_bytes * T * repeat_width
+    ew_attn = (st.norm_bytes + st.residual_bytes) * T * h * rep + rope + repeat \
+        + st.attention_copy_bytes * T * model.heads * dv / t + softmax
+    act = st.swiglu_bytes if model.gated_mlp else GELU_BYTES
+    ew_mlp = (st.norm_bytes + st.residual_bytes) * T * h * rep + act * Te * f / (cfg.expert_tp if experts else t)
 
     def lin(shapes, which, ub=0):  # forward (m, n, k); input grad (m, k, n); weight grad (k, n, m)
         out = []
@@ -239,12 +280,16 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
     shared_b = Kernel("shared_bgrad", lin(shared, "b"), 2 * ew_shared, shared_n)
     mlp_fwd = Kernel("mlp_fwd", lin(router + (up,), "f") + lin((down,), "f", ub) + shared_fwd.matmuls,
                      ew_mlp + ew_shared, LAUNCHES["mlp"] + shared_n)   # casts fused (fp8_cast_nbytes)
-    selective = cfg.recompute == "selective" and not flash     # FlashAttention recomputes the core anyway
-    attn_b = Kernel("attn_bgrad", (core_fwd if selective else ()) + lin((proj,), "b") + core_bwd + lin(qkv, "b", ub),
-                    2 * ew_attn + (softmax if selective else 0.0) + cast(qkv + (proj,), "b"),
-                    attn_n + core_n * (2 if selective else 1))
-    mlp_b = Kernel("mlp_bgrad", lin((down,), "b") + lin((up,), "b", ub) + lin(router, "b") + shared_b.matmuls,
-                   2 * ew_mlp + 2 * ew_shared + cast((up, down) + shared, "b"), LAUNCHES["mlp"] + shared_n)
+    op_sac = cfg.recompute == "selective" and st.selective_recompute == "every_other_matmul"
+    selective = cfg.recompute == "selective" and not flash and not op_sac   # FlashAttention recomputes the core anyway
+    again_attn, again_mlp = _sac_forward(model, qkv, proj, up, down, gate) if op_sac else ((), ())
+    attn_b = Kernel("attn_bgrad", (core_fwd if selective else ()) + lin(again_attn, "f") + lin((proj,), "b")
+                    + core_bwd + lin(qkv, "b", ub),
+                    (3 if op_sac else 2) * ew_attn + (softmax if selective else 0.0) + cast(qkv + (proj,), "b"),
+                    attn_n * (2 if op_sac else 1) + core_n * (2 if selective else 1))
+    mlp_b = Kernel("mlp_bgrad", lin(again_mlp, "f") + lin((down,), "b") + lin((up,), "b", ub) + lin(router, "b")
+                   + shared_b.matmuls, (3 if op_sac else 2) * ew_mlp + 2 * ew_shared + cast((up, down) + shared, "b"),
+                   LAUNCHES["mlp"] * (2 if op_sac else 1) + shared_n)
     attn_w = Kernel("attn_wgrad", lin((proj,), "w") + lin(qkv, "w", ub), launches=1 + len(qkv))
     mlp_w = Kernel("mlp_wgrad", lin((down,), "w") + lin((up,), "w", ub) + lin(router, "w") + lin(shared, "w"),
                    launches=LAUNCHES["wgrad"] + len(shared))
@@ -256,6 +301,29 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
                                1 + LAUNCHES["cross_entropy_bwd"]),
                         Kernel("logits_wgrad", (MatMul(h, Vt, T, sixteen_bit=True),), launches=1),
                         Kernel("core_fwd", core_fwd, softmax, core_n), shared_fwd, shared_b)
+
+
+def _sac_forward(model: ModelSpec, qkv, proj, up, down, gate: int):
+    """The forward (m, n, k) shapes on this rank of the linears `sac_recomputed` names: (attention
+    half's, MLP half's). Refused for MoE (torchtitan's experts run grouped GEMMs its policy does not count)."""
+    if model.num_experts:
+        raise ParasimError(f"model {model.name}: the op-level selective recompute (stack selective_recompute = "
+                           "every_other_matmul) is priced for dense models only; use recompute none or full")
+    again = set(sac_recomputed(model))
+    if model.multi_latent_attention:
+        attn = {name: shape for (name, *_), shape in zip(model.attention_linears(), (*qkv, proj))}
+    else:   # the fused QKV (T, (q + 2 kv)/t, h) as q, k, v
+        T, width, h = qkv[0]
+        kv = width * model.kv_dim / (model.heads * model.head_dim + 2 * model.kv_dim)
+        attn = {"q": (T, width - 2 * kv, h), "k": (T, kv, h), "v": (T, kv, h), "proj": proj}
+    mlp = {"gate": (up[0], up[1] / gate, up[2]), "up": (up[0], up[1] / gate, up[2]), "down": down}
+    return tuple(attn[n] for n in attn if n in again), tuple(mlp[n] for n in mlp if n in again)
+
+
+def sac_recompute_flops_per_token(model: ModelSpec) -> float:
+    """Matmul FLOPs per token and layer the op-level selective recompute repeats (`sac_recomputed`)."""
+    again = set(sac_recomputed(model))
+    return 2.0 * sum(i * o for name, i, o in block_linears(model) if name in again)
 
 
 def padded_vocab(model: ModelSpec, tp: int) -> int:
