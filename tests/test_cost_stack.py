@@ -15,7 +15,8 @@ from simulator.cost.assumptions import assumptions_of
 from simulator.cost.hardware_files import tomllib
 from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
-from simulator.cost.scale_kernels import block_linears, layer_kernels, sac_recompute_flops_per_token, sac_recomputed
+from simulator.cost.sac import block_linears, sac_recompute_flops_per_token, sac_recomputed
+from simulator.cost.scale_kernels import layer_kernels
 from simulator.cost.scale_sim import simulate_at_scale
 from simulator.cost.stack import CHOICES, NUMBERS, OVERLAP_FIELDS, get_stack, stack_names
 from simulator.errors import ParasimError

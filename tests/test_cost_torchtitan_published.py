@@ -18,7 +18,7 @@ Priced as they ran: the hardware as a file override (`h100-sxm:power_cap_W=500,m
 hbm_TBps=2.4`, docs/hardware.md), FSDP2 over all GPUs (`fsdp="fsdp2"`, torchtitan's prefetch and
 float32 gradient reduce-scatter, `simulator.cost.fsdp`), selective recomputation as torchtitan's
 stack does it (every element-wise op and every second matmul of a block recomputed,
-`simulator.cost.scale_kernels.sac_recomputed`), stack torchtitan (eager) or torchtitan-compile.
+`simulator.cost.sac`), stack torchtitan (eager) or torchtitan-compile.
 
 What brought the eager rows from 1.55x / 1.60x to 1.13x / 1.16x, each counted from torchtitan's code
 at 9dec370 (the stack files' sources): eager PyTorch moves every element-wise op through HBM --

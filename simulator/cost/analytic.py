@@ -54,7 +54,8 @@ from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.moe import check_moe, expert_tokens, exposed_moe_s, moe_collectives, moe_group
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.rank_params import heads_on, stage_params_on_rank
-from simulator.cost.scale_kernels import layer_kernels, padded_vocab, sac_recompute_flops_per_token
+from simulator.cost.sac import sac_recompute_flops_per_token
+from simulator.cost.scale_kernels import layer_kernels, padded_vocab
 from simulator.cost.step_breakdown import StepBreakdown, breakdown_from_parts, closed_form_leaves_out
 from simulator.cost.zero3_fetch import zero3_pass
 from simulator.errors import ParasimError

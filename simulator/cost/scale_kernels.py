@@ -49,6 +49,7 @@ from simulator.cost.hardware import DTYPE_NBYTES
 from simulator.cost.model_presets import ModelSpec
 from simulator.cost.moe import expert_rows, moe_group, routed_tokens
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
+from simulator.cost.sac import sac_forward
 from simulator.cost.stack import default_stack
 from simulator.errors import ParasimError
 
@@ -75,29 +76,6 @@ TE_UB_SMS = 16
 # stack's kernel_gap_us (`simulator.cost.stack`).
 LAUNCHES = {"attn": 5, "mlp": 5, "wgrad": 2, "cross_entropy_fwd": 6, "cross_entropy_bwd": 2}
 GELU_BYTES = 4   # an ungated activation reads and writes each of the f elements once in 16 bits
-
-
-def block_linears(model: ModelSpec) -> tuple[tuple[str, int, int], ...]:
-    """(name, in, out) of a block's linear layers as separate matmuls, in forward order: the fused
-    QKV as q, k, v (torchtitan's wq, wk, wv) and a gated up-projection as gate and up (w1, w3)."""
-    h, f = model.hidden, model.moe_ffn_hidden if model.num_experts else model.ffn_hidden
-    out = []
-    for name, i, o, _split in model.attention_linears():
-        if name == "qkv":
-            q = model.heads * model.head_dim
-            out += [("q", i, q), ("k", i, model.kv_dim), ("v", i, model.kv_dim)]
-        else:
-            out.append((name, i, o))
-    up = [("gate", h, f), ("up", h, f)] if model.gated_mlp else [("up", h, f)]
-    return (*out, *up, ("down", f, h))
-
-
-def sac_recomputed(model: ModelSpec) -> tuple[str, ...]:
-    """The linears torchtitan's op-level selective checkpointing recomputes: its policy saves every
-    matmul output but every second one, counting a block's aten.mm calls from 1 in forward order
-    (torchtitan commit 9dec370, torchtitan/parallelisms/parallelize_llama.py, `_save_list` and
-    `_custom_policy`: "Saves output of all compute ops, except every second mm"); Llama: wk, wo, w3."""
-    return tuple(name for n, (name, _i, _o) in enumerate(block_linears(model), 1) if n % 2 == 0)
 
 
 def fp8_cast_nbytes(linears, which: str) -> float:
@@ -282,7 +260,7 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
                      ew_mlp + ew_shared, LAUNCHES["mlp"] + shared_n)   # casts fused (fp8_cast_nbytes)
     op_sac = cfg.recompute == "selective" and st.selective_recompute == "every_other_matmul"
     selective = cfg.recompute == "selective" and not flash and not op_sac   # FlashAttention recomputes the core anyway
-    again_attn, again_mlp = _sac_forward(model, qkv, proj, up, down, gate) if op_sac else ((), ())
+    again_attn, again_mlp = sac_forward(model, qkv, proj, up, down, gate) if op_sac else ((), ())
     attn_b = Kernel("attn_bgrad", (core_fwd if selective else ()) + lin(again_attn, "f") + lin((proj,), "b")
                     + core_bwd + lin(qkv, "b", ub),
                     (3 if op_sac else 2) * ew_attn + (softmax if selective else 0.0) + cast(qkv + (proj,), "b"),
@@ -301,29 +279,6 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
                                1 + LAUNCHES["cross_entropy_bwd"]),
                         Kernel("logits_wgrad", (MatMul(h, Vt, T, sixteen_bit=True),), launches=1),
                         Kernel("core_fwd", core_fwd, softmax, core_n), shared_fwd, shared_b)
-
-
-def _sac_forward(model: ModelSpec, qkv, proj, up, down, gate: int):
-    """The forward (m, n, k) shapes on this rank of the linears `sac_recomputed` names: (attention
-    half's, MLP half's). Refused for MoE (torchtitan's experts run grouped GEMMs its policy does not count)."""
-    if model.num_experts:
-        raise ParasimError(f"model {model.name}: the op-level selective recompute (stack selective_recompute = "
-                           "every_other_matmul) is priced for dense models only; use recompute none or full")
-    again = set(sac_recomputed(model))
-    if model.multi_latent_attention:
-        attn = {name: shape for (name, *_), shape in zip(model.attention_linears(), (*qkv, proj))}
-    else:   # the fused QKV (T, (q + 2 kv)/t, h) as q, k, v
-        T, width, h = qkv[0]
-        kv = width * model.kv_dim / (model.heads * model.head_dim + 2 * model.kv_dim)
-        attn = {"q": (T, width - 2 * kv, h), "k": (T, kv, h), "v": (T, kv, h), "proj": proj}
-    mlp = {"gate": (up[0], up[1] / gate, up[2]), "up": (up[0], up[1] / gate, up[2]), "down": down}
-    return tuple(attn[n] for n in attn if n in again), tuple(mlp[n] for n in mlp if n in again)
-
-
-def sac_recompute_flops_per_token(model: ModelSpec) -> float:
-    """Matmul FLOPs per token and layer the op-level selective recompute repeats (`sac_recomputed`)."""
-    again = set(sac_recomputed(model))
-    return 2.0 * sum(i * o for name, i, o in block_linears(model) if name in again)
 
 
 def padded_vocab(model: ModelSpec, tp: int) -> int:

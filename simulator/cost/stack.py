@@ -27,7 +27,7 @@ Fields (units in the names):
   selective_recompute       what recompute="selective" repeats in the backward: attention_core
                             (Megatron's --recompute-granularity selective) or every_other_matmul
                             (torchtitan's op-level policy: every element-wise op and every second
-                            matmul of a block, `scale_kernels.sac_recomputed`)
+                            matmul of a block, `simulator.cost.sac`)
   kernel_gap_us             GPU time lost between two dependent kernels, per kernel launched
                             (`scale_kernels.Kernel.launches`)
   step_overhead_ms          host work per step outside the kernels (optimizer launches, loss and
