@@ -123,7 +123,9 @@ def test_split_backward_of_moe_blocks_on_every_lane_equals_one_device(kw, schedu
     assert r.max_rel_weight_diff_vs_single < 1e-9
     assert sum(layer["dropped"] for layer in r.to_dict()["moe"].values()) > 0  # capacity is exercised
     weight = {i.op for c in r.compiled.program.code for i in c if isinstance(i, Compute) and i.phase == "wgrad"}
-    assert {"moe_experts_bwd_weight", "moe_dispatch_bwd_weight"} | attention <= weight
+    experts = {i.label.split()[-1] for c in r.compiled.program.code for i in c
+               if isinstance(i, Compute) and i.phase == "wgrad" and i.op == "block_bwd_weight"}
+    assert {"block_bwd_weight"} | attention <= weight and {"experts", "router"} <= {s for e in experts for s in e.split("+")}
 
 
 @pytest.mark.ray
