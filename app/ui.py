@@ -230,12 +230,25 @@ def enlarge_text(fig, factor: float = PRESENT_TEXT):
     return fig
 
 
-def figure(fig, caption: str | None = None, dpi: int = 120) -> bytes:
+def figure(fig, caption: str | None = None, dpi: int = 120, share: tuple | None = None) -> bytes:
     """Render `fig` once to PNG, show it full width, and return the PNG (reused for downloads). In
-    presentation mode every text of the figure is drawn 1.5x larger (as the Vega-Lite charts' are)."""
-    if st.session_state.get("present"):
-        enlarge_text(fig)
-    png = viz.png_bytes(fig, dpi=dpi)
+    presentation mode every text of the figure is drawn 1.5x larger (as the Vega-Lite charts' are).
+    `fig` may be a function that draws it; with `share` (a key naming a deterministic result and the
+    figure) the PNG is drawn once per server for every session showing that result (shared_runs)."""
+    present = bool(st.session_state.get("present"))
+
+    def render() -> bytes:
+        drawn = fig() if callable(fig) else fig
+        if present:
+            enlarge_text(drawn)
+        return viz.png_bytes(drawn, dpi=dpi)
+
+    if share is None:
+        png = render()
+    else:
+        from shared_runs import shared
+
+        png, _ = shared(("figure", *share, present, dpi), render)
     st.image(png, width="stretch")
     if caption:
         st.caption(caption)

@@ -206,3 +206,21 @@ def test_float16_gradients_are_shown_as_measured_not_as_equal():
     m = run(at)
     assert float(m["vs one device"]) > 1e-9 and not at.success
     assert "measured only: float16 gradients on the wire round by design" in at.info[-1].value
+
+
+def test_two_sessions_asking_for_the_same_in_process_run_share_it_and_a_different_run_is_its_own():
+    from shared_runs import clear
+
+    clear()
+    first = page("training")
+    first.slider(key="steps").set_value(2).run()
+    a = run(first)
+    assert "made once on this server" not in summary(first)
+    second = page("training")  # another session (its own session state), the same settings
+    second.slider(key="steps").set_value(2).run()
+    b = run(second)
+    assert a == b and "made once on this server for every session asking for these settings" in summary(second)
+    second.slider(key="steps").set_value(1).run()  # other settings: its own run
+    c = run(second)
+    assert "made once on this server" not in summary(second) and c["time per step"] == a["time per step"]
+    clear()
