@@ -190,13 +190,27 @@ def interactive(chart, key: str | None = None) -> None:
         st.altair_chart(styled(chart, chart_font()), width="stretch", key=key)
 
 
+def sentence(err, before: str = "") -> str:
+    """A refusal as the page shows it: `before` (what the page was doing) and the library's message
+    (it names the rule and the numbers) as one sentence on one line, with a capital and a full
+    stop: "tp=3 does not divide 4 heads" -> "Tp=3 does not divide 4 heads." (the first letter only)."""
+    text = before + (" ".join(str(err).split()) or f"{type(err).__name__} (no message)")
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "?", "!")) else text + "."
+
+
+def show_error(err, before: str = "") -> None:
+    """st.error of `sentence(err, before)`."""
+    st.error(sentence(err, before))
+
+
 @contextmanager
 def friendly_errors():
-    """Show a ParasimError as one st.error line (never a traceback) and stop the page there."""
+    """Show a ParasimError as one st.error sentence (never a traceback) and stop the page there."""
     try:
         yield
     except ParasimError as err:
-        st.error(str(err))
+        show_error(err)
         st.stop()
 
 
@@ -294,7 +308,7 @@ def or_error(fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
     except ParasimError as err:
-        st.error(str(err))
+        show_error(err)
         return None
 
 

@@ -91,6 +91,7 @@ def test_sharding_invalid_strategies_are_one_line_errors():
         at.text_input(key="s1").input(bad).run()
         assert not at.exception
         assert len(at.error) == 1 and words in at.error[0].value and "\n" not in at.error[0].value
+        assert at.error[0].value[0].isupper() and at.error[0].value.endswith(".")  # a sentence (ui.sentence)
     assert tab_metrics(at, 1)["textbook"] == "X[I_dp, J_tp]"  # the other tab still renders
 
 

@@ -81,6 +81,7 @@ def test_training_refuses_bad_degrees_with_one_line():
     at.button(key="run").click().run()
     assert not at.exception
     assert len(at.error) == 1 and "\n" not in at.error[0].value
+    assert at.error[0].value[0].isupper() and at.error[0].value.endswith(".")  # a sentence (ui.sentence)
     at.slider(key="devices").set_value(4).run()
     at.slider(key="microbatches").set_value(4).run()
     at.selectbox(key="strategy").set_value("tp").run()  # the MLP has no transformer layers to cut

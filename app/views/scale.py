@@ -366,7 +366,7 @@ with tab_cmp:
         missing = [f"ZeRO-{z} ({n}) needs pp = 1: DeepSpeed refuses ZeRO-2/3 with a pipeline"
                    for z, n, r_ in ((zero_a, "A", ra), (zero_b, "B", rb)) if z not in r_["by_zero"]]
         if missing:
-            st.error("; ".join(missing))
+            st.error("; ".join(missing) + ". Choose ZeRO 0 or 1 there, or set p = 1.")
             st.stop()
         a, b = ra["by_zero"][zero_a], rb["by_zero"][zero_b]
         st.markdown("**A**")

@@ -7,7 +7,7 @@ import streamlit as st
 from charts import stage_map, timeline_chart
 from ray_session import start_ray
 from shared_runs import shared
-from ui import BIND, figure, interactive, intro, remember, restore, show_code, trace_downloads
+from ui import BIND, figure, interactive, intro, remember, restore, show_code, show_error, trace_downloads
 
 from simulator import (
     SCHEDULE_SPECS,
@@ -253,7 +253,7 @@ if run:
                else run_for_real(cfg, price_on, on_ray=mode == MODES[0], request=request))
         st.session_state["train_run"] = (request, out)
     except ParasimError as err:
-        st.error(str(err))
+        show_error(err)
         if "train_run" in st.session_state:
             st.caption("Below: the last run that worked.")
 if "train_run" not in st.session_state:
