@@ -244,7 +244,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     if p > 1 and model.tied_embeddings:   # first and last stage sum their embedding gradients
         emb_ar = collective_time_s("all_reduce", A.grad_reduce_bytes * emb,
                                    [cfg.rank(0, 0, 0), cfg.rank(0, 0, p - 1)], topo, algo)
-    shard = d * c if cfg.zero_stage >= 1 else 1
+    shard = cfg.shard_size if cfg.zero_stage >= 1 else 1   # HSDP: d c / dp_replicate (`cost.fsdp`)
     def optimizer_of(k):
         return memory_time_s(ADAM_BYTES_PER_PARAM * (dense_k[k] + expert_k[k]) / shard, hw, stack)
     # the breakdown is the slowest stage's (as the clock's, its bottleneck device's); the step ends
