@@ -14,7 +14,8 @@ Per micro-batch and transformer layer, on one tensor-parallel rank (T = b s toke
   tensor parallel: 2 all-reduces of T h 2 bytes in the forward, 2 in the backward, 2 more in a
   fully recomputed forward (Shoeybi et al. 2019; with SP each becomes all-gather +
   reduce-scatter of the same volume, Korthikanti et al. 2022). Not overlapped (`Assumptions`).
-  recompute: full adds the whole forward to B; selective adds the attention core only.
+  recompute: full adds the whole forward to B; selective adds the attention core only, or under
+  torchtitan's op-level policy every element-wise op and every second matmul (the stack's).
 Last stage adds the logits (T, V/t, h) and cross-entropy traffic; stages hold L/p layers. Each
 stage's W adds `Assumptions.grad_accum_bytes` of HBM traffic per parameter it holds (0 by default).
 
@@ -53,6 +54,7 @@ from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.moe import check_moe, expert_tokens, exposed_moe_s, moe_collectives, moe_group
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.rank_params import heads_on, stage_params_on_rank
+from simulator.cost.sac import sac_recompute_flops_per_token
 from simulator.cost.scale_kernels import layer_kernels, padded_vocab
 from simulator.cost.step_breakdown import StepBreakdown, breakdown_from_parts, closed_form_leaves_out
 from simulator.cost.zero3_fetch import zero3_pass
@@ -242,7 +244,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     if p > 1 and model.tied_embeddings:   # first and last stage sum their embedding gradients
         emb_ar = collective_time_s("all_reduce", A.grad_reduce_bytes * emb,
                                    [cfg.rank(0, 0, 0), cfg.rank(0, 0, p - 1)], topo, algo)
-    shard = d * c if cfg.zero_stage >= 1 else 1
+    shard = cfg.shard_size if cfg.zero_stage >= 1 else 1   # HSDP: d c / dp_replicate (`cost.fsdp`)
     def optimizer_of(k):
         return memory_time_s(ADAM_BYTES_PER_PARAM * (dense_k[k] + expert_k[k]) / shard, hw, stack)
     # the breakdown is the slowest stage's (as the clock's, its bottleneck device's); the step ends
@@ -278,7 +280,11 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
         mlp_w = gate * h * model.ffn_hidden
     per_tok_layer = 2 * (sum(i * o for _n, i, o, _s in model.attention_linears()) + mlp_w)
     attn_tok = 2 * s * model.heads * sum(model.core_dims)      # 4 s h when the heads split h
-    rc = {"none": 0.0, "selective": 0.0 if A.flash_attention else attn_tok, "full": per_tok_layer + attn_tok}[cfg.recompute]
+    if stack.selective_recompute == "every_other_matmul":   # torchtitan's op-level policy (`sac_recomputed`)
+        selective_tok = sac_recompute_flops_per_token(model)
+    else:
+        selective_tok = 0.0 if A.flash_attention else attn_tok
+    rc = {"none": 0.0, "selective": selective_tok, "full": per_tok_layer + attn_tok}[cfg.recompute]
     tokens = cfg.global_batch * s
     hw_flops = tokens * (L * (3 * (per_tok_layer + attn_tok) + rc) + 3 * 2 * h * padded_vocab(model, t))
     model_flops = tokens * model.model_flops_per_token(A.causal_attention_flops)   # `simulator.cost.flops`

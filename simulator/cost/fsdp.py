@@ -28,6 +28,14 @@ Gradients (`reduce_every_microbatch`): FSDP2 reduce-scatters every unit after ev
   accumulate in `reduce_dtype` until then). Megatron-FSDP reduce-scatters after every backward
   with optim_grads / optim_grads_params whatever `no_sync` says (megatron_fsdp.py: "For grads
   shard mode there will actually always be gradient sync happening").
+Hybrid sharding (HSDP, `dp_replicate` R > 1; torchtitan data_parallel_replicate_degree x
+  data_parallel_shard_degree, Megatron --num-distributed-optimizer-instances): the d c data x
+  context ranks split into R replicas of d c / R (`ParallelConfig.shard_group`; the replicate mesh
+  dimension outside the shard one, torchtitan's ["dp_replicate", "dp_shard"]); a unit is gathered
+  and reduce-scattered inside its shard group, and each reduce-scattered shard is then all-reduced
+  across the R replicas holding it (`ParallelConfig.replicate_group`; FSDP2 `foreach_reduce`), on the
+  same stream after the reduce-scatter; parameters, gradients and optimizer states are sharded
+  d c / R ways (`ParallelConfig.shard_size`).
 Overlap (`overlaps`): FSDP2 runs its all-gathers and reduce-scatters on their own streams and
   prefetches the next unit (implicit forward prefetch, backward prefetch): always on.
   Megatron-FSDP does so with `--overlap-param-gather` / `--overlap-grad-reduce` (the vocabulary's
@@ -100,6 +108,15 @@ def check_fsdp(cfg) -> None:
                            f"zero_stage 3, got zero_stage {cfg.zero_stage}")
     if policy != "default" and fsdp == "none":
         raise ParasimError(f"reshard_after_forward={policy} is an FSDP setting: give fsdp=fsdp2 or megatron_fsdp")
+    replicas = getattr(cfg, "dp_replicate", 1)
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+        raise ParasimError(f"dp_replicate must be a positive integer, got {replicas!r}")
+    if replicas > 1 and not (fsdp in FSDP_IMPLS and cfg.zero_stage == 3):
+        raise ParasimError(f"dp_replicate={replicas} (hybrid sharding) is priced for FSDP only: give zero_stage=3 "
+                           f"with fsdp=fsdp2 or megatron_fsdp (got zero_stage={cfg.zero_stage}, fsdp={fsdp})")
+    if cfg.dp % replicas:
+        raise ParasimError(f"dp_replicate={replicas} must divide dp={cfg.dp} (each replica shards over "
+                           f"dp / dp_replicate x cp ranks)")
 
 
 def gather_flags(cfg, kinds_chunks) -> list[bool]:
@@ -181,13 +198,18 @@ def fsdp_sync(cfg, A, topo, k: int, chunk_layers, layer_params: float, emb_param
     micro-batch, `chunk_layers` the model chunks' layers (model order), `heads` the vocabulary
     matrices on k (embedding, output layer), `layer_params` / `emb_params` per tensor-parallel rank."""
     p, v, m = cfg.pp, cfg.virtual_stages, cfg.microbatches
-    grp = cfg.dp_cp_group()
+    grp, algo = cfg.shard_group(), A.collective_algo
     prefetch, overlap_rs = overlaps(cfg, A)
-    a = collective_time_s("all_gather", 2 * layer_params, grp, topo, A.collective_algo)
-    r = collective_time_s("reduce_scatter", A.grad_reduce_bytes * layer_params, grp, topo, A.collective_algo)
-    a_emb = collective_time_s("all_gather", 2 * emb_params, grp, topo, A.collective_algo)
-    r_emb = collective_time_s("reduce_scatter", A.grad_reduce_bytes * emb_params * heads, grp, topo,
-                              A.collective_algo)
+    a = collective_time_s("all_gather", 2 * layer_params, grp, topo, algo)
+    a_emb = collective_time_s("all_gather", 2 * emb_params, grp, topo, algo)
+    # a unit's reduction: reduce-scatter in the shard group, then (HSDP) all-reduce of the shard
+    # across the replicas, one after the other on the reduction stream (module docstring)
+    rs = {"reduce_scatter": collective_time_s("reduce_scatter", A.grad_reduce_bytes * layer_params, grp, topo, algo),
+          "all_reduce": replica_all_reduce_s(cfg, A, topo, layer_params)}
+    rs_emb = {"reduce_scatter": collective_time_s("reduce_scatter", A.grad_reduce_bytes * emb_params * heads, grp,
+                                                  topo, algo),
+              "all_reduce": replica_all_reduce_s(cfg, A, topo, emb_params * heads)}
+    r, r_emb = sum(rs.values()), sum(rs_emb.values())
     f, bw = per_layer
     per_mb = reduce_every_microbatch(cfg)
     counts = gather_counts(cfg, k)
@@ -207,6 +229,20 @@ def fsdp_sync(cfg, A, topo, k: int, chunk_layers, layer_params: float, emb_param
         exposed += n_f * pass_exposed_s(fwd, prefetch, overlap_rs) + n_b * pass_exposed_s(bwd_g, prefetch, overlap_rs)
         exposed += (m - n_b) * pass_exposed_s(bwd_0, prefetch, overlap_rs)
         gathers += n_f * sum(u[0] for u in fwd) + n_b * n * a
-    rs = (m if per_mb else 1) * layers_k * r + r_emb
+    n_red = (m if per_mb else 1) * layers_k
     exposed += r_emb + (0.0 if per_mb else layers_k * r)      # after the last backward, before the optimizer
-    return {"all_gather": gathers, "reduce_scatter": rs}, exposed
+    by_kind = {"all_gather": gathers}
+    for kind in rs:
+        if rs[kind] or rs_emb[kind]:
+            by_kind[kind] = n_red * rs[kind] + rs_emb[kind]
+    return by_kind, exposed
+
+
+def replica_all_reduce_s(cfg, A, topo, params: float) -> float:
+    """HSDP: the all-reduce of a unit's reduce-scattered gradient shard (grad_reduce_bytes x params /
+    shard size) across the dp_replicate replicas (FSDP2 `foreach_reduce`: reduce-scatter over the
+    shard mesh dimension, then all-reduce over the replicate one); 0 without replicas."""
+    if cfg.dp_replicate == 1:
+        return 0.0
+    return collective_time_s("all_reduce", A.grad_reduce_bytes * params / cfg.shard_size, cfg.replicate_group(),
+                             topo, A.collective_algo)

@@ -20,7 +20,7 @@ def gather_layer(em, out, r, c, l, j, which, elements=None, x="params") -> tuple
         return ()
     w = f"w{which}{c}.{l}.{j}"
     out.append(Collective("all_gather", x if em.fsdp else "params", w, (r,), tag="dp", microbatch=j,
-                          nbytes=int(2 * elements / (em.cfg.dp * em.cfg.cp)),
+                          nbytes=int(2 * elements / em.cfg.shard_size),
                           blocking=not em.prefetch))
     return (w,)
 

@@ -340,10 +340,12 @@ class _Emitter:
         if own and d > 1 and left > 0:
             out.append(Collective(buckets.kind, emb, emb, (r,), nbytes=int(self.A.grad_reduce_bytes * left),
                                   blocking=not self.overlap, tag="dp"))
+            if self.fsdp:
+                buckets.replica_all_reduce(out, emb, self.A.grad_reduce_bytes * left)
         if own or (holds_emb and d == 1):
             buckets.names.append(emb)
         if self.optimizer:
-            shard = d if zero >= 1 else 1
+            shard = cfg.shard_size if zero >= 1 else 1
             kern = Kernel("adam", (), ADAM_BYTES_PER_PARAM * params / shard)
             out.append(Compute("adam", tuple(buckets.names), ("params",), 0.0, int(kern.ew_nbytes), {"kernel": kern},
                                "optimizer", None, "optimizer"))
