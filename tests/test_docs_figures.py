@@ -108,7 +108,7 @@ def _deepspeed_runs(row):
 
 
 def _torchtitan(row):
-    tps = next(r for r in titan.TABLE if r[0] == row)[3]
+    tps = next(r for r in titan.TABLE if r[0] == row)[-2]
     res = titan.priced(row)
     return res.tokens_per_s / res.gpus / tps
 
