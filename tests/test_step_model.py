@@ -47,6 +47,12 @@ GRID = ([(f"gpt-{s}", GPT, "a100-80gb", Assumptions(), dict(schedule=s, virtual_
             dict(tp=2, dp=4, ep=4, global_batch=32, sequence_parallel=True)),
            ("moe-shared-experts", MOE.with_overrides(moe_shared_expert_hidden=2048, moe_ffn_hidden=1024), "h100-sxm",
             FLASH, dict(tp=2, pp=2, dp=4, ep=8, etp=1, global_batch=32, sequence_parallel=True)),
+           # --overlap-moe-expert-parallel-comm: merged backward / forward pairs (simulator.cost.moe_overlap)
+           ("moe-overlap-interleaved", MOE, "h100-sxm", Assumptions(flash_attention=True, overlap_moe_comm=True),
+            dict(tp=2, pp=2, dp=4, ep=8, etp=1, global_batch=32, sequence_parallel=True, schedule="interleaved",
+                 virtual_stages=2)),
+           ("moe-overlap-pp1", MOE, "h100-sxm", Assumptions(flash_attention=True, overlap_moe_comm=True),
+            dict(dp=8, ep=8, global_batch=32)),
            ("moe-padded", MOE, "h100-sxm", Assumptions(flash_attention=True, capacity_factor=1.25, pad_to_capacity=True),
             dict(tp=2, pp=2, dp=4, ep=4, global_batch=32, sequence_parallel=True)),
            ("gpt-zero1-pp-overlap", GPT, "a100-80gb", OVERLAP, dict(tp=2, pp=2, dp=4, global_batch=32, zero_stage=1)),

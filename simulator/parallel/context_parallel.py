@@ -36,7 +36,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ParasimError
-from ..models import Embedding, TransformerBlock
+from ..models import Embedding
 from . import cp_kernels  # noqa: F401 -- registers the cp_* kernels this compiler emits
 from .block_lane import emit_backward, emit_forward, lane_items
 from .bw_split import SplitBackward
@@ -68,11 +68,8 @@ class ContextParallelReplica(ContextAttention, SplitBackward, Replica):
         if isinstance(lyr, Embedding):
             b.compute(r, "cp_embed_fwd", [x, param(li, "wte"), param(li, "wpe")], [y, c],
                       attrs={"positions": self.positions[self.c]}, label=f"F{j} {lyr.name}", **kw)
-        elif isinstance(lyr, TransformerBlock):
+        else:  # a transformer block or the LM head: its steps on this rank's tokens
             emit_forward(self, r, li, lyr, self.block_items(lyr.steps), {"x": x}, {"y": y}, j)
-        else:
-            b.compute(r, "layer_fwd", [x, *self._params(li)], [y, c], attrs={"config": self.config, "layer": li},
-                      flops=lyr.forward_flops(self.microbatch_size) / self.cp, label=f"F{j} {lyr.name}", **kw)
 
     def emit_layer_backward(self, r, li, dy, dx, j, accumulate):
         b, lyr = self.builder, layer_of(self.config, li)
@@ -80,36 +77,26 @@ class ContextParallelReplica(ContextAttention, SplitBackward, Replica):
         acc = lambda *ns: G(*ns) if accumulate else []  # noqa: E731
         kw = {"phase": "backward", "microbatch": j}
         c = f"act/cache/{li}/mb{j}"
-        if isinstance(lyr, TransformerBlock):
+        if not isinstance(lyr, Embedding):  # a transformer block or the LM head
             return emit_backward(self, r, li, lyr, self.block_items(lyr.steps), {"y": dy}, {"x": dx}, j, accumulate)
-        if isinstance(lyr, Embedding):
-            b.compute(r, "cp_embed_bwd", [c, dy, *acc("wte", "wpe")], G("wte", "wpe"),
-                      attrs={"vocab": lyr.vocab, "seq": lyr.seq_len, "positions": self.positions[self.c]},
-                      label=f"B{j} {lyr.name}", **kw)
-        else:
-            fl = sum(lyr.backward_flops(self.microbatch_size)) / self.cp
-            b.compute(r, "layer_bwd", [c, dy, *self._params(li), *acc(*lyr.param_shapes())],
-                      ([dx] if dx else []) + G(*lyr.param_shapes()),
-                      attrs={"config": self.config, "layer": li, "n_params": len(lyr.param_shapes()),
-                             "want_dx": dx is not None}, flops=fl, label=f"B{j} {lyr.name}", **kw)
+        b.compute(r, "cp_embed_bwd", [c, dy, *acc("wte", "wpe")], G("wte", "wpe"),
+                  attrs={"vocab": lyr.vocab, "seq": lyr.seq_len, "positions": self.positions[self.c]},
+                  label=f"B{j} {lyr.name}", **kw)
         b.free(r, c)
 
     # ---- zero-bubble schedules: B (input gradients, the ring's dK/dV) now, W (weights) later --------
     def emit_layer_backward_input(self, r, li, dy, dx, j):
         b, lyr = self.builder, layer_of(self.config, li)
-        if isinstance(lyr, TransformerBlock):
+        if not isinstance(lyr, Embedding):
             return self.split_backward_input(r, li, dy, dx, j)
-        if isinstance(lyr, Embedding):  # no input gradient: keep dy for W
-            return b.compute(r, "copy", [dy], [f"act/wcache/{li}/mb{j}"], label=f"B{j} {lyr.name} keep dy",
-                             phase="backward", microbatch=j)
-        return super().emit_layer_backward_input(r, li, dy, dx, j)
+        # the embedding has no input gradient: keep dy for W
+        b.compute(r, "copy", [dy], [f"act/wcache/{li}/mb{j}"], label=f"B{j} {lyr.name} keep dy", phase="backward",
+                  microbatch=j)
 
     def emit_layer_backward_weight(self, r, li, j, accumulate):
         b, lyr = self.builder, layer_of(self.config, li)
-        if isinstance(lyr, TransformerBlock):
-            return self.split_backward_weight(r, li, j, accumulate)
         if not isinstance(lyr, Embedding):
-            return super().emit_layer_backward_weight(r, li, j, accumulate)
+            return self.split_backward_weight(r, li, j, accumulate)
         c, w = f"act/cache/{li}/mb{j}", f"act/wcache/{li}/mb{j}"
         G = [grad(li, n) for n in ("wte", "wpe")]
         b.compute(r, "cp_embed_bwd", [c, w, *(G if accumulate else [])], G,
@@ -129,9 +116,6 @@ class ContextTensorParallelReplica(ContextAttention, TensorParallelReplica):
 
     def activation_nbytes(self, li: int) -> int:
         return super().activation_nbytes(li) // self.cp
-
-    def _fl_parts(self) -> int:
-        return self.tp * self.cp  # T/cp tokens; attention Tl x T per rank
 
     cp_attention = True
 

@@ -22,7 +22,8 @@ ReduceScatter), W computes each shard's weight gradients later with no communica
 
 The transformer block's split is not written here: its steps (models/block_plan.py) go through
 block_lane.tensor_parallel (the column / row rule above as a transform) and block_lane's one
-emitter; this lane emits the embedding, LM head and loss.
+emitter, and so does the LM head's (block_plan.lm_head: its W_out column-parallel by the same rule,
+f before it); this lane emits the embedding and the loss.
 
 Tensor names follow emit.py; per-layer pieces are act/cache/{layer}/mb{j}/{piece} (kept for
 backward) and act/tp/{layer}/mb{j}/{piece} (temporaries).
@@ -36,7 +37,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import ParasimError
-from ..models import Embedding, GPTConfig, LMHead, TransformerBlock
+from ..models import Embedding, GPTConfig, LMHead
 from ..program import Collective
 from . import tp_kernels  # noqa: F401 -- registers the tp_*/vp_ce_* kernels this compiler emits
 from .block_lane import emit_backward, emit_forward, lane_items, sp_partial_grads
@@ -47,10 +48,6 @@ from .layer_kernels import layer_of
 from .replicated import Compiled, compile_replicated
 
 QKV = "qkv"  # q, k and v column blocks each cut by heads
-# Gradients that are partial sums over the tensor group under sequence parallelism (their layer
-# sees only T/n tokens): AllReduced over the group (Megatron's sequence-parallel grad all-reduce).
-# (the transformer block's are derived from its steps: block_lane.sp_partial_grads)
-SP_PARTIAL = {LMHead: ("ln_g", "ln_b")}
 
 
 def split_rule(layer, name: str):
@@ -142,16 +139,6 @@ class TensorParallelReplica(SplitBackward, Replica):
     def activation_nbytes(self, li: int) -> int:
         return super().activation_nbytes(li) // (self.tp if self.sp else 1)
 
-    def _fl_head(self):
-        """The logit matmul on one rank, 2 B s h V / n (Narayanan et al. 2021), and its backward
-        as (input gradient, weight gradient)."""
-        c = self.config
-        f = 2.0 * self.microbatch_size * c.seq_len * c.hidden * c.vocab / self._fl_parts()
-        return f, (f, f)
-
-    def _fl_parts(self) -> int:
-        return self.tp
-
     def _names(self, li, j):
         return f"act/cache/{li}/mb{j}", f"act/tp/{li}/mb{j}"
 
@@ -175,14 +162,8 @@ class TensorParallelReplica(SplitBackward, Replica):
             b.compute(r, "tp_embed_pos", [f"{T}/e", P("wpe")], [y], attrs={"offset": offset},
                       label=f"F{j} {lyr.name} +pos", **kw)
             self._drop(r, f"{T}/e")
-        elif isinstance(lyr, TransformerBlock):
+        else:  # a transformer block or the LM head: its steps through the transforms (logits of V/n words)
             emit_forward(self, r, li, lyr, self.block_items(lyr.steps), {"x": x}, {"y": y}, j)
-        else:  # LMHead: logits of this rank's vocabulary slice, (mb, s, V/n)
-            b.compute(r, "tp_ln_fwd", [x, P("ln_g"), P("ln_b")], [f"{c}/a", f"{c}/ln"], label=f"F{j} {lyr.name} ln", **kw)
-            a = self._gather(r, f"{c}/a", f"{T}/a", j, f"{li}/a/mb{j}")
-            b.compute(r, "tp_logits_fwd", [a, P("w_out")], [y], flops=self._fl_head()[0], label=f"F{j} {lyr.name}", **kw)
-            if self.sp:
-                self._drop(r, a)
 
     def emit_loss_forward(self, r, x, j):
         """Vocabulary-parallel cross-entropy: three AllReduces of (mb, s) statistics."""
@@ -209,7 +190,6 @@ class TensorParallelReplica(SplitBackward, Replica):
     def emit_layer_backward(self, r, li, dy, dx, j, accumulate):
         lyr = layer_of(self.config, li)
         c, T = self._names(li, j)
-        P = lambda n: param(li, n)  # noqa: E731
         op = lambda *a, **k: self.grad_op(r, li, j, *a, accumulate=accumulate, **k)  # noqa: E731
         sp_only = (lambda *ns: ns) if self.sp else (lambda *ns: ())
         if isinstance(lyr, Embedding):
@@ -218,16 +198,8 @@ class TensorParallelReplica(SplitBackward, Replica):
             op("tp_embed_bwd", [f"{c}/tokens", dyf], [], ("wte", "wpe"),
                attrs={"start": self.t * rows, "rows": rows, "seq": lyr.seq_len}, label=lyr.name)
             self._drop(r, f"{c}/tokens", *sp_only(dyf))
-        elif isinstance(lyr, TransformerBlock):
+        else:  # a transformer block or the LM head
             emit_backward(self, r, li, lyr, self.block_items(lyr.steps), {"y": dy}, {"x": dx}, j, accumulate)
-        else:  # LMHead
-            a = self._gather(r, f"{c}/a", f"{T}/a", j, f"{li}/a/mb{j}")
-            op("tp_logits_bwd", [a, dy, P("w_out")], [f"{T}/da_part"], ("w_out",), flops=self._fl_head()[1],
-               label=f"{lyr.name} logits")
-            self._drop(r, f"{c}/a", *sp_only(a))
-            self._reduce(r, f"{T}/da_part", f"{T}/da", j, f"{li}/da/mb{j}")
-            op("tp_ln_bwd", [f"{c}/ln", f"{T}/da", P("ln_g")], [dx], ("ln_g", "ln_b"), label=f"{lyr.name} ln")
-            self._drop(r, f"{c}/ln", f"{T}/da")
 
     def emit_layer_backward_input(self, r, li, dy, dx, j):
         self.split_backward_input(r, li, dy, dx, j)
@@ -238,10 +210,9 @@ class TensorParallelReplica(SplitBackward, Replica):
     def grads_complete(self, r: int, li: int) -> None:
         """Under SP, sum the partial layer-norm and bias gradients over the tensor group once the
         last micro-batch's are in (before the data-parallel synchronisation)."""
-        if self.sp:
-            lyr = layer_of(self.config, li)
-            block = isinstance(lyr, TransformerBlock)
-            for n in sp_partial_grads(self.block_items(lyr.steps)) if block else SP_PARTIAL.get(type(lyr), ()):
+        lyr = layer_of(self.config, li)
+        if self.sp and hasattr(lyr, "steps"):  # the blocks' and the head's norms and reduced biases
+            for n in sp_partial_grads(self.block_items(lyr.steps)):
                 size = int(np.prod(lyr.param_shapes()[n]))
                 self._coll(r, "all_reduce", grad(li, n), grad(li, n), None, f"sp/{li}/{n}", 8 * size)
 
