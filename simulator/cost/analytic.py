@@ -46,7 +46,7 @@ from types import MappingProxyType
 
 from simulator.cost.comm import NVLS, collective_time_s
 from simulator.cost.compute import memory_time_s
-from simulator.cost.fsdp import fsdp_sync, is_fsdp
+from simulator.cost.fsdp import copy_out_bytes, fsdp_sync, is_fsdp
 from simulator.cost.hardware import Hardware, get_hardware
 from simulator.cost.memory import MemoryBreakdown
 from simulator.cost.memory_report import memory_report
@@ -54,7 +54,7 @@ from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.moe import check_moe, expert_tokens, exposed_moe_s, moe_collectives, moe_group
 from simulator.cost.moe_overlap import overlap_exposed_per_layer, shared_halves
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
-from simulator.cost.rank_params import heads_on, stage_params_on_rank
+from simulator.cost.rank_params import heads_on, layer_params_on_rank, stage_params_on_rank
 from simulator.cost.sac import sac_recompute_flops_per_token
 from simulator.cost.scale_kernels import layer_kernels, padded_vocab
 from simulator.cost.step_breakdown import StepBreakdown, breakdown_from_parts, closed_form_leaves_out
@@ -243,9 +243,12 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     stage_params = dense + expert
     fetch = zero3_pass(model, t, cfg.ep, layers[k_big], heads[k_big], cfg.recompute, A.stage3_max_reuse_distance)
     if is_fsdp(cfg) and d * c > 1:        # per-layer units on the bottleneck device (`simulator.cost.fsdp`)
-        dp_by, dp_exposed = fsdp_sync(cfg, A, topo, slowest_k, cfg.chunk_layers(L), model.layer_params() / t, emb,
-                                      (f_l, b_l + w_l), lf, True, heads[slowest_k])
+        unit = layer_params_on_rank(model, t, cfg.ep, cfg.expert_tp)    # (dense, expert), as the clock's
+        copy_s = tuple(memory_time_s(copy_out_bytes(cfg, x), hw, stack) for x in (sum(unit), emb))
+        dp_by, dp_exposed, fsdp_copy = fsdp_sync(cfg, A, topo, slowest_k, cfg.chunk_layers(L), unit,
+                                                 emb, (f_l, b_l + w_l), lf, True, heads[slowest_k], copy_s)
     else:
+        fsdp_copy = 0.0
         dp_by, dp_exposed = _dp_sync(cfg, A, topo, dense, expert, stages[k_big], m, fetch)
     dp_time = sum(dp_by.values())
     emb_ar = 0.0
@@ -268,7 +271,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     n_slow = layers[slowest_k]
     exposed_by = {k: m * n_slow * x for k, x in comm_l.items()}
     exposed_by.update(pp=p2p_total, dp=dp_exposed + emb_ar)
-    parts = breakdown_from_parts(m * (slowest - n_slow * sum(comm_l.values())), exposed_by, bubble, optimizer,
+    parts = breakdown_from_parts(m * (slowest - n_slow * sum(comm_l.values())) + fsdp_copy, exposed_by, bubble, optimizer,
                                  stack.exposed_step_overhead_s(exposed_by["dp"]))
     step = parts.step_s
     by_kind = {"tensor_parallel": tp_total, "pipeline_p2p": p2p_total,

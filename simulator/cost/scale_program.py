@@ -120,6 +120,7 @@ class _Emitter:
         self.head_unit = self.fsdp and logits and (cfg.pp > 1 or not model.tied_embeddings)
         K = kernels
         self._priced: dict = {}      # kernel -> (flops, nbytes, attrs), shared by its instructions
+        self.copy_kernels: dict = {}  # FSDP2 copy-out Kernel by size (`scale_gather.copied_out`)
         self.bw = {K.mlp_b: K.mlp_b + K.mlp_w, K.attn_b: K.attn_b + K.attn_w}   # fused B + W
 
     # ---- helpers ------------------------------------------------------------------------------
