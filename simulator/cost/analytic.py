@@ -241,9 +241,9 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     stage_params = dense + expert
     fetch = zero3_pass(model, t, cfg.ep, layers[k_big], heads[k_big], cfg.recompute, A.stage3_max_reuse_distance)
     if is_fsdp(cfg) and d * c > 1:        # per-layer units on the bottleneck device (`simulator.cost.fsdp`)
-        unit = sum(layer_params_on_rank(model, t, cfg.ep, cfg.expert_tp))    # this rank's layer, as the clock's
-        copy_s = tuple(memory_time_s(copy_out_bytes(cfg, x), hw, stack) for x in (unit, emb))
-        dp_by, dp_exposed, fsdp_copy = fsdp_sync(cfg, A, topo, slowest_k, cfg.chunk_layers(L), model.layer_params() / t,
+        unit = layer_params_on_rank(model, t, cfg.ep, cfg.expert_tp)    # (dense, expert), as the clock's
+        copy_s = tuple(memory_time_s(copy_out_bytes(cfg, x), hw, stack) for x in (sum(unit), emb))
+        dp_by, dp_exposed, fsdp_copy = fsdp_sync(cfg, A, topo, slowest_k, cfg.chunk_layers(L), unit,
                                                  emb, (f_l, b_l + w_l), lf, True, heads[slowest_k], copy_s)
     else:
         fsdp_copy = 0.0

@@ -35,7 +35,12 @@ Hybrid sharding (HSDP, `dp_replicate` R > 1; torchtitan data_parallel_replicate_
   and reduce-scattered inside its shard group, and each reduce-scattered shard is then all-reduced
   across the R replicas holding it (`ParallelConfig.replicate_group`; FSDP2 `foreach_reduce`), on the
   same stream after the reduce-scatter; parameters, gradients and optimizer states are sharded
-  d c / R ways (`ParallelConfig.shard_size`).
+  d c / R ways (`ParallelConfig.shard_size`). Not with expert parallelism (refused).
+Experts (MoE with ep > 1): a layer unit's expert parameters are sharded, gathered and
+  reduce-scattered over the expert-data-parallel group (`ParallelConfig.edp_group`, t c d / (etp ep)
+  ranks: torchtitan shards its experts over the data-parallel ranks left by expert parallelism,
+  Megatron-FSDP over its expert-data-parallel group), its dense ones over the data x context group;
+  one collective each, one after the other.
 Copy-out (`copy_out_bytes`): FSDP2 copies each gathered unit into its parameters' tensors on the
   compute stream before the unit computes (4 bytes per element); priced as compute in both models.
 Overlap (`overlaps`): FSDP2 runs its all-gathers and reduce-scatters on their own streams and
@@ -127,6 +132,9 @@ def check_fsdp(cfg) -> None:
     if replicas > 1 and not (fsdp in FSDP_IMPLS and cfg.zero_stage == 3):
         raise ParasimError(f"dp_replicate={replicas} (hybrid sharding) is priced for FSDP only: give zero_stage=3 "
                            f"with fsdp=fsdp2 or megatron_fsdp (got zero_stage={cfg.zero_stage}, fsdp={fsdp})")
+    if replicas > 1 and cfg.ep > 1:
+        raise ParasimError(f"dp_replicate={replicas} with expert parallelism ep={cfg.ep} is not priced: the experts' "
+                           f"replicas would span the expert-data-parallel group")
     if cfg.dp % replicas:
         raise ParasimError(f"dp_replicate={replicas} must divide dp={cfg.dp} (each replica shards over "
                            f"dp / dp_replicate x cp ranks)")
@@ -204,23 +212,30 @@ def gather_counts(cfg, k: int) -> dict[int, tuple[int, int]]:
     return {c: (x[0], x[1]) for c, x in out.items()}
 
 
-def fsdp_sync(cfg, A, topo, k: int, chunk_layers, layer_params: float, emb_params: float, per_layer,
+def fsdp_sync(cfg, A, topo, k: int, chunk_layers, layer_params: tuple[float, float], emb_params: float, per_layer,
               logits_fwd_s: float, logits: bool, heads: int, copy_s=(0.0, 0.0)):
     """(seconds by collective kind, exposed seconds, copy-out seconds) of one step's FSDP collectives
     on pipeline device k (module docstring): `per_layer` = (forward, backward) compute seconds of one
     layer and micro-batch, `chunk_layers` the model chunks' layers (model order), `heads` the
-    vocabulary matrices on k (embedding, output layer), `layer_params` / `emb_params` per
-    tensor-parallel rank, `copy_s` the copy-out seconds after gathering a layer / a vocabulary unit
+    vocabulary matrices on k (embedding, output layer), `layer_params` (dense, expert) and
+    `emb_params` per tensor-parallel rank (the experts' part over the expert-data-parallel group), `copy_s` the copy-out seconds after gathering a layer / a vocabulary unit
     (`copy_out_bytes`), which run before the unit's compute."""
     p, v, m = cfg.pp, cfg.virtual_stages, cfg.microbatches
     grp, algo = cfg.shard_group(), A.collective_algo
     prefetch, overlap_rs = overlaps(cfg, A)
-    a = collective_time_s("all_gather", 2 * layer_params, grp, topo, algo)
+    dense, expert = layer_params
+    egrp = cfg.edp_group() if expert else ()
+
+    def both(kind, per_element):   # the dense part over the shard group, the experts' over theirs
+        x = collective_time_s(kind, per_element * dense, grp, topo, algo)
+        return x + (collective_time_s(kind, per_element * expert, egrp, topo, algo) if expert else 0.0)
+
+    a = both("all_gather", 2)
     a_emb = collective_time_s("all_gather", 2 * emb_params, grp, topo, algo)
     # a unit's reduction: reduce-scatter in the shard group, then (HSDP) all-reduce of the shard
     # across the replicas, one after the other on the reduction stream (module docstring)
-    rs = {"reduce_scatter": collective_time_s("reduce_scatter", A.grad_reduce_bytes * layer_params, grp, topo, algo),
-          "all_reduce": replica_all_reduce_s(cfg, A, topo, layer_params)}
+    rs = {"reduce_scatter": both("reduce_scatter", A.grad_reduce_bytes),
+          "all_reduce": replica_all_reduce_s(cfg, A, topo, dense)}
     rs_emb = {"reduce_scatter": collective_time_s("reduce_scatter", A.grad_reduce_bytes * emb_params * heads, grp,
                                                   topo, algo),
               "all_reduce": replica_all_reduce_s(cfg, A, topo, emb_params * heads)}

@@ -21,10 +21,16 @@ def gather_layer(em, out, r, c, l, j, which, elements=None, x="params") -> tuple
     if em.cfg.zero_stage < 3 or em.cfg.dp * em.cfg.cp == 1 or not elements:
         return ()
     w = f"w{which}{c}.{l}.{j}"
+    experts = em.expert_local if em.fsdp and l not in ("emb", "head") and em.cfg.ep > 1 else 0.0
     out.append(Collective("all_gather", x if em.fsdp else "params", w, (r,), tag="dp", microbatch=j,
-                          nbytes=int(2 * elements / em.cfg.shard_size),
+                          nbytes=int(2 * (elements - experts) / em.cfg.shard_size),
                           blocking=not em.prefetch))
-    return (w,)
+    if not experts:
+        return (w,)
+    # FSDP: the unit's experts over the expert-data-parallel group (`simulator.cost.fsdp`)
+    out.append(Collective("all_gather", x, f"{w}e", (r,), tag="edp", microbatch=j,
+                          nbytes=int(2 * experts / em.expert_dp), blocking=not em.prefetch))
+    return (w, f"{w}e")
 
 
 def copied_out(em, out, needs: tuple, l, j, which) -> tuple:
