@@ -89,12 +89,21 @@ CASES = {
 }
 
 
+SHARED = MOE.with_overrides(moe_shared_expert_hidden=2048, moe_ffn_hidden=1024)
+SHARED_ON = Assumptions(shared_expert_overlap=True)
+CASES.update({
+    "shared-overlap-pp2": (SHARED, dict(tp=2, pp=2, dp=4, ep=8, etp=1, global_batch=32, sequence_parallel=True),
+                           SHARED_ON),
+    "shared-overlap-full": (SHARED, dict(dp=8, ep=4, global_batch=32, recompute="full"), SHARED_ON),
+})
+
+
 @pytest.mark.parametrize("name", list(CASES))
 def test_the_closed_form_and_the_clock_agree_with_the_overlap_on(name):
-    model, kw = CASES[name]
-    cfg = ParallelConfig(**kw)
+    model, kw, *A = CASES[name]
+    cfg, on_A = ParallelConfig(**kw), (A or [ON])[0]
     off = [estimate(model, cfg, "h100-sxm"), simulate_at_scale(model, cfg, "h100-sxm", fold_tp=True)]
-    on = [estimate(model, cfg, "h100-sxm", ON), simulate_at_scale(model, cfg, "h100-sxm", ON, fold_tp=True)]
+    on = [estimate(model, cfg, "h100-sxm", on_A), simulate_at_scale(model, cfg, "h100-sxm", on_A, fold_tp=True)]
     assert on[0].leaves_out == ()
     assert on[0].step_time_s == pytest.approx(on[1].step_time_s, rel=0.02), name
     for a, b in zip(off, on):       # both hide all-to-all time, and count the same collectives and kernels

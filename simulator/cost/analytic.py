@@ -52,7 +52,7 @@ from simulator.cost.memory import MemoryBreakdown
 from simulator.cost.memory_report import memory_report
 from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.moe import check_moe, expert_tokens, exposed_moe_s, moe_collectives, moe_group
-from simulator.cost.moe_overlap import overlap_exposed_per_layer
+from simulator.cost.moe_overlap import overlap_exposed_per_layer, shared_halves
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.rank_params import heads_on, layer_params_on_rank, stage_params_on_rank
 from simulator.cost.sac import sac_recompute_flops_per_token
@@ -195,9 +195,11 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     f_comp = kt(K.attn_fwd) + kt(K.mlp_fwd)
     rc_comp = f_comp if full else 0.0     # selective: K.attn_b already repeats the attention core
     # MoE dispatch / combine, exposed after the overlaps of `Assumptions` (`moe.exposed_moe_s`)
-    shared_f, shared_b = kt(K.shared_fwd), kt(K.shared_b)
-    ep_l = exposed_moe_s(A, cm["moe"], 3 if full else 2, shared_f, shared_b)
-    f_moe = 0.0 if A.overlap_moe_comm else (max(0.0, cm["moe"] - shared_f) if A.shared_expert_overlap else cm["moe"])
+    shared = [tuple(map(kt, shared_halves(x, x is K.shared_fwd))) for x in (K.shared_fwd, K.shared_b)]
+    D, C = cm["moe_dispatch"], cm["moe_combine"]
+    ep_l = exposed_moe_s(A, D, C, 3 if full else 2, *shared)
+    # one forward pass's share (the merged pairs put all of it in the backward's line, `moe_overlap`)
+    f_moe = 0.0 if A.overlap_moe_comm else exposed_moe_s(A, D, C, 2, *shared) - exposed_moe_s(A, D, C, 1, *shared)
     comm_l = {"tp": cm["tp_fwd"] * (3 if full else 2), "cp": cm["cp_fwd"] * (2 if full else 1) + cm["cp_bwd"],
               "ep": ep_l}
     f_l = f_comp + cm["tp_fwd"] + cm["cp_fwd"] + f_moe

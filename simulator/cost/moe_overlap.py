@@ -31,14 +31,21 @@ In the closed form (`pair_exposed_s`), one merged layer pair takes
 (a: the forward's attention with its tensor- / context-parallel collectives, mb: the backward's MLP
 kernels, mf: the forward's MLP, ab: the backward's attention with its collectives, D and C one
 pass's dispatch and combine): the clock's own arithmetic for those instructions, so the two agree.
+--moe-shared-expert-overlap (Megatron-Core token_dispatcher.py, shared_experts.py): the shared
+experts run on their own stream, fc1 and its activation under the dispatch, fc2 under the combine;
+parasim's backward mirrors it (fc2's input gradient under the first collectives, fc1's under the
+second). On the clock (`shared_expert_mlp`) the MoE collectives are non-blocking, the shared
+kernels written between their issue and the routed experts' kernel; in the closed form one pass
+exposes max(0, D - first) + max(0, C - second) (`moe.exposed_moe_s`).
 Not priced: the SMs the communication kernels take from the GEMMs, and the asynchronous stream
 being shared with the data-parallel gradient reductions (`clock` has one such stream).
 """
 
 from __future__ import annotations
 
+from simulator.cost.scale_kernels import Kernel
 from simulator.parallel.schedule_registry import make_schedule
-from simulator.program import Collective
+from simulator.program import Collective, Compute
 
 MOE_TAGS = ("ep", "etp", "tp_ep")      # the `moe.MoeCollective.group` names, the scale program's tags
 
@@ -137,3 +144,44 @@ def overlap_exposed_per_layer(cfg, layers: int, dispatch: float, combine: float,
         exposed += got["BW"] * pair_exposed_s(a, mlp_b + mlp_w, mf, ab + attn_w, dispatch, combine)
         out.append(exposed / n)
     return out
+
+
+def _shared_parts(em, whole: Kernel, forward: bool) -> tuple[Kernel, Kernel, Kernel]:
+    """(routed, first, second): `whole` (the MLP kernel, possibly fused with its weight gradients)
+    without the shared experts' input pass, and that pass as the kernel under the first MoE
+    collectives and the one under the second (module docstring). Their sum is `whole` exactly."""
+    key = (id(whole), forward)
+    got = em.__dict__.setdefault("_shared_parts", {}).get(key)
+    if got is not None:
+        return got
+    shared = em.K.shared_fwd if forward else em.K.shared_b
+    n, mms = len(shared.matmuls), whole.matmuls
+    i = next(i for i in range(len(mms) - n + 1) if mms[i:i + n] == shared.matmuls)
+    routed = Kernel(whole.name, mms[:i] + mms[i + n:], whole.ew_nbytes - shared.ew_nbytes,
+                    whole.launches - shared.launches)
+    got = em._shared_parts[key] = (routed,) + shared_halves(shared, forward)
+    return got
+
+
+def shared_halves(shared: Kernel, forward: bool) -> tuple[Kernel, Kernel]:
+    """The shared experts' pass (`LayerKernels.shared_fwd` / `shared_b`) as (the kernel under the
+    first MoE collectives, the one under the second): fc1 with its activation, then fc2, forward;
+    fc2's input gradient, then fc1's with the activation's, backward (module docstring)."""
+    fc1 = Kernel(f"{shared.name}_fc1", shared.matmuls[:1], shared.ew_nbytes, max(0, shared.launches - 1))
+    fc2 = Kernel(f"{shared.name}_fc2", shared.matmuls[1:], 0.0, min(1, shared.launches))
+    return (fc1, fc2) if forward else (fc2, fc1)
+
+
+def shared_expert_mlp(em, out, r, x, j, kern, phase, label, done, needs) -> None:
+    """The MoE MLP with --moe-shared-expert-overlap (module docstring): shared kernel | dispatch
+    (non-blocking) | routed experts | shared kernel | combine (non-blocking). The shared kernels
+    read and write their own tensor, so the collectives start when x is ready."""
+    routed, first, second = _shared_parts(em, kern, phase == "forward")
+    side = f"shared.{x}"
+    out.append(Compute(first.name, (x,), (side,), first.flops, int(first.nbytes()), {"kernel": first}, phase, j,
+                       f"{label} shared"))
+    em.mlp_comm(out, r, x, j, "before")
+    em.comp(out, routed, x, phase, j, label, done, needs)
+    out.append(Compute(second.name, (side,), (side,), second.flops, int(second.nbytes()), {"kernel": second},
+                       phase, j, f"{label} shared"))
+    em.mlp_comm(out, r, x, j, "after")

@@ -43,7 +43,7 @@ from simulator.cost.fsdp import gather_flags, is_fsdp, overlaps, reduce_every_mi
 from simulator.cost.grad_buckets import GradBuckets
 from simulator.cost.model_presets import ModelSpec
 from simulator.cost.moe import check_moe, moe_collectives, moe_group
-from simulator.cost.moe_overlap import interleave, overlap_pairs
+from simulator.cost.moe_overlap import interleave, overlap_pairs, shared_expert_mlp
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.rank_params import (
     ends_params_on_rank,
@@ -108,7 +108,8 @@ class _Emitter:
         self.qkv_a2a = int(2 * T * sum(model.qkv_widths) / cfg.tp)
         self.out_a2a = int(2 * T * model.hidden / cfg.tp)
         self.moe_dispatch, self.moe_combine = moe_collectives(model, cfg, A)    # `cost.moe`
-        self.moe_async = False        # inside a merged pair (`moe_overlap`): MoE collectives non-blocking
+        # MoE collectives non-blocking (`moe_overlap`): inside a merged pair, or beside the shared experts
+        self.moe_async = self.shared_async = A.shared_expert_overlap
         self._needs: tuple = ()       # outputs of overlapped CP collectives the next compute waits for
         self.emb_params = padded_vocab(model, cfg.tp) * model.hidden / cfg.tp     # the vocabulary matrix
         self.head_params = head_params_on_rank(model, cfg.tp)       # + the final norm
@@ -200,10 +201,17 @@ class _Emitter:
         if self.cfg.cp_comm_type == "a2a":
             self.attn_comm(out, r, x, j, "after")
         self.tp_comm(out, r, x, j, self.tp_pair())
-        self.mlp_comm(out, r, x, j, "before")
-        self.comp(out, self.K.mlp_fwd, x, "forward", j, f"{label}{j} s{s} L{l} mlp_fwd", needs=needs)
-        self.mlp_comm(out, r, x, j, "after")
+        self.expert_mlp(out, r, x, j, self.K.mlp_fwd, "forward", f"{label}{j} s{s} L{l} mlp_fwd", needs=needs)
         self.tp_comm(out, r, x, j, self.tp_pair())
+
+    def expert_mlp(self, out, r, x, j, kern, phase, label, done=(), needs=()):
+        """The MLP kernel between the MoE dispatch and combine (none for a dense model); with
+        --moe-shared-expert-overlap the shared experts beside them (`moe_overlap.shared_expert_mlp`)."""
+        if self.A.shared_expert_overlap:
+            return shared_expert_mlp(self, out, r, x, j, kern, phase, label, done, needs)
+        self.mlp_comm(out, r, x, j, "before")
+        self.comp(out, kern, x, phase, j, label, done, needs)
+        self.mlp_comm(out, r, x, j, "after")
 
     # ---- actions ------------------------------------------------------------------------------
     def forward(self, out, k, r, j, c, gather=True):
@@ -254,14 +262,12 @@ class _Emitter:
                 kern = self.bw[kb] if kind == "BW" else kb
                 done = (self.grad_name(c, l, j),) if last_mb and kb is self.K.attn_b else ()
                 if kb is self.K.mlp_b:
-                    self.mlp_comm(out, r, g, j, "before")
+                    self.expert_mlp(out, r, g, j, kern, "backward", f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
                 else:
                     self.attn_comm(out, r, g, j, "before" if self.cfg.cp_comm_type == "a2a" else "before_b")
-                self.comp(out, kern, g, "backward", j, f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
-                if kb is self.K.mlp_b:
-                    self.mlp_comm(out, r, g, j, "after")
-                elif self.cfg.cp_comm_type == "a2a":
-                    self.attn_comm(out, r, g, j, "after")
+                    self.comp(out, kern, g, "backward", j, f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
+                    if self.cfg.cp_comm_type == "a2a":
+                        self.attn_comm(out, r, g, j, "after")
                 self.tp_comm(out, r, g, j, self.tp_pair())
             if last_mb and not (self.fsdp and not self.per_mb_grads):
                 grads_done(out, r, c, l, j)
@@ -305,13 +311,13 @@ class _Emitter:
         groups = overlap_pairs(actions) if self.A.overlap_moe_comm else [(i,) for i in range(len(actions))]
         for group in groups:
             parts = []
-            self.moe_async = len(group) == 2       # a merged forward and backward (`moe_overlap`)
+            self.moe_async = len(group) == 2 or self.shared_async      # a merged pair (`moe_overlap`)
             for i in sorted(group):                 # emitted in schedule order (bucket and gather state)
                 a, part = actions[i], []
                 self.action(part, k, r, a.kind, a.microbatch, a.chunk, self.is_last(a.microbatch), buckets,
                             gathers[i])
                 parts.append((i, part))
-            self.moe_async = False
+            self.moe_async = self.shared_async
             got = dict(parts)
             out += interleave(got[group[0]], got[group[1]]) if len(group) == 2 else got[group[0]]
         self.epilogue(out, k, r, buckets)
