@@ -332,12 +332,14 @@ class ScaleDeviceModel:
 
     def real_group(self, ins) -> list[int] | None:
         """The global ranks a one-member collective tagged dp/tp stands for (None: price as written)."""
-        if len(ins.group) != 1 or ins.tag not in ("dp", "edp", "tp", "cp", "ep", "etp", "tp_ep"):
+        if len(ins.group) != 1 or ins.tag not in ("dp", "dpr", "edp", "tp", "cp", "ep", "etp", "tp_ep"):
             return None
         cfg = self.config
         k, i = divmod(ins.group[0], self.width)
-        if ins.tag == "dp":
-            return cfg.dp_cp_group(i, k)
+        if ins.tag == "dp":          # HSDP: FSDP's gathers and reduce-scatters stay in the shard group
+            return cfg.shard_group(i, k) if cfg.dp_replicate > 1 else cfg.dp_cp_group(i, k)
+        if ins.tag == "dpr":         # HSDP: the replicas' all-reduce of a shard (`simulator.cost.fsdp`)
+            return cfg.replicate_group(i, k)
         if ins.tag == "edp":        # the expert-data-parallel group (`ParallelConfig.edp_group`)
             return cfg.edp_group(i, k)
         if ins.tag == "cp":
