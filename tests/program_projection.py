@@ -63,7 +63,7 @@ def _runnable_axis(compiled, ins) -> str:
     expert gradients' reduction over the expert-data-parallel ranks "edp" (both carved out of the
     data x context ranks, `DeviceMesh.megatron_experts`)."""
     cfg = compiled.config
-    if ins.tensor.startswith("act/moe/"):
+    if "/ep_" in ins.tag:  # block_lane.expert_parallel's dispatch and combine
         return "ep"
     axis = _axis(compiled.mesh, ins.group)
     if cfg.ep > 1 and ins.tensor.startswith("grad/") and len(ins.group) < cfg.dp * cfg.cp:

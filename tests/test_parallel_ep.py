@@ -51,10 +51,13 @@ def test_forward_equals_a_per_token_loop():
     rng = np.random.default_rng(3)
     p = {n: v + rng.normal(0, 0.3, v.shape) for n, v in blk.init(rng).items()}
     x = rng.normal(size=(2, 6, 8))
-    y, cache = blk.forward(p, x)
-    c = cache["pre"]
-    expert, gates, flat = c["expert"], c["gates"], c["flat"]
+    y, _ = blk.forward(p, x)
+    from simulator.models import block_plan as plan
     from simulator.models.functional import gelu_forward
+
+    c = {"x": x}
+    plan.forward(blk.steps, p, c)  # the values of the block's steps
+    expert, gates, flat = c["choice"].astype(int), c["gates"], c["flat"]
 
     for b in range(2):
         for t in range(6):

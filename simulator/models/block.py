@@ -14,7 +14,6 @@ import numpy as np
 from ..errors import ParasimError
 from . import block_plan as plan
 from .base import Layer, normal_init
-from .block_plan import dense_block
 
 INIT_STD = 0.02  # GPT-2 / nanoGPT initialisation
 
@@ -39,7 +38,7 @@ class TransformerBlock(Layer):
     @property
     def steps(self) -> tuple:
         """The block's order of operations (block_plan.dense_block): the one place it is written."""
-        return dense_block(self.hidden, self.heads, self.causal)
+        return plan.dense_block(self.hidden, self.heads, self.causal)  # read at call time: one home
 
     def param_shapes(self):
         return plan.param_shapes(self.steps)

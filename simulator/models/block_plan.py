@@ -31,7 +31,8 @@ Interface (`Step`, one per row; `KINDS[step.kind]` holds its math):
 and the interpreter over a list of steps: `forward`, `backward_input`, `backward_weight`
 (zero-bubble B and W; `backward` is both), `param_shapes`, `flops`, `activation_bytes`.
 Values are named (the reads / writes columns), so a gradient reaching a value from two steps
-(the residual stream) is summed in reverse step order.
+(the residual stream) is summed in reverse step order; a value no gradient reaches (the MoE
+routing choices, `moe_steps.py`) is skipped.
 
 Adding a step kind is one edit here: RMSNorm is a "rms_norm" entry in KINDS and `ln1` / `ln2`
 using it; SwiGLU is a "swiglu" activation entry and `fc` writing 2f columns. The FLOP counts are
@@ -64,6 +65,11 @@ class Step:
     out_width: int = 0
     heads: int = 0
     causal: bool = True
+    experts: int = 0  # the mixture-of-experts steps' (models/moe_steps.py): experts held, top-k,
+    top_k: int = 0  # capacity slots per sequence, the expert-parallel group the experts serve,
+    capacity: int = 0  # and (key, value) pairs a transform adds (the context-parallel positions)
+    ep: int = 1
+    meta: tuple = ()
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -76,6 +82,7 @@ class Kind(NamedTuple):
     backward_weight: Callable | None
     flops: Callable
     cached: Callable
+    differentiable: bool = True  # False: its output has no gradient (routing choices, counts)
 
 
 def _ln_fwd(step, p, x):
@@ -202,6 +209,13 @@ def dense_block(h: int, heads: int, causal: bool = True, ffn: int | None = None)
     )
 
 
+def lm_head(h: int, vocab: int) -> tuple[Step, ...]:
+    """The LM head: logits = ln_f(x) W_out, W_out (h, V) with no bias (GPT-2's final layer norm,
+    untied). Under tensor parallelism W_out is column-parallel: each rank's logits of V/tp words,
+    which the vocabulary-parallel cross entropy reads (Megatron-LM)."""
+    return (layer_norm("ln", "x", "a", h), linear("out", "a", "y", h, vocab, bias=False))
+
+
 # ---- the interpreter ----------------------------------------------------------------------------
 def param_shapes(steps) -> dict[str, tuple[int, ...]]:
     return {n: s for step in steps for n, s in step.params}
@@ -224,10 +238,13 @@ def backward_input(steps, params: dict, cache: dict, grads: dict) -> dict:
     the gradient of every value read. -> weight cache: step name -> what its weight gradient needs."""
     wcache = {}
     for step in reversed(steps):
+        if step.writes not in grads:  # no gradient reaches it (a routing choice, a count)
+            continue
         dy = grads.pop(step.writes)
         dins, wc = KINDS[step.kind].backward_input(step, [params[n] for n in step.param_names], cache.get(step.name), dy)
         for v, d in zip(step.reads, dins):
-            grads[v] = grads[v] + d if v in grads else d
+            if d is not None:  # None: the read has no gradient (routing slots)
+                grads[v] = grads[v] + d if v in grads else d
         if step.params:
             wcache[step.name] = wc
     return wcache

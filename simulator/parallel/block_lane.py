@@ -14,12 +14,17 @@ Transforms, applied in this fixed order (`lane_items`), each returning a new lis
   context_parallel(items)  the projections and attention between qkv and o become one `External`
         item the lane emits itself: ring or all-to-all attention over the context group
         (cp_attention.py, its projection kernels in cp_kernels.py).
+  context_routing(items, order, mine, tokens)  a MoE block's expert choices all-gathered over the
+        context group before its capacity slots are numbered (models/moe_steps.py).
+  expert_parallel(items, ep)  a MoE block's experts step holds E/ep experts, between the dispatch
+        and combine all-to-alls over the expert-parallel group (each its own backward).
 The pipeline stage split (emit.Stages), ZeRO (zero.py) and the B/W split (bw_split.grad_op, used
 here for every segment with parameters) then apply to the lane as a whole.
 
 `emit_forward` / `emit_backward` cut the items into segments: the longest runs of steps with no
 collective between them in that direction (a collective that is the identity in a direction is an
-"identity" step there). Each forward segment is one `block_fwd` Compute (its inputs, parameters ->
+"identity" step there; the backward leaves out the steps and collectives of values without a
+gradient, the MoE routing choices). Each forward segment is one `block_fwd` Compute (its inputs, parameters ->
 its outputs and one cache tensor per step that keeps one, act/cache/{layer}/mb{j}/{step}); each
 backward segment one `block_bwd` (or B `block_bwd_input` + W `block_bwd_weight`); the collectives
 and external items sit between them. Temporaries are act/tp/{layer}/mb{j}/{value} (d{value} for
@@ -33,16 +38,20 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from ..models import block_plan as plan
+from ..models import moe_steps  # noqa: F401 -- registers the MoE step kinds the kernels below run
 from ..models.block_plan import KINDS, Step
 from ..ops import kernel
+from ..program import Collective
 from .emit import param
 
 
 @dataclass(frozen=True)
 class Comm:
-    """A collective over the tensor group between steps: `forward` (None: identity) turns value
-    `src` into `dst`; `backward` turns the gradient of dst into that of src. `width`: features of
-    the full (B, T, width) tensor. `regather`: dst is not kept for backward but gathered again."""
+    """A collective between steps over the lane's `group` ("tp", "cp" or "ep"): `forward` (None:
+    identity) turns value `src` into `dst`; `backward` turns the gradient of dst into that of src.
+    `width`: over the tensor group, features of the full (B, T, width) tensor; over another group,
+    elements per sequence of what each rank sends (all-to-all) or holds (all-gather), along `axis`.
+    `regather`: dst is not kept for backward but gathered again."""
 
     name: str
     forward: str | None
@@ -51,6 +60,8 @@ class Comm:
     dst: str
     width: int
     regather: bool = False
+    group: str = "tp"
+    axis: int = 1
 
     def identity(self) -> Step:
         return Step(self.name, "identity", (self.src,), self.dst)
@@ -114,6 +125,8 @@ def sp_partial_grads(items) -> tuple[str, ...]:
 
 def context_parallel(items: tuple) -> tuple:
     names = [getattr(i, "name", None) for i in items]
+    if "qkv" not in names:  # no attention (the LM head): token-wise steps on this rank's tokens
+        return items
     a, b = names.index("qkv"), names.index("o")
     inner, rest, o = items[a:b + 1], items[b + 1:], items[b]
     if len(o.params) > 1:  # W_o's bias is added after the attention, as a step of its own
@@ -124,11 +137,46 @@ def context_parallel(items: tuple) -> tuple:
     return items[:a] + (External("attention", inner[0].reads[0], inner[-1].writes, inner),) + rest
 
 
+def context_routing(items: tuple, order: tuple, mine: tuple, tokens: int) -> tuple:
+    """MoE under context parallelism: the expert choices of this rank's `tokens` tokens are
+    all-gathered over the context group before `slots`, which numbers the slots of the whole
+    sequences (positions `order`) and keeps this rank's (`mine`): every split routes as one device."""
+    out = []
+    for i in items:
+        if isinstance(i, Step) and i.kind == "slots":
+            (src,) = i.reads
+            out.append(Comm("cp_choices", "all_gather", None, src, f"{src}_all", tokens * i.top_k, group="cp"))
+            i = replace(i, reads=(f"{src}_all",), meta=(("order", order), ("mine", mine)))
+        out.append(i)
+    return tuple(out)
+
+
+def expert_parallel(items: tuple, ep: int) -> tuple:
+    """The experts step holds E/ep experts and serves its expert-parallel group: an all-to-all over
+    the group dispatches the (E, B C, h) buffer (rank i gets its experts' slots from every rank),
+    another combines the outputs back; the backward of each is an all-to-all (GShard, Lepikhin et
+    al. 2020, Algorithm 2; Megatron-Core's alltoall token dispatcher)."""
+    out = []
+    for i in items:
+        if not (isinstance(i, Step) and i.kind == "experts"):
+            out.append(i)
+            continue
+        (src,), width = i.reads, i.experts * i.capacity * i.width
+        out += [Comm("ep_dispatch", "all_to_all", "all_to_all", src, f"{src}_ep", width, group="ep", axis=0),
+                replace(i, reads=(f"{src}_ep",), writes=f"{i.writes}_ep", experts=i.experts // ep, ep=ep,
+                        params=tuple((n, (sh[0] // ep,) + sh[1:]) for n, sh in i.params)),
+                Comm("ep_combine", "all_to_all", "all_to_all", f"{i.writes}_ep", i.writes, width, group="ep", axis=0)]
+    return tuple(out)
+
+
 @lru_cache(maxsize=256)
-def lane_items(steps: tuple, tp: int, sp: bool, cp_attention: bool) -> tuple:
-    """The fixed order: TP/SP, then CP."""
+def lane_items(steps: tuple, tp: int, sp: bool, cp_attention: bool, ep: int = 1, cp_routing: tuple = ()) -> tuple:
+    """The fixed order: TP/SP, then CP (attention; with `cp_routing` = (order, mine, tokens) the
+    MoE routing choices too), then EP."""
     items = tensor_parallel(steps, tp, sp) if tp > 1 else steps
-    return context_parallel(items) if cp_attention else items
+    items = context_parallel(items) if cp_attention else items
+    items = context_routing(items, *cp_routing) if cp_routing else items
+    return expert_parallel(items, ep) if ep > 1 else items
 
 
 # ---- segments ----------------------------------------------------------------------------------
@@ -147,16 +195,32 @@ def _segments(items, forward: bool) -> list:
     return out
 
 
-def _reads(seg) -> list[str]:
+def _reads(seg, nograd=frozenset()) -> list[str]:
+    """The values a segment reads from outside it (in the backward: only those with a gradient)."""
     if isinstance(seg, Comm):
         return [seg.src]
     if isinstance(seg, External):
         return [seg.reads]
     written, out = set(), []
     for s in seg:
-        out += [v for v in s.reads if v not in written and v not in out]
+        out += [v for v in s.reads if v not in written and v not in out and v not in nograd]
         written.add(s.writes)
     return out
+
+
+def _with_gradients(items) -> tuple[tuple, frozenset]:
+    """The items the backward runs: without the steps whose output has no gradient (the MoE
+    routing choices, slots and counts) and the collectives that move such values. -> (items,
+    the values without a gradient)."""
+    nograd = set()
+    for i in items:
+        if isinstance(i, Step) and not KINDS[i.kind].differentiable:
+            nograd.add(i.writes)
+        elif isinstance(i, Comm) and i.src in nograd:
+            nograd.add(i.dst)
+    keep = tuple(i for i in items if not (isinstance(i, Step) and i.writes in nograd
+                                          or isinstance(i, Comm) and i.dst in nograd))
+    return keep, frozenset(nograd)
 
 
 def _param_names(steps) -> list[str]:
@@ -175,6 +239,11 @@ def _cached(steps, items) -> list[str]:
 
 
 def _comm(lane, r, c: Comm, kind: str, src: str, dst: str, j: int, tag: str) -> None:
+    if c.group != "tp":
+        group = (lane.cp_group_of if c.group == "cp" else lane.ep_group_of)[r]
+        lane.builder.add(r, Collective(kind, src, dst, group, axis=c.axis, nbytes=8 * lane.microbatch_size * c.width,
+                                       tag=tag, microbatch=j))
+        return
     nb = lane._full_nbytes(c.width)
     lane._coll(r, kind, src, dst, j, tag, nb // lane.tp if kind == "all_gather" else nb)
 
@@ -209,8 +278,9 @@ def emit_backward(lane, r: int, li: int, lyr, items, grads: dict, outputs: dict,
     """Gradients `grads` (value -> tensor, e.g. {"y": dy}) back to `outputs` (e.g. {"x": dx});
     parameter gradients into grad/{li}/* (added to the existing ones when `accumulate`)."""
     b, (c, T) = lane.builder, lane._names(li, j)
+    items, nograd = _with_gradients(items)
     segs = _segments(items, False)
-    left = Counter(v for seg in segs for v in _reads(seg))
+    left = Counter(v for seg in segs for v in _reads(seg, nograd))
     regather = {s: src for s, src in _kept(items).items()}
     comm_of = {i.dst: i for i in items if isinstance(i, Comm)}
     gt, tokens = dict(grads), lane.config.seq_len // getattr(lane, "cp", 1)
@@ -236,7 +306,7 @@ def emit_backward(lane, r: int, li: int, lyr, items, grads: dict, outputs: dict,
             left[seg.reads] -= 1
             b.free(r, x, *([d] if mine(d) else []))
             continue
-        reads, written = _reads(seg), [s.writes for s in seg]
+        reads, written = _reads(seg, nograd), [s.writes for s in seg]
         g_in = [v for v in written + reads if v in gt]
         ins_g = [gt.pop(v) for v in g_in]
         cached = _cached(seg, items)

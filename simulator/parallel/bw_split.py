@@ -16,7 +16,7 @@ is named through `grad_op`, and the same emission then serves three uses:
 
 Kernels with no input gradient (the embedding's) keep their inputs in B (`pack`) and run whole
 in W. `op_input`/`op_weight` pairs live beside `op` in block_lane.py (the block's segments),
-tp_kernels.py, cp_kernels.py and moe_kernels.py.
+tp_kernels.py and cp_kernels.py (the MoE block's are block_lane's, its steps in models/moe_steps.py).
 """
 
 from __future__ import annotations

@@ -18,49 +18,79 @@ every device a data-parallel rank, consecutive blocks of ep ranks sharing the ex
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import ParasimError
 from ..mesh import DeviceMesh
+from .block_lane import emit_backward, emit_forward, lane_items
+from .bw_split import SplitBackward
 from .config import TrainConfig
-from .context_parallel import (
-    ContextParallel,
-    ContextParallelReplica,
-    ContextTensorParallel,
-    ContextTensorParallelReplica,
-)
-from .emit import Replica, param
+from .context_parallel import ContextParallel, ContextTensorParallel
+from .emit import param
 from .experts import EXPERT_PARAMS, MoEBlock, MoEGPTConfig
 from .layer_kernels import layer_of, optimizer_state_names
-from .moe_layers import ExpertLayers, StepsAttentionHalf, WholeAttention
 from .replicated import Compiled, WholeLayers, compile_replicated, make_optimizer
-from .tensor_parallel import TensorParallel, TensorParallelReplica, check_tensor_parallel
+from .tensor_parallel import TensorParallel, check_tensor_parallel
 
 
-@dataclass
-class ExpertReplica(ExpertLayers, WholeAttention, Replica):
-    pass
+class ExpertLane(SplitBackward):
+    """The expert-parallel transform of a lane's layer emitter (as zero.ZeroStage23 is ZeRO's): a
+    MoE block runs as its steps (models/moe_steps.moe_block) through the lane's transforms in their
+    fixed order (block_lane.lane_items: TP, CP, then EP's dispatch / combine all-to-all over
+    `ep_group_of[rank]`) by block_lane's one emitter, and its routing counts are added into
+    out/moe/{layer}; every other layer is the inner lane's. Under zero-bubble schedules the block's
+    B and W split as every block's (bw_split.py), in one queue with the inner lane's (the context-
+    parallel attention's kernels), so W runs in B's order."""
 
+    def __init__(self, inner, ep_group_of: dict, ep: int):
+        self.inner, self.ep_group_of, self.ep = inner, ep_group_of, ep
+        self.__dict__["_deferred"] = inner.__dict__.setdefault("_deferred", {})
 
-@dataclass
-class ContextExpertReplica(ExpertLayers, StepsAttentionHalf, ContextParallelReplica):
-    pass
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
 
+    def _names(self, li, j):
+        names = getattr(self.inner, "_names", None)
+        return names(li, j) if names else (f"act/cache/{li}/mb{j}", f"act/tp/{li}/mb{j}")
 
-@dataclass
-class TensorExpertReplica(ExpertLayers, StepsAttentionHalf, TensorParallelReplica):
-    pass
+    def _items(self, lyr) -> tuple:
+        lane, cp = self.inner, getattr(self.inner, "cp", 1)
+        routing = (sum(lane.positions, ()), tuple(lane.positions[lane.c]), lane.config.seq_len // cp) if cp > 1 else ()
+        return lane_items(lyr.steps, getattr(lane, "tp", 1), getattr(lane, "sp", False),
+                          getattr(lane, "cp_attention", False), self.ep, routing)
 
+    def emit_layer_forward(self, r, li, x, y, j):
+        lyr = layer_of(self.config, li)
+        if not isinstance(lyr, MoEBlock):
+            return self.inner.emit_layer_forward(r, li, x, y, j)
+        stats = f"act/moe/{li}/mb{j}/stats"
+        emit_forward(self, r, li, lyr, self._items(lyr), {"x": x}, {"y": y, "stats": stats}, j)
+        self.builder.compute(r, "add", [f"out/moe/{li}", stats], [f"out/moe/{li}"], phase="other", label="count")
+        self.builder.free(r, stats)
 
-@dataclass
-class ContextTensorExpertReplica(ExpertLayers, StepsAttentionHalf, ContextTensorParallelReplica):
-    pass
+    def emit_layer_backward(self, r, li, dy, dx, j, accumulate):
+        lyr = layer_of(self.config, li)
+        if not isinstance(lyr, MoEBlock):
+            return self.inner.emit_layer_backward(r, li, dy, dx, j, accumulate)
+        out = dx or f"act/moe/{li}/mb{j}/dx"
+        emit_backward(self, r, li, lyr, self._items(lyr), {"y": dy}, {"x": out}, j, accumulate)
+        self.builder.free(r, *([] if dx else [out]))
 
+    def emit_layer_backward_input(self, r, li, dy, dx, j):
+        if not isinstance(layer_of(self.config, li), MoEBlock):
+            return self.inner.emit_layer_backward_input(r, li, dy, dx, j)
+        self.inner._splitting = True  # the context-parallel attention's kernels split too
+        try:
+            self.split_backward_input(r, li, dy, dx, j)
+        finally:
+            self.inner._splitting = False
 
-WITH_EXPERTS = {Replica: ExpertReplica, ContextParallelReplica: ContextExpertReplica,
-                TensorParallelReplica: TensorExpertReplica, ContextTensorParallelReplica: ContextTensorExpertReplica}
+    def emit_layer_backward_weight(self, r, li, j, accumulate):
+        if not isinstance(layer_of(self.config, li), MoEBlock):
+            return self.inner.emit_layer_backward_weight(r, li, j, accumulate)
+        self.split_backward_weight(r, li, j, accumulate)
 
 
 def is_moe(config, li: int) -> bool:
@@ -86,7 +116,7 @@ class ExpertRows:
 @dataclass(frozen=True)
 class Experts:
     """A placement (replicated.WholeLayers' interface) wrapping the attention layers' placement
-    `inner`: MoE blocks emit through ExpertLayers, expert tensors are cut over the ep axis."""
+    `inner`: MoE blocks emit through ExpertLane, expert tensors are cut over the ep axis."""
 
     inner: object
     cfg: TrainConfig  # resolved
@@ -105,10 +135,8 @@ class Experts:
         mesh = self.mesh
         return {r: mesh.coord(r, "ep") for r in mesh.ranks}
 
-    def replica(self, builder, t, mbs, scale, c: int = 0) -> Replica:
-        lane = self.inner.replica(builder, t, mbs, scale, c=c)
-        values = {f.name: getattr(lane, f.name) for f in fields(lane) if f.init}
-        return WITH_EXPERTS[type(lane)](**values, ep_group_of=self.ep_group_of)
+    def replica(self, builder, t, mbs, scale, c: int = 0) -> ExpertLane:
+        return ExpertLane(self.inner.replica(builder, t, mbs, scale, c=c), self.ep_group_of, self.cfg.ep)
 
     def positions(self, c: int):
         return self.inner.positions(c)

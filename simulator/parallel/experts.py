@@ -14,16 +14,13 @@ so every split of the batch over devices routes identically). Slots are filled c
 dropped: its expert output is not added (the token keeps its residual path). No auxiliary
 load-balancing loss is used.
 
-The block is computed in parts so expert parallelism can put AllToAlls between them:
-`attend` (attention, residual, ln2), `dispatch` (router, slots, buffer (E, B C, h)), `experts` on
-any contiguous block of experts, `combine`. On one device the buffer goes straight from dispatch
-to the experts. Under context parallelism a rank holds part of each sequence: `dispatch` then
-takes the expert choices of the whole sequence, so the slots are numbered as on one device.
+The block's order of operations is `models/moe_steps.moe_block` (the dense block's attention half
+from models/block_plan.py, then router, routing, dispatch, experts, combine), run here by the
+block interpreter on one device and transformed per parallel axis by parallel/block_lane.py.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -31,12 +28,10 @@ import numpy as np
 from ..errors import ParasimError
 from ..models import GPTConfig
 from ..models import block_plan as plan
-from ..models import functional as K
 from ..models.base import Layer, normal_init
-from ..models.block_plan import attention_half
 from ..models.layers import Embedding, LMHead
+from ..models.moe_steps import EXPERT_PARAMS, assign_slots, capacity, choose, moe_block, route  # noqa: F401
 
-EXPERT_PARAMS = ("w_fc", "b_fc", "w_proj", "b_proj")  # stacked over experts on axis 0
 INIT_STD = 0.02
 
 
@@ -77,46 +72,6 @@ class MoEGPTConfig(GPTConfig):
                 LMHead("head", self.hidden, self.vocab, self.seq_len))
 
 
-def capacity(seq_len: int, experts: int, top_k: int, capacity_factor: float) -> int:
-    """C = ceil(cf x k x s / E), at least 1 (GShard Algorithm 1, per group of s tokens)."""
-    return max(1, math.ceil(capacity_factor * top_k * seq_len / experts))
-
-
-def choose(probs: np.ndarray, top_k: int):
-    """probs (B, s, E) -> (expert (B, s, k) int, gates (B, s, k)): the k most probable experts
-    (ties: the lower index); gates p_e (k = 1) or renormalised over the k (k = 2)."""
-    expert = np.argsort(-probs, axis=-1, kind="stable")[..., :top_k]  # (B, s, k)
-    chosen = np.take_along_axis(probs, expert, axis=-1)  # (B, s, k)
-    return expert, chosen if top_k == 1 else chosen / chosen.sum(axis=-1, keepdims=True)
-
-
-def assign_slots(expert: np.ndarray, experts: int, cap: int) -> np.ndarray:
-    """expert (B, s, k) of whole sequences -> slot (B, s, k), -1 = dropped. Slots count per
-    sequence and expert, choice by choice, tokens in position order."""
-    B, s, top_k = expert.shape
-    slot = np.full((B, s, top_k), -1, dtype=np.int64)
-    used = np.zeros((B, experts), dtype=np.int64)  # assignments so far per sequence and expert
-    for c in range(top_k):
-        onehot = np.eye(experts, dtype=np.int64)[expert[..., c]]  # (B, s, E)
-        pos = (np.cumsum(onehot, axis=1) - onehot + used[:, None, :])  # earlier tokens choosing e
-        pos = np.take_along_axis(pos, expert[..., c:c + 1], axis=-1)[..., 0]  # (B, s)
-        slot[..., c] = np.where(pos < cap, pos, -1)
-        used += onehot.sum(axis=1)
-    return slot
-
-
-def route(probs: np.ndarray, top_k: int, cap: int):
-    """probs (B, s, E) -> (expert (B, s, k) int, slot (B, s, k) int with -1 = dropped, gates (B, s, k))."""
-    expert, gates = choose(probs, top_k)
-    return expert, assign_slots(expert, probs.shape[-1], cap), gates
-
-
-def routing_stats(expert: np.ndarray, slot: np.ndarray, experts: int) -> np.ndarray:
-    """(E + 1,) float64: tokens kept per expert, then the number of dropped assignments."""
-    kept = np.bincount(expert[slot >= 0], minlength=experts).astype(np.float64)
-    return np.append(kept, float(np.sum(slot < 0)))
-
-
 @dataclass(frozen=True)
 class MoEBlock(Layer):
     name: str
@@ -137,181 +92,45 @@ class MoEBlock(Layer):
     def capacity(self) -> int:
         return capacity(self.seq_len, self.experts, self.top_k, self.capacity_factor)
 
+    @property
+    def steps(self) -> tuple:
+        """The block's order of operations (models/moe_steps.moe_block: the dense block's attention
+        half, then router, routing, dispatch, experts, combine): the one place it is written."""
+        return moe_block(self.hidden, self.heads, self.experts, self.top_k, self.capacity, self.expert_hidden,
+                         self.causal)
+
     def param_shapes(self):
-        h, E, f = self.hidden, self.experts, self.expert_hidden
-        return {**plan.param_shapes(self.attention_steps), "w_router": (h, E),
-                "w_fc": (E, h, f), "b_fc": (E, f), "w_proj": (E, f, h), "b_proj": (E, h)}  # fmt: skip
+        return plan.param_shapes(self.steps)
 
     def init(self, rng):
         return {k: (normal_init(rng, s, INIT_STD) if k.startswith("w_") else
                     np.ones(s) if k.endswith("_g") else np.zeros(s)) for k, s in self.param_shapes().items()}
 
-    # ---- the parts: attention half, dispatch, experts, combine -----------------------------------
-    @property
-    def attention_steps(self) -> tuple:
-        """The dense block's steps up to ln2 (models.block_plan.attention_half): the one home of
-        the attention half's order of operations."""
-        return attention_half(self.hidden, self.heads, self.causal)
-
-    def attend(self, p, x):
-        """x (B, T, h) -> (x1, m = ln2(x1), cache): everything before the router."""
-        values = {"x": x}
-        cache = plan.forward(self.attention_steps, p, values)
-        return values["x1"], values["m"], cache
-
-    def router_probs(self, w_router, m):
-        """softmax(m W_r): (B, T, h) @ (h, E) -> (B, T, E)."""
-        z = m @ w_router
-        e = np.exp(z - z.max(axis=-1, keepdims=True))
-        return e / e.sum(axis=-1, keepdims=True)
-
-    def dispatch(self, w_router, m, whole=None):
-        """m (B, T, h) -> (dispatch (E, B C, h), cache, stats (E + 1,)). `whole`, when the sequence is
-        split over ranks (context parallelism): (expert choices of the whole sequences (B, s, k), the
-        positions of these T tokens), so the capacity slots are those of one device."""
-        h, E, C = self.hidden, self.experts, self.capacity
-        probs = self.router_probs(w_router, m)
-        expert, gates = choose(probs, self.top_k)
-        if whole is None:
-            slot = assign_slots(expert, E, C)
-        else:
-            full, positions = whole
-            slot = assign_slots(full, E, C)[:, list(positions)]
-        B = m.shape[0]
-        flat = self._flat_slots(expert, slot)  # (B, T, k) index into E * B C, -1 dropped
-        disp = np.zeros((E * B * C, h))
-        kept = flat >= 0
-        disp[flat[kept]] = np.broadcast_to(m[..., None, :], flat.shape + (h,))[kept]
-        cache = {"m": m, "probs": probs, "expert": expert, "flat": flat, "gates": gates}
-        return disp.reshape(E, B * C, h), cache, routing_stats(expert, slot, E)
-
-    def pre(self, p, x):
-        """x (B, s, h) -> (dispatch (E, B C, h), cache, stats (E + 1,))."""
-        x1, m, cache = self.attend(p, x)
-        disp, rcache, stats = self.dispatch(p["w_router"], m)
-        return disp, {**cache, **rcache, "x1": x1}, stats
-
-    def _flat_slots(self, expert, slot):
-        """Row of each assignment in the (E, B C) dispatch buffer: e * B C + b C + slot."""
-        B, C = expert.shape[0], self.capacity
-        row = expert * (B * C) + np.arange(B)[:, None, None] * C + slot
-        return np.where(slot >= 0, row, -1)
-
-    def experts_forward(self, pe, xin):
-        """Experts e0.. of the stacked params pe on their tokens xin (E', T, h) -> (out (E', T, h), cache)."""
-        hpre = xin @ pe["w_fc"] + pe["b_fc"][:, None, :]  # (E', T, h) @ (E', h, f) -> (E', T, f)
-        g, _ = K.gelu_forward(hpre)
-        return g @ pe["w_proj"] + pe["b_proj"][:, None, :], (xin, hpre, g)  # (E', T, f) @ (E', f, h)
-
-    def post(self, cache, eout):
-        return self.combine(cache, cache["x1"], eout)
-
-    def combine(self, cache, x1, eout):
-        """y = x1 + sum over kept assignments of gate x expert output.   eout (E, B C, h)."""
-        flat, gates = cache["flat"], cache["gates"]
-        rows = eout.reshape(-1, eout.shape[-1])[np.maximum(flat, 0)]  # (B, s, k, h)
-        w = np.where(flat >= 0, gates, 0.0)[..., None]
-        return x1 + (w * rows).sum(axis=2)
-
-    # ---- backward of the three parts -----------------------------------------------------------
-    def post_backward(self, cache, eout, dy):
-        """-> (d eout (E, B C, h), d gates (B, s, k))."""
-        flat, gates = cache["flat"], cache["gates"]
-        kept = flat >= 0
-        rows = eout.reshape(-1, eout.shape[-1])[np.maximum(flat, 0)]  # (B, s, k, h)
-        dgates = np.where(kept, np.einsum("bskh,bsh->bsk", rows, dy), 0.0)
-        deout = np.zeros((eout.shape[0] * eout.shape[1], eout.shape[-1]))
-        np.add.at(deout, flat[kept], (gates[..., None] * dy[:, :, None, :])[kept])
-        return deout.reshape(eout.shape), dgates
-
-    def experts_backward(self, pe, cache, dout):
-        """-> (d xin, {expert param: grad}) for the experts of pe."""
-        dxin, wcache = self.experts_backward_input(pe, cache, dout)
-        return dxin, self.experts_backward_weight(wcache)
-
-    def experts_backward_input(self, pe, cache, dout):
-        """B: -> (d xin, weight cache (xin, dh, g, dout))."""
-        xin, hpre, g = cache
-        dg = dout @ pe["w_proj"].transpose(0, 2, 1)  # (E', T, h) @ (E', h, f)
-        dh = K.gelu_backward(hpre, dg)
-        return dh @ pe["w_fc"].transpose(0, 2, 1), (xin, dh, g, dout)
-
-    @staticmethod
-    def experts_backward_weight(wcache):
-        """W: {expert param: grad} = xin^T dh, sum dh, g^T dout, sum dout per expert."""
-        xin, dh, g, dout = wcache
-        return {"w_fc": xin.transpose(0, 2, 1) @ dh, "b_fc": dh.sum(axis=1),
-                "w_proj": g.transpose(0, 2, 1) @ dout, "b_proj": dout.sum(axis=1)}
-
-    def pre_backward(self, p, cache, ddisp, dgates, dy):
-        """-> (dx, {non-expert param: grad}).  dy is the block's output gradient (residual path)."""
-        dm, grads = self.dispatch_backward(p["w_router"], cache, ddisp, dgates)
-        dx, g_att = self.attend_backward(p, cache, dy, dm)
-        return dx, {**grads, **g_att}
-
-    def dispatch_backward(self, w_router, cache, ddisp, dgates):
-        """-> (dm (B, T, h), {"w_router": grad}) from d dispatch (E, B C, h) and d gates (B, T, k)."""
-        dm, (m, dz) = self.dispatch_backward_input(w_router, cache, ddisp, dgates)
-        return dm, {"w_router": self.router_weight_grad(m, dz)}
-
-    def router_weight_grad(self, m, dz):
-        """W of the router: m^T dz, (h, B T) @ (B T, E)."""
-        return m.reshape(-1, self.hidden).T @ dz.reshape(-1, self.experts)
-
-    def dispatch_backward_input(self, w_router, cache, ddisp, dgates):
-        """B: -> (dm, weight cache (m, d logits))."""
-        c, h = cache, self.hidden
-        flat, kept = c["flat"], c["flat"] >= 0
-        rows = ddisp.reshape(-1, h)[np.maximum(flat, 0)]  # (B, s, k, h)
-        dm = np.where(kept[..., None], rows, 0.0).sum(axis=2)
-        # gates -> probs: k = 1 g = p_e; k = 2 g_c = p_c / S  =>  dp_c = (dg_c - sum_c' dg_c' g_c') / S
-        chosen = np.take_along_axis(c["probs"], c["expert"], axis=-1)
-        if self.top_k == 1:
-            dchosen = dgates
-        else:
-            dchosen = (dgates - (dgates * c["gates"]).sum(-1, keepdims=True)) / chosen.sum(-1, keepdims=True)
-        dprobs = np.zeros_like(c["probs"])
-        np.put_along_axis(dprobs, c["expert"], dchosen, axis=-1)
-        dz = c["probs"] * (dprobs - (dprobs * c["probs"]).sum(-1, keepdims=True))  # softmax backward
-        return dm + dz @ w_router.T, (c["m"], dz)
-
-    def attend_backward(self, p, cache, dy, dm):
-        """Backward of `attend`: dy reaches x1 through the residual, dm through ln2. -> (dx, grads)."""
-        dx, wcache = self.attend_backward_input(p, cache, dy, dm)
-        return dx, self.attend_backward_weight(wcache)
-
-    def attend_backward_input(self, p, cache, dy, dm):
-        """B: -> (dx, weight cache: each linear's input and output gradient, each LN's cache and d out)."""
-        grads = {"x1": dy, "m": dm}
-        wcache = plan.backward_input(self.attention_steps, p, cache, grads)
-        return grads["x"], wcache
-
-    def attend_backward_weight(self, wcache):
-        """W: {attention-half param: grad}."""
-        return plan.backward_weight(self.attention_steps, wcache)
-
     # ---- the Layer interface (one device: all experts local) ---------------------------------
     def forward(self, params, x):
-        disp, cache, stats = self.pre(params, x)
-        eout, ecache = self.experts_forward(params, disp)
-        return self.post(cache, eout), {"pre": cache, "eout": eout, "experts": ecache, "stats": stats}
+        """x (B, s, h) -> y; the cache maps each step's name to what its backward keeps, and
+        "stats" to the routing counts (E + 1,): assignments kept per expert, then those dropped."""
+        values = {"x": x}
+        cache = plan.forward(self.steps, params, values)
+        return values["y"], {**cache, "stats": values["stats"]}
 
     def backward_input(self, params, cache, dy):
-        """Computes every gradient at once; wcache holds the parameter gradients."""
-        deout, dgates = self.post_backward(cache["pre"], cache["eout"], dy)
-        ddisp, g_exp = self.experts_backward(params, cache["experts"], deout)
-        dx, grads = self.pre_backward(params, cache["pre"], ddisp, dgates, dy)
-        return dx, {**grads, **g_exp}
+        grads = {"y": dy}
+        wcache = plan.backward_input(self.steps, params, cache, grads)
+        return grads["x"], wcache
 
     def backward_weight(self, params, wcache):
-        return {k: wcache[k] for k in self.param_shapes()}
+        grads = plan.backward_weight(self.steps, wcache)
+        return {k: grads[k] for k in self.param_shapes()}
 
     def forward_flops(self, batch):
-        """Attention 8 B s h^2 + 4 B s^2 h, router 2 B s h E, experts 4 h f per slot (E x C x B slots)."""
-        B, s, h, E, f = batch, self.seq_len, self.hidden, self.experts, self.expert_hidden
-        return float(8 * B * s * h * h + 4 * B * s * s * h + 2 * B * s * h * E + 4 * h * f * E * self.capacity * B)
+        """Attention 8 B s h^2 + 4 B s^2 h, router 2 B s h E, experts 4 h f per slot (E x C x B
+        slots), summed over the steps."""
+        return plan.flops(self.steps, batch, self.seq_len)[0]
 
     def backward_flops(self, batch):
+        """(the forward, the forward): how a whole-layer lane prices the MoE block's B and W (the
+        block_lane emitter prices each step's own, attention's backward having no weight half)."""
         f = self.forward_flops(batch)
         return f, f
 
