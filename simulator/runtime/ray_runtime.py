@@ -283,20 +283,14 @@ class RayRuntime(Runtime):
                 errors.append(e)
 
     def _stop(self, pending: list, errors: list, reason: str) -> None:
-        """After a failure: cancel the run's calls still queued, abort every collective of the run in
-        the members' mailboxes (those waiting for a failed peer stop now), let the other calls end
-        within FAILURE_GRACE_S
+        """After a failure: abort every collective of the run in the members' mailboxes (those
+        waiting for a failed peer stop now), let the other calls end within FAILURE_GRACE_S
         (their failures join `errors`), then kill the actors whose calls still run (a straggler,
         a member that never heard of the abort): recovery restarts them, nothing waits for ever."""
         import ray
 
         end = time.monotonic() + FAILURE_GRACE_S
         unreached = [w[2] for w in self._where_is if w[2]]
-        for h in pending:  # the run's queued calls are dropped, not drained one by one (a running one
-            try:           # is not interrupted: the abort in its mailbox ends it)
-                ray.cancel(h)
-            except Exception:
-                pass
         while pending and time.monotonic() < end:
             if unreached:
                 unreached = abort_upto(unreached, self._keys, reason)
