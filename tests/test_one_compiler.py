@@ -43,7 +43,7 @@ CASES = {
 }
 
 DIFFERS = {
-    "dp": {"collective:dp"},
+    "dp": set(),
     "dp-buckets": set(),
     "zero1": {"collective:dp"},
     "zero2": {"collective:dp"},
@@ -58,7 +58,7 @@ DIFFERS = {
     "cp-p2p": {"collective:cp", "compute", "p2p"},
     "cp-a2a": {"collective:cp", "compute"},
     "ep": {"collective:dp", "collective:ep", "compute"},
-    "hybrid-dp-tp-pp": {"collective:dp", "collective:tp", "p2p"},
+    "hybrid-dp-tp-pp": {"collective:tp", "p2p"},
     "hybrid-dp-cp-pp-ep": {"collective:cp", "collective:cp+dp", "collective:edp", "collective:ep", "compute", "p2p"},
 }
 

@@ -64,8 +64,9 @@ from simulator.parallel.schedule_registry import make_schedule
 from simulator.program import Collective, Compute, Program, Recv, Send, no_gc
 from simulator.program_columns import ColumnarProgram
 from simulator.program_tiles import J, TileBuilder
+from simulator.vocabulary import DEFAULT_BUCKET_MB
 
-DEFAULT_BUCKET_NBYTES = 25e6   # PyTorch DDP's default bucket_cap_mb = 25
+DEFAULT_BUCKET_NBYTES = DEFAULT_BUCKET_MB * 1e6   # the real run's default too (`simulator.vocabulary`)
 
 
 def check_scale_config(model: ModelSpec, cfg: ParallelConfig) -> None:
