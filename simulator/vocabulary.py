@@ -111,7 +111,8 @@ KNOBS: tuple[Knob, ...] = (
          "for its backward; default: on without a pipeline, off with one (torchtitan)", "default",
          "--torch-fsdp2-no-reshard-after-forward (never)", "parallelism.fsdp_reshard_after_forward", "cost",
          changes_answer=True, choices=("default", "always", "never")),
-    Knob("recompute", "activation recomputation: none, selective (attention core) or full", "none",
+    Knob("recompute", "activation recomputation: none, selective (the stack's policy: Megatron's attention core, "
+         "torchtitan's op-level every-second-matmul) or full", "none",
          "--recompute-granularity", "activation_checkpoint.mode", "cost", changes_answer=True,
          searched=("none", "selective", "full")),
     Knob("sequence_parallel", "shard the non-tensor-parallel activations over the tp group", False,

@@ -17,6 +17,7 @@ from simulator.cost.megatron_args import megatron_run, parse_megatron_args
 from simulator.cost.memory_report import memory_report
 from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
+from simulator.cost.rank_params import layer_params_on_rank
 from simulator.cost.scale_program import build_scale_program
 from simulator.cost.scale_sim import simulate_at_scale
 from simulator.errors import ParasimError
@@ -104,3 +105,27 @@ def test_megatrons_flag_and_parasims_flag_give_the_same_price(capsys):
     assert got["step_time_s"] == estimate("gpt3-1.3b", cfg, "a100-80gb").step_time_s
     assert main(argv[:-3] + ["--dp-replicate", "3", "--json"]) == 2
     assert "dp_replicate=3 must divide dp=16" in capsys.readouterr().err
+
+
+MOE = ModelSpec("moe", layers=8, hidden=2048, heads=16, seq=1024, vocab=32000, num_experts=8, ffn_hidden=4096,
+                kv_heads=8, biases=False, position_embedding=False, tied_embeddings=False)
+
+
+def test_fsdp_with_expert_parallelism_shards_the_experts_over_the_expert_data_parallel_group():
+    """tp 2, dp 4, ep 4, etp 1 on 8 GPUs: the expert-data-parallel group has t d / (etp ep) = 2 ranks, so a
+    unit's experts are gathered 2 ways and its dense parameters 4 ways; the experts' model states
+    shard 2 ways (as ZeRO-3 over their group), the dense ones 4 ways."""
+    cfg = _cfg(tp=2, dp=4, ep=4, etp=1, global_batch=32, sequence_parallel=True)
+    assert len(cfg.edp_group()) == 2
+    prog = build_scale_program(MOE, cfg, Assumptions(flash_attention=True), fold_tp=True)
+    coll = [i for i in prog.code[0] if isinstance(i, Collective)]
+    dense, expert = layer_params_on_rank(MOE, 2, 4, 1)
+    gathers = {i.tag: i.nbytes for i in coll if i.kind == "all_gather" and i.tag in ("dp", "edp")}
+    assert gathers == {"dp": int(2 * dense / 4), "edp": int(2 * expert / 2)}
+    reductions = {(i.tag, i.nbytes) for i in coll if i.kind == "reduce_scatter"}
+    assert ("edp", int(4 * expert)) in reductions and ("dp", int(4 * dense)) in reductions
+    mem, flat = memory_report(MOE, cfg, "h100-sxm"), memory_report(MOE, ParallelConfig(tp=2, dp=4, ep=4, etp=1, global_batch=32, sequence_parallel=True),
+                                                                     "h100-sxm")
+    assert mem.model_state_bytes < flat.model_state_bytes / 2
+    with pytest.raises(ParasimError, match="dp_replicate=2 with expert parallelism ep=4 is not priced"):
+        _cfg(tp=2, dp=4, ep=4, global_batch=32, dp_replicate=2)

@@ -62,7 +62,7 @@ def add_parser(sub) -> None:
     p.add_argument("--schedule", default=DEFAULTS["schedule"], choices=SCHEDULES, help='pipeline schedule (default %(default)s)')
     p.add_argument("--virtual-stages", dest="virtual_stages", type=int, default=DEFAULTS["virtual_stages"],
                    help="model chunks per device (interleaved schedule)")
-    p.add_argument("--recompute", default=DEFAULTS["recompute"], choices=RECOMPUTE, help='activation recomputation: none, selective (attention core) or full (default %(default)s)')
+    p.add_argument("--recompute", default=DEFAULTS["recompute"], choices=RECOMPUTE, help="activation recomputation: none, selective (the stack's policy: Megatron's attention core, torchtitan's op-level) or full (default %(default)s)")
     p.add_argument("--sequence-parallel", dest="sequence_parallel", action="store_true", help="Megatron's sequence parallelism over the tensor-parallel ranks")
     p.add_argument("--zero", "--zero-stage", dest="zero", type=int, default=None,
                    help=f"ZeRO stage 0-3 (default {DEFAULTS['zero_stage']}; with Megatron-LM flags: overrides theirs)")

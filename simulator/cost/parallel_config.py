@@ -96,9 +96,6 @@ class ParallelConfig:
                                f"DeepSpeed refuses it: ZeRO-2/3 partition gradients, which a pipeline accumulates "
                                f"over its micro-batches; use ZeRO-1 (the distributed optimizer) with a pipeline, "
                                f"or FSDP (fsdp=fsdp2 or megatron_fsdp), which composes with one")
-        if self.fsdp != "none" and self.ep > 1:
-            raise ParasimError(f"FSDP ({self.fsdp}) with expert parallelism ep={self.ep} is not priced yet: the "
-                               f"experts' units would shard over the expert-data-parallel group")
         if self.cp_comm_type not in CP_COMM_TYPES:
             raise ParasimError(f"unknown cp_comm_type {self.cp_comm_type!r}; known {', '.join(CP_COMM_TYPES)}")
 
