@@ -60,7 +60,7 @@ from simulator.cost.scale_kernels import layer_kernels, padded_vocab
 from simulator.cost.step_breakdown import StepBreakdown, breakdown_from_parts, closed_form_leaves_out
 from simulator.cost.zero3_fetch import zero3_pass
 from simulator.errors import ParasimError
-from simulator.parallel.schedule_registry import PRICED_SCHEDULES, schedule_spec
+from simulator.parallel.schedule_registry import schedule_spec
 
 ADAM_BYTES_PER_PARAM = 30   # read fp32 param, grad, m, v (16); write param, m, v (12) + 16-bit copy (2)
 
@@ -230,7 +230,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     # stage (the logits of a large vocabulary, uneven splits) the others' mean, not the mean of all
     others = [stages[k] for k in range(p) if k != slowest_k] or stages
     Fm, Bm, Wm = (sum(x[i] for x in others) / len(others) for i in range(3))
-    bubble = _bubble_form(cfg.schedule)(p, m, Fm, Bm, Wm, v)
+    bubble = schedule_spec(cfg.schedule, priced=True).bubble(p, m, Fm, Bm, Wm, v)
 
     # pipeline p2p: each TP rank sends its 1/t slice over the stage boundary, then all-gathers
     p2p_total, p2p_fill = _p2p_exposed(cfg, topo, 2 * cfg.micro_batch_size * s * h / c, slowest_k, algo) \
@@ -385,15 +385,6 @@ def _dp_sync(cfg: ParallelConfig, A: Assumptions, topo, dense: float, expert: fl
     hidden = (ag if A.overlap_param_gather else 0.0) + (rs if A.overlap_grad_reduce else 0.0)
     exposed = m * (ag + rs - hidden) + m * max(0.0, hidden - mb)
     return {"reduce_scatter": m * rs, "all_gather": m * ag}, exposed
-
-
-def _bubble_form(schedule: str):
-    """The schedule's closed-form bubble (`schedule_registry`); one line for the ones it has none of."""
-    spec = schedule_spec(schedule)
-    if spec.bubble is None:
-        raise ParasimError(f"the closed form prices the schedules {', '.join(PRICED_SCHEDULES)}; {schedule!r} has "
-                           f"no closed-form bubble (the scale program compiles it: build_scale_program)")
-    return spec.bubble
 
 
 def _memory(model: ModelSpec, cfg: ParallelConfig, hw: Hardware, stage_params: float, Ls: int,

@@ -46,6 +46,7 @@ from simulator.cost.moe import check_moe, moe_collectives, moe_group
 from simulator.cost.moe_overlap import interleave, overlap_pairs, shared_expert_mlp
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.rank_params import head_params_on_rank, layer_params_on_rank
+from simulator.cost.scale_columns import program_columns
 from simulator.cost.scale_ends import StepEnds
 from simulator.cost.scale_gather import gather_layer, gathered
 from simulator.cost.scale_kernels import (
@@ -60,7 +61,6 @@ from simulator.errors import ParasimError
 from simulator.parallel.schedule_registry import make_schedule
 from simulator.program import Collective, Compute, Program, Recv, Send, no_gc
 from simulator.program_columns import ColumnarProgram
-from simulator.program_tiles import J, TileBuilder
 from simulator.vocabulary import DEFAULT_BUCKET_MB
 
 DEFAULT_BUCKET_NBYTES = DEFAULT_BUCKET_MB * 1e6   # the real run's default too (`simulator.vocabulary`)
@@ -366,41 +366,5 @@ def build_scale_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assu
         with no_gc():       # a million small objects, no cycles (program.no_gc)
             return [em.device(k, k * em.w + i, sched.actions[k]) for k in range(cfg.pp) for i in range(em.w)]
     with no_gc():
-        cols = _columns(em, sched, n)
+        cols = program_columns(em, sched, n)
     return ColumnarProgram(cols, code, f"{model.name} {cfg!r} (one replica of {cfg.dp})")
-
-
-def _columns(em: _Emitter, sched, n: int):
-    """The program's columns: each device's actions as blocks emitted once per (kind, chunk) with
-    the micro-batch as a placeholder (`program_tiles`), except the actions that complete gradients,
-    whose buckets differ (emitted one by one, in order, with the same bucket state as `device`)."""
-    tiles = TileBuilder(n)
-    for k in range(em.cfg.pp):
-        for i in range(em.w):
-            r, cache = k * em.w + i, {}
-            if em.A.overlap_moe_comm:     # merged pairs of two micro-batches: the device as one block
-                tiles.add(r, em.device(k, r, sched.actions[k]))
-                continue
-            buckets = GradBuckets(em, r)
-            blocks: list = [[]]
-            em.prologue(blocks[0], r)
-            which, js = [0], [0]
-            for a, gather in zip(sched.actions[k], em.gathers(sched.actions[k])):
-                if a.kind in ("BW", "W") and em.is_last(a.microbatch):
-                    blocks.append([])
-                    em.action(blocks[-1], k, r, a.kind, J, a.chunk, True, buckets, gather)
-                    t = len(blocks) - 1
-                else:
-                    t = cache.get((a.kind, a.chunk, gather))
-                    if t is None:
-                        t = cache[(a.kind, a.chunk, gather)] = len(blocks)
-                        blocks.append([])
-                        em.action(blocks[-1], k, r, a.kind, J, a.chunk, False, buckets, gather)   # not last: no bucket
-                which.append(t)
-                js.append(a.microbatch)
-            blocks.append([])
-            em.epilogue(blocks[-1], k, r, buckets)
-            which.append(len(blocks) - 1)
-            js.append(0)
-            tiles.add_many(r, blocks, which, js)
-    return tiles.build()
