@@ -67,7 +67,7 @@ DIFFERS = {
     "cp-p2p": {"collective:cp", "compute", "p2p"},
     "cp-a2a": {"collective:cp", "compute"},
     "ep": {"collective:dp", "collective:ep", "compute"},
-    "hybrid-dp-tp-pp": {"collective:tp", "p2p"},
+    "hybrid-dp-tp-pp": {"collective:tp"},
     "hybrid-dp-cp-pp-ep": {"collective:cp", "collective:cp+dp", "collective:edp", "collective:ep", "compute", "p2p"},
 }
 
