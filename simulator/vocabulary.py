@@ -154,7 +154,8 @@ KNOBS: tuple[Knob, ...] = (
          "balanced routing fills each expert to its share", False, "--moe-pad-expert-input-to-capacity", "",
          "stack", changes_answer=True),
     Knob("moe_token_dispatcher", "MoE token dispatch: alltoall (all-to-all over ep), allgather (all-gather over "
-         "etp x ep) or flex (DeepEP; priced as alltoall). Megatron-LM's own default is allgather: its flags "
+         "etp x ep) or flex (DeepEP / HybridEP: once per node by RDMA, then NVLink). Megatron-LM's own default is "
+         "allgather: its flags "
          "keep it", "alltoall", "--moe-token-dispatcher-type", "", "stack", changes_answer=True,
          choices=("alltoall", "allgather", "flex")),
     Knob("overlap_moe_comm", "MoE dispatch/combine hidden under another micro-batch's compute (Megatron's 1F1B "

@@ -39,7 +39,7 @@ COMM_KINDS = ("tp", "cp", "ep", "pp", "dp")
 COMM_PURPOSE = MappingProxyType({"tp": "tensor_parallel", "cp": "context_parallel", "ep": "expert_all_to_all",
                                  "pp": "pipeline_p2p", "dp": "data_parallel"})
 # A scale program's collective tags (`scale_program`) -> the kind it serves; untagged: tensor parallel.
-TAG_KIND = MappingProxyType({"tp": "tp", "cp": "cp", "ep": "ep", "etp": "ep", "tp_ep": "ep", "dp": "dp", "dpr": "dp", "edp": "dp",
+TAG_KIND = MappingProxyType({"tp": "tp", "cp": "cp", "ep": "ep", "ep_flex": "ep", "etp": "ep", "tp_ep": "ep", "dp": "dp", "dpr": "dp", "edp": "dp",
                              "emb": "dp"})
 _WORK = ("compute", "optimizer", "other")
 
