@@ -65,7 +65,7 @@ DIFFERS = {
     "pp-zb-v": set(),
     "pp-dualpipev": set(),
     "cp-p2p": {"collective:cp", "compute", "p2p"},
-    "cp-a2a": {"collective:cp", "compute"},
+    "cp-a2a": {"compute"},
     "ep": {"collective:dp", "collective:ep", "compute"},
     "hybrid-dp-tp-pp": {"collective:tp"},
     "hybrid-dp-cp-pp-ep": {"collective:cp", "collective:cp+dp", "collective:edp", "collective:ep", "compute", "p2p"},
