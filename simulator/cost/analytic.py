@@ -51,7 +51,14 @@ from simulator.cost.hardware import Hardware, get_hardware
 from simulator.cost.memory import MemoryBreakdown
 from simulator.cost.memory_report import memory_report
 from simulator.cost.model_presets import ModelSpec, get_model
-from simulator.cost.moe import check_moe, expert_tokens, exposed_moe_s, moe_collectives, moe_group
+from simulator.cost.moe import (
+    check_moe,
+    expert_tokens,
+    exposed_moe_s,
+    moe_collective_time_s,
+    moe_collectives,
+    moe_group,
+)
 from simulator.cost.moe_overlap import overlap_exposed_per_layer, shared_halves
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.rank_params import heads_on, layer_params_on_rank, stage_params_on_rank
@@ -167,7 +174,8 @@ def _layer_comm(model, cfg, hw, A, K, topo) -> dict:
             cp_f = cp_b = x
             cp_total = 2 * x
     dispatch, combine = moe_collectives(model, cfg, A)     # one MoE layer's forward (`cost.moe`)
-    moe_d, moe_c = (sum(collective_time_s(x.kind, x.nbytes, moe_group(cfg, x.group), topo, A.collective_algo)
+    moe_d, moe_c = (sum(moe_collective_time_s(x.kind, x.group, x.nbytes, moe_group(cfg, x.group), topo,
+                                              A.collective_algo, model.num_experts, model.moe_router_topk)
                         for x in xs) for xs in (dispatch, combine))
     return {"tp_fwd": tp, "tp_total_fwd": 2 * half, "cp_fwd": cp_f, "cp_bwd": cp_b, "cp_total": cp_total,
             "moe": moe_d + moe_c, "moe_dispatch": moe_d, "moe_combine": moe_c}
