@@ -167,6 +167,9 @@ LEAVES_OUT = MappingProxyType({
                             "each micro-batch's reduction as one sum; the clock issues one collective per layer",
     "tp-comm-overlap": "--tp-comm-overlap: the closed form hides tensor-parallel collectives under the layer's "
                        "weight-gradient GEMMs; the clock's program runs them blocking",
+    "moe-overlap-one-stream": "a MoE overlap option with FSDP: the clock's one asynchronous stream queues the MoE "
+                              "dispatch and combine behind FSDP's gathers and reduce-scatters (Megatron-Core gives "
+                              "each its own stream); the closed form prices them apart",
 })
 
 
@@ -182,4 +185,6 @@ def closed_form_leaves_out(cfg, A) -> tuple[str, ...]:
         out.append("zero-per-micro-batch")
     if cfg.tp > 1 and A.overlap_tp_comm:
         out.append("tp-comm-overlap")
+    if (A.overlap_moe_comm or A.shared_expert_overlap) and is_fsdp(cfg) and dp > 1:
+        out.append("moe-overlap-one-stream")
     return tuple(out)
