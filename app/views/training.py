@@ -130,7 +130,8 @@ with st.sidebar:
     bucket = st.toggle("Bucket the gradients (overlap with backward)", key="bucket",
                        help="PyTorch DDP: gradients packed into buckets in the order backward produces them; each "
                             "bucket's AllReduce starts as soon as it is full and runs while backward goes on. "
-                            "Off: one blocking AllReduce per parameter after the backward", **BIND)
+                            "Off: buckets of the default 25 MB (simulator.vocabulary.DEFAULT_BUCKET_MB) reduced after "
+                            "the backward", **BIND)
     bucket_mb = st.select_slider("Bucket size (MB)", BUCKETS, value=0.25, key="bucket_mb", disabled=not bucket,
                                  help="smaller buckets start earlier; larger ones pay fewer latencies", **BIND)
     grad_dtype = st.selectbox("Gradients on the wire", ["float64", "float32", "float16"], key="grad_dtype",
