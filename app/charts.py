@@ -13,14 +13,17 @@ The collective player's charts live in player_charts.py.
 
 from __future__ import annotations
 
-import altair as alt
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from simulator.trace import STEP_PART_LABELS, Trace, step_windows, uncovered
 from simulator.trace_runs import aggregate_runs
 from simulator.units import fmt_bytes, fmt_time
 from simulator.viz import GAP_COLORS, PHASE_COLORS
 from simulator.viz.style import ACTION_COLORS
+
+if TYPE_CHECKING:  # altair and pandas are imported by the functions that use them (a spec needs neither)
+    import altair as alt
+    import pandas as pd
 
 MAX_EVENTS = 6000  # beyond this, the timeline shows the first steps only (the browser stays fluid)
 LANE_NAMES = {"compute": "compute", "comm": "comm"}
@@ -176,6 +179,8 @@ def stage_map(cfg) -> dict[int, int] | None:
 
 def styled(chart, font: int = FONT):
     """Font sizes for every text of a chart (larger in presentation mode)."""
+    import altair as alt
+
     style = spec_style(font)  # axes and legend inside the width
     cfg = style["config"]  # text marks keep their own sizes (the player's cells are sized to them)
     return (chart.configure_axis(**cfg["axis"]).configure_legend(**cfg["legend"]).configure_title(**cfg["title"])
@@ -184,6 +189,8 @@ def styled(chart, font: int = FONT):
 
 def step_parts_table(trace: Trace) -> pd.DataFrame:
     """The five parts of the step (Trace.step_breakdown), as a table for the page."""
+    import pandas as pd
+
     parts = trace.step_breakdown()
     return pd.DataFrame({"part": [STEP_PART_LABELS[k] for k in parts], "share": list(parts.values()),
                          "time per device and step": [fmt_time(v * trace.step_time_s) for v in parts.values()]})
@@ -232,6 +239,9 @@ def memory_components_spec(parts: dict[str, float], capacity_bytes: float, title
 
 def bytes_bars(values, *, x_title: str = "rank", y_title: str = "bytes sent") -> alt.Chart:
     """One bar per entry of `values` (bytes), the axis in a readable unit (never 20,000,000)."""
+    import altair as alt
+    import pandas as pd
+
     unit, scale = _bytes_unit(max(values, default=0))
     df = pd.DataFrame({"x": range(len(values)), "y": [v / scale for v in values], "size": [fmt_bytes(v) for v in values]})
     return alt.Chart(df).mark_bar(color=PHASE_COLORS["comm"]).encode(
@@ -243,6 +253,9 @@ def bytes_bars(values, *, x_title: str = "rank", y_title: str = "bytes sent") ->
 def sweep_lines(x_labels, series: dict, *, x_title: str, title: str = "") -> alt.Chart:
     """Time against an ordinal x (world sizes, message sizes as text), one line per algorithm, log time
     axis in a readable unit, hover for the exact time."""
+    import altair as alt
+    import pandas as pd
+
     top = max((max(v) for v in series.values() if len(v)), default=1.0)
     unit, scale = _time_unit(top)
     df = pd.DataFrame([{"x": str(xl), "algorithm": name, "t": t * scale, "time": fmt_time(t)}

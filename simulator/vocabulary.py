@@ -99,11 +99,17 @@ KNOBS: tuple[Knob, ...] = (
          "(PyTorch fully_shard: one gather and one reduce-scatter per layer, simulator.cost.fsdp) or megatron_fsdp",
          "none", "--use-torch-fsdp2 / --use-megatron-fsdp", "(fully_shard: data_parallel_shard_degree > 1)", "cost",
          changes_answer=True, choices=("none", "fsdp2", "megatron_fsdp"), searched=("none", "fsdp2")),
+    Knob("dp_replicate", "FSDP: hybrid sharding (HSDP) -- the data-parallel ranks split into this many replicas, "
+         "each sharding the model over dp x cp / dp_replicate ranks; gradients reduce-scattered in the shard "
+         "group, then all-reduced across the replicas (simulator.cost.fsdp)", 1,
+         "--num-distributed-optimizer-instances (with --use-torch-fsdp2 / --use-megatron-fsdp)",
+         "parallelism.data_parallel_replicate_degree", "cost", changes_answer=True),
     Knob("reshard_after_forward", "FSDP: free a layer's gathered parameters after its forward and gather them again "
          "for its backward; default: on without a pipeline, off with one (torchtitan)", "default",
          "--torch-fsdp2-no-reshard-after-forward (never)", "parallelism.fsdp_reshard_after_forward", "cost",
          changes_answer=True, choices=("default", "always", "never")),
-    Knob("recompute", "activation recomputation: none, selective (attention core) or full", "none",
+    Knob("recompute", "activation recomputation: none, selective (the stack's policy: Megatron's attention core, "
+         "torchtitan's op-level every-second-matmul) or full", "none",
          "--recompute-granularity", "activation_checkpoint.mode", "cost", changes_answer=True,
          searched=("none", "selective", "full")),
     Knob("sequence_parallel", "shard the non-tensor-parallel activations over the tp group", False,

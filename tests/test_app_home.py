@@ -41,3 +41,21 @@ def test_the_router_opens_home_at_the_root_and_old_root_links_at_collectives():
     old.run()
     assert not old.exception and old.title[0].value == "Collectives"
     assert old.selectbox(key="kind").value == "reduce_scatter" and old.slider(key="n").value == 8
+
+
+def test_the_home_page_imports_no_plotting_or_dataframe_library_and_no_ray():
+    """A cold server's first page waits for every module it imports: the home page's live figure is a
+    Vega-Lite spec, so matplotlib, pandas, altair and ray stay unimported (simulator.viz loads its
+    modules on first use, app/charts.py imports altair and pandas inside the functions that need them)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.path.insert(0, 'app'); import nav, ui, charts\n"
+            "from simulator import list_lessons, make_schedule, simulate_schedule, viz\n"
+            "res = simulate_schedule(make_schedule('1f1b', 4, 4), 1.0, 1.0, 1.0, 0.0)\n"
+            "spec = charts.timeline_chart(viz.schedule_trace(res), stage_of={d: d for d in range(4)})\n"
+            "list_lessons()\n"
+            "print(sorted(m for m in ('matplotlib', 'pandas', 'altair', 'ray', 'pyarrow') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=APP.parent, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"

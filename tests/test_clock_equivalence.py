@@ -118,6 +118,11 @@ SCALE_CASES = [
     (SMALL, ParallelConfig(tp=2, pp=2, dp=2, cp=2, global_batch=8), Assumptions(), False),
     (SMALL, ParallelConfig(tp=2, pp=2, dp=2, cp=2, global_batch=8, cp_comm_type="a2a"), Assumptions(), True),
     (MOE, ParallelConfig(tp=1, pp=2, dp=4, ep=2, global_batch=8), Assumptions(overlap_grad_reduce=True), False),
+    # --overlap-moe-expert-parallel-comm: merged pairs, non-blocking MoE collectives (cost/moe_overlap.py)
+    (MOE, ParallelConfig(tp=2, pp=2, dp=4, ep=4, etp=1, global_batch=16, sequence_parallel=True,
+                         schedule="interleaved", virtual_stages=2), Assumptions(overlap_moe_comm=True), False),
+    (MOE.with_overrides(moe_shared_expert_hidden=512), ParallelConfig(tp=1, pp=2, dp=4, ep=4, global_batch=8),
+     Assumptions(shared_expert_overlap=True), False),
     (SMALL, ParallelConfig(tp=2, pp=4, dp=2, global_batch=16, schedule="zb-h1"), Assumptions(), True),
     (SMALL, ParallelConfig(tp=2, pp=2, dp=2, global_batch=8, zero_stage=1), Assumptions(overlap_grad_reduce=True),
      True),

@@ -15,8 +15,10 @@ from simulator.cost.assumptions import assumptions_of
 from simulator.cost.hardware_files import tomllib
 from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
+from simulator.cost.sac import block_linears, sac_recompute_flops_per_token, sac_recomputed
+from simulator.cost.scale_kernels import layer_kernels
 from simulator.cost.scale_sim import simulate_at_scale
-from simulator.cost.stack import NUMBERS, OVERLAP_FIELDS, get_stack, stack_names
+from simulator.cost.stack import CHOICES, NUMBERS, OVERLAP_FIELDS, get_stack, stack_names
 from simulator.errors import ParasimError
 
 GPT = ModelSpec("gpt", layers=8, hidden=2048, heads=16, seq=1024, vocab=50257)
@@ -43,7 +45,7 @@ def test_shipped_stacks_load_and_every_figure_names_its_source():
     assert {"megatron-core", "nemo", "torchtitan", "deepspeed"} <= set(stack_names())
     for name in stack_names():
         st = get_stack(name)
-        assert st.name == name and all(st.source_of(k).strip() for k in NUMBERS + ("overlaps", "always_overlaps"))
+        assert st.name == name and all(st.source_of(k).strip() for k in (*NUMBERS, *CHOICES, "overlaps", "always_overlaps"))
         assert set(st.always_overlaps) <= set(st.overlaps) <= set(OVERLAP_FIELDS)
 
 
@@ -71,6 +73,9 @@ def test_a_user_file_works_like_the_preset_it_copies(tmp_path, capsys):
     (dict(overlaps=["grad_reduce"], always_overlaps=["tp_comm"]), "always_overlaps tp_comm must also be listed"),
     (dict(sources__kernel_gap_us=None), "sources must name one source per figure.*missing kernel_gap_us"),
     (dict(memory_efficiency=None), "missing field.*memory_efficiency"),
+    (dict(selective_recompute="half"), "selective_recompute must be one of attention_core, every_other_matmul, got 'half'"),
+    (dict(norm_bytes=-4), "norm_bytes must be a finite number >= 0"),
+    (dict(sources__rope_bytes=None), "sources must name one source per figure.*missing rope_bytes"),
 ])
 def test_bad_stack_files_are_refused_in_one_line(tmp_path, edit, match):
     path = _write(tmp_path, **edit)
@@ -144,3 +149,45 @@ def test_every_command_door_takes_the_stack_and_states_it(capsys):
     assert main(["simulate", "--tensor-model-parallel-size", "2", *base[:-3], "--stack", "deepspeed",
                  "--tp-comm-overlap"]) == 2
     assert "stack deepspeed does not perform the tp_comm overlap" in capsys.readouterr().err
+
+
+def test_element_wise_traffic_is_the_stacks_per_op_count():
+    """One Llama 3 8B layer, one 8192-token micro-batch, no TP: the forward element-wise bytes are
+    the stack's per-element counts times the widths (`scale_kernels.layer_kernels`): norm and
+    residual on h, RoPE on q + kv, the K/V repeat on both K and V (q + kv each), the attention copy
+    on q, SwiGLU on f."""
+    m, cfg = get_model("llama3-8b"), ParallelConfig(dp=8, global_batch=8)
+    T, h, q, kv, f = m.seq, m.hidden, m.heads * m.head_dim, m.kv_dim, m.ffn_hidden
+    for name in ("megatron-core", "torchtitan", "torchtitan-compile"):
+        st = get_stack(name)
+        K = layer_kernels(m, cfg, Assumptions(stack=name))
+        attn = T * ((st.norm_bytes + st.residual_bytes) * h + st.rope_bytes * (q + kv)
+                    + st.kv_repeat_bytes * 2 * (q + kv) + st.attention_copy_bytes * q)
+        assert K.attn_fwd.ew_nbytes == pytest.approx(attn, rel=1e-12)
+        assert K.mlp_fwd.ew_nbytes == pytest.approx(T * ((st.norm_bytes + st.residual_bytes) * h
+                                                         + st.swiglu_bytes * f), rel=1e-12)
+    assert get_stack("megatron-core").norm_bytes + get_stack("megatron-core").residual_bytes == 11   # 8 + 14 sbh per layer
+    assert get_stack("torchtitan").norm_bytes == 36 and get_stack("torchtitan-compile").norm_bytes == 4
+
+
+def test_torchtitan_op_policy_recomputes_every_second_matmul_and_every_element_wise_op():
+    """torchtitan's policy counts a block's matmuls wq, wk, wv, wo, w1, w3, w2 and recomputes the
+    even ones (wk, wo, w3), with all element-wise ops; Megatron's selective repeats nothing more
+    under FlashAttention."""
+    m = get_model("llama3-8b")
+    assert [n for n, _i, _o in block_linears(m)] == ["q", "k", "v", "proj", "gate", "up", "down"]
+    assert sac_recomputed(m) == ("k", "proj", "up")
+    h, kv, f = m.hidden, m.kv_dim, m.ffn_hidden
+    assert sac_recompute_flops_per_token(m) == 2 * (h * kv + h * h + h * f)
+    sel, none = (ParallelConfig(dp=8, global_batch=8, recompute=r) for r in ("selective", "none"))
+    titan = Assumptions(stack="torchtitan")
+    Ks, Kn = layer_kernels(m, sel, titan), layer_kernels(m, none, titan)
+    assert Ks.attn_b.flops - Kn.attn_b.flops == pytest.approx(2 * m.seq * (h * kv + h * h), rel=1e-12)
+    assert Ks.mlp_b.flops - Kn.mlp_b.flops == pytest.approx(2 * m.seq * h * f, rel=1e-12)
+    assert Ks.attn_b.ew_nbytes - Kn.attn_b.ew_nbytes == pytest.approx(Kn.attn_fwd.ew_nbytes, rel=1e-12)
+    mc_s, mc_n = (layer_kernels(m, c, Assumptions()) for c in (sel, none))
+    assert mc_s.attn_b.flops == mc_n.attn_b.flops and mc_s.mlp_b.ew_nbytes == mc_n.mlp_b.ew_nbytes
+    moe = ModelSpec("moe", layers=2, hidden=1024, heads=8, seq=1024, vocab=32000, num_experts=8, gated_mlp=True)
+    with pytest.raises(ParasimError, match="op-level selective recompute .* dense models only") as err:
+        layer_kernels(moe, ParallelConfig(dp=8, global_batch=8, recompute="selective"), titan)
+    assert "\n" not in str(err.value)

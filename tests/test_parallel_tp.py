@@ -52,7 +52,7 @@ def test_megatron_collectives_one_allreduce_each_way_per_linear_pair():
         # forward: g after the row-parallel o and proj; backward: f before the column-parallel fc and qkv
         assert [t for t in tags if t.startswith(f"{li}/")] == [f"{li}/o_out", f"{li}/proj_out", f"{li}/fc_in/b",
                                                                 f"{li}/qkv_in/b"]
-    assert tags.count("0/e") == 1 and tags.count("3/da") == 1
+    assert tags.count("0/e") == 1 and tags.count("3/out_in/b") == 1  # the head: f before its column-parallel W_out
     assert [t for t in tags if t.startswith("loss/")] == ["loss/max", "loss/sumexp", "loss/target"]
     assert next(ins.op for ins in cols if ins.tag.startswith("loss/max")) == "max"
     assert len(cols) == 4 * 2 + 1 + 3 + 1

@@ -13,7 +13,7 @@ from simulator.program import Collective, Compute
 
 GPT = GPTConfig(layers=4, hidden=16, heads=4, seq_len=8, vocab=16)
 
-LAYERS = {"block_bwd_weight", "tp_logits_bwd_weight", "tp_ln_bwd_weight"}  # block_bwd: the block's segments
+LAYERS = {"block_bwd_weight"}  # block_bwd: the segments of the blocks' and the LM head's steps
 TP_ATTN = {"tp_embed_bwd_weight"}
 CP_ATTN = {"cp_o_bwd_weight", "cp_qkv_bwd_weight", "cp_tp_embed_bwd_weight"}
 CASES = [  # (strategy, degrees, schedule)
@@ -46,7 +46,7 @@ def test_split_backward_with_tensor_parallelism_equals_one_device(strategy, kw, 
         assert {"block_bwd_weight"} <= set().union(*weight) <= expected
         return
     assert set().union(*weight) == expected
-    whole = {"block_bwd", "tp_logits_bwd", "cp_qkv_bwd", "cp_o_bwd"}
+    whole = {"block_bwd", "cp_qkv_bwd", "cp_o_bwd"}
     assert not any(isinstance(i, Compute) and i.op in whole for c in code for i in c)
 
 

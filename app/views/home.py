@@ -44,6 +44,16 @@ def lecture_path() -> list[dict]:
             for info in list_lessons()]
 
 
+@st.cache_data(show_spinner=False, max_entries=128)
+def live_figure(p: int, m: int) -> tuple[float, dict]:
+    """(bubble fraction, timeline spec) of 1F1B with p stages and m micro-batches on the simulated
+    clock (forward, input and weight gradient 1 ms each): one computation per (p, m) for every session."""
+    res = simulate_schedule(make_schedule("1f1b", p, m), 1.0, 1.0, 1.0, 0.0)
+    spec = timeline_chart(viz.schedule_trace(res), stage_of={d: d for d in range(p)}, title=f"1F1B: p={p}, m={m}",
+                          height_per_row=30)
+    return res.bubble_fraction, spec
+
+
 LIVE_KEYS = ("home_p", "home_m")
 restore("home")
 st.subheader("Try it: the pipeline bubble")
@@ -52,16 +62,15 @@ with left:
     p = st.slider("Stages p", 2, 8, 4, key="home_p", **BIND, help="pipeline stages, one per device")
     m = st.slider("Micro-batches m", 1, 16, 4, key="home_m", **BIND, help="pushed through the stages per step")
 remember("home", *LIVE_KEYS)
-res = simulate_schedule(make_schedule("1f1b", p, m), 1.0, 1.0, 1.0, 0.0)
+bubble, spec = live_figure(p, m)
 with left:
-    st.metric("bubble (simulated)", f"{res.bubble_fraction:.1%}", help="idle share of p × step time, from the "
+    st.metric("bubble (simulated)", f"{bubble:.1%}", help="idle share of p × step time, from the "
               "schedule run on the simulated clock (forward, input and weight gradient 1 ms each)")
     st.metric("(p-1)/(m+p-1)", f"{(p - 1) / (m + p - 1):.1%}", help="the textbook bubble of GPipe and 1F1B "
               "(Narayanan et al. 2021): the simulation agrees")
     st.caption("More micro-batches shrink the bubble; more stages grow it.")
 with right:
-    interactive(timeline_chart(viz.schedule_trace(res), stage_of={d: d for d in range(p)},
-                               title=f"1F1B: p={p}, m={m}", height_per_row=30), key="home_timeline")
+    interactive(spec, key="home_timeline")
 link_to("Pipeline schedules", "Compare with GPipe, interleaved, zero-bubble and DualPipe", p=p, m=m)
 
 st.subheader("A path for a lecture")

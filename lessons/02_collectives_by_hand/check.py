@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from simulator import make_plan, plan_time, reference
-from simulator.grading import compare, expect, ok, type_name
+from simulator import make_plan, plan_time, reference, viz
+from simulator.grading import compare, expect, explanation_item, ok, own_plot_item, prediction_item, type_name
 
 LESSON = {
     "title": "Collectives by hand: ring all-reduce",
@@ -97,28 +97,18 @@ def check_program_messages(s):
                   "each rank sends exactly one chunk to its right neighbour per step")
 
 
-def check_prediction(s):
-    "prediction: the bytes one rank sends in a ring all-reduce of 1 MiB over 8 ranks (within 2 %)"
-    want = float(make_plan("all_reduce", "ring", 8, 2**20).bytes_sent_per_rank()[0])
-    return compare(want, s.predicted_ring_bytes_n8(), "reduce-scatter then all-gather, one S/n chunk per step",
-                   rtol=0.02)
+check_prediction = prediction_item(
+    "prediction: the bytes one rank sends in a ring all-reduce of 1 MiB over 8 ranks (within 2 %)",
+    answer=lambda: float(make_plan("all_reduce", "ring", 8, 2**20).bytes_sent_per_rank()[0]),
+    ask="predicted_ring_bytes_n8", hint="reduce-scatter then all-gather, one S/n chunk per step")
 
+check_explanation = explanation_item(
+    "explanation: why the ring's bytes per rank hardly grow with n (a choice)", ask="why_ring_bytes_flat", right="b",
+    hints={"a": "nothing is compressed: every chunk is S/n bytes of float64",
+           "c": "every rank sends, every step (bytes_sent_per_rank is the same for all)",
+           "d": "each rank sends 2(n-1) chunks of S/n, not the whole tensor"})
 
-def check_explanation(s):
-    "explanation: why the ring's bytes per rank hardly grow with n (a choice)"
-    from simulator.grading import choice
-
-    return choice(s.why_ring_bytes_flat(), "b", {
-        "a": "nothing is compressed: every chunk is S/n bytes of float64",
-        "c": "every rank sends, every step (bytes_sent_per_rank is the same for all)",
-        "d": "each rank sends 2(n-1) chunks of S/n, not the whole tensor"})
-
-
-def check_plot_of_your_plan(s):
-    "your own plan: the ring all-reduce's steps, block by block"
-    from simulator import viz
-    from simulator.grading import same_figure
-
-    want = viz.collective_steps(make_plan("all_reduce", "ring", 4, 4096))
-    return same_figure(s.plot_my_plan(), want, "the ring all-reduce of 4096 bytes over 4 ranks",
-                       "return viz.collective_steps(make_plan(...)) of that plan")
+check_plot_of_your_plan = own_plot_item(
+    "your own plan: the ring all-reduce's steps, block by block", ask="plot_my_plan",
+    run=lambda: make_plan("all_reduce", "ring", 4, 4096), draw=viz.collective_steps,
+    what="the ring all-reduce of 4096 bytes over 4 ranks", hint="return viz.collective_steps(make_plan(...)) of that plan")

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from simulator import MLPConfig, TrainConfig, build_model, get_batch, train
-from simulator.grading import choice, compare, ok, same_figure
+from simulator import MLPConfig, SimpleDeviceModel, TrainConfig, build_model, get_batch, train, viz
+from simulator.grading import compare, explanation_item, ok, own_plot_item, prediction_item
 
 LESSON = {
     "title": "Data parallelism and gradient averaging",
@@ -76,25 +76,19 @@ def check_mean_lr(s):
 CLOCK = dict(flops_per_s=1e9, memory_bandwidth_Bps=1e12, latency_s=1e-6, bandwidth_Bps=1e9)   # the README's clock
 
 
-def check_prediction(s):
-    "prediction: the bytes one device sends in one step on 8 replicas, before the run (within 2 %)"
-    r = train(TrainConfig(MODEL, strategy="dp", devices=8, batch_size=16))
-    return compare(float(r.bytes_sent_per_device[0]), s.predicted_bytes_dp8(),
-                   "a ring all-reduce sends 2 (n-1)/n of the gradient's bytes per device", rtol=0.02)
+check_prediction = prediction_item(
+    "prediction: the bytes one device sends in one step on 8 replicas, before the run (within 2 %)",
+    answer=lambda: float(train(TrainConfig(MODEL, strategy="dp", devices=8, batch_size=16)).bytes_sent_per_device[0]),
+    ask="predicted_bytes_dp8", hint="a ring all-reduce sends 2 (n-1)/n of the gradient's bytes per device")
 
+check_explanation = explanation_item(
+    "explanation: why the replicas keep the weights of one device (a choice)", ask="why_same_weights", right="b",
+    hints={"a": "each replica sees only its shard (part 1): its gradient alone differs from the full batch's",
+           "c": "each replica holds its own copy (bytes_sent_per_device would be 0 otherwise)",
+           "d": "every replica runs the optimizer on the same averaged gradient; nothing is broadcast"})
 
-def check_explanation(s):
-    "explanation: why the replicas keep the weights of one device (a choice)"
-    return choice(s.why_same_weights(), "b", {
-        "a": "each replica sees only its shard (part 1): its gradient alone differs from the full batch's",
-        "c": "each replica holds its own copy (bytes_sent_per_device would be 0 otherwise)",
-        "d": "every replica runs the optimizer on the same averaged gradient; nothing is broadcast"})
-
-
-def check_plot_of_your_run(s):
-    "your own run: its timeline, bar by bar"
-    from simulator import SimpleDeviceModel, viz
-
-    r = train(TrainConfig(MODEL, strategy="dp", devices=4, batch_size=16, steps=2), device_model=SimpleDeviceModel(**CLOCK))
-    return same_figure(s.plot_my_run(), viz.timeline(r.trace), "the README's run (dp = 4, batch 16, 2 steps)",
-                       "return viz.timeline(r.trace) of that run")
+check_plot_of_your_run = own_plot_item(
+    "your own run: its timeline, bar by bar", ask="plot_my_run",
+    run=lambda: train(TrainConfig(MODEL, strategy="dp", devices=4, batch_size=16, steps=2),
+                      device_model=SimpleDeviceModel(**CLOCK)).trace,
+    draw=viz.timeline, what="the README's run (dp = 4, batch 16, 2 steps)", hint="return viz.timeline(r.trace) of that run")

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from simulator import MLPConfig, SimpleDeviceModel, TrainConfig, make_schedule, simulate_schedule, train
-from simulator.grading import choice, compare, ok, same_figure
+from simulator import MLPConfig, SimpleDeviceModel, TrainConfig, make_schedule, simulate_schedule, train, viz
+from simulator.grading import compare, explanation_item, ok, own_plot_item, prediction_item
 
 LESSON = {
     "title": "Layer-wise model parallelism and its idle time",
@@ -73,24 +73,17 @@ def check_p2p_bytes(s):
     return ok()
 
 
-def check_prediction(s):
-    "prediction: the idle share of an 8-stage layer-wise step, before the run (within 0.05 of the run)"
-    measured = _run(8, 8).trace.bubble_fraction()
-    return compare(round(measured, 4), s.predicted_idle_p8(), "p = 8 stages, one layer each: how many work at once?",
-                   atol=0.05)
+check_prediction = prediction_item(
+    "prediction: the idle share of an 8-stage layer-wise step, before the run (within 0.05 of the run)",
+    answer=lambda: round(_run(8, 8).trace.bubble_fraction(), 4), ask="predicted_idle_p8",
+    hint="p = 8 stages, one layer each: how many work at once?", rtol=1e-9, atol=0.05)
 
+check_explanation = explanation_item(
+    "explanation: why the layer-wise split is no faster (a choice)", ask="why_no_speedup", right="b",
+    hints={"a": "communication is free in these runs, and the step is still no faster",
+           "c": "each device holds only its stage's layers (split_layers)",
+           "d": "layer-wise parallelism does not split the batch; data parallelism does"})
 
-def check_explanation(s):
-    "explanation: why the layer-wise split is no faster (a choice)"
-    return choice(s.why_no_speedup(), "b", {
-        "a": "communication is free in these runs, and the step is still no faster",
-        "c": "each device holds only its stage's layers (split_layers)",
-        "d": "layer-wise parallelism does not split the batch; data parallelism does"})
-
-
-def check_plot_of_your_run(s):
-    "your own run: its timeline, bar by bar"
-    from simulator import viz
-
-    return same_figure(s.plot_my_run(), viz.timeline(_run(4, 4).trace), "the README's run (4 stages, batch 16)",
-                       "return viz.timeline(r.trace) of that run")
+check_plot_of_your_run = own_plot_item(
+    "your own run: its timeline, bar by bar", ask="plot_my_run", run=lambda: _run(4, 4).trace, draw=viz.timeline,
+    what="the README's run (4 stages, batch 16)", hint="return viz.timeline(r.trace) of that run")

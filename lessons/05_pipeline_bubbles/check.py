@@ -15,7 +15,15 @@ from simulator import (
     validate_schedule,
     viz,
 )
-from simulator.grading import compare, expect, hidden_random, ok, same_figure
+from simulator.grading import (
+    compare,
+    expect,
+    explanation_item,
+    hidden_random,
+    ok,
+    own_plot_item,
+    prediction_item,
+)
 from simulator.parallel.schedule_registry import flush_formulas
 
 LESSON = {
@@ -57,6 +65,7 @@ def prediction():
                        "whatever m is, so more micro-batches shrink the bubble's share (not its length)."}
 
 
+FREE = SimpleDeviceModel(flops_per_s=1e9, memory_bandwidth_Bps=1e15, latency_s=0.0, bandwidth_Bps=1e30)  # free communication
 CASES = [(2, 1), (4, 8), (4, 4), (3, 7), (8, 16), (4, 2)]
 BUDGET_S = 2.0   # seconds per call on a hidden case: a formula answers at once
 
@@ -170,10 +179,9 @@ def check_written_1f1b(s):
 
 def check_measured(s):
     "bubble_fraction is within 0.03 of the bubble of a real pipelined step (train, free communication)"
-    free = SimpleDeviceModel(flops_per_s=1e9, memory_bandwidth_Bps=1e15, latency_s=0.0, bandwidth_Bps=1e30)
     mlp = MLPConfig(in_dim=16, hidden=16, layers=4, classes=16)
     for m in (4, 8):
-        r = train(TrainConfig(mlp, strategy="pp", devices=4, batch_size=32, microbatches=m), device_model=free,
+        r = train(TrainConfig(mlp, strategy="pp", devices=4, batch_size=32, microbatches=m), device_model=FREE,
                   check=False)
         measured = r.trace.bubble_fraction()
         if abs(s.bubble_fraction(4, m) - measured) > 0.03:
@@ -181,33 +189,21 @@ def check_measured(s):
     return ok()
 
 
-def check_prediction(s):
-    "prediction: the bubble share of 1F1B with p = 8, m = 24, before any run (within 2 %)"
-    want = simulate_schedule(make_schedule("1f1b", 8, 24)).bubble_fraction
-    got = s.predicted_share_p8_m24()
-    return compare(want, got, "fill and drain are p - 1 slots whatever m is; the step is m + p - 1 slots", rtol=0.02)
+check_prediction = prediction_item(
+    "prediction: the bubble share of 1F1B with p = 8, m = 24, before any run (within 2 %)",
+    answer=lambda: simulate_schedule(make_schedule("1f1b", 8, 24)).bubble_fraction, ask="predicted_share_p8_m24",
+    hint="fill and drain are p - 1 slots whatever m is; the step is m + p - 1 slots")
 
+check_explanation = explanation_item(
+    "explanation: why 1F1B holds fewer activations (a choice)", ask="why_1f1b_saves_memory", right="b",
+    hints={"a": "both schedules have the same bubble (p-1)(t_f+t_b): compare their peak_in_flight instead",
+           "c": "neither schedule recomputes here; recomputation is another trade (lesson 08)",
+           "d": "both send one activation and one gradient per micro-batch per stage boundary"})
 
-def check_explanation(s):
-    "explanation: why 1F1B holds fewer activations (a choice)"
-    got = str(s.why_1f1b_saves_memory()).strip().lower()[:1]
-    hint = {"a": "both schedules have the same bubble (p-1)(t_f+t_b): compare their peak_in_flight instead",
-            "c": "neither schedule recomputes here; recomputation is another trade (lesson 08)",
-            "d": "both send one activation and one gradient per micro-batch per stage boundary"}
-    return expect(got == "b", "the choice that matches peak_in_flight", got or "no letter",
-                  hint.get(got, "answer with one letter: a, b, c or d"))
-
-
-def check_plot_of_your_run(s):
-    "your own run: its timeline, bar by bar, and the bubble you measured on it"
-    free = SimpleDeviceModel(flops_per_s=1e9, memory_bandwidth_Bps=1e15, latency_s=0.0, bandwidth_Bps=1e30)
-    mlp = MLPConfig(in_dim=16, hidden=16, layers=4, classes=16)
-    trace = train(TrainConfig(mlp, strategy="pp", devices=4, batch_size=32, microbatches=8), device_model=free,
-                  check=False).trace
-    got = s.plot_my_run()
-    fig, bubble = (got[0], got[1]) if isinstance(got, (tuple, list)) and len(got) == 2 else (got, None)
-    drawn = same_figure(fig, viz.timeline(trace), "the run's timeline (4 stages, m = 8, free communication)",
-                        "return viz.timeline(r.trace), r.trace.bubble_fraction() of that run")
-    if not drawn.passed:
-        return drawn
-    return compare(trace.bubble_fraction(), bubble, "r.trace.bubble_fraction() of the run you drew")
+check_plot_of_your_run = own_plot_item(
+    "your own run: its timeline, bar by bar, and the bubble you measured on it", ask="plot_my_run",
+    run=lambda: train(TrainConfig(MLPConfig(in_dim=16, hidden=16, layers=4, classes=16), strategy="pp", devices=4,
+                                  batch_size=32, microbatches=8), device_model=FREE, check=False).trace,
+    draw=viz.timeline, what="the run's timeline (4 stages, m = 8, free communication)",
+    hint="return viz.timeline(r.trace), r.trace.bubble_fraction() of that run",
+    measure=lambda trace: trace.bubble_fraction(), measured="r.trace.bubble_fraction() of the run you drew")

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from simulator import make_schedule, simulate_schedule
-from simulator.grading import choice, compare, ok
+from simulator import make_schedule, simulate_schedule, viz
+from simulator.grading import compare, explanation_item, ok, own_plot_item, prediction_item
 
 LESSON = {
     "title": "Interleaving and zero-bubble schedules, memory in flight",
@@ -63,26 +63,19 @@ def check_zb_memory(s):
     return ok()
 
 
-def check_prediction(s):
-    "prediction: the interleaved bubble with p = 4, m = 8, v = 4, before any simulation (within 2 %)"
-    want = simulate_schedule(make_schedule("interleaved", 4, 8, 4), t_f=1 / 4, t_b=1 / 4, t_w=0.0).bubble_time[0]
-    return compare(want, s.predicted_interleaved_bubble(), "fill and drain now take chunk-sized slots: (p-1)(t_f+t_b)/v",
-                   rtol=0.02)
+check_prediction = prediction_item(
+    "prediction: the interleaved bubble with p = 4, m = 8, v = 4, before any simulation (within 2 %)",
+    answer=lambda: simulate_schedule(make_schedule("interleaved", 4, 8, 4), t_f=1 / 4, t_b=1 / 4, t_w=0.0).bubble_time[0],
+    ask="predicted_interleaved_bubble", hint="fill and drain now take chunk-sized slots: (p-1)(t_f+t_b)/v")
 
+check_explanation = explanation_item(
+    "explanation: why ZB-H2 is not always the choice (a choice)", ask="why_not_always_zb_h2", right="b",
+    hints={"a": "ZB-H2 sends what 1F1B sends: the same activations and gradients per micro-batch",
+           "c": "its W passes compute the same dW, only later (the runs match one device)",
+           "d": "ZB-H2 has one chunk per device (make_schedule('zb-h2', p, m))"})
 
-def check_explanation(s):
-    "explanation: why ZB-H2 is not always the choice (a choice)"
-    return choice(s.why_not_always_zb_h2(), "b", {
-        "a": "ZB-H2 sends what 1F1B sends: the same activations and gradients per micro-batch",
-        "c": "its W passes compute the same dW, only later (the runs match one device)",
-        "d": "ZB-H2 has one chunk per device (make_schedule('zb-h2', p, m))"})
-
-
-def check_plot_of_your_schedule(s):
-    "your own schedule: the ZB-H1 chart, block by block"
-    from simulator import viz
-    from simulator.grading import same_figure
-
-    want = viz.schedule_chart(simulate_schedule(make_schedule("zb-h1", 4, 8), t_f=1, t_b=1, t_w=1))
-    return same_figure(s.plot_my_schedule(), want, "ZB-H1 with p = 4, m = 8, t_f = t_b = t_w = 1",
-                       "return viz.schedule_chart(simulate_schedule(...)) of that schedule")
+check_plot_of_your_schedule = own_plot_item(
+    "your own schedule: the ZB-H1 chart, block by block", ask="plot_my_schedule",
+    run=lambda: simulate_schedule(make_schedule("zb-h1", 4, 8), t_f=1, t_b=1, t_w=1), draw=viz.schedule_chart,
+    what="ZB-H1 with p = 4, m = 8, t_f = t_b = t_w = 1",
+    hint="return viz.schedule_chart(simulate_schedule(...)) of that schedule")

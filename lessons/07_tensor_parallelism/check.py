@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from simulator import DeviceMesh, GPTConfig, Layout, TrainConfig, train
-from simulator.grading import choice, compare, ok, same_figure
+from simulator import DeviceMesh, GPTConfig, Layout, TrainConfig, train, viz
+from simulator.grading import compare, explanation_item, ok, own_plot_item, prediction_item
 
 LESSON = {
     "title": "Tensor parallelism: the Megatron MLP",
@@ -86,24 +86,17 @@ def check_bytes(s):
     return ok()
 
 
-def check_prediction(s):
-    "prediction: the bytes one device sends in a t = 4 step, before the run (within 2 %)"
-    r = _tp_run(4)
-    return compare(float(r.bytes_sent_per_device[0]), s.predicted_bytes_tp4(),
-                   "2 all-reduces per block forward and 2 backward, each of b s h values", rtol=0.02)
+check_prediction = prediction_item(
+    "prediction: the bytes one device sends in a t = 4 step, before the run (within 2 %)",
+    answer=lambda: float(_tp_run(4).bytes_sent_per_device[0]), ask="predicted_bytes_tp4",
+    hint="2 all-reduces per block forward and 2 backward, each of b s h values")
 
+check_explanation = explanation_item(
+    "explanation: why the MLP needs one all-reduce, not two (a choice)", ask="why_one_allreduce", right="b",
+    hints={"a": "GeLU is not linear: GeLU(a + b) != GeLU(a) + GeLU(b) (part 3 fails if you sum first)",
+           "c": "parasim's trace shows the all-reduces; none sits between the two matmuls",
+           "d": "B is cut by rows (row_shards); a replicated B would not give partial sums"})
 
-def check_explanation(s):
-    "explanation: why the MLP needs one all-reduce, not two (a choice)"
-    return choice(s.why_one_allreduce(), "b", {
-        "a": "GeLU is not linear: GeLU(a + b) != GeLU(a) + GeLU(b) (part 3 fails if you sum first)",
-        "c": "parasim's trace shows the all-reduces; none sits between the two matmuls",
-        "d": "B is cut by rows (row_shards); a replicated B would not give partial sums"})
-
-
-def check_plot_of_your_run(s):
-    "your own run: its timeline, bar by bar"
-    from simulator import viz
-
-    return same_figure(s.plot_my_run(), viz.timeline(_tp_run(2).trace), "the README's run (t = 2)",
-                       "return viz.timeline(r.trace) of that run")
+check_plot_of_your_run = own_plot_item(
+    "your own run: its timeline, bar by bar", ask="plot_my_run", run=lambda: _tp_run(2).trace, draw=viz.timeline,
+    what="the README's run (t = 2)", hint="return viz.timeline(r.trace) of that run")

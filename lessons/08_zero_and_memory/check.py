@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from simulator import MLPConfig, TrainConfig, build_model, model_state_bytes_per_device, train
-from simulator.grading import choice, compare, ok
+from simulator import MLPConfig, TrainConfig, build_model, model_state_bytes_per_device, train, viz
+from simulator.grading import compare, explanation_item, ok, own_plot_item, prediction_item
 
 LESSON = {
     "title": "ZeRO and memory",
@@ -62,25 +62,18 @@ def check_zero3_exact(s):
     return compare(4.0, ratio, "stage 3 partitions every model state over N_d = 4")
 
 
-def check_prediction(s):
-    "prediction: ZeRO-2's model-state bytes per device, 7.5B parameters on 64 devices (within 2 %)"
-    return compare(model_state_bytes_per_device(7.5e9, 64, 2), s.predicted_zero2_bytes(),
-                   "2 Psi (fp16 weights) + (2 + 12) Psi / N_d (gradients and optimizer states partitioned)", rtol=0.02)
+check_prediction = prediction_item(
+    "prediction: ZeRO-2's model-state bytes per device, 7.5B parameters on 64 devices (within 2 %)",
+    answer=lambda: model_state_bytes_per_device(7.5e9, 64, 2), ask="predicted_zero2_bytes",
+    hint="2 Psi (fp16 weights) + (2 + 12) Psi / N_d (gradients and optimizer states partitioned)")
 
+check_explanation = explanation_item(
+    "explanation: why ZeRO-1 and ZeRO-2 send what data parallelism sends (a choice)", ask="why_same_bytes", right="b",
+    hints={"a": "they partition the optimizer states (and ZeRO-2 the gradients): their memory is lower",
+           "c": "the gradients travel in their own dtype, float64 here",
+           "d": "every device updates its own partition of the parameters"})
 
-def check_explanation(s):
-    "explanation: why ZeRO-1 and ZeRO-2 send what data parallelism sends (a choice)"
-    return choice(s.why_same_bytes(), "b", {
-        "a": "they partition the optimizer states (and ZeRO-2 the gradients): their memory is lower",
-        "c": "the gradients travel in their own dtype, float64 here",
-        "d": "every device updates its own partition of the parameters"})
-
-
-def check_plot_of_your_run(s):
-    "your own run: ZeRO-3's memory over time, line by line"
-    from simulator import viz
-    from simulator.grading import same_figure
-
-    want = viz.memory_over_time(train(TrainConfig(MLP, strategy="zero3", devices=4, batch_size=16)).trace)
-    return same_figure(s.plot_my_run(), want, "the README's ZeRO-3 run (4 devices, batch 16)",
-                       "return viz.memory_over_time(r.trace) of that run")
+check_plot_of_your_run = own_plot_item(
+    "your own run: ZeRO-3's memory over time, line by line", ask="plot_my_run",
+    run=lambda: train(TrainConfig(MLP, strategy="zero3", devices=4, batch_size=16)).trace, draw=viz.memory_over_time,
+    what="the README's ZeRO-3 run (4 devices, batch 16)", hint="return viz.memory_over_time(r.trace) of that run")

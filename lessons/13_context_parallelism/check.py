@@ -4,8 +4,25 @@ import dataclasses
 
 import numpy as np
 
-from simulator import GPTConfig, TrainConfig, attention_bytes_per_step, attention_forward, chunk_positions, ring_steps
-from simulator.grading import compare, expect, hidden_random, ok, type_name
+from simulator import (
+    GPTConfig,
+    TrainConfig,
+    attention_bytes_per_step,
+    attention_forward,
+    chunk_positions,
+    ring_steps,
+    viz,
+)
+from simulator.grading import (
+    compare,
+    expect,
+    explanation_item,
+    hidden_random,
+    ok,
+    own_plot_item,
+    prediction_item,
+    type_name,
+)
 
 LESSON = {
     "title": "Context parallelism: ring attention by hand, then the load-balanced causal split",
@@ -116,30 +133,23 @@ def check_real_run(s):
                    f"strategy='cp', cp={cp}, cp_kind='ring': the ring's Send bytes over all steps and devices")
 
 
-def check_prediction(s):
-    "prediction: the ring's Send bytes of the c = 2 run, before the run (within 2 %)"
+def _cp_run(c: int):
     from simulator import train
 
-    r = train(TrainConfig(EXERCISE_GPT, strategy="cp", devices=2, cp=2, cp_comm_type="p2p", global_batch=4, steps=2))
-    return compare(float(r.trace.bytes_by_collective().get("send", 0)), s.predicted_ring_bytes_c2(),
-                   "steps x devices x (3c - 2) K/V blocks per layer and micro-batch", rtol=0.02)
+    return train(TrainConfig(EXERCISE_GPT, strategy="cp", devices=c, cp=c, cp_comm_type="p2p", global_batch=4, steps=2))
 
 
-def check_explanation(s):
-    "explanation: why device i holds chunks i and 2c-1-i (a choice)"
-    from simulator.grading import choice
+check_prediction = prediction_item(
+    "prediction: the ring's Send bytes of the c = 2 run, before the run (within 2 %)",
+    answer=lambda: float(_cp_run(2).trace.bytes_by_collective().get("send", 0)), ask="predicted_ring_bytes_c2",
+    hint="steps x devices x (3c - 2) K/V blocks per layer and micro-batch")
 
-    return choice(s.why_balanced_split(), "b", {
-        "a": "the ring has c devices whatever the split",
-        "c": "every device sends the same K/V blocks whatever the split (attention_bytes_per_step)",
-        "d": "the two chunks are not contiguous: chunk i and chunk 2c-1-i"})
+check_explanation = explanation_item(
+    "explanation: why device i holds chunks i and 2c-1-i (a choice)", ask="why_balanced_split", right="b",
+    hints={"a": "the ring has c devices whatever the split",
+           "c": "every device sends the same K/V blocks whatever the split (attention_bytes_per_step)",
+           "d": "the two chunks are not contiguous: chunk i and chunk 2c-1-i"})
 
-
-def check_plot_of_your_run(s):
-    "your own run: its timeline, bar by bar"
-    from simulator import train, viz
-    from simulator.grading import same_figure
-
-    r = train(TrainConfig(EXERCISE_GPT, strategy="cp", devices=4, cp=4, cp_comm_type="p2p", global_batch=4, steps=2))
-    return same_figure(s.plot_my_run(), viz.timeline(r.trace), "part 5's run with c = 4",
-                       "return viz.timeline(r.trace) of that run")
+check_plot_of_your_run = own_plot_item(
+    "your own run: its timeline, bar by bar", ask="plot_my_run", run=lambda: _cp_run(4).trace, draw=viz.timeline,
+    what="part 5's run with c = 4", hint="return viz.timeline(r.trace) of that run")

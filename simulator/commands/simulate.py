@@ -62,7 +62,7 @@ def add_parser(sub) -> None:
     p.add_argument("--schedule", default=DEFAULTS["schedule"], choices=SCHEDULES, help='pipeline schedule (default %(default)s)')
     p.add_argument("--virtual-stages", dest="virtual_stages", type=int, default=DEFAULTS["virtual_stages"],
                    help="model chunks per device (interleaved schedule)")
-    p.add_argument("--recompute", default=DEFAULTS["recompute"], choices=RECOMPUTE, help='activation recomputation: none, selective (attention core) or full (default %(default)s)')
+    p.add_argument("--recompute", default=DEFAULTS["recompute"], choices=RECOMPUTE, help="activation recomputation: none, selective (the stack's policy: Megatron's attention core, torchtitan's op-level) or full (default %(default)s)")
     p.add_argument("--sequence-parallel", dest="sequence_parallel", action="store_true", help="Megatron's sequence parallelism over the tensor-parallel ranks")
     p.add_argument("--zero", "--zero-stage", dest="zero", type=int, default=None,
                    help=f"ZeRO stage 0-3 (default {DEFAULTS['zero_stage']}; with Megatron-LM flags: overrides theirs)")
@@ -106,6 +106,9 @@ def add_fsdp_flags(p) -> None:
     p.add_argument("--reshard-after-forward", dest="reshard_after_forward", default=None,
                    choices=BY_NAME["reshard_after_forward"].choices,
                    help="FSDP: torchtitan's fsdp_reshard_after_forward (default: on without a pipeline, off with one)")
+    p.add_argument("--dp-replicate", dest="dp_replicate", type=int, default=None,
+                   help="FSDP: hybrid sharding over this many replicas (torchtitan's data_parallel_replicate_degree, "
+                        "Megatron's --num-distributed-optimizer-instances); default 1")
 
 
 def add_assumption_flags(p) -> None:
@@ -238,7 +241,8 @@ def config_from_args(args) -> ParallelConfig:
                           last_stage_layers=getattr(args, "last_stage_layers", None),
                           balance_embedding=bool(_arg(args, "balance_embedding", "balance_embedding")),
                           fsdp=_arg(args, "fsdp", "fsdp"),
-                          reshard_after_forward=_arg(args, "reshard_after_forward", "reshard_after_forward"))
+                          reshard_after_forward=_arg(args, "reshard_after_forward", "reshard_after_forward"),
+                          dp_replicate=int(_arg(args, "dp_replicate", "dp_replicate")))
 
 
 # parasim flags that carry Megatron-LM's names: with Megatron flags they go back to its parser
@@ -256,7 +260,8 @@ _NATIVE = (("tp", DEFAULTS["tp"], "--tp"), ("pp", DEFAULTS["pp"], "--pp"), ("dp"
            ("schedule", DEFAULTS["schedule"], "--schedule"), ("virtual_stages", DEFAULTS["virtual_stages"], "--virtual-stages"),
            ("recompute", DEFAULTS["recompute"], "--recompute"))
 # parasim flags that combine with Megatron flags, overriding what they say: (dest, ParallelConfig field)
-_OVERRIDES = (("zero", "zero_stage"), ("fsdp", "fsdp"), ("reshard_after_forward", "reshard_after_forward"))
+_OVERRIDES = (("zero", "zero_stage"), ("fsdp", "fsdp"), ("reshard_after_forward", "reshard_after_forward"),
+              ("dp_replicate", "dp_replicate"))
 
 
 def megatron_argv(args) -> list[str]:

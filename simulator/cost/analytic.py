@@ -14,7 +14,8 @@ Per micro-batch and transformer layer, on one tensor-parallel rank (T = b s toke
   tensor parallel: 2 all-reduces of T h 2 bytes in the forward, 2 in the backward, 2 more in a
   fully recomputed forward (Shoeybi et al. 2019; with SP each becomes all-gather +
   reduce-scatter of the same volume, Korthikanti et al. 2022). Not overlapped (`Assumptions`).
-  recompute: full adds the whole forward to B; selective adds the attention core only.
+  recompute: full adds the whole forward to B; selective adds the attention core only, or under
+  torchtitan's op-level policy every element-wise op and every second matmul (the stack's).
 Last stage adds the logits (T, V/t, h) and cross-entropy traffic; stages hold L/p layers. Each
 stage's W adds `Assumptions.grad_accum_bytes` of HBM traffic per parameter it holds (0 by default).
 
@@ -45,14 +46,16 @@ from types import MappingProxyType
 
 from simulator.cost.comm import NVLS, collective_time_s
 from simulator.cost.compute import memory_time_s
-from simulator.cost.fsdp import fsdp_sync, is_fsdp
+from simulator.cost.fsdp import copy_out_bytes, fsdp_sync, is_fsdp
 from simulator.cost.hardware import Hardware, get_hardware
 from simulator.cost.memory import MemoryBreakdown
 from simulator.cost.memory_report import memory_report
 from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.moe import check_moe, expert_tokens, exposed_moe_s, moe_collectives, moe_group
+from simulator.cost.moe_overlap import overlap_exposed_per_layer, shared_halves
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
-from simulator.cost.rank_params import heads_on, stage_params_on_rank
+from simulator.cost.rank_params import heads_on, layer_params_on_rank, stage_params_on_rank
+from simulator.cost.sac import sac_recompute_flops_per_token
 from simulator.cost.scale_kernels import layer_kernels, padded_vocab
 from simulator.cost.step_breakdown import StepBreakdown, breakdown_from_parts, closed_form_leaves_out
 from simulator.cost.zero3_fetch import zero3_pass
@@ -164,10 +167,10 @@ def _layer_comm(model, cfg, hw, A, K, topo) -> dict:
             cp_f = cp_b = x
             cp_total = 2 * x
     dispatch, combine = moe_collectives(model, cfg, A)     # one MoE layer's forward (`cost.moe`)
-    moe = sum(collective_time_s(x.kind, x.nbytes, moe_group(cfg, x.group), topo, A.collective_algo)
-              for x in dispatch + combine)
+    moe_d, moe_c = (sum(collective_time_s(x.kind, x.nbytes, moe_group(cfg, x.group), topo, A.collective_algo)
+                        for x in xs) for xs in (dispatch, combine))
     return {"tp_fwd": tp, "tp_total_fwd": 2 * half, "cp_fwd": cp_f, "cp_bwd": cp_b, "cp_total": cp_total,
-            "moe": moe}
+            "moe": moe_d + moe_c, "moe_dispatch": moe_d, "moe_combine": moe_c}
 
 
 def layer_times(model: ModelSpec, cfg: ParallelConfig, hw: Hardware, A: Assumptions, topo=None) -> tuple:
@@ -188,10 +191,11 @@ def layer_times(model: ModelSpec, cfg: ParallelConfig, hw: Hardware, A: Assumpti
     f_comp = kt(K.attn_fwd) + kt(K.mlp_fwd)
     rc_comp = f_comp if full else 0.0     # selective: K.attn_b already repeats the attention core
     # MoE dispatch / combine, exposed after the overlaps of `Assumptions` (`moe.exposed_moe_s`)
-    layer_s = f_comp + rc_comp + kt(K.attn_b) + kt(K.mlp_b) + kt(K.attn_w) + kt(K.mlp_w)
-    shared_f, shared_b = kt(K.shared_fwd), kt(K.shared_b)
-    ep_l = exposed_moe_s(A, cm["moe"], 3 if full else 2, layer_s, shared_f, shared_b)
-    f_moe = 0.0 if A.overlap_moe_comm else (max(0.0, cm["moe"] - shared_f) if A.shared_expert_overlap else cm["moe"])
+    shared = [tuple(map(kt, shared_halves(x, x is K.shared_fwd))) for x in (K.shared_fwd, K.shared_b)]
+    D, C = cm["moe_dispatch"], cm["moe_combine"]
+    ep_l = exposed_moe_s(A, D, C, 3 if full else 2, *shared)
+    # one forward pass's share (the merged pairs put all of it in the backward's line, `moe_overlap`)
+    f_moe = 0.0 if A.overlap_moe_comm else exposed_moe_s(A, D, C, 2, *shared) - exposed_moe_s(A, D, C, 1, *shared)
     comm_l = {"tp": cm["tp_fwd"] * (3 if full else 2), "cp": cm["cp_fwd"] * (2 if full else 1) + cm["cp_bwd"],
               "ep": ep_l}
     f_l = f_comp + cm["tp_fwd"] + cm["cp_fwd"] + f_moe
@@ -219,19 +223,25 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     stack = A.profile                  # the software stack's kernels and overheads (`simulator.cost.stack`)
     kt = lambda k: k.time_s(hw, A.matmul_dtype, stack)  # noqa: E731
     layers = cfg.stage_layers(L)
+    ep_k = [ep_l] * p       # the overlap merges micro-batches by the schedule's pairs (`moe_overlap`)
+    if A.overlap_moe_comm:
+        ep_k = overlap_exposed_per_layer(cfg, L, cm["moe_dispatch"], cm["moe_combine"],
+                                         kt(K.attn_fwd) + cm["tp_fwd"] + cm["cp_fwd"], kt(K.mlp_fwd), kt(K.mlp_b),
+                                         kt(K.mlp_w), kt(K.attn_b) + cm["tp_fwd"] + cm["cp_bwd"], kt(K.attn_w))
     lf, lb, lw = kt(K.logits_fwd), kt(K.logits_b), kt(K.logits_w)
     # parameters held by each stage, per tensor-parallel rank (embedding/head on the end stages)
     emb = padded_vocab(model, t) * h / t
     heads = [heads_on(model, k, p) for k in range(p)]
     experts = model.num_experts
     dense_k, expert_k = zip(*(stage_params_on_rank(model, t, cfg.ep, layers[k], k, p, cfg.expert_tp) for k in range(p)))
-    stages = [[n * f_l, n * b_l, n * w_l] for n in layers]
+    stages = [[n * f_l, n * (b_l - ep_l + ep_k[k]), n * w_l] for k, n in enumerate(layers)]
     for i, x in enumerate((lf, lb, lw)):
         stages[-1][i] += x
     for k in range(p):   # gradient accumulation outside the GEMMs, after every micro-batch (`Assumptions`)
         stages[k][2] += memory_time_s(A.grad_accum_bytes * (dense_k[k] + expert_k[k]), hw, stack)
     slowest_k = max(range(p), key=lambda k: sum(stages[k]))
     slowest = sum(stages[slowest_k])
+    comm_l["ep"] = ep_k[slowest_k]
     # the slowest stage waits, once, for the work of every other stage (warmup and cooldown): for
     # equal stages the schedule's (p-1)(F+B+W)/v (Narayanan et al. 2021 Sec. 2.2); with a heavier
     # stage (the logits of a large vocabulary, uneven splits) the others' mean, not the mean of all
@@ -249,16 +259,19 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     dense, expert = dense_k[k_big], expert_k[k_big]
     fetch = zero3_pass(model, t, cfg.ep, layers[k_big], heads[k_big], cfg.recompute, A.stage3_max_reuse_distance)
     if is_fsdp(cfg) and d * c > 1:        # per-layer units on the bottleneck device (`simulator.cost.fsdp`)
-        dp_by, dp_exposed = fsdp_sync(cfg, A, topo, slowest_k, cfg.chunk_layers(L), model.layer_params() / t, emb,
-                                      (f_l, b_l + w_l), lf, True, heads[slowest_k])
+        unit = layer_params_on_rank(model, t, cfg.ep, cfg.expert_tp)    # (dense, expert), as the clock's
+        copy_s = tuple(memory_time_s(copy_out_bytes(cfg, x), hw, stack) for x in (sum(unit), emb))
+        dp_by, dp_exposed, fsdp_copy = fsdp_sync(cfg, A, topo, slowest_k, cfg.chunk_layers(L), unit,
+                                                 emb, (f_l, b_l + w_l), lf, True, heads[slowest_k], copy_s)
     else:
+        fsdp_copy = 0.0
         dp_by, dp_exposed = _dp_sync(cfg, A, topo, dense, expert, stages[k_big], m, fetch)
     dp_time = sum(dp_by.values())
     emb_ar = 0.0
     if p > 1 and model.tied_embeddings:   # first and last stage sum their embedding gradients
         emb_ar = collective_time_s("all_reduce", A.grad_reduce_bytes * emb,
                                    [cfg.rank(0, 0, 0), cfg.rank(0, 0, p - 1)], topo, algo)
-    shard = d * c if cfg.zero_stage >= 1 else 1
+    shard = cfg.shard_size if cfg.zero_stage >= 1 else 1   # HSDP: d c / dp_replicate (`cost.fsdp`)
     def optimizer_of(k):
         return memory_time_s(ADAM_BYTES_PER_PARAM * (dense_k[k] + expert_k[k]) / shard, hw, stack)
     # the breakdown is the slowest stage's (as the clock's, its bottleneck device's); the step ends
@@ -274,7 +287,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     n_slow = layers[slowest_k]
     exposed_by = {k: m * n_slow * x for k, x in comm_l.items()}
     exposed_by.update(pp=p2p_total, dp=dp_exposed + emb_ar)
-    parts = breakdown_from_parts(m * (slowest - n_slow * sum(comm_l.values())), exposed_by, bubble, optimizer,
+    parts = breakdown_from_parts(m * (slowest - n_slow * sum(comm_l.values())) + fsdp_copy, exposed_by, bubble, optimizer,
                                  stack.exposed_step_overhead_s(exposed_by["dp"]))
     step = parts.step_s
     by_kind = {"tensor_parallel": tp_total, "pipeline_p2p": p2p_total,
@@ -294,7 +307,11 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
         mlp_w = gate * h * model.ffn_hidden
     per_tok_layer = 2 * (sum(i * o for _n, i, o, _s in model.attention_linears()) + mlp_w)
     attn_tok = 2 * s * model.heads * sum(model.core_dims)      # 4 s h when the heads split h
-    rc = {"none": 0.0, "selective": 0.0 if A.flash_attention else attn_tok, "full": per_tok_layer + attn_tok}[cfg.recompute]
+    if stack.selective_recompute == "every_other_matmul":   # torchtitan's op-level policy (`sac_recomputed`)
+        selective_tok = sac_recompute_flops_per_token(model)
+    else:
+        selective_tok = 0.0 if A.flash_attention else attn_tok
+    rc = {"none": 0.0, "selective": selective_tok, "full": per_tok_layer + attn_tok}[cfg.recompute]
     tokens = cfg.global_batch * s
     hw_flops = tokens * (L * (3 * (per_tok_layer + attn_tok) + rc) + 3 * 2 * h * padded_vocab(model, t))
     model_flops = tokens * model.model_flops_per_token(A.causal_attention_flops)   # `simulator.cost.flops`

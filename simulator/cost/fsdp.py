@@ -28,6 +28,21 @@ Gradients (`reduce_every_microbatch`): FSDP2 reduce-scatters every unit after ev
   accumulate in `reduce_dtype` until then). Megatron-FSDP reduce-scatters after every backward
   with optim_grads / optim_grads_params whatever `no_sync` says (megatron_fsdp.py: "For grads
   shard mode there will actually always be gradient sync happening").
+Hybrid sharding (HSDP, `dp_replicate` R > 1; torchtitan data_parallel_replicate_degree x
+  data_parallel_shard_degree, Megatron --num-distributed-optimizer-instances): the d c data x
+  context ranks split into R replicas of d c / R (`ParallelConfig.shard_group`; the replicate mesh
+  dimension outside the shard one, torchtitan's ["dp_replicate", "dp_shard"]); a unit is gathered
+  and reduce-scattered inside its shard group, and each reduce-scattered shard is then all-reduced
+  across the R replicas holding it (`ParallelConfig.replicate_group`; FSDP2 `foreach_reduce`), on the
+  same stream after the reduce-scatter; parameters, gradients and optimizer states are sharded
+  d c / R ways (`ParallelConfig.shard_size`). Not with expert parallelism (refused).
+Experts (MoE with ep > 1): a layer unit's expert parameters are sharded, gathered and
+  reduce-scattered over the expert-data-parallel group (`ParallelConfig.edp_group`, t c d / (etp ep)
+  ranks: torchtitan shards its experts over the data-parallel ranks left by expert parallelism,
+  Megatron-FSDP over its expert-data-parallel group), its dense ones over the data x context group;
+  one collective each, one after the other.
+Copy-out (`copy_out_bytes`): FSDP2 copies each gathered unit into its parameters' tensors on the
+  compute stream before the unit computes (4 bytes per element); priced as compute in both models.
 Overlap (`overlaps`): FSDP2 runs its all-gathers and reduce-scatters on their own streams and
   prefetches the next unit (implicit forward prefetch, backward prefetch): always on.
   Megatron-FSDP does so with `--overlap-param-gather` / `--overlap-grad-reduce` (the vocabulary's
@@ -52,6 +67,17 @@ from simulator.errors import ParasimError
 from simulator.parallel.schedule_registry import make_schedule
 
 FSDP_IMPLS = ("fsdp2", "megatron_fsdp")
+# FSDP2's copy-out: after a unit's all-gather, `foreach_all_gather_copy_out` splits the gathered flat
+# buffer into each parameter's unsharded tensor (torch.ops.fsdp.split_with_sizes_copy, called from
+# FSDPParamGroup.wait_for_unshard on the compute stream: torch/distributed/fsdp/_fully_shard/
+# _fsdp_collectives.py, _fsdp_param_group.py): read 2 + write 2 bytes per unsharded 16-bit element.
+# Megatron-FSDP's parameters are views into its gathered buffer: no copy.
+COPY_OUT_BYTES = 4
+
+
+def copy_out_bytes(cfg, elements: float) -> float:
+    """HBM bytes the compute stream moves after gathering a unit of `elements` (COPY_OUT_BYTES)."""
+    return COPY_OUT_BYTES * elements if getattr(cfg, "fsdp", "none") == "fsdp2" else 0.0
 
 
 def is_fsdp(cfg) -> bool:
@@ -100,6 +126,18 @@ def check_fsdp(cfg) -> None:
                            f"zero_stage 3, got zero_stage {cfg.zero_stage}")
     if policy != "default" and fsdp == "none":
         raise ParasimError(f"reshard_after_forward={policy} is an FSDP setting: give fsdp=fsdp2 or megatron_fsdp")
+    replicas = getattr(cfg, "dp_replicate", 1)
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+        raise ParasimError(f"dp_replicate must be a positive integer, got {replicas!r}")
+    if replicas > 1 and not (fsdp in FSDP_IMPLS and cfg.zero_stage == 3):
+        raise ParasimError(f"dp_replicate={replicas} (hybrid sharding) is priced for FSDP only: give zero_stage=3 "
+                           f"with fsdp=fsdp2 or megatron_fsdp (got zero_stage={cfg.zero_stage}, fsdp={fsdp})")
+    if replicas > 1 and cfg.ep > 1:
+        raise ParasimError(f"dp_replicate={replicas} with expert parallelism ep={cfg.ep} is not priced: the experts' "
+                           f"replicas would span the expert-data-parallel group")
+    if cfg.dp % replicas:
+        raise ParasimError(f"dp_replicate={replicas} must divide dp={cfg.dp} (each replica shards over "
+                           f"dp / dp_replicate x cp ranks)")
 
 
 def gather_flags(cfg, kinds_chunks) -> list[bool]:
@@ -174,39 +212,69 @@ def gather_counts(cfg, k: int) -> dict[int, tuple[int, int]]:
     return {c: (x[0], x[1]) for c, x in out.items()}
 
 
-def fsdp_sync(cfg, A, topo, k: int, chunk_layers, layer_params: float, emb_params: float, per_layer,
-              logits_fwd_s: float, logits: bool, heads: int):
-    """(seconds by collective kind, exposed seconds) of one step's FSDP collectives on pipeline
-    device k (module docstring): `per_layer` = (forward, backward) compute seconds of one layer and
-    micro-batch, `chunk_layers` the model chunks' layers (model order), `heads` the vocabulary
-    matrices on k (embedding, output layer), `layer_params` / `emb_params` per tensor-parallel rank."""
+def fsdp_sync(cfg, A, topo, k: int, chunk_layers, layer_params: tuple[float, float], emb_params: float, per_layer,
+              logits_fwd_s: float, logits: bool, heads: int, copy_s=(0.0, 0.0)):
+    """(seconds by collective kind, exposed seconds, copy-out seconds) of one step's FSDP collectives
+    on pipeline device k (module docstring): `per_layer` = (forward, backward) compute seconds of one
+    layer and micro-batch, `chunk_layers` the model chunks' layers (model order), `heads` the
+    vocabulary matrices on k (embedding, output layer), `layer_params` (dense, expert) and
+    `emb_params` per tensor-parallel rank (the experts' part over the expert-data-parallel group), `copy_s` the copy-out seconds after gathering a layer / a vocabulary unit
+    (`copy_out_bytes`), which run before the unit's compute."""
     p, v, m = cfg.pp, cfg.virtual_stages, cfg.microbatches
-    grp = cfg.dp_cp_group()
+    grp, algo = cfg.shard_group(), A.collective_algo
     prefetch, overlap_rs = overlaps(cfg, A)
-    a = collective_time_s("all_gather", 2 * layer_params, grp, topo, A.collective_algo)
-    r = collective_time_s("reduce_scatter", A.grad_reduce_bytes * layer_params, grp, topo, A.collective_algo)
-    a_emb = collective_time_s("all_gather", 2 * emb_params, grp, topo, A.collective_algo)
-    r_emb = collective_time_s("reduce_scatter", A.grad_reduce_bytes * emb_params * heads, grp, topo,
-                              A.collective_algo)
+    dense, expert = layer_params
+    egrp = cfg.edp_group() if expert else ()
+
+    def both(kind, per_element):   # the dense part over the shard group, the experts' over theirs
+        x = collective_time_s(kind, per_element * dense, grp, topo, algo)
+        return x + (collective_time_s(kind, per_element * expert, egrp, topo, algo) if expert else 0.0)
+
+    a = both("all_gather", 2)
+    a_emb = collective_time_s("all_gather", 2 * emb_params, grp, topo, algo)
+    # a unit's reduction: reduce-scatter in the shard group, then (HSDP) all-reduce of the shard
+    # across the replicas, one after the other on the reduction stream (module docstring)
+    rs = {"reduce_scatter": both("reduce_scatter", A.grad_reduce_bytes),
+          "all_reduce": replica_all_reduce_s(cfg, A, topo, dense)}
+    rs_emb = {"reduce_scatter": collective_time_s("reduce_scatter", A.grad_reduce_bytes * emb_params * heads, grp,
+                                                  topo, algo),
+              "all_reduce": replica_all_reduce_s(cfg, A, topo, emb_params * heads)}
+    r, r_emb = sum(rs.values()), sum(rs_emb.values())
     f, bw = per_layer
+    c_l, c_emb = copy_s
     per_mb = reduce_every_microbatch(cfg)
     counts = gather_counts(cfg, k)
-    gathers = exposed = 0.0
+    gathers = exposed = copies = 0.0
     layers_k = 0
     for c in range(v):
         s, n = c * p + k, chunk_layers[c * p + k]
         layers_k += n
-        fwd = [(a, f, 0.0)] * n
+        fwd = [(a, f + c_l, 0.0)] * n
         if s == 0:
-            fwd = [(a_emb, 0.0, 0.0)] + fwd
+            fwd = [(a_emb, c_emb, 0.0)] + fwd
         if s == p * v - 1 and logits and heads - (k == 0) > 0:     # a separate output matrix
-            fwd = fwd + [(a_emb, logits_fwd_s, 0.0)]
+            fwd = fwd + [(a_emb, logits_fwd_s + c_emb, 0.0)]
         n_f, n_b = counts[c]
-        bwd_g = [(a, bw, r if per_mb else 0.0)] * n
+        bwd_g = [(a, bw + c_l, r if per_mb else 0.0)] * n
         bwd_0 = [(0.0, bw, r if per_mb else 0.0)] * n
         exposed += n_f * pass_exposed_s(fwd, prefetch, overlap_rs) + n_b * pass_exposed_s(bwd_g, prefetch, overlap_rs)
         exposed += (m - n_b) * pass_exposed_s(bwd_0, prefetch, overlap_rs)
         gathers += n_f * sum(u[0] for u in fwd) + n_b * n * a
-    rs = (m if per_mb else 1) * layers_k * r + r_emb
+        copies += n_f * (n * c_l + (len(fwd) - n) * c_emb) + n_b * n * c_l
+    n_red = (m if per_mb else 1) * layers_k
     exposed += r_emb + (0.0 if per_mb else layers_k * r)      # after the last backward, before the optimizer
-    return {"all_gather": gathers, "reduce_scatter": rs}, exposed
+    by_kind = {"all_gather": gathers}
+    for kind in rs:
+        if rs[kind] or rs_emb[kind]:
+            by_kind[kind] = n_red * rs[kind] + rs_emb[kind]
+    return by_kind, exposed, copies
+
+
+def replica_all_reduce_s(cfg, A, topo, params: float) -> float:
+    """HSDP: the all-reduce of a unit's reduce-scattered gradient shard (grad_reduce_bytes x params /
+    shard size) across the dp_replicate replicas (FSDP2 `foreach_reduce`: reduce-scatter over the
+    shard mesh dimension, then all-reduce over the replicate one); 0 without replicas."""
+    if cfg.dp_replicate == 1:
+        return 0.0
+    return collective_time_s("all_reduce", A.grad_reduce_bytes * params / cfg.shard_size, cfg.replicate_group(),
+                             topo, A.collective_algo)

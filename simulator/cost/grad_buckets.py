@@ -31,15 +31,28 @@ class GradBuckets:
         """Layer l of chunk c's gradient is complete (or the tensor `name` of `nbytes`). FSDP: the
         layer is a unit of its own, reduce-scattered at once (`simulator.cost.fsdp`)."""
         if self.em.fsdp and name is None:
-            grad = self.em.grad_name(c, l, j)
-            out.append(Collective("reduce_scatter", grad, grad, (self.r,), nbytes=int(self.em.layer_grad),
-                                  blocking=not self.em.rs_overlap, tag="dp", microbatch=j))
+            grad, em = self.em.grad_name(c, l, j), self.em
+            experts = em.A.grad_reduce_bytes * em.expert_local if em.cfg.ep > 1 else 0.0
+            out.append(Collective("reduce_scatter", grad, grad, (self.r,), nbytes=int(em.layer_grad - experts),
+                                  blocking=not em.rs_overlap, tag="dp", microbatch=j))
+            if experts:     # the experts' part over the expert-data-parallel group (`simulator.cost.fsdp`)
+                out.append(Collective("reduce_scatter", grad, grad, (self.r,), nbytes=int(experts),
+                                      blocking=not em.rs_overlap, tag="edp", microbatch=j))
+            self.replica_all_reduce(out, grad, em.layer_grad - experts, j)
             self.names.append(grad)
             return
         self.pending_bytes += self.em.layer_grad if nbytes is None else nbytes
         self.pending_expert += self.em.A.grad_reduce_bytes * self.em.expert_local if nbytes is None else 0.0
         self.pending.append(self.em.grad_name(c, l, j) if name is None else name)
         self.flush(out)
+
+    def replica_all_reduce(self, out, grad: str, nbytes: float, j=None) -> None:
+        """HSDP: the reduce-scattered shard of `grad` all-reduced across the replicas (tag "dpr",
+        `simulator.cost.fsdp`), after the reduce-scatter on the same stream."""
+        cfg = self.em.cfg
+        if cfg.dp_replicate > 1:
+            out.append(Collective("all_reduce", grad, grad, (self.r,), nbytes=int(nbytes / cfg.shard_size),
+                                  blocking=not self.em.rs_overlap, tag="dpr", microbatch=j))
 
     def flush(self, out, force=False) -> None:
         em = self.em

@@ -61,7 +61,7 @@ FLAGS = {
     "use-distributed-optimizer": (_BOOL, False), "overlap-grad-reduce": (_BOOL, False),
     "use-torch-fsdp2": (_BOOL, False), "use-megatron-fsdp": (_BOOL, False),
     "data-parallel-sharding-strategy": (tuple(SHARDING_STRATEGIES), "optim_grads_params"),
-    "torch-fsdp2-no-reshard-after-forward": (_BOOL, False),
+    "torch-fsdp2-no-reshard-after-forward": (_BOOL, False), "num-distributed-optimizer-instances": (_INT, 1),
     "overlap-param-gather": (_BOOL, False), "tp-comm-overlap": (_BOOL, False),
     "use-flash-attn": (_BOOL, False), "attention-backend": (("auto", "flash", "fused", "unfused", "local"), "auto"),
     "bf16": (_BOOL, False), "fp16": (_BOOL, False), "fp8-format": (("e4m3", "hybrid"), None),
@@ -329,6 +329,11 @@ def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | st
         raise ParasimError("--overlap-param-gather needs --use-distributed-optimizer (or --use-megatron-fsdp) and "
                            "--overlap-grad-reduce (Megatron-LM validate_args)")
     zero, fsdp, reshard = _sharding(a, pp, ep, notes)
+    replicas = a["num-distributed-optimizer-instances"]
+    if replicas > 1 and fsdp == "none":
+        raise ParasimError(f"--num-distributed-optimizer-instances {replicas} is priced with FSDP only (hybrid "
+                           f"sharding, simulator.cost.fsdp): give --use-torch-fsdp2 or --use-megatron-fsdp; the "
+                           f"distributed optimizer's partial sharding is not priced")
     _refuse_unpriced_values(a)
     emb, loss = a["account-for-embedding-in-pipeline-split"], a["account-for-loss-in-pipeline-split"]
     if emb != loss:
@@ -341,7 +346,7 @@ def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | st
     kw = dict(tp=tp, pp=pp, dp=dp, micro_batch_size=b, global_batch=B,
               schedule="interleaved" if v > 1 else "1f1b", virtual_stages=v,
               recompute=a["recompute-granularity"] or "none", sequence_parallel=sp,
-              zero_stage=zero, fsdp=fsdp, reshard_after_forward=reshard, cp=cp, ep=ep,
+              zero_stage=zero, fsdp=fsdp, reshard_after_forward=reshard, dp_replicate=replicas, cp=cp, ep=ep,
               etp=a["expert-tensor-parallel-size"],
               first_stage_layers=a["decoder-first-pipeline-num-layers"],
               last_stage_layers=a["decoder-last-pipeline-num-layers"], balance_embedding=emb,

@@ -165,7 +165,7 @@ def memory_report(model: ModelSpec | str, config, hardware: Hardware | str | Non
         raise ParasimError(f"cp={cp} must divide the sequence length {model.seq}")
     layers = _stage_layers(model, cfg)
     chunks = tuple(cfg.chunk_layers(model.layers)) if hasattr(cfg, "chunk_layers") else ()
-    shard_over = cfg.dp * cp
+    shard_over = cfg.dp * cp // getattr(cfg, "dp_replicate", 1)   # HSDP shards inside a replica (`cost.fsdp`)
     fsdp = is_fsdp(cfg)
     buffers = 4 * largest_layer_params(model) / t if cfg.zero_stage == 3 and not fsdp else 0.0
     widen = activation_widening(dtype)

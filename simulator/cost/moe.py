@@ -18,18 +18,16 @@ e = ep, k = --moe-router-topk, h hidden):
       a reduce-scatter of the same size to combine;
   the backward runs each collective once more, mirrored (same bytes).
 Overlap (Megatron-Core; both off by default, as in Megatron-LM):
-- --overlap-moe-expert-parallel-comm (1F1B all-to-all overlap: a forward and a backward micro-batch
-  run merged, each one's dispatch / combine under the other's compute; DeepSeek-V3's DualPipe pairs
-  chunks the same way, Sec. 3.2.1): per layer and micro-batch, exposed = max(0, the layer's MoE
-  collectives, forward and backward - the layer's kernels, forward, backward and weight gradients)
-  (`exposed_moe_s`). The warm-up and cool-down micro-batches, which have no partner, are priced as
-  overlapped too; the SMs the communication kernels take are not priced. Megatron refuses it without
-  ep > 1, with the allgather dispatcher, with full recomputation, with pp > 1 and no virtual stages,
-  and together with --moe-shared-expert-overlap;
-- --moe-shared-expert-overlap: the shared experts' forward under the forward's dispatch + combine,
-  their input-gradient pass under the backward's (alltoall or flex only, as Megatron-Core checks).
-The event clock runs these collectives blocking: with either overlap the closed form names it in
-`leaves_out` ("moe-comm-overlap").
+- --overlap-moe-expert-parallel-comm (combined 1F1B: a backward and the next forward of another
+  micro-batch run merged, layer by layer, each one's dispatch / combine under the other's compute;
+  DeepSeek-V3's DualPipe pairs chunks the same way, Sec. 3.2.1): which actions merge, in which
+  order, and the closed form of a merged layer pair are `simulator.cost.moe_overlap`'s; the
+  actions left alone (warm-up, cool-down) run their collectives blocking. Megatron refuses it
+  without ep > 1, with the allgather dispatcher, with full recomputation, with pp > 1 and no
+  virtual stages, and together with --moe-shared-expert-overlap;
+- --moe-shared-expert-overlap: the shared experts' fc1 under the dispatch and fc2 under the combine
+  (their input gradients likewise in the backward; alltoall or flex only, as Megatron-Core checks),
+  `moe_overlap`'s rules, priced alike by the clock and the closed form.
 Layout rules (refused with Megatron's own rule): etp x ep divides t c d per stage
 (`simulator.mesh.check_expert_layout`); ep divides the experts (arguments.py); etp divides the
 expert FFN width; expert-tensor groups smaller than tp need sequence parallelism (Megatron-Core's
@@ -101,16 +99,19 @@ def moe_collectives(model, cfg, assumptions) -> tuple[tuple[MoeCollective, ...],
     return a2a, a2a
 
 
-def exposed_moe_s(A, moe_fwd_s: float, passes: int, layer_s: float, shared_fwd_s: float, shared_b_s: float) -> float:
-    """Exposed seconds of one layer's MoE collectives per micro-batch (module docstring):
-    `moe_fwd_s` one forward pass's dispatch + combine, `passes` how many passes run them (2, or
-    3 with a fully recomputed forward), `layer_s` the layer's kernels, `shared_*_s` the shared
-    experts' forward and input-gradient kernels."""
-    if A.overlap_moe_comm:
-        return max(0.0, passes * moe_fwd_s - layer_s)
+def exposed_moe_s(A, dispatch_s: float, combine_s: float, passes: int, shared_fwd=(0.0, 0.0),
+                  shared_b=(0.0, 0.0)) -> float:
+    """Exposed seconds of one layer's MoE collectives per micro-batch, the layer run alone (module
+    docstring): `dispatch_s`, `combine_s` one pass's dispatch and combine, `passes` how many passes
+    run them (2, or 3 with a fully recomputed forward); with --moe-shared-expert-overlap
+    `shared_fwd`, `shared_b` the shared experts' kernels under the first and the second
+    collectives of a forward and of a backward pass (`moe_overlap.shared_halves`). The merged pairs
+    of --overlap-moe-expert-parallel-comm are `moe_overlap.overlap_exposed_per_layer`'s."""
     if A.shared_expert_overlap:
-        return (max(0.0, moe_fwd_s - shared_fwd_s) * (passes - 1) + max(0.0, moe_fwd_s - shared_b_s))
-    return passes * moe_fwd_s
+        def one(under):
+            return max(0.0, dispatch_s - under[0]) + max(0.0, combine_s - under[1])
+        return one(shared_fwd) * (passes - 1) + one(shared_b)
+    return passes * (dispatch_s + combine_s)
 
 
 def moe_group(cfg, name: str, tp_index: int = 0, stage: int = 0) -> list[int]:

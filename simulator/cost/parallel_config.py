@@ -70,6 +70,7 @@ class ParallelConfig:
     balance_embedding: bool = DEFAULTS["balance_embedding"]  # embedding and LM head count as a layer each
     fsdp: str = DEFAULTS["fsdp"]                      # none | fsdp2 | megatron_fsdp: how ZeRO-3 shards (`cost.fsdp`)
     reshard_after_forward: str = DEFAULTS["reshard_after_forward"]  # default | always | never (torchtitan)
+    dp_replicate: int = DEFAULTS["dp_replicate"]      # FSDP replicas (HSDP); each shards over d c / dp_replicate
 
     def __post_init__(self):
         if self.global_batch is None and isinstance(self.micro_batch_size, int) and isinstance(self.dp, int):
@@ -95,9 +96,6 @@ class ParallelConfig:
                                f"DeepSpeed refuses it: ZeRO-2/3 partition gradients, which a pipeline accumulates "
                                f"over its micro-batches; use ZeRO-1 (the distributed optimizer) with a pipeline, "
                                f"or FSDP (fsdp=fsdp2 or megatron_fsdp), which composes with one")
-        if self.fsdp != "none" and self.ep > 1:
-            raise ParasimError(f"FSDP ({self.fsdp}) with expert parallelism ep={self.ep} is not priced yet: the "
-                               f"experts' units would shard over the expert-data-parallel group")
         if self.cp_comm_type not in CP_COMM_TYPES:
             raise ParasimError(f"unknown cp_comm_type {self.cp_comm_type!r}; known {', '.join(CP_COMM_TYPES)}")
 
@@ -149,6 +147,22 @@ class ParallelConfig:
     def dp_cp_group(self, tp_index: int = 0, stage: int = 0) -> list[int]:
         """The ranks that average a dense parameter's gradient: data- and context-parallel."""
         return [self.rank(tp_index, j, stage, q) for j in range(self.dp) for q in range(self.cp)]
+
+    @property
+    def shard_size(self) -> int:
+        """Ranks a ZeRO/FSDP shard spans: d c, or d c / dp_replicate with hybrid sharding (HSDP)."""
+        return self.dp * self.cp // self.dp_replicate
+
+    def shard_group(self, tp_index: int = 0, stage: int = 0, replica: int = 0) -> list[int]:
+        """The ranks one FSDP shard spans (HSDP: replica r holds data-parallel indices r d/R .. (r+1) d/R - 1,
+        the replicate mesh dimension outside the shard one, as torchtitan's ["dp_replicate", "dp_shard"])."""
+        per = self.dp // self.dp_replicate
+        return [self.rank(tp_index, replica * per + j, stage, q) for j in range(per) for q in range(self.cp)]
+
+    def replicate_group(self, tp_index: int = 0, stage: int = 0) -> list[int]:
+        """The ranks holding the same shard in each replica (HSDP's gradient all-reduce)."""
+        per = self.dp // self.dp_replicate
+        return [self.rank(tp_index, r * per, stage) for r in range(self.dp_replicate)]
 
     @property
     def expert_tp(self) -> int:
@@ -242,7 +256,8 @@ class ParallelConfig:
         if self.balance_embedding:
             v += ", embedding/head balanced"
         fsdp = "" if self.fsdp == "none" else f" {self.fsdp}" + (
-            "" if self.reshard_after_forward == "default" else f" reshard {self.reshard_after_forward}")
+            "" if self.reshard_after_forward == "default" else f" reshard {self.reshard_after_forward}") + (
+            f" hsdp {self.dp_replicate}x{self.shard_size}" if self.dp_replicate > 1 else "")
         return (f"Parallel(t={self.tp}{sp}{cp}, p={self.pp}, d={self.dp}{ep}, b={self.micro_batch_size}, "
                 f"B={self.global_batch}, m={self.microbatches}, {self.schedule}{v}, "
                 f"recompute={self.recompute}, zero={self.zero_stage}{fsdp})")

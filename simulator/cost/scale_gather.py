@@ -4,7 +4,9 @@ blocking, or prefetched one unit ahead on the stream of non-blocking collectives
 
 from __future__ import annotations
 
-from simulator.program import Collective
+from simulator.cost.fsdp import copy_out_bytes
+from simulator.cost.scale_kernels import Kernel
+from simulator.program import Collective, Compute
 
 
 def gather_layer(em, out, r, c, l, j, which, elements=None, x="params") -> tuple:
@@ -19,10 +21,34 @@ def gather_layer(em, out, r, c, l, j, which, elements=None, x="params") -> tuple
     if em.cfg.zero_stage < 3 or em.cfg.dp * em.cfg.cp == 1 or not elements:
         return ()
     w = f"w{which}{c}.{l}.{j}"
+    experts = em.expert_local if em.fsdp and l not in ("emb", "head") and em.cfg.ep > 1 else 0.0
     out.append(Collective("all_gather", x if em.fsdp else "params", w, (r,), tag="dp", microbatch=j,
-                          nbytes=int(2 * elements / (em.cfg.dp * em.cfg.cp)),
+                          nbytes=int(2 * (elements - experts) / em.cfg.shard_size),
                           blocking=not em.prefetch))
-    return (w,)
+    if not experts:
+        return (w,)
+    # FSDP: the unit's experts over the expert-data-parallel group (`simulator.cost.fsdp`)
+    out.append(Collective("all_gather", x, f"{w}e", (r,), tag="edp", microbatch=j,
+                          nbytes=int(2 * experts / em.expert_dp), blocking=not em.prefetch))
+    return (w, f"{w}e")
+
+
+def copied_out(em, out, needs: tuple, l, j, which) -> tuple:
+    """FSDP2's copy-out of unit l's gathered parameters on the compute lane, just before the unit
+    computes (`simulator.cost.fsdp.copy_out_bytes`): what the unit's compute then waits for."""
+    if not needs:
+        return needs
+    elements = em.emb_params if l in ("emb", "head") else em.layer_local
+    nbytes = copy_out_bytes(em.cfg, elements)
+    if not nbytes:
+        return needs
+    kern = em.copy_kernels.get(nbytes)
+    if kern is None:      # one Kernel per size: the device model caches its time per Kernel
+        kern = em.copy_kernels[nbytes] = Kernel("fsdp_copy_out", (), nbytes)
+    name = f"{needs[0]}u"
+    out.append(Compute("fsdp_copy_out", needs, (name,), 0.0, int(nbytes), {"kernel": kern},
+                       "forward" if which == "f" else "backward", j, f"copy-out {l}"))
+    return (name,)
 
 
 def gathered(em, out, r, c, j, which, order, x="params", gather=True):
@@ -37,11 +63,11 @@ def gathered(em, out, r, c, j, which, order, x="params", gather=True):
         return
     if not em.prefetch:
         for l in order:
-            yield l, gather_layer(em, out, r, c, l, j, which, x=x)
+            yield l, copied_out(em, out, gather_layer(em, out, r, c, l, j, which, x=x), l, j, which)
         return
     nxt = gather_layer(em, out, r, c, order[0], j, which, x=x) if order else ()
     for i, l in enumerate(order):
         cur = nxt
         if i + 1 < len(order):
             nxt = gather_layer(em, out, r, c, order[i + 1], j, which, x=x)
-        yield l, cur
+        yield l, copied_out(em, out, cur, l, j, which)

@@ -6,13 +6,20 @@ shapes are those of `simulator.cost.analytic` (T = b s tokens, one TP rank of t)
 
   attention half, forward   QKV (T, (h + 2 kv)/t, h); scores (s, s, h/a) and context (s, h/a, s)
                             batched over b a / t heads; projection (T, h, h/t);
-                            element-wise 11 s b h (/t with SP) + softmax/dropout 9 a b s^2 / t bytes
+                            element-wise (norm + residual) T h (/t with SP) + rope T (q + k)/t
+                            + kv_repeat 2 T (q + kv)/t (grouped K, V) + attention_copy T q/t
+                            + softmax/dropout 9 a b s^2 / t bytes (without FlashAttention)
   MLP half, forward         up (T, f/t or 2 f/t, h), down (T, h, f/t);
-                            element-wise 11 s b h (/t with SP) + GeLU 4 (SwiGLU 6) s b f / t bytes
+                            element-wise (norm + residual) T h (/t with SP) + GeLU 4 (swiglu) T f / t
+  the byte counts per element are the software stack's (`simulator.cost.stack`; Megatron-Core's
+  fused kernels: norm 4 + residual 7 = 11 per hidden element, SwiGLU 6, RoPE 4, no K/V repeat, no
+  attention copy; torchtitan's eager PyTorch: the sums of its unfused ops' reads and writes);
   backward "B" (input grads) of each linear (m, n, k): the (m, k, n) matmul; attention core
                             3 (s, hd, s) + (s, s, hd); element-wise 2x forward
   backward "W" (weight grads) of each linear: (k, n, m)
-  selective recompute adds the attention core forward to the attention half's backward.
+  selective recompute adds to the backward the stack's `selective_recompute`: the attention core
+  forward (Megatron), or every element-wise op and every second matmul of the block (torchtitan,
+  `sac_recomputed`).
 
 `ScaleDeviceModel` prices a Kernel as the sum over its matmuls of the roofline with shape-dependent
 utilisation (`simulator.cost.compute.matmul_time_s`) plus memory_time_s(element-wise bytes) --
@@ -42,6 +49,7 @@ from simulator.cost.hardware import DTYPE_NBYTES
 from simulator.cost.model_presets import ModelSpec
 from simulator.cost.moe import expert_rows, moe_group, routed_tokens
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
+from simulator.cost.sac import sac_forward
 from simulator.cost.stack import default_stack
 from simulator.errors import ParasimError
 
@@ -67,6 +75,7 @@ TE_UB_SMS = 16
 # (cast, max, subtract, exp, sum, divide) and 2 backward, besides the output GEMM. Each pays the
 # stack's kernel_gap_us (`simulator.cost.stack`).
 LAUNCHES = {"attn": 5, "mlp": 5, "wgrad": 2, "cross_entropy_fwd": 6, "cross_entropy_bwd": 2}
+GELU_BYTES = 4   # an ungated activation reads and writes each of the f elements once in 16 bits
 
 
 def fp8_cast_nbytes(linears, which: str) -> float:
@@ -211,9 +220,19 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
     core_fwd = (MatMul(sq, s, dqk, heads, fs, True, core=True), MatMul(sq, dv, s, heads, fs, True, core=True))
     core_bwd = tuple(MatMul(*x, bs, True, core=True) for x in ((sq, dqk, s, heads), (sq, dv, s, heads),
                                                                  (sq, s, dv, heads), (s, dqk, sq, heads)))
+    st = A.profile     # the stack's element-wise traffic per element (module docstring)
     softmax = 0.0 if flash else 9 * heads * sq * s
-    ew_attn = 11 * T * h * rep + softmax
-    ew_mlp = 11 * T * h * rep + (6 if model.gated_mlp else 4) * Te * f / (cfg.expert_tp if experts else t)
+    if model.multi_latent_attention:   # the rotary part: one per query head, one key part shared by all
+        rope_width, repeat_width = (model.heads / t + 1) * model.qk_pos_emb_head_dim, 0.0
+    else:                              # queries and keys; grouped K and V each copied to every query head
+        rope_width = (model.heads * model.head_dim + model.kv_dim) / t
+        repeat_width = 2 * rope_width if model.kv_heads < model.heads else 0.0
+    rope = 0.0 if model.position_embedding else st.rope_bytes * T * rope_width
+    repeat = st.kv_repeat_bytes * T * repeat_width
+    ew_attn = (st.norm_bytes + st.residual_bytes) * T * h * rep + rope + repeat \
+        + st.attention_copy_bytes * T * model.heads * dv / t + softmax
+    act = st.swiglu_bytes if model.gated_mlp else GELU_BYTES
+    ew_mlp = (st.norm_bytes + st.residual_bytes) * T * h * rep + act * Te * f / (cfg.expert_tp if experts else t)
 
     def lin(shapes, which, ub=0):  # forward (m, n, k); input grad (m, k, n); weight grad (k, n, m)
         out = []
@@ -239,12 +258,16 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
     shared_b = Kernel("shared_bgrad", lin(shared, "b"), 2 * ew_shared, shared_n)
     mlp_fwd = Kernel("mlp_fwd", lin(router + (up,), "f") + lin((down,), "f", ub) + shared_fwd.matmuls,
                      ew_mlp + ew_shared, LAUNCHES["mlp"] + shared_n)   # casts fused (fp8_cast_nbytes)
-    selective = cfg.recompute == "selective" and not flash     # FlashAttention recomputes the core anyway
-    attn_b = Kernel("attn_bgrad", (core_fwd if selective else ()) + lin((proj,), "b") + core_bwd + lin(qkv, "b", ub),
-                    2 * ew_attn + (softmax if selective else 0.0) + cast(qkv + (proj,), "b"),
-                    attn_n + core_n * (2 if selective else 1))
-    mlp_b = Kernel("mlp_bgrad", lin((down,), "b") + lin((up,), "b", ub) + lin(router, "b") + shared_b.matmuls,
-                   2 * ew_mlp + 2 * ew_shared + cast((up, down) + shared, "b"), LAUNCHES["mlp"] + shared_n)
+    op_sac = cfg.recompute == "selective" and st.selective_recompute == "every_other_matmul"
+    selective = cfg.recompute == "selective" and not flash and not op_sac   # FlashAttention recomputes the core anyway
+    again_attn, again_mlp = sac_forward(model, qkv, proj, up, down, gate) if op_sac else ((), ())
+    attn_b = Kernel("attn_bgrad", (core_fwd if selective else ()) + lin(again_attn, "f") + lin((proj,), "b")
+                    + core_bwd + lin(qkv, "b", ub),
+                    (3 if op_sac else 2) * ew_attn + (softmax if selective else 0.0) + cast(qkv + (proj,), "b"),
+                    attn_n * (2 if op_sac else 1) + core_n * (2 if selective else 1))
+    mlp_b = Kernel("mlp_bgrad", lin(again_mlp, "f") + lin((down,), "b") + lin((up,), "b", ub) + lin(router, "b")
+                   + shared_b.matmuls, (3 if op_sac else 2) * ew_mlp + 2 * ew_shared + cast((up, down) + shared, "b"),
+                   LAUNCHES["mlp"] * (2 if op_sac else 1) + shared_n)
     attn_w = Kernel("attn_wgrad", lin((proj,), "w") + lin(qkv, "w", ub), launches=1 + len(qkv))
     mlp_w = Kernel("mlp_wgrad", lin((down,), "w") + lin((up,), "w", ub) + lin(router, "w") + lin(shared, "w"),
                    launches=LAUNCHES["wgrad"] + len(shared))
@@ -309,12 +332,14 @@ class ScaleDeviceModel:
 
     def real_group(self, ins) -> list[int] | None:
         """The global ranks a one-member collective tagged dp/tp stands for (None: price as written)."""
-        if len(ins.group) != 1 or ins.tag not in ("dp", "edp", "tp", "cp", "ep", "etp", "tp_ep"):
+        if len(ins.group) != 1 or ins.tag not in ("dp", "dpr", "edp", "tp", "cp", "ep", "etp", "tp_ep"):
             return None
         cfg = self.config
         k, i = divmod(ins.group[0], self.width)
-        if ins.tag == "dp":
-            return cfg.dp_cp_group(i, k)
+        if ins.tag == "dp":          # HSDP: FSDP's gathers and reduce-scatters stay in the shard group
+            return cfg.shard_group(i, k) if cfg.dp_replicate > 1 else cfg.dp_cp_group(i, k)
+        if ins.tag == "dpr":         # HSDP: the replicas' all-reduce of a shard (`simulator.cost.fsdp`)
+            return cfg.replicate_group(i, k)
         if ins.tag == "edp":        # the expert-data-parallel group (`ParallelConfig.edp_group`)
             return cfg.edp_group(i, k)
         if ins.tag == "cp":

@@ -43,6 +43,7 @@ from simulator.cost.fsdp import gather_flags, is_fsdp, overlaps, reduce_every_mi
 from simulator.cost.grad_buckets import GradBuckets
 from simulator.cost.model_presets import ModelSpec
 from simulator.cost.moe import check_moe, moe_collectives, moe_group
+from simulator.cost.moe_overlap import interleave, overlap_pairs, shared_expert_mlp
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.rank_params import (
     ends_params_on_rank,
@@ -107,6 +108,8 @@ class _Emitter:
         self.qkv_a2a = int(2 * T * sum(model.qkv_widths) / cfg.tp)
         self.out_a2a = int(2 * T * model.hidden / cfg.tp)
         self.moe_dispatch, self.moe_combine = moe_collectives(model, cfg, A)    # `cost.moe`
+        # MoE collectives non-blocking (`moe_overlap`): inside a merged pair, or beside the shared experts
+        self.moe_async = self.shared_async = A.shared_expert_overlap
         self._needs: tuple = ()       # outputs of overlapped CP collectives the next compute waits for
         self.emb_params = padded_vocab(model, cfg.tp) * model.hidden / cfg.tp     # the vocabulary matrix
         self.head_params = head_params_on_rank(model, cfg.tp)       # + the final norm
@@ -117,6 +120,7 @@ class _Emitter:
         self.head_unit = self.fsdp and logits and (cfg.pp > 1 or not model.tied_embeddings)
         K = kernels
         self._priced: dict = {}      # kernel -> (flops, nbytes, attrs), shared by its instructions
+        self.copy_kernels: dict = {}  # FSDP2 copy-out Kernel by size (`scale_gather.copied_out`)
         self.bw = {K.mlp_b: K.mlp_b + K.mlp_w, K.attn_b: K.attn_b + K.attn_w}   # fused B + W
 
     # ---- helpers ------------------------------------------------------------------------------
@@ -158,7 +162,11 @@ class _Emitter:
         all-gather's program size is each member's share."""
         for c in (self.moe_dispatch if where == "before" else self.moe_combine):
             n = len(moe_group(self.cfg, c.group)) if c.kind == "all_gather" else 1
-            self.group_comm(out, r, x, j, c.group, c.kind, int(c.nbytes / n))
+            if self.moe_async:      # read by whatever reads x next (`moe_overlap`)
+                out.append(Collective(c.kind, x, x, (r,), nbytes=int(c.nbytes / n), tag=c.group, microbatch=j,
+                                      blocking=False))
+            else:
+                self.group_comm(out, r, x, j, c.group, c.kind, int(c.nbytes / n))
 
     def grad_name(self, c, l, j) -> str:
         return f"grad{c}.{l}.{j}" if self.per_mb_grads else f"grad{c}.{l}"
@@ -193,10 +201,17 @@ class _Emitter:
         if self.cfg.cp_comm_type == "a2a":
             self.attn_comm(out, r, x, j, "after")
         self.tp_comm(out, r, x, j, self.tp_pair())
-        self.mlp_comm(out, r, x, j, "before")
-        self.comp(out, self.K.mlp_fwd, x, "forward", j, f"{label}{j} s{s} L{l} mlp_fwd", needs=needs)
-        self.mlp_comm(out, r, x, j, "after")
+        self.expert_mlp(out, r, x, j, self.K.mlp_fwd, "forward", f"{label}{j} s{s} L{l} mlp_fwd", needs=needs)
         self.tp_comm(out, r, x, j, self.tp_pair())
+
+    def expert_mlp(self, out, r, x, j, kern, phase, label, done=(), needs=()):
+        """The MLP kernel between the MoE dispatch and combine (none for a dense model); with
+        --moe-shared-expert-overlap the shared experts beside them (`moe_overlap.shared_expert_mlp`)."""
+        if self.A.shared_expert_overlap:
+            return shared_expert_mlp(self, out, r, x, j, kern, phase, label, done, needs)
+        self.mlp_comm(out, r, x, j, "before")
+        self.comp(out, kern, x, phase, j, label, done, needs)
+        self.mlp_comm(out, r, x, j, "after")
 
     # ---- actions ------------------------------------------------------------------------------
     def forward(self, out, k, r, j, c, gather=True):
@@ -247,14 +262,12 @@ class _Emitter:
                 kern = self.bw[kb] if kind == "BW" else kb
                 done = (self.grad_name(c, l, j),) if last_mb and kb is self.K.attn_b else ()
                 if kb is self.K.mlp_b:
-                    self.mlp_comm(out, r, g, j, "before")
+                    self.expert_mlp(out, r, g, j, kern, "backward", f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
                 else:
                     self.attn_comm(out, r, g, j, "before" if self.cfg.cp_comm_type == "a2a" else "before_b")
-                self.comp(out, kern, g, "backward", j, f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
-                if kb is self.K.mlp_b:
-                    self.mlp_comm(out, r, g, j, "after")
-                elif self.cfg.cp_comm_type == "a2a":
-                    self.attn_comm(out, r, g, j, "after")
+                    self.comp(out, kern, g, "backward", j, f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
+                    if self.cfg.cp_comm_type == "a2a":
+                        self.attn_comm(out, r, g, j, "after")
                 self.tp_comm(out, r, g, j, self.tp_pair())
             if last_mb and not (self.fsdp and not self.per_mb_grads):
                 grads_done(out, r, c, l, j)
@@ -294,8 +307,19 @@ class _Emitter:
     def device(self, k: int, r: int, actions) -> list:
         out, buckets = [], GradBuckets(self, r)
         self.prologue(out, r)
-        for a, gather in zip(actions, self.gathers(actions)):
-            self.action(out, k, r, a.kind, a.microbatch, a.chunk, self.is_last(a.microbatch), buckets, gather)
+        gathers = self.gathers(actions)
+        groups = overlap_pairs(actions) if self.A.overlap_moe_comm else [(i,) for i in range(len(actions))]
+        for group in groups:
+            parts = []
+            self.moe_async = len(group) == 2 or self.shared_async      # a merged pair (`moe_overlap`)
+            for i in sorted(group):                 # emitted in schedule order (bucket and gather state)
+                a, part = actions[i], []
+                self.action(part, k, r, a.kind, a.microbatch, a.chunk, self.is_last(a.microbatch), buckets,
+                            gathers[i])
+                parts.append((i, part))
+            self.moe_async = self.shared_async
+            got = dict(parts)
+            out += interleave(got[group[0]], got[group[1]]) if len(group) == 2 else got[group[0]]
         self.epilogue(out, k, r, buckets)
         return out
 
@@ -340,10 +364,12 @@ class _Emitter:
         if own and d > 1 and left > 0:
             out.append(Collective(buckets.kind, emb, emb, (r,), nbytes=int(self.A.grad_reduce_bytes * left),
                                   blocking=not self.overlap, tag="dp"))
+            if self.fsdp:
+                buckets.replica_all_reduce(out, emb, self.A.grad_reduce_bytes * left)
         if own or (holds_emb and d == 1):
             buckets.names.append(emb)
         if self.optimizer:
-            shard = d if zero >= 1 else 1
+            shard = cfg.shard_size if zero >= 1 else 1
             kern = Kernel("adam", (), ADAM_BYTES_PER_PARAM * params / shard)
             out.append(Compute("adam", tuple(buckets.names), ("params",), 0.0, int(kern.ew_nbytes), {"kernel": kern},
                                "optimizer", None, "optimizer"))
@@ -403,6 +429,9 @@ def _columns(em: _Emitter, sched, n: int):
     for k in range(em.cfg.pp):
         for i in range(em.w):
             r, cache = k * em.w + i, {}
+            if em.A.overlap_moe_comm:     # merged pairs of two micro-batches: the device as one block
+                tiles.add(r, em.device(k, r, sched.actions[k]))
+                continue
             buckets = GradBuckets(em, r)
             blocks: list = [[]]
             em.prologue(blocks[0], r)

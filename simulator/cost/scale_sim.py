@@ -186,7 +186,7 @@ def memory_per_device(model: ModelSpec, cfg: ParallelConfig, A: Assumptions | No
         n = sum(chunks[c * p + k] for c in range(v))
         dense, expert = stage_param_split(model, t, n, k == 0, k == p - 1, cfg.ep, cfg.expert_tp)
         edp = max(1, cfg.gpus // p // (cfg.ep * cfg.expert_tp))     # experts' states over their own group
-        states = model_state_bytes_per_device(dense, cfg.dp * cfg.cp, cfg.zero_stage, A.recipe) + (
+        states = model_state_bytes_per_device(dense, cfg.shard_size, cfg.zero_stage, A.recipe) + (
             model_state_bytes_per_device(expert, edp, cfg.zero_stage, A.recipe) if expert else 0.0)
         # in-flight counts are (micro-batch, chunk) units of a stage's mean chunk
         mem = (states

@@ -14,6 +14,20 @@ Fields (units in the names):
   memory_efficiency         fraction of the HBM bandwidth an element-wise kernel streams at
   attention_efficiency      the fused attention core's rate relative to FlashAttention-2's as the
                             roofline prices it (1: FlashAttention-2; `scale_kernels.Kernel.time_s`)
+  norm_bytes, residual_bytes   HBM bytes a layer norm / residual add (with bias and dropout where
+                            the model has them) moves per hidden element in the forward
+  rope_bytes                ... the rotary embedding per query and key element (rotary models)
+  kv_repeat_bytes           ... per element of K and V and of their copies repeated to every query
+                            head (grouped-query attention whose attention kernel wants equal heads)
+  attention_copy_bytes      ... per element of the attention output copied to the layout the
+                            projection reads
+  swiglu_bytes              ... the gated activation per element of the MLP's f (an ungated GeLU
+                            moves 4: `scale_kernels.GELU_BYTES`); the backward of each moves
+                            twice its forward (`scale_kernels.layer_kernels`)
+  selective_recompute       what recompute="selective" repeats in the backward: attention_core
+                            (Megatron's --recompute-granularity selective) or every_other_matmul
+                            (torchtitan's op-level policy: every element-wise op and every second
+                            matmul of a block, `simulator.cost.sac`)
   kernel_gap_us             GPU time lost between two dependent kernels, per kernel launched
                             (`scale_kernels.Kernel.launches`)
   step_overhead_ms          host work per step outside the kernels (optimizer launches, loss and
@@ -51,9 +65,12 @@ from simulator.vocabulary import DEFAULTS
 OVERLAP_FIELDS = {"tp_comm": "overlap_tp_comm", "grad_reduce": "overlap_grad_reduce",
                   "param_gather": "overlap_param_gather"}
 FRACTIONS = ("gemm_peak_fraction", "gemm_peak_fraction_fp8", "memory_efficiency")
-NUMBERS = (*FRACTIONS, "attention_efficiency", "kernel_gap_us", "step_overhead_ms")
+BYTES = ("norm_bytes", "residual_bytes", "rope_bytes", "kv_repeat_bytes", "attention_copy_bytes", "swiglu_bytes")
+NUMBERS = (*FRACTIONS, "attention_efficiency", "kernel_gap_us", "step_overhead_ms", *BYTES)
+CHOICES = {"selective_recompute": ("attention_core", "every_other_matmul")}
 LISTS = ("overlaps", "always_overlaps")
-FIELDS = ("name", "source", *NUMBERS, *LISTS, "sources")
+SOURCED = (*NUMBERS, *CHOICES, *LISTS)        # the fields whose source the [sources] table names
+FIELDS = ("name", "source", *NUMBERS, *CHOICES, *LISTS, "sources")
 
 
 @dataclass(frozen=True)
@@ -68,6 +85,13 @@ class Stack:
     attention_efficiency: float
     kernel_gap_us: float
     step_overhead_ms: float
+    norm_bytes: float
+    residual_bytes: float
+    rope_bytes: float
+    kv_repeat_bytes: float
+    attention_copy_bytes: float
+    swiglu_bytes: float
+    selective_recompute: str
     overlaps: tuple[str, ...]
     always_overlaps: tuple[str, ...]
     sources: tuple[tuple[str, str], ...]
@@ -82,7 +106,8 @@ class Stack:
 
     def __repr__(self) -> str:
         return (f"Stack({self.name}: GEMM {self.gemm_peak_fraction:g} (fp8 {self.gemm_peak_fraction_fp8:g}), "
-                f"memory {self.memory_efficiency:g}, {self.kernel_gap_us:g} us/kernel, "
+                f"memory {self.memory_efficiency:g}, norm {self.norm_bytes:g} B/element, "
+                f"selective {self.selective_recompute}, {self.kernel_gap_us:g} us/kernel, "
                 f"{self.step_overhead_ms:g} ms/step, overlaps {', '.join(self.overlaps) or 'none'}"
                 f"{' (always ' + ', '.join(self.always_overlaps) + ')' if self.always_overlaps else ''})")
 
@@ -111,6 +136,9 @@ def check_stack(data: dict, where: str) -> Stack:
             raise ParasimError(f"{where}: {key} must be a finite number >= 0, got {v!r}")
         if key in FRACTIONS + ("attention_efficiency",) and not 0 < v <= (1 if key in FRACTIONS else 4):
             raise ParasimError(f"{where}: {key} must be in (0, {1 if key in FRACTIONS else 4}], got {v!r}")
+    for key, known in CHOICES.items():
+        if data[key] not in known:
+            raise ParasimError(f"{where}: {key} must be one of {', '.join(known)}, got {data[key]!r}")
     for key in LISTS:
         got = data[key]
         if not isinstance(got, list) or any(x not in OVERLAP_FIELDS for x in got):
@@ -122,12 +150,14 @@ def check_stack(data: dict, where: str) -> Stack:
     sources = data["sources"]
     if not isinstance(sources, dict) or any(not isinstance(v, str) or not v.strip() for v in sources.values()):
         raise ParasimError(f"{where}: sources must be a table of field = \"where the figure comes from\"")
-    needed = [k for k in (*NUMBERS, *LISTS) if k not in sources]
-    if needed or set(sources) - set(NUMBERS) - set(LISTS):
+    needed = [k for k in SOURCED if k not in sources]
+    unknown = sorted(set(sources) - set(SOURCED))
+    if needed or unknown:
         raise ParasimError(f"{where}: sources must name one source per figure (or \"assumed ...\"): missing "
-                           f"{', '.join(needed) or 'none'}, unknown {', '.join(sorted(set(sources) - set(NUMBERS) - set(LISTS))) or 'none'}")
+                           f"{', '.join(needed) or 'none'}, unknown {', '.join(unknown) or 'none'}")
     return Stack(data["name"], data["source"], *(float(data[k]) for k in NUMBERS),
-                 tuple(data["overlaps"]), tuple(data["always_overlaps"]), tuple(sorted(sources.items())))
+                 *(data[k] for k in CHOICES), tuple(data["overlaps"]), tuple(data["always_overlaps"]),
+                 tuple(sorted(sources.items())))
 
 
 @lru_cache(maxsize=None)

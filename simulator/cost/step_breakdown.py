@@ -39,7 +39,7 @@ COMM_KINDS = ("tp", "cp", "ep", "pp", "dp")
 COMM_PURPOSE = MappingProxyType({"tp": "tensor_parallel", "cp": "context_parallel", "ep": "expert_all_to_all",
                                  "pp": "pipeline_p2p", "dp": "data_parallel"})
 # A scale program's collective tags (`scale_program`) -> the kind it serves; untagged: tensor parallel.
-TAG_KIND = MappingProxyType({"tp": "tp", "cp": "cp", "ep": "ep", "etp": "ep", "tp_ep": "ep", "dp": "dp", "edp": "dp",
+TAG_KIND = MappingProxyType({"tp": "tp", "cp": "cp", "ep": "ep", "etp": "ep", "tp_ep": "ep", "dp": "dp", "dpr": "dp", "edp": "dp",
                              "emb": "dp"})
 _WORK = ("compute", "optimizer", "other")
 
@@ -167,9 +167,6 @@ LEAVES_OUT = MappingProxyType({
                             "each micro-batch's reduction as one sum; the clock issues one collective per layer",
     "tp-comm-overlap": "--tp-comm-overlap: the closed form hides tensor-parallel collectives under the layer's "
                        "weight-gradient GEMMs; the clock's program runs them blocking",
-    "moe-comm-overlap": "--overlap-moe-expert-parallel-comm / --moe-shared-expert-overlap: the closed form hides "
-                        "the MoE dispatch and combine under the paired micro-batch's (or the shared experts') "
-                        "kernels (`cost.moe.exposed_moe_s`); the clock's program runs them blocking",
 })
 
 
@@ -185,6 +182,4 @@ def closed_form_leaves_out(cfg, A) -> tuple[str, ...]:
         out.append("zero-per-micro-batch")
     if cfg.tp > 1 and A.overlap_tp_comm:
         out.append("tp-comm-overlap")
-    if A.overlap_moe_comm or A.shared_expert_overlap:
-        out.append("moe-comm-overlap")
     return tuple(out)

@@ -15,6 +15,7 @@ from .catalog import (
 )
 from .check import Report, grade_source, lesson_prediction, run_check, submission_status
 from .codec import rebuild, type_name
+from .items import explanation_item, own_plot_item, prediction_item
 from .notebook import notebook_code, read_submission
 from .outcomes import (
            ItemResult,
@@ -31,7 +32,7 @@ from .outcomes import (
 )
 from .sandbox import Limits, Sandbox, shared_folder
 
-__all__ = ["ItemResult", "LessonInfo", "Limits", "Outcome", "Report", "Sandbox", "choice", "compare", "expect", "figure_of", "get_lesson",
+__all__ = ["ItemResult", "LessonInfo", "Limits", "Outcome", "Report", "Sandbox", "choice", "compare", "expect", "explanation_item", "figure_of", "get_lesson",
            "grade_source", "hidden_random", "item", "lesson_of_folder", "lesson_prediction", "lessons_dir", "list_lessons", "missing_requirements",
-           "notebook_code", "ok", "partial", "read_submission", "rebuild", "run_check", "same_figure", "shared_folder", "solution_path", "submission_status",
+           "notebook_code", "ok", "own_plot_item", "partial", "prediction_item", "read_submission", "rebuild", "run_check", "same_figure", "shared_folder", "solution_path", "submission_status",
            "type_name"]

@@ -82,10 +82,11 @@ class Report:
 
 
 def check_functions(check_module) -> list[Callable]:
-    """The `check_*` functions of a check module, in the order they are written, then the hidden
+    """The `check_*` functions of a check module, in the order they are written (an item built by
+    `items.prediction` and its kin: the line that builds it), then the hidden
     items the instructor's folder adds (`load_checker`)."""
     fns = [v for k, v in vars(check_module).items() if k.startswith("check_") and callable(v)]
-    return sorted(fns, key=lambda f: f.__code__.co_firstlineno) + list(getattr(check_module, "HIDDEN_ITEMS", []))
+    return sorted(fns, key=lambda f: getattr(f, "line", None) or f.__code__.co_firstlineno) + list(getattr(check_module, "HIDDEN_ITEMS", []))
 
 
 def item_name(fn) -> str:

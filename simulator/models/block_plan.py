@@ -209,6 +209,13 @@ def dense_block(h: int, heads: int, causal: bool = True, ffn: int | None = None)
     )
 
 
+def lm_head(h: int, vocab: int) -> tuple[Step, ...]:
+    """The LM head: logits = ln_f(x) W_out, W_out (h, V) with no bias (GPT-2's final layer norm,
+    untied). Under tensor parallelism W_out is column-parallel: each rank's logits of V/tp words,
+    which the vocabulary-parallel cross entropy reads (Megatron-LM)."""
+    return (layer_norm("ln", "x", "a", h), linear("out", "a", "y", h, vocab, bias=False))
+
+
 # ---- the interpreter ----------------------------------------------------------------------------
 def param_shapes(steps) -> dict[str, tuple[int, ...]]:
     return {n: s for step in steps for n, s in step.params}

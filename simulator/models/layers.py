@@ -7,6 +7,7 @@ import numpy as np
 
 from ..errors import ParasimError
 from ..units import DTYPE_BYTES
+from . import block_plan as plan
 from . import functional as K
 from .base import Layer, normal_init
 from .block import INIT_STD, TransformerBlock
@@ -137,8 +138,13 @@ class LMHead(Layer):
     def __repr__(self):
         return f"LMHead({self.name}: h={self.hidden} -> V={self.vocab})"
 
+    @property
+    def steps(self) -> tuple:
+        """Its order of operations (block_plan.lm_head): layer norm, then the logit matmul."""
+        return plan.lm_head(self.hidden, self.vocab)
+
     def param_shapes(self):
-        return {"ln_g": (self.hidden,), "ln_b": (self.hidden,), "w_out": (self.hidden, self.vocab)}
+        return plan.param_shapes(self.steps)
 
     def init(self, rng):
         return {"ln_g": np.ones(self.hidden), "ln_b": np.zeros(self.hidden),
@@ -146,28 +152,26 @@ class LMHead(Layer):
 
     def forward(self, params, x):
         """x (B, T, h) -> logits (B, T, V)."""
-        a, c_ln = K.layer_norm_forward(x, params["ln_g"], params["ln_b"])
-        logits, _ = K.linear_forward(a, params["w_out"])  # (B, T, h) @ (h, V)
-        return logits, (c_ln, a)
+        values = {"x": x}
+        cache = plan.forward(self.steps, params, values)
+        return values["y"], cache
 
     def backward_input(self, params, cache, dy):
-        c_ln, a = cache
-        da = K.linear_backward_input(dy, params["w_out"])
-        return K.layer_norm_backward_input(c_ln, da, params["ln_g"]), (c_ln, a, da, dy)
+        grads = {"y": dy}
+        wcache = plan.backward_input(self.steps, params, cache, grads)
+        return grads["x"], wcache
 
     def backward_weight(self, params, wcache):
-        c_ln, a, da, dy = wcache
-        dw, _ = K.linear_backward_weight(a, dy, has_bias=False)
-        dg, db = K.layer_norm_backward_weight(c_ln, da)
-        return {"ln_g": dg, "ln_b": db, "w_out": dw}
+        grads = plan.backward_weight(self.steps, wcache)
+        return {k: grads[k] for k in self.param_shapes()}
 
     def forward_flops(self, batch):
         """2 B s h V (the logit matmul)."""
-        return float(2 * batch * self.seq_len * self.hidden * self.vocab)
+        return plan.flops(self.steps, batch, self.seq_len)[0]
 
     def backward_flops(self, batch):
-        f = self.forward_flops(batch)
-        return f, f
+        _, fl_in, fl_w = plan.flops(self.steps, batch, self.seq_len)
+        return fl_in, fl_w
 
     def activation_bytes(self, batch):
         """xhat (B, s, h), rstd (B, s, 1), normalised input a (B, s, h)."""

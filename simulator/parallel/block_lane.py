@@ -125,6 +125,8 @@ def sp_partial_grads(items) -> tuple[str, ...]:
 
 def context_parallel(items: tuple) -> tuple:
     names = [getattr(i, "name", None) for i in items]
+    if "qkv" not in names:  # no attention (the LM head): token-wise steps on this rank's tokens
+        return items
     a, b = names.index("qkv"), names.index("o")
     inner, rest, o = items[a:b + 1], items[b + 1:], items[b]
     if len(o.params) > 1:  # W_o's bias is added after the attention, as a step of its own

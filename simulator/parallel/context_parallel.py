@@ -29,6 +29,7 @@ the projections, MLP, layer norms and embedding later from what B kept (act/wcac
 With tensor parallelism too (the hybrid strategy), each tensor rank runs the ring (or the
 all-to-alls) on the q, k, v columns of its a/tp heads, between Megatron's column-parallel QKV
 and row-parallel output projection (tensor_parallel.py); all-to-all then needs tp cp | heads.
+The lane is lane.ShardedLane (one class for every tp x sp x cp); this module holds the placements.
 """
 
 from __future__ import annotations
@@ -36,135 +37,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import ParasimError
-from ..models import Embedding, TransformerBlock
-from . import cp_kernels  # noqa: F401 -- registers the cp_* kernels this compiler emits
-from .block_lane import emit_backward, emit_forward, lane_items
-from .bw_split import SplitBackward
 from .config import TrainConfig
-from .cp_attention import ContextAttention
 from .cp_split import chunk_positions
-from .emit import Replica, grad, param
-from .layer_kernels import layer_of
+from .lane import ShardedLane
 from .replicated import Compiled, WholeLayers, compile_replicated
-from .tensor_parallel import TensorParallel, TensorParallelReplica, check_tensor_parallel
-
-
-@dataclass
-class ContextParallelReplica(ContextAttention, SplitBackward, Replica):
-    """The lane of context rank `c` (tp = 1): the same schedule as the other cp lanes of its stages.
-    Its blocks are their steps with the attention run over the context group
-    (block_lane.context_parallel); the embedding and head run on this rank's tokens."""
-
-    def activation_nbytes(self, li: int) -> int:
-        return super().activation_nbytes(li) // self.cp
-
-    def block_items(self, steps: tuple) -> tuple:
-        return lane_items(steps, 1, False, True)
-
-    def emit_layer_forward(self, r, li, x, y, j):
-        b, lyr = self.builder, layer_of(self.config, li)
-        kw = {"phase": "forward", "microbatch": j}
-        c = f"act/cache/{li}/mb{j}"
-        if isinstance(lyr, Embedding):
-            b.compute(r, "cp_embed_fwd", [x, param(li, "wte"), param(li, "wpe")], [y, c],
-                      attrs={"positions": self.positions[self.c]}, label=f"F{j} {lyr.name}", **kw)
-        elif isinstance(lyr, TransformerBlock):
-            emit_forward(self, r, li, lyr, self.block_items(lyr.steps), {"x": x}, {"y": y}, j)
-        else:
-            b.compute(r, "layer_fwd", [x, *self._params(li)], [y, c], attrs={"config": self.config, "layer": li},
-                      flops=lyr.forward_flops(self.microbatch_size) / self.cp, label=f"F{j} {lyr.name}", **kw)
-
-    def emit_layer_backward(self, r, li, dy, dx, j, accumulate):
-        b, lyr = self.builder, layer_of(self.config, li)
-        G = lambda *ns: [grad(li, n) for n in ns]  # noqa: E731
-        acc = lambda *ns: G(*ns) if accumulate else []  # noqa: E731
-        kw = {"phase": "backward", "microbatch": j}
-        c = f"act/cache/{li}/mb{j}"
-        if isinstance(lyr, TransformerBlock):
-            return emit_backward(self, r, li, lyr, self.block_items(lyr.steps), {"y": dy}, {"x": dx}, j, accumulate)
-        if isinstance(lyr, Embedding):
-            b.compute(r, "cp_embed_bwd", [c, dy, *acc("wte", "wpe")], G("wte", "wpe"),
-                      attrs={"vocab": lyr.vocab, "seq": lyr.seq_len, "positions": self.positions[self.c]},
-                      label=f"B{j} {lyr.name}", **kw)
-        else:
-            fl = sum(lyr.backward_flops(self.microbatch_size)) / self.cp
-            b.compute(r, "layer_bwd", [c, dy, *self._params(li), *acc(*lyr.param_shapes())],
-                      ([dx] if dx else []) + G(*lyr.param_shapes()),
-                      attrs={"config": self.config, "layer": li, "n_params": len(lyr.param_shapes()),
-                             "want_dx": dx is not None}, flops=fl, label=f"B{j} {lyr.name}", **kw)
-        b.free(r, c)
-
-    # ---- zero-bubble schedules: B (input gradients, the ring's dK/dV) now, W (weights) later --------
-    def emit_layer_backward_input(self, r, li, dy, dx, j):
-        b, lyr = self.builder, layer_of(self.config, li)
-        if isinstance(lyr, TransformerBlock):
-            return self.split_backward_input(r, li, dy, dx, j)
-        if isinstance(lyr, Embedding):  # no input gradient: keep dy for W
-            return b.compute(r, "copy", [dy], [f"act/wcache/{li}/mb{j}"], label=f"B{j} {lyr.name} keep dy",
-                             phase="backward", microbatch=j)
-        return super().emit_layer_backward_input(r, li, dy, dx, j)
-
-    def emit_layer_backward_weight(self, r, li, j, accumulate):
-        b, lyr = self.builder, layer_of(self.config, li)
-        if isinstance(lyr, TransformerBlock):
-            return self.split_backward_weight(r, li, j, accumulate)
-        if not isinstance(lyr, Embedding):
-            return super().emit_layer_backward_weight(r, li, j, accumulate)
-        c, w = f"act/cache/{li}/mb{j}", f"act/wcache/{li}/mb{j}"
-        G = [grad(li, n) for n in ("wte", "wpe")]
-        b.compute(r, "cp_embed_bwd", [c, w, *(G if accumulate else [])], G,
-                  attrs={"vocab": lyr.vocab, "seq": lyr.seq_len, "positions": self.positions[self.c]},
-                  label=f"W{j} {lyr.name}", phase="wgrad", microbatch=j)
-        b.free(r, c, w)
-
-
-@dataclass
-class ContextTensorParallelReplica(ContextAttention, TensorParallelReplica):
-    """A (context rank, tensor rank) lane: Megatron's tensor-parallel block whose attention runs
-    over the context group on this tensor rank's heads; every tensor-group collective moves the
-    T/cp tokens of this rank."""
-
-    def _full_nbytes(self, width: int) -> int:
-        return super()._full_nbytes(width) // self.cp
-
-    def activation_nbytes(self, li: int) -> int:
-        return super().activation_nbytes(li) // self.cp
-
-    def _fl_parts(self) -> int:
-        return self.tp * self.cp  # T/cp tokens; attention Tl x T per rank
-
-    cp_attention = True
-
-    def emit_layer_forward(self, r, li, x, y, j):
-        lyr = layer_of(self.config, li)
-        if not isinstance(lyr, Embedding):
-            return super().emit_layer_forward(r, li, x, y, j)
-        c, T = self._names(li, j)
-        kw = {"phase": "forward", "microbatch": j}
-        rows = lyr.vocab // self.tp
-        self.builder.compute(r, "tp_embed_fwd", [x, param(li, "wte")], [f"{T}/e_part", f"{c}/tokens"],
-                             attrs={"start": self.t * rows}, label=f"F{j} {lyr.name} lookup", **kw)
-        self._reduce(r, f"{T}/e_part", f"{T}/e", j, f"{li}/e/mb{j}")
-        self.builder.compute(r, "cp_embed_pos", [f"{T}/e", param(li, "wpe")], [y],
-                             attrs={"positions": self.positions[self.c]}, label=f"F{j} {lyr.name} +pos", **kw)
-        self._drop(r, f"{T}/e")
-
-    def emit_layer_backward(self, r, li, dy, dx, j, accumulate):
-        lyr = layer_of(self.config, li)
-        if not isinstance(lyr, Embedding):
-            return super().emit_layer_backward(r, li, dy, dx, j, accumulate)
-        c, _ = self._names(li, j)
-        rows = lyr.vocab // self.tp
-        self.grad_op(r, li, j, "cp_tp_embed_bwd", [f"{c}/tokens", dy], [], ("wte", "wpe"), accumulate,
-                     attrs={"start": self.t * rows, "rows": rows, "seq": lyr.seq_len, "positions": self.positions[self.c]},
-                     label=lyr.name)
-        self._drop(r, f"{c}/tokens")
+from .tensor_parallel import TensorParallel, check_tensor_parallel
 
 
 def _cp_fields(cfg: TrainConfig, c: int) -> dict:
     mesh = cfg.attention_mesh  # the mesh of compile_replicated
     return {"cp": cfg.cp, "c": c, "kind": cfg.cp_comm_type, "cp_group_of": {r: g for g in mesh.groups("cp") for r in g},
-            "positions": chunk_positions(cfg.model.seq_len, cfg.cp, cfg.cp_comm_type)}
+            "positions": chunk_positions(cfg.model.seq_len, cfg.cp, cfg.cp_comm_type), "cp_attention": True}
 
 
 @dataclass(frozen=True)
@@ -173,9 +56,8 @@ class ContextParallel(WholeLayers):
 
     cfg: TrainConfig | None = None  # resolved
 
-    def replica(self, builder, t, mbs, scale, c: int = 0) -> Replica:
-        return ContextParallelReplica(builder, self.cfg.model, mbs, scale,
-                                      **_cp_fields(self.cfg, c))
+    def replica(self, builder, t, mbs, scale, c: int = 0) -> ShardedLane:
+        return ShardedLane(builder, self.cfg.model, mbs, scale, **_cp_fields(self.cfg, c))
 
     def positions(self, c: int) -> tuple[int, ...]:
         return chunk_positions(self.cfg.model.seq_len, self.cfg.cp, self.cfg.cp_comm_type)[c]
@@ -185,10 +67,9 @@ class ContextParallel(WholeLayers):
 class ContextTensorParallel(TensorParallel):
     """The placement for cp x tp: Megatron's tensor shards, replicated over the context group."""
 
-    def replica(self, builder, t, mbs, scale, c: int = 0) -> Replica:
-        return ContextTensorParallelReplica(builder, self.cfg.model, mbs, scale,
-                                            tp=self.cfg.tp, t=t, tp_group_of=self.tp_group_of,
-                                            **_cp_fields(self.cfg, c))
+    def replica(self, builder, t, mbs, scale, c: int = 0) -> ShardedLane:
+        return ShardedLane(builder, self.cfg.model, mbs, scale, tp=self.cfg.tp, t=t, tp_group_of=self.tp_group_of,
+                           **_cp_fields(self.cfg, c))
 
     def positions(self, c: int) -> tuple[int, ...]:
         return chunk_positions(self.cfg.model.seq_len, self.cfg.cp, self.cfg.cp_comm_type)[c]

@@ -31,7 +31,6 @@ from ..models import functional as K
 from ..models.attention import merge_heads as _merge
 from ..models.attention import split_heads as _heads
 from ..ops import kernel
-from .tp_kernels import tp_logits_bwd_weight
 
 
 def _acc(grads: tuple, existing: tuple) -> tuple:
@@ -95,8 +94,10 @@ def cp_o_bwd_input(att, dout, w_o):
     return K.linear_backward_input(dout, w_o), (att, dout)
 
 
-# W: dW_o = att^T dout, the same product as the vocabulary-parallel head's dW_out = a^T dlogits
-cp_o_bwd_weight = kernel("cp_o_bwd_weight")(tp_logits_bwd_weight)
+@kernel("cp_o_bwd_weight")
+def cp_o_bwd_weight(wc, *existing):
+    """W: dW_o = att^T dout."""
+    return _acc((K.linear_backward_weight(*wc, has_bias=False)[0],), existing)
 
 
 # ---- ring attention ------------------------------------------------------------------------------

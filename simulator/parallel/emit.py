@@ -43,8 +43,9 @@ class Replica:
     """The layer emitter of one lane (whole layers on one rank: tp = cp = ep = 1): forward and
     backward of layer li of micro-batch j on rank r. `scale` multiplies the loss sum of each
     micro-batch before backward (1 / tokens of the whole replica batch). The parallelisms are
-    transforms of this emitter, applied in a fixed order by `replicated.parallelize`: the tensor /
-    sequence / context / expert lanes replace its layer emission, ZeRO-2/3 wraps it (zero.py), and
+    transforms of this emitter, applied in a fixed order by `replicated.parallelize`: a sharded lane
+    (lane.ShardedLane: tensor / sequence / context) replaces its layer emission, expert parallelism
+    wraps that (expert_parallel.ExpertLane), ZeRO-2/3 wraps the result (zero.py), and
     `Stages` (the pipeline stage split) drives it through a schedule."""
 
     builder: ProgramBuilder

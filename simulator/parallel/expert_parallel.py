@@ -58,7 +58,8 @@ class ExpertLane(SplitBackward):
     def _items(self, lyr) -> tuple:
         lane, cp = self.inner, getattr(self.inner, "cp", 1)
         routing = (sum(lane.positions, ()), tuple(lane.positions[lane.c]), lane.config.seq_len // cp) if cp > 1 else ()
-        return lane_items(lyr.steps, getattr(lane, "tp", 1), getattr(lane, "sp", False), cp > 1, self.ep, routing)
+        return lane_items(lyr.steps, getattr(lane, "tp", 1), getattr(lane, "sp", False),
+                          getattr(lane, "cp_attention", False), self.ep, routing)
 
     def emit_layer_forward(self, r, li, x, y, j):
         lyr = layer_of(self.config, li)

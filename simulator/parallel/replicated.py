@@ -164,9 +164,11 @@ def grad_groups(mesh: DeviceMesh, bidirectional: bool) -> dict[int, tuple[int, .
 def parallelize(placement, builder: ProgramBuilder, t: int, c: int, mbs: int, scale: float, zero: int,
                 zgroups: ZeroGroups):
     """The layer emitter of the lane (tensor rank t, context rank c), its transforms applied in a
-    fixed order: the placement's tensor / sequence / context / expert layers (tensor_parallel.py,
-    context_parallel.py, expert_parallel.py), then ZeRO-2/3 around each layer (zero.py). The
-    pipeline stage split (emit.Stages) then drives it through the schedule."""
+    fixed order: the placement's lane (emit.Replica for whole layers, lane.ShardedLane for any
+    tp x sp x cp: a layer with steps runs them through block_lane.lane_items' TP/SP then CP
+    transforms), expert parallelism around it for MoE blocks (expert_parallel.ExpertLane: EP after
+    TP and CP), then ZeRO-2/3 around each layer (zero.py). The pipeline stage split (emit.Stages)
+    then drives it through the schedule."""
     lane = placement.replica(builder, t, mbs, scale, c=c)
     if zero >= 2:
         lane = ZeroStage23(lane, zero, zgroups, placement.shapes)

@@ -22,35 +22,26 @@ ReduceScatter), W computes each shard's weight gradients later with no communica
 
 The transformer block's split is not written here: its steps (models/block_plan.py) go through
 block_lane.tensor_parallel (the column / row rule above as a transform) and block_lane's one
-emitter; this lane emits the embedding, LM head and loss.
-
-Tensor names follow emit.py; per-layer pieces are act/cache/{layer}/mb{j}/{piece} (kept for
-backward) and act/tp/{layer}/mb{j}/{piece} (temporaries).
+emitter, and so does the LM head's (block_plan.lm_head: its W_out column-parallel by the same rule,
+f before it); the lane (lane.ShardedLane, one class for every tp x sp x cp) emits them and the
+embedding and loss. This module holds the placement: how a parameter is cut, the degree rules.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
 
 from ..errors import ParasimError
-from ..models import Embedding, GPTConfig, LMHead, TransformerBlock
-from ..program import Collective
-from . import tp_kernels  # noqa: F401 -- registers the tp_*/vp_ce_* kernels this compiler emits
-from .block_lane import emit_backward, emit_forward, lane_items, sp_partial_grads
-from .bw_split import SplitBackward
+from ..models import Embedding, GPTConfig, LMHead
 from .config import TrainConfig
-from .emit import Replica, grad, param
+from .lane import ShardedLane
 from .layer_kernels import layer_of
 from .replicated import Compiled, compile_replicated
 
 QKV = "qkv"  # q, k and v column blocks each cut by heads
-# Gradients that are partial sums over the tensor group under sequence parallelism (their layer
-# sees only T/n tokens): AllReduced over the group (Megatron's sequence-parallel grad all-reduce).
-# (the transformer block's are derived from its steps: block_lane.sp_partial_grads)
-SP_PARTIAL = {LMHead: ("ln_g", "ln_b")}
 
 
 def split_rule(layer, name: str):
@@ -104,148 +95,6 @@ def check_tensor_parallel(cfg: TrainConfig, sp: bool) -> None:
                            + f"; it does not divide {', '.join(bad)}")
 
 
-@dataclass
-class TensorParallelReplica(SplitBackward, Replica):
-    """A model replica's lane of tensor rank `t` of `tp`: the same schedule as every other lane of
-    its tensor groups, so their collectives meet in the same order."""
-
-    tp: int = 1
-    t: int = 0
-    sp: bool = False
-    tp_group_of: dict = field(default_factory=dict)  # rank -> its tensor group
-    cp_attention = False  # a context x tensor lane runs attention over its context group
-
-    # ---- collectives over the tensor group ------------------------------------------------------
-    def _coll(self, r, kind, src, out, j, tag, nbytes, op="sum"):
-        self.builder.add(r, Collective(kind, src, out, self.tp_group_of[r], op=op, axis=1, nbytes=nbytes,
-                                       tag=tag, microbatch=j))
-
-    def _full_nbytes(self, width: int) -> int:
-        return 8 * self.microbatch_size * self.config.seq_len * width  # (mb, s, width) float64
-
-    def _reduce(self, r, part, out, j, tag, width=None):
-        """Row-parallel output: AllReduce (g), or ReduceScatter along the sequence under SP."""
-        nb = self._full_nbytes(width or self.config.hidden)
-        self._coll(r, "reduce_scatter" if self.sp else "all_reduce", part, out, j, tag, nb)
-        self.builder.free(r, part)
-
-    def _gather(self, r, x, out, j, tag) -> str:
-        """Column-parallel input: identity, or AllGather along the sequence under SP."""
-        if not self.sp:
-            return x
-        self._coll(r, "all_gather", x, out, j, tag, self._full_nbytes(self.config.hidden) // self.tp)
-        return out
-
-    def _drop(self, r, *names):
-        self.builder.free(r, *dict.fromkeys(names))
-
-    def activation_nbytes(self, li: int) -> int:
-        return super().activation_nbytes(li) // (self.tp if self.sp else 1)
-
-    def _fl_head(self):
-        """The logit matmul on one rank, 2 B s h V / n (Narayanan et al. 2021), and its backward
-        as (input gradient, weight gradient)."""
-        c = self.config
-        f = 2.0 * self.microbatch_size * c.seq_len * c.hidden * c.vocab / self._fl_parts()
-        return f, (f, f)
-
-    def _fl_parts(self) -> int:
-        return self.tp
-
-    def _names(self, li, j):
-        return f"act/cache/{li}/mb{j}", f"act/tp/{li}/mb{j}"
-
-    # ---- the transformer block: its steps (models/block_plan.py) through the transforms -----------
-    def block_items(self, steps: tuple) -> tuple:
-        """The block's steps as this lane runs them (block_lane.lane_items: TP/SP, then CP)."""
-        return lane_items(steps, self.tp, self.sp, self.cp_attention)
-
-    # ---- forward ----------------------------------------------------------------------------------
-    def emit_layer_forward(self, r, li, x, y, j):
-        b, lyr = self.builder, layer_of(self.config, li)
-        c, T = self._names(li, j)
-        P = lambda n: param(li, n)  # noqa: E731
-        kw = dict(phase="forward", microbatch=j)
-        if isinstance(lyr, Embedding):
-            rows = lyr.vocab // self.tp
-            b.compute(r, "tp_embed_fwd", [x, P("wte")], [f"{T}/e_part", f"{c}/tokens"], attrs={"start": self.t * rows},
-                      label=f"F{j} {lyr.name} lookup", **kw)
-            self._reduce(r, f"{T}/e_part", f"{T}/e", j, f"{li}/e/mb{j}")
-            offset = self.t * lyr.seq_len // self.tp if self.sp else 0
-            b.compute(r, "tp_embed_pos", [f"{T}/e", P("wpe")], [y], attrs={"offset": offset},
-                      label=f"F{j} {lyr.name} +pos", **kw)
-            self._drop(r, f"{T}/e")
-        elif isinstance(lyr, TransformerBlock):
-            emit_forward(self, r, li, lyr, self.block_items(lyr.steps), {"x": x}, {"y": y}, j)
-        else:  # LMHead: logits of this rank's vocabulary slice, (mb, s, V/n)
-            b.compute(r, "tp_ln_fwd", [x, P("ln_g"), P("ln_b")], [f"{c}/a", f"{c}/ln"], label=f"F{j} {lyr.name} ln", **kw)
-            a = self._gather(r, f"{c}/a", f"{T}/a", j, f"{li}/a/mb{j}")
-            b.compute(r, "tp_logits_fwd", [a, P("w_out")], [y], flops=self._fl_head()[0], label=f"F{j} {lyr.name}", **kw)
-            if self.sp:
-                self._drop(r, a)
-
-    def emit_loss_forward(self, r, x, j):
-        """Vocabulary-parallel cross-entropy: three AllReduces of (mb, s) statistics."""
-        b, T, yv = self.builder, f"act/tp/loss/mb{j}", f"data/y/mb{j}"
-        kw = dict(phase="forward", microbatch=j)
-        start = self.t * self.config.vocab // self.tp
-        nb = self._full_nbytes(1)
-        b.compute(r, "vp_ce_max", [x], [f"{T}/max"], label=f"F{j} loss max", **kw)
-        self._coll(r, "all_reduce", f"{T}/max", f"{T}/max", j, f"loss/max/mb{j}", nb, op="max")
-        b.compute(r, "vp_ce_stats", [x, f"{T}/max", yv], [f"{T}/sumexp", f"{T}/zt"], attrs={"start": start},
-                  label=f"F{j} loss sum-exp", **kw)
-        self._coll(r, "all_reduce", f"{T}/sumexp", f"{T}/sumexp", j, f"loss/sumexp/mb{j}", nb)
-        self._coll(r, "all_reduce", f"{T}/zt", f"{T}/zt", j, f"loss/target/mb{j}", nb)
-        b.compute(r, "vp_ce_loss", [x, f"{T}/max", f"{T}/sumexp", f"{T}/zt", yv],
-                  [f"out/loss/mb{j}", f"act/cache/loss/mb{j}"], attrs={"start": start}, label=f"F{j} loss", **kw)
-        self._drop(r, f"{T}/max", f"{T}/sumexp", f"{T}/zt")
-
-    # ---- backward ---------------------------------------------------------------------------------
-    def emit_loss_backward(self, r, dy, j):
-        self.builder.compute(r, "vp_ce_bwd", [f"act/cache/loss/mb{j}"], [dy], attrs={"scale": self.scale},
-                             phase="backward", microbatch=j, label=f"B{j} loss")
-        self._drop(r, f"act/cache/loss/mb{j}")
-
-    def emit_layer_backward(self, r, li, dy, dx, j, accumulate):
-        lyr = layer_of(self.config, li)
-        c, T = self._names(li, j)
-        P = lambda n: param(li, n)  # noqa: E731
-        op = lambda *a, **k: self.grad_op(r, li, j, *a, accumulate=accumulate, **k)  # noqa: E731
-        sp_only = (lambda *ns: ns) if self.sp else (lambda *ns: ())
-        if isinstance(lyr, Embedding):
-            dyf = self._gather(r, dy, f"{T}/dy", j, f"{li}/dy/mb{j}")
-            rows = lyr.vocab // self.tp
-            op("tp_embed_bwd", [f"{c}/tokens", dyf], [], ("wte", "wpe"),
-               attrs={"start": self.t * rows, "rows": rows, "seq": lyr.seq_len}, label=lyr.name)
-            self._drop(r, f"{c}/tokens", *sp_only(dyf))
-        elif isinstance(lyr, TransformerBlock):
-            emit_backward(self, r, li, lyr, self.block_items(lyr.steps), {"y": dy}, {"x": dx}, j, accumulate)
-        else:  # LMHead
-            a = self._gather(r, f"{c}/a", f"{T}/a", j, f"{li}/a/mb{j}")
-            op("tp_logits_bwd", [a, dy, P("w_out")], [f"{T}/da_part"], ("w_out",), flops=self._fl_head()[1],
-               label=f"{lyr.name} logits")
-            self._drop(r, f"{c}/a", *sp_only(a))
-            self._reduce(r, f"{T}/da_part", f"{T}/da", j, f"{li}/da/mb{j}")
-            op("tp_ln_bwd", [f"{c}/ln", f"{T}/da", P("ln_g")], [dx], ("ln_g", "ln_b"), label=f"{lyr.name} ln")
-            self._drop(r, f"{c}/ln", f"{T}/da")
-
-    def emit_layer_backward_input(self, r, li, dy, dx, j):
-        self.split_backward_input(r, li, dy, dx, j)
-
-    def emit_layer_backward_weight(self, r, li, j, accumulate):
-        self.split_backward_weight(r, li, j, accumulate)
-
-    def grads_complete(self, r: int, li: int) -> None:
-        """Under SP, sum the partial layer-norm and bias gradients over the tensor group once the
-        last micro-batch's are in (before the data-parallel synchronisation)."""
-        if self.sp:
-            lyr = layer_of(self.config, li)
-            block = isinstance(lyr, TransformerBlock)
-            for n in sp_partial_grads(self.block_items(lyr.steps)) if block else SP_PARTIAL.get(type(lyr), ()):
-                size = int(np.prod(lyr.param_shapes()[n]))
-                self._coll(r, "all_reduce", grad(li, n), grad(li, n), None, f"sp/{li}/{n}", 8 * size)
-
-
 @dataclass(frozen=True)
 class TensorParallel:
     """The placement of layers on tp ranks (see replicated.WholeLayers for the interface)."""
@@ -259,9 +108,9 @@ class TensorParallel:
         mesh = c.attention_mesh  # the mesh of compile_replicated
         return {r: g for g in mesh.groups("tp") for r in g}
 
-    def replica(self, builder, t, mbs, scale, c: int = 0) -> Replica:
-        return TensorParallelReplica(builder, self.cfg.model, mbs, scale,
-                                     tp=self.cfg.tp, t=t, sp=self.sp, tp_group_of=self.tp_group_of)
+    def replica(self, builder, t, mbs, scale, c: int = 0) -> ShardedLane:
+        return ShardedLane(builder, self.cfg.model, mbs, scale, tp=self.cfg.tp, t=t, sp=self.sp,
+                           tp_group_of=self.tp_group_of)
 
     def positions(self, c: int) -> None:
         return None

@@ -1,6 +1,6 @@
-"""Device kernels of Megatron-style tensor (and sequence) parallel embedding, LM head and loss
-(Shoeybi et al. 2019; Korthikanti et al. 2022); the transformer block's are its own steps run by
-block_lane.py (block_fwd / block_bwd). Each is a pure numpy function registered in `simulator.ops`; the
+"""Device kernels of Megatron-style tensor (and sequence) parallel embedding and loss
+(Shoeybi et al. 2019; Korthikanti et al. 2022); the transformer block's and the LM head's are their
+own steps run by block_lane.py (block_fwd / block_bwd). Each is a pure numpy function registered in `simulator.ops`; the
 collectives between them (AllReduce, or AllGather / ReduceScatter under sequence parallelism) are
 separate Collective instructions emitted by simulator/parallel/tensor_parallel.py.
 
@@ -16,40 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..models import functional as K
 from ..ops import kernel
 
 
 def _acc(grads: tuple, existing: tuple) -> tuple:
     return tuple(g + e for g, e in zip(grads, existing)) if existing else grads
-
-
-def _bias_grad(dy):
-    return dy.reshape(-1, dy.shape[-1]).sum(axis=0)
-
-
-# ---- the LM head's layer norm (replicated weights; tokens split under sequence parallelism) --------
-@kernel("tp_ln_fwd")
-def tp_ln_fwd(x, gamma, beta):
-    """a = LN(x) on this rank's tokens.  (B, T', h) -> (a (B, T', h), cache)."""
-    return K.layer_norm_forward(x, gamma, beta)
-
-
-@kernel("tp_ln_bwd")
-def tp_ln_bwd(cache, dln, gamma, *existing):
-    """dx = LN'(dln) and (dgamma, dbeta)."""
-    dx, wc = tp_ln_bwd_input(cache, dln, gamma)
-    return (dx,) + tp_ln_bwd_weight(wc, *existing)
-
-
-@kernel("tp_ln_bwd_input")
-def tp_ln_bwd_input(cache, dln, gamma):
-    return K.layer_norm_backward_input(cache, dln, gamma), (cache, dln)
-
-
-@kernel("tp_ln_bwd_weight")
-def tp_ln_bwd_weight(wc, *existing):
-    return _acc(tuple(K.layer_norm_backward_weight(*wc)), existing)
 
 
 # ---- vocabulary-parallel embedding ------------------------------------------------------------------
@@ -90,30 +61,7 @@ def tp_embed_bwd_weight(wc, *existing, start: int, rows: int, seq: int):
     return tp_embed_bwd(*wc, *existing, start=start, rows=rows, seq=seq)
 
 
-# ---- vocabulary-parallel LM head and cross-entropy --------------------------------------------------
-@kernel("tp_logits_fwd")
-def tp_logits_fwd(a, w_out):
-    """logits of this rank's vocabulary slice: (B, T, h) @ (h, V/n) -> (B, T, V/n)."""
-    return a @ w_out
-
-
-@kernel("tp_logits_bwd")
-def tp_logits_bwd(a, dlogits, w_out, *existing):
-    """-> (da_part (B, T, h), dW_out (h, V/n))."""
-    da_part, wc = tp_logits_bwd_input(a, dlogits, w_out)
-    return (da_part,) + tp_logits_bwd_weight(wc, *existing)
-
-
-@kernel("tp_logits_bwd_input")
-def tp_logits_bwd_input(a, dlogits, w_out):
-    return K.linear_backward_input(dlogits, w_out), (a, dlogits)
-
-
-@kernel("tp_logits_bwd_weight")
-def tp_logits_bwd_weight(wc, *existing):
-    return _acc((K.linear_backward_weight(*wc, has_bias=False)[0],), existing)
-
-
+# ---- vocabulary-parallel cross-entropy (the LM head is its steps, block_plan.lm_head, run by block_lane) --------------------------------------------------
 @kernel("vp_ce_max")
 def vp_ce_max(logits):
     """Local max over this rank's vocabulary slice: (B, T, V/n) -> (B, T); AllReduce(max) follows."""

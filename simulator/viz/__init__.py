@@ -18,13 +18,28 @@ idle light grey (`PHASE_COLORS`); one colour per device rank (`device_color`).
 - goodput_chart(curve, ...)   goodput and its losses against the checkpoint interval
 """
 
-from .cost_charts import goodput_chart, memory_breakdown, sweep_chart
-from .cp_charts import ring_chart
-from .plans import collective_steps, layout_grid
-from .schedule_charts import schedule_chart, schedule_compare, schedule_trace
-from .style import GAP_COLORS, MEMORY_COLORS, PHASE_COLORS, device_color, png_bytes
-from .timelines import device_breakdown, memory_over_time, timeline
+from importlib import import_module
 
-__all__ = ["ring_chart", "timeline", "device_breakdown", "memory_over_time", "collective_steps", "layout_grid", "schedule_chart",
-           "schedule_compare", "schedule_trace", "memory_breakdown", "sweep_chart", "goodput_chart", "png_bytes",
-           "PHASE_COLORS", "GAP_COLORS", "MEMORY_COLORS", "device_color"]
+# name -> the module that defines it. Loaded on first use (PEP 562): the colours and
+# schedule_trace need no matplotlib, so a page that only builds Vega-Lite specs never imports it.
+_HOMES = {"goodput_chart": "cost_charts", "memory_breakdown": "cost_charts", "sweep_chart": "cost_charts",
+          "ring_chart": "cp_charts", "collective_steps": "plans", "layout_grid": "plans",
+          "schedule_chart": "schedule_charts", "schedule_compare": "schedule_charts",
+          "schedule_trace": "schedule_charts", "GAP_COLORS": "style", "MEMORY_COLORS": "style",
+          "PHASE_COLORS": "style", "device_color": "style", "png_bytes": "style",
+          "device_breakdown": "timelines", "memory_over_time": "timelines", "timeline": "timelines"}
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{_HOMES[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + list(_HOMES))
+
+
+__all__ = list(_HOMES)

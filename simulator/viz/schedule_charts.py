@@ -10,10 +10,10 @@ schedule_trace: the same timed schedule as a Trace (compute lane only), for Chro
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
+if TYPE_CHECKING:  # matplotlib is imported where a figure is drawn (schedule_trace needs none of it)
+    from matplotlib.figure import Figure
 
 from ..trace import Trace, TraceEvent
 from .style import ACTION_COLORS, PHASE_COLORS, message_figure, new_figure, style_axes
@@ -54,6 +54,8 @@ def _draw_schedule(ax, result, xmax: float, labels: bool = True) -> None:
 
 
 def _legend(fig, results) -> None:
+    from matplotlib.patches import Patch
+
     kinds = []
     for r in results:
         for row in r.schedule.actions:

@@ -8,9 +8,10 @@ registry, no GUI backend), so they are safe in a web server and never call `plt.
 from __future__ import annotations
 
 import io
+from typing import TYPE_CHECKING
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
+if TYPE_CHECKING:  # matplotlib is imported by the functions that draw (the colours need none of it)
+    from matplotlib.figure import Figure
 
 # Phase colours, the same everywhere in parasim. Every two categories a timeline can show (these and
 # GAP_COLORS) stay apart for normal vision and under simulated protanopia, deuteranopia and
@@ -90,6 +91,9 @@ def byte_unit(nbytes: float) -> tuple[str, float]:
 
 
 def new_figure(width: float, height: float) -> Figure:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
