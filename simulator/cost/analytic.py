@@ -219,10 +219,12 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     topo = hw.topology(cfg.gpus, A.link_efficiency)
     algo = A.collective_algo
     K, cm, f_comp, comm_l, f_l, b_l, w_l = layer_times(model, cfg, hw, A, topo) if layer is None else layer
+    comm_l = dict(comm_l)             # its "ep" becomes the slowest stage's below (`layer` may be shared)
     full = cfg.recompute == "full"
     stack = A.profile                  # the software stack's kernels and overheads (`simulator.cost.stack`)
     kt = lambda k: k.time_s(hw, A.matmul_dtype, stack)  # noqa: E731
     layers = cfg.stage_layers(L)
+    ep_l = comm_l["ep"]
     ep_k = [ep_l] * p       # the overlap merges micro-batches by the schedule's pairs (`moe_overlap`)
     if A.overlap_moe_comm:
         ep_k = overlap_exposed_per_layer(cfg, L, cm["moe_dispatch"], cm["moe_combine"],

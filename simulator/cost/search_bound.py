@@ -11,7 +11,8 @@ The bound. `estimate`'s step is a sum of parts that are each >= 0 (`step_breakdo
 slowest stage's F + B + W with its exposed tensor-, context- and expert-parallel communication,
 then the bubble, p2p, data-parallel sync, the optimizer and host overhead. The slowest stage holds at
 least as much as any stage's layers times one layer's F + B + W (`analytic.layer_times`, the same
-function `estimate` uses); the bubble of GPipe, 1F1B and interleaved is a nondecreasing function of
+function `estimate` uses; with `overlap_moe_comm` less the layer's exposed all-to-all, which the
+overlap prices per stage, each >= 0); the bubble of GPipe, 1F1B and interleaved is a nondecreasing function of
 the other stages' mean F, B, W, each at least the fewest layers of a stage times one layer's; the
 zero-bubble forms (ZB-H1, ZB-H2) subtract W, so W enters as at most the most layers times one
 layer's W plus the LM head's W (what the last stage adds; with `Assumptions.grad_accum_bytes` > 0
@@ -137,7 +138,10 @@ class Pricer:
                 cfg = ParallelConfig(**var, global_batch=self.B, recompute=rc)
                 times = layer_times(self.model, cfg, self.hw, self.A)
                 head_w = times[0].logits_w.time_s(self.hw, self.A.matmul_dtype, self.A.profile)
-                got = (times, (*times[4:], head_w))
+                f, b, w = times[4:]
+                if self.A.overlap_moe_comm:   # each stage's exposed all-to-all is its own, >= 0 (`moe_overlap`)
+                    b -= times[3]["ep"]
+                got = (times, (f, b, w, head_w))
             except ParasimError:
                 got = (None, (0.0, 0.0, 0.0, INF))
             self._layer[key] = got
