@@ -67,6 +67,28 @@ def test_the_dense_block_counts_are_narayanan_2021():
     assert plan.param_shapes(wide)["w_fc"] == (h, 3 * h)
 
 
+def test_the_moe_block_counts_and_order():
+    """The MoE block's steps: the dense attention half, then router, routing, dispatch, experts,
+    combine; forward FLOPs 8 B s h^2 + 4 B s^2 h (attention) + 2 B s h E (router) + 4 h f per
+    capacity slot over E C B slots (GShard, Lepikhin et al. 2020: every expert's buffer padded to
+    its capacity C = ceil(cf k s / E)); parameters the attention half's, W_r (h, E) and E expert MLPs."""
+    from simulator.models.moe_steps import capacity, moe_block
+
+    B, s, h, a, E, k, f = 2, 8, 8, 2, 4, 2, 12
+    C = capacity(s, E, k, 1.25)
+    assert C == 5  # ceil(1.25 x 2 x 8 / 4)
+    steps = moe_block(h, a, E, k, C, f)
+    assert [st.name for st in steps] == ["ln1", "qkv", "attn", "o", "res1", "ln2", "router", "topk", "choose",
+                                         "slots", "count", "dispatch", "experts", "combine"]
+    fwd, b_in, b_w = plan.flops(steps, B, s)
+    experts = 4 * h * f * E * C * B
+    assert fwd == 8 * B * s * h * h + 4 * B * s * s * h + 2 * B * s * h * E + experts
+    assert b_w == 8 * B * s * h * h + 2 * B * s * h * E + experts  # attention has no weight gradient
+    shapes = plan.param_shapes(steps)
+    assert shapes["w_router"] == (h, E) and shapes["w_fc"] == (E, h, f) and shapes["b_proj"] == (E, h)
+    assert sum(int(np.prod(v)) for v in shapes.values()) == 4 * h * h + 8 * h + h * E + E * (2 * h * f + f + h)
+
+
 # ---- the block's order has one home: an edit of block_plan.py alone changes every strategy --------
 def _silu(a):
     sig = 1.0 / (1.0 + np.exp(-a))

@@ -51,12 +51,19 @@ from simulator.cost.hardware import Hardware, get_hardware
 from simulator.cost.memory import MemoryBreakdown
 from simulator.cost.memory_report import memory_report
 from simulator.cost.model_presets import ModelSpec, get_model
-from simulator.cost.moe import check_moe, expert_tokens, exposed_moe_s, moe_collectives, moe_group
+from simulator.cost.moe import (
+    check_moe,
+    expert_tokens,
+    exposed_moe_s,
+    moe_collective_time_s,
+    moe_collectives,
+    moe_group,
+)
 from simulator.cost.moe_overlap import overlap_exposed_per_layer, shared_halves
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.rank_params import heads_on, layer_params_on_rank, stage_params_on_rank
 from simulator.cost.sac import sac_recompute_flops_per_token
-from simulator.cost.scale_kernels import layer_kernels, padded_vocab
+from simulator.cost.scale_kernels import cp_exchange_nbytes, layer_kernels, padded_vocab
 from simulator.cost.step_breakdown import StepBreakdown, breakdown_from_parts, closed_form_leaves_out
 from simulator.cost.zero3_fetch import zero3_pass
 from simulator.errors import ParasimError
@@ -154,20 +161,21 @@ def _layer_comm(model, cfg, hw, A, K, topo) -> dict:
     cp_f = cp_b = cp_total = 0.0
     if c > 1:
         grp = cfg.cp_group()
+        kv, qkv, out = cp_exchange_nbytes(model, cfg, A.dtype)   # the scale program's sizes
         if cfg.cp_comm_type == "p2p":   # ring: c-1 steps passing K and V; backward also dK, dV
-            kv = 2 * T * sum(model.qkv_widths[1:]) / t            # K and V, 16-bit
             step = _slowest_link(topo, grp).time_s(kv)
             core = K.core_fwd.time_s(hw, A.matmul_dtype, A.profile)
             cp_total = 3 * (c - 1) * step
             cp_f = max(0.0, (c - 1) * step - core)
             cp_b = max(0.0, 2 * (c - 1) * step - 2.5 * core)
         else:                           # Ulysses: q, k, v in and the output back, each way
-            x = (collective_time_s("all_to_all", 2 * T * sum(model.qkv_widths) / t, grp, topo, A.collective_algo)
-                 + collective_time_s("all_to_all", act / t, grp, topo, A.collective_algo))
+            x = (collective_time_s("all_to_all", qkv, grp, topo, A.collective_algo)
+                 + collective_time_s("all_to_all", out, grp, topo, A.collective_algo))
             cp_f = cp_b = x
             cp_total = 2 * x
     dispatch, combine = moe_collectives(model, cfg, A)     # one MoE layer's forward (`cost.moe`)
-    moe_d, moe_c = (sum(collective_time_s(x.kind, x.nbytes, moe_group(cfg, x.group), topo, A.collective_algo)
+    moe_d, moe_c = (sum(moe_collective_time_s(x.kind, x.group, x.nbytes, moe_group(cfg, x.group), topo,
+                                              A.collective_algo, model.num_experts, model.moe_router_topk)
                         for x in xs) for xs in (dispatch, combine))
     return {"tp_fwd": tp, "tp_total_fwd": 2 * half, "cp_fwd": cp_f, "cp_bwd": cp_b, "cp_total": cp_total,
             "moe": moe_d + moe_c, "moe_dispatch": moe_d, "moe_combine": moe_c}
