@@ -100,15 +100,16 @@ def buffers_frame(replay, k: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def label_font(labels, columns: int) -> int:
+def label_font(labels, columns: int, top: int = FONT) -> int:
     """The label size (px) that fits the widest label line into a cell of the narrowest plot,
-    between MIN_FONT and the charts' FONT."""
+    between MIN_FONT and `top` (the charts' font: larger in presentation mode, ui.chart_font)."""
     widest = max((len(line) for lab in labels for line in lab.split("\n")), default=1)
-    return max(MIN_FONT, min(FONT, int(PLOT_PX / max(columns, 1) / (CHAR_EM * widest))))
+    return max(MIN_FONT, min(top, int(PLOT_PX / max(columns, 1) / (CHAR_EM * widest))))
 
 
-def buffers_chart(replay, k: int, follow: int | None = None) -> alt.LayerChart:
-    """The buffers after step k; `follow`: one slot (chunk) framed in black on every rank, to follow it."""
+def buffers_chart(replay, k: int, follow: int | None = None, font: int = FONT) -> alt.LayerChart:
+    """The buffers after step k; `follow`: one slot (chunk) framed in black on every rank, to follow it;
+    `font`: the largest label size (ui.chart_font: larger in presentation mode)."""
     df = buffers_frame(replay, k)
     n = replay.plan.n
     columns = int(df["slot"].max()) + 1
@@ -116,7 +117,7 @@ def buffers_chart(replay, k: int, follow: int | None = None) -> alt.LayerChart:
     x_title = "from rank (its pieces in this rank's buffer)" if blocks else "slot (chunk) of the buffer"
     cell = max(24, min(56, 900 // columns))
     lines = int(df["label"].str.count("\n").max()) + 1
-    font = label_font(df["label"], columns)
+    font = label_font(df["label"], columns, font)
     base = alt.Chart(df).encode(
         x=alt.X("slot:O", title=x_title, axis=alt.Axis(labelAngle=0)),
         y=alt.Y("rank:O", title="rank"))

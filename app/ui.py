@@ -190,13 +190,27 @@ def interactive(chart, key: str | None = None) -> None:
         st.altair_chart(styled(chart, chart_font()), width="stretch", key=key)
 
 
+def sentence(err, before: str = "") -> str:
+    """A refusal as the page shows it: `before` (what the page was doing) and the library's message
+    (it names the rule and the numbers) as one sentence on one line, with a capital and a full
+    stop: "tp=3 does not divide 4 heads" -> "Tp=3 does not divide 4 heads." (the first letter only)."""
+    text = before + (" ".join(str(err).split()) or f"{type(err).__name__} (no message)")
+    text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "?", "!")) else text + "."
+
+
+def show_error(err, before: str = "") -> None:
+    """st.error of `sentence(err, before)`."""
+    st.error(sentence(err, before))
+
+
 @contextmanager
 def friendly_errors():
-    """Show a ParasimError as one st.error line (never a traceback) and stop the page there."""
+    """Show a ParasimError as one st.error sentence (never a traceback) and stop the page there."""
     try:
         yield
     except ParasimError as err:
-        st.error(str(err))
+        show_error(err)
         st.stop()
 
 
@@ -230,12 +244,25 @@ def enlarge_text(fig, factor: float = PRESENT_TEXT):
     return fig
 
 
-def figure(fig, caption: str | None = None, dpi: int = 120) -> bytes:
+def figure(fig, caption: str | None = None, dpi: int = 120, share: tuple | None = None) -> bytes:
     """Render `fig` once to PNG, show it full width, and return the PNG (reused for downloads). In
-    presentation mode every text of the figure is drawn 1.5x larger (as the Vega-Lite charts' are)."""
-    if st.session_state.get("present"):
-        enlarge_text(fig)
-    png = viz.png_bytes(fig, dpi=dpi)
+    presentation mode every text of the figure is drawn 1.5x larger (as the Vega-Lite charts' are).
+    `fig` may be a function that draws it; with `share` (a key naming a deterministic result and the
+    figure) the PNG is drawn once per server for every session showing that result (shared_runs)."""
+    present = bool(st.session_state.get("present"))
+
+    def render() -> bytes:
+        drawn = fig() if callable(fig) else fig
+        if present:
+            enlarge_text(drawn)
+        return viz.png_bytes(drawn, dpi=dpi)
+
+    if share is None:
+        png = render()
+    else:
+        from shared_runs import shared
+
+        png, _ = shared(("figure", *share, present, dpi), render)
     st.image(png, width="stretch")
     if caption:
         st.caption(caption)
@@ -281,7 +308,7 @@ def or_error(fn, *args, **kwargs):
     try:
         return fn(*args, **kwargs)
     except ParasimError as err:
-        st.error(str(err))
+        show_error(err)
         return None
 
 

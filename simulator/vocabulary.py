@@ -27,6 +27,9 @@ from .errors import ParasimError
 PRESET = "preset"    # the model preset's value (ModelSpec field of the same name)
 DERIVED = "derived"  # computed from the other knobs
 SAME = "same"        # Knob.train_default: a real run uses `default` too
+# gradient bucket size when none is given, for a real run (`bucket_mb` None) and the scale program
+# alike: PyTorch DDP's bucket_cap_mb = 25 (Li et al. 2020, Sec. 3.2.3)
+DEFAULT_BUCKET_MB = 25.0
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,8 @@ KNOBS: tuple[Knob, ...] = (
          "--sequence-parallel", "(always on with tensor_parallel_degree > 1)", "cost", changes_answer=True,
          searched=(True, False)),
     # the real run's own
-    Knob("bucket_mb", "gradient buckets of about this many MB reduced during the backward (None: after it)", None,
+    Knob("bucket_mb", "gradient buckets of about this many MB reduced during the backward (None: buckets of "
+         "DEFAULT_BUCKET_MB = 25 reduced after it)", None,
          "--ddp-bucket-size (in elements)", "", "train"),
     Knob("grad_dtype", "dtype of gradients on the wire (a real run)", "float64", "--grad-reduce-in-bf16", "",
          "train"),
@@ -150,7 +154,8 @@ KNOBS: tuple[Knob, ...] = (
          "balanced routing fills each expert to its share", False, "--moe-pad-expert-input-to-capacity", "",
          "stack", changes_answer=True),
     Knob("moe_token_dispatcher", "MoE token dispatch: alltoall (all-to-all over ep), allgather (all-gather over "
-         "etp x ep) or flex (DeepEP; priced as alltoall). Megatron-LM's own default is allgather: its flags "
+         "etp x ep) or flex (DeepEP / HybridEP: once per node by RDMA, then NVLink). Megatron-LM's own default is "
+         "allgather: its flags "
          "keep it", "alltoall", "--moe-token-dispatcher-type", "", "stack", changes_answer=True,
          choices=("alltoall", "allgather", "flex")),
     Knob("overlap_moe_comm", "MoE dispatch/combine hidden under another micro-batch's compute (Megatron's 1F1B "

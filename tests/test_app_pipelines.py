@@ -57,7 +57,8 @@ def test_pipelines_show_dualpipe_beside_the_others():
     assert peaks["dualpipe"] == "5 micro-batches"  # p + 1
     assert any("DualPipe" in c.value for c in at.caption)
     at.slider(key="p").set_value(5).run()
-    assert any(e.value.startswith("dualpipe:") and "even number of stages; got 5" in e.value for e in at.error)
+    assert any(e.value.startswith("The dualpipe schedule cannot run these settings: ") and "even number of stages; got 5"
+               in e.value and e.value.endswith(".") for e in at.error)
 
 
 def test_pipelines_open_from_a_link_with_an_interactive_timeline_of_the_chosen_schedule():

@@ -36,3 +36,14 @@ def test_the_pipeline_plays_step_by_step_to_the_whole_schedule():
     at.slider(key="tick").set_value(at.slider(key="tick").max).run()
     assert any(f"{ops} of {ops} operations done" in c.value for c in at.caption)
     assert len(at.get("vega_lite_chart")) == n + 1 and not at.exception  # the played timeline
+
+
+def test_a_refusal_is_shown_as_one_sentence_naming_what_the_page_was_doing():
+    from ui import sentence
+
+    from simulator import ParasimError
+
+    assert sentence(ParasimError("tp=3 does not divide\n 4 heads")) == "Tp=3 does not divide 4 heads."
+    assert (sentence(ParasimError("m=0 micro-batches: at least 1"), "The gpipe schedule cannot run these settings: ")
+            == "The gpipe schedule cannot run these settings: m=0 micro-batches: at least 1.")
+    assert sentence(ParasimError("Refused.")) == "Refused."

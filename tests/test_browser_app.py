@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from app_helpers import APP  # noqa: F401  (puts app/ on the path: charts)
 from browser_helpers import free_port, launch, missing_browser, start_server, stop_server, wait_until_idle
 
 MISSING = missing_browser()  # tests/test_browser.py fails the run on it when CI requires the browser
@@ -126,3 +127,76 @@ def test_documented_paths_open_their_page_and_old_root_links_redirect(served, br
     assert page.locator("h1").first.inner_text() == "Collectives" and "kind=reduce_scatter" in page.url
     assert page.get_by_role("slider", name="Ranks n").get_attribute("aria-valuetext") == "8"
     page.close()
+
+
+# (path, the slider moved, the key pressed on it, the tab to open first): every page whose computations
+# take under about a second
+LIVE_PAGES = [("/", "Stages p", "ArrowRight", None), ("/collectives", "Ranks n", "ArrowRight", None),
+              ("/player", "Ranks n", "ArrowRight", None),
+              ("/sharding", "Mesh axis dp", "ArrowLeft", "One tensor on a mesh"),
+              ("/pipelines", "Stages p", "ArrowRight", None), ("/context", "Devices c", "ArrowLeft", None),
+              ("/scale", "Tensor parallel t", "ArrowLeft", None)]
+FIGURE = ('[data-testid="stMainBlockContainer"] [data-testid="stImage"] img, '
+          '[data-testid="stMainBlockContainer"] [data-testid="stVegaLiteChart"]')
+
+
+@pytest.mark.parametrize("path,slider,key,tab", LIVE_PAGES, ids=[p for p, *_ in LIVE_PAGES])
+def test_a_live_page_redraws_its_figure_as_a_slider_moves_without_a_click(served, browser, path, slider, key, tab):
+    _, url = served
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(url + path, wait_until="domcontentloaded")
+    wait_until_idle(page)
+    if tab:
+        page.get_by_role("tab", name=tab).click()
+    control = page.get_by_role("slider", name=slider).first
+    figure = page.locator(FIGURE).filter(visible=True).first
+    figure.scroll_into_view_if_needed()
+    before, value = figure.screenshot(), control.get_attribute("aria-valuetext")
+    control.focus()
+    control.press(key)
+    assert control.get_attribute("aria-valuetext") != value
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        page.wait_for_timeout(1000)
+        after = page.locator(FIGURE).filter(visible=True).first
+        if after.count() and after.screenshot() != before:
+            break
+    else:
+        pytest.fail(f"{path}: the figure did not change within 90 s of moving {slider}")
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.close()
+
+
+PRESENT_JS = """() => {
+  const px = e => parseFloat(getComputedStyle(e).fontSize);
+  const shown = e => e.getClientRects().length > 0;
+  const cut = e => e.scrollWidth > e.clientWidth + 1;
+  const main = document.querySelector('[data-testid="stMainBlockContainer"]');
+  const buttons = [...main.querySelectorAll('button')].filter(b => shown(b) && /^(Play|Pause|Step)$/.test(
+      b.innerText.replace(/^[a-z_]+\\s*/, '').trim()));
+  return {root: px(document.documentElement),
+          binds: [...main.querySelectorAll('.vega-bind-name, .vega-bindings select')].filter(shown).map(px),
+          axes: [...main.querySelectorAll('[data-testid="stVegaLiteChart"] svg .role-axis-label text')].map(px),
+          buttons: buttons.map(b => ({text: b.innerText.replace(/^[a-z_]+\\s*/, '').trim(), px: px(b),
+                                      cut: cut(b) || [...b.querySelectorAll('*')].some(cut)}))}; }"""
+
+
+@pytest.mark.parametrize("path", ["/pipelines?present=true&p=8&m=16", "/player?present=true&n=8"])
+def test_presentation_mode_scales_the_vega_controls_the_axes_and_the_play_button_at_1024px(served, browser, path):
+    from charts import PRESENT_FONT
+
+    _, url = served
+    page = browser.new_page(viewport={"width": 1024, "height": 768})
+    page.goto(url + path, wait_until="domcontentloaded")
+    wait_until_idle(page)
+    if "pipelines" in path:  # its player is folded under the comparison
+        page.get_by_text("Play the schedule, operation by operation").click()
+        page.get_by_role("button", name="Play").wait_for(timeout=60_000)
+    got = page.evaluate(PRESENT_JS)
+    page.close()
+    assert got["root"] == 20  # presentation mode: 1 rem = 20 px (app/main.py's PRESENT)
+    assert got["axes"] and min(got["axes"]) >= PRESENT_FONT, got["axes"]  # Vega-Lite: charts.spec_style
+    assert {b["text"] for b in got["buttons"]} >= {"Play", "Step"}, got["buttons"]
+    assert all(b["px"] >= 20 and not b["cut"] for b in got["buttons"]), got["buttons"]  # never "P..."
+    if "pipelines" in path:  # the timeline's "highlight micro-batch" menu (a Vega binding)
+        assert got["binds"] and min(got["binds"]) >= 17, got["binds"]

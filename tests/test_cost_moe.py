@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -243,3 +244,43 @@ def test_unpriced_moe_flags_are_refused_with_the_reason(flags, rule):
     every = megatron_run(parse_megatron_args(MEGATRON + " --moe-layer-freq [1]*8 --moe-grouped-gemm"), gpus=8)
     assert every.notes == () and "--moe-layer-freq" not in every.ignored
     assert "grouped GEMM" in megatron_run(parse_megatron_args(MEGATRON), gpus=8).notes[0]
+
+
+def test_flex_dispatches_once_per_node_as_deepep_measures_it():
+    """DeepEP (github.com/deepseek-ai/DeepEP README at dd758caf, Performance: DeepSeek-V3's shape, 8K
+    tokens, hidden 7168, top-8 of 256 experts; SM90 with CX7) measures a dispatch bottleneck of
+    90 GB/s (RDMA) for EP 8 x 2 and 61 GB/s for EP 8 x 4, logical bandwidth counting each token once
+    per node it goes to, the rank's own node included. parasim's RDMA leg of flex, the same bytes
+    over the ranks of one in-node index on h100-sxm: 93.8 and 62.5 GB/s (recorded; 4.2 % and 2.5 % above)."""
+    from simulator.cost.comm import collective_time_s
+    from simulator.cost.hardware import get_hardware
+    from simulator.cost.moe import moe_collective_time_s, nodes_hit
+    assert nodes_hit(256, 8, 1) == pytest.approx(1.0)
+    assert nodes_hit(256, 8, 256) == pytest.approx(8.0)          # one expert per node: every copy its own node
+    assert nodes_hit(128, 8, 2) == pytest.approx(2 * (1 - math.comb(64, 8) / math.comb(128, 8)), rel=1e-12)
+    hw = get_hardware("h100-sxm")
+    for nodes, published, recorded in ((2, 90, 93.8), (4, 61, 62.5)):
+        topo = hw.topology(8 * nodes)
+        once = 2 * 7168 * 8192 * nodes_hit(256, 8, nodes)
+        gbps = once / collective_time_s("all_to_all", once, [8 * i for i in range(nodes)], topo) / 1e9
+        assert gbps == pytest.approx(recorded, abs=0.05) and gbps == pytest.approx(published, rel=0.05)
+        rows = 2 * 7168 * 8192 * 8
+        ep = list(range(8 * nodes))
+        flex = moe_collective_time_s("all_to_all", "ep_flex", rows, ep, topo, "ring", 256, 8)
+        plain = moe_collective_time_s("all_to_all", "ep", rows, ep, topo, "ring", 256, 8)
+        assert flex < plain == collective_time_s("all_to_all", rows, ep, topo)
+    one_node = hw.topology(8)
+    assert moe_collective_time_s("all_to_all", "ep_flex", 1e8, range(8), one_node, "ring", 256, 8) == \
+        collective_time_s("all_to_all", 1e8, range(8), one_node)
+
+
+def test_flex_is_priced_alike_by_the_clock_and_the_closed_form():
+    cfg = ParallelConfig(dp=16, ep=16, global_batch=64)            # 16 ranks over 2 nodes
+    model = MOE.with_overrides(num_experts=64, moe_router_topk=4)
+    A = [Assumptions(moe_token_dispatcher=d) for d in ("alltoall", "flex")]
+    ana = [estimate(model, cfg, "h100-sxm", a) for a in A]
+    clock = [simulate_at_scale(model, cfg, "h100-sxm", a, fold_tp=True) for a in A]
+    assert ana[1].breakdown.exposed_comm_s["ep"] < ana[0].breakdown.exposed_comm_s["ep"]
+    for a, c in zip(ana, clock):
+        assert a.step_time_s == pytest.approx(c.step_time_s, rel=0.02)
+        assert a.breakdown.exposed_comm_s["ep"] == pytest.approx(c.breakdown.exposed_comm_s["ep"], rel=1e-6)

@@ -112,3 +112,14 @@ def test_the_closed_form_and_the_clock_agree_with_the_overlap_on(name):
         assert b.compute_time_s == pytest.approx(a.compute_time_s, rel=1e-9)
     assert on[1].comm_time_by_kind["expert_all_to_all"] == pytest.approx(off[1].comm_time_by_kind["expert_all_to_all"],
                                                                          rel=1e-9)
+
+
+def test_with_fsdp_the_closed_form_names_the_clocks_one_stream():
+    """FSDP's gathers and reduce-scatters and the MoE collectives share the clock's one asynchronous
+    stream (`clock`): the closed form names it (`step_breakdown.LEAVES_OUT`), as the clock is slower."""
+    model = MOE.with_overrides(moe_shared_expert_hidden=2048, moe_ffn_hidden=1024)
+    cfg = ParallelConfig(dp=8, ep=8, global_batch=32, zero_stage=3, fsdp="fsdp2")
+    for A in (ON, Assumptions(shared_expert_overlap=True)):
+        ana, clock = estimate(model, cfg, "h100-sxm", A), simulate_at_scale(model, cfg, "h100-sxm", A, fold_tp=True)
+        assert ana.leaves_out == ("moe-overlap-one-stream",) and ana.step_time_s < clock.step_time_s
+    assert estimate(model, cfg, "h100-sxm").leaves_out == ()

@@ -18,6 +18,7 @@ import test_cost_h100_bf16_megatron as bf16
 import test_cost_h100_megatron_core as fp8
 import test_cost_h100_runs as llama
 import test_cost_megatron as megatron
+import test_cost_moe_published as moe
 import test_cost_torchtitan_published as titan
 import test_cost_zero3_published as zero3
 
@@ -113,6 +114,12 @@ def _torchtitan(row):
     return res.tokens_per_s / res.gpus / tps
 
 
+def _moe_bridge(row):
+    tps = next(r for r in moe.TABLE if r[0] == row)[-1]
+    res = moe.priced(row)
+    return res.tokens_per_s / res.gpus / tps
+
+
 def _zero_figure1(row):
     return model_state_bytes_per_device(7.5e9, 64, int(row)) / 1e9
 
@@ -120,7 +127,8 @@ def _zero_figure1(row):
 FIGURES = {"megatron-table1": _table1, "megatron-table2": _table2, "korthikanti-table4": _korthikanti,
            "korthikanti-mfu": _korthikanti_mfu, "llama3-table4": _llama3, "llama3-memory": _llama3_memory,
            "nvidia-fp8": _fp8, "megatron-core-bf16": _bf16, "zero3-table2": _zero3, "mt-nlg": _mt_nlg,
-           "deepspeed-runs": _deepspeed_runs, "torchtitan": _torchtitan, "zero-figure1": _zero_figure1}
+           "deepspeed-runs": _deepspeed_runs, "torchtitan": _torchtitan, "zero-figure1": _zero_figure1,
+           "moe-bridge": _moe_bridge}
 
 
 def doc_tables() -> dict[str, list[tuple[str, str]]]:

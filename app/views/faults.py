@@ -2,7 +2,7 @@
 
 import streamlit as st
 from charts import stage_map, timeline_chart
-from ui import BIND, interactive, intro, remember, restore, show_code, trace_downloads
+from ui import BIND, interactive, intro, remember, restore, show_code, show_error, trace_downloads
 
 from simulator import (
     Fault,
@@ -120,7 +120,7 @@ if run:
         st.session_state["fault_run"] = (request, run_with_fault(*request))
     except ParasimError as err:  # the CLI's fault spec (kill:1@3) in words
         spec = f"fault {Fault(device, step, kind, None if at_ins < 0 else int(at_ins))!r}"
-        st.error(str(err).replace(spec, describe_fault(kind, device, step, int(at_ins)).capitalize()))
+        show_error(str(err).replace(spec, describe_fault(kind, device, step, int(at_ins)).capitalize()))
         if "fault_run" in st.session_state:
             st.caption("Below: the last run that worked.")
 if "fault_run" not in st.session_state:

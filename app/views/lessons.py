@@ -5,7 +5,7 @@ from pathlib import Path
 
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
-from ui import APP_URL, BIND, PAGE_FILES, deep_links, intro, link_to, remember, restore, show_code
+from ui import APP_URL, BIND, PAGE_FILES, deep_links, intro, link_to, remember, restore, show_code, show_error
 
 from simulator import (
     Limits,
@@ -200,7 +200,7 @@ with tab_mine:
             with st.spinner("grading in a sandbox..."):
                 report = graded(number, source, name)
         except ParasimError as e:
-            st.error(str(e))
+            show_error(e, f"{name} could not be graded: ")
         else:
             show_report(report)
 with tab_check:

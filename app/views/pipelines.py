@@ -4,7 +4,7 @@ import dataclasses
 
 import streamlit as st
 from charts import schedule_compare_spec, timeline_chart
-from ui import BIND, interactive, intro, predict, remember, restore, show_code, trace_downloads
+from ui import BIND, interactive, intro, predict, remember, restore, show_code, show_error, trace_downloads
 
 from simulator import (
     SCHEDULES,
@@ -91,7 +91,7 @@ if not chosen:
 rows = run_schedules(tuple(chosen), p, m, v, t_f, t_b, t_w, t_comm)
 for name, _, err in rows:
     if err:
-        st.error(f"{name}: {err}")
+        show_error(err, f"The {name} schedule cannot run these settings: ")
 good = [(name, res) for name, res, _ in rows if res is not None]
 if not good:
     st.stop()

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 from player_charts import buffers_chart, chunk_moves, follow_count, links_chart
-from ui import ALGO_HELP, BIND, KIND_HELP, friendly_errors, interactive, intro, remember, restore, show_code
+from ui import ALGO_HELP, BIND, KIND_HELP, chart_font, friendly_errors, interactive, intro, remember, restore, show_code
 
 from simulator import COLLECTIVE_KINDS, algorithms
 from simulator.collectives.player import Replay, replay
@@ -117,7 +117,7 @@ def player() -> None:
         st.caption(f"Step {k}: {label}")
     if follow is not None:
         st.caption(f"Chunk {follow} in step {k}: {chunk_moves(rep, k, follow)} (framed in black below).")
-    interactive(buffers_chart(rep, k, follow), key="buffers")
+    interactive(buffers_chart(rep, k, follow, chart_font()), key="buffers")
     if k >= 1:
         interactive(links_chart(rep, k), key="links")
     if k == last:

@@ -6,6 +6,7 @@ Every configuration widget is bound to the URL (app/README.md lists the paramete
 
 import streamlit as st
 from charts import aggregate_trace, memory_components_spec, timeline_chart
+from scale_goodput import goodput_panel
 from scale_search import OFFERED, search_panel
 from ui import BIND, enlarge_text, interactive, intro, or_error, predict, remember, restore, show_code
 
@@ -13,23 +14,16 @@ from simulator import (
     PRICED_SCHEDULES,
     SCHEDULE_SPECS,
     Assumptions,
-    FailureModel,
     ModelSpec,
     ParallelConfig,
-    ParasimError,
     assumptions_of,
-    checkpoint_nbytes,
-    daly_interval_s,
     estimate,
     format_assumptions,
     get_hardware,
     get_model,
-    goodput,
-    goodput_curve,
     hardware_names,
     model_names,
     viz,
-    young_interval_s,
 )
 from simulator.cost.parallel_config import PRECISION
 from simulator.cost.scale_sim import simulate_at_scale
@@ -214,15 +208,10 @@ def clock_run(model: ModelSpec, hw: str, B: int, kw: tuple, akw: tuple, zero: in
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def png(kind: str, *args, big: bool = False, **kwargs) -> bytes:
-    """The matplotlib figure `kind` ("memory": `viz.memory_breakdown` of (name, ((part, bytes),
-    ...)) pairs; "goodput": `viz.goodput_chart` of a FailureModel) drawn once per set of inputs,
-    as PNG: reruns reuse it. `big`: presentation mode's larger text (ui.enlarge_text)."""
-    if kind == "memory":
-        fig = viz.memory_breakdown({k: dict(v) for k, v in args[0]}, *args[1:], **kwargs)
-    else:
-        fm, young, daly, title = args
-        fig = viz.goodput_chart(goodput_curve(fm), young_s=young, daly_s=daly, title=title)
+def memory_png(bars: tuple, capacity_bytes: float, title: str, big: bool = False) -> bytes:
+    """`viz.memory_breakdown` of (name, ((part, bytes), ...)) pairs drawn once per set of inputs, as
+    PNG: reruns reuse it. `big`: presentation mode's larger text (ui.enlarge_text)."""
+    fig = viz.memory_breakdown({k: dict(v) for k, v in bars}, capacity_bytes, title=title, width=6.5)
     return viz.png_bytes(enlarge_text(fig) if big else fig, dpi=120)
 
 
@@ -377,7 +366,7 @@ with tab_cmp:
         missing = [f"ZeRO-{z} ({n}) needs pp = 1: DeepSpeed refuses ZeRO-2/3 with a pipeline"
                    for z, n, r_ in ((zero_a, "A", ra), (zero_b, "B", rb)) if z not in r_["by_zero"]]
         if missing:
-            st.error("; ".join(missing))
+            st.error("; ".join(missing) + ". Choose ZeRO 0 or 1 there, or set p = 1.")
             st.stop()
         a, b = ra["by_zero"][zero_a], rb["by_zero"][zero_b]
         st.markdown("**A**")
@@ -387,7 +376,7 @@ with tab_cmp:
         c1, c2 = st.columns(2)
         with c1:
             bars = tuple((k, tuple(memory_bar(r_).items())) for k, r_ in (("A", a), ("B", b)))
-            st.image(png("memory", bars, ra["capacity"], title="memory per GPU", width=6.5, big=bool(st.session_state.get("present"))),
+            st.image(memory_png(bars, ra["capacity"], "memory per GPU", big=bool(st.session_state.get("present"))),
                      width="stretch")
             st.caption(f"A: {a['config']}\n\nB: {b['config']}")
         with c2:
@@ -398,41 +387,5 @@ with tab_cmp:
     show_code(estimate, key="code_cmp")
 
 with tab_good:
-    c = st.columns(4)
-    g_gpus = c[0].number_input("GPUs", 1, 1_000_000, 1024, key="g_gpus", **BIND)
-    mtbf = c[1].number_input("MTBF per GPU (hours)", 100, 10_000_000, 50_000, 1000, key="g_mtbf", **BIND,
-                             help="an assumption: vendors do not publish one; large clusters report a failure "
-                                  "every few hours")
-    write = c[2].number_input("Checkpoint write bandwidth (GB/s)", 1, 10_000, 50, key="g_write", **BIND)
-    restart = c[3].number_input("Restart time (s)", 0, 36_000, 600, 60, key="g_restart", **BIND,
-                                help="rescheduling and job start, excluding the checkpoint read")
-    ckpt = checkpoint_nbytes(spec.params())
-    fm = or_error(FailureModel, int(g_gpus), float(mtbf), ckpt, float(write) * 1e9, None, float(restart))
-    young = daly = g = None
-    if fm is not None:
-        young, daly = young_interval_s(fm), daly_interval_s(fm)
-        try:
-            if not daly > 0:  # Daly's formula turns negative when a checkpoint lasts nearly 2 MTBF
-                raise ParasimError("no interval")
-            curve, g = goodput_curve(fm), goodput(fm, daly)
-        except ParasimError:
-            st.warning(
-                f"With these numbers the run cannot make progress: the {int(g_gpus):,} GPUs fail once every "
-                f"{fmt_time(fm.system_mtbf_s)} together (MTBF per GPU / GPUs), while writing one checkpoint takes "
-                f"{fmt_time(fm.checkpoint_time_s)} and a restart {fmt_time(fm.restore_time_s)}. The goodput model needs "
-                "a checkpoint and a restart well inside the time between failures: use fewer GPUs, a larger MTBF per "
-                "GPU, a faster checkpoint write or a shorter restart.", icon=":material/warning:")
-            g = None
-        if g is not None:
-            c = st.columns(4)
-            c[0].metric("system MTBF", fmt_time(fm.system_mtbf_s), help="MTBF per GPU / GPUs")
-            c[1].metric("checkpoint C", fmt_time(fm.checkpoint_time_s), help=f"{ckpt / 1e9:.0f} GB at 14 B/param")
-            c[2].metric("best interval (Daly)", fmt_time(daly), help=f"Young: {fmt_time(young)}")
-            c[3].metric("goodput at best", f"{g.goodput:.1%}", help="useful training time / wall time with a "
-                        "checkpoint every Daly interval: the rest goes to writes, lost work and restarts")
-            st.image(png("goodput", fm, young, daly, f"{spec.name} on {int(g_gpus)} GPUs", big=bool(st.session_state.get("present"))), width="stretch")
-            st.caption(f"Checkpoint too often and the writes dominate; too rarely and each failure loses half an "
-                       f"interval of work. Daly's interval {fmt_time(daly)} (dash-dot line; Daly 2006) refines "
-                       f"Young's √(2CM) = {fmt_time(young)} (dotted; Young 1974).")
-    show_code(goodput, key="code_goodput")
+    goodput_panel(spec)
 remember("scale", *KEYS)

@@ -6,7 +6,8 @@ import time
 import streamlit as st
 from charts import stage_map, timeline_chart
 from ray_session import start_ray
-from ui import BIND, figure, interactive, intro, remember, restore, show_code, trace_downloads
+from shared_runs import shared
+from ui import BIND, figure, interactive, intro, remember, restore, show_code, show_error, trace_downloads
 
 from simulator import (
     SCHEDULE_SPECS,
@@ -132,7 +133,8 @@ with st.sidebar:
     bucket = st.toggle("Bucket the gradients (overlap with backward)", key="bucket",
                        help="PyTorch DDP: gradients packed into buckets in the order backward produces them; each "
                             "bucket's AllReduce starts as soon as it is full and runs while backward goes on. "
-                            "Off: one blocking AllReduce per parameter after the backward", **BIND)
+                            "Off: buckets of the default 25 MB (simulator.vocabulary.DEFAULT_BUCKET_MB) reduced after "
+                            "the backward", **BIND)
     bucket_mb = st.select_slider("Bucket size (MB)", BUCKETS, value=0.25, key="bucket_mb", disabled=not bucket,
                                  help="smaller buckets start earlier; larger ones pay fewer latencies", **BIND)
     grad_dtype = st.selectbox("Gradients on the wire", ["float64", "float32", "float16"], key="grad_dtype",
@@ -198,24 +200,41 @@ def price_only(cfg: TrainConfig, price_on: str) -> dict:
             "summary": summary(resolved, compiled.notes), "stages": stage_map(resolved), "messages": None}
 
 
-def run_for_real(cfg: TrainConfig, price_on: str, on_ray: bool) -> dict:
+def run_steps(cfg: TrainConfig, price_on: str, rt, progress) -> dict:
+    """`cfg.steps` real steps on `rt` (None: in-process), priced on `price_on`, checked against one device."""
+    res = train(cfg, runtime=rt, device_model=device_model(price_on, cfg.devices), progress=progress)
+    return {"trace": res.trace, "losses": res.losses, "reference": res.reference_losses,
+            "diff": res.max_rel_weight_diff_vs_single, "verdict": res.verdict(), "sent": res.bytes_sent_per_device,
+            "messages": res.messages, "wall_s": res.wall_time_s, "summary": summary(res.config, res.compiled.notes),
+            "stages": stage_map(res.config)}
+
+
+def run_for_real(cfg: TrainConfig, price_on: str, on_ray: bool, request: tuple) -> dict:
     """Run `cfg.steps` real steps with a progress bar, price them, compare with one device.
     On Ray when Ray is ready; while it is still starting, on the in-process runtime (the same
-    results) and the run says so. A refused configuration leaves no progress bar behind."""
+    results) and the run says so. An in-process run is deterministic, so it is computed once per
+    server for all the sessions asking for the same `request` (the page's inputs; shared_runs).
+    A refused configuration leaves no progress bar behind."""
     cfg.resolved()  # refuse bad degrees before drawing a bar or starting anything
     clicked = time.perf_counter()
     bar = st.progress(0.0, text="compiling ...")
-    rt, where = None, "in-process"
+    progress = lambda k, n: bar.progress(k / n, text=f"step {k} of {n} done")  # noqa: E731
+    rt, where, share = None, "in-process", None
     try:
         if on_ray and start_ray().ready:
             from simulator import make_runtime
 
             bar.progress(0.0, text=f"starting {cfg.devices} Ray actors ...")
             rt, where = make_runtime("ray", cfg.devices), "on Ray actors"
-        elif on_ray:
-            where = "in-process (Ray was still starting)"
-        res = train(cfg, runtime=rt, device_model=device_model(price_on, cfg.devices),
-                    progress=lambda k, n: bar.progress(k / n, text=f"step {k} of {n} done"))
+            out = run_steps(cfg, price_on, rt, progress)
+        else:
+            where = "in-process (Ray was still starting)" if on_ray else where
+            share = ("run", *request[:-1])  # the mode aside: a run in-process while Ray starts is the same run
+            out, reused = shared(share, lambda: run_steps(cfg, price_on, None, progress),
+                                 wait=lambda: bar.progress(0.0, text="another session is making this same run: "
+                                                                      "waiting for its result ..."))
+            if reused:
+                where += ", made once on this server for every session asking for these settings"
     except ParasimError:
         bar.empty()
         raise
@@ -223,10 +242,7 @@ def run_for_real(cfg: TrainConfig, price_on: str, on_ray: bool) -> dict:
         if rt is not None:
             rt.close()
     bar.progress(1.0, text="checked against one device")
-    return {"trace": res.trace, "losses": res.losses, "reference": res.reference_losses,
-            "diff": res.max_rel_weight_diff_vs_single, "verdict": res.verdict(), "sent": res.bytes_sent_per_device,
-            "messages": res.messages, "wall_s": res.wall_time_s, "total_s": time.perf_counter() - clicked,
-            "where": where, "summary": summary(res.config, res.compiled.notes), "stages": stage_map(res.config)}
+    return {**out, "total_s": time.perf_counter() - clicked, "where": where, "share": share}
 
 
 request = (model_name, strategy, devices, dp, pp, tp, ep, cp, cp_kind, microbatches, schedule, v, batch, steps,
@@ -234,10 +250,11 @@ request = (model_name, strategy, devices, dp, pp, tp, ep, cp, cp_kind, microbatc
 if run:
     try:
         cfg = make_config(*request[:16])
-        out = price_only(cfg, price_on) if mode == MODES[2] else run_for_real(cfg, price_on, on_ray=mode == MODES[0])
+        out = ({**price_only(cfg, price_on), "share": ("price", *request)} if mode == MODES[2]
+               else run_for_real(cfg, price_on, on_ray=mode == MODES[0], request=request))
         st.session_state["train_run"] = (request, out)
     except ParasimError as err:
-        st.error(str(err))
+        show_error(err)
         if "train_run" in st.session_state:
             st.caption("Below: the last run that worked.")
 if "train_run" not in st.session_state:
@@ -285,7 +302,12 @@ if real:
     else:
         st.error(f"The check: {line}.")
 
-interactive(timeline_chart(trace, stage_of=out["stages"], title="timeline"), key="timeline")
+def draw_timeline() -> dict:
+    return timeline_chart(trace, stage_of=out["stages"], title="timeline")
+
+
+share = out["share"]  # None for a Ray run: its figures are drawn for its session alone
+interactive(shared((*share, "timeline"), draw_timeline)[0] if share else draw_timeline(), key="timeline")
 st.caption("Hover a bar for its details; drag to pan and scroll to zoom the time axis (double-click resets); click a "
            "bar or pick one in *highlight micro-batch* to follow a micro-batch through the stages. Each device has "
            "a compute lane (forward blue, backward orange, weight gradient green, optimizer purple) and a "
@@ -310,7 +332,8 @@ with ev_right:
 
 left, right = st.columns(2)
 with left:
-    figure(viz.device_breakdown(trace), "Per device, the same five parts of the step.")
+    figure(lambda: viz.device_breakdown(trace), "Per device, the same five parts of the step.",
+           share=share and (*share, "breakdown"))
 with right:
     if real:
         st.markdown("**Loss per step: this run and one device**")
@@ -337,6 +360,6 @@ with right:
         st.dataframe([{"collective": k, "time per step": fmt_time(t / trace.steps)} for k, t in tb.items()],
                      hide_index=True)
 st.markdown("**Memory per device over time**")
-figure(viz.memory_over_time(trace), "Bytes each device really held after each instruction, placed on the "
-                                    "simulated clock." if trace.memory else None)
+figure(lambda: viz.memory_over_time(trace), "Bytes each device really held after each instruction, placed on the "
+                                            "simulated clock." if trace.memory else None, share=share and (*share, "memory"))
 show_code(train, compile_strategy, key="code")

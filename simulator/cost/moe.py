@@ -13,7 +13,11 @@ e = ep, k = --moe-router-topk, h hidden):
 - dispatch (Megatron-Core token_dispatcher.py):
     alltoall / flex: an all-to-all of the routed rows (16-bit, k copies of each token) over the ep
       group, then (etp > 1, SP) an all-gather over the expert-tensor group; the combine mirrors it
-      (reduce-scatter, then all-to-all). flex (DeepEP) moves the same bytes (priced as alltoall);
+      (reduce-scatter, then all-to-all). flex (DeepEP, HybridEP) over an ep group spanning n nodes
+      of g of its ranks each sends a token once to each node holding one of its experts, by RDMA to
+      the rank with the same in-node index, then forwards it over NVLink to its experts' ranks
+      (DeepSeek-V3 technical report Sec. 3.2.2; DeepEP's normal kernels); the combine reduces in the
+      node first and returns the same way (`moe_collective_time_s`);
     allgather: an all-gather of the rank's hidden states over the etp x ep ranks (tp_ep group) and
       a reduce-scatter of the same size to combine;
   the backward runs each collective once more, mirrored (same bytes).
@@ -37,8 +41,10 @@ its TP ranks duplicating their tokens, as before).
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
+from simulator.cost.comm import collective_time_s
 from simulator.errors import ParasimError
 from simulator.vocabulary import BY_NAME
 
@@ -47,7 +53,7 @@ DISPATCHERS = BY_NAME["moe_token_dispatcher"].choices
 
 class MoeCollective(NamedTuple):
     """One collective of a MoE layer: kind, the group it runs over (a `ParallelConfig` group
-    name: "ep", "etp" or "tp_ep"), and its size as `comm.collective_time_s` takes it (all-to-all:
+    name: "ep", "ep_flex", "etp" or "tp_ep"), and its size as `comm.collective_time_s` takes it (all-to-all:
     the bytes each rank sends; all-gather / reduce-scatter: the gathered whole)."""
 
     kind: str
@@ -92,7 +98,8 @@ def moe_collectives(model, cfg, assumptions) -> tuple[tuple[MoeCollective, ...],
             return (), ()
         return (MoeCollective("all_gather", group, whole),), (MoeCollective("reduce_scatter", group, whole),)
     rows = 2 * h * expert_tokens(model, routed_tokens(model, cfg), assumptions)
-    a2a = (MoeCollective("all_to_all", "ep", rows),) if e > 1 else ()
+    group = "ep_flex" if assumptions.moe_token_dispatcher == "flex" else "ep"
+    a2a = (MoeCollective("all_to_all", group, rows),) if e > 1 else ()
     if et > 1 and sp:
         return a2a + (MoeCollective("all_gather", "etp", rows * et),), (MoeCollective("reduce_scatter", "etp",
                                                                                     rows * et),) + a2a
@@ -115,8 +122,32 @@ def exposed_moe_s(A, dispatch_s: float, combine_s: float, passes: int, shared_fw
 
 
 def moe_group(cfg, name: str, tp_index: int = 0, stage: int = 0) -> list[int]:
-    """The ranks of a `MoeCollective.group` for this rank."""
-    return {"ep": cfg.ep_group, "etp": cfg.etp_group, "tp_ep": cfg.tp_ep_group}[name](tp_index, stage)
+    """The ranks of a `MoeCollective.group` for this rank ("ep_flex": the ep group, dispatched by flex)."""
+    return {"ep": cfg.ep_group, "ep_flex": cfg.ep_group, "etp": cfg.etp_group,
+            "tp_ep": cfg.tp_ep_group}[name](tp_index, stage)
+
+
+def nodes_hit(experts: int, topk: int, nodes: int) -> float:
+    """Expected number of the `nodes` (each holding experts / nodes of the experts) that hold at least
+    one of a token's top-k experts, the k chosen uniformly without repetition (balanced routing):
+    nodes x (1 - C(E - E/n, k) / C(E, k))."""
+    miss = math.comb(experts - experts // nodes, topk) / math.comb(experts, topk)
+    return nodes * (1.0 - miss)
+
+
+def moe_collective_time_s(kind: str, group_name: str, nbytes: float, ranks, topo, algo: str, experts: int,
+                          topk: int) -> float:
+    """Seconds of one MoE collective over global `ranks` (module docstring): flex's all-to-all over
+    an ep group of n > 1 nodes of g ranks each as an RDMA all-to-all over the n ranks of one in-node
+    index carrying each token once per node it needs (`nodes_hit` / top-k of the rows), then an
+    NVLink all-to-all of the rows over the node's g ranks; everything else `comm.collective_time_s`."""
+    nodes = topo.nodes_of(ranks) if group_name == "ep_flex" and experts and topk else {}
+    if len(nodes) < 2 or len({len(v) for v in nodes.values()}) > 1:
+        return collective_time_s(kind, nbytes, ranks, topo, algo)
+    rail = [v[0] for v in nodes.values()]
+    node = next(iter(nodes.values()))
+    once = nbytes * nodes_hit(experts, topk, len(nodes)) / topk
+    return collective_time_s(kind, once, rail, topo, algo) + collective_time_s(kind, nbytes, node, topo, algo)
 
 
 def check_moe(model, cfg, assumptions=None) -> None:

@@ -47,7 +47,7 @@ from simulator.cost.scale_kernels import Kernel
 from simulator.parallel.schedule_registry import make_schedule
 from simulator.program import Collective, Compute
 
-MOE_TAGS = ("ep", "etp", "tp_ep")      # the `moe.MoeCollective.group` names, the scale program's tags
+MOE_TAGS = ("ep", "ep_flex", "etp", "tp_ep")      # the `moe.MoeCollective.group` names, the scale program's tags
 
 
 def overlap_pairs(actions) -> list[tuple]:

@@ -55,7 +55,7 @@ class ParallelConfig:
     dp: int = DEFAULTS["dp"]         # data-parallel size d
     micro_batch_size: int = DEFAULTS["micro_batch_size"]  # b sequences per micro-batch
     global_batch: int | None = None  # B sequences per step; None: b x dp (m = 1, Megatron-LM's default)
-    schedule: str = DEFAULTS["schedule"]              # one of schedule_registry.PRICED_SCHEDULES
+    schedule: str = DEFAULTS["schedule"]              # one of schedule_registry.SCHEDULES
     virtual_stages: int = DEFAULTS["virtual_stages"]  # v model chunks per device (interleaved only)
     recompute: str = DEFAULTS["recompute"]            # none | selective | full
     sequence_parallel: bool = DEFAULTS["sequence_parallel"]
@@ -80,7 +80,7 @@ class ParallelConfig:
         check_positive(tp=self.tp, pp=self.pp, dp=self.dp, micro_batch_size=self.micro_batch_size,
                        global_batch=self.global_batch, virtual_stages=self.virtual_stages, cp=self.cp, ep=self.ep)
         self._check_bounds()
-        schedule_spec(self.schedule, priced=True)   # the closed form prices these only
+        schedule_spec(self.schedule)   # every schedule compiles (scale_program); `estimate` prices PRICED_SCHEDULES
         self._check_stage_split_options()
         per_step = self.micro_batch_size * self.dp
         if self.global_batch % per_step:

@@ -38,10 +38,12 @@ def layer_params_on_rank(model: ModelSpec, tp: int, ep: int = 1, expert_tp: int 
     return dense, expert / (ep * (tp if expert_tp is None else expert_tp))
 
 
-def heads_on(model: ModelSpec, k: int, pp: int) -> int:
-    """Vocabulary matrices on pipeline stage k: the embedding on the first, the output layer on the
-    last (one stage holds both when pp = 1 and they are untied)."""
-    return (k == 0) + (k == pp - 1 and (pp > 1 or not model.tied_embeddings))
+def heads_on(model: ModelSpec, k: int, pp: int, last: int | None = None) -> int:
+    """Vocabulary matrices on pipeline device k: the embedding on the first, the output layer on
+    `last`, the device of the last model stage (default pp - 1; a V-shaped schedule's is 0); one
+    device holds both when it holds both ends and they are untied."""
+    last = pp - 1 if last is None else last
+    return (k == 0) + (k == last and (last != 0 or not model.tied_embeddings))
 
 
 def embedding_params_on_rank(model: ModelSpec, tp: int) -> float:
@@ -56,18 +58,20 @@ def head_params_on_rank(model: ModelSpec, tp: int) -> float:
     return (2 * h if model.biases else h) + padded_vocab(model, tp) * h / tp
 
 
-def ends_params_on_rank(model: ModelSpec, tp: int, k: int, pp: int) -> float:
-    """Embedding, position table, final norm and output layer held by stage k on one tensor rank."""
+def ends_params_on_rank(model: ModelSpec, tp: int, k: int, pp: int, last: int | None = None) -> float:
+    """Embedding, position table, final norm and output layer held by pipeline device k on one
+    tensor rank (`last`: the device of the last model stage, `heads_on`)."""
+    last = pp - 1 if last is None else last
     out = embedding_params_on_rank(model, tp) if k == 0 else 0.0
-    if k == pp - 1:
+    if k == last:
         out += head_params_on_rank(model, tp)
-        if heads_on(model, k, pp) == (k == 0):    # pp = 1, tied: the embedding is the output layer
+        if heads_on(model, k, pp, last) == (k == 0):    # both ends on one device, tied: one matrix
             out -= padded_vocab(model, tp) * model.hidden / tp
     return out
 
 
 def stage_params_on_rank(model: ModelSpec, tp: int, ep: int, layers: int, k: int, pp: int,
-                         expert_tp: int | None = None) -> tuple[float, float]:
-    """(dense, expert) parameters of pipeline stage k (holding `layers` layers) on one tensor rank."""
+                         expert_tp: int | None = None, last: int | None = None) -> tuple[float, float]:
+    """(dense, expert) parameters of pipeline device k (holding `layers` layers) on one tensor rank."""
     dense, expert = layer_params_on_rank(model, tp, ep, expert_tp)
-    return layers * dense + ends_params_on_rank(model, tp, k, pp), layers * expert
+    return layers * dense + ends_params_on_rank(model, tp, k, pp, last), layers * expert

@@ -42,12 +42,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from simulator.cost.comm import NVLS, bus_bandwidth_factor, collective_time_s
+from simulator.cost.comm import NVLS, bus_bandwidth_factor
 from simulator.cost.compute import matmul_time_s, memory_time_s
 from simulator.cost.device_model import HardwareDeviceModel
 from simulator.cost.hardware import DTYPE_NBYTES
 from simulator.cost.model_presets import ModelSpec
-from simulator.cost.moe import expert_rows, moe_group, routed_tokens
+from simulator.cost.moe import expert_rows, moe_collective_time_s, moe_group, routed_tokens
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.sac import sac_forward
 from simulator.cost.stack import default_stack
@@ -300,6 +300,7 @@ class ScaleDeviceModel:
     collective_algo: str = "ring"
     nvls: bool = True        # all-reduces inside one node use NVLink SHARP where the hardware has it
     stack: object = None     # the software stack whose kernels these are (`simulator.cost.stack`; None: default)
+    routing: tuple = (0, 0)  # the model's (experts, top-k), for flex's dispatch (`moe.moe_collective_time_s`)
     _cache: dict = field(default_factory=dict, repr=False)
 
     def __post_init__(self):
@@ -332,7 +333,7 @@ class ScaleDeviceModel:
 
     def real_group(self, ins) -> list[int] | None:
         """The global ranks a one-member collective tagged dp/tp stands for (None: price as written)."""
-        if len(ins.group) != 1 or ins.tag not in ("dp", "dpr", "edp", "tp", "cp", "ep", "etp", "tp_ep"):
+        if len(ins.group) != 1 or ins.tag not in ("dp", "dpr", "edp", "tp", "cp", "ep", "ep_flex", "etp", "tp_ep"):
             return None
         cfg = self.config
         k, i = divmod(ins.group[0], self.width)
@@ -344,7 +345,7 @@ class ScaleDeviceModel:
             return cfg.edp_group(i, k)
         if ins.tag == "cp":
             return cfg.cp_group(i, 0, k)
-        if ins.tag in ("ep", "etp", "tp_ep"):     # the MoE groups (`cost.moe.moe_group`)
+        if ins.tag in ("ep", "ep_flex", "etp", "tp_ep"):     # the MoE groups (`cost.moe.moe_group`)
             return moe_group(cfg, ins.tag, i, k)
         return cfg.tp_group(0, k) if self.fold_tp else None
 
@@ -362,7 +363,8 @@ class ScaleDeviceModel:
             group = [self.global_rank(r) for r in ins.group]   # an in-node all-reduce with NVLS
         n = len(group)
         whole = ins.nbytes * n if ins.kind == "all_gather" else ins.nbytes
-        t = collective_time_s(ins.kind, whole, group, self._topology, NVLS if nvls else algo)
+        t = moe_collective_time_s(ins.kind, ins.tag, whole, group, self._topology, NVLS if nvls else algo,
+                                  *self.routing)
         sent = int(bus_bandwidth_factor(ins.kind, n) * whole) if n > 1 else 0
         self._cache[key] = (t, sent)
         return t, sent
@@ -371,3 +373,13 @@ class ScaleDeviceModel:
 def activation_nbytes(model: ModelSpec, cfg: ParallelConfig, dtype: str = "bf16") -> int:
     """One (s/c, b, h) activation in the training dtype: what crosses a stage boundary."""
     return int(DTYPE_NBYTES[dtype] * cfg.micro_batch_size * model.seq * model.hidden / cfg.cp)
+
+
+def cp_exchange_nbytes(model: ModelSpec, cfg: ParallelConfig, dtype: str = "bf16") -> tuple[int, int, int]:
+    """One tensor rank's context-parallel exchanges of one layer, in the training dtype, over its
+    b s / c tokens: (K and V: one ring step of p2p attention; q, k, v: Ulysses' all-to-all before the
+    attention core; its output: the all-to-all after). The closed form (`analytic._layer_comm`) and
+    the scale program price the same sizes."""
+    e, T = DTYPE_NBYTES[dtype], cfg.micro_batch_size * model.seq / cfg.cp
+    return (int(e * T * sum(model.qkv_widths[1:]) / cfg.tp), int(e * T * sum(model.qkv_widths) / cfg.tp),
+            int(e * T * model.hidden / cfg.tp))

@@ -5,7 +5,8 @@ data-parallel replica of (t, p, d, b, B, schedule, v, recompute, SP, ZeRO):
 
   program rank k w + i: pipeline device k, tensor-parallel index i (w = t, or 1 when `fold_tp`)
   per schedule action (`simulator.parallel.schedule_registry.make_schedule`, the real action lists):
-    F(j, c)   model stage s = c p + k: Recv the activation from stage s-1 (Megatron's scatter /
+    F(j, c)   model stage s = stage_map[k][c] (the schedule's placement; the loop one: c p + k):
+              Recv the activation from stage s-1 unless this device runs it too (Megatron's scatter /
               gather: each TP rank receives b s h / t, then an all-gather over the TP group unless
               SP keeps activations sequence-sharded); per layer: attention (Compute), TP
               all-reduce, MLP (Compute), TP all-reduce (with SP: all-gather + reduce-scatter of
@@ -38,24 +39,21 @@ differ is listed in docs/ARCHITECTURE.md ("The training step, compiled twice").
 
 from __future__ import annotations
 
-from simulator.cost.analytic import ADAM_BYTES_PER_PARAM
 from simulator.cost.fsdp import gather_flags, is_fsdp, overlaps, reduce_every_microbatch
 from simulator.cost.grad_buckets import GradBuckets
 from simulator.cost.model_presets import ModelSpec
 from simulator.cost.moe import check_moe, moe_collectives, moe_group
 from simulator.cost.moe_overlap import interleave, overlap_pairs, shared_expert_mlp
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
-from simulator.cost.rank_params import (
-    ends_params_on_rank,
-    head_params_on_rank,
-    layer_params_on_rank,
-    stage_params_on_rank,
-)
+from simulator.cost.rank_params import head_params_on_rank, layer_params_on_rank
+from simulator.cost.scale_columns import program_columns
+from simulator.cost.scale_ends import StepEnds
 from simulator.cost.scale_gather import gather_layer, gathered
 from simulator.cost.scale_kernels import (
     Kernel,
     LayerKernels,
     activation_nbytes,
+    cp_exchange_nbytes,
     layer_kernels,
     padded_vocab,
 )
@@ -64,9 +62,9 @@ from simulator.errors import ParasimError
 from simulator.parallel.schedule_registry import make_schedule
 from simulator.program import Collective, Compute, Program, Recv, Send, no_gc
 from simulator.program_columns import ColumnarProgram
-from simulator.program_tiles import J, TileBuilder
+from simulator.vocabulary import DEFAULT_BUCKET_MB
 
-DEFAULT_BUCKET_NBYTES = 25e6   # PyTorch DDP's default bucket_cap_mb = 25
+DEFAULT_BUCKET_NBYTES = DEFAULT_BUCKET_MB * 1e6   # the real run's default too (`simulator.vocabulary`)
 
 
 def check_scale_config(model: ModelSpec, cfg: ParallelConfig) -> None:
@@ -76,16 +74,31 @@ def check_scale_config(model: ModelSpec, cfg: ParallelConfig) -> None:
     cfg.chunk_layers(model.layers)      # refuses splits that do not exist
 
 
-class _Emitter:
+def check_placement(cfg: ParallelConfig, sched) -> None:
+    """The schedule's stage placement the scale program compiles: one model copy (not DualPipe's
+    two), and uneven first / last stages (per device) on the loop placement only."""
+    if sched.bidirectional:
+        raise ParasimError(f"schedule {sched.name!r} runs two model copies in opposite directions; the scale "
+                           f"program compiles one (run it for real: parasim train --schedule {sched.name})")
+    uneven = cfg.first_stage_layers is not None or cfg.last_stage_layers is not None
+    if uneven and sched.placement != "loop":
+        raise ParasimError(f"first_stage_layers / last_stage_layers split the layers per device; schedule "
+                           f"{sched.name!r} places its stages {sched.placement}-shaped: use an even split")
+
+
+class _Emitter(StepEnds):
     """Emits one pipeline device's instructions for one TP index (all TP indices emit alike)."""
 
-    def __init__(self, model, cfg, A, kernels: LayerKernels, fold_tp, bucket_nbytes, overlap, logits, optimizer):
+    def __init__(self, model, cfg, A, kernels: LayerKernels, fold_tp, bucket_nbytes, overlap, logits, optimizer,
+                 sched):
         self.model, self.cfg, self.A, self.K = model, cfg, A, kernels
         self.w = 1 if fold_tp else cfg.tp
         self.fold_tp, self.bucket_nbytes, self.overlap = fold_tp, bucket_nbytes, overlap
         self.logits, self.optimizer = logits, optimizer
-        p, v = cfg.pp, cfg.virtual_stages
-        self.S, self.chunks = p * v, cfg.chunk_layers(model.layers)
+        # the schedule's stage placement: device k runs model stages stage_of[k] (chunk c: stage_of[k][c];
+        # the loop placement c p + k, V-shaped schedules k and 2p - 1 - k), model stage s runs on dev[s]
+        self.stage_of, self.dev = sched.stage_map, sched.stage_devices
+        self.S, self.chunks = len(self.dev), cfg.chunk_layers(model.layers)
         # FSDP (`simulator.cost.fsdp`): one unit per layer; DeepSpeed ZeRO-2/3 reduce at every micro-batch
         self.fsdp = is_fsdp(cfg) and cfg.dp * cfg.cp > 1
         self.per_mb_grads = reduce_every_microbatch(cfg)
@@ -103,10 +116,7 @@ class _Emitter:
         # ZeRO-3 with full recomputation: elements of a layer gathered a third time (`zero3_fetch`)
         self.regather = 0 if self.fsdp else zero3_pass(model, cfg.tp, cfg.ep, 1, 0, cfg.recompute,
                                                        A.stage3_max_reuse_distance)[1]
-        T = cfg.micro_batch_size * model.seq / cfg.cp
-        self.kv_local = int(2 * T * sum(model.qkv_widths[1:]) / cfg.tp)               # K and V, 16-bit
-        self.qkv_a2a = int(2 * T * sum(model.qkv_widths) / cfg.tp)
-        self.out_a2a = int(2 * T * model.hidden / cfg.tp)
+        self.kv_local, self.qkv_a2a, self.out_a2a = cp_exchange_nbytes(model, cfg, A.dtype)
         self.moe_dispatch, self.moe_combine = moe_collectives(model, cfg, A)    # `cost.moe`
         # MoE collectives non-blocking (`moe_overlap`): inside a merged pair, or beside the shared experts
         self.moe_async = self.shared_async = A.shared_expert_overlap
@@ -150,7 +160,10 @@ class _Emitter:
         if cfg.cp == 1:
             return
         if cfg.cp_comm_type == "a2a":
-            self.group_comm(out, r, x, j, "cp", "all_to_all", self.qkv_a2a if where == "before" else self.out_a2a)
+            # forward: q, k, v before the core, its output after; backward the reverse ("before_b" /
+            # "after_b": the output's gradient, then q, k, v's; DeepSpeed Ulysses' autograd of _SeqAllToAll)
+            qkv_first = where in ("before", "after_b")
+            self.group_comm(out, r, x, j, "cp", "all_to_all", self.qkv_a2a if qkv_first else self.out_a2a)
         elif where == "before":
             self.group_comm(out, r, x, j, "cp", "all_gather", self.kv_local, blocking=False)
         elif where == "before_b":
@@ -215,10 +228,10 @@ class _Emitter:
 
     # ---- actions ------------------------------------------------------------------------------
     def forward(self, out, k, r, j, c, gather=True):
-        s, p, w = c * self.cfg.pp + k, self.cfg.pp, self.w
+        s, w = self.stage_of[k][c], self.w
         x = f"a{s}.{j}"
-        if s > 0:
-            self.recv(out, r, x, ((s - 1) % p) * w + r % w, f"f{s}.{j}", j)
+        if s > 0 and self.dev[s - 1] != k:
+            self.recv(out, r, x, self.dev[s - 1] * w + r % w, f"f{s}.{j}", j)
         units: list = list(range(self.chunks[s]))
         if self.fsdp:      # the embedding and output layer are FSDP units too
             units = ["emb"] * (s == 0) + units + ["head"] * (s == self.S - 1 and self.head_unit)
@@ -234,17 +247,18 @@ class _Emitter:
         if s == self.S - 1:
             if self.logits:
                 self.comp(out, self.K.logits_fwd, x, "forward", j, f"F{j} logits", needs=head)
-        else:
-            out.append(Send(x, ((s + 1) % p) * w + r % w, f"f{s + 1}.{j}", self.p2p, j))
+        elif self.dev[s + 1] != k:
+            out.append(Send(x, self.dev[s + 1] * w + r % w, f"f{s + 1}.{j}", self.p2p, j))
 
     def backward(self, out, k, r, j, c, kind, grads_done, last, gather=True):
         """kind BW (input and weight gradients) or B (input gradients only); `last`: the
         micro-batch that completes the gradients (`is_last`); `gather`: FSDP gathers the units."""
-        s, p, w = c * self.cfg.pp + k, self.cfg.pp, self.w
+        s, w = self.stage_of[k][c], self.w
         g = f"g{s}.{j}"
         last_mb = kind == "BW" and last
         if s < self.S - 1:
-            self.recv(out, r, g, ((s + 1) % p) * w + r % w, f"b{s}.{j}", j)
+            if self.dev[s + 1] != k:
+                self.recv(out, r, g, self.dev[s + 1] * w + r % w, f"b{s}.{j}", j)
         elif self.logits:
             kern = self.K.logits_b + self.K.logits_w if kind == "BW" else self.K.logits_b
             head = last_mb and self.head_bucketed
@@ -264,21 +278,21 @@ class _Emitter:
                 if kb is self.K.mlp_b:
                     self.expert_mlp(out, r, g, j, kern, "backward", f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
                 else:
-                    self.attn_comm(out, r, g, j, "before" if self.cfg.cp_comm_type == "a2a" else "before_b")
+                    self.attn_comm(out, r, g, j, "before_b")
                     self.comp(out, kern, g, "backward", j, f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
                     if self.cfg.cp_comm_type == "a2a":
-                        self.attn_comm(out, r, g, j, "after")
+                        self.attn_comm(out, r, g, j, "after_b")
                 self.tp_comm(out, r, g, j, self.tp_pair())
             if last_mb and not (self.fsdp and not self.per_mb_grads):
                 grads_done(out, r, c, l, j)
         if last_mb and self.fsdp and not self.per_mb_grads:   # pipelined FSDP2: after the stage's last backward
             for l in reversed(range(self.chunks[s])):
                 grads_done(out, r, c, l, j)
-        if s > 0:
-            out.append(Send(g, ((s - 1) % p) * w + r % w, f"b{s - 1}.{j}", self.p2p, j))
+        if s > 0 and self.dev[s - 1] != k:
+            out.append(Send(g, self.dev[s - 1] * w + r % w, f"b{s - 1}.{j}", self.p2p, j))
 
     def wgrad(self, out, r, j, c, grads_done, last):
-        s = c * self.cfg.pp + (r // self.w)
+        s = self.stage_of[r // self.w][c]
         last_mb = last
         if s == self.S - 1 and self.logits:
             head = last_mb and self.head_bucketed
@@ -323,13 +337,6 @@ class _Emitter:
         self.epilogue(out, k, r, buckets)
         return out
 
-    def prologue(self, out, r) -> None:
-        cfg = self.cfg
-        d = cfg.dp * cfg.cp
-        if cfg.zero_stage in (1, 2) and d > 1 and self.A.overlap_param_gather:
-            # the previous step's parameter all-gather, overlapping this step's first forward
-            self.param_gather(out, r // self.w, r, "params_next", blocking=False)
-
     def action(self, out, k, r, kind, j, c, last, buckets, gather=True) -> None:
         """One schedule action (F, BW, B or W) of micro-batch j, chunk c."""
         if kind == "F":
@@ -338,64 +345,6 @@ class _Emitter:
             self.backward(out, k, r, j, c, kind, buckets.done, last, gather)
         else:
             self.wgrad(out, r, j, c, buckets.done, last)
-
-    def epilogue(self, out, k, r, buckets) -> None:
-        """The embedding gradient, the last bucket, the optimizer and ZeRO's parameter gather."""
-        cfg = self.cfg
-        d, zero = cfg.dp * cfg.cp, cfg.zero_stage
-        holds_emb = k == 0 or k == cfg.pp - 1
-        params = self._params(k)
-        emb, tied = "emb", cfg.pp > 1 and self.model.tied_embeddings
-        # the ends' gradients not in a bucket yet (the input embedding's, a tied or p = 1 head's)
-        left = ends_params_on_rank(self.model, cfg.tp, k, cfg.pp) - (k == cfg.pp - 1 and self.head_bucketed) * self.head_params
-        if holds_emb:
-            out.append(Compute("embedding_grad", (), ("tied" if tied else emb,), 0.0, 0,
-                               {"kernel": Kernel("embedding_grad")}, "backward", None, "embedding grad"))
-        own = holds_emb and (tied or self.fsdp)    # reduced on its own, after the last bucket
-        if holds_emb and not own and d > 1:
-            # complete after the first layer's backward: it joins the last bucket (Megatron's DDP
-            # buckets; the runnable GradSync)
-            buckets.done(out, r, None, None, None, emb, self.A.grad_reduce_bytes * left)
-        buckets.flush(out, force=True)
-        if holds_emb and tied:    # first and last stage sum their copies of the tied embedding's gradient
-            pair = (r % self.w, (cfg.pp - 1) * self.w + r % self.w)
-            out.append(Collective("all_reduce", "tied", emb, pair,
-                                  nbytes=int(self.A.grad_reduce_bytes * self.emb_params), tag="emb"))
-        if own and d > 1 and left > 0:
-            out.append(Collective(buckets.kind, emb, emb, (r,), nbytes=int(self.A.grad_reduce_bytes * left),
-                                  blocking=not self.overlap, tag="dp"))
-            if self.fsdp:
-                buckets.replica_all_reduce(out, emb, self.A.grad_reduce_bytes * left)
-        if own or (holds_emb and d == 1):
-            buckets.names.append(emb)
-        if self.optimizer:
-            shard = cfg.shard_size if zero >= 1 else 1
-            kern = Kernel("adam", (), ADAM_BYTES_PER_PARAM * params / shard)
-            out.append(Compute("adam", tuple(buckets.names), ("params",), 0.0, int(kern.ew_nbytes), {"kernel": kern},
-                               "optimizer", None, "optimizer"))
-        if zero in (1, 2) and d > 1 and not self.A.overlap_param_gather:
-            self.param_gather(out, k, r, "params")
-
-    def param_gather(self, out, k, r, name, blocking=True) -> None:
-        """ZeRO-1/2: all-gather device k's updated 16-bit parameters, the dense ones over the data x
-        context group, the experts' over the expert-data-parallel group."""
-        d = self.cfg.dp * self.cfg.cp
-        experts = self._layers(k) * self.expert_local
-        for params, tag, size in ((self._params(k) - experts, "dp", d), (experts, "edp", self.expert_dp)):
-            if size > 1 and params > 0:
-                out.append(Collective("all_gather", "params", name, (r,), nbytes=int(2 * params / size), tag=tag,
-                                      blocking=blocking))
-
-    def _params(self, k: int) -> float:
-        """Parameters of pipeline device k on one TP rank: its layers, and the embedding / LM head
-        (`rank_params`, shared with the closed form)."""
-        cfg = self.cfg
-        return sum(stage_params_on_rank(self.model, cfg.tp, cfg.ep, self._layers(k), k, cfg.pp, cfg.expert_tp))
-
-    def _layers(self, k: int) -> int:
-        """Layers of pipeline device k, over its chunks."""
-        return sum(self.chunks[c * self.cfg.pp + k] for c in range(self.cfg.virtual_stages))
-
 
 def build_scale_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumptions | None = None, *,
                         fold_tp: bool = False, bucket_nbytes: float = DEFAULT_BUCKET_NBYTES,
@@ -409,49 +358,14 @@ def build_scale_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assu
     if not bucket_nbytes > 0:
         raise ParasimError(f"bucket_nbytes must be > 0, got {bucket_nbytes}")
     sched = make_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.virtual_stages)
+    check_placement(cfg, sched)
     em = _Emitter(model, cfg, assumptions, layer_kernels(model, cfg, assumptions), fold_tp, bucket_nbytes,
-                  overlap_grad_reduce, logits, optimizer)
+                  overlap_grad_reduce, logits, optimizer, sched)
     n = cfg.pp * em.w
 
     def code():
         with no_gc():       # a million small objects, no cycles (program.no_gc)
             return [em.device(k, k * em.w + i, sched.actions[k]) for k in range(cfg.pp) for i in range(em.w)]
     with no_gc():
-        cols = _columns(em, sched, n)
+        cols = program_columns(em, sched, n)
     return ColumnarProgram(cols, code, f"{model.name} {cfg!r} (one replica of {cfg.dp})")
-
-
-def _columns(em: _Emitter, sched, n: int):
-    """The program's columns: each device's actions as blocks emitted once per (kind, chunk) with
-    the micro-batch as a placeholder (`program_tiles`), except the actions that complete gradients,
-    whose buckets differ (emitted one by one, in order, with the same bucket state as `device`)."""
-    tiles = TileBuilder(n)
-    for k in range(em.cfg.pp):
-        for i in range(em.w):
-            r, cache = k * em.w + i, {}
-            if em.A.overlap_moe_comm:     # merged pairs of two micro-batches: the device as one block
-                tiles.add(r, em.device(k, r, sched.actions[k]))
-                continue
-            buckets = GradBuckets(em, r)
-            blocks: list = [[]]
-            em.prologue(blocks[0], r)
-            which, js = [0], [0]
-            for a, gather in zip(sched.actions[k], em.gathers(sched.actions[k])):
-                if a.kind in ("BW", "W") and em.is_last(a.microbatch):
-                    blocks.append([])
-                    em.action(blocks[-1], k, r, a.kind, J, a.chunk, True, buckets, gather)
-                    t = len(blocks) - 1
-                else:
-                    t = cache.get((a.kind, a.chunk, gather))
-                    if t is None:
-                        t = cache[(a.kind, a.chunk, gather)] = len(blocks)
-                        blocks.append([])
-                        em.action(blocks[-1], k, r, a.kind, J, a.chunk, False, buckets, gather)   # not last: no bucket
-                which.append(t)
-                js.append(a.microbatch)
-            blocks.append([])
-            em.epilogue(blocks[-1], k, r, buckets)
-            which.append(len(blocks) - 1)
-            js.append(0)
-            tiles.add_many(r, blocks, which, js)
-    return tiles.build()

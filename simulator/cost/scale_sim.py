@@ -64,7 +64,7 @@ class ScaleResult:
     comm_time_s: float                    # comm-lane busy time of the busiest device
     exposed_comm_s: float                 # the breakdown's exposed communication (all kinds)
     compute_time_s: float                 # the breakdown's compute (kernels, no communication)
-    memory: MemoryBreakdown               # closed form of the most loaded device (analytic._memory)
+    memory: MemoryBreakdown               # closed form of the most loaded device (analytic.estimate_memory)
     memory_per_device_bytes: tuple        # per pipeline device, from the schedule's real in-flight counts
     gpus: int
     simulated_ranks: int
@@ -208,7 +208,8 @@ def simulate_at_scale(model: ModelSpec | str, config: ParallelConfig, hardware: 
     prog = build_scale_program(model, cfg, A, fold_tp=fold_tp, bucket_nbytes=bucket_nbytes,
                                overlap_grad_reduce=overlap_grad_reduce, logits=logits, optimizer=optimizer)
     dm = ScaleDeviceModel(HardwareDeviceModel(hw, cfg.gpus, A.matmul_dtype, link_efficiency=A.link_efficiency), cfg,
-                          fold_tp=fold_tp, collective_algo=A.collective_algo, nvls=A.nvls, stack=A.profile)
+                          fold_tp=fold_tp, collective_algo=A.collective_algo, nvls=A.nvls, stack=A.profile,
+                          routing=(model.num_experts, model.moe_router_topk))
     trace = simulate(prog, dm)
     st = trace_statistics(trace)
     step = st["span_s"]

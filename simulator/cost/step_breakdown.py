@@ -39,7 +39,7 @@ COMM_KINDS = ("tp", "cp", "ep", "pp", "dp")
 COMM_PURPOSE = MappingProxyType({"tp": "tensor_parallel", "cp": "context_parallel", "ep": "expert_all_to_all",
                                  "pp": "pipeline_p2p", "dp": "data_parallel"})
 # A scale program's collective tags (`scale_program`) -> the kind it serves; untagged: tensor parallel.
-TAG_KIND = MappingProxyType({"tp": "tp", "cp": "cp", "ep": "ep", "etp": "ep", "tp_ep": "ep", "dp": "dp", "dpr": "dp", "edp": "dp",
+TAG_KIND = MappingProxyType({"tp": "tp", "cp": "cp", "ep": "ep", "ep_flex": "ep", "etp": "ep", "tp_ep": "ep", "dp": "dp", "dpr": "dp", "edp": "dp",
                              "emb": "dp"})
 _WORK = ("compute", "optimizer", "other")
 
@@ -167,6 +167,9 @@ LEAVES_OUT = MappingProxyType({
                             "each micro-batch's reduction as one sum; the clock issues one collective per layer",
     "tp-comm-overlap": "--tp-comm-overlap: the closed form hides tensor-parallel collectives under the layer's "
                        "weight-gradient GEMMs; the clock's program runs them blocking",
+    "moe-overlap-one-stream": "a MoE overlap option with FSDP: the clock's one asynchronous stream queues the MoE "
+                              "dispatch and combine behind FSDP's gathers and reduce-scatters (Megatron-Core gives "
+                              "each its own stream); the closed form prices them apart",
 })
 
 
@@ -182,4 +185,6 @@ def closed_form_leaves_out(cfg, A) -> tuple[str, ...]:
         out.append("zero-per-micro-batch")
     if cfg.tp > 1 and A.overlap_tp_comm:
         out.append("tp-comm-overlap")
+    if (A.overlap_moe_comm or A.shared_expert_overlap) and is_fsdp(cfg) and dp > 1:
+        out.append("moe-overlap-one-stream")
     return tuple(out)

@@ -63,7 +63,7 @@ class TrainConfig:
     schedule_text: str | None = None  # a hand-written schedule, one line per stage ("F0 F1 BW0 BW1")
     virtual_stages: int = TRAIN_DEFAULTS["virtual_stages"]  # model chunks per device (interleaved schedule)
     # gradient buckets of about this many MB, each AllReduced as soon as the backward fills it (overlap);
-    # None (default): one AllReduce per parameter after the whole backward pass
+    # None (default): buckets of vocabulary.DEFAULT_BUCKET_MB, reduced after the whole backward pass
     bucket_mb: float | None = TRAIN_DEFAULTS["bucket_mb"]
     accumulate: int = TRAIN_DEFAULTS["accumulate"]        # gradient-accumulation micro-steps before one AllReduce
     grad_dtype: str = TRAIN_DEFAULTS["grad_dtype"]        # dtype of gradients on the wire

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..program import ProgramBuilder, Recv, Send
+from ..program import Collective, ProgramBuilder, Recv, Send
 from .layer_kernels import layer_of
 
 
@@ -111,6 +111,10 @@ class Replica:
                              label=f"W{j} {lyr.name}")
         self.builder.free(r, f"act/wcache/{li}/mb{j}")
 
+    def boundary_group(self, r: int) -> tuple:
+        """The ranks that split a stage-boundary tensor between them (`Stages`): none here."""
+        return ()
+
     def activation_nbytes(self, li: int) -> int:
         """Bytes of one micro-batch's activation leaving layer li on one rank (float64)."""
         c = self.config
@@ -154,13 +158,41 @@ class Stages:
     def activation_nbytes(self, li: int) -> int:
         return self.emit.activation_nbytes(li)
 
+    # ---- the stage boundary ------------------------------------------------------------------------
+    # Megatron-LM's scatter-gather optimisation (Narayanan et al. 2021, Sec. 4.1; on by default, off
+    # with --no-scatter-gather-tensors-in-pipeline): the tensor ranks of a stage hold the same
+    # boundary tensor, so each sends its 1/t of it and the next stage's tensor group all-gathers it
+    # (the scale program and the closed form price the same exchange). Under sequence parallelism
+    # the tensor is already split (`boundary_group` is empty).
+    def _send(self, r: int, x: str, dst: int, tag: str, nbytes: int, j: int) -> None:
+        group = self.emit.boundary_group(r)
+        if len(group) > 1:
+            part = f"{x}/part"
+            self.builder.compute(r, "split", [x], [part], attrs={"parts": len(group), "index": group.index(r),
+                                                                  "axis": -1}, phase="other", microbatch=j, label=f"scatter {x}")
+            x, nbytes = part, nbytes // len(group)
+        self.builder.add(r, _send(x, dst, tag, nbytes, j))
+        if len(group) > 1:
+            self.builder.free(r, x)
+
+    def _recv(self, r: int, x: str, src: int, tag: str, nbytes: int, j: int) -> None:
+        group = self.emit.boundary_group(r)
+        if len(group) <= 1:
+            self.builder.add(r, _recv(x, src, tag, nbytes, j))
+            return
+        part, share = f"{x}/part", nbytes // len(group)
+        self.builder.add(r, _recv(part, src, tag, share, j))
+        self.builder.add(r, Collective("all_gather", part, x, group, axis=-1, nbytes=share, tag=f"gather {x}",
+                                       microbatch=j))
+        self.builder.free(r, part)
+
     # ---- forward -------------------------------------------------------------------------------
     def forward(self, k: int, j: int) -> None:
         b, r, last = self.builder, self.rank_of(k), k == len(self.stages) - 1
         x = stage_in(k, j)
         layers = self.stages[k]
         if k > 0 and self.rank_of(k - 1) != r:
-            b.add(r, _recv(x, self.rank_of(k - 1), f"f{k}/{j}", self.activation_nbytes(layers[0] - 1), j))
+            self._recv(r, x, self.rank_of(k - 1), f"f{k}/{j}", self.activation_nbytes(layers[0] - 1), j)
         for n, li in enumerate(layers):
             y = f"act/h/{li}/mb{j}" if (n < len(layers) - 1 or last) else stage_in(k + 1, j)
             self.emit.emit_layer_forward(r, li, x, y, j)
@@ -170,25 +202,25 @@ class Stages:
             self.emit.emit_loss_forward(r, x, j)
             b.free(r, x, f"data/y/mb{j}")
         elif self.rank_of(k + 1) != r:
-            b.add(r, _send(x, self.rank_of(k + 1), f"f{k + 1}/{j}", self.activation_nbytes(li), j))
+            self._send(r, x, self.rank_of(k + 1), f"f{k + 1}/{j}", self.activation_nbytes(li), j)
             b.free(r, x)
 
     # ---- backward ------------------------------------------------------------------------------
     def _output_grad(self, k: int, j: int) -> str:
-        b, r = self.builder, self.rank_of(k)
+        r = self.rank_of(k)
         if k == len(self.stages) - 1:
             dy = f"act/dh/{self.stages[k][-1]}/mb{j}"
             self.emit.emit_loss_backward(r, dy, j)
             return dy
         if self.rank_of(k + 1) != r:
-            b.add(r, _recv(stage_grad(k + 1, j), self.rank_of(k + 1), f"b{k + 1}/{j}",
-                           self.activation_nbytes(self.stages[k][-1]), j))
+            self._recv(r, stage_grad(k + 1, j), self.rank_of(k + 1), f"b{k + 1}/{j}",
+                       self.activation_nbytes(self.stages[k][-1]), j)
         return stage_grad(k + 1, j)
 
     def _send_input_grad(self, k: int, j: int) -> None:
         if k > 0 and self.rank_of(k - 1) != self.rank_of(k):
-            self.builder.add(self.rank_of(k), _send(stage_grad(k, j), self.rank_of(k - 1), f"b{k}/{j}",
-                                                    self.activation_nbytes(self.stages[k - 1][-1]), j))
+            self._send(self.rank_of(k), stage_grad(k, j), self.rank_of(k - 1), f"b{k}/{j}",
+                       self.activation_nbytes(self.stages[k - 1][-1]), j)
             self.builder.free(self.rank_of(k), stage_grad(k, j))
 
     def backward(self, k: int, j: int, split: bool = False) -> None:

@@ -1,10 +1,16 @@
 """Data-parallel gradient synchronisation, with the communication optimisations the field uses.
 
-- Plain: after the whole backward, one blocking AllReduce per parameter gradient.
-- Bucketing (PyTorch DDP, Li et al. 2020 "PyTorch Distributed", Sec. 3.2.3): gradients are packed
-  into buckets of about `bucket_bytes` in the order backward produces them; each bucket's
-  AllReduce is issued non-blocking as soon as its last gradient is ready, so it overlaps the rest
-  of backward. Fewer, larger messages: fewer latency terms alpha in the alpha-beta cost.
+- Bucketing (PyTorch DDP, Li et al. 2020 "PyTorch Distributed", Sec. 3.2.3; Megatron-LM's
+  `DistributedDataParallel` buckets): gradients are packed into buckets of about `bucket_bytes` in
+  the order backward produces them (the scale program's `cost/grad_buckets.py` keeps the same
+  plan). With `overlap` (Megatron's --overlap-grad-reduce) each bucket's AllReduce is issued
+  non-blocking as soon as its last gradient is ready, so it overlaps the rest of backward; without
+  it the buckets are reduced one after the other, blocking, after the whole backward (Megatron-LM
+  `finalize_model_grads` -> megatron/core/distributed/param_and_grad_buffer.py
+  `finish_grad_sync`, which without overlap_grad_reduce starts the synchronous collectives).
+  Fewer, larger messages: fewer latency terms alpha in the alpha-beta cost.
+- Per parameter (expert parallelism only, `grad_group`: expert gradients reduce over their
+  expert-data group): after the whole backward, one blocking AllReduce per parameter gradient.
 - Gradient accumulation: several micro-steps add into the gradients before one synchronisation
   (the emitter calls `ready` once per layer, after the last micro-step).
 - Reduced precision on the wire: gradients are cast (e.g. to float16) before the AllReduce and
@@ -21,6 +27,7 @@ from typing import Callable
 import numpy as np
 
 from ..program import Collective, ProgramBuilder
+from ..vocabulary import DEFAULT_BUCKET_MB
 from .emit import grad
 from .layer_kernels import layer_of
 
@@ -32,7 +39,8 @@ class GradSync:
     builder: ProgramBuilder
     config: object
     group_of: dict[int, tuple[int, ...]]  # rank -> its data-parallel group
-    bucket_bytes: float | None = None
+    bucket_bytes: float = DEFAULT_BUCKET_MB * 1e6
+    overlap: bool = False  # buckets reduced under the backward (non-blocking) or after it (blocking)
     dtype: str = "float64"
     mean: bool = True
     shapes: Callable | None = None  # layer -> {name: local shape} (shards under tensor parallelism)
@@ -52,7 +60,7 @@ class GradSync:
 
     def ready(self, rank: int, li: int) -> None:
         """Layer li's gradients on `rank` are final (called by the emitter in backward order)."""
-        if len(self.group_of.get(rank, ())) <= 1 or self.bucket_bytes is None:
+        if len(self.group_of.get(rank, ())) <= 1 or self.grad_group is not None:
             return
         self._open.setdefault(rank, []).append(li)
         size = sum(int(np.prod(s)) for li2 in self._open[rank] for _, s in self._grads(li2))
@@ -63,25 +71,32 @@ class GradSync:
         layers = self._open.pop(rank, [])
         if not layers:
             return
-        b = self.builder
         buckets = self._buckets.setdefault(rank, [])
-        name = f"grad/bucket{len(buckets)}"
-        entries = [e for li in layers for e in self._grads(li)]
+        buckets.append((f"grad/bucket{len(buckets)}", [e for li in layers for e in self._grads(li)]))
+        if self.overlap:
+            self._reduce(rank, *buckets[-1])
+
+    def _reduce(self, rank: int, name: str, entries: list) -> None:
+        b = self.builder
         nbytes = sum(int(np.prod(s)) for _, s in entries) * DTYPE_BYTES[self.dtype]
         b.compute(rank, "flatten", [t for t, _ in entries], [name], attrs={"dtype": self.dtype},
                   phase="other", label=f"pack {name}")
         b.free(rank, *[t for t, _ in entries])
-        b.add(rank, self._collective(rank, name, nbytes, blocking=False, tag=name))
-        buckets.append((name, entries))
+        b.add(rank, self._collective(rank, name, nbytes, blocking=not self.overlap, tag=name))
 
     def finish(self, rank: int) -> None:
-        """After backward: flush the last bucket and unpack, or run the plain per-parameter AllReduces."""
+        """After backward: flush the last bucket (without overlap: reduce every bucket) and unpack, or
+        run the per-parameter AllReduces."""
         if len(self.group_of.get(rank, ())) <= 1:
             return
         b = self.builder
-        if self.bucket_bytes is not None:
+        if self.grad_group is None:
             self._close(rank)
-            for name, entries in self._buckets.pop(rank, []):
+            buckets = self._buckets.pop(rank, [])
+            if not self.overlap:
+                for name, entries in buckets:
+                    self._reduce(rank, name, entries)
+            for name, entries in buckets:
                 b.compute(rank, "unflatten", [name], [t for t, _ in entries],
                           attrs={"shapes": tuple(s for _, s in entries)}, phase="other", label=f"unpack {name}")
                 b.free(rank, name)

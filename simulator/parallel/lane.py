@@ -82,6 +82,10 @@ class ShardedLane(ContextAttention, SplitBackward, Replica):
     def activation_nbytes(self, li: int) -> int:
         return super().activation_nbytes(li) // (self.tp if self.sp else 1) // self.cp
 
+    def boundary_group(self, r: int) -> tuple:
+        """The tensor group splits a stage-boundary tensor (`emit.Stages`), unless SP already has."""
+        return self.tp_group_of[r] if self.tp > 1 and not self.sp else ()
+
     def block_items(self, steps: tuple) -> tuple:
         """A layer's steps as this lane runs them (block_lane.lane_items: TP/SP, then CP)."""
         return lane_items(steps, self.tp, self.sp, self.cp_attention, t=self.t,

@@ -21,6 +21,7 @@ from ..errors import ParasimError
 from ..mesh import DeviceMesh
 from ..models import SGD, Adam, build_model
 from ..program import Program, ProgramBuilder
+from ..vocabulary import DEFAULT_BUCKET_MB
 from .config import TrainConfig
 from .emit import Replica, Stages, grad, param, run_bidirectional
 from .grad_sync import GradSync
@@ -192,8 +193,9 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     if zero and (cfg.bucket_mb is not None or cfg.grad_dtype != "float64"):
         raise ParasimError(f"ZeRO-{zero} here moves float64 per-parameter collectives: drop --bucket-mb and --grad-dtype")
     zgroups = ZeroGroups(group_of, getattr(placement, "grad_group", None), cfg.gradients_mean)
-    sync = GradSync(b, cfg.model, {} if zero else group_of, None if cfg.bucket_mb is None else cfg.bucket_mb * 1e6,
-                    cfg.grad_dtype, cfg.gradients_mean, shapes=placement.shapes,
+    # buckets of bucket_mb reduced under the backward; without it the default size after the backward
+    sync = GradSync(b, cfg.model, {} if zero else group_of, (cfg.bucket_mb or DEFAULT_BUCKET_MB) * 1e6,
+                    cfg.bucket_mb is not None, cfg.grad_dtype, cfg.gradients_mean, shapes=placement.shapes,
                     grad_group=getattr(placement, "grad_group", None))
     mbs = cfg.micro_batch_size
     rows_per_replica = cfg.global_batch // dp

@@ -121,9 +121,11 @@ ZERO_BUBBLE = tuple(n for n, s in SCHEDULE_SPECS.items() if s.splits_bw)
 
 def schedule_spec(name: str, priced: bool = False) -> ScheduleSpec:
     """The entry of `name`; `priced=True` also refuses schedules the closed form does not price."""
-    known = PRICED_SCHEDULES if priced else SCHEDULES
-    if name not in known:
-        raise ParasimError(f"unknown schedule {name!r}; choose one of {', '.join(known)}")
+    if name not in SCHEDULES:
+        raise ParasimError(f"unknown schedule {name!r}; choose one of {', '.join(PRICED_SCHEDULES if priced else SCHEDULES)}")
+    if priced and name not in PRICED_SCHEDULES:
+        raise ParasimError(f"the closed form prices the schedules {', '.join(PRICED_SCHEDULES)}; {name!r} has no "
+                           f"closed-form bubble (the scale program compiles it: build_scale_program)")
     return SCHEDULE_SPECS[name]
 
 

@@ -1,0 +1,85 @@
+"""The ends of one scale-program device's step (`scale_program`): before the first action the
+previous step's overlapped ZeRO-1/2 parameter gather; after the last, the embedding gradient, the
+last gradient bucket, the tied embedding's first-last all-reduce, the optimizer and ZeRO-1/2's
+parameter all-gather. The parameters a device holds follow the schedule's stage placement
+(`Schedule.stage_map`: V-shaped schedules put the first and the last model stage on device 0)."""
+
+from __future__ import annotations
+
+from simulator.cost.analytic import ADAM_BYTES_PER_PARAM
+from simulator.cost.rank_params import ends_params_on_rank, stage_params_on_rank
+from simulator.cost.scale_kernels import Kernel
+from simulator.program import Collective, Compute
+
+
+class StepEnds:
+    """Mixed into `scale_program._Emitter`, whose fields (cfg, model, A, w, dev, stage_of, chunks,
+    emb_params, head_params, head_bucketed, fsdp, overlap, optimizer, expert_local, expert_dp) it reads."""
+
+    def prologue(self, out, r) -> None:
+        cfg = self.cfg
+        d = cfg.dp * cfg.cp
+        if cfg.zero_stage in (1, 2) and d > 1 and self.A.overlap_param_gather:
+            # the previous step's parameter all-gather, overlapping this step's first forward
+            self.param_gather(out, r // self.w, r, "params_next", blocking=False)
+
+    def epilogue(self, out, k, r, buckets) -> None:
+        """The embedding gradient, the last bucket, the optimizer and ZeRO's parameter gather."""
+        cfg = self.cfg
+        d, zero = cfg.dp * cfg.cp, cfg.zero_stage
+        last = self.dev[-1]                    # the device of the last model stage (V-shaped: device 0)
+        holds_emb = k == 0 or k == last
+        params = self._params(k)
+        emb, tied = "emb", last != 0 and self.model.tied_embeddings
+        # the ends' gradients not in a bucket yet (the input embedding's, a tied or one-device head's)
+        left = ends_params_on_rank(self.model, cfg.tp, k, cfg.pp, last) - (k == last and self.head_bucketed) * self.head_params
+        if holds_emb:
+            out.append(Compute("embedding_grad", (), ("tied" if tied else emb,), 0.0, 0,
+                               {"kernel": Kernel("embedding_grad")}, "backward", None, "embedding grad"))
+        own = holds_emb and (tied or self.fsdp)    # reduced on its own, after the last bucket
+        if holds_emb and not own and d > 1:
+            # complete after the first layer's backward: it joins the last bucket (Megatron's DDP
+            # buckets; the runnable GradSync)
+            buckets.done(out, r, None, None, None, emb, self.A.grad_reduce_bytes * left)
+        buckets.flush(out, force=True)
+        if holds_emb and tied:    # first and last stage sum their copies of the tied embedding's gradient
+            pair = (r % self.w, last * self.w + r % self.w)
+            out.append(Collective("all_reduce", "tied", emb, pair,
+                                  nbytes=int(self.A.grad_reduce_bytes * self.emb_params), tag="emb"))
+        if own and d > 1 and left > 0:
+            out.append(Collective(buckets.kind, emb, emb, (r,), nbytes=int(self.A.grad_reduce_bytes * left),
+                                  blocking=not self.overlap, tag="dp"))
+            if self.fsdp:
+                buckets.replica_all_reduce(out, emb, self.A.grad_reduce_bytes * left)
+        if own or (holds_emb and d == 1):
+            buckets.names.append(emb)
+        if self.optimizer:
+            shard = cfg.shard_size if zero >= 1 else 1
+            kern = Kernel("adam", (), ADAM_BYTES_PER_PARAM * params / shard)
+            out.append(Compute("adam", tuple(buckets.names), ("params",), 0.0, int(kern.ew_nbytes), {"kernel": kern},
+                               "optimizer", None, "optimizer"))
+        if zero in (1, 2) and d > 1 and not self.A.overlap_param_gather:
+            self.param_gather(out, k, r, "params")
+
+    def param_gather(self, out, k, r, name, blocking=True) -> None:
+        """ZeRO-1/2: all-gather device k's updated 16-bit parameters, the dense ones over the data x
+        context group, the experts' over the expert-data-parallel group."""
+        d = self.cfg.dp * self.cfg.cp
+        experts = self._layers(k) * self.expert_local
+        for params, tag, size in ((self._params(k) - experts, "dp", d), (experts, "edp", self.expert_dp)):
+            if size > 1 and params > 0:
+                out.append(Collective("all_gather", "params", name, (r,), nbytes=int(2 * params / size), tag=tag,
+                                      blocking=blocking))
+
+    def _params(self, k: int) -> float:
+        """Parameters of pipeline device k on one TP rank: its layers, and the embedding / LM head
+        (`rank_params`, shared with the closed form)."""
+        cfg = self.cfg
+        return sum(stage_params_on_rank(self.model, cfg.tp, cfg.ep, self._layers(k), k, cfg.pp, cfg.expert_tp,
+                                        self.dev[-1]))
+
+    def _layers(self, k: int) -> int:
+        """Layers of pipeline device k, over its chunks (the schedule's stage placement)."""
+        return sum(self.chunks[s] for s in self.stage_of[k])
+
+
