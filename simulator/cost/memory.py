@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from simulator.errors import ParasimError
 from simulator.model_states import RECIPES, model_state_bytes
@@ -75,6 +76,7 @@ def logits_bytes(s: int, b: int, vocab: int, t: int = 1) -> float:
     return 4 * s * b * vocab / t
 
 
+@lru_cache(maxsize=4096)   # a pure function of four numbers; the search asks it for every configuration
 def in_flight_microbatches(schedule: str, p: int, m: int, v: int = 1) -> float:
     """Micro-batches whose activations stage 0 holds at its peak, in whole-stage units (for
     interleaving, v chunks of L/(p v) layers): the schedule's entry in
