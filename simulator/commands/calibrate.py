@@ -23,7 +23,6 @@ from ..calibrate import measure_local, save_local
 from ..errors import ParasimError
 
 
-
 def add_parser(sub) -> None:
     p = sub.add_parser("calibrate", help="measure this machine and write the `local` hardware preset")
     p.add_argument("--output", default=None, metavar="PATH", help="where to write (default ~/.parasim/local.json)")
