@@ -124,6 +124,12 @@ class MemoryBreakdown:
                 "total_bytes": self.total_bytes, "capacity_bytes": cap,
                 "headroom_bytes": None if cap is None else cap - self.total_bytes, "stage": self.stage}
 
+    def by_category(self) -> dict:
+        """The bytes as the bars of `viz.memory_breakdown` stack them: param, grad, opt, act
+        (activations and logits) and other (buffers and temporaries); they add up to total_bytes."""
+        return {"param": self.parameter_bytes, "grad": self.gradient_bytes, "opt": self.optimizer_bytes,
+                "act": self.activation_bytes + self.logits_bytes, "other": self.buffer_bytes + self.allowance_bytes}
+
     def __repr__(self) -> str:
         extra = "".join(f" + {n} {v / 1e9:.3g}" for n, v in (("buffers", self.buffer_bytes),
                                                                ("temporaries", self.allowance_bytes)) if v)

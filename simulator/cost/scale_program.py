@@ -24,8 +24,9 @@ data-parallel replica of (t, p, d, b, B, schedule, v, recompute, SP, ZeRO):
   FSDP (`fsdp` fsdp2 / megatron_fsdp, `simulator.cost.fsdp`): each layer, the embedding and the
     output layer are units, gathered as `fsdp.gather_flags` says (one unit ahead with prefetch) and
     reduce-scattered one by one after their backward (`grad_buckets`).
-  the input embedding's gradient joins the last bucket (untied or p = 1, not FSDP); tied embeddings
-    (p > 1): all-reduce of the embedding gradient between the first and last stage, then its reduction.
+  the input embedding's gradient (and a tied output copy) joins the last bucket (not FSDP); tied
+    embeddings (p > 1): after that reduction, the all-reduce of the embedding gradient between the
+    first and last stage (Megatron-LM finalize_model_grads: finish_grad_sync, then _allreduce_embedding_grads).
   parameters per tensor rank (gradients, gathers, optimizer): `rank_params`, shared with the closed form.
   optimizer: Adam, memory-bound, 30 bytes per (sharded) parameter (`analytic.ADAM_BYTES_PER_PARAM`).
 
