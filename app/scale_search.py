@@ -7,6 +7,7 @@ from ui import BIND, or_error, show_code
 
 from simulator import PRICED_SCHEDULES as SCHEDULES
 from simulator import Assumptions, ModelSpec, search_training
+from simulator.cost.search_result import counts_text
 from simulator.units import fmt_time
 
 OFFERED: dict = {}   # the Estimate tab's widget options by key (set by the page: tp, pp, dp, b, cp, ep, split)
@@ -62,7 +63,7 @@ def search_panel(spec: ModelSpec, hw: str, B: int, akw: dict, moe: bool) -> None
         found = or_error(search, *req)
         if found is not None:
             best = found["top"][0]
-            st.success(f"Best of {found['evaluated']:,} priced configurations ({found['considered']:,} considered): "
+            st.success(f"Best of {counts_text(found)}: "
                        f"**{best['config']}**: {fmt_time(best['step_time_s'])} per step, MFU {best['mfu']:.1%}, "
                        f"{best['memory_per_gpu_bytes'] / 1e9:.1f} GB per GPU "
                        f"({best['memory_headroom_bytes'] / 1e9:.1f} GB headroom)")

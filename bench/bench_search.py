@@ -1,32 +1,51 @@
-"""Speed of the configuration search: GPT-3 175B on 1536 A100-80GB, global batch 1536 (target < 5 s).
+"""Speed of the configuration search: the exhaustive walk (every configuration priced one by one,
+`prune=False`) and the branch-and-bound search (`prune=True`, the default, `simulator.cost.search_bound`)
+side by side, same machine, same moment, on the spaces of docs/search.md. Each pair is checked to
+give the same answer. CPU seconds of this process (the machine is shared: also state `uptime`).
 
-    python bench/bench_search.py
+    python bench/bench_search.py            # every case
+    python bench/bench_search.py moe        # one case by name
 """
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 
-from simulator.cost.analytic import estimate
-from simulator.cost.parallel_config import ParallelConfig
-from simulator.cost.search import search_configs, search_training
+from simulator.cost.search import search_training
+from simulator.cost.search_cases import CASES
+
+COUNTS = ("evaluated", "infeasible", "bounded")
 
 
-def main() -> None:
-    w, c = time.perf_counter(), time.process_time()
-    res = search_training("gpt3-175b", "a100-80gb", 1536, 1536, top=5)
-    wall, cpu = time.perf_counter() - w, time.process_time() - c
-    print(f"search_training GPT-3 175B on 1536 x a100-80gb, B=1536: {wall:.2f} s wall / {cpu:.2f} s CPU "
-          f"(target < 5 s); {res.evaluated:,} timed of {res.considered:,} considered")
-    for i, cand in enumerate(res.top, 1):
-        print(f"  {i}. {cand!r}")
-    pub = estimate("gpt3-175b", ParallelConfig(tp=8, pp=12, dp=16, global_batch=1536, recompute="full"), "a100-80gb")
-    print(f"  published Megatron choice t8 p12 d16 (full recompute): {pub.step_time_s:.2f} s, "
-          f"{pub.tokens_per_s:,.0f} tokens/s; best finds {res.best.result.tokens_per_s / pub.tokens_per_s:.3f}x")
-    w = time.perf_counter()
-    old = search_configs("gpt3-175b", "a100-80gb", 1536, 1536, top=1)
-    print(f"search_configs (1F1B only, the first search): {time.perf_counter() - w:.2f} s; best {old[0]!r}")
+def same_answer(a, b) -> bool:
+    """The two results agree on everything but how many configurations each priced."""
+    strip = lambda r: {k: v for k, v in r.to_dict().items() if k not in COUNTS}  # noqa: E731
+    return strip(a) == strip(b)
+
+
+def run(name: str) -> None:
+    args, kwargs = CASES[name]
+    out = {}
+    for prune in (False, True):
+        c = time.process_time()
+        res = search_training(*args, **kwargs, prune=prune)
+        out[prune] = (time.process_time() - c, res)
+    (t_old, old), (t_new, new) = out[False], out[True]
+    print(f"{name}: {new.considered:,} configurations considered; best {new.best.config!r} "
+          f"{new.best.result.step_time_s:.3f} s")
+    print(f"  exhaustive walk   {t_old:7.2f} s CPU, {old.evaluated:,} priced")
+    print(f"  branch and bound  {t_new:7.2f} s CPU, {new.evaluated:,} priced, {new.infeasible:,} infeasible by "
+          f"memory, {new.bounded:,} skipped by the bound; {t_old / t_new:.1f}x faster; "
+          f"same answer: {same_answer(old, new)}")
+
+
+def main(names) -> None:
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    for name in names or CASES:
+        run(name)
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

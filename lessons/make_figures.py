@@ -166,10 +166,7 @@ def lesson_09() -> None:
     bars = {}
     for label, kw in configs.items():
         r = ps.estimate(model, ps.ParallelConfig(micro_batch_size=1, global_batch=1536, **kw), "a100-80gb")
-        m = r.memory
-        bars[f"{label}\nMFU {r.mfu:.0%}"] = {"param": m.parameter_bytes, "grad": m.gradient_bytes,
-                                              "opt": m.optimizer_bytes, "act": m.activation_bytes + m.logits_bytes,
-                                              "other": m.buffer_bytes + m.allowance_bytes}  # the check's total
+        bars[f"{label}\nMFU {r.mfu:.0%}"] = r.memory.by_category()  # the check's total
     save(f, "gpt3_memory.png", viz.memory_breakdown(bars, capacity_bytes=ps.get_hardware("a100-80gb").memory_bytes,
                                                     title="GPT-3 175B on 1024 A100-80GB, batch 1536"))
 
@@ -254,10 +251,7 @@ def lesson_14() -> None:
     for c in (1, 2, 4, 8):
         r = ps.estimate(model, ps.ParallelConfig(tp=8, cp=c, dp=16 // c, global_batch=16, recompute="selective",
                                                  sequence_parallel=True), "h100-sxm")
-        m = r.memory
-        bars[f"c={c}, d={16 // c}"] = {"param": m.parameter_bytes, "grad": m.gradient_bytes, "opt": m.optimizer_bytes,
-                                       "act": m.activation_bytes + m.logits_bytes,
-                                       "other": m.buffer_bytes + m.allowance_bytes}
+        bars[f"c={c}, d={16 // c}"] = r.memory.by_category()
     save(f, "llama3_8b_128k_memory.png",
          viz.memory_breakdown(bars, capacity_bytes=ps.get_hardware("h100-sxm").memory_bytes,
                               title="Llama-3-8B at 128k tokens on 128 H100s, t=8+SP"))

@@ -217,7 +217,8 @@ def _run_search(base: dict, point: dict, kwargs: dict) -> dict:
     model = get_model(args.pop("model"))
     found = search_training(model, args.pop("hardware"), args.pop("gpus"), args.pop("global_batch"),
                             **{"top": 1, **args})
-    return {**found.to_dict()["top"][0],
+    d = found.to_dict()
+    return {**d["top"][0], **{k: d[k] for k in ("considered", "evaluated", "infeasible", "bounded")},
             "assumptions": assumptions_of(model, args.get("assumptions"), found.best.config, searched=True)}
 
 

@@ -169,16 +169,19 @@ def test_lessons_page_grades_an_upload_in_a_sandbox_and_reveals_a_prediction():
 
     at = page("lessons")  # lesson 01
     solution = solution_path(get_lesson(1)).read_text(encoding="utf-8")
-    wrong = solution.replace("rank = rank * size + c", "rank = rank + c * size")
+    wrong = solution.replace("rank = rank * size + c", "rank = rank + c * size").replace('return "b"', 'return "d"')
     at.file_uploader(key="upload-1").upload("exercise.py", wrong.encode(), "text/x-python").run()
     at.button(key="check-mine").click().run()
-    assert not at.exception and "5 of 6 items pass" in at.error[0].value
+    assert not at.exception and "7 of 9 items pass" in at.error[0].value
     table = at.dataframe[-1].value
     assert list(table["result"])[:2] == ["wrong", "passed"] and table["hint"][0] and table["expected"][0]
+    # the new items: a wrong letter gets the hint of that choice; the prediction and the own layout pass
+    assert list(table["result"])[6:] == ["passed", "wrong", "passed"], list(table["result"])
+    assert "appended after them" in table["hint"][7] and "your own layout" in table["item"][8]
     notebook = json.dumps({"cells": [{"cell_type": "code", "source": solution.splitlines(keepends=True)}]})
     at.file_uploader(key="upload-1").upload("mine.ipynb", notebook.encode()).run()
     at.button(key="check-mine").click().run()
-    assert "6 of 6 items pass" in at.success[0].value
+    assert "9 of 9 items pass" in at.success[0].value
     at.selectbox(key="lesson").set_value(5).run()
     at.number_input(key="guess-5").set_value(0.25).run()
     at.button(key="reveal").click().run()

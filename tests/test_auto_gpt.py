@@ -100,7 +100,11 @@ def test_explain_lists_megatron_sequence_parallel_collectives():
     ms, mg = auto_layers(sp=True), megatron_layers(sp=True)
     G = ((0, 1, 2, 3),)
     AG, RS = ("all_gather", G, ACT // 4), ("reduce_scatter", G, ACT)
-    assert ms[0]["forward"] == mg[0]["forward"] == [RS]
+    # the embedding: MindSpore reduce-scatters the lookup; Megatron-Core with learned absolute
+    # positions all-reduces it, adds the positions, then keeps its slice (scatter to the sequence-
+    # parallel region: no communication; megatron/core/models/common/embeddings/
+    # language_model_embedding.py, reduce_scatter_embeddings is False with learned positions)
+    assert ms[0]["forward"] == [RS] and mg[0]["forward"] == [("all_reduce", G, ACT)]
     for li in range(1, L + 1):
         assert ms[li]["forward"] == mg[li]["forward"] == [AG, RS, AG, RS]
         # backward: the adjoints (AllGather <-> ReduceScatter) in both; Megatron also gathers

@@ -50,3 +50,22 @@ def test_context_parallel_alone_moves_w_o_s_bias_after_the_attention():
     bias = items[items.index(ext) + 1]
     assert (bias.kind, bias.param_names, bias.reads) == ("bias", ("b_o",), ("o",))
     assert next(i for i in items if i.name == "res1").reads == ("x", "o_b")
+
+
+def test_layer_emission_is_written_once_per_kind_of_lane():
+    """Issue 24 item 4: the parallelisms are transforms, not a tower of lane classes. The layer
+    emitter is defined by the whole-layer lane (emit.Replica), the one sharded lane for every
+    tp x sp x cp (lane.ShardedLane: each layer is its steps through block_lane.lane_items) and the
+    two wrappers that transform a lane (expert_parallel.ExpertLane, zero.ZeroStage23)."""
+    import importlib
+    import pkgutil
+
+    import simulator.parallel as pkg
+
+    owners = set()
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        m = importlib.import_module(f"simulator.parallel.{mod.name}")
+        for obj in vars(m).values():
+            if isinstance(obj, type) and obj.__module__ == m.__name__ and "emit_layer_forward" in vars(obj):
+                owners.add(f"{mod.name}.{obj.__name__}")
+    assert owners == {"emit.Replica", "lane.ShardedLane", "expert_parallel.ExpertLane", "zero.ZeroStage23"}

@@ -57,21 +57,21 @@ def test_points_partial_credit_hidden_items_and_statuses(tmp_path, instructor):
         (subs / "carl" / name).write_text(SOLUTION, encoding="utf-8")
     rows, summary = grade_class(LESSON, subs, tmp_path / "scores.csv", limits=Limits(timeout_s=30), lms="canvas")
     by = {r["student"]: r for r in rows}
-    assert (by["alice"]["points"], by["alice"]["max_points"], by["alice"]["total"]) == (10, 10, 7)
-    # bob's rank_of is wrong: item 1 (1 point) and the hidden item 7 gets 1 of 3 cases right ((0, 0) -> 0)
-    assert by["bob"]["item_1_status"] == "wrong" and by["bob"]["item_7"] == round(4 / 3, 6)  # points to 6 decimals
-    assert by["bob"]["points"] == round(5 + 4 / 3, 6) and by["bob"]["file"].endswith("bob/bob.py")
+    assert (by["alice"]["points"], by["alice"]["max_points"], by["alice"]["total"]) == (13, 13, 10)
+    # bob's rank_of is wrong: item 1 (1 point) and the hidden item 10 gets 1 of 3 cases right ((0, 0) -> 0)
+    assert by["bob"]["item_1_status"] == "wrong" and by["bob"]["item_10"] == round(4 / 3, 6)  # points to 6 decimals
+    assert by["bob"]["points"] == round(8 + 4 / 3, 6) and by["bob"]["file"].endswith("bob/bob.py")
     assert by["carl"]["status"] == "error" and "none named exercise.py" in by["carl"]["error"]
     bob = json.loads((tmp_path / "scores_feedback" / "bob.json").read_text())
-    hidden = bob["items"][6]
+    hidden = bob["items"][9]
     assert hidden["hidden"] and hidden["found"] == "(hidden test)" and hidden["status"] == "wrong"
     assert "- a hidden test: its cases" in (tmp_path / "scores_feedback" / "bob.md").read_text()
-    assert summary[6]["name"] == "rank_of on meshes the public checks do not try" and summary[6]["wrong"] == 1
+    assert summary[9]["name"] == "rank_of on meshes the public checks do not try" and summary[9]["wrong"] == 1
     canvas = list(csv.reader((tmp_path / "scores_canvas.csv").open(encoding="utf-8")))
     assert canvas[0] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section",
                          "Lesson 01 Device mesh and sharding notation"]
-    assert canvas[1][0] == "Points Possible" and canvas[1][5] == "10"
-    assert canvas[2][:6] == ["alice", "", "", "alice", "", "10"]
+    assert canvas[1][0] == "Points Possible" and canvas[1][5] == "13"
+    assert canvas[2][:6] == ["alice", "", "", "alice", "", "13"]
 
 
 def test_regrading_one_student_merges_into_the_class_files(tmp_path):
@@ -85,10 +85,10 @@ def test_regrading_one_student_merges_into_the_class_files(tmp_path):
     rows, summary = grade_class(LESSON, subs, csv_path, limits=Limits(timeout_s=30), students=["ben"], lms="moodle")
     assert [r["student"] for r in rows] == ["ann", "ben", "cat"]
     on_disk = _rows(csv_path)
-    assert on_disk["ben"]["passed"] == "6" and on_disk["ann"]["passed"] == on_disk["cat"]["passed"] == "5"
+    assert on_disk["ben"]["passed"] == "9" and on_disk["ann"]["passed"] == on_disk["cat"]["passed"] == "8"
     assert summary[0]["graded"] == 3 and summary[0]["passed"] == 1 and summary[0]["wrong"] == 2
     moodle = list(csv.DictReader((tmp_path / "scores_moodle.csv").open(encoding="utf-8")))
-    assert [m["Username"] for m in moodle] == ["ann", "ben", "cat"] and moodle[1]["Feedback"] == "6/6 items (graded)"
+    assert [m["Username"] for m in moodle] == ["ann", "ben", "cat"] and moodle[1]["Feedback"] == "9/9 items (graded)"
 
 
 def test_cells_and_code_spans_are_escaped():

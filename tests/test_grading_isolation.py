@@ -20,7 +20,7 @@ LESSON = get_lesson(1)
 SOLUTION = solution_path(LESSON).read_text(encoding="utf-8")
 EXERCISE = (LESSON.folder / "exercise.py").read_text(encoding="utf-8")
 WRONG = SOLUTION.replace("rank = rank * size + c", "rank = rank + c * size")  # item 1 wrong, the rest right
-FULL = 6
+FULL = 9   # lesson 01's items (6 on the mesh and layouts, then a prediction, an explanation and a plot)
 
 
 def _notebook(source: str) -> str:
@@ -39,11 +39,11 @@ def _plant(folder: Path, csv_path: Path) -> dict[str, str]:
         "dave.py": EXERCISE,                                            # handed back unchanged
         # replace the report's to_dict in its own process, with a wrong rank_of
         "eve.py": WRONG + "\nimport simulator.grading as g\n"
-                  "g.Report.to_dict = lambda self: {'passed': 6, 'total': 6, 'ok': True, 'items': []}\n"
-                  "g.Report.passed = property(lambda self: 6)\n",
+                  "g.Report.to_dict = lambda self: {'passed': 9, 'total': 9, 'ok': True, 'items': []}\n"
+                  "g.Report.passed = property(lambda self: 9)\n",
         # print a perfect report at exit
         "frank.py": EXERCISE + "\nimport atexit, json\natexit.register(lambda: print(json.dumps("
-                    "{'lesson': 1, 'passed': 6, 'total': 6, 'ok': True, 'items': []})))\n",
+                    "{'lesson': 1, 'passed': 9, 'total': 9, 'ok': True, 'items': []})))\n",
         # make every numeric comparison pass, with a wrong rank_of
         "gina.py": WRONG + "\nimport numpy as np\nnp.isclose = lambda *a, **k: True\n"
                    "np.allclose = lambda *a, **k: True\nnp.array_equal = lambda *a, **k: True\n",
@@ -54,9 +54,9 @@ def _plant(folder: Path, csv_path: Path) -> dict[str, str]:
         "ivan.py": EXERCISE + f"\nimport os\nos.system('echo broken > {alice}')\n"
                    f"open({str(alice)!r}, 'w').write('def rank_of(:\\n')\n",
         # rewrite the CSV while graded, and leave a detached child to rewrite it after grading ends
-        "judy.py": EXERCISE + f"\nopen({str(csv_path)!r}, 'w').write('student,passed\\njudy,6\\n')\n"
+        "judy.py": EXERCISE + f"\nopen({str(csv_path)!r}, 'w').write('student,passed\\njudy,9\\n')\n"
                    "import os, time\ntry:\n    if os.fork() == 0:\n        os.setsid()\n"
-                   f"        time.sleep(2)\n        open({str(csv_path)!r}, 'w').write('student,passed\\njudy,6\\n')\n"
+                   f"        time.sleep(2)\n        open({str(csv_path)!r}, 'w').write('student,passed\\njudy,9\\n')\n"
                    "        os._exit(0)\nexcept OSError:\n    pass\n"
                    "import subprocess\ntry:\n    subprocess.Popen(['sleep', '30'], start_new_session=True)\n"
                    "except OSError:\n    pass\n",
@@ -143,14 +143,14 @@ def test_rows_are_on_disk_as_they_are_graded(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "simulator", "lesson", "grade", "01", str(folder), "--csv",
                              str(csv_path), "--timeout", "60"], stdout=subprocess.PIPE, text=True)
     try:
-        assert proc.stdout.readline().startswith("alice: 6/6")
+        assert proc.stdout.readline().startswith(f"alice: {FULL}/{FULL}")
         time.sleep(0.5)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
     finally:
         proc.kill()
     rows = list(csv.DictReader(csv_path.open()))
-    assert [r["student"] for r in rows] == ["alice"] and rows[0]["passed"] == "6"
+    assert [r["student"] for r in rows] == ["alice"] and rows[0]["passed"] == str(FULL)
 
 
 def test_output_paths_are_checked_before_grading(tmp_path, capsys):

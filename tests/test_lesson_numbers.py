@@ -76,3 +76,19 @@ def test_a_lesson_that_states_a_bubble_names_both_definitions(runs):
         if re.search(r"\bbubble\b", text, re.I) and re.search(r"\(p\s*-\s*1\)\s*/", text):
             assert "(p - 1)/(m + p - 1)" in text.replace("(p-1)/(m+p-1)", "(p - 1)/(m + p - 1)"), lesson.folder.name
             assert "(p - 1)/m" in text.replace("(p-1)/m", "(p - 1)/m") and "Ultra-Scale Playbook" in text, lesson.folder.name
+
+
+def test_lesson_09_explanation_states_the_bubbles_its_run_prints():
+    """The explanation item's 6.3% is estimate's bubble_time_s / step_time_s of the README's run and
+    its 6.8% is (p-1)/(m+p-1) with that run's p and m (both printed by the README's example)."""
+    from simulator import ParallelConfig, estimate, get_model
+    from simulator.grading import get_lesson
+    from simulator.grading.check import check_functions, item_name, load_checker
+
+    cfg = ParallelConfig(tp=8, pp=8, dp=16, micro_batch_size=1, global_batch=1536, recompute="selective",
+                         sequence_parallel=True)
+    r = estimate(get_model("gpt3-175b"), cfg, "a100-80gb")
+    p, m = cfg.pp, cfg.microbatches
+    name = next(item_name(f) for f in check_functions(load_checker(get_lesson(9))) if "explanation" in item_name(f))
+    assert f"({r.bubble_fraction:.1%})" in name and r.bubble_time_s / r.step_time_s == r.bubble_fraction
+    assert f"{p - 1}/{m + p - 1} = {(p - 1) / (m + p - 1):.1%}" in name

@@ -105,7 +105,7 @@ def test_grade_writes_a_csv(tmp_path):
     rows = {r["student"]: r for r in csv.DictReader(out.open())}
     assert set(rows) == {"alice", "bob"}
     assert rows["alice"]["passed"] == rows["alice"]["total"] != "0" and rows["alice"]["score"] == "1.0"
-    assert rows["bob"]["passed"] == "0" and rows["bob"]["failed_items"].split() == ["1", "2", "3", "4", "5", "6"]
+    assert rows["bob"]["passed"] == "0" and rows["bob"]["failed_items"].split() == [str(k) for k in range(1, 10)]
     assert rows["bob"]["status"] == "unchanged" and rows["alice"]["status"] == "graded"
     assert rows["alice"]["error"] == rows["bob"]["error"] == ""  # a TODO is a failed item, not an error
 
@@ -236,3 +236,39 @@ def test_a_plot_item_reads_the_figures_data_not_its_pixels(tmp_path):
     assert items[5].passed and items[6].passed
     items = _edited(tmp_path, 3, 'return "b"', 'return "d"')
     assert not items[6].passed and "nothing is broadcast" in items[6].hint and items[7].passed
+
+
+def test_lesson_12_grades_the_resumed_run_it_reruns_not_the_numbers_reported(tmp_path):
+    """The result a submission returns carries the right losses, but the checkpoint it left on disk
+    is another run's (another learning rate): parasim resumes that checkpoint in a probe sandbox and
+    refuses it, so the item fails (it used to read r.train.losses and pass)."""
+    items = _edited(tmp_path, 12, "    return train_resilient(target, resume_from=converted)\n",
+                    "    r = train_resilient(target, resume_from=converted)\n"
+                    "    import dataclasses, shutil\n"
+                    "    shutil.rmtree(workdir)\n"
+                    "    train_resilient(dataclasses.replace(target, lr=0.5), checkpoint_every=3, checkpoint_dir=workdir,\n"
+                    "                    check=False)\n"
+                    "    return r\n")
+    assert not items[3].passed and items[3].status == "error" and "another run" in items[3].found, items[3]
+    assert items[1].passed and items[2].passed
+
+
+def test_lesson_05_measured_bubble_is_not_earned_by_training(tmp_path):
+    """bubble_fraction answered by training the pipeline and measuring its trace: train is withheld
+    while it runs and the second m is drawn when grading, so item 5 fails."""
+    items = _edited(tmp_path, 5, "    return (p - 1) / (m + p - 1)\n",
+                    "    from simulator import MLPConfig, SimpleDeviceModel, TrainConfig, train\n"
+                    "    free = SimpleDeviceModel(flops_per_s=1e9, memory_bandwidth_Bps=1e15, latency_s=0.0, bandwidth_Bps=1e30)\n"
+                    "    mlp = MLPConfig(in_dim=16, hidden=16, layers=4, classes=16)\n"
+                    "    return train(TrainConfig(mlp, strategy='pp', devices=p, batch_size=4 * m, microbatches=m),\n"
+                    "                 device_model=free, check=False).trace.bubble_fraction()\n")
+    assert not items[5].passed and "withheld" in items[5].found, items[5]
+
+
+def test_a_prediction_is_not_earned_by_running_parasim(tmp_path):
+    """Lesson 03's prediction answered by running the training it predicts: train is withheld while
+    the prediction runs (LESSON["withhold"]), so the item fails and says why."""
+    items = _edited(tmp_path, 3, "    return 2 * 7 / 8 * 1088 * 8\n",
+                    "    return float(train(TrainConfig(MODEL, strategy='dp', devices=8, batch_size=16)).bytes_sent_per_device[0])\n")
+    prediction = next(i for i in items.values() if i.name.startswith("prediction"))
+    assert not prediction.passed and "withheld" in prediction.found, prediction

@@ -65,7 +65,7 @@ DIFFERS = {
     "pp-zb-v": set(),
     "pp-dualpipev": set(),
     "cp-p2p": {"collective:cp", "compute", "p2p"},
-    "cp-a2a": {"collective:cp", "compute"},
+    "cp-a2a": {"compute"},
     "ep": {"collective:dp", "collective:ep", "compute"},
     "hybrid-dp-tp-pp": {"collective:tp"},
     "hybrid-dp-cp-pp-ep": {"collective:cp", "collective:cp+dp", "collective:edp", "collective:ep", "compute", "p2p"},
@@ -88,6 +88,11 @@ def test_every_strategy_is_compared():
     # single, layer: dp and pp with one replica / one micro-batch (the same compiler, emit.Stages)
     assert set(STRATEGIES) - compared == {"single", "layer"}
     assert set(CASES) == set(DIFFERS)
+    # every schedule of the registry but DualPipe (refused by the scale program, below) is compared
+    from simulator.parallel.schedule_registry import SCHEDULES
+
+    schedules = {kw["schedule"] for _, kw in CASES.values() if "schedule" in kw}
+    assert set(SCHEDULES) - schedules == {"dualpipe"}
 
 
 def test_the_one_schedule_the_scale_program_does_not_compile_is_refused_in_one_line():

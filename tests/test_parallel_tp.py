@@ -52,7 +52,7 @@ def test_megatron_collectives_one_allreduce_each_way_per_linear_pair():
         # forward: g after the row-parallel o and proj; backward: f before the column-parallel fc and qkv
         assert [t for t in tags if t.startswith(f"{li}/")] == [f"{li}/o_out", f"{li}/proj_out", f"{li}/fc_in/b",
                                                                 f"{li}/qkv_in/b"]
-    assert tags.count("0/e") == 1 and tags.count("3/out_in/b") == 1  # the head: f before its column-parallel W_out
+    assert tags.count("0/tok_out") == 1 and tags.count("3/out_in/b") == 1  # embedding g; the head: f before W_out
     assert [t for t in tags if t.startswith("loss/")] == ["loss/max", "loss/sumexp", "loss/target"]
     assert next(ins.op for ins in cols if ins.tag.startswith("loss/max")) == "max"
     assert len(cols) == 4 * 2 + 1 + 3 + 1
@@ -123,7 +123,16 @@ def test_vocab_parallel_cross_entropy_kernels_match_the_full_softmax():
 def test_vocab_parallel_embedding_lookup_sums_to_the_full_table():
     rng = np.random.default_rng(2)
     wte, tokens = rng.normal(size=(8, 3)), rng.integers(0, 8, size=(2, 5))
-    parts = [run_kernel("tp_embed_fwd", [tokens, wte[4 * i: 4 * i + 4]], {"start": 4 * i})[0] for i in range(2)]
+    from simulator.models import block_plan as plan
+    from simulator.parallel.block_lane import tensor_parallel
+
+    parts = []
+    for i in range(2):  # tensor rank i's embedding steps: its rows, then the AllReduce (a Comm)
+        tok = tensor_parallel(plan.embedding(8, 5, 3), 2, False, i)[0]
+        assert tok.params == (("wte", (4, 3)),)
+        values = {"x": tokens}
+        plan.forward((tok,), {"wte": wte[4 * i: 4 * i + 4]}, values)
+        parts.append(values["e"])
     np.testing.assert_array_equal(parts[0] + parts[1], wte[tokens])
 
 

@@ -8,6 +8,7 @@ from simulator.cli import main
 from simulator.cost.model_presets import get_model
 from simulator.cost.parallel_config import ParallelConfig
 from simulator.cost.search import search_training
+from simulator.cost.search_cases import LLAMA_405B_KW
 from simulator.cost.search_space import STAGE_SPLITS, stage_splits
 from simulator.errors import ParasimError
 
@@ -28,8 +29,7 @@ def test_the_splits_of_126_layers():
     assert stage_splits(LLAMA, 2, 1, STAGE_SPLITS) == [{}]      # the balanced 63/63 is the even split
 
 
-KW = dict(schedules=("1f1b", "interleaved"), micro_batch_sizes=(1,), sequence_parallel=(True,), zero_stages=(1,),
-          recomputes=("selective", "full"), top=3)
+KW = LLAMA_405B_KW
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ from simulator.program import Collective, Compute
 GPT = GPTConfig(layers=4, hidden=16, heads=4, seq_len=8, vocab=16)
 
 LAYERS = {"block_bwd_weight"}  # block_bwd: the segments of the blocks' and the LM head's steps
-TP_ATTN = {"tp_embed_bwd_weight"}
-CP_ATTN = {"cp_o_bwd_weight", "cp_qkv_bwd_weight", "cp_tp_embed_bwd_weight"}
+TP_ATTN = set()  # the embedding is its steps too: its W is a block_bwd_weight
+CP_ATTN = {"cp_o_bwd_weight", "cp_qkv_bwd_weight"}
 CASES = [  # (strategy, degrees, schedule)
     *(("hybrid", dict(devices=4, tp=2, pp=2), s) for s in ("zb-h1", "zb-h2", "dualpipe")),
     ("sp", dict(devices=4, tp=2, pp=2), "zb-h1"),

@@ -95,6 +95,55 @@ def replica_groups(strategy: tuple[int, ...], device_num: int) -> list[tuple[int
     # END SOLUTION
 
 
+# %% [markdown]
+# ## 4. Predict, explain, then draw your own layout
+# **Predict** without parasim's Layout (it is withheld while this function runs): how many devices
+# hold each block of X under `strategy` on `device_num` devices? The grader draws the strategy.
+
+# %%
+def predicted_copies(strategy: tuple[int, ...], device_num: int) -> int:
+    """How many ranks hold the same block."""
+    # BEGIN SOLUTION: the repeat factor r = device_num / prod(strategy)
+    return device_num // int(np.prod(strategy))
+    # END SOLUTION
+
+
+# %% [markdown]
+# Strategy (2, 2) on 8 devices: why do ranks 0 and 1 hold the same block (and not ranks 0 and 4)?
+# Answer with one letter:
+#   a) ranks 0 and 1 sit in the same node, which shares its memory
+#   b) the repeat factor is the last, fastest axis of the device matrix [2, 2, 2]: ranks that differ
+#      only in their last coordinate (r and r + 1 here) hold the same block
+#   c) MindSpore copies blocks to balance the memory of the devices
+#   d) the first value of the strategy is the repeat factor
+
+# %%
+def why_neighbours_repeat() -> str:
+    """One letter: a, b, c or d."""
+    # BEGIN SOLUTION: where does device_matrix put the repeat factor?
+    return "b"
+    # END SOLUTION
+
+
+# %% [markdown]
+# **Draw your own layout.** Build X's Layout for `strategy` on `device_num` devices yourself, from
+# your `device_matrix` and a tensor map (`Layout.from_device_matrix(matrix, tensor_map,
+# device_num=...)`: map entry m names matrix axis len-1-m; `Layout.from_strategy` is withheld),
+# draw it with `viz.layout_grid(layout, (8, 8), name="X")` and read off the ranks that hold rank
+# 0's block. The grader compares your figure's cells with parasim's drawing of the same strategy.
+
+# %%
+def plot_my_layout(strategy: tuple[int, int], device_num: int):
+    """(the Figure of X's layout, the ranks holding rank 0's block as a list)."""
+    # BEGIN SOLUTION: on your device matrix, tensor dim d is cut by matrix axis d (map entry len(matrix)-1-d)
+    from simulator import viz
+
+    dm = device_matrix(strategy, device_num)
+    layout = Layout.from_device_matrix(dm, [len(dm) - 1 - d for d in range(len(strategy))])
+    return viz.layout_grid(layout, (8, 8), name="X"), list(replica_groups(strategy, device_num)[0])
+    # END SOLUTION
+
+
 # %%
 if __name__ == "__main__":
     mesh = DeviceMesh({"dp": 2, "tp": 4})

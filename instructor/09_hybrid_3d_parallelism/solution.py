@@ -61,6 +61,55 @@ def my_config() -> ParallelConfig:
     # END SOLUTION
 
 
+# %% [markdown]
+# ## 4. Predict, explain, then draw your own design
+# **Predict** the 1F1B bubble share (p-1)/(m+p-1) of the step for p stages and d replicas with
+# micro-batch b, batch 1536, before any estimate (parasim's schedules and `estimate` are withheld
+# while it runs). The grader draws p, d and b.
+
+# %%
+def predicted_bubble_share(p: int, d: int, b: int) -> float:
+    """(p-1)/(m+p-1) with m = 1536 / (b d)."""
+    # BEGIN SOLUTION: m from section 1's microbatches, then p-1 idle slots of m+p-1
+    m = microbatches(GLOBAL_BATCH, b, d)
+    return (p - 1) / (m + p - 1)
+    # END SOLUTION
+
+
+# %% [markdown]
+# The README's run (t8 p8 d16, b = 1, m = 96) prints bubble 6.3%, yet (p-1)/(m+p-1) = 7/103 = 6.8%.
+# Why is estimate's share smaller? Answer with one letter:
+#   a) estimate uses another number of micro-batches
+#   b) estimate divides the bubble by the whole step, which also holds the exposed data-parallel
+#      and tensor-parallel communication and the optimizer: the same bubble, a longer step
+#   c) estimate uses the Ultra-Scale Playbook's (p-1)/m
+#   d) selective recomputation shortens the bubble
+
+# %%
+def why_smaller_bubble() -> str:
+    """One letter: a, b, c or d."""
+    # BEGIN SOLUTION: print r.bubble_time_s and r.step_time_s of the README's run
+    return "b"
+    # END SOLUTION
+
+
+# %% [markdown]
+# **Draw your own design.** Estimate your `my_config()` and draw its memory per GPU against the
+# capacity: `viz.memory_breakdown({"my_config": r.memory.by_category()},
+# capacity_bytes=r.memory.capacity_bytes)`; return it with the MFU you read. The grader reruns
+# estimate on the configuration your `my_config()` returns and compares the bars.
+
+# %%
+def plot_my_design():
+    """(the Figure of your design's memory per GPU, its MFU)."""
+    # BEGIN SOLUTION: r = estimate(get_model(MODEL), my_config(), HARDWARE), then the memory bars
+    from simulator import viz
+
+    r = estimate(get_model(MODEL), my_config(), HARDWARE)
+    return viz.memory_breakdown({"my_config": r.memory.by_category()}, capacity_bytes=r.memory.capacity_bytes), r.mfu
+    # END SOLUTION
+
+
 # %%
 if __name__ == "__main__":
     model = get_model(MODEL)

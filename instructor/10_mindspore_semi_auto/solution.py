@@ -89,6 +89,55 @@ def lm_forward_collectives(n_tokens: int, hidden: int, device_num: int, itemsize
 
 
 # %%
+# %% [markdown]
+# ## 5. Predict, explain, then draw your own layout
+# **Predict** without explain() (withheld while this runs): for a MatMul strategy ((a, k), (k, c))
+# on `device_num` devices, how many ranks hold the same W slice and so all-reduce its gradient?
+
+# %%
+def predicted_mirror_size(strategy, device_num: int) -> int:
+    """The size of W's mirror groups (1 when no rank shares its slice)."""
+    # BEGIN SOLUTION: W (k, c) is cut k c ways; the other devices repeat it
+    (_, k), (_, c) = strategy
+    return device_num // (k * c)
+    # END SOLUTION
+
+
+# %% [markdown]
+# Strategy ((2, 4), (4, 1)) on 8 devices: why does MindSpore insert an AllReduce after the MatMul?
+# Answer with one letter:
+#   a) to gather the output's columns
+#   b) K is cut 4 ways: each rank multiplies its K slice of X by its K slice of W, which gives a
+#      partial sum of the output; the 4 ranks of a k group add them up
+#   c) to synchronise W's gradient
+#   d) because of repeated calculation
+
+# %%
+def why_forward_allreduce() -> str:
+    """One letter: a, b, c or d."""
+    # BEGIN SOLUTION: what does each rank's product miss?
+    return "b"
+    # END SOLUTION
+
+
+# %% [markdown]
+# **Draw your own layout.** For a strategy the grader draws, build X's Layout yourself from your
+# [a, k, c] and X's tensor map [2, 1] (`Layout.from_device_matrix(..., device_num=...)` appends
+# the repeat factor; explain() and
+# `Layout.from_strategy` are withheld), draw it with `viz.layout_grid(layout, (8, 8), name="X")`
+# and read off the ranks that hold rank 0's block of X.
+
+# %%
+def plot_my_x_layout(strategy, device_num: int):
+    """(the Figure of X's layout, the ranks holding rank 0's block as a list)."""
+    # BEGIN SOLUTION: X (M, K) is cut by a and k: map [2, 1] on [a, k, c(, r)]; replicated along c
+    from simulator import Layout, viz
+
+    layout = Layout.from_device_matrix(device_matrix(strategy, device_num)[:3], [2, 1], device_num=device_num)
+    return viz.layout_grid(layout, (8, 8), name="X"), list(layout.replica_groups()[0])
+    # END SOLUTION
+
+
 if __name__ == "__main__":
     ctx = set_auto_parallel_context(parallel_mode="semi_auto_parallel", device_num=8)
     op = auto.ops.MatMul().shard(((2, 4), (4, 1)))

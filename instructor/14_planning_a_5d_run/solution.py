@@ -92,6 +92,55 @@ def best_plan(gpus: int = 64) -> dict:
     # END SOLUTION
 
 
+# %% [markdown]
+# ## 5. Predict, explain, then draw your own plan
+# **Predict** the activation GB per GPU that `estimate` reports for Llama-3-8B at s tokens with t,
+# c (128 GPUs, d = 128 / (t c), selective, SP), before asking it (`estimate` and
+# `activation_bytes_per_layer` are withheld while this runs). Within 10 %: the model has 8 KV heads.
+
+# %%
+def predicted_activation_gb(seq_len: int, cp: int, tp: int) -> float:
+    """Your prediction of estimate(...).memory.activation_bytes / 1e9."""
+    # BEGIN SOLUTION: part 1's 34 (s/c) b h / t bytes per layer, 32 layers
+    return 32 * 34 * (seq_len / cp) * 4096 / tp / 1e9
+    # END SOLUTION
+
+
+# %% [markdown]
+# Why does context parallelism cut the activations but leave the model states per GPU as they
+# are? Answer with one letter:
+#   a) the model states are cut by c too, but the cost model forgets it
+#   b) c cuts the tokens: each of the c ranks keeps all the weights of its tensor shard and runs them
+#      on s / c tokens, so only what grows with the tokens (activations) shrinks
+#   c) the K/V blocks the ring passes around are model states
+#   d) context parallelism stores the weights in a lower precision
+
+# %%
+def why_cp_keeps_states() -> str:
+    """One letter: a, b, c or d."""
+    # BEGIN SOLUTION: what does c divide?
+    return "b"
+    # END SOLUTION
+
+
+# %% [markdown]
+# **Draw your own plan.** For s tokens and context-parallel degree c (the grader draws them):
+# estimate Llama-3-8B on 128 H100s with t = 8, c, d = 128 / (8 c), batch 128, selective and SP,
+# draw `viz.memory_breakdown({"plan": r.memory.by_category()}, capacity_bytes=r.memory.capacity_bytes)`
+# and return it with whether the plan fits.
+
+# %%
+def plot_my_memory(seq_len: int, cp: int):
+    """(the Figure of the plan's memory per GPU, True when it fits)."""
+    # BEGIN SOLUTION: estimate(llama(seq_len), ParallelConfig(tp=8, cp=cp, dp=128 // (8 * cp), ...), HW)
+    from simulator import viz
+
+    r = estimate(llama(seq_len), ParallelConfig(tp=8, cp=cp, dp=128 // (8 * cp), global_batch=128,
+                                                recompute="selective", sequence_parallel=True), HW)
+    return viz.memory_breakdown({"plan": r.memory.by_category()}, capacity_bytes=r.memory.capacity_bytes), not r.oom
+    # END SOLUTION
+
+
 if __name__ == "__main__":
     for c in (1, 2, 4, 8, 16):
         print(f"128k tokens, c={c}: {activation_gb(131072, c):.1f} GB of layer activations per GPU")

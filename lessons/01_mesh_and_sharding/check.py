@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from simulator import DeviceMesh, Layout
-from simulator.grading import compare, ok
+from simulator import DeviceMesh, Layout, viz
+from simulator.grading import compare, explanation_item, hidden_random, ok, own_plot_item, prediction_item
 
 LESSON = {
     "title": "Device mesh and sharding notation",
@@ -14,6 +14,9 @@ LESSON = {
     "requires": ["DeviceMesh", "Layout"],
     "minutes": 40,
     "prerequisites": [],
+    # parasim's Layout answers these: it raises while your function runs
+    "withhold": {"predicted_copies": ["simulator.layout:Layout.from_strategy", "simulator.layout:Layout.replica_groups"],
+                 "plot_my_layout": ["simulator.layout:Layout.from_strategy", "simulator.layout:Layout.replica_groups"]},
 }
 
 SHAPES = [(2, 4), (3, 2), (2, 2, 2), (4,), (2, 3, 2)]
@@ -87,3 +90,32 @@ def check_replicas(s):
         if got != want:
             return compare(want, got, f"strategy {strategy} on {n} devices: neighbours on the rep axis")
     return ok()
+
+
+def hidden_strategy() -> tuple[tuple[int, int], int]:
+    """A 2-D strategy and a device count drawn when grading: cuts of 1, 2 or 4 per dimension, the
+    devices 1, 2 or 4 times their product (so 1, 2 or 4 copies of every block)."""
+    rng = hidden_random()
+    strategy = (rng.choice([1, 2, 4]), rng.choice([1, 2, 4]))
+    return strategy, strategy[0] * strategy[1] * rng.choice([1, 2, 4])
+
+
+check_prediction = prediction_item(
+    "prediction: how many devices hold each block of a strategy drawn when grading", ask="predicted_copies",
+    answer=lambda strategy, n: len(Layout.from_strategy(strategy, n).replica_groups()[0]), case=hidden_strategy,
+    hint=lambda strategy, n: f"strategy {strategy} on {n} devices: how many ranks share a block?", rtol=0.0)
+
+check_explanation = explanation_item(
+    "explanation: why ranks 0 and 1 hold the same block of (2, 2) on 8 devices (a choice)",
+    ask="why_neighbours_repeat", right="b",
+    hints={"a": "parasim places no node here: the ranks only sit on the device matrix [2, 2, 2]",
+           "c": "the copies are the same block computed twice (replica_groups), not a memory balance",
+           "d": "the strategy's values cut the tensor; the repeat factor is appended after them"})
+
+check_plot_of_your_layout = own_plot_item(
+    "your own layout: X's blocks on its device matrix, cell by cell, and who holds rank 0's block",
+    ask="plot_my_layout", case=hidden_strategy, run=Layout.from_strategy,
+    draw=lambda layout: viz.layout_grid(layout, (8, 8), name="X"),
+    what=lambda strategy, n: f"X (8 x 8) under strategy {strategy} on {n} devices (chosen when grading)",
+    hint="build the Layout from your device_matrix and a tensor map (Layout.from_device_matrix), then viz.layout_grid",
+    measure=lambda layout: list(layout.replica_groups()[0]), measured="the ranks that hold rank 0's block")

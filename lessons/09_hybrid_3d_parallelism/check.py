@@ -3,8 +3,18 @@ student's design against the analytic cost model (estimate)."""
 
 import numpy as np
 
-from simulator import ParallelConfig, ParasimError, estimate, get_hardware, get_model
-from simulator.grading import compare, expect, ok, rebuild
+from simulator import ParallelConfig, ParasimError, estimate, get_hardware, get_model, viz
+from simulator.grading import (
+    compare,
+    expect,
+    explanation_item,
+    hidden_random,
+    ok,
+    own_plot_item,
+    prediction_item,
+    rebuild,
+)
+from simulator.parallel.schedule_registry import flush_formulas
 
 LESSON = {
     "title": "Hybrid 3-D parallelism with the cost model",
@@ -15,6 +25,11 @@ LESSON = {
     "requires": ["ParallelConfig", "estimate", "get_model"],
     "minutes": 60,
     "prerequisites": [5, 7, 8],
+    # parasim's schedules and cost model compute the bubble: they raise while your prediction runs
+    "withhold": {"predicted_bubble_share": ["simulator.parallel.schedule_registry:flush_formulas",
+                                            "simulator.parallel.schedule_registry:make_schedule",
+                                            "simulator.parallel.schedule_sim:simulate_schedule",
+                                            "simulator.cost.analytic:estimate"]},
 }
 
 
@@ -70,3 +85,37 @@ def check_design(s):
                       "more t or p, recomputation, or sequence parallelism")
     return expect(r.mfu >= 0.45, "MFU >= 45%", f"MFU {r.mfu:.1%}, bubble {r.bubble_fraction:.1%}, "
                   f"exposed comm {r.exposed_comm_s:.3g} s", "keep t within a node, m >> p, a small micro-batch")
+
+
+def hidden_pipeline() -> tuple[int, int, int]:
+    """(p, d, b) drawn when grading for 1024 GPUs and batch 1536 (t = 1024 / (p d) of 1..8): m =
+    1536 / (b d) micro-batches per pipeline, a whole number."""
+    rng = hidden_random()
+    while True:
+        p, t, b = rng.choice([2, 4, 8, 16, 32]), rng.choice([1, 2, 4, 8]), rng.choice([1, 2, 4])
+        d = 1024 // (t * p)
+        if 1536 % (b * d) == 0:
+            return p, d, b
+
+
+check_prediction = prediction_item(
+    "prediction: the 1F1B bubble share (p-1)/(m+p-1) of a (p, d, b) drawn when grading (within 2 %)",
+    ask="predicted_bubble_share", case=hidden_pipeline,
+    answer=lambda p, d, b: flush_formulas("1f1b", p, 1536 // (b * d))["bubble_fraction"],
+    hint=lambda p, d, b: f"p={p}, d={d}, b={b}, batch 1536: m = B / (b d) micro-batches, then p-1 idle slots of m+p-1")
+
+check_explanation = explanation_item(
+    "explanation: why estimate's bubble (6.3%) is below (p-1)/(m+p-1) = 7/103 = 6.8% (a choice)",
+    ask="why_smaller_bubble", right="b",
+    hints={"a": "cfg.microbatches is 96 = B / (b d) in both: the same m",
+           "c": "(p-1)/m = 7/96 = 7.3% is larger still: it divides by the ideal compute, not the step",
+           "d": "recomputation lengthens every backward: the bubble and the work grow together"})
+
+check_plot_of_your_design = own_plot_item(
+    "your own design: its memory per GPU, bar by bar (parasim reruns estimate on your my_config)",
+    ask="plot_my_design", given=lambda s: rebuild(s.my_config(), ParallelConfig),
+    run=lambda cfg: estimate(get_model("gpt3-175b"), cfg, "a100-80gb"),
+    draw=lambda r: viz.memory_breakdown({"my_config": r.memory.by_category()}, capacity_bytes=r.memory.capacity_bytes),
+    what="estimate(gpt3-175b, my_config(), 'a100-80gb').memory against the A100's capacity",
+    hint="viz.memory_breakdown({'my_config': r.memory.by_category()}, capacity_bytes=r.memory.capacity_bytes)",
+    measure=lambda r: r.mfu, measured="the MFU estimate gives your design", rtol=1e-6)

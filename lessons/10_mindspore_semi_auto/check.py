@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from simulator import AutoParallelContext, auto, auto_train, explain
-from simulator.grading import compare, ok
+from simulator import AutoParallelContext, Layout, auto, auto_train, explain, viz
+from simulator.grading import compare, explanation_item, hidden_random, ok, own_plot_item, prediction_item
 
 LESSON = {
     "title": "MindSpore semi-auto parallel: shard strategies and inserted operators",
@@ -16,6 +16,9 @@ LESSON = {
     "requires": ["explain", "AutoParallelContext", "auto"],
     "minutes": 50,
     "prerequisites": [1, 7],
+    # parasim's plan answers these: it raises while your function runs
+    "withhold": {"predicted_mirror_size": ["simulator.auto.explain:explain"],
+                 "plot_my_x_layout": ["simulator.auto.explain:explain", "simulator.layout:Layout.from_strategy"]},
 }
 
 CASES = [(((2, 4), (4, 1)), 8), (((2, 1), (1, 4)), 8), (((2, 1), (1, 2)), 8), (((1, 2), (2, 2)), 8),
@@ -126,3 +129,44 @@ def check_lm_collectives(s):
             return compare(want, got, f"{d} devices, {n} tokens, hidden {h}: the masked lookups are partial sums; "
                                       "the MatMul needs the whole (n, H) input; the loss reduces one float64 per row")
     return ok()
+
+
+def hidden_matmul() -> tuple[tuple[tuple[int, int], tuple[int, int]], int]:
+    """A MatMul strategy ((a, k), (k, c)) on 8 devices drawn when grading (a k c of 1 to 8)."""
+    rng = hidden_random()
+    while True:
+        a, k, c = rng.choice([1, 2, 4]), rng.choice([1, 2, 4]), rng.choice([1, 2, 4])
+        if 8 % (a * k * c) == 0:
+            return ((a, k), (k, c)), 8
+
+
+def _mirror_size(strategy, n) -> int:
+    grads = _explain(strategy, n)["parameter_gradient"]
+    return len(grads[0]["groups"][0]) if grads else 1
+
+
+def _x_layout(strategy, n):
+    """X's layout as explain() lays the MatMul out: X's tensor map [2, 1] on its device matrix
+    [a, k, c] (the repeat factor appended by device_num)."""
+    return Layout.from_device_matrix(_explain(strategy, n)["device_matrix"][:3], [2, 1], device_num=n)
+
+
+check_prediction = prediction_item(
+    "prediction: how many ranks all-reduce W's gradient together, for a strategy drawn when grading",
+    ask="predicted_mirror_size", case=hidden_matmul, answer=_mirror_size, rtol=0.0,
+    hint=lambda strategy, n: f"strategy {strategy} on {n} devices: W (k, c) is whole along a and the repeat axis")
+
+check_explanation = explanation_item(
+    "explanation: why ((2, 4), (4, 1)) inserts an AllReduce after the MatMul (a choice)", ask="why_forward_allreduce",
+    right="b",
+    hints={"a": "c = 1: the output's columns are not cut, there is nothing to gather",
+           "c": "the forward operator is inserted in the forward pass; W's gradient has its own mirror groups (part 3)",
+           "d": "4 x 2 x 1 = 8 devices: no repeat factor here"})
+
+check_plot_of_your_layout = own_plot_item(
+    "your own layout: X's blocks for a strategy drawn when grading, cell by cell, and who holds rank 0's block",
+    ask="plot_my_x_layout", case=hidden_matmul, run=_x_layout,
+    draw=lambda layout: viz.layout_grid(layout, (8, 8), name="X"),
+    what=lambda strategy, n: f"X (8 x 8) of MatMul strategy {strategy} on {n} devices (chosen when grading)",
+    hint="Layout.from_device_matrix([a, k, c], [2, 1], device_num=n) (X's map), then viz.layout_grid(layout, (8, 8), name='X')",
+    measure=lambda layout: list(layout.replica_groups()[0]), measured="the ranks that hold rank 0's block of X")

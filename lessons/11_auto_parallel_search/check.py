@@ -17,8 +17,9 @@ from simulator import (
     plan_cost,
     reset_auto_parallel_context,
     search_configs,
+    viz,
 )
-from simulator.grading import compare, expect, ok, rebuild
+from simulator.grading import compare, expect, explanation_item, hidden_random, ok, own_plot_item, rebuild
 
 LESSON = {
     "title": "Auto-parallel search: how a framework decides where to cut",
@@ -33,6 +34,8 @@ LESSON = {
                  "explain", "set_auto_parallel_context", "module:simulator.auto.nets"],
     "minutes": 75,
     "prerequisites": [9, 10],
+    # the search answers the prediction: it raises while your function runs
+    "withhold": {"predict_first_layer": ["simulator.auto.strategy_search.modes:search"]},
 }
 
 CASES = [("megatron-18.4b", 64, 256), ("megatron-7.5b", 32, 128), ("gpt3-175b", 512, 1536)]
@@ -186,3 +189,29 @@ def check_brute_force(s):
         if rec.objective < objective * (1 - 1e-9):
             return expect(False, "recursive programming >= the brute-force optimum", rec.objective)
     return ok()
+
+
+def _searched_objectives(ns) -> list[float]:
+    """auto_search's objective of mlp_network(n, 1024, 1024, 16) on 8 devices (dynamic programming,
+    the default OpCostModel) for each batch-row count n."""
+    out = []
+    for n in ns:
+        net, _ = auto.mlp_network(n=n, d=1024, f=1024, c=16, bias=False, x_grad=True)
+        out.append(auto_search(net, AutoParallelContext("auto_parallel", 8, search_mode=DP, cost_model=OpCostModel())).objective)
+    return out
+
+
+check_explanation = explanation_item(
+    "explanation: why the fastest configuration that fits uses the most memory (a choice)", ask="why_fastest_fills_memory",
+    right="b",
+    hints={"a": "every candidate of the figure fits under the same capacity line: none is over",
+           "c": "the activations of one micro-batch do not depend on the search; the cuts t and p divide the states",
+           "d": "search_configs sorts by step time, not memory (section 2)"})
+
+check_plot_of_your_sweep = own_plot_item(
+    "your own sweep: the searched objective of the MLP at batch sizes drawn when grading, point by point",
+    ask="plot_my_sweep", case=lambda: (sorted(hidden_random().sample([2 ** k for k in range(3, 17)], 3)),),
+    run=lambda ns: (ns, _searched_objectives(ns)),
+    draw=lambda run: viz.sweep_chart(run[0], {"searched": run[1]}, xlabel="batch rows n", ylabel="objective"),
+    what=lambda ns: f"auto_search's objective of mlp_network(n, 1024, 1024, 16) on 8 devices, n = {ns} (chosen when grading)",
+    hint="viz.sweep_chart(ns, {'searched': objectives}, xlabel=..., ylabel=...) of your own auto_search runs (no y_is_time)")

@@ -91,6 +91,35 @@ def brute_force(make_net, device_num: int, cost_model: OpCostModel) -> tuple[flo
 
 
 # %%
+# %% [markdown]
+# ## 5. Explain, then draw your own sweep
+# The README's figure of the 6 fastest configurations: why does the fastest one use the most
+# memory? Answer with one letter:
+#   a) the search ignores the capacity
+#   b) fewer cuts (smaller t and p) mean less communication and a smaller bubble but more model
+#      states per GPU; the search keeps the fastest that fits, so it sits closest to the capacity
+#   c) larger activations make a step faster
+#   d) search_configs sorts by memory
+
+# %%
+def why_fastest_fills_memory() -> str:
+    """One letter: a, b, c or d."""
+    raise NotImplementedError("TODO: what do t and p cut, and what do they cost?")
+
+
+# %% [markdown]
+# **Draw your own sweep.** For the batch-row counts `ns` the grader draws, run the operator-level
+# search on `auto.mlp_network(n=n, d=1024, f=1024, c=16, bias=False, x_grad=True)` with 8 devices,
+# dynamic programming and the default `OpCostModel()`, and plot the objectives:
+# `viz.sweep_chart(ns, {"searched": objectives}, xlabel="batch rows n", ylabel="objective")`.
+# Where does the search switch from sharding the weights to cutting the batch?
+
+# %%
+def plot_my_sweep(ns: list[int]):
+    """The Figure of the searched objective against n."""
+    raise NotImplementedError("TODO: one auto_search per n, then one line")
+
+
 if __name__ == "__main__":
     model = get_model(MODEL)
     print(len(candidates(model, GPUS, BATCH, 8)), "candidates")

@@ -10,12 +10,23 @@ from simulator import (
     FailureModel,
     GPTConfig,
     TrainConfig,
+    goodput,
     goodput_curve,
     parse_faults,
     train_resilient,
+    viz,
     young_interval_s,
 )
-from simulator.grading import compare, expect, ok, shared_folder
+from simulator.grading import (
+    compare,
+    expect,
+    explanation_item,
+    hidden_random,
+    ok,
+    own_plot_item,
+    prediction_item,
+    shared_folder,
+)
 
 LESSON = {
     "title": "Faults and checkpoints: losing a device without losing the run",
@@ -29,6 +40,10 @@ LESSON = {
                  "goodput_curve", "young_interval_s"],
     "minutes": 50,
     "prerequisites": [3, 5, 8],
+    # the goodput model answers this: it raises while your prediction runs
+    "withhold": {"predicted_goodput": ["simulator.cost.goodput:goodput", "simulator.cost.goodput:goodput_curve",
+                                       "simulator.cost.goodput:young_interval_s",
+                                       "simulator.cost.goodput:daly_interval_s"]},
 }
 
 GPT = GPTConfig(layers=2, hidden=8, heads=2, seq_len=4, vocab=8)
@@ -85,11 +100,14 @@ def check_resume_elsewhere(s):
                 return compare(f"{target.strategy} on {target.devices}",
                                f"{saved.config.strategy} on {saved.config.devices}",
                                "convert_checkpoint(src, dst, target) writes the re-cut checkpoint into dst")
-            if len(r.train.losses) != 2 or not np.allclose(r.train.losses, full.train.losses[3:], rtol=1e-9):
-                return compare(full.train.losses[3:], r.train.losses,
-                               "resume from the converted checkpoint (step 3): the losses of steps 3 and 4")
-            if not r.train.max_rel_weight_diff_vs_single < 1e-9:
-                return expect(False, "weights within 1e-9 of one device", r.train.max_rel_weight_diff_vs_single)
+            # never the numbers your result reports: parasim resumes `target` from the checkpoint you wrote,
+            # in a sandbox holding no code of yours
+            run = s.run_in_sandbox("resume", target, f"{tmp}/out{k}")
+            if len(run["losses"]) != 2 or not np.allclose(run["losses"], full.train.losses[3:], rtol=1e-9):
+                return compare(full.train.losses[3:], run["losses"],
+                               "resumed from your converted checkpoint (step 3): the losses of steps 3 and 4")
+            if not run["max_rel_weight_diff_vs_single"] < 1e-9:
+                return expect(False, "weights within 1e-9 of one device", run["max_rel_weight_diff_vs_single"])
     return ok()
 
 
@@ -127,3 +145,37 @@ def check_every_steps(s):
                                "the step time, rounded to the nearest whole step, and never 0 (checkpoint at least "
                                "every step)")
     return ok()
+
+
+def hidden_failure_model() -> FailureModel:
+    """A cluster drawn when grading: 256 to 16k devices, 20k to 80k h per device, 7B to 400B
+    parameters' checkpoint (14 bytes each) at 10 to 1000 GB/s, up to 10 minutes of restart."""
+    rng = hidden_random()
+    return FailureModel(rng.choice([256, 1024, 4096, 16384]), rng.uniform(20_000.0, 80_000.0),
+                        rng.uniform(7e9, 400e9) * 14, rng.uniform(10e9, 1e12), restart_s=rng.uniform(0.0, 600.0))
+
+
+check_prediction = prediction_item(
+    "prediction: the goodput at Young's interval of a cluster drawn when grading, before any curve (within 1 %)",
+    ask="predicted_goodput", case=lambda: (hidden_failure_model(),), rtol=0.01,
+    answer=lambda fm: goodput(fm, young_interval_s(fm)).goodput,
+    hint=lambda fm: (f"{fm!r}: goodput = 1 / (1 + C/tau + (tau + C)/2M + R/M) at tau = sqrt(2 C M); "
+                     "C, R and M are the model's checkpoint_time_s, restore_time_s and system_mtbf_s"))
+
+check_explanation = explanation_item(
+    "explanation: why checkpointing every step is not the best interval (a choice)", ask="why_not_every_step",
+    right="b",
+    hints={"a": "C = bytes / bandwidth is the same for every checkpoint: C / tau grows as tau shrinks",
+           "c": "a replica recovery replays one step whatever the interval; the interval prices checkpoints",
+           "d": "Young's interval minimises the waste: the curve's optimum sits next to it (part 4)"})
+
+check_plot_of_your_recovery = own_plot_item(
+    "your own recovery: the timeline of a run that loses a device (step and interval drawn when grading), "
+    "bar by bar, and the steps it replays",
+    ask="plot_my_recovery", case=lambda: (hidden_random().randint(1, 3), hidden_random().randint(1, 3)),
+    run=lambda fail, every: train_resilient(DP2, faults=parse_faults(f"kill:1@{fail}#10"), checkpoint_every=every, replicas=False,
+                                            check=False),
+    draw=lambda r: viz.timeline(r.train.trace),
+    what=lambda fail, every: f"DP2 (4 steps), kill:1@{fail}#10, checkpoint_every={every} (chosen when grading)",
+    hint="train_resilient(DP2, faults=parse_faults(...), checkpoint_every=..., replicas=False, check=False), then viz.timeline",
+    measure=lambda r: r.replayed_steps, measured="r.replayed_steps of the run you drew")

@@ -80,6 +80,45 @@ def checkpoint_every_steps(fm: FailureModel, step_time_s: float) -> int:
 
 
 # %%
+# %% [markdown]
+# ## 5. Predict, explain, then draw your own recovery
+# **Predict** the goodput at Young's interval of the cluster `fm` (the grader draws it) from the
+# module's formula, goodput = 1 / (1 + C/tau + (tau + C)/2M + R/M), without the curve (`goodput`,
+# `goodput_curve` and the interval functions are withheld while this runs). C, R and M are
+# `fm.checkpoint_time_s`, `fm.restore_time_s` and `fm.system_mtbf_s`.
+
+# %%
+def predicted_goodput(fm: FailureModel) -> float:
+    """The goodput with a checkpoint every sqrt(2 C M) seconds."""
+    raise NotImplementedError("TODO: tau = sqrt(2 C M), then the four terms of the waste")
+
+
+# %% [markdown]
+# Why is a checkpoint every step not the best interval? Answer with one letter:
+#   a) a checkpoint taken often is smaller, so it costs nothing
+#   b) every checkpoint costs C of wall time, so C / tau grows as tau shrinks, while the work lost
+#      per failure, (tau + C) / 2M, falls: their sum is smallest near sqrt(2 C M)
+#   c) a checkpoint every step makes recovery replay more steps
+#   d) Young's interval maximises the lost work
+
+# %%
+def why_not_every_step() -> str:
+    """One letter: a, b, c or d."""
+    raise NotImplementedError("TODO: which term of the waste grows as tau shrinks?")
+
+
+# %% [markdown]
+# **Draw your own recovery.** Run `DP2` (2 replicas, 4 steps) with device 1 killed early in step
+# `fail_step` (`parse_faults(f"kill:1@{fail_step}#10")`), a checkpoint every `checkpoint_every`
+# steps and no replica recovery (`replicas=False, check=False`); return `viz.timeline(r.train.trace)` and the steps
+# it replayed. The grader draws both numbers and compares your bars with its own run.
+
+# %%
+def plot_my_recovery(fail_step: int, checkpoint_every: int):
+    """(the Figure of the recovered run's timeline, its replayed steps)."""
+    raise NotImplementedError("TODO: train_resilient(DP2, faults=..., checkpoint_every=..., replicas=False, check=False)")
+
+
 if __name__ == "__main__":
     for spec, every, replicas in (("kill:1@3#10", 2, False), ("kill:1@3#10", 0, True)):
         r = train_resilient(DP2, faults=parse_faults(spec), checkpoint_every=every, replicas=replicas)

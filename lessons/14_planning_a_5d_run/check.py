@@ -3,8 +3,8 @@ the search's best (d, c, t, p, e), each against parasim's cost model."""
 
 import math
 
-from simulator import ParallelConfig, activation_bytes_per_layer, estimate, get_model, search_training
-from simulator.grading import compare, expect, ok
+from simulator import ParallelConfig, activation_bytes_per_layer, estimate, get_model, search_training, viz
+from simulator.grading import compare, expect, explanation_item, hidden_random, ok, own_plot_item, prediction_item
 
 LESSON = {
     "title": "Planning a 5-D run: fit a long-context MoE model on a cluster",
@@ -16,6 +16,9 @@ LESSON = {
     "requires": ["estimate", "search_training", "get_model", "activation_bytes_per_layer", "ParallelConfig"],
     "minutes": 45,
     "prerequisites": [9, 11, 13],
+    # the cost model answers these: it raises while your prediction runs
+    "withhold": {"predicted_activation_gb": ["simulator.cost.analytic:estimate",
+                                             "simulator.cost.memory:activation_bytes_per_layer"]},
 }
 
 HW = "h100-sxm"
@@ -82,3 +85,38 @@ def check_best_plan(s):
         return compare(want, keys, "search_training(moe(), HW, 64, 16, ...).best.config: read dp, cp, tp, pp, ep")
     return expect(abs(got.get("step_s", 0) - best.result.step_time_s) <= 1e-9 * best.result.step_time_s,
                   f"step_s = {best.result.step_time_s:.4g}", got.get("step_s"), ".best.result.step_time_s")
+
+
+def hidden_context() -> tuple[int, int, int]:
+    """(sequence length, c, t) drawn when grading: 16k to 128k tokens, c of 1..8, t of 2..8."""
+    rng = hidden_random()
+    return rng.choice([16384, 32768, 65536, 131072]), rng.choice([1, 2, 4, 8]), rng.choice([2, 4, 8])
+
+
+def _llama_run(seq: int, cp: int, tp: int = 8):
+    """Llama-3-8B at `seq` tokens on 128 H100s: t, c, d = 128 / (t c), batch 128, selective, SP."""
+    return estimate(get_model("llama3-8b", seq=seq), ParallelConfig(tp=tp, cp=cp, dp=128 // (tp * cp), global_batch=128,
+                                                                   recompute="selective", sequence_parallel=True), HW)
+
+
+check_prediction = prediction_item(
+    "prediction: the activation GB per GPU the cost model reports for (s, c, t) drawn when grading (within 10 %)",
+    ask="predicted_activation_gb", case=hidden_context, rtol=0.10,
+    answer=lambda seq, cp, tp: _llama_run(seq, cp, tp).memory.activation_bytes / 1e9,
+    hint=lambda seq, cp, tp: (f"s={seq}, c={cp}, t={tp}: 32 layers x 34 (s/c) b h / t bytes (part 1's rule, multi-head "
+                              "attention; Llama's 8 KV heads keep a little less)"))
+
+check_explanation = explanation_item(
+    "explanation: why c cuts the activations but not the model states (a choice)", ask="why_cp_keeps_states",
+    right="b",
+    hints={"a": "c ranks hold the same layers: compare memory.model_state_bytes at c = 1 and c = 4",
+           "c": "the K/V blocks travel around the ring and are not kept: part 1's activations fall as 1/c",
+           "d": "the model states stay in bf16 weights, fp32 gradients and Adam state whatever c is"})
+
+check_plot_of_your_plan = own_plot_item(
+    "your own plan: Llama-3-8B's memory per GPU at (s, c) drawn when grading, bar by bar, and whether it fits",
+    ask="plot_my_memory", case=lambda: hidden_context()[:2], run=_llama_run,
+    draw=lambda r: viz.memory_breakdown({"plan": r.memory.by_category()}, capacity_bytes=r.memory.capacity_bytes),
+    what=lambda seq, cp: f"estimate of s={seq}, t=8, c={cp}, d={128 // (8 * cp)} on H100s (chosen when grading)",
+    hint="viz.memory_breakdown({'plan': r.memory.by_category()}, capacity_bytes=r.memory.capacity_bytes)",
+    measure=lambda r: not r.oom, measured="True when it fits (not r.oom)")

@@ -128,7 +128,7 @@ def run(args) -> int:
         print(json.dumps(out))
         return 0
     print(f"{model!r} on {args.gpus} x {hw.name}, global batch {args.global_batch}: "
-          f"{res.considered:,} configurations searched, {res.evaluated:,} timed")
+          f"{res.counts()}")
     print("  space: " + "; ".join(f"{k} {', '.join(map(str, v))}" for k, v in res.space.items()))
     print(format_assumptions(assumptions_of(model, A, res.best.config, door="flag", searched=True)))
     for i, c in enumerate(res.top, 1):

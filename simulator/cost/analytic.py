@@ -63,7 +63,7 @@ from simulator.cost.moe_overlap import overlap_exposed_per_layer, shared_halves
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.rank_params import heads_on, layer_params_on_rank, stage_params_on_rank
 from simulator.cost.sac import sac_recompute_flops_per_token
-from simulator.cost.scale_kernels import layer_kernels, padded_vocab
+from simulator.cost.scale_kernels import cp_exchange_nbytes, layer_kernels, padded_vocab
 from simulator.cost.step_breakdown import StepBreakdown, breakdown_from_parts, closed_form_leaves_out
 from simulator.cost.zero3_fetch import zero3_pass
 from simulator.errors import ParasimError
@@ -161,16 +161,16 @@ def _layer_comm(model, cfg, hw, A, K, topo) -> dict:
     cp_f = cp_b = cp_total = 0.0
     if c > 1:
         grp = cfg.cp_group()
+        kv, qkv, out = cp_exchange_nbytes(model, cfg, A.dtype)   # the scale program's sizes
         if cfg.cp_comm_type == "p2p":   # ring: c-1 steps passing K and V; backward also dK, dV
-            kv = 2 * T * sum(model.qkv_widths[1:]) / t            # K and V, 16-bit
             step = _slowest_link(topo, grp).time_s(kv)
             core = K.core_fwd.time_s(hw, A.matmul_dtype, A.profile)
             cp_total = 3 * (c - 1) * step
             cp_f = max(0.0, (c - 1) * step - core)
             cp_b = max(0.0, 2 * (c - 1) * step - 2.5 * core)
         else:                           # Ulysses: q, k, v in and the output back, each way
-            x = (collective_time_s("all_to_all", 2 * T * sum(model.qkv_widths) / t, grp, topo, A.collective_algo)
-                 + collective_time_s("all_to_all", act / t, grp, topo, A.collective_algo))
+            x = (collective_time_s("all_to_all", qkv, grp, topo, A.collective_algo)
+                 + collective_time_s("all_to_all", out, grp, topo, A.collective_algo))
             cp_f = cp_b = x
             cp_total = 2 * x
     dispatch, combine = moe_collectives(model, cfg, A)     # one MoE layer's forward (`cost.moe`)
@@ -181,20 +181,16 @@ def _layer_comm(model, cfg, hw, A, K, topo) -> dict:
             "moe": moe_d + moe_c, "moe_dispatch": moe_d, "moe_combine": moe_c}
 
 
-def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware | str,
-             assumptions: Assumptions | None = None) -> AnalyticResult:
-    """Closed-form step time, throughput and memory of one configuration (module docstring).
-    `assumptions` (default: the vocabulary's, FlashAttention as the model preset has it) is
-    resolved on the model once (`Assumptions.resolved`)."""
-    model, hw, cfg = get_model(model), get_hardware(hardware), config
-    A = (assumptions or Assumptions()).resolved(model)
-    _check(model, cfg, A)
-    t, p, d, v, m, c = cfg.tp, cfg.pp, cfg.dp, cfg.virtual_stages, cfg.microbatches, cfg.cp
-    s, h, L = model.seq, model.hidden, model.layers
-    topo = hw.topology(cfg.gpus, A.link_efficiency)
-    algo, dt = A.collective_algo, A.matmul_dtype
+def layer_times(model: ModelSpec, cfg: ParallelConfig, hw: Hardware, A: Assumptions, topo=None) -> tuple:
+    """One layer and micro-batch on one rank, as `estimate` prices it: (kernels, `_layer_comm`, forward
+    kernel seconds, exposed communication by kind, F, B, W seconds with their exposed communication).
+    Depends on t, c, b, SP, e, etp and recomputation only (not on p, d, the schedule, v, the stage split
+    or ZeRO: the tensor-, context- and expert-parallel groups of rank 0 are the same ranks whatever p
+    and d, `ParallelConfig.rank`), so the search (`search_bound`) computes it once for all of those."""
+    topo = topo or hw.topology(cfg.gpus, A.link_efficiency)
+    dt = A.matmul_dtype
     K = layer_kernels(model, cfg, A)
-    stack = A.profile                  # the software stack's kernels and overheads (`simulator.cost.stack`)
+    stack = A.profile
     kt = lambda k: k.time_s(hw, dt, stack)  # noqa: E731
     cm = _layer_comm(model, cfg, hw, A, K, topo)
     full = cfg.recompute == "full"
@@ -213,7 +209,30 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     f_l = f_comp + cm["tp_fwd"] + cm["cp_fwd"] + f_moe
     b_l = kt(K.attn_b) + kt(K.mlp_b) + rc_comp + comm_l["tp"] + comm_l["cp"] + comm_l["ep"] - (f_l - f_comp)
     w_l = kt(K.attn_w) + kt(K.mlp_w)
+    return K, cm, f_comp, comm_l, f_l, b_l, w_l
+
+
+def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware | str,
+             assumptions: Assumptions | None = None, *, layer: tuple | None = None,
+             memory: MemoryBreakdown | None = None) -> AnalyticResult:
+    """Closed-form step time, throughput and memory of one configuration (module docstring).
+    `assumptions` (default: the vocabulary's, FlashAttention as the model preset has it) is
+    resolved on the model once (`Assumptions.resolved`). `layer` and `memory`: `layer_times` and
+    `estimate_memory` of this configuration when the caller has them (the search reuses them)."""
+    model, hw, cfg = get_model(model), get_hardware(hardware), config
+    A = (assumptions or Assumptions()).resolved(model)
+    _check(model, cfg, A)
+    t, p, d, v, m, c = cfg.tp, cfg.pp, cfg.dp, cfg.virtual_stages, cfg.microbatches, cfg.cp
+    s, h, L = model.seq, model.hidden, model.layers
+    topo = hw.topology(cfg.gpus, A.link_efficiency)
+    algo = A.collective_algo
+    K, cm, f_comp, comm_l, f_l, b_l, w_l = layer_times(model, cfg, hw, A, topo) if layer is None else layer
+    comm_l = dict(comm_l)             # its "ep" becomes the slowest stage's below (`layer` may be shared)
+    full = cfg.recompute == "full"
+    stack = A.profile                  # the software stack's kernels and overheads (`simulator.cost.stack`)
+    kt = lambda k: k.time_s(hw, A.matmul_dtype, stack)  # noqa: E731
     layers = cfg.stage_layers(L)
+    ep_l = comm_l["ep"]
     ep_k = [ep_l] * p       # the overlap merges micro-batches by the schedule's pairs (`moe_overlap`)
     if A.overlap_moe_comm:
         ep_k = overlap_exposed_per_layer(cfg, L, cm["moe_dispatch"], cm["moe_combine"],
@@ -248,7 +267,6 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     # data-parallel synchronisation of the largest stage's gradients (module docstring)
     k_big = max(range(p), key=lambda k: dense_k[k] + expert_k[k])
     dense, expert = dense_k[k_big], expert_k[k_big]
-    stage_params = dense + expert
     fetch = zero3_pass(model, t, cfg.ep, layers[k_big], heads[k_big], cfg.recompute, A.stage3_max_reuse_distance)
     if is_fsdp(cfg) and d * c > 1:        # per-layer units on the bottleneck device (`simulator.cost.fsdp`)
         unit = layer_params_on_rank(model, t, cfg.ep, cfg.expert_tp)    # (dense, expert), as the clock's
@@ -309,7 +327,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     model_flops = tokens * model.model_flops_per_token(A.causal_attention_flops)   # `simulator.cost.flops`
     peak = hw.peak(A.dtype)
 
-    memory = _memory(model, cfg, hw, stage_params, layers[0], A)
+    memory = estimate_memory(model, cfg, hw, A) if memory is None else memory
     return AnalyticResult(
         step_time_s=step, tokens_per_s=tokens / step,
         tflops_per_gpu=hw_flops / step / cfg.gpus / 1e12,
@@ -395,9 +413,9 @@ def _dp_sync(cfg: ParallelConfig, A: Assumptions, topo, dense: float, expert: fl
     return {"reduce_scatter": m * rs, "all_gather": m * ag}, exposed
 
 
-def _memory(model: ModelSpec, cfg: ParallelConfig, hw: Hardware, stage_params: float, Ls: int,
-            A: Assumptions = Assumptions()) -> MemoryBreakdown:
+def estimate_memory(model: ModelSpec, cfg: ParallelConfig, hw: Hardware, A: Assumptions) -> MemoryBreakdown:
     """Peak memory per component of the most loaded stage, as Megatron-LM counts it
-    (`simulator.cost.memory_report`); FlashAttention keeps no s^2 scores."""
+    (`simulator.cost.memory_report`); FlashAttention keeps no s^2 scores. `estimate`'s memory, and
+    what decides its `oom` (the search checks it before pricing)."""
     return memory_report(model, cfg, hw, recipe=A.recipe, flash_attention=A.flash_attention, dtype=A.dtype,
                          grad_reduce_bytes=A.grad_reduce_bytes)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from simulator.errors import ParasimError
 from simulator.model_states import RECIPES, model_state_bytes
@@ -75,6 +76,7 @@ def logits_bytes(s: int, b: int, vocab: int, t: int = 1) -> float:
     return 4 * s * b * vocab / t
 
 
+@lru_cache(maxsize=4096)   # a pure function of four numbers; the search asks it for every configuration
 def in_flight_microbatches(schedule: str, p: int, m: int, v: int = 1) -> float:
     """Micro-batches whose activations stage 0 holds at its peak, in whole-stage units (for
     interleaving, v chunks of L/(p v) layers): the schedule's entry in
@@ -121,6 +123,12 @@ class MemoryBreakdown:
                 "buffer_bytes": self.buffer_bytes, "allowance_bytes": self.allowance_bytes,
                 "total_bytes": self.total_bytes, "capacity_bytes": cap,
                 "headroom_bytes": None if cap is None else cap - self.total_bytes, "stage": self.stage}
+
+    def by_category(self) -> dict:
+        """The bytes as the bars of `viz.memory_breakdown` stack them: param, grad, opt, act
+        (activations and logits) and other (buffers and temporaries); they add up to total_bytes."""
+        return {"param": self.parameter_bytes, "grad": self.gradient_bytes, "opt": self.optimizer_bytes,
+                "act": self.activation_bytes + self.logits_bytes, "other": self.buffer_bytes + self.allowance_bytes}
 
     def __repr__(self) -> str:
         extra = "".join(f" + {n} {v / 1e9:.3g}" for n, v in (("buffers", self.buffer_bytes),

@@ -34,24 +34,27 @@ class StepEnds:
         # the ends' gradients not in a bucket yet (the input embedding's, a tied or one-device head's)
         left = ends_params_on_rank(self.model, cfg.tp, k, cfg.pp, last) - (k == last and self.head_bucketed) * self.head_params
         if holds_emb:
-            out.append(Compute("embedding_grad", (), ("tied" if tied else emb,), 0.0, 0,
+            out.append(Compute("embedding_grad", (), (emb,), 0.0, 0,
                                {"kernel": Kernel("embedding_grad")}, "backward", None, "embedding grad"))
-        own = holds_emb and (tied or self.fsdp)    # reduced on its own, after the last bucket
+        own = holds_emb and self.fsdp    # reduced on its own, after the last bucket
         if holds_emb and not own and d > 1:
             # complete after the first layer's backward: it joins the last bucket (Megatron's DDP
-            # buckets; the runnable GradSync)
+            # buckets; the runnable GradSync), a tied copy too
             buckets.done(out, r, None, None, None, emb, self.A.grad_reduce_bytes * left)
         buckets.flush(out, force=True)
-        if holds_emb and tied:    # first and last stage sum their copies of the tied embedding's gradient
+        if holds_emb and tied:
+            # then the first and last stage sum their copies of the tied embedding's gradient, after
+            # the data-parallel reduction (Megatron-LM finalize_model_grads: finish_grad_sync, then
+            # _allreduce_embedding_grads over the embedding group)
             pair = (r % self.w, last * self.w + r % self.w)
-            out.append(Collective("all_reduce", "tied", emb, pair,
+            out.append(Collective("all_reduce", emb, emb, pair,
                                   nbytes=int(self.A.grad_reduce_bytes * self.emb_params), tag="emb"))
         if own and d > 1 and left > 0:
             out.append(Collective(buckets.kind, emb, emb, (r,), nbytes=int(self.A.grad_reduce_bytes * left),
                                   blocking=not self.overlap, tag="dp"))
             if self.fsdp:
                 buckets.replica_all_reduce(out, emb, self.A.grad_reduce_bytes * left)
-        if own or (holds_emb and d == 1):
+        if own or (holds_emb and (d == 1 or tied)):
             buckets.names.append(emb)
         if self.optimizer:
             shard = cfg.shard_size if zero >= 1 else 1

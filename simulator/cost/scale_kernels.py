@@ -373,3 +373,13 @@ class ScaleDeviceModel:
 def activation_nbytes(model: ModelSpec, cfg: ParallelConfig, dtype: str = "bf16") -> int:
     """One (s/c, b, h) activation in the training dtype: what crosses a stage boundary."""
     return int(DTYPE_NBYTES[dtype] * cfg.micro_batch_size * model.seq * model.hidden / cfg.cp)
+
+
+def cp_exchange_nbytes(model: ModelSpec, cfg: ParallelConfig, dtype: str = "bf16") -> tuple[int, int, int]:
+    """One tensor rank's context-parallel exchanges of one layer, in the training dtype, over its
+    b s / c tokens: (K and V: one ring step of p2p attention; q, k, v: Ulysses' all-to-all before the
+    attention core; its output: the all-to-all after). The closed form (`analytic._layer_comm`) and
+    the scale program price the same sizes."""
+    e, T = DTYPE_NBYTES[dtype], cfg.micro_batch_size * model.seq / cfg.cp
+    return (int(e * T * sum(model.qkv_widths[1:]) / cfg.tp), int(e * T * sum(model.qkv_widths) / cfg.tp),
+            int(e * T * model.hidden / cfg.tp))

@@ -24,8 +24,9 @@ data-parallel replica of (t, p, d, b, B, schedule, v, recompute, SP, ZeRO):
   FSDP (`fsdp` fsdp2 / megatron_fsdp, `simulator.cost.fsdp`): each layer, the embedding and the
     output layer are units, gathered as `fsdp.gather_flags` says (one unit ahead with prefetch) and
     reduce-scattered one by one after their backward (`grad_buckets`).
-  the input embedding's gradient joins the last bucket (untied or p = 1, not FSDP); tied embeddings
-    (p > 1): all-reduce of the embedding gradient between the first and last stage, then its reduction.
+  the input embedding's gradient (and a tied output copy) joins the last bucket (not FSDP); tied
+    embeddings (p > 1): after that reduction, the all-reduce of the embedding gradient between the
+    first and last stage (Megatron-LM finalize_model_grads: finish_grad_sync, then _allreduce_embedding_grads).
   parameters per tensor rank (gradients, gathers, optimizer): `rank_params`, shared with the closed form.
   optimizer: Adam, memory-bound, 30 bytes per (sharded) parameter (`analytic.ADAM_BYTES_PER_PARAM`).
 
@@ -53,6 +54,7 @@ from simulator.cost.scale_kernels import (
     Kernel,
     LayerKernels,
     activation_nbytes,
+    cp_exchange_nbytes,
     layer_kernels,
     padded_vocab,
 )
@@ -115,10 +117,7 @@ class _Emitter(StepEnds):
         # ZeRO-3 with full recomputation: elements of a layer gathered a third time (`zero3_fetch`)
         self.regather = 0 if self.fsdp else zero3_pass(model, cfg.tp, cfg.ep, 1, 0, cfg.recompute,
                                                        A.stage3_max_reuse_distance)[1]
-        T = cfg.micro_batch_size * model.seq / cfg.cp
-        self.kv_local = int(2 * T * sum(model.qkv_widths[1:]) / cfg.tp)               # K and V, 16-bit
-        self.qkv_a2a = int(2 * T * sum(model.qkv_widths) / cfg.tp)
-        self.out_a2a = int(2 * T * model.hidden / cfg.tp)
+        self.kv_local, self.qkv_a2a, self.out_a2a = cp_exchange_nbytes(model, cfg, A.dtype)
         self.moe_dispatch, self.moe_combine = moe_collectives(model, cfg, A)    # `cost.moe`
         # MoE collectives non-blocking (`moe_overlap`): inside a merged pair, or beside the shared experts
         self.moe_async = self.shared_async = A.shared_expert_overlap
@@ -162,7 +161,10 @@ class _Emitter(StepEnds):
         if cfg.cp == 1:
             return
         if cfg.cp_comm_type == "a2a":
-            self.group_comm(out, r, x, j, "cp", "all_to_all", self.qkv_a2a if where == "before" else self.out_a2a)
+            # forward: q, k, v before the core, its output after; backward the reverse ("before_b" /
+            # "after_b": the output's gradient, then q, k, v's; DeepSpeed Ulysses' autograd of _SeqAllToAll)
+            qkv_first = where in ("before", "after_b")
+            self.group_comm(out, r, x, j, "cp", "all_to_all", self.qkv_a2a if qkv_first else self.out_a2a)
         elif where == "before":
             self.group_comm(out, r, x, j, "cp", "all_gather", self.kv_local, blocking=False)
         elif where == "before_b":
@@ -277,10 +279,10 @@ class _Emitter(StepEnds):
                 if kb is self.K.mlp_b:
                     self.expert_mlp(out, r, g, j, kern, "backward", f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
                 else:
-                    self.attn_comm(out, r, g, j, "before" if self.cfg.cp_comm_type == "a2a" else "before_b")
+                    self.attn_comm(out, r, g, j, "before_b")
                     self.comp(out, kern, g, "backward", j, f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
                     if self.cfg.cp_comm_type == "a2a":
-                        self.attn_comm(out, r, g, j, "after")
+                        self.attn_comm(out, r, g, j, "after_b")
                 self.tp_comm(out, r, g, j, self.tp_pair())
             if last_mb and not (self.fsdp and not self.per_mb_grads):
                 grads_done(out, r, c, l, j)

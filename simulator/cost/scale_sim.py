@@ -64,7 +64,7 @@ class ScaleResult:
     comm_time_s: float                    # comm-lane busy time of the busiest device
     exposed_comm_s: float                 # the breakdown's exposed communication (all kinds)
     compute_time_s: float                 # the breakdown's compute (kernels, no communication)
-    memory: MemoryBreakdown               # closed form of the most loaded device (analytic._memory)
+    memory: MemoryBreakdown               # closed form of the most loaded device (analytic.estimate_memory)
     memory_per_device_bytes: tuple        # per pipeline device, from the schedule's real in-flight counts
     gpus: int
     simulated_ranks: int

@@ -14,6 +14,7 @@ from simulator.cost.analytic import estimate
 from simulator.cost.hardware import Hardware, get_hardware
 from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.parallel_config import MAX_GLOBAL_BATCH, Assumptions, ParallelConfig
+from simulator.cost.search_bound import Pricer, Tally
 from simulator.cost.search_result import Alternative, Candidate, ConfigSearchResult, step_components, why_slower
 from simulator.cost.search_space import (
     LAYOUT_AXES,
@@ -99,29 +100,6 @@ def _sizes(name: str, values) -> tuple[int, ...] | None:
     return out
 
 
-class _Tally:
-    """What the search keeps while it prices: the fits, per layout the fastest configuration that
-    does not fit, the one needing the least memory overall, and the counts."""
-
-    def __init__(self):
-        self.fits, self.oom_fastest, self.oom_least = [], {}, None
-        self.evaluated = self.considered = 0
-
-    def add(self, cand: Candidate) -> bool:
-        """Records a priced configuration; True when it fits."""
-        self.evaluated += 1
-        res, cfg = cand.result, cand.config
-        if not res.oom:
-            self.fits.append(cand)
-            return True
-        key = (cfg.tp, cfg.pp, cfg.dp, cfg.cp)
-        if key not in self.oom_fastest or res.step_time_s < self.oom_fastest[key].result.step_time_s:
-            self.oom_fastest[key] = cand
-        if self.oom_least is None or res.memory_per_gpu_bytes < self.oom_least.result.memory_per_gpu_bytes:
-            self.oom_least = cand
-        return False
-
-
 def _alternatives(fits: list[Candidate], oom_fastest: dict, overlap_tp: bool) -> list[Alternative]:
     """The best fit of every other (t, p, d, c) layout with why it loses to fits[0], then the
     configurations faster than their layout's best fit (or with no fit at all) that do not fit."""
@@ -175,7 +153,8 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
                     max_tp: int | None = None, schedules=None, max_virtual_stages: int | None = None,
                     recomputes=None, micro_batch_sizes=None, sequence_parallel=None, zero_stages=None,
                     context_parallel=None, expert_parallel=None, stage_splits=None, fsdp=None,
-                    assumptions: Assumptions | None = None, top: int = 10, progress=None) -> ConfigSearchResult:
+                    assumptions: Assumptions | None = None, top: int = 10, progress=None,
+                    prune: bool = True) -> ConfigSearchResult:
     """Search every configuration of `search_space` (its axes: t, c, p, d = gpus/(t c p), b and so
     m = B/(b d), schedule and v, stage split, SP, ZeRO stage and FSDP, e, recomputation) with
     `analytic.estimate`. Each list argument left None takes the vocabulary's `SEARCHED` values;
@@ -183,8 +162,10 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
     two dividing d and the experts, `stage_splits` to `default_stage_splits`, `max_virtual_stages`
     to the largest searched v.
 
-    Pruning that cannot change the answer: for fixed other knobs, recompute none < selective <
-    full in step time (each adds work), so only the least recomputation that fits is timed.
+    Recomputation is tried none, selective, full and the first that fits ends the chain (each adds
+    work). With `prune` (the default) a configuration is built, checked for memory and priced only
+    when a lower bound on its step time says it can change the answer (`search_bound`: branch and
+    bound, exactly the exhaustive walk's result, which `prune=False` prices one by one).
     `progress(done, total, note)` is told after each (t, c, p, d, b) layout.
     """
     model, hw = get_model(model), get_hardware(hardware)
@@ -200,29 +181,37 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
             f"dividing the {model.heads} heads and the GPUs, pp must split the {model.layers} layers, and "
             f"b x dp must divide the global batch {global_batch}; none of these combinations exists")
     order = [rc for rc in ("none", "selective", "full") if rc in space.recomputes]
-    tally, seen = _Tally(), {}
-    for k, lay in enumerate(layouts, 1):
+    tally, seen = Tally(top), {}
+    pricer = Pricer(model, hw, assumptions, global_batch, tuple(order), tally, prune)
+    index, plan = 0, []                      # per layout: (its best bound, [(bound, index, var, bounds)])
+    for lay in layouts:
+        rows = []
         for var in walk(space, VARIANT_AXES, lay):
-            tally.considered += len(order)
             for name, value in var.items():
                 seen.setdefault(name, set()).add(value)
-            for rc in order:
-                try:
-                    cfg = ParallelConfig(**var, global_batch=global_batch, recompute=rc)
-                    res = estimate(model, cfg, hw, assumptions)
-                except ParasimError:    # e.g. a sequence c cannot split, an fp8 peak missing
-                    break
-                if tally.add(Candidate(cfg, res)):
-                    break
+            lows = pricer.lows(var)
+            rows.append((min(lows), index, var, lows))
+            index += len(order)
+        tally.considered += len(rows) * len(order)
+        if prune:       # best bound first (`search_bound`); the exhaustive walk keeps the table's order
+            rows.sort(key=lambda r: r[:2])
+        plan.append((rows[0][:2] if rows else (0.0, index), rows))
+    if prune:
+        plan.sort(key=lambda lr: lr[0])
+    for k, (_low, rows) in enumerate(plan, 1):
+        for _l, i, var, lows in rows:
+            pricer.price(var, i, lows)
         if progress:
-            progress(k, len(layouts), f"{tally.considered:,} configurations")
+            progress(k, len(layouts), f"{tally.evaluated:,} priced of {tally.considered:,} configurations")
+    pricer.finish()
     if not tally.fits:
         least = tally.oom_least
-        detail = f"; the least memory needs {least.result.memory!r} with {least.config!r}" if least else ""
+        detail = f"; the least memory needs {least[1]!r} with {least[0]!r}" if least else ""
         raise ParasimError(f"no configuration of {model.name} fits on {gpus} x {hw.name} with global batch "
                            f"{global_batch}{detail}")
-    fits = sorted(tally.fits, key=lambda c: c.result.step_time_s)
-    alts = _alternatives(fits, tally.oom_fastest, assumptions.overlap_tp_comm)
+    fits = tally.ranked_fits()
+    alts = _alternatives(fits, tally.ranked_oom(), assumptions.overlap_tp_comm)
     seen["recompute"] = set(order)
     axes = {name: tuple(sorted(v)) for name, v in seen.items()}
-    return ConfigSearchResult(tuple(fits[:top]), tuple(alts), tally.evaluated, tally.considered, axes)
+    return ConfigSearchResult(tuple(fits[:top]), tuple(alts), tally.evaluated, tally.considered, axes,
+                              tally.infeasible, tally.bounded)

@@ -46,20 +46,28 @@ class ConfigSearchResult:
     """`top`: the fastest configurations that fit, fastest first. `alternatives`: the best
     configuration of every other (t, p, d) layout with the reason it loses to top[0] ("slower by
     x%: ..."), then, per layout, the fastest configuration that would beat that layout's best but
-    does not fit ("OOM by ... GB"). `evaluated`: configurations timed; `considered`: enumerated, the
-    size of the space searched (a configuration is not timed when a cheaper recomputation of it
-    already fits, or when a lower bound on its step time proves it cannot change the answer).
-    `space`: every value each axis took (`search_space`)."""
+    does not fit ("OOM by ... GB"). `considered`: enumerated, the size of the space searched;
+    `evaluated`: configurations priced by the closed form; `infeasible`: checked for memory, found
+    not to fit and not priced; `bounded`: skipped by the lower bound on the step time
+    (`search_bound`). The rest were not priced because a lighter recomputation of them fits, or the
+    closed form refused them. `space`: every value each axis took (`search_space`)."""
 
     top: tuple[Candidate, ...]
     alternatives: tuple[Alternative, ...]
     evaluated: int
     considered: int
     space: dict = dataclasses.field(default_factory=dict)
+    infeasible: int = 0
+    bounded: int = 0
 
     @property
     def best(self) -> Candidate:
         return self.top[0]
+
+    def counts(self) -> str:
+        """'91,920 configurations considered: 19,807 priced, 1,828 not fitting in memory (not priced),
+        60,261 skipped by the bound' (`counts_text` of `to_dict`'s numbers)."""
+        return counts_text(self.to_dict())
 
     def to_dict(self) -> dict:
         """Plain data (JSON-able): every number of the result, tables as dicts."""
@@ -80,10 +88,17 @@ class ConfigSearchResult:
                 d["reason"] = reason
             return d
         return {"top": [row(c) for c in self.top], "alternatives": [row(a, a.reason) for a in self.alternatives],
-                "evaluated": self.evaluated, "considered": self.considered,
+                "evaluated": self.evaluated, "considered": self.considered, "infeasible": self.infeasible,
+                "bounded": self.bounded,
                 "space": {k: list(v) for k, v in self.space.items()}}
 
     as_dict = to_dict  # the older name
+
+
+def counts_text(d: dict) -> str:
+    """The counts of a search result's plain data (`ConfigSearchResult.to_dict`) in one sentence."""
+    return (f"{d['considered']:,} configurations considered: {d['evaluated']:,} priced, {d['infeasible']:,} not "
+            f"fitting in memory (not priced), {d['bounded']:,} skipped by the bound (they cannot change the answer)")
 
 
 def step_components(r: AnalyticResult, overlap_tp: bool = False) -> dict[str, float]:

@@ -136,7 +136,8 @@ class _Student:
 
     def run_in_sandbox(self, probe: str, *args):
         if self._probes.get("box") is None:
-            self._probes["box"] = Sandbox(None, self._box.limits)
+            # it may read (never write) the submission's scratch: the files a check asked it to write there
+            self._probes["box"] = Sandbox(None, self._box.limits, readable=[str(self._box.scratch)])
             if not self._probes["box"].loaded:
                 raise SandboxCrash(f"the probe sandbox did not start: {self._probes['box'].load_error}")
         return self._probes["box"].call(probe, args, deadline=self._deadline)

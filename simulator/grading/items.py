@@ -58,15 +58,17 @@ def explanation_item(name: str, ask: str, right: str, hints: dict[str, str]):
 
 def own_plot_item(name: str, ask: str, run: Callable[..., Any], draw: Callable[[Any], Any], what: str | Callable[..., str],
                   hint: str, measure: Callable[[Any], Any] | None = None, measured: str = "",
-                  case: Callable[[], tuple] | None = None, rtol: float = 1e-9):
+                  case: Callable[[], tuple] | None = None, rtol: float = 1e-9, given: Callable[[Any], Any] | None = None):
     """A plot item: the submission's function `ask` returns the figure of its own run, which must
     show the bars and lines of `draw(run())`, parasim's drawing of the same run. With `measure`,
     `ask` returns (figure, value) and the value must be `measure(run())` (`measured` says what:
     what the student reads off their own figure). With `case`, the run's arguments are drawn when
-    grading: `ask(*case())` against `draw(run(*case()))`, and `what(*case())` names them."""
+    grading: `ask(*case())` against `draw(run(*case()))`, and `what(*case())` names them. With
+    `given`, the run is of the student's own construction: `run(given(s), *args)` (a configuration
+    the submission returned, rebuilt as data and rerun here by parasim, never its reported numbers)."""
     def check(s) -> Outcome:
         args = tuple(case()) if case is not None else ()
-        done = run(*args)
+        done = run(given(s), *args) if given is not None else run(*args)
         got = getattr(s, ask)(*args)
         fig, value = (got[0], got[1]) if measure and isinstance(got, (tuple, list)) and len(got) == 2 else (got, None)
         drawn = same_figure(fig, draw(done), what(*args) if callable(what) else what, hint)

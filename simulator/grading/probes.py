@@ -48,4 +48,18 @@ def train_config(config) -> dict:
             "losses": [float(x) for x in r.losses]}
 
 
-PROBES = {"run_program": run_program, "method": method, "train": train_config}
+def resume(config, checkpoint: str) -> dict:
+    """Run `train_resilient(config, resume_from=checkpoint)` for the grader's own TrainConfig and a
+    checkpoint folder a submission wrote (read here, in the probe sandbox; Checkpoint.open checks
+    every shard): the losses of the resumed steps and the weights' distance from one device."""
+    from ..faults import train_resilient
+    from ..training import TrainConfig
+
+    if not isinstance(config, TrainConfig) or not isinstance(checkpoint, str):
+        raise TypeError("a TrainConfig and a checkpoint folder were expected")
+    r = train_resilient(config, resume_from=checkpoint)
+    return {"losses": [float(x) for x in r.train.losses],
+            "max_rel_weight_diff_vs_single": float(r.train.max_rel_weight_diff_vs_single)}
+
+
+PROBES = {"run_program": run_program, "method": method, "train": train_config, "resume": resume}

@@ -117,11 +117,12 @@ class Sandbox:
     Always `close()` (or use `with`): it kills the process group and removes the scratch folder."""
 
     def __init__(self, source: str | None, limits: Limits | None = None, filename: str = "submission.py",
-                 files: dict | None = None, withhold: dict | None = None):
+                 files: dict | None = None, withhold: dict | None = None, readable: list | None = None):
         """`source` None: a probe sandbox, running parasim's `probes` on data (no submission).
         `files`: other files of the submission ({name: text}, a folder submission's modules),
         written next to it in the scratch folder. `withhold`: {function: [parasim functions]} that
-        raise while that function runs (`catalog`, `runner.withheld`)."""
+        raise while that function runs (`catalog`, `runner.withheld`). `readable`: more folders it
+        may read (never write): a probe sandbox reading what a submission wrote in its own scratch."""
         self.limits = limits = limits or Limits()
         self.confinement = confine.require_confinement(limits.unconfined_ok)
         self.scratch = Path(tempfile.mkdtemp(prefix="parasim-grade-"))
@@ -142,7 +143,7 @@ class Sandbox:
                   "path": [confine.link_package(self.scratch)] + confine.import_path(),
                   "write": [str(self.scratch)], "require": not limits.unconfined_ok,
                   "withhold": {str(k): [str(p) for p in v] for k, v in (withhold or {}).items()}}
-        config["read"] = confine.readable(config["path"][1:])
+        config["read"] = confine.readable(config["path"][1:] + [str(r) for r in readable or ()])
         env = {"PATH": os.defpath, "HOME": str(self.scratch), "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
                "MPLCONFIGDIR": str(self.scratch / ".matplotlib"), "OPENBLAS_NUM_THREADS": "1",
                "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

@@ -46,6 +46,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from ..errors import ParasimError
 from . import functional as K
 from .attention import attention_backward, attention_forward
 
@@ -83,6 +84,7 @@ class Kind(NamedTuple):
     flops: Callable
     cached: Callable
     differentiable: bool = True  # False: its output has no gradient (routing choices, counts)
+    grad_inputs: bool = True  # False: what it reads has no gradient (token ids)
 
 
 def _ln_fwd(step, p, x):
@@ -157,6 +159,55 @@ def _identity_bwd_in(step, p, cache, dy):
     return (dy,), None
 
 
+def _embed_fwd(step, p, tokens):
+    """Rows of this rank's token table: wte (rows, h) holds ids [start, start + rows) (all of them
+    unless a transform cuts the vocabulary, Megatron's VocabParallelEmbedding); other ids give 0."""
+    (wte,), start = p, dict(step.meta).get("start", 0)
+    tokens = np.asarray(tokens)
+    if tokens.ndim != 2 or not np.issubdtype(tokens.dtype, np.integer):
+        raise ParasimError(f"embedding: tokens must be a 2-d integer array (B, T), got {tokens.dtype} {tokens.shape}")
+    if tokens.size and (tokens.min() < 0 or tokens.max() >= step.out_width):
+        raise ParasimError(f"embedding: token ids must lie in [0, {step.out_width}), got [{tokens.min()}, {tokens.max()}]")
+    inside = (tokens >= start) & (tokens < start + wte.shape[0])
+    return wte[np.where(inside, tokens - start, 0)] * inside[..., None], tokens.copy()
+
+
+def _embed_bwd_in(step, p, tokens, dy):
+    return (None,), (tokens, dy, p[0].shape[0])  # token ids have no gradient
+
+
+def _embed_bwd_w(step, wc):
+    tokens, dy, rows = wc
+    start, h = dict(step.meta).get("start", 0), dy.shape[-1]
+    inside = (tokens >= start) & (tokens < start + rows)
+    dwte = np.zeros((rows, h), dtype=dy.dtype)
+    np.add.at(dwte, tokens[inside] - start, dy[inside].reshape(-1, h))
+    return (dwte,)
+
+
+def _positions(step, e, wpe):
+    pos = dict(step.meta).get("positions") or tuple(range(e.shape[1]))
+    if max(pos) >= wpe.shape[0]:
+        raise ParasimError(f"embedding: sequence length {e.shape[1]} exceeds the {wpe.shape[0]} learned positions")
+    return list(pos)
+
+
+def _pos_fwd(step, p, e):
+    """+ the learned positions of these tokens (0 .. T-1, or a rank's chunks under a transform)."""
+    return e + p[0][_positions(step, e, p[0])], None
+
+
+def _pos_bwd_in(step, p, cache, dy):
+    return (dy,), (dy, _positions(step, dy, p[0]), p[0].shape[0])
+
+
+def _pos_bwd_w(step, wc):
+    dy, pos, rows = wc
+    dwpe = np.zeros((rows, dy.shape[-1]), dtype=dy.dtype)
+    dwpe[pos] = dy.sum(axis=0)
+    return (dwpe,)
+
+
 def _no_flops(step, B, s):
     return 0.0, 0.0, 0.0
 
@@ -174,6 +225,9 @@ KINDS: dict[str, Kind] = {
     "bias": Kind(_bias_fwd, _bias_bwd_in, lambda step, dy: (dy.reshape(-1, dy.shape[-1]).sum(axis=0),), _no_flops,
                  lambda step, s: 0),
     "identity": Kind(_identity_fwd, _identity_bwd_in, None, _no_flops, lambda step, s: 0),
+    # the embedding: token lookup (its input, the ids, has no gradient) and the learned positions
+    "embed": Kind(_embed_fwd, _embed_bwd_in, _embed_bwd_w, _no_flops, lambda step, s: 1, grad_inputs=False),
+    "pos": Kind(_pos_fwd, _pos_bwd_in, _pos_bwd_w, _no_flops, lambda step, s: 0),
 }
 
 
@@ -207,6 +261,12 @@ def dense_block(h: int, heads: int, causal: bool = True, ffn: int | None = None)
         linear("proj", "g", "p", f, h),
         Step("res2", "add", ("x1", "p"), "y"),
     )
+
+
+def embedding(vocab: int, seq: int, h: int) -> tuple[Step, ...]:
+    """The input embedding: y[b, t] = wte[tokens[b, t]] + wpe[t] (GPT-2's learned positions)."""
+    return (Step("tok", "embed", ("x",), "e", (("wte", (vocab, h)),), width=h, out_width=vocab),
+            Step("pos", "pos", ("e",), "y", (("wpe", (seq, h)),), width=h))
 
 
 def lm_head(h: int, vocab: int) -> tuple[Step, ...]:

@@ -100,33 +100,6 @@ def layer_norm_backward_weight(cache, dy):
     return (dy * xhat).reshape(-1, h).sum(axis=0), dy.reshape(-1, h).sum(axis=0)
 
 
-# ---------------------------------------------------------------- embedding
-def embedding_forward(tokens, wte, wpe):
-    """y[b, t] = wte[tokens[b, t]] + wpe[t].   tokens (B, T) int, wte (V, h), wpe (s, h), T <= s.
-    cache = tokens (the integer ids)."""
-    tokens = np.asarray(tokens)
-    if tokens.ndim != 2 or not np.issubdtype(tokens.dtype, np.integer):
-        raise ParasimError(f"embedding: tokens must be a 2-d integer array (B, T), got {tokens.dtype} {tokens.shape}")
-    vocab, seq = wte.shape[0], wpe.shape[0]
-    if tokens.shape[1] > seq:
-        raise ParasimError(f"embedding: sequence length {tokens.shape[1]} exceeds the {seq} learned positions")
-    if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab):
-        raise ParasimError(f"embedding: token ids must lie in [0, {vocab}), got [{tokens.min()}, {tokens.max()}]")
-    y = wte[tokens] + wpe[: tokens.shape[1]]  # (B, T, h) + (T, h)
-    return y, tokens
-
-
-def embedding_backward_weight(tokens, dy, vocab, seq):
-    """dwte[v] = sum of dy over positions holding token v; dwpe[t] = sum over the batch of dy[:, t].
-    Returns (dwte (V, h), dwpe (s, h)); positions beyond T get zero."""
-    h = dy.shape[-1]
-    dwte = np.zeros((vocab, h), dtype=dy.dtype)
-    np.add.at(dwte, tokens.reshape(-1), dy.reshape(-1, h))
-    dwpe = np.zeros((seq, h), dtype=dy.dtype)
-    dwpe[: tokens.shape[1]] = dy.sum(axis=0)
-    return dwte, dwpe
-
-
 # ---------------------------------------------------------------- cross-entropy
 def cross_entropy_forward(logits, targets, ignore_index=-1):
     """Sum of per-token losses  sum_i (logsumexp(z_i) - z_i[y_i])  over targets != ignore_index.

@@ -92,24 +92,31 @@ class Embedding(Layer):
     def __repr__(self):
         return f"Embedding({self.name}: V={self.vocab}, s={self.seq_len}, h={self.hidden})"
 
+    @property
+    def steps(self) -> tuple:
+        """Its order of operations (block_plan.embedding): token lookup, then + learned positions."""
+        return plan.embedding(self.vocab, self.seq_len, self.hidden)
+
     def param_shapes(self):
-        return {"wte": (self.vocab, self.hidden), "wpe": (self.seq_len, self.hidden)}
+        return plan.param_shapes(self.steps)
 
     def init(self, rng):
         return {k: normal_init(rng, s, INIT_STD) for k, s in self.param_shapes().items()}
 
     def forward(self, params, tokens):
         """tokens (B, T) int -> (B, T, h)."""
-        return K.embedding_forward(tokens, params["wte"], params["wpe"])
+        values = {"x": tokens}
+        cache = plan.forward(self.steps, params, values)
+        return values["y"], cache
 
     def backward_input(self, params, cache, dy):
         """Token ids have no gradient: dx is None."""
-        return None, (cache, dy)
+        grads = {"y": dy}
+        return None, plan.backward_input(self.steps, params, cache, grads)
 
     def backward_weight(self, params, wcache):
-        tokens, dy = wcache
-        dwte, dwpe = K.embedding_backward_weight(tokens, dy, self.vocab, self.seq_len)
-        return {"wte": dwte, "wpe": dwpe}
+        grads = plan.backward_weight(self.steps, wcache)
+        return {k: grads[k] for k in self.param_shapes()}
 
     def forward_flops(self, batch):
         """A table lookup: no matmul FLOPs."""

@@ -11,6 +11,10 @@ Transforms, applied in this fixed order (`lane_items`), each returning a new lis
         2022) f is AllGather forward / ReduceScatter backward and g ReduceScatter / AllGather; the
         gathered input of a column-parallel linear is not kept but gathered again in backward
         (Sec. 4.2.2), and the replicated steps' gradients are partial sums (`sp_partial_grads`).
+        The embedding's lookup is vocabulary-parallel (rank t's rows, a masked lookup, then g as an
+        AllReduce); under SP its sum plus the positions is cut to this rank's sequence slice (a
+        local split, its backward an AllGather: Megatron-Core's LanguageModelEmbedding with
+        learned absolute positions).
   context_parallel(items)  the projections and attention between qkv and o become one `External`
         item the lane emits itself: ring or all-to-all attention over the context group
         (cp_attention.py, its projection kernels in cp_kernels.py).
@@ -77,11 +81,19 @@ class External:
     steps: tuple[Step, ...]
 
 
-def tensor_parallel(steps: tuple, tp: int, sp: bool) -> tuple:
+def tensor_parallel(steps: tuple, tp: int, sp: bool, t: int = 0) -> tuple:
     out, sharded, rename = [], set(), {}
     for s in steps:
         s = replace(s, reads=tuple(rename.get(v, v) for v in s.reads))
-        if s.kind == "linear" and s.reads[0] not in sharded:  # column-parallel
+        if s.kind == "embed":  # vocabulary-parallel: rank t's rows, then g (Megatron's VocabParallelEmbedding)
+            (w, (V, h)), red = s.params[0], f"{s.writes}_sum"
+            out += [replace(s, params=((w, (V // tp, h)),), meta=(("start", t * V // tp),)),
+                    Comm(f"{s.name}_out", "all_reduce", None, s.writes, red, s.width)]
+            rename[s.writes] = red
+        elif s.kind == "pos" and sp:  # the whole sequence's positions, then this rank's slice
+            full = f"{s.writes}_full"
+            out += [replace(s, writes=full), Comm(f"{s.name}_split", "split", "all_gather", full, s.writes, s.width)]
+        elif s.kind == "linear" and s.reads[0] not in sharded:  # column-parallel
             src, full = s.reads[0], f"{s.reads[0]}_full"
             out.append(Comm(f"{s.name}_in", "all_gather" if sp else None, "reduce_scatter" if sp else "all_reduce",
                             src, full, s.width, regather=sp))
@@ -111,7 +123,7 @@ def sp_partial_grads(items) -> tuple[str, ...]:
     parallelism their steps see T/tp tokens, so each rank's gradient is a partial sum."""
     sharded, names = set(), []
     for i in items:
-        if not isinstance(i, Step):
+        if not isinstance(i, Step) or i.kind in ("embed", "pos"):  # the whole sequence, before the split
             continue
         if i.kind == "linear" and not any(v in sharded for v in i.reads):
             sharded.add(i.writes)  # column-parallel
@@ -123,9 +135,11 @@ def sp_partial_grads(items) -> tuple[str, ...]:
     return tuple(names)
 
 
-def context_parallel(items: tuple) -> tuple:
+def context_parallel(items: tuple, positions: tuple = ()) -> tuple:
+    items = tuple(replace(i, meta=(("positions", positions),)) if isinstance(i, Step) and i.kind == "pos" else i
+                  for i in items)  # the embedding adds the learned positions of this rank's chunks
     names = [getattr(i, "name", None) for i in items]
-    if "qkv" not in names:  # no attention (the LM head): token-wise steps on this rank's tokens
+    if "qkv" not in names:  # no attention (the embedding, the LM head): token-wise steps on this rank's tokens
         return items
     a, b = names.index("qkv"), names.index("o")
     inner, rest, o = items[a:b + 1], items[b + 1:], items[b]
@@ -170,11 +184,12 @@ def expert_parallel(items: tuple, ep: int) -> tuple:
 
 
 @lru_cache(maxsize=256)
-def lane_items(steps: tuple, tp: int, sp: bool, cp_attention: bool, ep: int = 1, cp_routing: tuple = ()) -> tuple:
-    """The fixed order: TP/SP, then CP (attention; with `cp_routing` = (order, mine, tokens) the
-    MoE routing choices too), then EP."""
-    items = tensor_parallel(steps, tp, sp) if tp > 1 else steps
-    items = context_parallel(items) if cp_attention else items
+def lane_items(steps: tuple, tp: int, sp: bool, cp_attention: bool, ep: int = 1, cp_routing: tuple = (), t: int = 0,
+               positions: tuple = ()) -> tuple:
+    """The fixed order: TP/SP (on tensor rank t), then CP (attention, the embedding's `positions`;
+    with `cp_routing` = (order, mine, tokens) the MoE routing choices too), then EP."""
+    items = tensor_parallel(steps, tp, sp, t) if tp > 1 else steps
+    items = context_parallel(items, positions) if cp_attention else items
     items = context_routing(items, *cp_routing) if cp_routing else items
     return expert_parallel(items, ep) if ep > 1 else items
 
@@ -214,6 +229,8 @@ def _with_gradients(items) -> tuple[tuple, frozenset]:
     the values without a gradient)."""
     nograd = set()
     for i in items:
+        if isinstance(i, Step) and not KINDS[i.kind].grad_inputs:
+            nograd.update(i.reads)
         if isinstance(i, Step) and not KINDS[i.kind].differentiable:
             nograd.add(i.writes)
         elif isinstance(i, Comm) and i.src in nograd:
@@ -257,7 +274,11 @@ def emit_forward(lane, r: int, li: int, lyr, items, inputs: dict, outputs: dict,
     where, tokens = dict(inputs), lane.config.seq_len // getattr(lane, "cp", 1)
     for k, seg in enumerate(segs):
         reads = _reads(seg)
-        if isinstance(seg, Comm):
+        if isinstance(seg, Comm) and seg.forward == "split":  # this rank's slice of the sequence: no communication
+            where[seg.dst] = outputs.get(seg.dst, f"{T}/{seg.dst}")
+            b.compute(r, "seq_split", [where[seg.src]], [where[seg.dst]], attrs={"parts": lane.tp, "index": lane.t},
+                      phase="forward", microbatch=j, label=f"F{j} {lyr.name} {seg.name}")
+        elif isinstance(seg, Comm):
             where[seg.dst] = outputs.get(seg.dst, f"{T}/{seg.dst}")
             _comm(lane, r, seg, seg.forward, where[seg.src], where[seg.dst], j, f"{li}/{seg.name}/mb{j}")
         elif isinstance(seg, External):
@@ -349,9 +370,21 @@ def block_bwd_input(*ins, steps, cached, restored, grads_in, grads_out, n_params
     return tuple(grads[v] for v in grads_out) + (wcache,)
 
 
+@kernel("seq_split")
+def seq_split(x, parts: int, index: int):
+    """Rank `index`'s slice of the sequence (axis 1) in `parts` (Megatron's scatter to the
+    sequence-parallel region; its backward is an all-gather)."""
+    n = x.shape[1] // parts
+    return x[:, index * n:(index + 1) * n].copy()
+
+
 @kernel("block_bwd_weight")
-def block_bwd_weight(wcache, *existing, steps, **_):
-    """W: the segment's parameter gradients (added to `existing`)."""
+def block_bwd_weight(wcache, *existing, steps, **attrs):
+    """W: the segment's parameter gradients (added to `existing`). A segment with no input gradient
+    (the embedding's) kept its inputs whole in B (bw_split's `pack`): W runs its backward here."""
+    if isinstance(wcache, tuple):
+        *_, wcache = block_bwd_input(*wcache, steps=steps, **{k: attrs[k] for k in ("cached", "restored", "grads_in",
+                                                                                     "grads_out")})
     g = plan.backward_weight(steps, wcache)
     out = tuple(g[n] for n in _param_names(steps))
     return tuple(a + e for a, e in zip(out, existing)) if existing else out

@@ -5,20 +5,21 @@ all-to-all attention, cp_attention.py) (issue 24, item 4).
 One class for every degree: what a layer becomes on the lane is read from the degrees, not from
 a tower of subclasses.
 
-- A layer described by steps (the transformer block, models/block_plan.dense_block; the LM head,
-  block_plan.lm_head) is its steps through `block_lane.lane_items` (the transforms in their fixed
-  order: TP/SP, then CP) and block_lane's one emitter. The MoE block adds EP on top
+- A layer is its steps through `block_lane.lane_items` (the transforms in their fixed order:
+  TP/SP, then CP) and block_lane's one emitter. The MoE block adds EP on top
   (expert_parallel.ExpertLane), ZeRO-2/3 wraps the lane (zero.ZeroStage23), the pipeline drives it
   (emit.Stages).
-- The embedding: vocabulary-parallel when tp > 1 (rank t holds rows [t V/tp, (t+1) V/tp); a masked
-  lookup, then the row-parallel reduction: AllReduce, or ReduceScatter under SP), the positions of
-  this rank's tokens added after it (its sequence slice under SP, its chunks under CP); one kernel
-  on this rank's tokens when tp = 1.
+- Every layer is described by steps: the embedding (block_plan.embedding), the transformer block
+  (block_plan.dense_block), the LM head (block_plan.lm_head). Under TP the embedding is
+  vocabulary-parallel (rank t's rows [t V/tp, (t+1) V/tp), a masked lookup, then an AllReduce),
+  the learned positions added after it; under SP the whole sequence is then cut to this rank's
+  slice (Megatron-Core's LanguageModelEmbedding with learned positions: scatter to the
+  sequence-parallel region, its backward an AllGather); under CP the positions are this rank's chunks.
 - The loss: Megatron's vocab_parallel_cross_entropy when tp > 1 (AllReduce(max) of the local
   maxima, then AllReduce(sum) of the local sum of exp and of the target logit); the plain
   cross entropy on this rank's tokens when tp = 1.
 - Zero-bubble schedules split every backward (bw_split.py): B keeps the input-gradient chain with
-  its collectives, W the weight gradients; the tp = 1 embedding keeps its dy in B.
+  its collectives, W the weight gradients; the embedding (no input gradient) keeps its inputs in B.
 
 Every tensor-group collective moves this rank's T/cp tokens; its activations shrink by cp (and by
 tp under SP). Names follow emit.py: act/cache/{layer}/mb{j}/... kept for backward, act/tp/{layer}/
@@ -31,13 +32,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..models import Embedding
 from ..program import Collective
 from . import cp_kernels, tp_kernels  # noqa: F401 -- register the cp_* / tp_* / vp_ce_* kernels emitted here
 from .block_lane import emit_backward, emit_forward, lane_items, sp_partial_grads
 from .bw_split import SplitBackward
 from .cp_attention import ContextAttention
-from .emit import Replica, grad, param
+from .emit import Replica, grad
 from .layer_kernels import layer_of
 
 
@@ -88,72 +88,24 @@ class ShardedLane(ContextAttention, SplitBackward, Replica):
 
     def block_items(self, steps: tuple) -> tuple:
         """A layer's steps as this lane runs them (block_lane.lane_items: TP/SP, then CP)."""
-        return lane_items(steps, self.tp, self.sp, self.cp_attention)
+        return lane_items(steps, self.tp, self.sp, self.cp_attention, t=self.t,
+                          positions=tuple(self.positions[self.c]) if self.cp_attention else ())
 
-    # ---- layers -----------------------------------------------------------------------------------
+    # ---- layers: every one is its steps (block_plan) through the transforms -------------------------
     def emit_layer_forward(self, r, li, x, y, j):
         lyr = layer_of(self.config, li)
-        if not isinstance(lyr, Embedding):  # a transformer block or the LM head (logits of V/tp words)
-            return emit_forward(self, r, li, lyr, self.block_items(lyr.steps), {"x": x}, {"y": y}, j)
-        b, (c, T) = self.builder, self._names(li, j)
-        kw = {"phase": "forward", "microbatch": j}
-        if self.tp == 1:
-            return b.compute(r, "cp_embed_fwd", [x, param(li, "wte"), param(li, "wpe")], [y, c],
-                             attrs={"positions": self.positions[self.c]}, label=f"F{j} {lyr.name}", **kw)
-        rows = lyr.vocab // self.tp
-        b.compute(r, "tp_embed_fwd", [x, param(li, "wte")], [f"{T}/e_part", f"{c}/tokens"],
-                  attrs={"start": self.t * rows}, label=f"F{j} {lyr.name} lookup", **kw)
-        self._reduce(r, f"{T}/e_part", f"{T}/e", j, f"{li}/e/mb{j}")
-        if self.cp_attention:
-            b.compute(r, "cp_embed_pos", [f"{T}/e", param(li, "wpe")], [y], attrs={"positions": self.positions[self.c]},
-                      label=f"F{j} {lyr.name} +pos", **kw)
-        else:
-            offset = self.t * lyr.seq_len // self.tp if self.sp else 0
-            b.compute(r, "tp_embed_pos", [f"{T}/e", param(li, "wpe")], [y], attrs={"offset": offset},
-                      label=f"F{j} {lyr.name} +pos", **kw)
-        self._drop(r, f"{T}/e")
+        emit_forward(self, r, li, lyr, self.block_items(lyr.steps), {"x": x}, {"y": y}, j)
 
     def emit_layer_backward(self, r, li, dy, dx, j, accumulate):
         lyr = layer_of(self.config, li)
-        if not isinstance(lyr, Embedding):
-            return emit_backward(self, r, li, lyr, self.block_items(lyr.steps), {"y": dy}, {"x": dx}, j, accumulate)
-        b, (c, T) = self.builder, self._names(li, j)
-        G = [grad(li, n) for n in ("wte", "wpe")]
-        if self.tp == 1:
-            b.compute(r, "cp_embed_bwd", [c, dy, *(G if accumulate else [])], G,
-                      attrs={"vocab": lyr.vocab, "seq": lyr.seq_len, "positions": self.positions[self.c]},
-                      label=f"B{j} {lyr.name}", phase="backward", microbatch=j)
-            return b.free(r, c)
-        rows = lyr.vocab // self.tp
-        attrs = {"start": self.t * rows, "rows": rows, "seq": lyr.seq_len}
-        if self.cp_attention:
-            self.grad_op(r, li, j, "cp_tp_embed_bwd", [f"{c}/tokens", dy], [], ("wte", "wpe"), accumulate,
-                         attrs={**attrs, "positions": self.positions[self.c]}, label=lyr.name)
-            return self._drop(r, f"{c}/tokens")
-        dyf = self._gather(r, dy, f"{T}/dy", j, f"{li}/dy/mb{j}")
-        self.grad_op(r, li, j, "tp_embed_bwd", [f"{c}/tokens", dyf], [], ("wte", "wpe"), accumulate, attrs=attrs,
-                     label=lyr.name)
-        self._drop(r, f"{c}/tokens", *([dyf] if self.sp else []))
+        emit_backward(self, r, li, lyr, self.block_items(lyr.steps), {"y": dy}, {"x": dx} if dx else {}, j,
+                      accumulate)
 
-    # ---- zero-bubble schedules: B (input gradients and their collectives) now, W (weights) later ----
     def emit_layer_backward_input(self, r, li, dy, dx, j):
-        lyr = layer_of(self.config, li)
-        if not (isinstance(lyr, Embedding) and self.tp == 1):
-            return self.split_backward_input(r, li, dy, dx, j)
-        # the whole embedding has no input gradient: keep dy for W
-        self.builder.compute(r, "copy", [dy], [f"act/wcache/{li}/mb{j}"], label=f"B{j} {lyr.name} keep dy",
-                             phase="backward", microbatch=j)
+        self.split_backward_input(r, li, dy, dx, j)
 
     def emit_layer_backward_weight(self, r, li, j, accumulate):
-        lyr = layer_of(self.config, li)
-        if not (isinstance(lyr, Embedding) and self.tp == 1):
-            return self.split_backward_weight(r, li, j, accumulate)
-        c, w = f"act/cache/{li}/mb{j}", f"act/wcache/{li}/mb{j}"
-        G = [grad(li, n) for n in ("wte", "wpe")]
-        self.builder.compute(r, "cp_embed_bwd", [c, w, *(G if accumulate else [])], G,
-                             attrs={"vocab": lyr.vocab, "seq": lyr.seq_len, "positions": self.positions[self.c]},
-                             label=f"W{j} {lyr.name}", phase="wgrad", microbatch=j)
-        self.builder.free(r, c, w)
+        self.split_backward_weight(r, li, j, accumulate)
 
     # ---- the loss -----------------------------------------------------------------------------------
     def emit_loss_forward(self, r, x, j):

@@ -9,7 +9,9 @@ Each transformer block runs on the n ranks of a tensor group:
 - Layer norms (and the biases added after a reduction) are replicated; their gradients are
   identical on the n ranks, so they need no communication.
 - Embedding: vocabulary-parallel, rank i holds rows [i V/n, (i+1) V/n) of the token table;
-  a masked lookup then an AllReduce (positions are replicated and added after it).
+  a masked lookup then an AllReduce (positions are replicated and added after it; under SP the
+  sum is then cut to this rank's slice of the sequence, Megatron-Core's form with learned
+  positions, whose backward is an AllGather).
 - LM head and loss: W_out split by vocabulary columns, so each rank has logits of V/n words;
   the cross-entropy is Megatron's vocab_parallel_cross_entropy: AllReduce(max) of the local
   maxima, then AllReduce(sum) of the local sum of exp and of the target logit.
@@ -20,10 +22,9 @@ Zero-bubble schedules (zb-h1, zb-h2, DualPipe) split every backward kernel (bw_s
 the input-gradient chain with its collectives (the f AllReduce, or under SP the re-gathers and the
 ReduceScatter), W computes each shard's weight gradients later with no communication.
 
-The transformer block's split is not written here: its steps (models/block_plan.py) go through
-block_lane.tensor_parallel (the column / row rule above as a transform) and block_lane's one
-emitter, and so does the LM head's (block_plan.lm_head: its W_out column-parallel by the same rule,
-f before it); the lane (lane.ShardedLane, one class for every tp x sp x cp) emits them and the
+The split is not written here: the steps of the embedding, the blocks and the LM head
+(models/block_plan.py) go through block_lane.tensor_parallel (the rules above as a transform) and
+block_lane's one emitter; the lane (lane.ShardedLane, one class for every tp x sp x cp) emits them and the
 embedding and loss. This module holds the placement: how a parameter is cut, the degree rules.
 """
 

@@ -1,6 +1,6 @@
-"""Device kernels of Megatron-style tensor (and sequence) parallel embedding and loss
-(Shoeybi et al. 2019; Korthikanti et al. 2022); the transformer block's and the LM head's are their
-own steps run by block_lane.py (block_fwd / block_bwd). Each is a pure numpy function registered in `simulator.ops`; the
+"""Device kernels of Megatron-style tensor-parallel loss (Shoeybi et al. 2019); the embedding's,
+the transformer block's and the LM head's are their own steps (models/block_plan.py) run by
+block_lane.py (block_fwd / block_bwd). Each is a pure numpy function registered in `simulator.ops`; the
 collectives between them (AllReduce, or AllGather / ReduceScatter under sequence parallelism) are
 separate Collective instructions emitted by simulator/parallel/tensor_parallel.py.
 
@@ -19,49 +19,13 @@ import numpy as np
 from ..ops import kernel
 
 
-def _acc(grads: tuple, existing: tuple) -> tuple:
-    return tuple(g + e for g, e in zip(grads, existing)) if existing else grads
-
-
-# ---- vocabulary-parallel embedding ------------------------------------------------------------------
 def _local_ids(tokens, start: int, rows: int):
+    """Ids of this rank's vocabulary slice [start, start + rows), 0 elsewhere, and where they lie."""
     inside = (tokens >= start) & (tokens < start + rows)
     return np.where(inside, tokens - start, 0), inside
 
 
-@kernel("tp_embed_fwd")
-def tp_embed_fwd(tokens, wte, start: int):
-    """Masked lookup in rows [start, start + V/n):  e_part[b, t] = wte[tok - start] if this rank
-    holds tok else 0 (Megatron's VocabParallelEmbedding).  -> (e_part (B, T, h), cache = tokens)."""
-    ids, inside = _local_ids(tokens, start, wte.shape[0])
-    return wte[ids] * inside[..., None], np.array(tokens, copy=True)
-
-
-@kernel("tp_embed_pos")
-def tp_embed_pos(e, wpe, offset: int = 0):
-    """y = e + wpe[offset : offset + T'] (the positions of this rank's tokens)."""
-    return e + wpe[offset:offset + e.shape[1]]
-
-
-@kernel("tp_embed_bwd")
-def tp_embed_bwd(tokens, dy, *existing, start: int, rows: int, seq: int):
-    """dy (B, T, h) full.  dwte rows of this rank (V/n, h); dwpe (s, h), identical on every rank."""
-    ids, inside = _local_ids(tokens, start, rows)
-    h = dy.shape[-1]
-    dwte = np.zeros((rows, h), dtype=dy.dtype)
-    np.add.at(dwte, ids[inside], dy[inside].reshape(-1, h))
-    dwpe = np.zeros((seq, h), dtype=dy.dtype)
-    dwpe[:tokens.shape[1]] = dy.sum(axis=0)
-    return _acc((dwte, dwpe), existing)
-
-
-@kernel("tp_embed_bwd_weight")
-def tp_embed_bwd_weight(wc, *existing, start: int, rows: int, seq: int):
-    """W of the embedding (it has no input gradient): wc = (tokens, dy) kept by B."""
-    return tp_embed_bwd(*wc, *existing, start=start, rows=rows, seq=seq)
-
-
-# ---- vocabulary-parallel cross-entropy (the LM head is its steps, block_plan.lm_head, run by block_lane) --------------------------------------------------
+# ---- vocabulary-parallel cross-entropy ---------------------------------------------------------------
 @kernel("vp_ce_max")
 def vp_ce_max(logits):
     """Local max over this rank's vocabulary slice: (B, T, V/n) -> (B, T); AllReduce(max) follows."""

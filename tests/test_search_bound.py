@@ -1,0 +1,116 @@
+"""The branch-and-bound search (`search_bound`) returns exactly what the exhaustive walk does (every
+configuration priced, `prune=False`): the same top, alternatives with their reasons, space and count
+of configurations considered, on dense, MoE with context parallelism, FSDP and uneven-split spaces;
+and its bound never exceeds the closed form's step."""
+
+import pytest
+
+from simulator.cost.analytic import estimate
+from simulator.cost.hardware import get_hardware
+from simulator.cost.model_presets import get_model
+from simulator.cost.parallel_config import Assumptions, ParallelConfig
+from simulator.cost.search import _space, search_training
+from simulator.cost.search_bound import Pricer, Tally
+from simulator.cost.search_cases import CASES, MOE_CP
+from simulator.cost.search_result import counts_text
+from simulator.cost.search_space import LAYOUT_AXES, VARIANT_AXES, walk
+from simulator.errors import ParasimError
+
+COUNTS = ("evaluated", "infeasible", "bounded")
+MOE_SMALL = get_model("llama3-8b", num_experts=8, moe_router_topk=2, moe_ffn_hidden=7168, seq=32768, layers=8)
+SPACES = {
+    "dense": (("llama3-8b", "h100-sxm", 32, 128), {}),
+    "moe-cp": ((MOE_SMALL, "h100-sxm", 16, 16), {}),
+    "fsdp": (("megatron-7.5b", "a100-80gb", 32, 64), dict(zero_stages=(0, 3), fsdp=("none", "fsdp2"))),
+    "moe-overlap": ((MOE_SMALL, "h100-sxm", 16, 32), dict(assumptions=Assumptions(overlap_moe_comm=True),
+                                                          context_parallel=(1,))),
+    "uneven": ((get_model("llama3-8b", layers=30), "h100-sxm", 48, 96), dict(schedules=("1f1b", "interleaved",
+                                                                                       "zb-h1"))),
+}
+
+
+def without_counts(res) -> dict:
+    return {k: v for k, v in res.to_dict().items() if k not in COUNTS}
+
+
+@pytest.mark.parametrize("name", SPACES)
+def test_the_bound_gives_the_exhaustive_answer(name):
+    args, kw = SPACES[name]
+    walk_all = search_training(*args, **kw, top=10, prune=False)
+    bound = search_training(*args, **kw, top=10)
+    assert without_counts(bound) == without_counts(walk_all)
+    assert bound.considered == walk_all.considered
+    assert walk_all.infeasible == walk_all.bounded == 0
+    # it priced fewer, and every configuration it did not price is counted
+    assert bound.evaluated <= walk_all.evaluated
+    assert bound.evaluated + bound.infeasible + bound.bounded <= bound.considered
+    assert bound.infeasible + bound.bounded > 0
+
+
+@pytest.mark.parametrize("name", ["dense", "uneven", "moe-cp"])
+def test_the_bound_never_exceeds_the_closed_form(name):
+    (model, hw, gpus, batch), kw = SPACES[name]
+    model, hw = get_model(model), get_hardware(hw)
+    A = Assumptions().resolved(model)
+    space = _space(model, hw, gpus, batch, None, kw.get("schedules"), None, None, None, None, None, None, None,
+                   None)
+    pricer = Pricer(model, hw, A, batch, space.recomputes, Tally(1), True)
+    checked = 0
+    for lay in walk(space, LAYOUT_AXES):
+        for var in walk(space, VARIANT_AXES, lay):
+            for rc in space.recomputes:
+                try:
+                    step = estimate(model, ParallelConfig(**var, global_batch=batch, recompute=rc), hw, A).step_time_s
+                except ParasimError:
+                    continue
+                low = pricer.lower(var, rc)
+                assert 0 < low <= step, (var, rc, low, step)
+                checked += 1
+    assert checked > 500
+
+
+def test_nothing_fits_is_refused_alike():
+    msgs = []
+    for prune in (False, True):
+        with pytest.raises(ParasimError, match="no configuration of") as err:
+            search_training("llama3-405b", "a100-80gb", 8, 8, prune=prune)
+        msgs.append(str(err.value))
+    assert msgs[0] == msgs[1]
+
+
+def test_the_moe_space_of_92k_configurations_gives_the_exhaustive_answer():
+    """docs/search.md's timed space (`search_cases`): 91,920 configurations; the bound prices
+    fewer than a quarter of them and gives the exhaustive walk's answer (the bench times both)."""
+    args, kw = CASES["moe-cp"]
+    assert args[0] is MOE_CP
+    bound = search_training(*args, **kw)
+    assert bound.considered == 91_920
+    walk_all = search_training(*args, **kw, prune=False)
+    assert without_counts(bound) == without_counts(walk_all)
+    assert 4 * bound.evaluated < bound.considered == walk_all.considered
+
+
+def test_every_door_states_the_counts(capsys):
+    """CLI text, --json and sweep("search") state what was priced, found not to fit and skipped by
+    the bound; the issue-24 case (Llama 3 8B, 64 H100, B = 512) picks in each door what the exhaustive
+    walk picks."""
+    import json
+
+    from simulator.cli import main
+    from simulator.sweep import sweep
+    base = ["search", "--model", "llama3-8b", "--hardware", "h100-sxm", "--gpus", "64", "--global-batch", "512"]
+    api = search_training("llama3-8b", "h100-sxm", 64, 512)
+    walk_all = search_training("llama3-8b", "h100-sxm", 64, 512, prune=False)
+    assert without_counts(api) == without_counts(walk_all)
+    assert main([*base, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert main(base) == 0
+    text = capsys.readouterr().out
+    assert counts_text(out) in text and "skipped by the bound" in text and f"{out['considered']:,} configurations" in text
+    best = out["top"][0]
+    assert best["config"] == repr(walk_all.best.config) and best["step_time_s"] == walk_all.best.result.step_time_s
+    rec = sweep("search", {"model": "llama3-8b", "hardware": "h100-sxm", "gpus": 64}, global_batch=[512]).records[0]
+    one = search_training("llama3-8b", "h100-sxm", 64, 512, top=1)    # what the sweep asks
+    assert rec["config"] == best["config"] and {k: rec[k] for k in (*COUNTS, "considered")} == \
+        {k: getattr(one, k) for k in (*COUNTS, "considered")}
+    assert api.infeasible + api.bounded > 0 and api.evaluated < api.considered
