@@ -35,7 +35,8 @@ LESSON = {
     "minutes": 50,
     "prerequisites": [2, 7],
     # parasim's own functions for these answers raise while your function runs
-    "withhold": {"online_softmax_attention": ["simulator.models.attention:attention_forward"],
+    "withhold": {"predicted_ring_bytes_c2": ["simulator.training:train", "simulator.parallel.cp_split:attention_bytes_per_step"],
+                 "online_softmax_attention": ["simulator.models.attention:attention_forward"],
                  "kv_block_at": ["simulator.parallel.cp_split:ring_steps"],
                  "balanced_positions": ["simulator.parallel.cp_split:chunk_positions"],
                  "ring_bytes_per_step": ["simulator.parallel.cp_split:attention_bytes_per_step"]},
