@@ -29,6 +29,8 @@ def open_in_estimate(d: dict) -> None:
               "ep": d["ep"], "zero": d["zero_stage"], "split": OFFERED["split"][0]}
     offered = {k: OFFERED[k] for k in ("tp", "pp", "dp", "b", "cp", "ep")}
     missing = [f"{k}={values[k]}" for k, opts in offered.items() if values[k] not in opts]
+    if d.get("etp") is not None:     # the Estimate tab has no expert-tensor-parallel choice (etp = tp there)
+        missing.append(f"etp={d['etp']}")
     if missing:
         st.session_state["load_error"] = (f"{', '.join(missing)} is not among the Estimate tab's choices; "
                                           "the tables above give its numbers")

@@ -190,11 +190,17 @@ def interactive(chart, key: str | None = None) -> None:
         st.altair_chart(styled(chart, chart_font()), width="stretch", key=key)
 
 
+CLI_FLAG = re.compile(r"(?<![\w-])--(?=[a-z])")  # "--strategy" in a library message: the command line's spelling
+
+
 def sentence(err, before: str = "") -> str:
     """A refusal as the page shows it: `before` (what the page was doing) and the library's message
     (it names the rule and the numbers) as one sentence on one line, with a capital and a full
-    stop: "tp=3 does not divide 4 heads" -> "Tp=3 does not divide 4 heads." (the first letter only)."""
-    text = before + (" ".join(str(err).split()) or f"{type(err).__name__} (no message)")
+    stop: "tp=3 does not divide 4 heads" -> "Tp=3 does not divide 4 heads." (the first letter only).
+    The library writes settings as the command line's flags ("use --strategy dp"); a page has no
+    flags, so they are named bare ("use strategy dp"), as the page's widgets and the URL name them."""
+    text = " ".join(str(err).split()) or f"{type(err).__name__} (no message)"
+    text = before + CLI_FLAG.sub("", text)
     text = text[0].upper() + text[1:]
     return text if text.endswith((".", "?", "!")) else text + "."
 

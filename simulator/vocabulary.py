@@ -65,7 +65,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("ep", "expert-parallel size e (e x etp divides t c d; MoE models)", 1, "--expert-model-parallel-size",
          "parallelism.expert_parallel_degree", "train,cost", searched=DERIVED),
     Knob("etp", "expert-tensor-parallel size of the expert layers (None: tp; MoE parallel folding)", None,
-         "--expert-tensor-parallel-size", "parallelism.expert_tensor_parallel_degree", "cost"),
+         "--expert-tensor-parallel-size", "parallelism.expert_tensor_parallel_degree", "cost", searched=DERIVED),
     Knob("cp_comm_type", "context-parallel attention: p2p (ring attention, K/V blocks round the ring) or a2a "
          "(DeepSpeed Ulysses all-to-all)", "p2p", "--cp-comm-type", "(ring only; context_parallel_rotate_method)",
          "train,cost", aliases=("cp_kind",), choices=("p2p", "a2a")),

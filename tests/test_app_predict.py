@@ -47,3 +47,6 @@ def test_a_refusal_is_shown_as_one_sentence_naming_what_the_page_was_doing():
     assert (sentence(ParasimError("m=0 micro-batches: at least 1"), "The gpipe schedule cannot run these settings: ")
             == "The gpipe schedule cannot run these settings: m=0 micro-batches: at least 1.")
     assert sentence(ParasimError("Refused.")) == "Refused."
+    assert (sentence(ParasimError("the MLP model has none, use --strategy dp or pp"))  # no flags on a page
+            == "The MLP model has none, use strategy dp or pp.")
+    assert sentence(ParasimError("bucket of -1 MB; sizes > 0")) == "Bucket of -1 MB; sizes > 0."

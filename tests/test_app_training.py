@@ -88,6 +88,7 @@ def test_training_refuses_bad_degrees_with_one_line():
     at.selectbox(key="strategy").set_value("tp").run()  # the MLP has no transformer layers to cut
     at.button(key="run").click().run()
     assert len(at.error) == 1 and at.error[0].value.startswith("Tensor parallelism shards transformer layers")
+    assert "--" not in at.error[0].value and at.error[0].value.endswith("use strategy dp or pp.")
 
 
 def test_training_refusal_leaves_no_empty_progress_bar():

@@ -272,3 +272,12 @@ def test_a_prediction_is_not_earned_by_running_parasim(tmp_path):
                     "    return float(train(TrainConfig(MODEL, strategy='dp', devices=8, batch_size=16)).bytes_sent_per_device[0])\n")
     prediction = next(i for i in items.values() if i.name.startswith("prediction"))
     assert not prediction.passed and "withheld" in prediction.found, prediction
+
+
+def test_lesson_01_layout_drawn_with_parasims_layout_earns_nothing(tmp_path):
+    """The own-layout item's strategy is drawn when grading and Layout.from_strategy is withheld
+    while plot_my_layout runs: a drawing of parasim's own layout fails; the other items pass."""
+    items = _edited(tmp_path, 1, "    layout = Layout.from_device_matrix(dm, [len(dm) - 1 - d for d in range(len(strategy))])\n",
+                    "    layout = Layout.from_strategy(strategy, device_num)\n")
+    assert not items[9].passed and "withheld" in items[9].found, items[9]
+    assert all(items[k].passed for k in range(1, 9))

@@ -3,6 +3,8 @@ configuration priced, `prune=False`): the same top, alternatives with their reas
 of configurations considered, on dense, MoE with context parallelism, FSDP and uneven-split spaces;
 and its bound never exceeds the closed form's step."""
 
+import dataclasses
+
 import pytest
 
 from simulator.cost.analytic import estimate
@@ -78,16 +80,16 @@ def test_nothing_fits_is_refused_alike():
     assert msgs[0] == msgs[1]
 
 
-def test_the_moe_space_of_92k_configurations_gives_the_exhaustive_answer():
-    """docs/search.md's timed space (`search_cases`): 91,920 configurations; the bound prices
-    fewer than a quarter of them and gives the exhaustive walk's answer (the bench times both)."""
+def test_the_moe_space_of_98k_configurations_gives_the_exhaustive_answer():
+    """docs/search.md's timed space (`search_cases`): 98,235 configurations; the bound prices
+    fewer than a third of them and gives the exhaustive walk's answer (the bench times both)."""
     args, kw = CASES["moe-cp"]
     assert args[0] is MOE_CP
     bound = search_training(*args, **kw)
-    assert bound.considered == 91_920
+    assert bound.considered == 98_235
     walk_all = search_training(*args, **kw, prune=False)
     assert without_counts(bound) == without_counts(walk_all)
-    assert 4 * bound.evaluated < bound.considered == walk_all.considered
+    assert 3 * bound.evaluated < bound.considered == walk_all.considered
 
 
 def test_every_door_states_the_counts(capsys):
@@ -114,3 +116,40 @@ def test_every_door_states_the_counts(capsys):
     assert rec["config"] == best["config"] and {k: rec[k] for k in (*COUNTS, "considered")} == \
         {k: getattr(one, k) for k in (*COUNTS, "considered")}
     assert api.infeasible + api.bounded > 0 and api.evaluated < api.considered
+
+
+MOE_16 = get_model("llama3-8b", num_experts=16, moe_router_topk=2, moe_ffn_hidden=7168, layers=8)
+
+
+def test_expert_tensor_parallel_sizes_are_searched_and_can_win():
+    """etp (Megatron-Core's parallel folding): at t = 2 the experts un-split (etp = 1) over e = 8
+    ranks taken from d = 8 and the spare tensor ranks beat etp = t; the space lists the folded sizes;
+    the bound gives the exhaustive answer here too."""
+    kw = dict(schedules=("1f1b",), zero_stages=(0, 1), top=5)
+    res = search_training(MOE_16, "h100-sxm", 16, 32, **kw)
+    assert res.space["etp"] == (1, 2, 4)
+    t2 = next(c for c in res.top if c.config.tp == 2)
+    assert (t2.config.dp, t2.config.ep, t2.config.etp, t2.config.sequence_parallel) == (8, 8, 1, True)
+    plain = estimate(MOE_16, dataclasses.replace(t2.config, etp=None), "h100-sxm")
+    assert t2.result.step_time_s < plain.step_time_s
+    assert all(c.config.etp is None or (c.config.sequence_parallel and c.config.tp % c.config.etp == 0
+                                        and c.config.ep * c.config.etp <= c.config.tp * c.config.dp)
+               for c in res.top + res.alternatives)
+    assert without_counts(res) == without_counts(search_training(MOE_16, "h100-sxm", 16, 32, **kw, prune=False))
+    only = search_training(MOE_16, "h100-sxm", 16, 32, **kw, expert_tensor_parallel=[1])
+    assert {c.config.etp for c in only.top} <= {None, 1} and only.space["etp"] == (1,)
+    with pytest.raises(ParasimError, match="expert_tensor_parallel \\[2\\] needs a mixture-of-experts model"):
+        search_training("llama3-8b", "h100-sxm", 16, 32, expert_tensor_parallel=[2])
+
+
+def test_the_command_line_searches_the_etp_sizes_given(capsys):
+    import json
+
+    from simulator.cli import main
+    argv = ["search", "--model", "llama3-8b", "--hardware", "h100-sxm", "--num-experts", "8", "--moe-router-topk", "2",
+            "--moe-ffn-hidden-size", "7168", "--gpus", "16", "--global-batch", "16", "--schedules", "1f1b", "--json"]
+    assert main([*argv, "--etp", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["space"]["etp"] == [1] and {r["etp"] for r in out["top"]} <= {None, 1}
+    assert main([*argv, "--expert-tensor-parallel-size", "1"]) == 0      # Megatron's flag: that one size
+    assert json.loads(capsys.readouterr().out)["space"]["etp"] == [1]

@@ -26,7 +26,8 @@ def test_moe_flags_and_the_expert_parallel_sizes_searched(capsys):
     assert out["params"] == moe.params()
     rows = out["top"] + out["alternatives"]
     assert {r["ep"] for r in rows} <= {2, 4} and {r["ep"] for r in out["top"]} == {2, 4}
-    assert all(r["dp"] % r["ep"] == 0 for r in rows)
+    # e divides the data-parallel ranks and the tensor ranks the experts leave (etp < t: parallel folding)
+    assert all(r["tp"] // (r["etp"] or r["tp"]) * r["dp"] % r["ep"] == 0 for r in rows)
     cap = get_hardware("h100-sxm").memory_bytes
     for r in out["top"]:
         assert r["memory_headroom_bytes"] == pytest.approx(cap - r["memory_per_gpu_bytes"]) and r["memory_headroom_bytes"] > 0

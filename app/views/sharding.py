@@ -153,7 +153,8 @@ with tab_auto:
     device_num = c[1].number_input("device_num", 1, 64, 8, key="device_num", **BIND)
     mode = c[2].selectbox("parallel_mode", list(MODES), key="parallel_mode", **BIND,
                           help="\n\n".join(f"**{k}**: {v}" for k, v in MODES.items()))
-    c = st.columns([2, 2, 3])
+    # MindSpore's option names have no place to break: in presentation mode (larger text) one per row
+    c = [st.container()] * 3 if st.session_state.get("present") else st.columns([2, 2, 3])
     gradients_mean = c[0].checkbox("gradients_mean", value=False, key="gradients_mean", **BIND,
                                    help="divide each mirrored gradient by its group size")
     alltoall = c[1].checkbox("enable_alltoall", value=False, key="enable_alltoall", **BIND,

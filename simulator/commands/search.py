@@ -60,7 +60,10 @@ def add_parser(sub) -> None:
     p.add_argument("--cp", dest="cp_sizes", default=None, help="comma-separated context-parallel sizes to try (default: 1, and "
                    "powers of two up to 32 for sequences of 16k tokens or more)")
     p.add_argument("--ep", dest="ep_sizes", default=None, help="comma-separated expert-parallel sizes to try (MoE models, e.g. "
-                   "--num-experts 8 --moe-router-topk 2; default: every power of two dividing d and the experts)")
+                   "--num-experts 8 --moe-router-topk 2; default: every power of two dividing the experts and "
+                   "(t / etp) d)")
+    p.add_argument("--etp", dest="etp_sizes", default=None, help="comma-separated expert-tensor-parallel sizes to try "
+                   "(MoE parallel folding; default: every power of two dividing t, below t only with SP)")
     p.add_argument("--stage-splits", dest="stage_splits", default=None,
                    help=f"comma-separated subset of {','.join(STAGE_SPLITS)} (default: all; balance_embedding is "
                    "Megatron's --account-for-embedding/loss-in-pipeline-split, first_last its "
@@ -90,9 +93,8 @@ def run(args) -> int:
         from ..cost.megatron_args import megatron_run, parse_megatron_args
         mega = parse_megatron_args(extra)
         searched = [f"--{f}" for f in mega.given if f in _SEARCHED]
-        if "expert-tensor-parallel-size" in mega.given:
-            raise ParasimError("search keeps the expert-tensor-parallel size at tp (it does not try MoE parallel "
-                               "folding yet); price the layout with simulate --expert-tensor-parallel-size")
+        if "expert-tensor-parallel-size" in mega.given and not getattr(args, "etp_sizes", None):
+            args.etp_sizes = str(mega["expert-tensor-parallel-size"])    # searched at that one size
         base = model_from_args(args) if getattr(args, "model", None) else None
         run_ = megatron_run(mega, model=base)
         model, A = run_.model, replace(run_.assumptions, **own_stack_flags(args))
@@ -105,6 +107,7 @@ def run(args) -> int:
         A = assumptions_from_args(args, model)
     # own dests: `megatron_argv` hands `cp` / `ep` back as Megatron's single sizes
     cps, eps = _sizes("--cp", getattr(args, "cp_sizes", None)), _sizes("--ep", getattr(args, "ep_sizes", None))
+    etps = _sizes("--etp", getattr(args, "etp_sizes", None))
     schedules = tuple(s.strip() for s in str(getattr(args, "schedules", ",".join(SCHEDULES))).split(",") if s.strip())
     unknown = [s for s in schedules if s not in SCHEDULES]
     if unknown or not schedules:
@@ -118,7 +121,8 @@ def run(args) -> int:
     splits = tuple(x.strip() for x in str(text).split(",") if x.strip()) if text is not None else None
     res = search_training(model, hw, int(args.gpus), int(args.global_batch), schedules=schedules,
                           max_tp=getattr(args, "max_tp", None), top=top, assumptions=A, context_parallel=cps,
-                          expert_parallel=eps, stage_splits=splits, progress=Progress("search", "layouts"))
+                          expert_parallel=eps, expert_tensor_parallel=etps, stage_splits=splits,
+                          progress=Progress("search", "layouts"))
     if getattr(args, "json", False):
         out = res.as_dict()
         out["alternatives"] = out["alternatives"][:n_alt]

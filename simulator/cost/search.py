@@ -117,7 +117,7 @@ def _alternatives(fits: list[Candidate], oom_fastest: dict, overlap_tp: bool) ->
 
 def _space(model: ModelSpec, hw: Hardware, gpus: int, global_batch: int, max_tp, schedules, max_virtual_stages,
            recomputes, micro_batch_sizes, sequence_parallel, zero_stages, context_parallel, expert_parallel,
-           stage_splits, fsdp=None) -> Space:
+           stage_splits, fsdp=None, expert_tp=None) -> Space:
     """The search's `Space`: the arguments checked (one line each), None replaced by `SEARCHED`."""
     cps = _sizes("context_parallel", context_parallel) or default_context_parallel(model, gpus)
     eps = _sizes("expert_parallel", expert_parallel)
@@ -137,7 +137,16 @@ def _space(model: ModelSpec, hw: Hardware, gpus: int, global_batch: int, max_tp,
     return Space(model, gpus, global_batch, _check_max_tp(max_tp, hw), cps, eps, _sizes("micro_batch_sizes",
                  micro_batch_sizes), searched("schedule", schedules), vs, tuple(splits),
                  searched("sequence_parallel", sequence_parallel), searched("zero_stage", zero_stages),
-                 searched("recompute", recomputes), _fsdp(fsdp))
+                 searched("recompute", recomputes), _fsdp(fsdp), _etp(model, expert_tp))
+
+
+def _etp(model: ModelSpec, given) -> tuple[int, ...] | None:
+    """The expert-tensor-parallel sizes to try (None: `search_space`'s rule); MoE models only."""
+    sizes = _sizes("expert_tensor_parallel", given)
+    if sizes and not model.num_experts:
+        raise ParasimError(f"expert_tensor_parallel {list(sizes)} needs a mixture-of-experts model (num_experts > 0); "
+                           f"{model.name} is dense")
+    return sizes
 
 
 def _fsdp(given) -> tuple[str, ...]:
@@ -152,14 +161,15 @@ def _fsdp(given) -> tuple[str, ...]:
 def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int, global_batch: int, *,
                     max_tp: int | None = None, schedules=None, max_virtual_stages: int | None = None,
                     recomputes=None, micro_batch_sizes=None, sequence_parallel=None, zero_stages=None,
-                    context_parallel=None, expert_parallel=None, stage_splits=None, fsdp=None,
+                    context_parallel=None, expert_parallel=None, expert_tensor_parallel=None, stage_splits=None,
+                    fsdp=None,
                     assumptions: Assumptions | None = None, top: int = 10, progress=None,
                     prune: bool = True) -> ConfigSearchResult:
     """Search every configuration of `search_space` (its axes: t, c, p, d = gpus/(t c p), b and so
-    m = B/(b d), schedule and v, stage split, SP, ZeRO stage and FSDP, e, recomputation) with
+    m = B/(b d), schedule and v, stage split, SP, ZeRO stage and FSDP, etp and e, recomputation) with
     `analytic.estimate`. Each list argument left None takes the vocabulary's `SEARCHED` values;
-    `context_parallel` defaults to `default_context_parallel`, `expert_parallel` to every power of
-    two dividing d and the experts, `stage_splits` to `default_stage_splits`, `max_virtual_stages`
+    `context_parallel` defaults to `default_context_parallel`, `expert_parallel` and
+    `expert_tensor_parallel` to `search_space`'s etp, e rule (parallel folding), `stage_splits` to `default_stage_splits`, `max_virtual_stages`
     to the largest searched v.
 
     Recomputation is tried none, selective, full and the first that fits ends the chain (each adds
@@ -173,7 +183,7 @@ def search_training(model: ModelSpec | str, hardware: Hardware | str, gpus: int,
     _check_search(gpus, global_batch, top)
     space = _space(model, hw, gpus, global_batch, max_tp, schedules, max_virtual_stages, recomputes,
                    micro_batch_sizes, sequence_parallel, zero_stages, context_parallel, expert_parallel, stage_splits,
-                   fsdp)
+                   fsdp, expert_tensor_parallel)
     layouts = list(walk(space, LAYOUT_AXES))
     if not layouts:
         raise ParasimError(

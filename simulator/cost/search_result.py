@@ -65,8 +65,8 @@ class ConfigSearchResult:
         return self.top[0]
 
     def counts(self) -> str:
-        """'91,920 configurations considered: 19,807 priced, 1,828 not fitting in memory (not priced),
-        60,261 skipped by the bound' (`counts_text` of `to_dict`'s numbers)."""
+        """'98,235 configurations considered: 20,025 priced, 1,769 not fitting in memory (not priced),
+        59,932 skipped by the bound ...' (`counts_text` of `to_dict`'s numbers)."""
         return counts_text(self.to_dict())
 
     def to_dict(self) -> dict:
@@ -77,7 +77,7 @@ class ConfigSearchResult:
                  "micro_batch_size": c.config.micro_batch_size, "microbatches": c.config.microbatches,
                  "schedule": c.config.schedule, "virtual_stages": c.config.virtual_stages,
                  "recompute": c.config.recompute, "sequence_parallel": c.config.sequence_parallel,
-                 "zero_stage": c.config.zero_stage, "fsdp": c.config.fsdp, "cp": c.config.cp, "ep": c.config.ep,
+                 "zero_stage": c.config.zero_stage, "fsdp": c.config.fsdp, "cp": c.config.cp, "ep": c.config.ep, "etp": c.config.etp,
                  "first_stage_layers": c.config.first_stage_layers, "last_stage_layers": c.config.last_stage_layers,
                  "balance_embedding": c.config.balance_embedding,
                  "step_time_s": r.step_time_s, "tokens_per_s": r.tokens_per_s,

@@ -26,7 +26,12 @@ Rules of the axes (the DERIVED entries of `SEARCHED`):
   SP  on and off (on only with t > 1); ZeRO 0-3: >= 1 needs d > 1, 2-3 no pipeline (DeepSpeed)
       unless sharded as FSDP (`fsdp`: fsdp2 is ZeRO-3 as PyTorch fully_shard, which composes with
       TP and PP, as torchtitan trains FSDP x TP x PP; not with e > 1, which is not priced)
-  e   MoE models: the given sizes (default every power of two) dividing d and the experts
+  etp, e   MoE models (Megatron-Core's parallel folding, `cost.moe`): etp the given sizes, or every
+      power of two dividing t and the expert FFN width (etp < t only with SP when t > 1, as
+      Megatron-Core requires); e the given sizes (default every power of two) dividing the experts
+      and (t / etp) d: the expert-parallel ranks are data-parallel ranks and the tensor ranks the
+      experts do not use (so e x etp divides t c d). etp = t is left out of the configuration
+      (Megatron's default), so the space lists only the folded sizes.
 """
 
 from __future__ import annotations
@@ -76,6 +81,7 @@ class Space:
     zero_stages: tuple[int, ...]
     recomputes: tuple[str, ...]
     fsdp: tuple[str, ...] = ("none",)
+    expert_tp: tuple[int, ...] | None = None
 
 
 def searched(name: str, given) -> tuple:
@@ -177,16 +183,22 @@ def _zero(space: Space, chosen: dict) -> Iterator[dict]:
 
 
 def _expert(space: Space, chosen: dict) -> Iterator[dict]:
-    experts, d = space.model.num_experts, chosen["dp"]
-    if not experts:
+    m, d, t = space.model, chosen["dp"], chosen["tp"]
+    if not m.num_experts:
         return iter(({"ep": 1},))
-    sizes = space.expert_parallel or powers_of_two(d)
-    if chosen.get("fsdp", "none") != "none":    # FSDP with expert parallelism is not priced (`cost.fsdp`)
-        sizes = [e for e in sizes if e == 1]
-    found = [e for e in sizes if d % e == 0 and experts % e == 0]
-    if space.expert_parallel is None:
-        found = found or [1]
-    return ({"ep": e} for e in found)
+    sp = chosen.get("sequence_parallel", False)
+    etps = space.expert_tp or [x for x in powers_of_two(t) if x == t or sp or t == 1]
+    out = []
+    for et in (x for x in etps if t % x == 0 and m.moe_ffn_hidden % x == 0 and (x == t or sp)):
+        ranks = t // et * d
+        sizes = space.expert_parallel or powers_of_two(ranks)
+        if chosen.get("fsdp", "none") != "none":    # FSDP with expert parallelism is not searched (`cost.fsdp`)
+            sizes = [e for e in sizes if e == 1]
+        found = [e for e in sizes if ranks % e == 0 and m.num_experts % e == 0]
+        if space.expert_parallel is None:
+            found = found or [1]
+        out += [{"ep": e} if et == t else {"ep": e, "etp": et} for e in found]
+    return iter(out)
 
 
 @dataclass(frozen=True)
@@ -197,7 +209,7 @@ class Axis:
 
 LAYOUT_AXES = (Axis("tp", _tp), Axis("cp", _cp), Axis("pp, dp", _pp), Axis("micro_batch_size", _micro_batch))
 VARIANT_AXES = (Axis("schedule, virtual_stages", _schedule), Axis("stage split", _split),
-                Axis("sequence_parallel", _sequence_parallel), Axis("zero_stage, fsdp", _zero), Axis("ep", _expert))
+                Axis("sequence_parallel", _sequence_parallel), Axis("zero_stage, fsdp", _zero), Axis("etp, ep", _expert))
 
 
 def walk(space: Space, axes, chosen: dict | None = None) -> Iterator[dict]:
