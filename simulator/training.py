@@ -31,6 +31,10 @@ from .runtime import make_runtime
 from .trace import Trace
 
 
+def _first_non_finite(values: list[float]) -> int | None:
+    return next((i for i, x in enumerate(values) if not math.isfinite(x)), None)
+
+
 @dataclass
 class TrainResult:
     config: TrainConfig
@@ -69,14 +73,25 @@ class TrainResult:
         no equality is claimed (None)."""
         return TOLERANCE if self.wire_dtype is None else None
 
+    @property
+    def diverged_as_one_device(self) -> bool:
+        """The loss became NaN or inf at the same step as one device's (a learning rate too large, not
+        a wrong parallel run): a failed run, but not a mismatch."""
+        bad = _first_non_finite(self.losses)
+        return bad is not None and len(self.reference_losses) == len(self.losses) \
+            and _first_non_finite(self.reference_losses) == bad
+
     def check_failure(self) -> str | None:
         """None when the run matches one device (or, with a lower-precision wire, has nothing to
         compare exactly), else one line saying how it does not. A NaN or infinite loss or weight
         always fails (it never compares as 'no difference')."""
-        bad = next((i for i, x in enumerate(self.losses) if not math.isfinite(x)), None)
+        bad = _first_non_finite(self.losses)
         if bad is not None:
-            return (f"the loss became {self.losses[bad]} at step {self.config.steps - len(self.losses) + bad}: "
-                    "the run diverged (check --lr and the data), it does not match one device")
+            at = f"the loss became {self.losses[bad]} at step {self.config.steps - len(self.losses) + bad}"
+            if self.diverged_as_one_device:
+                return (f"{at}, as one device's does at the same step: training diverges with these settings "
+                        "(check --lr and the data), on one device as in parallel")
+            return f"{at}: the run diverged (check --lr and the data), where one device's loss stays finite"
         diff, step = self.max_step_rel_diff_vs_single, self.worst_step
         if math.isnan(diff):  # not compared step by step: the final weights are what there is
             diff, step = self.max_rel_weight_diff_vs_single, None
@@ -111,7 +126,8 @@ class TrainResult:
         """The fields the CLI prints with --json (NaN and inf as null: the output stays pure JSON)."""
         stats = self.trace.device_stats()
         matches, check = self.verdict()
-        return {"matches_single_device": matches, "check": check,
+        return {"matches_single_device": matches, "check": check, "diverged_as_one_device": self.diverged_as_one_device,
+            "tolerance": self.tolerance,
             "strategy": self.config.strategy, "devices": self.config.devices,
             "dp": self.config.dp, "pp": self.config.pp, "tp": self.config.tp, "microbatches": self.config.m,
             "schedule": self.compiled.notes.get("schedule"),

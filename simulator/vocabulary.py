@@ -124,6 +124,11 @@ KNOBS: tuple[Knob, ...] = (
          "--ddp-bucket-size (in elements)", "", "train"),
     Knob("grad_dtype", "dtype of gradients on the wire (a real run)", "float64", "--grad-reduce-in-bf16", "",
          "train"),
+    Knob("steps", "training steps of a real run", 1, "--train-iters", "training.steps", "train"),
+    Knob("optimizer", "the optimizer of a real run (Adam as Megatron-LM's default, or plain SGD)", "adam",
+         "--optimizer", "optimizer.name", "train", choices=("adam", "sgd")),
+    Knob("lr", "learning rate of a real run (constant)", 1e-2, "--lr", "optimizer.lr", "train"),
+    Knob("seed", "seed of a real run's weights and data", 0, "--seed", "training.seed", "train"),
     # the software stack (Assumptions)
     Knob("flash_attention", "the attention core as one fused kernel (Dao et al. 2022): no s^2 scores kept or "
          "moved, the backward recomputes them", PRESET, "--use-flash-attn", "(scaled_dot_product_attention)",

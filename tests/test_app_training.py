@@ -84,6 +84,7 @@ def test_training_refuses_bad_degrees_with_one_line():
     assert at.error[0].value[0].isupper() and at.error[0].value.endswith(".")  # a sentence (ui.sentence)
     at.slider(key="devices").set_value(4).run()
     at.slider(key="microbatches").set_value(4).run()
+    at.selectbox(key="net_model").set_value("MLP").run()
     at.selectbox(key="strategy").set_value("tp").run()  # the MLP has no transformer layers to cut
     at.button(key="run").click().run()
     assert len(at.error) == 1 and at.error[0].value.startswith("Tensor parallelism shards transformer layers")
@@ -92,6 +93,7 @@ def test_training_refuses_bad_degrees_with_one_line():
 
 def test_training_refusal_leaves_no_empty_progress_bar():
     at = page("training")
+    at.selectbox(key="net_model").set_value("MLP").run()  # the MLP: tp is refused while compiling
     at.selectbox(key="strategy").set_value("hybrid").run()
     at.selectbox(key="h_tp").set_value(2).run()  # dp 2 x pp 2 x tp 2 = 8 on 4 devices
     at.button(key="run").click().run()

@@ -18,7 +18,7 @@ EXAMPLES = all_examples()
 TIME_LIMIT_S = 240   # the slowest (a full configuration search) takes about a minute on 2 loaded cores
 # What a row says its command prints, quoted figure by figure: each must be in the row's text and in
 # what the command prints (README figures are asserted at their recorded values, issue 24 item 7).
-QUOTED = {"parasim train --strategy pp --devices 4 --microbatches 8 --schedule 1f1b": ["8.94e-13", "matches"],
+QUOTED = {"parasim train --strategy pp --devices 4 --microbatches 8 --schedule 1f1b --steps 3": ["1e-09", "matches"],
           "parasim collective all_reduce --devices 8 --size 1000003 --algo ring": ["14 steps", "112 messages"],
           "parasim simulate --model gpt3-175b --hardware a100-80gb --gpus 1536 --tp 8 --pp 12 --global-batch 1536 "
           "--recompute full": ["40.5 GB"],

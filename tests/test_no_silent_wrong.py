@@ -31,6 +31,11 @@ def test_a_diverged_run_fails_and_exits_1(capsys):
     out = json.loads(err.out)  # pure JSON: NaN is written as null
     assert code == 1 and out["matches_single_device"] is False and None in out["losses"]
     assert err.err.startswith("error: the loss became nan") and err.err.count("\n") == 1
+    # one device diverges at the same step: a failed run, not a wrong parallel one
+    assert out["diverged_as_one_device"] is True and None in out["reference_losses"]
+    assert "as one device's does at the same step" in err.err and "parallel run is wrong" not in err.err
+    assert main(["train", *TINY, "--optimizer", "sgd", "--lr", "1e300", "--steps", "3"]) == 1
+    assert ": DIVERGED, as one device does" in capsys.readouterr().out
 
 
 def test_a_matching_run_reports_ok():
@@ -42,7 +47,7 @@ def test_a_lower_precision_wire_is_measured_not_called_a_match(capsys):
     """float16 gradients on the wire differed by 0.11 and printed "(matches)", exit 0, matches: true."""
     base = ["train", "--strategy", "dp", "--devices", "4", "--grad-dtype", "float16", "--steps", "3"]
     assert main(base) == 0
-    assert "(measured only: lower-precision gradients on the wire)" in capsys.readouterr().out
+    assert ": measured only: lower-precision gradients on the wire" in capsys.readouterr().out
     assert main([*base, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["matches_single_device"] is None and out["check"].startswith("measured only: float16 gradients")

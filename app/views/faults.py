@@ -6,8 +6,6 @@ from ui import BIND, interactive, intro, remember, restore, show_code, show_erro
 
 from simulator import (
     Fault,
-    GPTConfig,
-    MLPConfig,
     ParasimError,
     TrainConfig,
     run_device_model,
@@ -15,9 +13,10 @@ from simulator import (
     train_resilient,
     viz,
 )
+from simulator.run_models import LABELS, RUN_MODELS
 from simulator.units import fmt_time
 
-MODELS = {"MLP": MLPConfig(64, 256, 8, 8), "tiny GPT": GPTConfig(2, 32, 4, 16, 64)}  # as on the Training playground
+MODELS = {LABELS[name]: RUN_MODELS[name] for name in ("mlp", "gpt")}  # simulator.run_models, as on the Training playground
 STRATEGIES = {"dp": "data parallel (replicas can restore a lost device)",
               "pp": "pipeline (no replicas: restore from the checkpoint)",
               "zero1": "ZeRO-1 (sharded optimizer state: restore from the checkpoint)",

@@ -13,9 +13,7 @@ from simulator import (
     SCHEDULE_SPECS,
     SCHEDULES,
     STRATEGIES,
-    GPTConfig,
     HardwareDeviceModel,
-    MLPConfig,
     MoEGPTConfig,
     ParasimError,
     TrainConfig,
@@ -26,14 +24,13 @@ from simulator import (
     train,
     viz,
 )
+from simulator.run_models import LABELS, RUN_MODELS, describe
 from simulator.trace import STEP_PART_LABELS
 from simulator.units import fmt_bytes, fmt_time
-from simulator.vocabulary import canonical_value
+from simulator.vocabulary import TRAIN_DEFAULTS, canonical_value
 
-MODELS = {"MLP": MLPConfig(64, 256, 8, 8), "tiny GPT": GPTConfig(2, 32, 4, 16, 64),
-          "tiny MoE GPT": MoEGPTConfig(2, 32, 4, 16, 64, experts=4)}
-MODEL_HELP = ("MLP: 8 layers, 64 → 256 → 8 classes. tiny GPT: 2 blocks, hidden 32, 4 heads, sequence 16, "
-              "vocabulary 64. tiny MoE GPT: the same with 4 experts, top-1 routing.")
+MODELS = {LABELS[name]: model for name, model in RUN_MODELS.items()}   # simulator.run_models: one table
+MODEL_HELP = " ".join(describe(name) + "." for name in RUN_MODELS)
 ABOUT = {"single": "one device: the reference", "dp": "data parallel: replicas, gradients AllReduced",
          "layer": "layer-wise model parallel: contiguous layers per device, one batch",
          "pp": "pipeline: layer stages, micro-batches on a schedule",
@@ -128,7 +125,7 @@ with st.sidebar:
     v = st.slider("Chunks per device v (interleaved)", 1, 4, 1, key="v",
                   disabled=not (pipelined and SCHEDULE_SPECS[schedule].virtual_stages), **BIND)
     batch = st.select_slider("Global batch", [16, 32, 64, 128], value=64, key="batch", **BIND)
-    steps = st.slider("Steps", 1, 6, 3, key="steps", **BIND)
+    steps = st.slider("Steps", 1, 6, TRAIN_DEFAULTS["steps"], key="steps", **BIND)
     st.subheader("Overlap lab")
     bucket = st.toggle("Bucket the gradients (overlap with backward)", key="bucket",
                        help="PyTorch DDP: gradients packed into buckets in the order backward produces them; each "

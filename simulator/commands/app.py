@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..blas import pinned
 from ..errors import ParasimError
 
 
@@ -57,6 +58,7 @@ def run(args) -> int:
     cmd = streamlit_command(args, path)
     sys.stdout.flush()
     sys.stderr.flush()
+    env = pinned(os.environ)  # the emulated devices' tiny products on one BLAS thread (simulator.blas)
     if os.name == "posix":
-        os.execv(cmd[0], cmd)  # the server takes this process's place: stopping it stops the server
-    return subprocess.call(cmd)
+        os.execve(cmd[0], cmd, env)  # the server takes this process's place: stopping it stops the server
+    return subprocess.call(cmd, env=env)

@@ -18,10 +18,9 @@ import os
 import subprocess
 import sys
 
+from ..blas import PINNED_BLAS
 from ..calibrate import measure_local, save_local
 from ..errors import ParasimError
-
-PINNED_BLAS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def add_parser(sub) -> None:

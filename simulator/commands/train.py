@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import fields
 
 import numpy as np
 
@@ -11,31 +12,23 @@ from ..cost.device_model import run_device_model
 from ..cost.hardware import RUN_HARDWARE, get_hardware, hardware_names
 from ..errors import ParasimError
 from ..limits import MAX_RUN_DEVICES, MAX_SCHEDULE_FILE_BYTES, check, read_bounded
-from ..models import GPTConfig, MLPConfig
 from ..parallel.config import CP_COMM_TYPES, GRAD_DTYPES, SCHEDULES, STRATEGIES, TrainConfig
-from ..parallel.experts import MoEGPTConfig
 from ..progress import Progress
+from ..run_models import MEANING, RUN_MODELS, describe, flag_fields, model_from_flags
 from ..trace import STEP_PART_LABELS
 from ..training import train
 from ..units import fmt_time
-from ..vocabulary import TRAIN_DEFAULTS, canonical_value
+from ..vocabulary import BY_NAME, TRAIN_DEFAULTS, canonical_value
 
 
 def cp_comm_type(text: str) -> str:
     """--cp-comm-type p2p | a2a (the older ring | all-to-all mapped by the vocabulary)."""
     return canonical_value("cp_comm_type", text)
 
-MODELS = {
-    "gpt": lambda a: GPTConfig(layers=a.layers, hidden=a.hidden, heads=a.heads, seq_len=a.seq, vocab=a.vocab),
-    "mlp": lambda a: MLPConfig(in_dim=a.in_dim, hidden=a.hidden, layers=a.layers, classes=a.classes),
-    "moe": lambda a: MoEGPTConfig(layers=a.layers, hidden=a.hidden, heads=a.heads, seq_len=a.seq, vocab=a.vocab,
-                                  experts=a.experts, top_k=a.top_k, capacity_factor=a.capacity_factor),
-}
-
-
 def add_parser(sub) -> None:
     p = sub.add_parser("train", help="train a model with a parallel strategy on emulated devices")
-    p.add_argument("--model", choices=sorted(MODELS), default="gpt", help='gpt (a small GPT), mlp (a multi-layer perceptron) or moe (a GPT with mixture-of-experts blocks); default %(default)s')
+    p.add_argument("--model", choices=sorted(RUN_MODELS), default="gpt",
+                   help="; ".join(f"{n}: {describe(n)}" for n in RUN_MODELS) + "; default %(default)s")
     p.add_argument("--strategy", choices=STRATEGIES, default="single", help='the parallel strategy (docs/user-guide.md lists them); default %(default)s')
     p.add_argument("--devices", type=int, default=None,
                    help="emulated devices (default: the product of the degrees given, dp x cp x tp x pp)")
@@ -57,20 +50,18 @@ def add_parser(sub) -> None:
     p.add_argument("--no-gradients-mean", action="store_true", help="sum instead of average gradients")
     p.add_argument("--batch", "--global-batch", "--global-batch-size", dest="batch", type=int,
                    default=TRAIN_DEFAULTS["global_batch"], help="global batch size (samples)")
-    p.add_argument("--steps", type=int, default=3, help='training steps; default %(default)s')
-    p.add_argument("--lr", type=float, default=1e-2, help='learning rate; default %(default)s')
-    p.add_argument("--optimizer", choices=("adam", "sgd"), default="adam", help='default %(default)s')
-    p.add_argument("--seed", type=int, default=0, help='seed of the weights and the data; default %(default)s')
-    p.add_argument("--layers", type=int, default=4, help='transformer blocks (gpt, moe) or layers (mlp); default %(default)s')
-    p.add_argument("--hidden", type=int, default=32, help='hidden size; default %(default)s')
-    p.add_argument("--heads", type=int, default=4, help='attention heads (gpt, moe); default %(default)s')
-    p.add_argument("--seq", type=int, default=16, help='sequence length in tokens (gpt, moe); default %(default)s')
-    p.add_argument("--vocab", type=int, default=32, help='vocabulary size (gpt, moe); default %(default)s')
-    p.add_argument("--experts", type=int, default=4, help="experts per MoE block (--model moe)")
-    p.add_argument("--top-k", type=int, default=1, help="experts per token, 1 or 2 (--model moe)")
-    p.add_argument("--capacity-factor", type=float, default=1.25, help="expert capacity factor (--model moe)")
-    p.add_argument("--in-dim", type=int, default=16, help='input features (mlp); default %(default)s')
-    p.add_argument("--classes", type=int, default=4, help='output classes (mlp); default %(default)s')
+    p.add_argument("--steps", "--train-iters", dest="steps", type=int, default=TRAIN_DEFAULTS["steps"],
+                   help='training steps; default %(default)s')
+    p.add_argument("--lr", type=float, default=TRAIN_DEFAULTS["lr"], help='learning rate; default %(default)s')
+    p.add_argument("--optimizer", choices=BY_NAME["optimizer"].choices, default=TRAIN_DEFAULTS["optimizer"],
+                   help='default %(default)s')
+    p.add_argument("--seed", type=int, default=TRAIN_DEFAULTS["seed"],
+                   help='seed of the weights and the data; default %(default)s')
+    for dest, field in flag_fields().items():
+        owners = [n for n, m in RUN_MODELS.items() if field in {f.name for f in fields(m)}]
+        defaults = ", ".join(f"{n} {getattr(RUN_MODELS[n], field)}" for n in owners)
+        p.add_argument("--" + dest.replace("_", "-"), dest=dest, type=type(getattr(RUN_MODELS[owners[0]], field)),
+                       default=None, help=f"{MEANING[field]} ({', '.join(owners)}); default: {defaults}")
     p.add_argument("--runtime", choices=("local", "ray"), default=None,
                    help="in-process devices or Ray actors (default: local; ray when --address is given)")
     p.add_argument("--address", default=None, help="Ray cluster address (default: embedded local Ray)")
@@ -129,7 +120,7 @@ def devices_of(a) -> int:
 
 def config_from_args(a) -> TrainConfig:
     return TrainConfig(
-        MODELS[a.model](a), strategy=a.strategy, devices=devices_of(a), dp=a.dp, pp=a.pp, tp=a.tp, ep=a.ep,
+        model_from_flags(a.model, {d: getattr(a, d) for d in flag_fields()}), strategy=a.strategy, devices=devices_of(a), dp=a.dp, pp=a.pp, tp=a.tp, ep=a.ep,
         cp=a.cp, cp_comm_type=a.cp_comm_type,
         zero_stage=a.zero, global_batch=a.batch, microbatches=a.microbatches, schedule=a.schedule,
         virtual_stages=a.virtual_stages, bucket_mb=a.bucket_mb, accumulate=a.accumulate, grad_dtype=a.grad_dtype,
@@ -233,9 +224,13 @@ def _print_text(cfg: TrainConfig, out: dict, resilient: bool) -> None:
     print("losses: " + " ".join("nan/inf" if x is None else f"{x:.4f}" for x in out["losses"]))
     diff = out["max_rel_weight_diff_vs_single"]
     per_step = out.get("max_step_rel_diff_vs_single")
-    each = "" if per_step is None else f", {per_step:.3g} in one step (the bound)"
-    print(f"max relative weight difference vs one device: {'nan/inf' if diff is None else f'{diff:.3g}'}"
-          f"{each} ({VERDICT_WORDS[out['matches_single_device']]})")
+    bound = out.get("tolerance")
+    each = "" if per_step is None else f"; in any one step at most {per_step:.3g}" + \
+        ("" if bound is None else f" (the bound: {bound:g})")
+    verdict = "DIVERGED, as one device does" if out.get("diverged_as_one_device") \
+        else VERDICT_WORDS[out["matches_single_device"]]
+    print(f"max relative weight difference vs one device: {'nan/inf' if diff is None else f'{diff:.3g}'} after "
+          f"{cfg.steps} step(s){each}: {verdict}")
     parts = out.get("step_breakdown") or {}
     print("the step: " + ", ".join(f"{STEP_PART_LABELS[k]} {v:.1%}" for k, v in parts.items())
           + f"; bytes by collective: {out['bytes_by_collective']}")

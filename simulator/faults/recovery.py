@@ -251,8 +251,8 @@ def _recover(runtime, compiled, step: int, root, replicas: bool) -> tuple[int, s
     'replicas' | 'checkpoint', restarted ranks)."""
     n = runtime.n_devices
     dead = [r for r in range(n) if not runtime.alive(r)]
-    for r in dead:
-        runtime.restart(r)
+    if dead:
+        runtime.restart(*dead)   # together: one restart's wait, not one per device
     if replicas:
         snapshot = _from_replicas(runtime, compiled, step, set(dead))
         if snapshot is not None:

@@ -35,7 +35,7 @@ STRATEGIES = ("single", "dp", "layer", "pp", "tp", "sp", "cp", "ep", "zero1", "z
 CP_COMM_TYPES = BY_NAME["cp_comm_type"].choices
 CP_KINDS = CP_COMM_TYPES  # the older name
 GRAD_DTYPES = ("float64", "float32", "float16")
-OPTIMIZERS = ("adam", "sgd")
+OPTIMIZERS = BY_NAME["optimizer"].choices
 # Resolution is a pure function of the (frozen) fields: a configuration equal to one already resolved
 # resolves to that one (entries go when the resolved value is no longer referenced)
 _RESOLVED: "weakref.WeakValueDictionary[TrainConfig, TrainConfig]" = weakref.WeakValueDictionary()
@@ -68,10 +68,10 @@ class TrainConfig:
     accumulate: int = TRAIN_DEFAULTS["accumulate"]        # gradient-accumulation micro-steps before one AllReduce
     grad_dtype: str = TRAIN_DEFAULTS["grad_dtype"]        # dtype of gradients on the wire
     gradients_mean: bool = True  # average (True) or sum (False) gradients over data-parallel replicas
-    optimizer: str = "adam"
-    lr: float = 1e-2
-    steps: int = 1
-    seed: int = 0
+    optimizer: str = TRAIN_DEFAULTS["optimizer"]
+    lr: float = TRAIN_DEFAULTS["lr"]
+    steps: int = TRAIN_DEFAULTS["steps"]
+    seed: int = TRAIN_DEFAULTS["seed"]
 
     def __post_init__(self):
         _check(self.strategy in STRATEGIES, f"unknown strategy {self.strategy!r}; known: {', '.join(STRATEGIES)}")

@@ -24,11 +24,12 @@ class LocalRuntime(Runtime):
         self._check_rank(rank)
         self.devices[rank].failed = DeviceFailure(rank, "its first call after the kill", reason)
 
-    def restart(self, rank: int) -> None:
-        """A fresh, empty device in place of `rank` (as a replaced machine would be)."""
-        self._check_rank(rank)
-        self.devices[rank] = self.device_class(rank)
-        self._kernels_on[rank] = set()
+    def restart(self, *ranks: int) -> None:
+        """A fresh, empty device in place of each rank (as a replaced machine would be)."""
+        for rank in ranks:
+            self._check_rank(rank)
+            self.devices[rank] = self.device_class(rank)
+            self._kernels_on[rank] = set()
 
     def alive(self, rank: int) -> bool:
         return self.devices[rank].failed is None

@@ -180,28 +180,37 @@ class RayRuntime(Runtime):
         rep = rep[0] if isinstance(rep, tuple) else rep
         return not rep.get("failed") if isinstance(rep, dict) else True
 
-    def restart(self, rank: int) -> None:
-        """Replace the actor by a new one (an empty device). It goes to its node's bundle if that
-        bundle still lives, otherwise wherever Ray finds room (its node is gone)."""
+    def restart(self, *ranks: int) -> None:
+        """Replace each rank's actor by a new one (an empty device), all at once: the old actors are
+        killed, the new ones started together and awaited in one bounded wait (one restart's time,
+        not one per rank). A new actor goes to its node's bundle if that bundle still lives,
+        otherwise wherever Ray finds room (its node is gone)."""
         import ray
 
-        self._check_rank(rank)
-        try:
-            ray.kill(self.actors[rank], no_restart=True)
-        except Exception:
-            pass
-        unlink_prefix(self._prefix(rank))  # what the old actor's pool left (its tracker may have died with it)
-        actor = self._new_actor(rank)
-        try:
-            ray.get(actor.invoke.remote("reset_counters"), timeout=max(ACTOR_START_S, self.wait_s))
-        except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):
-            ray.kill(actor, no_restart=True)
-            unlink_prefix(self._prefix(rank))
-            actor = self._new_actor(rank, placed=False)
-        self.actors[rank] = actor
-        self._rank_of[actor._actor_id.hex()] = rank
-        self._kernels_on[rank] = set()
-        self._introduce(timeout=max(ACTOR_START_S, self.wait_s))
+        for rank in ranks:
+            self._check_rank(rank)
+        for rank in ranks:
+            try:
+                ray.kill(self.actors[rank], no_restart=True)
+            except Exception:
+                pass
+            unlink_prefix(self._prefix(rank))  # what the old actor's pool left (its tracker may have died with it)
+        fresh = {rank: self._new_actor(rank) for rank in ranks}
+        wait_s = max(ACTOR_START_S, self.wait_s)
+        ready = {rank: actor.invoke.remote("reset_counters") for rank, actor in fresh.items()}
+        ray.wait(list(ready.values()), num_returns=len(ready), timeout=wait_s)
+        for rank, ref in ready.items():
+            try:
+                ray.get(ref, timeout=0)
+            except (ray.exceptions.RayError, ray.exceptions.GetTimeoutError):  # its bundle's node is gone
+                ray.kill(fresh[rank], no_restart=True)
+                unlink_prefix(self._prefix(rank))
+                fresh[rank] = self._new_actor(rank, placed=False)
+        for rank, actor in fresh.items():
+            self.actors[rank] = actor
+            self._rank_of[actor._actor_id.hex()] = rank
+            self._kernels_on[rank] = set()
+        self._introduce(timeout=wait_s)
 
     def node_of(self) -> list[str]:
         """The Ray node id of every device."""
