@@ -28,6 +28,10 @@ Order. Layouts (t, c, p, d, b) are priced best bound first, and a layout's varia
 the thresholds tighten early; results are ranked by (step, position in the walk), so ties keep
 the exhaustive walk's order.
 
+With ZeRO 0-1 (no FSDP) and neither `overlap_grad_reduce` nor `overlap_param_gather`, the exposed
+data-parallel sync is the whole gradient all-reduce (or reduce-scatter and all-gather) of the
+largest stage, independent of the stage times: the bound adds it (`analytic._dp_sync` itself).
+
 What is skipped, each provably without effect on the answer:
   - a configuration whose bound exceeds both its layout's fastest fit so far and the `top`-th
     fastest fit so far (fit or not, it is in neither list, nor faster than the layout's fit);
@@ -45,8 +49,9 @@ from __future__ import annotations
 import heapq
 import math
 
-from simulator.cost.analytic import _check, estimate, estimate_memory, layer_times
+from simulator.cost.analytic import _check, _dp_sync, estimate, estimate_memory, layer_times
 from simulator.cost.parallel_config import ParallelConfig
+from simulator.cost.rank_params import stage_params_on_rank
 from simulator.cost.search_result import Candidate
 from simulator.errors import ParasimError
 from simulator.parallel.schedule_registry import schedule_spec
@@ -128,6 +133,30 @@ class Pricer:
         self._layer: dict = {}
         self._stages: dict = {}
         self._deferred: dict = {}     # layout -> [(bound, index, config, memory, layer)]
+        self._dp: dict = {}
+        self._dp_exact = not (A.overlap_grad_reduce or A.overlap_param_gather)
+
+    def _dp_exposed(self, var: dict, rc: str) -> float:
+        """ZeRO 0-1 without FSDP and without the gradient / parameter overlaps: `estimate`'s exposed
+        data-parallel sync, which then depends on no stage time (`analytic._dp_sync`); else 0."""
+        if not self._dp_exact or var.get("zero_stage", 0) > 1 or var.get("fsdp", "none") != "none":
+            return 0.0
+        key = tuple(x for x in var.items() if x[0] not in ("schedule", "sequence_parallel", "micro_batch_size"))
+        got = self._dp.get(key)
+        if got is None:
+            try:
+                cfg = ParallelConfig(**var, global_batch=self.B, recompute=rc)
+                model, p, t = self.model, cfg.pp, cfg.tp
+                layers = cfg.stage_layers(model.layers)
+                dense_k, expert_k = zip(*(stage_params_on_rank(model, t, cfg.ep, layers[k], k, p, cfg.expert_tp)
+                                          for k in range(p)))
+                k_big = max(range(p), key=lambda k: dense_k[k] + expert_k[k])     # as `estimate` picks it
+                topo = self.hw.topology(cfg.gpus, self.A.link_efficiency)
+                got = _dp_sync(cfg, self.A, topo, dense_k[k_big], expert_k[k_big], (0.0, 0.0, 0.0), 1)[1]
+            except ParasimError:
+                got = 0.0
+            self._dp[key] = got
+        return got
 
     def _layer_of(self, var: dict, rc: str):
         """(`layer_times`, one layer's F, B, W and the LM head's W) of (var, rc), once per sub-configuration."""
@@ -169,7 +198,7 @@ class Pricer:
             bubble = schedule_spec(sched, priced=True).bubble(p, m, lo(f), lo(b), lo(w), v)
         elif p > 1 and sched in W_SUBTRACTED and not self.A.grad_accum_bytes and w >= 0:
             bubble = schedule_spec(sched, priced=True).bubble(p, m, lo(f), lo(b), most * w + head_w, v)
-        return (m * most * (f + b + w) + bubble) * (1 - MARGIN)
+        return (m * most * (f + b + w) + bubble + self._dp_exposed(var, rc)) * (1 - MARGIN)
 
     def lows(self, var: dict) -> list[float]:
         """The bound of each recomputation of `var` (0s when not pruning)."""
