@@ -273,7 +273,7 @@ st.markdown(f"**Where the step goes** · {trace.steps} step{'s' if trace.steps >
 c = [*st.columns(3), *st.columns(3)]  # three to a row: no label breaks inside a word at 1024 px
 for col, (k, share) in zip(c, parts.items()):
     col.metric(STEP_PART_LABELS[k], f"{share:.1%}", help=PART_HELP[k])
-c = st.columns(5)
+c = [*st.columns(3), *st.columns(3)]  # three to a row: "3.4715" broke mid-number at 1024 px in presentation mode
 c[0].metric("time per step", fmt_time(trace.step_time_s), help=f"simulated on {req[16]}: {fmt_time(trace.makespan_s)} "
             f"for {trace.steps} step(s), the same whether run or only priced")
 c[1].metric("bytes sent per step", fmt_bytes(sum(trace.bytes_by_collective().values()) / trace.steps),
