@@ -25,7 +25,7 @@ Step (p stages, m micro-batches, v chunks; F, B, W per-stage means, M = slowest 
           ZB-H2 (p-1)(F+B-2W), floored at 0 (Narayanan et al. 2021, Sec. 2.2; Qi et al. 2023),
           of the other stages' mean F, B, W (the bottleneck waits for their work once).
   The step is the sum of `step_breakdown.StepBreakdown`'s parts (docs/step-model.md).
-  p2p (`_p2p_exposed`): Megatron's scatter/gather: each TP rank sends T h 2 / t bytes over the
+  p2p (`analytic_comm.p2p_exposed`): Megatron's scatter/gather: each TP rank sends T h 2 / t bytes over the
        boundary, then (no SP) an all-gather; blocking on both sides, so the bottleneck device pays its
        own 4 exchanges per micro-batch and chunk (fewer on the end stages), each over its real link,
        and its bubble the first activation's and last gradient's way through every boundary.
@@ -44,6 +44,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from types import MappingProxyType
 
+from simulator.cost.analytic_comm import dp_sync, p2p_exposed
 from simulator.cost.comm import NVLS, collective_time_s
 from simulator.cost.compute import memory_time_s
 from simulator.cost.fsdp import copy_out_bytes, fsdp_sync, is_fsdp
@@ -122,7 +123,7 @@ class AnalyticResult:
                 f"{self.exposed_comm_s:.3g} s, {self.memory!r})")
 
 
-def _check(model: ModelSpec, cfg: ParallelConfig, A: Assumptions | None = None) -> None:
+def check_estimate(model: ModelSpec, cfg: ParallelConfig, A: Assumptions | None = None) -> None:
     t, c = cfg.tp, cfg.cp
     if model.heads % t:
         raise ParasimError(f"tp={t} must divide the {model.heads} attention heads")
@@ -221,7 +222,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     `estimate_memory` of this configuration when the caller has them (the search reuses them)."""
     model, hw, cfg = get_model(model), get_hardware(hardware), config
     A = (assumptions or Assumptions()).resolved(model)
-    _check(model, cfg, A)
+    check_estimate(model, cfg, A)
     t, p, d, v, m, c = cfg.tp, cfg.pp, cfg.dp, cfg.virtual_stages, cfg.microbatches, cfg.cp
     s, h, L = model.seq, model.hidden, model.layers
     topo = hw.topology(cfg.gpus, A.link_efficiency)
@@ -260,7 +261,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     bubble = schedule_spec(cfg.schedule, priced=True).bubble(p, m, Fm, Bm, Wm, v)
 
     # pipeline p2p: each TP rank sends its 1/t slice over the stage boundary, then all-gathers
-    p2p_total, p2p_fill = _p2p_exposed(cfg, topo, 2 * cfg.micro_batch_size * s * h / c, slowest_k, algo) \
+    p2p_total, p2p_fill = p2p_exposed(cfg, topo, 2 * cfg.micro_batch_size * s * h / c, slowest_k, algo) \
         if p > 1 else (0.0, 0.0)
     bubble += p2p_fill
 
@@ -275,7 +276,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
                                                  emb, (f_l, b_l + w_l), lf, True, heads[slowest_k], copy_s)
     else:
         fsdp_copy = 0.0
-        dp_by, dp_exposed = _dp_sync(cfg, A, topo, dense, expert, stages[k_big], m, fetch)
+        dp_by, dp_exposed = dp_sync(cfg, A, topo, dense, expert, stages[k_big], m, fetch)
     dp_time = sum(dp_by.values())
     emb_ar = 0.0
     if p > 1 and model.tied_embeddings:   # first and last stage sum their embedding gradients
@@ -337,80 +338,6 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
         comm_time_by_kind=MappingProxyType(by_kind), comm_time_s=comm_total, exposed_comm_s=parts.exposed_total_s,
         optimizer_time_s=optimizer, memory=memory, microbatches=m, gpus=cfg.gpus, flops_per_step=hw_flops,
         breakdown=parts, leaves_out=closed_form_leaves_out(cfg, A))
-
-
-def _p2p_exposed(cfg: ParallelConfig, topo, act_bytes: float, k: int, algo: str) -> tuple[float, float]:
-    """(seconds the bottleneck device k spends in its own stage-boundary exchanges, seconds the
-    fill and drain add to its wait). Megatron-LM's p2p is blocking on both sides (batched isend/irecv,
-    then wait): per micro-batch and chunk k receives the activation from k-1 and sends its own to k+1,
-    receives the gradient from k+1 and sends one to k-1 (interleaved chunks wrap around from the last
-    device to the first); a received tensor is the 1/t slice, then, without SP, an all-gather over the
-    TP group (scatter/gather). The first activation and the last gradient cross every boundary once
-    while k waits (its bubble)."""
-    p, v, m, t = cfg.pp, cfg.virtual_stages, cfg.microbatches, cfg.tp
-    gather = 0.0
-    if t > 1 and not cfg.sequence_parallel:
-        gather = collective_time_s("all_gather", act_bytes, cfg.tp_group(), topo, algo)
-    hop = lambda a, b: topo.link(cfg.rank(0, 0, a % p), cfg.rank(0, 0, b % p)).time_s(act_bytes / t)  # noqa: E731
-    fill = 2 * sum(hop(a, a + 1) + gather for a in range(p - 1))
-    own = 0.0
-    for s in (c * p + k for c in range(v)):
-        if s > 0:              # receive the activation, send the gradient back
-            own += m * (hop(k - 1, k) + gather + hop(k, k - 1))
-        if s < p * v - 1:      # send the activation on, receive its gradient
-            own += m * (hop(k, k + 1) + hop(k + 1, k) + gather)
-    return own, fill
-
-
-def _dp_sync(cfg: ParallelConfig, A: Assumptions, topo, dense: float, expert: float, stage, m: int,
-             fetch: tuple = (1, 0.0, 0)):
-    """(seconds by collective kind, exposed seconds) of one step's data-parallel synchronisation of
-    `dense` parameters over the data x context group and `expert` ones over dp c / ep ranks.
-
-    ZeRO 0: all-reduce of fp32 gradients once per step; 1: reduce-scatter once per step, then an
-    all-gather of 16-bit parameters; 2 (DeepSpeed): gradients reduce-scattered at every micro-batch;
-    3: every micro-batch all-gathers the parameters for its forward and again for its backward and
-    reduce-scatters its gradients (Rajbhandari et al. 2020 Sec. 5-7), one all-gather per sub-module
-    (`fetch` = `zero3_fetch.zero3_pass`: each pass pays the collective's latency per sub-module),
-    and with full recomputation a third time the sub-modules beyond DeepSpeed's reuse distance
-    (`Assumptions.stage3_max_reuse_distance`). Overlap (`Assumptions`):
-    gradient reduction hides under the backward it follows (the last micro-batch's for ZeRO 0-1,
-    each one's for 2-3), parameter gathers under the forward (ZeRO-3: prefetched one layer ahead
-    under each forward and backward)."""
-    F, B, W = stage
-    algo = A.collective_algo
-    ar_algo = NVLS if A.nvls else algo
-    groups = [(dense, cfg.dp_cp_group())]
-    if expert:
-        groups.append((expert, cfg.edp_group()))
-    rs = ag = 0.0
-    for params, grp in groups:
-        full = cfg.zero_stage == 0 or (cfg.zero_stage == 1 and A.dp_grad_all_reduce)
-        if full:
-            rs += collective_time_s("all_reduce", A.grad_reduce_bytes * params, grp, topo, ar_algo)
-        else:
-            rs += collective_time_s("reduce_scatter", A.grad_reduce_bytes * params, grp, topo, algo)
-        if cfg.zero_stage:
-            ag += collective_time_s("all_gather", 2 * params, grp, topo, algo)
-    z = cfg.zero_stage
-    bwd, mb = B + W, F + B + W                      # one micro-batch's backward, and its whole work
-    if z <= 1:
-        by = {"all_reduce": rs} if z == 0 else {"all_reduce" if full else "reduce_scatter": rs, "all_gather": ag}
-        exposed = max(0.0, rs - bwd) if A.overlap_grad_reduce else rs
-        exposed += max(0.0, ag - F) if A.overlap_param_gather else ag
-        return by, exposed
-    if z == 2:   # reduce-scatters of micro-batch j run under the work of j+1; the last under its backward
-        grads = max(0.0, rs - bwd) + (m - 1) * max(0.0, rs - mb) if A.overlap_grad_reduce else m * rs
-        return {"reduce_scatter": m * rs, "all_gather": ag}, grads + (max(0.0, ag - F) if A.overlap_param_gather else ag)
-    fetches, again, n_again = fetch
-    grp = groups[0][1]
-    latency = collective_time_s("all_gather", 0.0, grp, topo, algo)       # alpha part of one gather
-    ag = 2 * (ag + (fetches - 1) * latency)                               # forward and backward passes
-    if n_again:
-        ag += collective_time_s("all_gather", 2 * again, grp, topo, algo) + (n_again - 1) * latency
-    hidden = (ag if A.overlap_param_gather else 0.0) + (rs if A.overlap_grad_reduce else 0.0)
-    exposed = m * (ag + rs - hidden) + m * max(0.0, hidden - mb)
-    return {"reduce_scatter": m * rs, "all_gather": m * ag}, exposed
 
 
 def estimate_memory(model: ModelSpec, cfg: ParallelConfig, hw: Hardware, A: Assumptions) -> MemoryBreakdown:

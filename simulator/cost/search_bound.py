@@ -30,7 +30,7 @@ the exhaustive walk's order.
 
 With ZeRO 0-1 (no FSDP) and neither `overlap_grad_reduce` nor `overlap_param_gather`, the exposed
 data-parallel sync is the whole gradient all-reduce (or reduce-scatter and all-gather) of the
-largest stage, independent of the stage times: the bound adds it (`analytic._dp_sync` itself).
+largest stage, independent of the stage times: the bound adds it (`analytic_comm.dp_sync` itself).
 
 What is skipped, each provably without effect on the answer:
   - a configuration whose bound exceeds both its layout's fastest fit so far and the `top`-th
@@ -49,7 +49,8 @@ from __future__ import annotations
 import heapq
 import math
 
-from simulator.cost.analytic import _check, _dp_sync, estimate, estimate_memory, layer_times
+from simulator.cost.analytic import check_estimate, estimate, estimate_memory, layer_times
+from simulator.cost.analytic_comm import dp_sync
 from simulator.cost.parallel_config import ParallelConfig
 from simulator.cost.rank_params import stage_params_on_rank
 from simulator.cost.search_result import Candidate
@@ -58,10 +59,9 @@ from simulator.parallel.schedule_registry import schedule_spec
 
 MARGIN = 1e-9     # relative: the bound is taken this much lower against floating-point rounding
 INF = math.inf
-# how each priced schedule's bubble (`schedule_registry`) moves with the stages' mean F, B, W:
-# nondecreasing in all three, or (zero-bubble) nondecreasing in F and B and nonincreasing in W
-SUM_BUBBLES = ("gpipe", "1f1b", "interleaved")
-W_SUBTRACTED = ("zb-h1", "zb-h2")
+# how a priced schedule's bubble (`schedule_registry`) moves with the stages' mean F, B, W:
+# nondecreasing in all three, or, for a schedule that splits B and W (`ScheduleSpec.splits_bw`, the
+# zero-bubble ones), nondecreasing in F and B and nonincreasing in W
 
 
 class Tally:
@@ -138,7 +138,7 @@ class Pricer:
 
     def _dp_exposed(self, var: dict, rc: str) -> float:
         """ZeRO 0-1 without FSDP and without the gradient / parameter overlaps: `estimate`'s exposed
-        data-parallel sync, which then depends on no stage time (`analytic._dp_sync`); else 0."""
+        data-parallel sync, which then depends on no stage time (`analytic_comm.dp_sync`); else 0."""
         if not self._dp_exact or var.get("zero_stage", 0) > 1 or var.get("fsdp", "none") != "none":
             return 0.0
         key = tuple(x for x in var.items() if x[0] not in ("schedule", "sequence_parallel", "micro_batch_size"))
@@ -152,7 +152,7 @@ class Pricer:
                                           for k in range(p)))
                 k_big = max(range(p), key=lambda k: dense_k[k] + expert_k[k])     # as `estimate` picks it
                 topo = self.hw.topology(cfg.gpus, self.A.link_efficiency)
-                got = _dp_sync(cfg, self.A, topo, dense_k[k_big], expert_k[k_big], (0.0, 0.0, 0.0), 1)[1]
+                got = dp_sync(cfg, self.A, topo, dense_k[k_big], expert_k[k_big], (0.0, 0.0, 0.0), 1)[1]
             except ParasimError:
                 got = 0.0
             self._dp[key] = got
@@ -193,11 +193,11 @@ class Pricer:
         most, fewest = n
         m = self.B // (var["micro_batch_size"] * var["dp"])
         lo = lambda x: (fewest if x >= 0 else most) * x   # noqa: E731  (the other stages' mean, from below)
-        bubble, sched = 0.0, var["schedule"]
-        if p > 1 and sched in SUM_BUBBLES:
-            bubble = schedule_spec(sched, priced=True).bubble(p, m, lo(f), lo(b), lo(w), v)
-        elif p > 1 and sched in W_SUBTRACTED and not self.A.grad_accum_bytes and w >= 0:
-            bubble = schedule_spec(sched, priced=True).bubble(p, m, lo(f), lo(b), most * w + head_w, v)
+        bubble, spec = 0.0, schedule_spec(var["schedule"], priced=True)
+        if p > 1 and not spec.splits_bw:
+            bubble = spec.bubble(p, m, lo(f), lo(b), lo(w), v)
+        elif p > 1 and not self.A.grad_accum_bytes and w >= 0:
+            bubble = spec.bubble(p, m, lo(f), lo(b), most * w + head_w, v)
         return (m * most * (f + b + w) + bubble + self._dp_exposed(var, rc)) * (1 - MARGIN)
 
     def lows(self, var: dict) -> list[float]:
@@ -225,7 +225,7 @@ class Pricer:
                 return
             try:
                 cfg = ParallelConfig(**var, global_batch=self.B, recompute=rc)
-                _check(model, cfg, A)
+                check_estimate(model, cfg, A)
                 memory = estimate_memory(model, cfg, hw, A)
             except ParasimError:
                 return
