@@ -48,8 +48,8 @@ class Corrupt(Device):
             g = np.array(self.tensors[ins.tensor], copy=True)
             if self.how == "lost":
                 g[...] = 0.0
-            else:
-                g.flat[0] += 1e-3
+            else:  # one element's sign flipped (Adam's first step moves by lr * sign(g): a small
+                g.flat[0] = 1e-3 - g.flat[0]   # nudge of a large element would change almost nothing)
             self.tensors[ins.tensor] = g
         return super().collective_step(call, *chunks)
 
