@@ -2,6 +2,7 @@
 test session; a value the user set is kept."""
 
 import os
+from types import SimpleNamespace
 
 import pytest
 
@@ -16,22 +17,32 @@ def test_pinned_adds_one_thread_and_keeps_what_the_user_set():
     assert set(PINNED_BLAS) <= set(env)
 
 
-def test_parasim_app_starts_its_server_with_blas_pinned(monkeypatch):
+@pytest.mark.parametrize("system", ["posix", "nt"])
+def test_parasim_app_starts_its_server_with_blas_pinned(monkeypatch, system):
+    """On POSIX the server replaces the process (execve); elsewhere it is a child (subprocess.call):
+    both get BLAS on one thread and keep what the user set."""
     seen = {}
 
     def execve(path, argv, env):
-        seen.update(path=path, argv=argv, env=env)
+        seen.update(argv=argv, env=env)
         raise SystemExit(0)
 
-    monkeypatch.setattr(os, "execve", execve)
+    def call(argv, env):
+        seen.update(argv=argv, env=env)
+        return 0
+
     monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
     monkeypatch.setenv("MKL_NUM_THREADS", "3")
+    # the command's view of the OS only (the real `os` stays as it is)
+    monkeypatch.setattr(app_cmd, "os", SimpleNamespace(name=system, execve=execve, environ=os.environ))
+    monkeypatch.setattr(app_cmd.subprocess, "call", call)
     from simulator.cli import build_parser
     args = build_parser().parse_args(["app", "--port", "8599"])
-    if os.name != "posix":
-        pytest.skip("the server replaces the process only on POSIX")
-    with pytest.raises(SystemExit):
-        app_cmd.run(args)
+    if system == "posix":
+        with pytest.raises(SystemExit):
+            app_cmd.run(args)
+    else:
+        assert app_cmd.run(args) == 0
     assert seen["argv"][1:4] == ["-m", "streamlit", "run"]
     assert seen["env"]["OPENBLAS_NUM_THREADS"] == "1" and seen["env"]["MKL_NUM_THREADS"] == "3"
 
