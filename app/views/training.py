@@ -156,7 +156,7 @@ action = st.columns([1, 3], vertical_alignment="center")
 run = action[0].button("Run training" if mode != MODES[2] else "Price on the clock", type="primary", key="run",
                        width="stretch", help="runs the settings of the sidebar")
 action[1].caption(f"**{strategy}** on {devices} device{'s' if devices > 1 else ''} · {model_name} · "
-                  f"{microbatches} micro-batches · batch {batch} · {steps} steps · priced on {price_on} · {mode}")
+                  f"{microbatches} micro-batches · batch {batch} · {steps} step{'s' if steps != 1 else ''} · priced on {price_on} · {mode}")
 
 
 def make_config(model_name, strategy, devices, dp, pp, tp, ep, cp, cp_kind, microbatches, schedule, v, batch, steps,
