@@ -14,9 +14,9 @@ least as much as any stage's layers times one layer's F + B + W (`analytic.layer
 function `estimate` uses; with `overlap_moe_comm` less the layer's exposed all-to-all, which the
 overlap prices per stage, each >= 0); the bubble of GPipe, 1F1B and interleaved is a nondecreasing function of
 the other stages' mean F, B, W, each at least the fewest layers of a stage times one layer's; the
-zero-bubble forms (ZB-H1, ZB-H2) subtract W, so W enters as at most the most layers times one
-layer's W plus the LM head's W (what the last stage adds; with `Assumptions.grad_accum_bytes` > 0
-their bubble counts 0). Hence, with f, b, w one layer's F, B, W and X = f + b + w,
+zero-bubble forms (ZB-H1, ZB-H2) are bounded by their `bubble_floor` (nondecreasing in F and B,
+nonincreasing in W), so W enters as at most the most layers times one layer's W plus the LM head's W
+(what the last stage adds; with `Assumptions.grad_accum_bytes` > 0 their bubble counts 0). Hence, with f, b, w one layer's F, B, W and X = f + b + w,
 
     step >= m * max(stage layers) * X + bubble(p, m, lo(f), lo(b), lo(w) or hi(w), v)
 
@@ -197,7 +197,7 @@ class Pricer:
         if p > 1 and not spec.splits_bw:
             bubble = spec.bubble(p, m, lo(f), lo(b), lo(w), v)
         elif p > 1 and not self.A.grad_accum_bytes and w >= 0:
-            bubble = spec.bubble(p, m, lo(f), lo(b), most * w + head_w, v)
+            bubble = (spec.bubble_floor or spec.bubble)(p, m, lo(f), lo(b), most * w + head_w, v)
         return (m * most * (f + b + w) + bubble + self._dp_exposed(var, rc)) * (1 - MARGIN)
 
     def lows(self, var: dict) -> list[float]:

@@ -19,8 +19,17 @@ time of one stage, B + W the whole backward):
                 on the executed schedule (device 0's peak of held chunks / v, stage-sized units): 4.0
                 at p 4, v 2, m 4, where Megatron-LM's m-independent p (1 + (p-1)/(p v)) says 5.5
                 (Korthikanti et al. 2022 Sec. 4.2.3; theoretical_memory_usage)
-  ZB-H1         bubble (p-1) max(0, F+B-W); in flight min(p, m)
-  ZB-H2         bubble (p-1) max(0, F+B-2W); in flight min(2p-1, m) (Qi et al. 2023, Table 2)
+  ZB-H1         bubble (p-1) max(F, B, F+B-W) + max(0, p-m) min(F, W); in flight min(p, m). Qi et al.
+                2023 (Table 2) give (p-1)(F+B-W) for F = B = W; the schedule as executed (one step, the
+                optimizer synchronous) cannot start its last stage before (p-1) F nor end its first before
+                (p-1) B, and with m < p it idles a W per missing micro-batch: equal to the executed bubble
+                for every B >= F (the backward's input gradient costs at least the forward), tested on a
+                random grid of p, m, F, B, W (tests/test_schedule_bubbles.py)
+  ZB-H2         bubble: the executed schedule's (built from F, B, W by its greedy rule, `zb_h2`, and
+                played by schedule_sim; memoised); in flight min(2p-1, m). Qi et al.'s (p-1)(F+B-2W)
+                assumes the optimizer step bypassed (the next step's forwards fill this one's tail); in
+                one step with a synchronous optimizer the bubble is at least (p-1) max(F, F+B-2W)
+                (`bubble_floor`, what a search may bound it with)
   DualPipe      in flight p + 1 (DeepSeek-V3 technical report, Table 2); not in the closed-form
                 cost model (bubble None): it runs for real and on the event clock only
   looped-bfs, interleaved-zb, zb-v, dualpipev (PyTorch's ScheduleLoopedBFS,
@@ -60,6 +69,9 @@ class ScheduleSpec:
     rounds: bool = False           # issues micro-batches in rounds: m a multiple of max(1, m // p)
     min_m: Callable[[int], int] = lambda p: 1  # fewest micro-batches at p stages
     by_times: Callable | None = None  # (p, m, t_f, t_b, t_w) -> Schedule: ordered by playing the times
+    # a lower bound on `bubble` for F, B at least and W at most the given (a search's bound); None: `bubble`
+    # itself is one (nondecreasing in F, B and W)
+    bubble_floor: Callable | None = None
 
     @property
     def priced(self) -> bool:
@@ -97,9 +109,11 @@ SCHEDULE_SPECS: dict[str, ScheduleSpec] = {s.name: s for s in (
                  lambda p, m, F, B, W, v: (F + B + W) / v * (p - 1 + max(0, p - m) * (v - 1)),
                  virtual_stages=True, rounds=True),
     ScheduleSpec("zb-h1", lambda p, m, v: zb_h1(p, m), lambda p, m, v: float(min(p, m)),
-                 lambda p, m, F, B, W, v: (p - 1) * max(0.0, F + B - W), splits_bw=True),
+                 lambda p, m, F, B, W, v: (p - 1) * max(F, B, F + B - W) + max(0, p - m) * min(F, W), splits_bw=True,
+                 bubble_floor=lambda p, m, F, B, W, v: (p - 1) * max(F, B, F + B - W)),
     ScheduleSpec("zb-h2", lambda p, m, v: zb_h2(p, m), lambda p, m, v: float(min(2 * p - 1, m)),
-                 lambda p, m, F, B, W, v: (p - 1) * max(0.0, F + B - 2 * W), splits_bw=True, by_times=zb_h2),
+                 lambda p, m, F, B, W, v: executed_bubble("zb-h2", p, m, F, B, W), splits_bw=True, by_times=zb_h2,
+                 bubble_floor=lambda p, m, F, B, W, v: (p - 1) * max(F, F + B - 2 * W)),
     # DualPipe runs some backwards whole (BW) and the rest split (B, then W), so it is not marked splits_bw
     ScheduleSpec("dualpipe", lambda p, m, v: dualpipe(p, m), lambda p, m, v: float(p + 1), None),
     ScheduleSpec("looped-bfs", looped_bfs, lambda p, m, v: executed_in_flight("looped-bfs", p, m, v), None,
@@ -172,6 +186,13 @@ def executed_in_flight(name: str, p: int, m: int, v: int) -> float:
     Independent of the action times: it is the order of device 0's list."""
     sched = SCHEDULE_SPECS[name].generate(p, m, v)
     return simulate_schedule(sched).peak_in_flight[0] / (1 if sched.bidirectional else sched.v)
+
+
+@functools.lru_cache(maxsize=4096)
+def executed_bubble(name: str, p: int, m: int, t_f: float, t_b: float, t_w: float) -> float:
+    """The idle time per device of one step of schedule `name` (one chunk per device) with equal stages
+    of these times and free communication: `time_schedule`'s makespan minus the work m (F+B+W)."""
+    return max(0.0, time_schedule(name, p, m, 1, t_f, t_b, t_w, 0.0).makespan - m * (t_f + t_b + t_w))
 
 
 # The flush pipelines of one chunk per device that run each backward whole: GPipe and 1F1B
