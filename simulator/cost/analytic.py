@@ -266,7 +266,12 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     sp_k = [sp_grad_time_s(model, cfg, A, topo, layers[k], k == p - 1) for k in range(p)]
     for k in range(p):   # gradient accumulation outside the GEMMs, after every micro-batch (`Assumptions`)
         stages[k][2] += memory_time_s(A.grad_accum_bytes * (dense_k[k] + expert_k[k]), hw, stack)
-    slowest_k = max(range(p), key=lambda k: sum(stages[k]))
+    # pipeline p2p: each TP rank sends its 1/t slice over the stage boundary, then all-gathers; the
+    # bottleneck is the device with the most work and exposed exchanges of its own (a middle stage of
+    # an uneven split pays four exchanges per micro-batch, the ends two)
+    p2p_k = [p2p_exposed(cfg, topo, 2 * cfg.micro_batch_size * s * h / c, k, algo) if p > 1 else (0.0, 0.0)
+             for k in range(p)]
+    slowest_k = max(range(p), key=lambda k: m * sum(stages[k]) + p2p_k[k][0] + sp_k[k])
     slowest = sum(stages[slowest_k])
     comm_l["ep"] = ep_k[slowest_k]
     # the slowest stage waits, once, for the work of every other stage (warmup and cooldown): for
@@ -276,9 +281,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     Fm, Bm, Wm = (sum(x[i] for x in others) / len(others) for i in range(3))
     bubble = schedule_spec(cfg.schedule, priced=True).bubble(p, m, Fm, Bm, Wm, v)
 
-    # pipeline p2p: each TP rank sends its 1/t slice over the stage boundary, then all-gathers
-    p2p_total, p2p_fill = p2p_exposed(cfg, topo, 2 * cfg.micro_batch_size * s * h / c, slowest_k, algo) \
-        if p > 1 else (0.0, 0.0)
+    p2p_total, p2p_fill = p2p_k[slowest_k]
     bubble += p2p_fill
 
     # data-parallel synchronisation of the largest stage's gradients (module docstring)
