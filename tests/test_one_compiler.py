@@ -66,9 +66,9 @@ DIFFERS = {
     "pp-dualpipev": set(),
     "cp-p2p": set(),
     "cp-a2a": set(),
-    "ep": {"collective:dp", "collective:ep", "compute"},
+    "ep": set(),
     "hybrid-dp-tp-pp": {"collective:tp"},
-    "hybrid-dp-cp-pp-ep": {"collective:cp", "collective:cp+dp", "collective:edp", "collective:ep", "compute"},
+    "hybrid-dp-cp-pp-ep": {"collective:cp", "collective:ep", "compute"},
 }
 
 @pytest.mark.parametrize("name", list(CASES))

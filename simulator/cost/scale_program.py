@@ -135,6 +135,9 @@ class _Emitter(StepEnds):
         self._priced: dict = {}      # kernel -> (flops, nbytes, attrs), shared by its instructions
         self.copy_kernels: dict = {}  # FSDP2 copy-out Kernel by size (`scale_gather.copied_out`)
         self.bw = {K.mlp_b: K.mlp_b + K.mlp_w, K.attn_b: K.attn_b + K.attn_w}   # fused B + W
+        P = K.moe_parts      # MoE: (before the dispatch, between dispatch and combine, after the combine)
+        self.moe_split = {K.mlp_fwd: (P.router_fwd, P.experts_fwd, None), K.mlp_b: (None, P.experts_b, P.router_b),
+                          self.bw[K.mlp_b]: (None, P.experts_bw, P.router_bw)} if P else {}
 
     # ---- helpers ------------------------------------------------------------------------------
     def comp(self, out, kern: Kernel, x: str, phase: str, j, label: str, extra=(), needs=()):
@@ -207,9 +210,15 @@ class _Emitter(StepEnds):
         --moe-shared-expert-overlap the shared experts beside them (`moe_overlap.shared_expert_mlp`)."""
         if self.A.shared_expert_overlap:
             return shared_expert_mlp(self, out, r, x, j, kern, phase, label, done, needs)
+        before, kern, after = self.moe_split.get(kern, (None, kern, None))   # the router where Megatron runs it
+        if before:
+            self.comp(out, before, x, phase, j, f"{label} router", needs=needs)
+            needs = ()
         self.mlp_comm(out, r, x, j, "before")
-        self.comp(out, kern, x, phase, j, label, done, needs)
+        self.comp(out, kern, x, phase, j, label, () if after else done, needs)
         self.mlp_comm(out, r, x, j, "after")
+        if after:
+            self.comp(out, after, x, phase, j, f"{label} router", done)
 
     # ---- actions ------------------------------------------------------------------------------
     def forward(self, out, k, r, j, c, gather=True):
