@@ -171,12 +171,16 @@ def _layer_comm(model, cfg, hw, A, K, topo) -> dict:
     if c > 1:
         grp = cfg.cp_group()
         kv, qkv, out = cp_exchange_nbytes(model, cfg, A.dtype)   # the scale program's sizes
-        if cfg.cp_comm_type == "p2p":   # ring: c-1 steps passing K and V; backward also dK, dV
+        if cfg.cp_comm_type == "p2p":   # TE's ring (`cp_attention.ring_order`), as the clock runs it
+            # one transfer; a device's send and receive of a ring step take its comm lane one after the
+            # other (the clock's rule), beside the step's core kernel: forward 2 transfers per step
+            # (K/V out, the next in), backward 4 (K/V and the dK/dV sum, each way) beside the step's
+            # kernel and its dK/dV sum, c - 1 steps each way
             step = _slowest_link(topo, grp).time_s(kv)
-            core = K.core_fwd.time_s(hw, A.matmul_dtype, A.profile)
+            P, kt = K.cp_parts, lambda k: k.time_s(hw, A.matmul_dtype, A.profile)  # noqa: E731
             cp_total = 3 * (c - 1) * step
-            cp_f = max(0.0, (c - 1) * step - core)
-            cp_b = max(0.0, 2 * (c - 1) * step - 2.5 * core)
+            cp_f = (c - 1) * max(0.0, 2 * step - kt(P.core_fwd))
+            cp_b = (c - 1) * max(0.0, 4 * step - kt(P.core_b) - kt(P.dkv_add))
         else:                           # Ulysses: q, k, v in and the output back, each way
             x = (collective_time_s("all_to_all", qkv, grp, topo, A.collective_algo)
                  + collective_time_s("all_to_all", out, grp, topo, A.collective_algo))

@@ -9,7 +9,8 @@ data-parallel replica of (t, p, d, b, B, schedule, v, recompute, SP, ZeRO):
               Recv the activation from stage s-1 unless this device runs it too (Megatron's scatter /
               gather: each TP rank receives b s h / t, then an all-gather over the TP group unless
               SP keeps activations sequence-sharded); first stage: the embedding's TP collective;
-              per layer: attention (Compute), TP all-reduce, MLP (Compute), TP all-reduce (with SP
+              per layer: attention (Compute; with cp > 1 cut at the ring's transfers or Ulysses'
+              all-to-alls, `scale_cp`), TP all-reduce, MLP (Compute), TP all-reduce (with SP
               all-gather before, reduce-scatter after each, Korthikanti et al. 2022); last stage:
               logits + the loss's three all-reduces (`tp_ends`); Send to stage s+1.
     BW / B    Recv the gradient from stage s+1 (last stage: the logits backward and the output
@@ -33,7 +34,7 @@ data-parallel replica of (t, p, d, b, B, schedule, v, recompute, SP, ZeRO):
   optimizer: Adam, memory-bound, 30 bytes per (sharded) parameter (`analytic.ADAM_BYTES_PER_PARAM`).
 
 The data-parallel collectives are one-member collectives tagged "dp" that the device model prices
-for the real group (`scale_kernels.ScaleDeviceModel`): replicas are symmetric, so one is simulated.
+for the real group (`scale_device.ScaleDeviceModel`): replicas are symmetric, so one is simulated.
 
 The runnable programs (`simulator.parallel`) compile the same step a second time; the two are
 compared device by device over every strategy in tests/test_one_compiler.py, and where they still
@@ -50,6 +51,7 @@ from simulator.cost.moe_overlap import interleave, overlap_pairs, shared_expert_
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.rank_params import head_params_on_rank, layer_params_on_rank
 from simulator.cost.scale_columns import program_columns
+from simulator.cost.scale_cp import attention_backward, attention_forward
 from simulator.cost.scale_ends import StepEnds
 from simulator.cost.scale_gather import gather_layer, gathered
 from simulator.cost.scale_kernels import (
@@ -137,6 +139,9 @@ class _Emitter(StepEnds):
         self._priced: dict = {}      # kernel -> (flops, nbytes, attrs), shared by its instructions
         self.copy_kernels: dict = {}  # FSDP2 copy-out Kernel by size (`scale_gather.copied_out`)
         self.bw = {K.mlp_b: K.mlp_b + K.mlp_w, K.attn_b: K.attn_b + K.attn_w}   # fused B + W
+        P = K.moe_parts      # MoE: (before the dispatch, between dispatch and combine, after the combine)
+        self.moe_split = {K.mlp_fwd: (P.router_fwd, P.experts_fwd, None), K.mlp_b: (None, P.experts_b, P.router_b),
+                          self.bw[K.mlp_b]: (None, P.experts_bw, P.router_bw)} if P else {}
 
     # ---- helpers ------------------------------------------------------------------------------
     def comp(self, out, kern: Kernel, x: str, phase: str, j, label: str, extra=(), needs=()):
@@ -149,31 +154,13 @@ class _Emitter(StepEnds):
     def group_comm(self, out, r, x, j, tag, kind, nbytes, blocking=True):
         """A collective over this rank's real context- ("cp") or expert-parallel ("ep") group,
         written as a one-member collective the device model prices for that group. Non-blocking
-        ones (ring attention's K/V exchange) overlap the attention kernel; the next compute waits."""
+        ones overlap what follows; the next compute waits."""
         if nbytes <= 0:
             return
         y = f"{tag}{kind[0]}{len(out)}.{x}"
         out.append(Collective(kind, x, y, (r,), nbytes=nbytes, tag=tag, microbatch=j, blocking=blocking))
         if not blocking:
             self._needs += (y,)
-
-    def attn_comm(self, out, r, x, j, where):
-        """Context parallelism around the attention kernel (`analytic._layer_comm`): ring attention
-        gathers K and V over the group (c - 1 ring steps) under the forward kernel, and in the
-        backward also reduce-scatters dK, dV; Ulysses all-to-alls q, k, v before and the output after."""
-        cfg = self.cfg
-        if cfg.cp == 1:
-            return
-        if cfg.cp_comm_type == "a2a":
-            # forward: q, k, v before the core, its output after; backward the reverse ("before_b" /
-            # "after_b": the output's gradient, then q, k, v's; DeepSpeed Ulysses' autograd of _SeqAllToAll)
-            qkv_first = where in ("before", "after_b")
-            self.group_comm(out, r, x, j, "cp", "all_to_all", self.qkv_a2a if qkv_first else self.out_a2a)
-        elif where == "before":
-            self.group_comm(out, r, x, j, "cp", "all_gather", self.kv_local, blocking=False)
-        elif where == "before_b":
-            self.group_comm(out, r, x, j, "cp", "all_gather", self.kv_local, blocking=False)
-            self.group_comm(out, r, x, j, "cp", "reduce_scatter", self.kv_local * cfg.cp, blocking=False)
 
     def mlp_comm(self, out, r, x, j, where):
         """MoE: the dispatch ("before" the experts) or combine ("after") collectives (`cost.moe`); an
@@ -223,10 +210,10 @@ class _Emitter(StepEnds):
 
     def layer_fwd(self, out, r, x, j, s, l, label="F", needs=()):
         self.tp_comm(out, r, x, j, self.tp_in())
-        self.attn_comm(out, r, x, j, "before")
-        self.comp(out, self.K.attn_fwd, x, "forward", j, f"{label}{j} s{s} L{l} attn_fwd", needs=needs)
-        if self.cfg.cp_comm_type == "a2a":
-            self.attn_comm(out, r, x, j, "after")
+        if self.K.cp_parts:      # context parallelism: the attention cut at its exchanges (`scale_cp`)
+            attention_forward(self, out, r, x, j, f"{label}{j} s{s} L{l}", needs)
+        else:
+            self.comp(out, self.K.attn_fwd, x, "forward", j, f"{label}{j} s{s} L{l} attn_fwd", needs=needs)
         self.tp_comm(out, r, x, j, self.tp_out())
         self.tp_comm(out, r, x, j, self.tp_in())
         self.expert_mlp(out, r, x, j, self.K.mlp_fwd, "forward", f"{label}{j} s{s} L{l} mlp_fwd", needs=needs)
@@ -237,9 +224,15 @@ class _Emitter(StepEnds):
         --moe-shared-expert-overlap the shared experts beside them (`moe_overlap.shared_expert_mlp`)."""
         if self.A.shared_expert_overlap:
             return shared_expert_mlp(self, out, r, x, j, kern, phase, label, done, needs)
+        before, kern, after = self.moe_split.get(kern, (None, kern, None))   # the router where Megatron runs it
+        if before:
+            self.comp(out, before, x, phase, j, f"{label} router", needs=needs)
+            needs = ()
         self.mlp_comm(out, r, x, j, "before")
-        self.comp(out, kern, x, phase, j, label, done, needs)
+        self.comp(out, kern, x, phase, j, label, () if after else done, needs)
         self.mlp_comm(out, r, x, j, "after")
+        if after:
+            self.comp(out, after, x, phase, j, f"{label} router", done)
 
     # ---- actions ------------------------------------------------------------------------------
     def forward(self, out, k, r, j, c, gather=True):
@@ -303,11 +296,10 @@ class _Emitter(StepEnds):
                 self.tp_comm(out, r, g, j, self.tp_in(backward=True))
                 if kb is self.K.mlp_b:
                     self.expert_mlp(out, r, g, j, kern, "backward", f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
+                elif self.K.cp_parts:
+                    attention_backward(self, out, r, g, j, f"{kind}{j} s{s} L{l}", kind == "BW", done, needs)
                 else:
-                    self.attn_comm(out, r, g, j, "before_b")
                     self.comp(out, kern, g, "backward", j, f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
-                    if self.cfg.cp_comm_type == "a2a":
-                        self.attn_comm(out, r, g, j, "after_b")
                 self.tp_comm(out, r, g, j, self.tp_out())
             if last_mb and not (self.fsdp and not self.per_mb_grads):
                 grads_done(out, r, c, l, j)
