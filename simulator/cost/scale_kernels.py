@@ -172,6 +172,20 @@ class LayerKernels:
     shared_fwd: Kernel = Kernel("shared")   # the shared experts' share of mlp_fwd (their overlap, `cost.moe`)
     shared_b: Kernel = Kernel("shared")     # ... of mlp_b
     cp_parts: "AttentionParts | None" = None  # cp > 1: the attention cut where its exchanges go
+    moe_parts: "MoEParts | None" = None       # MoE: the router apart from the experts
+
+
+class MoEParts(NamedTuple):
+    """A MoE layer's MLP half cut where Megatron-Core cuts it: the router (before the token
+    dispatch; its input gradient after the dispatch's backward) and the experts between the dispatch
+    and the combine. mlp_fwd / mlp_b / mlp_w are their sums; `*_bw` the fused input + weight gradients."""
+
+    router_fwd: Kernel
+    experts_fwd: Kernel
+    experts_b: Kernel
+    router_b: Kernel
+    experts_bw: Kernel
+    router_bw: Kernel
 
 
 class AttentionParts(NamedTuple):
@@ -273,8 +287,12 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
     ew_shared = (6 if model.gated_mlp else 4) * T * model.moe_shared_expert_hidden / t if shared else 0.0
     shared_fwd = Kernel("shared_fwd", lin(shared, "f"), ew_shared, shared_n)
     shared_b = Kernel("shared_bgrad", lin(shared, "b"), 2 * ew_shared, shared_n)
-    mlp_fwd = Kernel("mlp_fwd", lin(router + (up,), "f") + lin((down,), "f", ub) + shared_fwd.matmuls,
-                     ew_mlp + ew_shared, LAUNCHES["mlp"] + shared_n)   # casts fused (fp8_cast_nbytes)
+    # the MoE router (Megatron-Core's TopKRouter) runs before the dispatch, its backward after the
+    # dispatch's (`MoEParts`); its GEMMs count with the MLP's launches
+    router_fwd = Kernel("router_fwd", lin(router, "f"))
+    experts_fwd = Kernel("mlp_fwd", lin((up,), "f") + lin((down,), "f", ub) + shared_fwd.matmuls,
+                         ew_mlp + ew_shared, LAUNCHES["mlp"] + shared_n)   # casts fused (fp8_cast_nbytes)
+    mlp_fwd = _total("mlp_fwd", router_fwd, experts_fwd)
     op_sac = cfg.recompute == "selective" and st.selective_recompute == "every_other_matmul"
     selective = cfg.recompute == "selective" and not flash and not op_sac   # FlashAttention recomputes the core anyway
     again_attn, again_mlp = sac_forward(model, qkv, proj, up, down, gate) if op_sac else ((), ())
@@ -282,12 +300,18 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
                     + core_bwd + lin(qkv, "b", ub),
                     (3 if op_sac else 2) * ew_attn + (softmax if selective else 0.0) + cast(qkv + (proj,), "b"),
                     attn_n * (2 if op_sac else 1) + core_n * (2 if selective else 1) * steps)
-    mlp_b = Kernel("mlp_bgrad", lin(again_mlp, "f") + lin((down,), "b") + lin((up,), "b", ub) + lin(router, "b")
-                   + shared_b.matmuls, (3 if op_sac else 2) * ew_mlp + 2 * ew_shared + cast((up, down) + shared, "b"),
-                   LAUNCHES["mlp"] * (2 if op_sac else 1) + shared_n)
+    experts_b = Kernel("mlp_bgrad", lin(again_mlp, "f") + lin((down,), "b") + lin((up,), "b", ub)
+                       + shared_b.matmuls, (3 if op_sac else 2) * ew_mlp + 2 * ew_shared
+                       + cast((up, down) + shared, "b"), LAUNCHES["mlp"] * (2 if op_sac else 1) + shared_n)
+    router_b = Kernel("router_bgrad", lin(router, "b"))
+    mlp_b = _total("mlp_bgrad", experts_b, router_b)
     attn_w = Kernel("attn_wgrad", lin((proj,), "w") + lin(qkv, "w", ub), launches=1 + len(qkv))
-    mlp_w = Kernel("mlp_wgrad", lin((down,), "w") + lin((up,), "w", ub) + lin(router, "w") + lin(shared, "w"),
-                   launches=LAUNCHES["wgrad"] + len(shared))
+    experts_w = Kernel("mlp_wgrad", lin((down,), "w") + lin((up,), "w", ub) + lin(shared, "w"),
+                       launches=LAUNCHES["wgrad"] + len(shared))
+    router_w = Kernel("router_wgrad", lin(router, "w"))
+    mlp_w = _total("mlp_wgrad", experts_w, router_w)
+    moe = MoEParts(router_fwd, experts_fwd, experts_b, router_b, experts_b + experts_w, router_b + router_w) \
+        if experts else None
     parts = None
     if c > 1:   # the attention cut where context parallelism's exchanges go (`AttentionParts`)
         n_pass, proj_n = (2 if op_sac else 1), 2       # the projection GEMM and bias-dropout-add (`LAUNCHES`)
@@ -316,7 +340,7 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
                         Kernel("logits_bgrad", (MatMul(T, h, Vt, sixteen_bit=True),), CROSS_ENTROPY_BWD_BYTES * T * Vt,
                                1 + LAUNCHES["cross_entropy_bwd"]),
                         Kernel("logits_wgrad", (MatMul(h, Vt, T, sixteen_bit=True),), launches=1),
-                        Kernel("core_fwd", core_fwd, softmax, core_n * steps), shared_fwd, shared_b, parts)
+                        Kernel("core_fwd", core_fwd, softmax, core_n * steps), shared_fwd, shared_b, parts, moe)
 
 
 def _total(name: str, *kernels: Kernel) -> Kernel:
