@@ -26,7 +26,7 @@ from simulator.cost.clock import SimpleDeviceModel, simulate  # noqa: E402
 from simulator.cost.device_model import HardwareDeviceModel  # noqa: E402
 from simulator.cost.model_presets import get_model  # noqa: E402
 from simulator.cost.parallel_config import Assumptions, ParallelConfig  # noqa: E402
-from simulator.cost.scale_kernels import ScaleDeviceModel  # noqa: E402
+from simulator.cost.scale_device import ScaleDeviceModel  # noqa: E402
 from simulator.cost.scale_program import build_scale_program  # noqa: E402
 from simulator.cost.timeline_program import schedule_program  # noqa: E402
 from simulator.parallel.schedule_registry import make_schedule  # noqa: E402

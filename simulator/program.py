@@ -242,7 +242,7 @@ class _Walk:
                 add(_new_event(Event, ("local", ((r, pc),))))
             elif kind is Send:
                 dst = ins.dst
-                if not 0 <= dst < n or dst == r:
+                if not 0 <= dst < n:     # to itself: a scale program's symmetric neighbour (`cost.scale_cp`)
                     raise ProgramError(f"{self.prog.describe(r, pc)} sends to invalid device {dst}")
                 key = (r, dst, ins.tag)
                 add(_new_event(Event, ("send", ((r, pc),))))

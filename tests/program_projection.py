@@ -38,7 +38,10 @@ def scale_inputs(cfg):
                         global_batch=cfg.global_batch, schedule=cfg.schedule if cfg.pp > 1 else "1f1b",
                         virtual_stages=cfg.virtual_stages, zero_stage=cfg.zero_stage, cp_comm_type=cfg.cp_comm_type,
                         sequence_parallel=cfg.strategy == "sp", balance_embedding=True)
-    return model, pc, Assumptions(dtype="fp32", grad_reduce_bytes=4, recipe="fp32", flash_attention=False)
+    # MoE: the runnable's GShard capacity, priced as Megatron-Core's --moe-expert-capacity-factor with
+    # --moe-pad-expert-input-to-capacity (`cost.moe.expert_tokens`)
+    moe = dict(capacity_factor=g.capacity_factor, pad_to_capacity=True) if experts else {}
+    return model, pc, Assumptions(dtype="fp32", grad_reduce_bytes=4, recipe="fp32", flash_attention=False, **moe)
 
 
 def _axis(mesh, group) -> str:

@@ -16,7 +16,7 @@ from simulator.cost.clock import SimpleDeviceModel, simulate
 from simulator.cost.device_model import HardwareDeviceModel
 from simulator.cost.model_presets import ModelSpec
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
-from simulator.cost.scale_kernels import ScaleDeviceModel
+from simulator.cost.scale_device import ScaleDeviceModel
 from simulator.cost.scale_program import build_scale_program
 from simulator.cost.timeline_program import schedule_program
 from simulator.errors import ProgramError

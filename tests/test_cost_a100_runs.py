@@ -159,11 +159,11 @@ def test_bloom_176b_on_jean_zay_within_15_percent():
     assert BLOOM_CFG.gpus == 384 and BLOOM_CFG.stage_layers(70) == (5,) + (6,) * 10 + (5,)
     ds = estimate(BLOOM, BLOOM_CFG, jean_zay, DEEPSPEED_BF16)
     assert ds.tflops_per_gpu * ds.step_time_s == pytest.approx(149.02 * 105.22, rel=0.01)   # eq. 3 both
-    assert 105.22 / ds.step_time_s == pytest.approx(1.11, abs=0.01)    # the training log's iteration
-    assert ds.tflops_per_gpu / 150 == pytest.approx(1.11, abs=0.01)
-    assert ds.tflops_per_gpu / 156 == pytest.approx(1.06, abs=0.01)
+    assert 105.22 / ds.step_time_s == pytest.approx(1.10, abs=0.01)    # the training log's iteration
+    assert ds.tflops_per_gpu / 150 == pytest.approx(1.09, abs=0.01)
+    assert ds.tflops_per_gpu / 156 == pytest.approx(1.05, abs=0.01)
     megatron = estimate(BLOOM, BLOOM_CFG, jean_zay)                    # as if run on Megatron-LM
-    assert megatron.tflops_per_gpu / 150 == pytest.approx(1.18, abs=0.01)
+    assert megatron.tflops_per_gpu / 150 == pytest.approx(1.17, abs=0.01)
     assert estimate(BLOOM, BLOOM_CFG, A100, DEEPSPEED_BF16).tflops_per_gpu > ds.tflops_per_gpu   # HDR is faster
 
 

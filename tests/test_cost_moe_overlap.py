@@ -53,11 +53,12 @@ def test_a_merged_layer_runs_in_megatron_cores_order():
     cfg = ParallelConfig(dp=4, ep=4, global_batch=8)       # p = 1: one chunk of 2 layers, m = 2
     labels = _labels(build_scale_program(model, cfg, ON).code[0])
     a2a, blocking = "ep:all_to_all:nb", "ep:all_to_all:b"
-    f0 = ["attn_fwd", blocking, "mlp_fwd", blocking] * 2 + ["logits_fwd"]          # F0 alone: blocking
-    layer = [a2a, "attn_fwd", "mlp_bgrad+mlp_wgrad", a2a, a2a, "mlp_fwd", a2a, "attn_bgrad+attn_wgrad"]
+    # pre-dispatch: the attention and the router (Megatron-Core's TopKRouter, before the dispatch)
+    pre_f, pre_b = ["attn_fwd", "router_fwd"], ["router_bgrad+router_wgrad", "attn_bgrad+attn_wgrad"]
+    f0 = (pre_f + [blocking, "mlp_fwd", blocking]) * 2 + ["logits_fwd"]          # F0 alone: blocking
+    layer = [a2a, *pre_f, "mlp_bgrad+mlp_wgrad", a2a, a2a, "mlp_fwd", a2a, *pre_b]
     merged = ["logits_bgrad+logits_wgrad"] + layer * 2 + ["logits_fwd"]          # (BW0, F1) merged
-    bw1 = ["logits_bgrad+logits_wgrad", "pack"] + [blocking, "mlp_bgrad+mlp_wgrad", blocking,
-                                                   "attn_bgrad+attn_wgrad", "pack"] * 2
+    bw1 = ["logits_bgrad+logits_wgrad", "pack"] + [blocking, "mlp_bgrad+mlp_wgrad", blocking, *pre_b, "pack"] * 2
     assert labels[:len(f0 + merged + bw1)] == f0 + merged + bw1
 
 

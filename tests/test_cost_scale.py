@@ -69,8 +69,12 @@ def test_program_has_real_schedule_p2p_tp_and_bucketed_dp_collectives():
     dp = [i for i in prog.code[0] if isinstance(i, Collective) and i.tag == "dp"]
     assert len(dp) == SMALL.layers // 2 + 1 and not any(c.blocking for c in dp)   # one bucket per layer + embedding
     tp = [i for i in prog.code[0] if isinstance(i, Collective) and i.group == (0, 1)]
-    # per layer and micro-batch: 2 forward + 2 recomputed forward + 2 backward all-reduces; one gather per recv
-    assert sum(c.kind == "all_reduce" for c in tp) == 6 * (SMALL.layers // 2) * m
+    # per layer and micro-batch: 2 forward + 2 recomputed forward + 2 backward all-reduces, and the first
+    # stage's vocabulary-parallel embedding one per micro-batch (`tp_ends`); one gather per recv
+    assert sum(c.kind == "all_reduce" for c in tp) == 6 * (SMALL.layers // 2) * m + m
+    last = [i for i in prog.code[2] if isinstance(i, Collective) and i.group == (2, 3) and i.kind == "all_reduce"]
+    # the last stage: its layers' 6, the loss's 3 (max, target logit, sum of exp) and the LM head's input gradient
+    assert len(last) == (6 * (SMALL.layers // 2) + 3 + 1) * m
     flops = sum(i.flops for row in prog.code for i in row if isinstance(i, Compute))
     assert flops > 0
 

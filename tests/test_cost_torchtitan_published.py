@@ -32,8 +32,8 @@ RMSNorm 36 bytes per element (five fp32 ops) against a fused kernel's 4, RoPE 20
 element, the K/V repeat of grouped-query attention and the attention output's layout copy, SwiGLU
 10 -- and the op-level checkpointing policy recomputes all of them and wk, wo and w3 in the backward
 (1.55 -> 1.13, 1.60 -> 1.16); FSDP2's copy-out of every gathered unit on the compute stream
-(`simulator.cost.fsdp.COPY_OUT_BYTES`) gave 0.02 more. Five of sixteen rows are within 15 % (both
-eager FSDP rows, CP 1 and 2, the 70B 2D FP8 row); the median is 1.24. What stays fast, asserted at
+(`simulator.cost.fsdp.COPY_OUT_BYTES`) gave 0.02 more. Six of sixteen rows are within 15 % (both
+eager FSDP rows, CP 1 and 2, the 70B 2D FP8 row and its bf16 row); the median is 1.21. What stays fast, asserted at
 its recorded ratio:
 - compiled FSDP rows (1.16, 1.19): eager and compiled runs leave about the same 0.3 s per step
   unexplained, so the missing term is common to both, not fusion; candidates with no published
@@ -47,12 +47,13 @@ its recorded ratio:
   Engine's casts (`scale_kernels.fp8_cast_nbytes`: in the forward only the projection's input
   pays), while torchao scales and casts every linear's input and output gradient, and the float8
   all-gather is not modelled; the op-level policy's smaller activation memory shows most here.
-- CP 4 and 8 (1.31, 1.36): from CP 2 to CP 4 the published model FLOP rate falls from about 376 to
+- CP 4 and 8 (1.31, 1.35): from CP 2 to CP 4 the published model FLOP rate falls from about 376 to
   269 TFLOP/s per GPU (6 N + 12 L h s per token, non-embedding N; 0.72x), while parasim keeps the
   rate nearly flat; what the longer ring loses is not priced.
-- Tensor parallelism (1.17-1.51): async TP is priced as hiding every TP collective, while the
-  published gain is 1.04-1.10 (parasim 1.11-1.24); and the bf16 TP rows are fast even without it
-  (1.17, 1.31): DTensor's TP in eager autograd is not priced beyond its collectives.
+- Tensor parallelism (1.13-1.43): async TP is priced as hiding every TP collective, while the
+  published gain is 1.04-1.10 (parasim 1.15-1.27); and the 8B bf16 TP row is fast even without it
+  (1.23): DTensor's TP in eager autograd is not priced beyond its collectives. (These rows moved
+  down when the TP collectives outside the blocks were priced, `simulator.cost.tp_ends`.)
 A change of the model that moves a ratio must update RECORDED, this docstring and docs/validation.md.
 """
 
@@ -95,8 +96,8 @@ TABLE += [(f"h200-{n * 8}-gpus", "torchtitan-compile", "h200", "llama3-8b", None
 # priced / published: throughput, memory (module docstring); OUTSIDE: the rows more than 15 % fast
 RECORDED = {"8-gpus": (1.11, 1.15), "8-gpus-compile": (1.16, 1.23), "128-gpus": (1.14, 1.18),
             "128-gpus-compile": (1.19, 1.28), "cp1-32k": (1.08, None), "cp2-64k": (0.99, None),
-            "cp4-128k": (1.31, None), "cp8-256k": (1.36, None), "70b-2d": (1.05, None), "70b-2d-async-tp": (1.30, None),
-            "8b-tp8-bf16": (1.31, None), "8b-tp8-bf16-async-tp": (1.51, None), "70b-2d-bf16": (1.17, None),
+            "cp4-128k": (1.31, None), "cp8-256k": (1.35, None), "70b-2d": (1.00, None), "70b-2d-async-tp": (1.27, None),
+            "8b-tp8-bf16": (1.23, None), "8b-tp8-bf16-async-tp": (1.43, None), "70b-2d-bf16": (1.13, None),
             "70b-2d-bf16-async-tp": (1.30, None), "h200-32-gpus": (1.29, 1.72), "h200-64-gpus": (1.32, 1.71)}
 OUTSIDE = tuple(row for row, (speed, _m) in RECORDED.items() if speed > 1.15)
 
@@ -122,10 +123,10 @@ def test_torchtitan_published_rows_on_h100(row, tps, gib):
 
 
 def test_within_15_percent_and_the_median():
-    """Five of the sixteen rows within 15 %; the median of all is 1.24 (module docstring)."""
+    """Six of the sixteen rows within 15 %; the median of all is 1.21 (module docstring)."""
     ratios = sorted(speed for speed, _m in RECORDED.values())
-    assert len(ratios) == 16 and len(ratios) - len(OUTSIDE) == 5
-    assert (ratios[7] + ratios[8]) / 2 == pytest.approx(1.24, abs=1e-9)
+    assert len(ratios) == 16 and len(ratios) - len(OUTSIDE) == 6
+    assert (ratios[7] + ratios[8]) / 2 == pytest.approx(1.21, abs=1e-9)
 
 
 def test_the_eager_stack_pays_what_compile_fuses_and_the_op_policy_recomputes():

@@ -15,7 +15,7 @@ from simulator.runtime.faulty import FaultyDevice
 pytestmark = pytest.mark.ray
 tally = tally_fixture("test_faults_ray")
 MLP = MLPConfig(in_dim=6, hidden=8, layers=4, classes=3)
-PP = TrainConfig(MLP, strategy="pp", devices=4, dp=2, microbatches=2, batch_size=8, steps=4)
+PP = TrainConfig(MLP, strategy="pp", devices=4, dp=2, microbatches=2, global_batch=8, steps=4)
 
 
 @pytest.fixture(scope="module")

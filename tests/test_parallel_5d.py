@@ -64,8 +64,10 @@ def test_expert_groups_carved_from_data_x_context_in_megatron_order():
     code = r.compiled.program.code
     a2a = {i.group for c in code for i in c if isinstance(i, Collective) and "/ep_" in i.tag}  # block_lane.expert_parallel
     assert a2a == set(g["ep"])
-    expert = {i.group for c in code for i in c if isinstance(i, Collective) and i.tag.endswith(("/w_fc", "/b_proj"))}
-    dense = {i.group for c in code for i in c if isinstance(i, Collective) and i.tag.endswith("/w_router")}
+    # the gradient buckets (grad_sync.GradSync): the experts' part of each over its expert-data group
+    buckets = [i for c in code for i in c if isinstance(i, Collective) and i.tag.startswith("grad/bucket")]
+    expert = {i.group for i in buckets if "/experts" in i.tag}
+    dense = {i.group for i in buckets if "/experts" not in i.tag}
     assert expert == set(g["edp"]) and dense == {(0, 2, 4, 6), (1, 3, 5, 7)}
     for r_ in range(8):  # each rank holds E/ep = 2 experts
         assert r.compiled.initial[r_]["param/1/w_fc"].shape == (2, 8, 32)

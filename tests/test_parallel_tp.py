@@ -41,7 +41,8 @@ def test_tp_with_accumulation_and_sgd_equals_one_device():
 
 def test_megatron_collectives_one_allreduce_each_way_per_linear_pair():
     """Per block: attention and MLP each one AllReduce in forward (g) and one in backward (f);
-    the embedding one; the vocabulary-parallel loss three (max, sum-exp, target logit); the head's
+    the embedding one; the vocabulary-parallel loss three (max, target logit, sum-exp: Megatron-LM's
+    order, tensor_parallel/cross_entropy.py); the head's
     input gradient one. All over the tensor group."""
     c = compile_strategy(TrainConfig(GPT, strategy="tp", devices=2, batch_size=4).resolved())
     cols = _collectives(c.program, 0)
@@ -53,7 +54,7 @@ def test_megatron_collectives_one_allreduce_each_way_per_linear_pair():
         assert [t for t in tags if t.startswith(f"{li}/")] == [f"{li}/o_out", f"{li}/proj_out", f"{li}/fc_in/b",
                                                                 f"{li}/qkv_in/b"]
     assert tags.count("0/tok_out") == 1 and tags.count("3/out_in/b") == 1  # embedding g; the head: f before W_out
-    assert [t for t in tags if t.startswith("loss/")] == ["loss/max", "loss/sumexp", "loss/target"]
+    assert [t for t in tags if t.startswith("loss/")] == ["loss/max", "loss/target", "loss/sumexp"]
     assert next(ins.op for ins in cols if ins.tag.startswith("loss/max")) == "max"
     assert len(cols) == 4 * 2 + 1 + 3 + 1
 
@@ -67,9 +68,17 @@ def test_sequence_parallel_gathers_and_scatters_instead_of_allreduce():
                                            "all_gather", "all_gather", "reduce_scatter", "all_gather",
                                            "all_gather", "reduce_scatter"]
     assert all(ins.axis == 1 for ins in block)  # along the sequence
-    # layer-norm and row-parallel bias gradients are partial sums over the sequence: AllReduced once
-    sp_grads = sorted(ins.tensor for ins in cols if ins.tag.startswith("sp/1/"))
-    assert sp_grads == sorted(f"grad/1/{n}" for n in ("ln1_g", "ln1_b", "b_o", "ln2_g", "ln2_b", "b_proj"))
+    # layer-norm and row-parallel bias gradients are partial sums over the sequence: flattened into ONE
+    # AllReduce over the tensor group, after the backward (Megatron-LM's finalize_model_grads ->
+    # _allreduce_non_tensor_model_parallel_grads): each block's ln1, b_o, ln2, b_proj and the final norm
+    (partial,) = [ins for ins in cols if ins.tag.startswith("sp/")]
+    code = c.program.code[1]
+    pack = next(ins for ins in reversed(code[:code.index(partial)]) if hasattr(ins, "op"))
+    assert pack.op == "flatten"
+    blocks = [f"grad/{li}/{n}" for li in (1, 2) for n in ("ln1_g", "ln1_b", "b_o", "ln2_g", "ln2_b", "b_proj")]
+    assert list(pack.inputs) == blocks + ["grad/3/ln_g", "grad/3/ln_b"]
+    assert (partial.kind, partial.group, partial.nbytes) == ("all_reduce", (0, 1), 8 * (2 * 6 + 2) * GPT.hidden)
+    assert cols[-1] is partial
 
 
 def _peak_act(result):

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 from simulator.faults import Fault, parse_faults, random_faults, train_resilient
-from simulator.limits import ACTOR_START_S, FAILURE_GRACE_S
 from simulator.models import GPTConfig, MLPConfig
 from simulator.parallel.config import TrainConfig
 from simulator.parallel.strategies import compile_strategy
@@ -32,6 +31,13 @@ STRATEGIES = {"dp": TrainConfig(MLP, strategy="dp", devices=8, global_batch=8, s
               "hybrid": TrainConfig(GPT, strategy="hybrid", devices=8, dp=2, tp=2, pp=2, microbatches=2,
                                     global_batch=8, steps=3)}
 KINDS = ("kill", "kill-mid", "fail", "slow", "drop", "random", "outside")
+# What a failure may add to a run beyond the bounded wait that detects it: stopping the run (its
+# peers' calls end at the abort, none waits for a peer), restarting the dead actors together and
+# replaying the steps since the last checkpoint (one here). Seen here: 1.2-1.8 s per failure at
+# load 5 (restart 1.2-1.8 s); before the peers' aborts stopped waiting on a full mailbox, a zero1
+# crash took 15 s idle and 20-40 s under load (its seven peers killed after the 5 s grace).
+SMALL_CONSTANT_S = 10.0
+_CLEAN_S: dict = {}
 
 
 def faults_of(kind: str, cfg: TrainConfig) -> tuple:
@@ -80,6 +86,10 @@ def test_a_fault_on_ray_recovers_or_is_named_never_hangs(rt, strategy, kind, tmp
     cfg = STRATEGIES[strategy]
     faults = faults_of(kind, cfg)
     hook = kill_from_outside(rt, 3, 1) if kind == "outside" else None
+    if strategy not in _CLEAN_S:  # the same run without a fault, on the same actors
+        t0 = time.monotonic()
+        train_resilient(cfg, runtime=rt, checkpoint_every=1, checkpoint_dir=tmp_path / "clean")
+        _CLEAN_S[strategy] = time.monotonic() - t0
     t0 = time.monotonic()
     r = train_resilient(cfg, runtime=rt, faults=faults, checkpoint_every=1, checkpoint_dir=tmp_path, before_step=hook)
     took = time.monotonic() - t0
@@ -88,8 +98,8 @@ def test_a_fault_on_ray_recovers_or_is_named_never_hangs(rt, strategy, kind, tmp
     assert r.faults_recovered == failures and failures >= (1 if kind not in ("slow", "drop") else 0)
     for line in r.reports:
         assert "\n" not in line and line.startswith("step ") and "device " in line
-    # bounded: per failure the wait, the grace and the restarts; no hang
-    assert took < 60 + failures * (WAIT_S + FAILURE_GRACE_S + ACTOR_START_S / 4), (took, r.reports)
+    # bounded: per failure the bounded wait (--timeout-s) plus a small constant, over the clean run
+    assert took < _CLEAN_S[strategy] + max(failures, 1) * (WAIT_S + SMALL_CONSTANT_S), (took, _CLEAN_S, r.reports)
     baseline = train(cfg)
     for li, layer in enumerate(baseline.params):
         for n, v in layer.items():

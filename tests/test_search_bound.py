@@ -90,10 +90,10 @@ def test_the_moe_space_of_98k_configurations_gives_the_exhaustive_answer():
     walk_all = search_training(*args, **kw, prune=False)
     assert without_counts(bound) == without_counts(walk_all)
     assert 3 * bound.evaluated < bound.considered == walk_all.considered
-    assert (bound.evaluated, bound.infeasible, bound.bounded) == (25_269, 8_283, 57_953)    # docs/search.md
+    assert (bound.evaluated, bound.infeasible, bound.bounded) == (26_032, 8_142, 57_257)    # docs/search.md
 
 
-@pytest.mark.parametrize("name, counts", [("megatron-7.5b", (10_926, 2_041, 1_168, 6_287)),
+@pytest.mark.parametrize("name, counts", [("megatron-7.5b", (10_926, 2_149, 1_180, 6_017)),
                                           ("llama3-405b", (154, 58, 46, 40))])
 def test_the_counts_docs_search_records(name, counts):
     args, kw = CASES[name]

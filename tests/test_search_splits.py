@@ -47,17 +47,17 @@ def test_llama3_405b_on_24576_h100_finds_pp16_with_the_balanced_embedding(llama_
     # even splits only: p must divide 126, and p = 6 interleaved (v = 3) with full recomputation wins
     best = even.best
     assert (best.config.tp, best.config.pp, best.config.virtual_stages, best.config.recompute) == (8, 6, 3, "full")
-    assert round(best.result.step_time_s, 3) == 8.888
+    assert round(best.result.step_time_s, 3) == 9.115
     assert all(126 % p == 0 for p in even.space["pp"])
     # every split: pp16 interleaved, v = 4 (2 layers a chunk, 1 on the end chunks), embedding balanced,
-    # fits with selective recomputation (77.0 of 85.5 GB) at 6.116 s; v = 2 gives 7.059 s
+    # fits with selective recomputation (77.0 of 85.5 GB) at 6.327 s; v = 2 gives 7.310 s
     best = every.best
     cfg = best.config
     assert (cfg.tp, cfg.pp, cfg.dp, cfg.virtual_stages, cfg.balance_embedding) == (8, 16, 192, 4, True)
     assert cfg.recompute == "selective" and not best.result.oom
-    assert round(best.result.step_time_s, 3) == 6.116
+    assert round(best.result.step_time_s, 3) == 6.327
     v2 = next(c for c in every.top if (c.config.pp, c.config.virtual_stages) == (16, 2))
-    assert round(v2.result.step_time_s, 3) == 7.059
+    assert round(v2.result.step_time_s, 3) == 7.31
     assert 16 in every.space["pp"] and every.space["balance_embedding"] == (True,)
     assert every.considered > even.considered
 

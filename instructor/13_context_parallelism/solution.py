@@ -82,17 +82,17 @@ def causal_work(positions: list[tuple[int, ...]]) -> list[int]:
 # %% [markdown]
 # ## 4. Bytes on the ring
 # A K/V block is 2 x B x (s/c) x h float64 values. Per attention and device: forward passes c-1
-# blocks on; backward passes the blocks on again (c-1) and their dK/dV (c hops, the last one home).
+# blocks on; backward passes the blocks on again (c-1) and their dK/dV (c-1 hops, the last one home).
 
 # %%
 def ring_bytes_per_step(layers: int, microbatch: int, microbatches: int, seq_len: int, hidden: int,
                         cp: int) -> int:
     """Bytes one device sends for ring attention in one training step."""
-    # BEGIN SOLUTION: (3c - 2) blocks of 2 B (s/c) h x 8 bytes, per layer and micro-batch, when c > 1; c = 1 sends nothing
+    # BEGIN SOLUTION: 3(c - 1) blocks of 2 B (s/c) h x 8 bytes, per layer and micro-batch, when c > 1; c = 1 sends nothing
     if cp == 1:
         return 0
     block = 2 * microbatch * (seq_len // cp) * hidden * 8
-    return layers * microbatches * (3 * cp - 2) * block
+    return layers * microbatches * 3 * (cp - 1) * block
     # END SOLUTION
 
 

@@ -81,14 +81,14 @@ def check_balanced_split(s):
 
 
 def check_ring_bytes(s):
-    "ring_bytes_per_step equals attention_bytes_per_step ((3c - 2) blocks when c > 1, nothing on one device)"
+    "ring_bytes_per_step equals attention_bytes_per_step (3(c - 1) blocks when c > 1, nothing on one device)"
     for L, B, m, seq, h, cp in [(2, 4, 1, 16, 16, 4), (3, 2, 2, 32, 8, 2), (1, 1, 4, 64, 32, 8), (2, 2, 1, 8, 4, 1)]:
         gpt = GPTConfig(layers=L, hidden=h, heads=1, seq_len=seq, vocab=8)
         want = attention_bytes_per_step(gpt, L, B, m, cp, "ring")
         got = s.ring_bytes_per_step(L, B, m, seq, h, cp)
         if got != want:
-            why = ("one device has no neighbour: the ring sends nothing (3c - 2 = 1 would count a block that never "
-                   "moves)" if cp == 1 else "forward c-1 K/V hops, backward c-1 K/V hops and c dK/dV hops: (3c - 2) "
+            why = ("one device has no neighbour: the ring sends nothing" if cp == 1
+                   else "forward c-1 K/V hops, backward c-1 K/V hops and c-1 dK/dV hops: 3(c - 1) "
                    "blocks, each 2 B (s/c) h float64 values (K and V), per layer and micro-batch")
             return compare(want, got, f"L={L} B={B} m={m} s={seq} h={h} c={cp}: {why}")
     return ok()
@@ -143,7 +143,7 @@ def _cp_run(c: int):
 check_prediction = prediction_item(
     "prediction: the ring's Send bytes of the c = 2 run, before the run (within 2 %)",
     answer=lambda: float(_cp_run(2).trace.bytes_by_collective().get("send", 0)), ask="predicted_ring_bytes_c2",
-    hint="steps x devices x (3c - 2) K/V blocks per layer and micro-batch")
+    hint="steps x devices x 3(c - 1) K/V blocks per layer and micro-batch")
 
 check_explanation = explanation_item(
     "explanation: why device i holds chunks i and 2c-1-i (a choice)", ask="why_balanced_split", right="b",

@@ -13,7 +13,10 @@ Per micro-batch and transformer layer, on one tensor-parallel rank (T = b s toke
   9 a b s^2 / t (Megatron-LM 2021 fused kernels, no flash attention); backward ~ 2x forward.
   tensor parallel: 2 all-reduces of T h 2 bytes in the forward, 2 in the backward, 2 more in a
   fully recomputed forward (Shoeybi et al. 2019; with SP each becomes all-gather +
-  reduce-scatter of the same volume, Korthikanti et al. 2022). Not overlapped (`Assumptions`).
+  reduce-scatter of the same volume, Korthikanti et al. 2022, and the backward gathers each
+  half's input again). Not overlapped (`Assumptions`). Outside the blocks, per micro-batch: the
+  embedding's, the output layer's and the loss's collectives, and under SP one all-reduce of the
+  partial norm and bias gradients per step (`tp_ends`, what the scale program emits).
   recompute: full adds the whole forward to B; selective adds the attention core only, or under
   torchtitan's op-level policy every element-wise op and every second matmul (the stack's).
 Last stage adds the logits (T, V/t, h) and cross-entropy traffic; stages hold L/p layers. Each
@@ -66,6 +69,7 @@ from simulator.cost.rank_params import heads_on, layer_params_on_rank, stage_par
 from simulator.cost.sac import sac_recompute_flops_per_token
 from simulator.cost.scale_kernels import cp_exchange_nbytes, layer_kernels, padded_vocab
 from simulator.cost.step_breakdown import StepBreakdown, breakdown_from_parts, closed_form_leaves_out
+from simulator.cost.tp_ends import end_times_s, sp_grad_time_s
 from simulator.cost.zero3_fetch import zero3_pass
 from simulator.errors import ParasimError
 from simulator.parallel.schedule_registry import schedule_spec
@@ -150,25 +154,33 @@ def _layer_comm(model, cfg, hw, A, K, topo) -> dict:
     T = b * s / c
     act = 2 * T * h                                                # one (s/c, b, h) 16-bit tensor
     ar_algo = NVLS if A.nvls else A.collective_algo
-    half = 0.0
+    half = half_b = 0.0        # one layer half's collectives, forward and backward
     if t > 1:
         grp = cfg.tp_group()
-        half = (collective_time_s("all_gather", act, grp, topo, A.collective_algo)
-                + collective_time_s("reduce_scatter", act, grp, topo, A.collective_algo)
-                if cfg.sequence_parallel else collective_time_s("all_reduce", act, grp, topo, ar_algo))
-    tp = 2 * half
+        if cfg.sequence_parallel:  # the backward gathers the input again (the scale program's `tp_in`)
+            ag = collective_time_s("all_gather", act, grp, topo, A.collective_algo)
+            half = ag + collective_time_s("reduce_scatter", act, grp, topo, A.collective_algo)
+            half_b = half + ag
+        else:
+            half = half_b = collective_time_s("all_reduce", act, grp, topo, ar_algo)
+    tp, tp_b = 2 * half, 2 * half_b
     if A.overlap_tp_comm:      # chunks pipelined with the layer's linear GEMMs (weight-gradient shapes)
-        tp = max(0.0, tp - K.attn_w.time_s(hw, A.matmul_dtype, A.profile) - K.mlp_w.time_s(hw, A.matmul_dtype, A.profile))
+        gemms = K.attn_w.time_s(hw, A.matmul_dtype, A.profile) + K.mlp_w.time_s(hw, A.matmul_dtype, A.profile)
+        tp, tp_b = max(0.0, tp - gemms), max(0.0, tp_b - gemms)
     cp_f = cp_b = cp_total = 0.0
     if c > 1:
         grp = cfg.cp_group()
         kv, qkv, out = cp_exchange_nbytes(model, cfg, A.dtype)   # the scale program's sizes
-        if cfg.cp_comm_type == "p2p":   # ring: c-1 steps passing K and V; backward also dK, dV
+        if cfg.cp_comm_type == "p2p":   # TE's ring (`cp_attention.ring_order`), as the clock runs it
+            # one transfer; a device's send and receive of a ring step take its comm lane one after the
+            # other (the clock's rule), beside the step's core kernel: forward 2 transfers per step
+            # (K/V out, the next in), backward 4 (K/V and the dK/dV sum, each way) beside the step's
+            # kernel and its dK/dV sum, c - 1 steps each way
             step = _slowest_link(topo, grp).time_s(kv)
-            core = K.core_fwd.time_s(hw, A.matmul_dtype, A.profile)
+            P, kt = K.cp_parts, lambda k: k.time_s(hw, A.matmul_dtype, A.profile)  # noqa: E731
             cp_total = 3 * (c - 1) * step
-            cp_f = max(0.0, (c - 1) * step - core)
-            cp_b = max(0.0, 2 * (c - 1) * step - 2.5 * core)
+            cp_f = (c - 1) * max(0.0, 2 * step - kt(P.core_fwd))
+            cp_b = (c - 1) * max(0.0, 4 * step - kt(P.core_b) - kt(P.dkv_add))
         else:                           # Ulysses: q, k, v in and the output back, each way
             x = (collective_time_s("all_to_all", qkv, grp, topo, A.collective_algo)
                  + collective_time_s("all_to_all", out, grp, topo, A.collective_algo))
@@ -178,7 +190,7 @@ def _layer_comm(model, cfg, hw, A, K, topo) -> dict:
     moe_d, moe_c = (sum(moe_collective_time_s(x.kind, x.group, x.nbytes, moe_group(cfg, x.group), topo,
                                               A.collective_algo, model.num_experts, model.moe_router_topk)
                         for x in xs) for xs in (dispatch, combine))
-    return {"tp_fwd": tp, "tp_total_fwd": 2 * half, "cp_fwd": cp_f, "cp_bwd": cp_b, "cp_total": cp_total,
+    return {"tp_fwd": tp, "tp_bwd": tp_b, "tp_total_fwd": 2 * half, "tp_total_bwd": 2 * half_b, "cp_fwd": cp_f, "cp_bwd": cp_b, "cp_total": cp_total,
             "moe": moe_d + moe_c, "moe_dispatch": moe_d, "moe_combine": moe_c}
 
 
@@ -205,7 +217,7 @@ def layer_times(model: ModelSpec, cfg: ParallelConfig, hw: Hardware, A: Assumpti
     ep_l = exposed_moe_s(A, D, C, 3 if full else 2, *shared)
     # one forward pass's share (the merged pairs put all of it in the backward's line, `moe_overlap`)
     f_moe = 0.0 if A.overlap_moe_comm else exposed_moe_s(A, D, C, 2, *shared) - exposed_moe_s(A, D, C, 1, *shared)
-    comm_l = {"tp": cm["tp_fwd"] * (3 if full else 2), "cp": cm["cp_fwd"] * (2 if full else 1) + cm["cp_bwd"],
+    comm_l = {"tp": cm["tp_fwd"] * (2 if full else 1) + cm["tp_bwd"], "cp": cm["cp_fwd"] * (2 if full else 1) + cm["cp_bwd"],
               "ep": ep_l}
     f_l = f_comp + cm["tp_fwd"] + cm["cp_fwd"] + f_moe
     b_l = kt(K.attn_b) + kt(K.mlp_b) + rc_comp + comm_l["tp"] + comm_l["cp"] + comm_l["ep"] - (f_l - f_comp)
@@ -238,7 +250,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     if A.overlap_moe_comm:
         ep_k = overlap_exposed_per_layer(cfg, L, cm["moe_dispatch"], cm["moe_combine"],
                                          kt(K.attn_fwd) + cm["tp_fwd"] + cm["cp_fwd"], kt(K.mlp_fwd), kt(K.mlp_b),
-                                         kt(K.mlp_w), kt(K.attn_b) + cm["tp_fwd"] + cm["cp_bwd"], kt(K.attn_w))
+                                         kt(K.mlp_w), kt(K.attn_b) + cm["tp_bwd"] + cm["cp_bwd"], kt(K.attn_w))
     lf, lb, lw = kt(K.logits_fwd), kt(K.logits_b), kt(K.logits_w)
     # parameters held by each stage, per tensor-parallel rank (embedding/head on the end stages)
     emb = padded_vocab(model, t) * h / t
@@ -248,9 +260,22 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     stages = [[n * f_l, n * (b_l - ep_l + ep_k[k]), n * w_l] for k, n in enumerate(layers)]
     for i, x in enumerate((lf, lb, lw)):
         stages[-1][i] += x
+    # the tensor-parallel collectives outside the blocks, per micro-batch (`tp_ends`), and SP's
+    # all-reduce of partial gradients once per step
+    ef, eb, hf, hb = end_times_s(model, cfg, A, topo)
+    ends_k = [0.0] * p
+    for k, i, x in ((0, 0, ef), (0, 1, eb), (p - 1, 0, hf), (p - 1, 1, hb)):
+        stages[k][i] += x
+        ends_k[k] += x
+    sp_k = [sp_grad_time_s(model, cfg, A, topo, layers[k], k == p - 1) for k in range(p)]
     for k in range(p):   # gradient accumulation outside the GEMMs, after every micro-batch (`Assumptions`)
         stages[k][2] += memory_time_s(A.grad_accum_bytes * (dense_k[k] + expert_k[k]), hw, stack)
-    slowest_k = max(range(p), key=lambda k: sum(stages[k]))
+    # pipeline p2p: each TP rank sends its 1/t slice over the stage boundary, then all-gathers; the
+    # bottleneck is the device with the most work and exposed exchanges of its own (a middle stage of
+    # an uneven split pays four exchanges per micro-batch, the ends two)
+    p2p_k = [p2p_exposed(cfg, topo, 2 * cfg.micro_batch_size * s * h / c, k, algo) if p > 1 else (0.0, 0.0)
+             for k in range(p)]
+    slowest_k = max(range(p), key=lambda k: m * sum(stages[k]) + p2p_k[k][0] + sp_k[k])
     slowest = sum(stages[slowest_k])
     comm_l["ep"] = ep_k[slowest_k]
     # the slowest stage waits, once, for the work of every other stage (warmup and cooldown): for
@@ -260,9 +285,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     Fm, Bm, Wm = (sum(x[i] for x in others) / len(others) for i in range(3))
     bubble = schedule_spec(cfg.schedule, priced=True).bubble(p, m, Fm, Bm, Wm, v)
 
-    # pipeline p2p: each TP rank sends its 1/t slice over the stage boundary, then all-gathers
-    p2p_total, p2p_fill = p2p_exposed(cfg, topo, 2 * cfg.micro_batch_size * s * h / c, slowest_k, algo) \
-        if p > 1 else (0.0, 0.0)
+    p2p_total, p2p_fill = p2p_k[slowest_k]
     bubble += p2p_fill
 
     # data-parallel synchronisation of the largest stage's gradients (module docstring)
@@ -292,13 +315,16 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     bubble += max(0.0, optimizer_of(k_big) - optimizer)
 
     n_fwd = 3 if full else 2
-    tp_total = m * sum(layers) / p * cm["tp_total_fwd"] * n_fwd
+    tp_total = m * sum(layers) / p * (cm["tp_total_fwd"] * (n_fwd - 1) + cm["tp_total_bwd"]) \
+        + (m * sum(ends_k) + sum(sp_k)) / p
     # the step, part by part (`step_breakdown`): the slowest stage's kernels and exposed collectives
     # over m micro-batches, the schedule's bubble, p2p, DP sync and the tied-embedding all-reduce
     n_slow = layers[slowest_k]
     exposed_by = {k: m * n_slow * x for k, x in comm_l.items()}
     exposed_by.update(pp=p2p_total, dp=dp_exposed + emb_ar)
-    parts = breakdown_from_parts(m * (slowest - n_slow * sum(comm_l.values())) + fsdp_copy, exposed_by, bubble, optimizer,
+    exposed_by["tp"] += m * ends_k[slowest_k] + sp_k[slowest_k]
+    parts = breakdown_from_parts(m * (slowest - n_slow * sum(comm_l.values()) - ends_k[slowest_k]) + fsdp_copy,
+                                 exposed_by, bubble, optimizer,
                                  stack.exposed_step_overhead_s(exposed_by["dp"]))
     step = parts.step_s
     by_kind = {"tensor_parallel": tp_total, "pipeline_p2p": p2p_total,

@@ -23,7 +23,7 @@ Timing rules (alpha-beta, Hockney 1994; overlap as in PyTorch DDP / Megatron asy
   the comm lane; sharing of link bandwidth between the two streams is not modelled).
 - A device model may define `price_collective(ins) -> (time_s, bytes_sent_per_member) | None`
   to price a collective itself (e.g. a one-member collective standing for a data-parallel group
-  of replicas that are simulated once, `simulator.cost.scale_kernels.ScaleDeviceModel`).
+  of replicas that are simulated once, `simulator.cost.scale_device.ScaleDeviceModel`).
 """
 
 from __future__ import annotations

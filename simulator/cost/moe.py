@@ -6,12 +6,14 @@ e = ep, k = --moe-router-topk, h hidden):
 - tokens the rank routes: T / t with sequence parallelism (each TP rank holds its slice), T without
   (the TP ranks hold the same tokens);
 - its experts' rows: k x (T / t) x etp with SP (the etp ranks of an expert-tensor group gather
-  their tokens), k T without SP; times the capacity factor c when every expert is padded to its
-  capacity (--moe-pad-expert-input-to-capacity), else times min(1, c): balanced routing overflows
-  no expert unless c < 1 drops tokens (Megatron-Core --moe-expert-capacity-factor; Fedus et al. 2021
-  eq. 3);
+  their tokens), k T without SP; when every expert is padded to its capacity
+  (--moe-pad-expert-input-to-capacity) E x ceil(c k T_r / E) instead, T_r the tokens counted there
+  (Megatron-Core's get_capacity over the rank's local tokens; `moe_steps.capacity`, the runnable's
+  rule), else times min(1, c): balanced routing overflows no expert unless c < 1 drops tokens
+  (Megatron-Core --moe-expert-capacity-factor; Fedus et al. 2021 eq. 3);
+- the router (h x E over the routed tokens) runs before the dispatch (`scale_kernels.MoEParts`);
 - dispatch (Megatron-Core token_dispatcher.py):
-    alltoall / flex: an all-to-all of the routed rows (16-bit, k copies of each token) over the ep
+    alltoall / flex: an all-to-all of the routed rows (training dtype, k copies of each token) over the ep
       group, then (etp > 1, SP) an all-gather over the expert-tensor group; the combine mirrors it
       (reduce-scatter, then all-to-all). flex (DeepEP, HybridEP) over an ep group spanning n nodes
       of g of its ranks each sends a token once to each node holding one of its experts, by RDMA to
@@ -45,7 +47,9 @@ import math
 from typing import NamedTuple
 
 from simulator.cost.comm import collective_time_s
+from simulator.cost.hardware import DTYPE_NBYTES
 from simulator.errors import ParasimError
+from simulator.models.moe_steps import capacity
 from simulator.vocabulary import BY_NAME
 
 DISPATCHERS = BY_NAME["moe_token_dispatcher"].choices
@@ -62,13 +66,16 @@ class MoeCollective(NamedTuple):
 
 
 def expert_tokens(model, tokens: float, assumptions) -> float:
-    """Rows one rank's experts process for `tokens` routed tokens: tokens x top-k x the capacity
-    factor c when experts are padded to capacity, x min(1, c) otherwise (balanced routing: a
+    """Rows one rank's experts process for `tokens` routed tokens: E x the capacity ceil(c k tokens / E)
+    when experts are padded to capacity (Megatron-Core's get_capacity over the rank's routed tokens,
+    `moe_steps.capacity`, the runnable's rule), tokens x top-k x min(1, c) otherwise (balanced routing: a
     factor below 1 drops the overflow, one above it pads nothing) (module docstring)."""
-    cf = assumptions.capacity_factor
+    cf, k = assumptions.capacity_factor, model.moe_router_topk
     if cf is None:
-        return tokens * model.moe_router_topk
-    return tokens * model.moe_router_topk * (cf if assumptions.pad_to_capacity else min(1.0, cf))
+        return tokens * k
+    if assumptions.pad_to_capacity:    # every expert's buffer at its capacity (`moe_steps.capacity`)
+        return model.num_experts * capacity(tokens, model.num_experts, k, cf)
+    return tokens * k * min(1.0, cf)
 
 
 def routed_tokens(model, cfg) -> float:
@@ -89,15 +96,15 @@ def moe_collectives(model, cfg, assumptions) -> tuple[tuple[MoeCollective, ...],
     if not getattr(model, "num_experts", 0):
         return (), ()
     h, e, et = model.hidden, cfg.ep, cfg.expert_tp
-    sp = cfg.sequence_parallel
+    sp, e_bytes = cfg.sequence_parallel, DTYPE_NBYTES[assumptions.dtype]    # hidden states in the training dtype
     if assumptions.moe_token_dispatcher == "allgather":
         n = et * e if sp else e
-        whole = 2 * h * routed_tokens(model, cfg) * n
+        whole = e_bytes * h * routed_tokens(model, cfg) * n
         group = "tp_ep" if sp else "ep"
         if n == 1:
             return (), ()
         return (MoeCollective("all_gather", group, whole),), (MoeCollective("reduce_scatter", group, whole),)
-    rows = 2 * h * expert_tokens(model, routed_tokens(model, cfg), assumptions)
+    rows = e_bytes * h * expert_tokens(model, routed_tokens(model, cfg), assumptions)
     group = "ep_flex" if assumptions.moe_token_dispatcher == "flex" else "ep"
     a2a = (MoeCollective("all_to_all", group, rows),) if e > 1 else ()
     if et > 1 and sp:

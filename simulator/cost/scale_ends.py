@@ -1,6 +1,6 @@
 """The ends of one scale-program device's step (`scale_program`): before the first action the
 previous step's overlapped ZeRO-1/2 parameter gather; after the last, the embedding gradient, the
-last gradient bucket, the tied embedding's first-last all-reduce, the optimizer and ZeRO-1/2's
+last gradient bucket, sequence parallelism's all-reduce of partial gradients, the tied embedding's first-last all-reduce, the optimizer and ZeRO-1/2's
 parameter all-gather. The parameters a device holds follow the schedule's stage placement
 (`Schedule.stage_map`: V-shaped schedules put the first and the last model stage on device 0)."""
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 from simulator.cost.analytic import ADAM_BYTES_PER_PARAM
 from simulator.cost.rank_params import ends_params_on_rank, stage_params_on_rank
 from simulator.cost.scale_kernels import Kernel
+from simulator.cost.tp_ends import sp_partial_params
 from simulator.program import Collective, Compute
 
 
@@ -42,6 +43,11 @@ class StepEnds:
             # buckets; the runnable GradSync), a tied copy too
             buckets.done(out, r, None, None, None, emb, self.A.grad_reduce_bytes * left)
         buckets.flush(out, force=True)
+        if cfg.sequence_parallel and cfg.tp > 1:
+            # SP: the norms' and row-parallel biases' partial gradients, flattened into one all-reduce
+            # over the tensor group after the data-parallel reduction (`tp_ends`)
+            nbytes = self.A.grad_reduce_bytes * sp_partial_params(self.model, self._layers(k), k == last)
+            self.tp_sized(out, r, "sp_grads", None, (("all_reduce", int(nbytes)),))
         if holds_emb and tied:
             # then the first and last stage sum their copies of the tied embedding's gradient, after
             # the data-parallel reduction (Megatron-LM finalize_model_grads: finish_grad_sync, then

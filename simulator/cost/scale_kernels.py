@@ -26,28 +26,18 @@ utilisation (`simulator.cost.compute.matmul_time_s`) plus memory_time_s(element-
 exactly the sum the closed form makes, so a program and `analytic.estimate` agree by construction
 of their parts and differ only in how the clock overlaps and orders them.
 
-How the symmetric replicas are priced (the brief's "device model whose link() knows the real group
-placement"): the program holds one data-parallel replica, program rank k t + i = stage k, TP index
-i (or one rank per stage, k, when tensor-parallel ranks are folded too). `global_rank` maps it to
-Megatron's layout rank(i, j=0, k) = k t d + i, so `link()` answers with the real intra-/inter-node
-link between the real ranks. A collective that stands for the whole data-parallel (or folded
-tensor-parallel) group is written as a group of one rank with tag "dp" / "tp"; the clock asks
-`price_collective(ins)`, which prices it with `comm.collective_time_s` over the real global group
-[rank(i, j, k) for j in range(d)] of that rank on the full cluster's topology (hierarchical across
-nodes), and reports the bytes each member sends (nccl-tests bus factor x S).
+The device model that prices a scale program on the full cluster is `scale_device.ScaleDeviceModel`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
-from simulator.cost.comm import NVLS, bus_bandwidth_factor
 from simulator.cost.compute import matmul_time_s, memory_time_s
-from simulator.cost.device_model import HardwareDeviceModel
 from simulator.cost.hardware import DTYPE_NBYTES
 from simulator.cost.model_presets import ModelSpec
-from simulator.cost.moe import expert_rows, moe_collective_time_s, moe_group, routed_tokens
+from simulator.cost.moe import expert_rows, routed_tokens
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.sac import sac_forward
 from simulator.cost.stack import default_stack
@@ -181,6 +171,42 @@ class LayerKernels:
     core_fwd: Kernel = Kernel("core")
     shared_fwd: Kernel = Kernel("shared")   # the shared experts' share of mlp_fwd (their overlap, `cost.moe`)
     shared_b: Kernel = Kernel("shared")     # ... of mlp_b
+    cp_parts: "AttentionParts | None" = None  # cp > 1: the attention cut where its exchanges go
+    moe_parts: "MoEParts | None" = None       # MoE: the router apart from the experts
+
+
+class MoEParts(NamedTuple):
+    """A MoE layer's MLP half cut where Megatron-Core cuts it: the router (before the token
+    dispatch; its input gradient after the dispatch's backward) and the experts between the dispatch
+    and the combine. mlp_fwd / mlp_b / mlp_w are their sums; `*_bw` the fused input + weight gradients."""
+
+    router_fwd: Kernel
+    experts_fwd: Kernel
+    experts_b: Kernel
+    router_b: Kernel
+    experts_bw: Kernel
+    router_bw: Kernel
+
+
+class AttentionParts(NamedTuple):
+    """The attention half cut where context parallelism's exchanges sit (cp > 1), each kernel one
+    of the runnable's (`parallel.cp_attention`): forward the QKV projection, one core step (a ring
+    step of s/c keys for p2p, `cp_attention.ring_order`; Ulysses' whole core of a/c heads for a2a)
+    and the output projection; backward the projection's input gradient (+ its weight gradient in
+    `proj_bw`), one core step, the dK/dV sum after a ring step (`dkv_add`), the QKV input gradient
+    (+ weight: `qkv_bw`). The layer's attn_fwd / attn_b / attn_w are their sums (`steps` core steps,
+    `steps - 1` adds), so the closed form prices the same kernels."""
+
+    qkv_fwd: Kernel
+    core_fwd: Kernel
+    proj_fwd: Kernel
+    proj_b: Kernel
+    core_b: Kernel
+    dkv_add: Kernel
+    qkv_b: Kernel
+    proj_bw: Kernel
+    qkv_bw: Kernel
+    steps: int
 
 
 def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumptions | None = None) -> LayerKernels:
@@ -217,9 +243,14 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
     flash = A.flash_attention
     fs, bs = (0.5, 0.5 * 5 / 4) if flash else (1.0, 1.0)
     # the attention core stays 16-bit under FP8 (last field, `Kernel.time_s`)
-    core_fwd = (MatMul(sq, s, dqk, heads, fs, True, core=True), MatMul(sq, dv, s, heads, fs, True, core=True))
-    core_bwd = tuple(MatMul(*x, bs, True, core=True) for x in ((sq, dqk, s, heads), (sq, dv, s, heads),
-                                                                 (sq, s, dv, heads), (s, dqk, sq, heads)))
+    # the keys one core kernel sees: all s, or s/c per ring step (p2p, Transformer Engine launches one
+    # FlashAttention kernel per step; each step half-masked with the load-balanced split, `cp_split`)
+    steps = c if c > 1 and cfg.cp_comm_type != "a2a" else 1
+    sk = s / steps
+    step_fwd = (MatMul(sq, sk, dqk, heads, fs, True, core=True), MatMul(sq, dv, sk, heads, fs, True, core=True))
+    step_bwd = tuple(MatMul(*x, bs, True, core=True) for x in ((sq, dqk, sk, heads), (sq, dv, sk, heads),
+                                                                 (sq, sk, dv, heads), (sk, dqk, sq, heads)))
+    core_fwd, core_bwd = step_fwd * steps, step_bwd * steps
     st = A.profile     # the stack's element-wise traffic per element (module docstring)
     softmax = 0.0 if flash else 9 * heads * sq * s
     if model.multi_latent_attention:   # the rotary part: one per query head, one key part shared by all
@@ -252,25 +283,56 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
     shared_n = 3 if shared else 0
     attn_n = LAUNCHES["attn"] + len(qkv) - 1
     attn_fwd = Kernel("attn_fwd", lin(qkv, "f") + core_fwd + lin((proj,), "f", ub), ew_attn + cast((proj,), "f"),
-                      attn_n + core_n)
+                      attn_n + core_n * steps)
     ew_shared = (6 if model.gated_mlp else 4) * T * model.moe_shared_expert_hidden / t if shared else 0.0
     shared_fwd = Kernel("shared_fwd", lin(shared, "f"), ew_shared, shared_n)
     shared_b = Kernel("shared_bgrad", lin(shared, "b"), 2 * ew_shared, shared_n)
-    mlp_fwd = Kernel("mlp_fwd", lin(router + (up,), "f") + lin((down,), "f", ub) + shared_fwd.matmuls,
-                     ew_mlp + ew_shared, LAUNCHES["mlp"] + shared_n)   # casts fused (fp8_cast_nbytes)
+    # the MoE router (Megatron-Core's TopKRouter) runs before the dispatch, its backward after the
+    # dispatch's (`MoEParts`); its GEMMs count with the MLP's launches
+    router_fwd = Kernel("router_fwd", lin(router, "f"))
+    experts_fwd = Kernel("mlp_fwd", lin((up,), "f") + lin((down,), "f", ub) + shared_fwd.matmuls,
+                         ew_mlp + ew_shared, LAUNCHES["mlp"] + shared_n)   # casts fused (fp8_cast_nbytes)
+    mlp_fwd = _total("mlp_fwd", router_fwd, experts_fwd)
     op_sac = cfg.recompute == "selective" and st.selective_recompute == "every_other_matmul"
     selective = cfg.recompute == "selective" and not flash and not op_sac   # FlashAttention recomputes the core anyway
     again_attn, again_mlp = sac_forward(model, qkv, proj, up, down, gate) if op_sac else ((), ())
     attn_b = Kernel("attn_bgrad", (core_fwd if selective else ()) + lin(again_attn, "f") + lin((proj,), "b")
                     + core_bwd + lin(qkv, "b", ub),
                     (3 if op_sac else 2) * ew_attn + (softmax if selective else 0.0) + cast(qkv + (proj,), "b"),
-                    attn_n * (2 if op_sac else 1) + core_n * (2 if selective else 1))
-    mlp_b = Kernel("mlp_bgrad", lin(again_mlp, "f") + lin((down,), "b") + lin((up,), "b", ub) + lin(router, "b")
-                   + shared_b.matmuls, (3 if op_sac else 2) * ew_mlp + 2 * ew_shared + cast((up, down) + shared, "b"),
-                   LAUNCHES["mlp"] * (2 if op_sac else 1) + shared_n)
+                    attn_n * (2 if op_sac else 1) + core_n * (2 if selective else 1) * steps)
+    experts_b = Kernel("mlp_bgrad", lin(again_mlp, "f") + lin((down,), "b") + lin((up,), "b", ub)
+                       + shared_b.matmuls, (3 if op_sac else 2) * ew_mlp + 2 * ew_shared
+                       + cast((up, down) + shared, "b"), LAUNCHES["mlp"] * (2 if op_sac else 1) + shared_n)
+    router_b = Kernel("router_bgrad", lin(router, "b"))
+    mlp_b = _total("mlp_bgrad", experts_b, router_b)
     attn_w = Kernel("attn_wgrad", lin((proj,), "w") + lin(qkv, "w", ub), launches=1 + len(qkv))
-    mlp_w = Kernel("mlp_wgrad", lin((down,), "w") + lin((up,), "w", ub) + lin(router, "w") + lin(shared, "w"),
-                   launches=LAUNCHES["wgrad"] + len(shared))
+    experts_w = Kernel("mlp_wgrad", lin((down,), "w") + lin((up,), "w", ub) + lin(shared, "w"),
+                       launches=LAUNCHES["wgrad"] + len(shared))
+    router_w = Kernel("router_wgrad", lin(router, "w"))
+    mlp_w = _total("mlp_wgrad", experts_w, router_w)
+    moe = MoEParts(router_fwd, experts_fwd, experts_b, router_b, experts_b + experts_w, router_b + router_w) \
+        if experts else None
+    parts = None
+    if c > 1:   # the attention cut where context parallelism's exchanges go (`AttentionParts`)
+        n_pass, proj_n = (2 if op_sac else 1), 2       # the projection GEMM and bias-dropout-add (`LAUNCHES`)
+        qkv_ew = ew_attn - softmax                     # norm, residual, rope, copies: with the QKV projection
+        sm_b = (3 if op_sac else 2) * softmax + (softmax if selective else 0.0)
+        qkv_b = Kernel("attn_qkv_bgrad", lin(qkv, "b", ub), (3 if op_sac else 2) * qkv_ew + cast(qkv + (proj,), "b"),
+                       (attn_n - proj_n) * n_pass)
+        proj_b = Kernel("attn_proj_bgrad", lin(again_attn, "f") + lin((proj,), "b"), 0.0, proj_n * n_pass)
+        proj_w = Kernel("attn_proj_wgrad", lin((proj,), "w"), launches=1)
+        qkv_w = Kernel("attn_qkv_wgrad", lin(qkv, "w", ub), launches=len(qkv))
+        parts = AttentionParts(
+            Kernel("attn_qkv_fwd", lin(qkv, "f"), qkv_ew, attn_n - proj_n),
+            Kernel("attn_core_fwd", step_fwd, softmax / steps, core_n),
+            Kernel("attn_proj_fwd", lin((proj,), "f", ub), cast((proj,), "f"), proj_n),
+            proj_b, Kernel("attn_core_bgrad", (step_fwd if selective else ()) + step_bwd, sm_b / steps,
+                           core_n * (2 if selective else 1)),
+            Kernel("attn_dkv_add", (), 3 * cp_exchange_nbytes(model, cfg, A.dtype)[0], 1),   # 2 reads, 1 write
+            qkv_b, proj_b + proj_w, qkv_b + qkv_w, steps)
+        attn_fwd = _total("attn_fwd", parts.qkv_fwd, *[parts.core_fwd] * steps, parts.proj_fwd)
+        attn_b = _total("attn_bgrad", proj_b, *[parts.core_b] * steps, *[parts.dkv_add] * (steps - 1), qkv_b)
+        attn_w = _total("attn_wgrad", proj_w, qkv_w)
     Vt = padded_vocab(model, t) / t
     return LayerKernels(attn_fwd, mlp_fwd, attn_b, mlp_b, attn_w, mlp_w,    # output layer: 16-bit
                         Kernel("logits_fwd", (MatMul(T, Vt, h, sixteen_bit=True),), CROSS_ENTROPY_FWD_BYTES * T * Vt,
@@ -278,96 +340,19 @@ def layer_kernels(model: ModelSpec, cfg: ParallelConfig, assumptions: Assumption
                         Kernel("logits_bgrad", (MatMul(T, h, Vt, sixteen_bit=True),), CROSS_ENTROPY_BWD_BYTES * T * Vt,
                                1 + LAUNCHES["cross_entropy_bwd"]),
                         Kernel("logits_wgrad", (MatMul(h, Vt, T, sixteen_bit=True),), launches=1),
-                        Kernel("core_fwd", core_fwd, softmax, core_n), shared_fwd, shared_b)
+                        Kernel("core_fwd", core_fwd, softmax, core_n * steps), shared_fwd, shared_b, parts, moe)
+
+
+def _total(name: str, *kernels: Kernel) -> Kernel:
+    """One kernel standing for `kernels` run one after another (their matmuls, bytes and launches)."""
+    return Kernel(name, sum((k.matmuls for k in kernels), ()), sum(k.ew_nbytes for k in kernels),
+                  sum(k.launches for k in kernels))
 
 
 def padded_vocab(model: ModelSpec, tp: int) -> int:
     """The vocabulary the logits layer multiplies by (Megatron pads it, `ModelSpec.padded_vocab`)."""
     pad = getattr(model, "padded_vocab", None)
     return pad(tp) if pad is not None else model.vocab
-
-
-@dataclass(frozen=True, eq=False)
-class ScaleDeviceModel:
-    """The clock's device model for one replica of a (t, p, d) configuration on the full cluster.
-
-    `base` is the HardwareDeviceModel of the whole cluster (t p d devices); `fold_tp` says whether
-    the program has one rank per stage (TP collectives then stand for the real TP group too)."""
-
-    base: HardwareDeviceModel
-    config: ParallelConfig
-    fold_tp: bool = False
-    collective_algo: str = "ring"
-    nvls: bool = True        # all-reduces inside one node use NVLink SHARP where the hardware has it
-    stack: object = None     # the software stack whose kernels these are (`simulator.cost.stack`; None: default)
-    routing: tuple = (0, 0)  # the model's (experts, top-k), for flex's dispatch (`moe.moe_collective_time_s`)
-    _cache: dict = field(default_factory=dict, repr=False)
-
-    def __post_init__(self):
-        if self.base.n_devices != self.config.gpus:
-            raise ParasimError(f"device model covers {self.base.n_devices} devices but the configuration "
-                               f"uses tp x pp x dp = {self.config.gpus}")
-        object.__setattr__(self, "_topology", self.base.topology)
-
-    @property
-    def width(self) -> int:
-        """Program ranks per pipeline stage."""
-        return 1 if self.fold_tp else self.config.tp
-
-    def global_rank(self, local: int) -> int:
-        """Program rank k w + i -> Megatron rank of (tp i, dp 0, stage k)."""
-        k, i = divmod(local, self.width)
-        return self.config.rank(i, 0, k)
-
-    def compute_time_s(self, ins) -> float:
-        kern = ins.attrs.get("kernel") if ins.attrs else None
-        if kern is None:
-            return self.base.compute_time_s(ins)
-        t = self._cache.get(kern)
-        if t is None:
-            t = self._cache[kern] = kern.time_s(self.base.hardware, self.base.dtype, self.stack)
-        return t
-
-    def link(self, src: int, dst: int) -> tuple[float, float]:
-        return self._topology.link_of(self.global_rank(src), self.global_rank(dst))
-
-    def real_group(self, ins) -> list[int] | None:
-        """The global ranks a one-member collective tagged dp/tp stands for (None: price as written)."""
-        if len(ins.group) != 1 or ins.tag not in ("dp", "dpr", "edp", "tp", "cp", "ep", "ep_flex", "etp", "tp_ep"):
-            return None
-        cfg = self.config
-        k, i = divmod(ins.group[0], self.width)
-        if ins.tag == "dp":          # HSDP: FSDP's gathers and reduce-scatters stay in the shard group
-            return cfg.shard_group(i, k) if cfg.dp_replicate > 1 else cfg.dp_cp_group(i, k)
-        if ins.tag == "dpr":         # HSDP: the replicas' all-reduce of a shard (`simulator.cost.fsdp`)
-            return cfg.replicate_group(i, k)
-        if ins.tag == "edp":        # the expert-data-parallel group (`ParallelConfig.edp_group`)
-            return cfg.edp_group(i, k)
-        if ins.tag == "cp":
-            return cfg.cp_group(i, 0, k)
-        if ins.tag in ("ep", "ep_flex", "etp", "tp_ep"):     # the MoE groups (`cost.moe.moe_group`)
-            return moe_group(cfg, ins.tag, i, k)
-        return cfg.tp_group(0, k) if self.fold_tp else None
-
-    def price_collective(self, ins) -> tuple[float, int] | None:
-        """(time_s, bytes each member sends) of a collective standing for a real group, else None."""
-        key = (ins.kind, ins.tag, ins.group, ins.nbytes)
-        if key in self._cache:
-            return self._cache[key]
-        group = self.real_group(ins)
-        algo = ins.algo or self.collective_algo
-        nvls = self.nvls and ins.kind == "all_reduce" and not ins.algo
-        if group is None:
-            if not (nvls and len(ins.group) > 1 and self._topology.nvls_allreduce_gain.get(len(ins.group), 1.0) > 1):
-                return None
-            group = [self.global_rank(r) for r in ins.group]   # an in-node all-reduce with NVLS
-        n = len(group)
-        whole = ins.nbytes * n if ins.kind == "all_gather" else ins.nbytes
-        t = moe_collective_time_s(ins.kind, ins.tag, whole, group, self._topology, NVLS if nvls else algo,
-                                  *self.routing)
-        sent = int(bus_bandwidth_factor(ins.kind, n) * whole) if n > 1 else 0
-        self._cache[key] = (t, sent)
-        return t, sent
 
 
 def activation_nbytes(model: ModelSpec, cfg: ParallelConfig, dtype: str = "bf16") -> int:

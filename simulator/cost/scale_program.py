@@ -8,13 +8,16 @@ data-parallel replica of (t, p, d, b, B, schedule, v, recompute, SP, ZeRO):
     F(j, c)   model stage s = stage_map[k][c] (the schedule's placement; the loop one: c p + k):
               Recv the activation from stage s-1 unless this device runs it too (Megatron's scatter /
               gather: each TP rank receives b s h / t, then an all-gather over the TP group unless
-              SP keeps activations sequence-sharded); per layer: attention (Compute), TP
-              all-reduce, MLP (Compute), TP all-reduce (with SP: all-gather + reduce-scatter of
-              the same volume, Korthikanti et al. 2022); last stage: logits + cross-entropy;
-              Send to stage s+1.
-    BW / B    Recv the gradient from stage s+1; per layer in reverse: [full recompute: the layer's
-              forward and its 2 TP collectives], MLP backward, TP all-reduce, attention backward,
-              TP all-reduce; Send to stage s-1. W: the weight gradients (zero-bubble schedules).
+              SP keeps activations sequence-sharded); first stage: the embedding's TP collective;
+              per layer: attention (Compute; with cp > 1 cut at the ring's transfers or Ulysses'
+              all-to-alls, `scale_cp`), TP all-reduce, MLP (Compute), TP all-reduce (with SP
+              all-gather before, reduce-scatter after each, Korthikanti et al. 2022); last stage:
+              logits + the loss's three all-reduces (`tp_ends`); Send to stage s+1.
+    BW / B    Recv the gradient from stage s+1 (last stage: the logits backward and the output
+              layer's TP collectives); per layer in reverse: [full recompute: the layer's forward],
+              MLP backward, TP all-reduce, attention backward, TP all-reduce (SP: two all-gathers
+              before each, the input gathered again, and a reduce-scatter after); first stage: the
+              embedding's (SP); Send to stage s-1. W: the weight gradients (zero-bubble schedules).
   gradients: the last micro-batch's backward of each layer completes its gradient; layers are
     grouped into buckets of >= `bucket_nbytes`, each reduced by a non-blocking collective over the
     data-parallel group as soon as it is complete, overlapping the rest of the backward (PyTorch
@@ -31,7 +34,7 @@ data-parallel replica of (t, p, d, b, B, schedule, v, recompute, SP, ZeRO):
   optimizer: Adam, memory-bound, 30 bytes per (sharded) parameter (`analytic.ADAM_BYTES_PER_PARAM`).
 
 The data-parallel collectives are one-member collectives tagged "dp" that the device model prices
-for the real group (`scale_kernels.ScaleDeviceModel`): replicas are symmetric, so one is simulated.
+for the real group (`scale_device.ScaleDeviceModel`): replicas are symmetric, so one is simulated.
 
 The runnable programs (`simulator.parallel`) compile the same step a second time; the two are
 compared device by device over every strategy in tests/test_one_compiler.py, and where they still
@@ -48,6 +51,7 @@ from simulator.cost.moe_overlap import interleave, overlap_pairs, shared_expert_
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.rank_params import head_params_on_rank, layer_params_on_rank
 from simulator.cost.scale_columns import program_columns
+from simulator.cost.scale_cp import attention_backward, attention_forward
 from simulator.cost.scale_ends import StepEnds
 from simulator.cost.scale_gather import gather_layer, gathered
 from simulator.cost.scale_kernels import (
@@ -58,6 +62,7 @@ from simulator.cost.scale_kernels import (
     layer_kernels,
     padded_vocab,
 )
+from simulator.cost.tp_ends import end_collectives
 from simulator.cost.zero3_fetch import zero3_pass
 from simulator.errors import ParasimError
 from simulator.parallel.schedule_registry import make_schedule
@@ -108,6 +113,7 @@ class _Emitter(StepEnds):
             self.overlap = self.rs_overlap
         self.act = activation_nbytes(model, cfg, A.dtype)
         self.p2p = self.act // cfg.tp
+        self.ends = end_collectives(model, cfg, A.dtype)      # the TP collectives outside the blocks (`tp_ends`)
         dense, self.expert_local = layer_params_on_rank(model, cfg.tp, cfg.ep, cfg.expert_tp)   # this rank's share
         self.layer_local = dense + self.expert_local
         self.layer_grad = A.grad_reduce_bytes * self.layer_local
@@ -133,6 +139,9 @@ class _Emitter(StepEnds):
         self._priced: dict = {}      # kernel -> (flops, nbytes, attrs), shared by its instructions
         self.copy_kernels: dict = {}  # FSDP2 copy-out Kernel by size (`scale_gather.copied_out`)
         self.bw = {K.mlp_b: K.mlp_b + K.mlp_w, K.attn_b: K.attn_b + K.attn_w}   # fused B + W
+        P = K.moe_parts      # MoE: (before the dispatch, between dispatch and combine, after the combine)
+        self.moe_split = {K.mlp_fwd: (P.router_fwd, P.experts_fwd, None), K.mlp_b: (None, P.experts_b, P.router_b),
+                          self.bw[K.mlp_b]: (None, P.experts_bw, P.router_bw)} if P else {}
 
     # ---- helpers ------------------------------------------------------------------------------
     def comp(self, out, kern: Kernel, x: str, phase: str, j, label: str, extra=(), needs=()):
@@ -145,31 +154,13 @@ class _Emitter(StepEnds):
     def group_comm(self, out, r, x, j, tag, kind, nbytes, blocking=True):
         """A collective over this rank's real context- ("cp") or expert-parallel ("ep") group,
         written as a one-member collective the device model prices for that group. Non-blocking
-        ones (ring attention's K/V exchange) overlap the attention kernel; the next compute waits."""
+        ones overlap what follows; the next compute waits."""
         if nbytes <= 0:
             return
         y = f"{tag}{kind[0]}{len(out)}.{x}"
         out.append(Collective(kind, x, y, (r,), nbytes=nbytes, tag=tag, microbatch=j, blocking=blocking))
         if not blocking:
             self._needs += (y,)
-
-    def attn_comm(self, out, r, x, j, where):
-        """Context parallelism around the attention kernel (`analytic._layer_comm`): ring attention
-        gathers K and V over the group (c - 1 ring steps) under the forward kernel, and in the
-        backward also reduce-scatters dK, dV; Ulysses all-to-alls q, k, v before and the output after."""
-        cfg = self.cfg
-        if cfg.cp == 1:
-            return
-        if cfg.cp_comm_type == "a2a":
-            # forward: q, k, v before the core, its output after; backward the reverse ("before_b" /
-            # "after_b": the output's gradient, then q, k, v's; DeepSpeed Ulysses' autograd of _SeqAllToAll)
-            qkv_first = where in ("before", "after_b")
-            self.group_comm(out, r, x, j, "cp", "all_to_all", self.qkv_a2a if qkv_first else self.out_a2a)
-        elif where == "before":
-            self.group_comm(out, r, x, j, "cp", "all_gather", self.kv_local, blocking=False)
-        elif where == "before_b":
-            self.group_comm(out, r, x, j, "cp", "all_gather", self.kv_local, blocking=False)
-            self.group_comm(out, r, x, j, "cp", "reduce_scatter", self.kv_local * cfg.cp, blocking=False)
 
     def mlp_comm(self, out, r, x, j, where):
         """MoE: the dispatch ("before" the experts) or combine ("after") collectives (`cost.moe`); an
@@ -186,11 +177,14 @@ class _Emitter(StepEnds):
         return f"grad{c}.{l}.{j}" if self.per_mb_grads else f"grad{c}.{l}"
 
     def tp_comm(self, out, r, x, j, kinds, dst=None):
-        if self.cfg.tp == 1:
+        self.tp_sized(out, r, x, j, tuple((k, self.act // self.cfg.tp if k == "all_gather" else self.act)
+                                          for k in kinds), dst)
+
+    def tp_sized(self, out, r, x, j, items, dst=None):
+        if self.cfg.tp == 1:     # collectives (kind, program bytes) over the tensor group (`tp_ends`' form)
             return
         group, tag = (((r,), "tp") if self.fold_tp else (self._tp_group(r), ""))
-        for kind in kinds:
-            nbytes = self.act // self.cfg.tp if kind == "all_gather" else self.act
+        for kind, nbytes in items:
             out.append(Collective(kind, x, dst or x, group, nbytes=nbytes, tag=tag, microbatch=j))
 
     def recv(self, out, r, x, src, tag, j):
@@ -205,27 +199,40 @@ class _Emitter(StepEnds):
         base = (r // self.w) * self.w
         return tuple(range(base, base + self.w))
 
-    def tp_pair(self):
-        """The forward (or backward) collectives of one layer half."""
-        return ("all_gather", "reduce_scatter") if self.cfg.sequence_parallel else ("all_reduce",)
+    def tp_in(self, backward=False):
+        """Before a layer half's kernel, SP's all-gather of its input (backward: of the output gradient,
+        then of the input again for the weight gradients, as Megatron-LM's and Transformer Engine's
+        linears do, Korthikanti et al. 2022 Sec. 4.2.2); after it `tp_out`."""
+        return (("all_gather",) * (1 + backward)) if self.cfg.sequence_parallel else ()
+
+    def tp_out(self):
+        return ("reduce_scatter",) if self.cfg.sequence_parallel else ("all_reduce",)
 
     def layer_fwd(self, out, r, x, j, s, l, label="F", needs=()):
-        self.attn_comm(out, r, x, j, "before")
-        self.comp(out, self.K.attn_fwd, x, "forward", j, f"{label}{j} s{s} L{l} attn_fwd", needs=needs)
-        if self.cfg.cp_comm_type == "a2a":
-            self.attn_comm(out, r, x, j, "after")
-        self.tp_comm(out, r, x, j, self.tp_pair())
+        self.tp_comm(out, r, x, j, self.tp_in())
+        if self.K.cp_parts:      # context parallelism: the attention cut at its exchanges (`scale_cp`)
+            attention_forward(self, out, r, x, j, f"{label}{j} s{s} L{l}", needs)
+        else:
+            self.comp(out, self.K.attn_fwd, x, "forward", j, f"{label}{j} s{s} L{l} attn_fwd", needs=needs)
+        self.tp_comm(out, r, x, j, self.tp_out())
+        self.tp_comm(out, r, x, j, self.tp_in())
         self.expert_mlp(out, r, x, j, self.K.mlp_fwd, "forward", f"{label}{j} s{s} L{l} mlp_fwd", needs=needs)
-        self.tp_comm(out, r, x, j, self.tp_pair())
+        self.tp_comm(out, r, x, j, self.tp_out())
 
     def expert_mlp(self, out, r, x, j, kern, phase, label, done=(), needs=()):
         """The MLP kernel between the MoE dispatch and combine (none for a dense model); with
         --moe-shared-expert-overlap the shared experts beside them (`moe_overlap.shared_expert_mlp`)."""
         if self.A.shared_expert_overlap:
             return shared_expert_mlp(self, out, r, x, j, kern, phase, label, done, needs)
+        before, kern, after = self.moe_split.get(kern, (None, kern, None))   # the router where Megatron runs it
+        if before:
+            self.comp(out, before, x, phase, j, f"{label} router", needs=needs)
+            needs = ()
         self.mlp_comm(out, r, x, j, "before")
-        self.comp(out, kern, x, phase, j, label, done, needs)
+        self.comp(out, kern, x, phase, j, label, () if after else done, needs)
         self.mlp_comm(out, r, x, j, "after")
+        if after:
+            self.comp(out, after, x, phase, j, f"{label} router", done)
 
     # ---- actions ------------------------------------------------------------------------------
     def forward(self, out, k, r, j, c, gather=True):
@@ -237,17 +244,25 @@ class _Emitter(StepEnds):
         if self.fsdp:      # the embedding and output layer are FSDP units too
             units = ["emb"] * (s == 0) + units + ["head"] * (s == self.S - 1 and self.head_unit)
         carry = head = ()
+        emb = s == 0        # the vocabulary-parallel embedding's collectives come before the first layer
         for l, needs in gathered(self, out, r, c, j, "f", units, x if self.fsdp else "params", gather):
             if l == "emb":
                 carry = needs
             elif l == "head":
                 head = needs
             else:
+                if emb:
+                    self.tp_sized(out, r, x, j, self.ends.emb_fwd)
+                    emb = False
                 self.layer_fwd(out, r, x, j, s, l, needs=needs + carry)
                 carry = ()
+        if emb:
+            self.tp_sized(out, r, x, j, self.ends.emb_fwd)
         if s == self.S - 1:
             if self.logits:
+                self.tp_sized(out, r, x, j, self.ends.head_fwd)
                 self.comp(out, self.K.logits_fwd, x, "forward", j, f"F{j} logits", needs=head)
+                self.tp_sized(out, r, x, j, self.ends.loss)
         elif self.dev[s + 1] != k:
             out.append(Send(x, self.dev[s + 1] * w + r % w, f"f{s + 1}.{j}", self.p2p, j))
 
@@ -263,8 +278,10 @@ class _Emitter(StepEnds):
         elif self.logits:
             kern = self.K.logits_b + self.K.logits_w if kind == "BW" else self.K.logits_b
             head = last_mb and self.head_bucketed
+            self.tp_sized(out, r, f"a{s}.{j}", j, self.ends.head_bwd_in)
             out.append(Compute(kern.name, (f"a{s}.{j}",), (g,) + (("grad_head",) if head else ()), kern.flops,
                                int(kern.nbytes()), {"kernel": kern}, "backward", j, f"B{j} logits"))
+            self.tp_sized(out, r, g, j, self.ends.head_bwd_out)
             if head:
                 grads_done(out, r, None, None, j, "grad_head", self.A.grad_reduce_bytes * self.head_params)
         x = g if self.fsdp else "params"
@@ -276,19 +293,21 @@ class _Emitter(StepEnds):
             for kb, kw in ((self.K.mlp_b, self.K.mlp_w), (self.K.attn_b, self.K.attn_w)):
                 kern = self.bw[kb] if kind == "BW" else kb
                 done = (self.grad_name(c, l, j),) if last_mb and kb is self.K.attn_b else ()
+                self.tp_comm(out, r, g, j, self.tp_in(backward=True))
                 if kb is self.K.mlp_b:
                     self.expert_mlp(out, r, g, j, kern, "backward", f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
+                elif self.K.cp_parts:
+                    attention_backward(self, out, r, g, j, f"{kind}{j} s{s} L{l}", kind == "BW", done, needs)
                 else:
-                    self.attn_comm(out, r, g, j, "before_b")
                     self.comp(out, kern, g, "backward", j, f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
-                    if self.cfg.cp_comm_type == "a2a":
-                        self.attn_comm(out, r, g, j, "after_b")
-                self.tp_comm(out, r, g, j, self.tp_pair())
+                self.tp_comm(out, r, g, j, self.tp_out())
             if last_mb and not (self.fsdp and not self.per_mb_grads):
                 grads_done(out, r, c, l, j)
         if last_mb and self.fsdp and not self.per_mb_grads:   # pipelined FSDP2: after the stage's last backward
             for l in reversed(range(self.chunks[s])):
                 grads_done(out, r, c, l, j)
+        if s == 0:          # the embedding's backward (SP: the all-gather of its gradient)
+            self.tp_sized(out, r, g, j, self.ends.emb_bwd)
         if s > 0 and self.dev[s - 1] != k:
             out.append(Send(g, self.dev[s - 1] * w + r % w, f"b{s - 1}.{j}", self.p2p, j))
 

@@ -6,7 +6,7 @@
     res.trace.save_chrome("gpt3.json")          # both lanes of every simulated rank
 
 The program (`scale_program.build_scale_program`) is one data-parallel replica; the clock
-(`clock.simulate`) prices it on `scale_kernels.ScaleDeviceModel` built from a
+(`clock.simulate`) prices it on `scale_device.ScaleDeviceModel` built from a
 `HardwareDeviceModel` of the whole cluster, which prices compute kernels by their matmul shapes
 and the data-parallel collectives for their real groups. Memory is the closed-form peak of
 `simulator.cost.memory` (Rajbhandari et al. 2020; Korthikanti et al. 2022): the closed form's
@@ -44,7 +44,8 @@ from simulator.cost.memory import (
 from simulator.cost.memory_report import activation_widening, stage_param_split
 from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
-from simulator.cost.scale_kernels import ScaleDeviceModel, padded_vocab
+from simulator.cost.scale_device import ScaleDeviceModel
+from simulator.cost.scale_kernels import padded_vocab
 from simulator.cost.scale_program import DEFAULT_BUCKET_NBYTES, build_scale_program
 from simulator.cost.step_breakdown import COMM_PURPOSE, StepBreakdown, collective_tag, comm_kind, trace_breakdown
 from simulator.trace_columns import ColumnTrace, lane_busy_s

@@ -95,10 +95,13 @@ def collective_tag(name: str) -> str:
 
 
 def comm_kind(kind: str, name: str) -> str:
-    """What a comm event of a scale trace serves: send/recv, and the all-gather that rebuilds a
-    received stage-boundary activation (tensor "r...", Megatron's scatter/gather), pp; else the
+    """What a comm event of a scale trace serves: a send/recv of a ring tensor ("cp/..."), cp; other
+    send/recv, and the all-gather that rebuilds a received stage-boundary activation (tensor "r...",
+    Megatron's scatter/gather), pp; else the
     collective's tag by `TAG_KIND`; untagged: tp."""
     words = name.split(" ", 2)
+    if kind in ("send", "recv") and len(words) > 1 and words[1].startswith("cp/"):
+        return "cp"       # the context-parallel ring (`scale_cp`)
     if kind in ("send", "recv") or (len(words) > 1 and words[1].startswith("r")):
         return "pp"
     return TAG_KIND.get(collective_tag(name), "tp")
@@ -157,9 +160,11 @@ def trace_breakdown(trace, span_s: float | None = None) -> tuple[StepBreakdown, 
 # What the closed form leaves out, by name: where the event clock's program is priced differently
 # (docs/step-model.md gives each one's size on the grid of tests/test_step_model.py).
 LEAVES_OUT = MappingProxyType({
-    "ring-attention-overlap": "ring attention (cp p2p): the closed form hides the K/V ring steps under the "
-                              "attention kernel; the clock's attention waits for the whole exchange, which it also "
-                              "queues behind the data-parallel bucket reductions on the one asynchronous stream",
+    "ring-attention-overlap": "ring attention (cp p2p): the closed form charges each ring step the part of its "
+                              "transfers (2 forward, 4 backward, one after another on the comm lane) its core kernel "
+                              "does not hide; the clock runs Transformer Engine's order step by step, where a "
+                              "backward step's dK/dV sum also waits for the previous rank's kernel (within 4% on "
+                              "tests/test_step_model.py's extra ring grid), and counts an idle send as bubble",
     "gradient-bucket-tail": "overlapped gradient reduction: the closed form hides it under the last micro-batch's "
                             "backward as one sum; the clock's 25 MB buckets leave the last one (and the embedding "
                             "gradient) exposed",

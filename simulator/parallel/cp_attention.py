@@ -18,6 +18,25 @@ from ..program import Collective, Recv, Send
 from .emit import param
 
 
+def ring_order(n: int, backward: bool) -> tuple[tuple[str, str, int], ...]:
+    """The p2p ring's order on a context group of n ranks, as (action, what, step): the one home of
+    it, which the runnable lane (`ContextAttention`) and the scale program (`cost.scale_program`)
+    both walk. Transformer Engine's AttnFuncWithCPAndKVP2P (`cp_comm_type p2p`): forward, step s
+    sends the K/V block it holds to the next rank and receives the next one, overlapped with the
+    step's attention kernel (n - 1 exchanges); backward, the ring reversed, step s posts the K/V
+    block (steps 0 .. n-2) and the dK/dV summed so far (steps 1 .. n-1) to the previous rank and
+    receives theirs, then runs its kernel: n - 1 exchanges of each."""
+    out = []
+    for s in range(n):
+        if not backward:
+            out += [("send", "kv", s)] * (s < n - 1) + [("step", "", s)] + [("recv", "kv", s)] * (s < n - 1)
+            continue
+        sends = [("send", "kv", s)] * (s < n - 1) + [("send", "dkv", s)] * (s > 0)
+        recvs = [("recv", "dkv", s)] * (s > 0) + [("recv", "kv", s)] * (s < n - 1)
+        out += sends + recvs + [("step", "", s)]
+    return tuple(out)
+
+
 @dataclass
 class ContextAttention:
     """Fields and emitters of a context-parallel lane (mixed into a Replica)."""
@@ -93,25 +112,31 @@ class ContextAttention:
         return {"heads": self._heads(lyr), "q_pos": self.positions[q_rank], "k_pos": self.positions[k_rank]}
 
     def _step_flops(self, k: float) -> float:
-        """k B Tq Tk w: QK^T and PV are 2 B Tq Tk w each (forward k = 4, backward k = 8)."""
+        """One ring step's k B Tq Tk w, Tq = Tk = s/cp: QK^T and PV are 2 B Tq Tk w each (forward
+        k = 4, backward k = 8), counted whole as Megatron-LM counts attention (causal or not). Ulysses'
+        core is cp of them: a/cp heads (w/cp columns) over all s tokens."""
         tl = self.config.seq_len // self.cp
         return k * self.microbatch_size * tl * tl * self._width
 
     def _ring_forward(self, r, li, lyr, j, c):
+        """Step s folds the block of rank i - s; the last one received is kept for the backward
+        ({c}/kvb, TE keeps p2p_comm_buffers[-1]), this rank's own K/V is freed after step 0."""
         b, (g, i, nxt, prv) = self.builder, self._ring(r)
         n, T, kw = len(g), f"act/cp/{li}/mb{j}", dict(phase="forward", microbatch=j)
         kv, state = f"{c}/kv", f"{T}/state"
-        for s in range(n):
-            if s < n - 1:
-                b.add(r, Send(kv, nxt, f"cp/{li}/mb{j}/kv{s}", self._kv_nbytes(), j))
-            b.compute(r, "ring_attn_fwd_step", [f"{c}/q", kv] + ([state] if s else []), [state],
-                      attrs=self._attn_kw(lyr, i, (i - s) % n), flops=self._step_flops(4.0),
-                      label=f"F{j} {lyr.name} ring {s}: kv of cp{(i - s) % n}", **kw)
-            if s:
-                b.free(r, kv)
-            if s < n - 1:
-                kv = f"{T}/kv{s + 1}"
-                b.add(r, Recv(kv, prv, f"cp/{li}/mb{j}/kv{s}", self._kv_nbytes(), j))
+        for act, what, s in ring_order(n, backward=False):
+            tag = f"cp/{li}/mb{j}/kv{s}"
+            if act == "send":
+                b.add(r, Send(kv, nxt, tag, self._kv_nbytes(), j))
+            elif act == "recv":
+                kv = f"{c}/kvb" if s == n - 2 else f"{T}/kv{s + 1}"
+                b.add(r, Recv(kv, prv, tag, self._kv_nbytes(), j))
+            else:
+                b.compute(r, "ring_attn_fwd_step", [f"{c}/q", kv] + ([state] if s else []), [state],
+                          attrs=self._attn_kw(lyr, i, (i - s) % n), flops=self._step_flops(4.0),
+                          label=f"F{j} {lyr.name} ring {s}: kv of cp{(i - s) % n}", **kw)
+                if s < n - 1:
+                    b.free(r, kv)
         b.compute(r, "ring_attn_finish", [state], [f"{c}/att", f"{c}/lse"], label=f"F{j} {lyr.name} softmax /l", **kw)
         b.free(r, state)
 
@@ -129,35 +154,47 @@ class ContextAttention:
         self._cp_a2a(r, f"{T}/send", f"{T}/recv", j, f"cp/{li}/mb{j}/qkv", 3 * nb)
         b.compute(r, "ulysses_attn_fwd", [f"{T}/recv"], [f"{T}/osend", f"{c}/uly"],
                   attrs={"heads": self._heads(lyr) // self.cp, "positions": sum(self.positions, ())},
-                  flops=self._step_flops(4.0), label=f"F{j} {lyr.name} attn (a/cp heads, all tokens)", **kw)
+                  flops=self.cp * self._step_flops(4.0), label=f"F{j} {lyr.name} attn (a/cp heads, all tokens)", **kw)
         b.free(r, f"{T}/recv")
         self._cp_a2a(r, f"{T}/osend", f"{T}/orecv", j, f"cp/{li}/mb{j}/out", nb)
         b.compute(r, "ulysses_unpack", [f"{T}/orecv"], [f"{c}/att"], label=f"F{j} {lyr.name} unpack", **kw)
         b.free(r, f"{T}/orecv")
 
     def _ring_backward(self, r, li, lyr, j, c, T):
+        """The ring reversed (TE's AttnFuncWithCPAndKVP2P.backward): step s holds the block of rank
+        i + 1 + s, starting from the forward's last one, and ends with this rank's own; each step
+        passes K/V to the previous rank and dK/dV summed so far with them, and adds this step's
+        dK/dV to the sum that arrived (after the step's kernel, which overlaps the transfers)."""
         b, (g, i, nxt, prv) = self.builder, self._ring(r)
         n, kw = len(g), dict(phase="backward", microbatch=j)
-        kv, dkv = f"{c}/kv", None
+        kv, dkv, nb = f"{c}/kvb" if n > 1 else f"{c}/kv", None, self._kv_nbytes()
         ins = [f"{c}/q", None, f"{c}/att", f"{T}/datt", f"{c}/lse"]
-        for s in range(n):
-            if s < n - 1:
-                b.add(r, Send(kv, nxt, f"cp/{li}/mb{j}/bkv{s}", self._kv_nbytes(), j))
-            ins[1] = kv
-            out = f"{T}/dkv" if n == 1 else f"{T}/dkv_out{s}"
-            b.compute(r, "ring_attn_bwd_step", ins + ([f"{T}/dq"] if s else []) + ([dkv] if dkv else []),
-                      [f"{T}/dq", out], attrs={**self._attn_kw(lyr, i, (i - s) % n), "has_dq": s > 0},
-                      flops=self._step_flops(8.0), label=f"B{j} {lyr.name} ring {s}: kv of cp{(i - s) % n}", **kw)
-            b.free(r, *([kv] if s else []), *([dkv] if dkv else []))
-            if n > 1:  # dK/dV of this block travel on; after the last hop they reach their owner
-                b.add(r, Send(out, nxt, f"cp/{li}/mb{j}/dkv{s}", self._kv_nbytes(), j))
-                b.free(r, out)
-                dkv = f"{T}/dkv" if s == n - 1 else f"{T}/dkv{s + 1}"
-                b.add(r, Recv(dkv, prv, f"cp/{li}/mb{j}/dkv{s}", self._kv_nbytes(), j))
-            if s < n - 1:
-                kv = f"{T}/bkv{s + 1}"
-                b.add(r, Recv(kv, prv, f"cp/{li}/mb{j}/bkv{s}", self._kv_nbytes(), j))
-        b.free(r, f"{c}/q", f"{c}/kv", f"{c}/att", f"{c}/lse", f"{T}/datt")
+        incoming = {}
+        for act, what, s in ring_order(n, backward=True):
+            tag = f"cp/{li}/mb{j}/b{what}{s}"
+            if act == "send":
+                b.add(r, Send(kv if what == "kv" else dkv, prv, tag, nb, j))
+                if what == "dkv":
+                    b.free(r, dkv)
+            elif act == "recv":
+                incoming[what] = f"{T}/{what}_in{s}"
+                b.add(r, Recv(incoming[what], nxt, tag, nb, j))
+            else:
+                ins[1], k_rank = kv, (i + 1 + s) % n
+                out = f"{T}/dkv" if s == 0 and n == 1 else f"{T}/dkv_step{s}"
+                b.compute(r, "ring_attn_bwd_step", ins + ([f"{T}/dq"] if s else []), [f"{T}/dq", out],
+                          attrs={**self._attn_kw(lyr, i, k_rank), "has_dq": s > 0}, flops=self._step_flops(8.0),
+                          label=f"B{j} {lyr.name} ring {s}: kv of cp{k_rank}", **kw)
+                b.free(r, kv)
+                kv = incoming.pop("kv", None)
+                if s == 0:
+                    dkv = out
+                    continue
+                dkv = f"{T}/dkv" if s == n - 1 else f"{T}/dkv_sum{s}"
+                got = incoming.pop("dkv")
+                b.compute(r, "ring_dkv_add", [got, out], [dkv], label=f"B{j} {lyr.name} ring {s}: dkv +", **kw)
+                b.free(r, got, out)
+        b.free(r, f"{c}/q", f"{c}/att", f"{c}/lse", f"{T}/datt")
 
     def _a2a_backward(self, r, li, lyr, j, c, T):
         b, kw = self.builder, dict(phase="backward", microbatch=j)
@@ -168,7 +205,7 @@ class ContextAttention:
         self._cp_a2a(r, f"{T}/dsend", f"{T}/drecv", j, f"cp/{li}/mb{j}/dout", nb)
         b.compute(r, "ulysses_attn_bwd", [f"{c}/uly", f"{T}/drecv"], [f"{T}/gsend"],
                   attrs={"heads": self._heads(lyr) // self.cp, "positions": sum(self.positions, ())},
-                  flops=self._step_flops(8.0), label=f"B{j} {lyr.name} attn bwd", **kw)
+                  flops=self.cp * self._step_flops(8.0), label=f"B{j} {lyr.name} attn bwd", **kw)
         b.free(r, f"{c}/uly", f"{T}/drecv")
         self._cp_a2a(r, f"{T}/gsend", f"{T}/grecv", j, f"cp/{li}/mb{j}/dqkv", 3 * nb)
         b.compute(r, "ulysses_unpack_grads", [f"{T}/grecv"], [f"{T}/dq", f"{T}/dkv"], label=f"B{j} {lyr.name} unpack",

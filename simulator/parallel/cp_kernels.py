@@ -144,6 +144,12 @@ def ring_attn_bwd_step(q, kv, out, dout, lse, *acc, heads: int, q_pos: tuple, k_
     return (dq if dq_acc is None else dq_acc + dq), (dkv if dkv_acc is None else dkv_acc + dkv)
 
 
+@kernel("ring_dkv_add")
+def ring_dkv_add(arrived, mine):
+    """The dK/dV a block arrived with plus this step's (TE adds them after the step's kernel)."""
+    return arrived + mine
+
+
 # ---- all-to-all (Ulysses) ------------------------------------------------------------------------
 def _by_heads(x, cp):
     """(..., B, Tl, h) -> (cp, ..., B, Tl, h/cp): head group g first (the all-to-all's split axis)."""

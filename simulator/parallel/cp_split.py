@@ -58,13 +58,14 @@ def attention_bytes_per_step(model: GPTConfig, blocks: int, microbatch: int, mic
                              kind: str = "p2p") -> int:
     """Bytes one cp rank sends per training step for the attention of its `blocks` transformer
     blocks (float64), summed over micro-batches. A K/V block is 2 B (s/cp) h values.
-    ring: forward cp-1 K/V hops, backward cp-1 K/V hops and cp dK/dV hops: (3cp - 2) blocks;
+    ring (`cp_attention.ring_order`, Transformer Engine's): forward cp-1 K/V hops, backward cp-1 K/V
+    hops and cp-1 dK/dV hops: 3 (cp - 1) blocks;
     all-to-all: q, k, v and the output forward, dO and dq, dk, dv backward, each an all-to-all
     of which a rank keeps 1/cp: 8 (cp-1)/cp x B (s/cp) h values (Jacobs et al. 2023, Sec. 3.1)."""
     if cp == 1:
         return 0
     per_layer = microbatch * (model.seq_len // cp) * model.hidden * 8  # one (B, s/cp, h) float64 tensor
-    hops = 2 * (3 * cp - 2) if canonical_value("cp_comm_type", kind) == "p2p" else 8 * (cp - 1) / cp
+    hops = 2 * 3 * (cp - 1) if canonical_value("cp_comm_type", kind) == "p2p" else 8 * (cp - 1) / cp
     return int(round(blocks * microbatches * per_layer * hops))
 
 

@@ -123,9 +123,12 @@ class Replica:
         return 8 * tokens * width
 
     def grads_complete(self, r: int, li: int) -> None:
-        """Layer li's gradients on rank r are summed over the step's micro-batches (a lane adds
-        what must happen before the data-parallel synchronisation: sequence parallelism's
-        AllReduce of its partial layer-norm gradients)."""
+        """Layer li's gradients on rank r are summed over the step's micro-batches (a lane notes
+        what `finish_step` then completes: sequence parallelism's partial layer-norm gradients)."""
+
+    def finish_step(self, r: int) -> None:
+        """After rank r's data-parallel synchronisation, before its optimizer (sequence parallelism:
+        one AllReduce of the partial layer-norm and bias gradients, lane.ShardedLane)."""
 
 
 @dataclass

@@ -9,8 +9,9 @@
   `finalize_model_grads` -> megatron/core/distributed/param_and_grad_buffer.py
   `finish_grad_sync`, which without overlap_grad_reduce starts the synchronous collectives).
   Fewer, larger messages: fewer latency terms alpha in the alpha-beta cost.
-- Per parameter (expert parallelism only, `grad_group`: expert gradients reduce over their
-  expert-data group): after the whole backward, one blocking AllReduce per parameter gradient.
+- Expert parallelism (`grad_group`): each bucket's dense gradients reduce over the data-parallel
+  group, its expert gradients (summed, then scaled) over their expert-data group, one packed
+  collective each (Megatron-Core's separate expert-parallel buckets).
 - Gradient accumulation: several micro-steps add into the gradients before one synchronisation
   (the emitter calls `ready` once per layer, after the last micro-step).
 - Reduced precision on the wire: gradients are cast (e.g. to float16) before the AllReduce and
@@ -60,7 +61,7 @@ class GradSync:
 
     def ready(self, rank: int, li: int) -> None:
         """Layer li's gradients on `rank` are final (called by the emitter in backward order)."""
-        if len(self.group_of.get(rank, ())) <= 1 or self.grad_group is not None:
+        if len(self.group_of.get(rank, ())) <= 1:
             return
         self._open.setdefault(rank, []).append(li)
         size = sum(int(np.prod(s)) for li2 in self._open[rank] for _, s in self._grads(li2))
@@ -72,16 +73,34 @@ class GradSync:
         if not layers:
             return
         buckets = self._buckets.setdefault(rank, [])
-        buckets.append((f"grad/bucket{len(buckets)}", [e for li in layers for e in self._grads(li)]))
-        if self.overlap:
-            self._reduce(rank, *buckets[-1])
+        name = f"grad/bucket{len(buckets)}"
+        for part in self._parts(rank, name, [e for li in layers for e in self._grads(li)]):
+            buckets.append(part)
+            if self.overlap:
+                self._reduce(rank, *part)
 
-    def _reduce(self, rank: int, name: str, entries: list) -> None:
+    def _parts(self, rank: int, name: str, entries: list) -> list:
+        """A bucket's (name, entries, expert group or None): with `grad_group` its dense gradients
+        over the data-parallel group, then each expert-data group's (Megatron-Core keeps the experts'
+        buckets apart, reduced over the expert-data-parallel group; the scale program's `GradBuckets`
+        "edp" part)."""
+        if self.grad_group is None:
+            return [(name, entries, None)]
+        dense, experts = [], {}
+        for t, shape in entries:
+            other = self.grad_group(rank, t, self.group_of[rank])
+            (experts.setdefault(other, []) if other else dense).append((t, shape))
+        return ([(name, dense, None)] if dense else []) + [(f"{name}/experts{k}", ents, other)
+                                                             for k, (other, ents) in enumerate(experts.items())]
+
+    def _reduce(self, rank: int, name: str, entries: list, experts=None) -> None:
         b = self.builder
         nbytes = sum(int(np.prod(s)) for _, s in entries) * DTYPE_BYTES[self.dtype]
         b.compute(rank, "flatten", [t for t, _ in entries], [name], attrs={"dtype": self.dtype},
                   phase="other", label=f"pack {name}")
         b.free(rank, *[t for t, _ in entries])
+        if experts:      # summed over the expert-data group, then scaled (`grad_group`)
+            return self._sum_and_scale(rank, name, nbytes, *experts, blocking=not self.overlap)
         b.add(rank, self._collective(rank, name, nbytes, blocking=not self.overlap, tag=name))
 
     def finish(self, rank: int) -> None:
@@ -90,40 +109,21 @@ class GradSync:
         if len(self.group_of.get(rank, ())) <= 1:
             return
         b = self.builder
-        if self.grad_group is None:
-            self._close(rank)
-            buckets = self._buckets.pop(rank, [])
-            if not self.overlap:
-                for name, entries in buckets:
-                    self._reduce(rank, name, entries)
-            for name, entries in buckets:
-                b.compute(rank, "unflatten", [name], [t for t, _ in entries],
-                          attrs={"shapes": tuple(s for _, s in entries)}, phase="other", label=f"unpack {name}")
-                b.free(rank, name)
-            return
-        for li in sorted({int(t.split("/")[1]) for t in self._held(rank)}, reverse=True):
-            for t, shape in self._grads(li):
-                nbytes = int(np.prod(shape)) * DTYPE_BYTES[self.dtype]
-                other = self.grad_group and self.grad_group(rank, t, self.group_of[rank])
-                if other:
-                    self._sum_and_scale(rank, t, nbytes, *other)
-                    continue
-                if self.dtype == "float64":
-                    b.add(rank, self._collective(rank, t, nbytes, blocking=True, tag=t))
-                    continue
-                wire = t.replace("grad/", "grad/wire/", 1)
-                b.compute(rank, "cast", [t], [wire], attrs={"dtype": self.dtype}, phase="other")
-                b.free(rank, t)
-                b.add(rank, self._collective(rank, wire, nbytes, blocking=True, tag=t))
-                b.compute(rank, "cast", [wire], [t], attrs={"dtype": "float64"}, phase="other")
-                b.free(rank, wire)
+        self._close(rank)
+        buckets = self._buckets.pop(rank, [])
+        if not self.overlap:
+            for part in buckets:
+                self._reduce(rank, *part)
+        for name, entries, _ in buckets:
+            b.compute(rank, "unflatten", [name], [t for t, _ in entries],
+                      attrs={"shapes": tuple(s for _, s in entries)}, phase="other", label=f"unpack {name}")
+            b.free(rank, name)
 
-    def _sum_and_scale(self, rank: int, tensor: str, nbytes: int, group: tuple[int, ...], factor: float) -> None:
+    def _sum_and_scale(self, rank: int, tensor: str, nbytes: int, group: tuple[int, ...], factor: float,
+                       blocking: bool = True) -> None:
         if len(group) > 1:
-            self.builder.add(rank, Collective("all_reduce", tensor, tensor, group, op="sum", nbytes=nbytes, tag=tensor))
+            self.builder.add(rank, Collective("all_reduce", tensor, tensor, group, op="sum", nbytes=nbytes, tag=tensor,
+                                              blocking=blocking))
         if factor != 1.0:
             self.builder.compute(rank, "scale", [tensor], [tensor], attrs={"factor": factor}, phase="other",
                                  label=f"{tensor} x {factor:.4g}")
-
-    def _held(self, rank: int) -> set[str]:
-        return {o for ins in self.builder.code[rank] for o in getattr(ins, "outputs", ()) if o.startswith("grad/")}

@@ -53,6 +53,7 @@ class ShardedLane(ContextAttention, SplitBackward, Replica):
     sp: bool = False
     tp_group_of: dict = field(default_factory=dict)  # rank -> its tensor group
     cp_attention: bool = False
+    _sp_partial: dict = field(default_factory=dict)  # rank -> [(grad tensor, shape)] summed by finish_step
 
     # ---- collectives over the tensor group ------------------------------------------------------
     def _coll(self, r, kind, src, out, j, tag, nbytes, op="sum"):
@@ -120,8 +121,9 @@ class ShardedLane(ContextAttention, SplitBackward, Replica):
         self._coll(r, "all_reduce", f"{T}/max", f"{T}/max", j, f"loss/max/mb{j}", nb, op="max")
         b.compute(r, "vp_ce_stats", [x, f"{T}/max", yv], [f"{T}/sumexp", f"{T}/zt"], attrs={"start": start},
                   label=f"F{j} loss sum-exp", **kw)
-        self._coll(r, "all_reduce", f"{T}/sumexp", f"{T}/sumexp", j, f"loss/sumexp/mb{j}", nb)
+        # Megatron-LM's order (tensor_parallel/cross_entropy.py): the target logit, then the sum of exp
         self._coll(r, "all_reduce", f"{T}/zt", f"{T}/zt", j, f"loss/target/mb{j}", nb)
+        self._coll(r, "all_reduce", f"{T}/sumexp", f"{T}/sumexp", j, f"loss/sumexp/mb{j}", nb)
         b.compute(r, "vp_ce_loss", [x, f"{T}/max", f"{T}/sumexp", f"{T}/zt", yv],
                   [f"out/loss/mb{j}", f"act/cache/loss/mb{j}"], attrs={"start": start}, label=f"F{j} loss", **kw)
         self._drop(r, f"{T}/max", f"{T}/sumexp", f"{T}/zt")
@@ -134,10 +136,24 @@ class ShardedLane(ContextAttention, SplitBackward, Replica):
         self._drop(r, f"act/cache/loss/mb{j}")
 
     def grads_complete(self, r: int, li: int) -> None:
-        """Under SP, sum the partial layer-norm and bias gradients over the tensor group once the
-        last micro-batch's are in (before the data-parallel synchronisation)."""
+        """Under SP, note layer li's partial layer-norm and bias gradients (`finish_step` sums them)."""
         lyr = layer_of(self.config, li)
         if self.sp and hasattr(lyr, "steps"):  # the blocks' and the head's norms and reduced biases
-            for n in sp_partial_grads(self.block_items(lyr.steps)):
-                size = int(np.prod(lyr.param_shapes()[n]))
-                self._coll(r, "all_reduce", grad(li, n), grad(li, n), None, f"sp/{li}/{n}", 8 * size)
+            shapes = lyr.param_shapes()
+            self._sp_partial.setdefault(r, []).extend(
+                (grad(li, n), shapes[n]) for n in sp_partial_grads(self.block_items(lyr.steps)))
+
+    def finish_step(self, r: int) -> None:
+        """Under SP, after the data-parallel synchronisation: the partial gradients of every norm and
+        reduced bias on rank r, flattened into ONE all-reduce over the tensor group (Megatron-LM's
+        finalize_model_grads -> _allreduce_non_tensor_model_parallel_grads; `cost/tp_ends.py`)."""
+        entries = sorted(self._sp_partial.pop(r, []), key=lambda e: int(e[0].split("/")[1]))
+        if not entries:
+            return
+        b, flat = self.builder, "grad/sp_partial"
+        b.compute(r, "flatten", [t for t, _ in entries], [flat], phase="other", label="pack sp partial grads")
+        b.free(r, *[t for t, _ in entries])
+        self._coll(r, "all_reduce", flat, flat, None, "sp/partial", 8 * sum(int(np.prod(s)) for _, s in entries))
+        b.compute(r, "unflatten", [flat], [t for t, _ in entries], attrs={"shapes": tuple(s for _, s in entries)},
+                  phase="other", label="unpack sp partial grads")
+        b.free(r, flat)

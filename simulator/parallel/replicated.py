@@ -204,12 +204,15 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     copies = 2 if schedule.bidirectional else 1
     scale = (cp * copies if cfg.gradients_mean else 1) / count
     feeds, loss_tensors, initial, param_home, homes = [], {}, {}, {}, {}
+    lanes: list = []                   # every lane emitted (their `finish_step`)
     for i, c, t in itertools.product(range(dp), range(cp), range(tp)):
         # every tensor (and context) rank runs the same schedule: their collectives match
         ranks = tuple(mesh.rank_at({"pp": s, "dp": i, "ep": 0, "cp": c, "tp": t}) for s in range(pp))
         lane = parallelize(placement, b, t, c, mbs, scale, zero, zgroups)
+        lanes.append(lane)
         if schedule.bidirectional:  # DualPipe: a second model copy on the mirrored ranks
             mirror = parallelize(placement, b, t, c, mbs, scale, zero, zgroups)
+            lanes.append(mirror)
             run_bidirectional(schedule, Stages(lane, stages, ranks, sync.ready), Stages(mirror, stages, ranks[::-1], sync.ready))
         else:
             Stages(lane, stages, ranks, sync.ready).run_schedule(schedule)
@@ -224,7 +227,7 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
             if t == 0:
                 loss_tensors.setdefault(last, []).append(f"out/loss/mb{j}")
     for r in range(cfg.devices):
-        sync.finish(r)
+        _finish_grads(sync, lanes, r)
         s, t = mesh.coord(r, "pp"), mesh.coord(r, "tp")
         held = [li for k in sorted(set(schedule.stage_map[s])) for li in stages[k]]
         # the copy read back: DualPipe's first (device s holds stage s of both copies' stages s, p-1-s)
@@ -248,6 +251,14 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     return Compiled(cfg, b.build(), initial, feeds, param_home, loss_tensors, count * dp, mesh,
                     {"stages": stages, "schedule": schedule.name if pp > 1 or v > 1 else None, "zero": cfg.zero_stage,
                      "zero_groups": zgroups if zero else None}, read)
+
+
+def _finish_grads(sync: GradSync, lanes: list, r: int) -> None:
+    """Rank r's gradients after the schedule: the data-parallel synchronisation, then what each lane
+    completes after it (sequence parallelism's partial gradients, `Replica.finish_step`)."""
+    sync.finish(r)
+    for lane in lanes:
+        lane.finish_step(r)
 
 
 def _part(group: tuple[int, ...], rank: int) -> tuple[int, int]:

@@ -114,12 +114,19 @@ class Mailbox:
                        data[p * PIECE:(p + 1) * PIECE], deadline)
 
     def abort(self, key: int, ranks, reason: str) -> None:
-        """Tell devices `ranks` that this device will not finish collective `key` (best effort)."""
+        """Tell devices `ranks` that this device will not finish collective `key`: one try each,
+        never a wait (a member that is not reading, its queue full, learns it from the driver's
+        `abort_upto`, which the driver repeats until it lands, or from its own deadline). Nothing
+        is sent for a key the driver aborted already: every member has that word."""
+        if key <= self.upto[0]:
+            return
+        header = json.dumps({"c": key, "f": self.rank, "abort": reason[:2000]}, separators=(",", ":")).encode()
+        msg = _LEN.pack(len(header)) + header
         for r in ranks:
             if r != self.rank and r in self.peers:
                 try:
-                    self._post(r, {"c": key, "f": self.rank, "abort": reason[:2000]}, b"", time.monotonic() + 1.0)
-                except (DeviceFailure, OSError):
+                    self._connected(r).send(msg)
+                except OSError:  # BlockingIOError (its queue is full) included
                     pass
 
     def aborted(self, key: int) -> tuple[int, str] | None:
