@@ -5,7 +5,6 @@ import importlib.util
 import os
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -33,15 +32,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(log_path: Path):
-    """(process, url, log): the app served on a free port, once its health check answers."""
+def start_server(log_path: Path, script: Path = ROOT / "app" / "main.py", env: dict | None = None):
+    """(process, url, log): `script` (the app) served on a free port as `parasim app` serves it (its
+    command, simulator.commands.app), once its health check answers, in `env` (default: the
+    environment `parasim app` gives its server)."""
+    from types import SimpleNamespace
+
+    from simulator.commands.app import server_env, streamlit_command
+
     port = free_port()
     log = open(log_path, "w")
-    env = dict(os.environ, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app" / "main.py"),
-                             "--server.headless", "true", "--server.port", str(port),
-                             "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false"],
-                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+    env = dict(server_env(os.environ) if env is None else env, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
+    cmd = streamlit_command(SimpleNamespace(port=port, host="127.0.0.1", headless=True, address=None), script)
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:

@@ -148,3 +148,38 @@ def test_host_chooses_the_bound_address_and_a_bad_port_is_one_line():
         assert cmd[cmd.index("--client.toolbarMode") + 1] == "minimal"  # no Deploy button
     with pytest.raises(ParasimError, match="--port 0: a port is a number from 1 to 65535"):
         streamlit_command(parser.parse_args(["app", "--port", "0"]), Path("main.py"))
+
+
+def test_the_server_keeps_its_bytecode_in_the_cache_when_the_environment_forbids_it_beside_the_sources(tmp_path):
+    """PYTHONDONTWRITEBYTECODE=1 (as on the project's machine) made every cold server compile the
+    home page's modules again: `parasim app` gives its server a bytecode folder under the user's cache
+    instead, writes nothing beside the sources, and keeps a PYTHONPYCACHEPREFIX the user set."""
+    from simulator.commands.app import server_env
+
+    env = server_env({"PYTHONDONTWRITEBYTECODE": "1", "XDG_CACHE_HOME": str(tmp_path), "HOME": "/nowhere"})
+    assert "PYTHONDONTWRITEBYTECODE" not in env
+    assert env["PYTHONPYCACHEPREFIX"] == str(tmp_path / "parasim" / "pycache")
+    assert server_env({"PYTHONDONTWRITEBYTECODE": "1", "PYTHONPYCACHEPREFIX": "/mine"})["PYTHONPYCACHEPREFIX"] == "/mine"
+    assert "PYTHONPYCACHEPREFIX" not in server_env({"HOME": "/h"})  # bytecode beside the sources, as Python does
+
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "__init__.py").write_text("X = 1\n")
+    run_env = dict(server_env(dict(os.environ, PYTHONDONTWRITEBYTECODE="1", XDG_CACHE_HOME=str(tmp_path / "cache"))),
+                   PYTHONPATH=str(src))
+    out = subprocess.run([sys.executable, "-c", "import pkg; print(pkg.X)"], env=run_env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "1", out.stderr
+    cached = list((tmp_path / "cache" / "parasim" / "pycache").rglob("pkg/__init__.*.pyc"))
+    assert len(cached) == 1 and not (src / "pkg" / "__pycache__").exists()
+
+
+def test_parasim_app_serves_without_watching_its_sources_or_collecting_after_each_run():
+    from types import SimpleNamespace
+
+    from simulator.commands.app import SERVING, streamlit_command
+
+    cmd = streamlit_command(SimpleNamespace(port=8599, host="127.0.0.1", headless=True, address=None), Path("m.py"))
+    flags = dict(zip(cmd[5::2], cmd[6::2]))
+    assert flags["--server.fileWatcherType"] == "none" and flags["--runner.postScriptGC"] == "false"
+    assert all(flag in cmd for flag in SERVING[::2])

@@ -15,9 +15,11 @@ def test_home_maps_every_page_and_the_lessons_path():
     captions = [c.value for c in at.caption]
     for title, (*_rest, concept) in PAGES.items():  # every page with its concept
         assert concept in captions, title
-    table = at.dataframe[0].value
-    assert list(table["#"]) == [info.number for info in list_lessons()]
-    assert list(table["pages"])[4] == "Pipeline schedules → Training playground"  # lesson 05
+    table = next(md.value for md in at.markdown if md.value.startswith("| # | lesson |"))
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in table.splitlines()[2:]]
+    assert [int(r[0]) for r in rows] == [info.number for info in list_lessons()]
+    assert rows[4][2] == "Pipeline schedules → Training playground"  # lesson 05
+    assert not at.dataframe  # a dataframe would import pandas and pyarrow on the first page
 
 
 def test_home_bubble_follows_the_sliders_without_a_button():
@@ -45,16 +47,14 @@ def test_the_router_opens_home_at_the_root_and_old_root_links_at_collectives():
 
 def test_the_home_page_imports_no_plotting_or_dataframe_library_and_no_ray():
     """A cold server's first page waits for every module it imports: the home page's live figure is a
-    Vega-Lite spec, so matplotlib, pandas, altair and ray stay unimported (simulator.viz loads its
-    modules on first use, app/charts.py imports altair and pandas inside the functions that need them)."""
+    Vega-Lite spec and its lecture path a Markdown table, so matplotlib, pandas, pyarrow, altair and
+    ray stay unimported (simulator.viz loads its modules on first use, app/charts.py imports altair
+    and pandas inside the functions that need them). The page itself is run, in a fresh interpreter."""
     import subprocess
     import sys
 
-    code = ("import sys; sys.path.insert(0, 'app'); import nav, ui, charts\n"
-            "from simulator import list_lessons, make_schedule, simulate_schedule, viz\n"
-            "res = simulate_schedule(make_schedule('1f1b', 4, 4), 1.0, 1.0, 1.0, 0.0)\n"
-            "spec = charts.timeline_chart(viz.schedule_trace(res), stage_of={d: d for d in range(4)})\n"
-            "list_lessons()\n"
+    code = ("import sys; sys.path.insert(0, 'tests'); from app_helpers import page\n"
+            "at = page('home'); assert at.get('vega_lite_chart')\n"
             "print(sorted(m for m in ('matplotlib', 'pandas', 'altair', 'ray', 'pyarrow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=APP.parent, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

@@ -94,9 +94,10 @@ def test_a_cold_server_paints_the_home_at_once_and_pricing_pages_never_start_ray
     proc, url = served
     home = first_paint(browser, url + "/", '[data-testid="stMainBlockContainer"] a[href="scale"]')
     bare = bare_streamlit_first_paint(browser, tmp_path)
-    # Issue 27 asks for 3 s; measured here 4.6 s against 3.2 s for Streamlit's own one-line page
-    # (not met). What holds: the home never waits on Ray (a cold Ray start took 11 s), so it paints
-    # within 3 s of that bare page.
+    # Issue 27 asks for 3 s: bench/bench_app_first_page.py measured the whole page at 2.71 s against
+    # 1.58 s for Streamlit's own one-line page at load 2 (docs/app-performance.md); under the test
+    # suite's load what holds is that the home never waits on Ray (a cold Ray start took 11 s), so
+    # its map paints within 3 s of that bare page.
     assert home <= bare + 3.0, (home, bare)
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     for path in ("/", "/collectives", "/pipelines", "/scale"):

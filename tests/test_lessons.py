@@ -229,12 +229,12 @@ def test_public_names_read_from_the_package_match_the_imported_namespace():
 def test_a_plot_item_reads_the_figures_data_not_its_pixels(tmp_path):
     """Lesson 03's plot of the student's own run: the timeline of another run (1 step, not 2) draws
     fine but shows other bars, so it fails; a wrong letter gets the hint of that choice."""
-    items = _edited(tmp_path, 3, 'batch_size=16, steps=2), device_model=clock)\n    return viz.timeline(r.trace)',
-                    'batch_size=16, steps=1), device_model=clock)\n    return viz.timeline(r.trace)')
+    items = _edited(tmp_path, 3, 'batch_size=16, steps=steps), device_model=clock)\n    return viz.timeline(r.trace)',
+                    'batch_size=16, steps=steps + 1), device_model=clock)\n    return viz.timeline(r.trace)')
     plot = items[7]
     assert not plot.passed and plot.status == "wrong" and "not that run's" in plot.found, plot
     assert items[5].passed and items[6].passed
-    items = _edited(tmp_path, 3, 'return "b"', 'return "d"')
+    items = _edited(tmp_path, 3, 'return "b", shard_sizes', 'return "d", shard_sizes')
     assert not items[6].passed and "nothing is broadcast" in items[6].hint and items[7].passed
 
 
@@ -268,10 +268,29 @@ def test_lesson_05_measured_bubble_is_not_earned_by_training(tmp_path):
 def test_a_prediction_is_not_earned_by_running_parasim(tmp_path):
     """Lesson 03's prediction answered by running the training it predicts: train is withheld while
     the prediction runs (LESSON["withhold"]), so the item fails and says why."""
-    items = _edited(tmp_path, 3, "    return 2 * 7 / 8 * 1088 * 8\n",
-                    "    return float(train(TrainConfig(MODEL, strategy='dp', devices=8, batch_size=16)).bytes_sent_per_device[0])\n")
+    items = _edited(tmp_path, 3, "    return grad_bytes_per_device(build_model(MLPConfig(in_dim=16, hidden=hidden, layers=4, classes=16)), dp)\n",
+                    "    mlp = MLPConfig(in_dim=16, hidden=hidden, layers=4, classes=16)\n"
+                    "    return float(train(TrainConfig(mlp, strategy='dp', devices=dp, batch_size=2 * dp)).bytes_sent_per_device[0])\n")
     prediction = next(i for i in items.values() if i.name.startswith("prediction"))
     assert not prediction.passed and "withheld" in prediction.found, prediction
+
+
+def test_solver_only_answers_earn_no_understanding_item(tmp_path):
+    """Lesson 02: a ring timeline drawn from parasim's plans (make_plan is withheld) and a one-letter
+    explanation without the number its reason gives fail; lesson 05: a chart of parasim's 1F1B
+    (make_schedule withheld) and a hard-coded share of the old fixed pipeline fail."""
+    items = _edited(tmp_path, 2, "    return viz.timeline(simulate(ring_all_reduce_program(n, size)))\n",
+                    "    from simulator import make_plan\n"
+                    "    return viz.collective_steps(make_plan('all_reduce', 'ring', n, size * 8))\n")
+    assert not items[9].passed and "withheld" in items[9].found, items[9]
+    items = _edited(tmp_path, 2, 'return "b", 2 * (n - 1) / n', 'return "b"')
+    assert not items[8].passed and items[7].passed
+    items = _edited(tmp_path, 5, 'result = simulate_schedule(parse_schedule(one_f_one_b_text(p, m), name="mine")',
+                    'result = simulate_schedule(make_schedule("1f1b", p, m)')
+    assert not items[8].passed and "withheld" in items[8].found, items[8]
+    items = _edited(tmp_path, 5, "    return (p - 1) / (m + p - 1)\n    # END SOLUTION\n\n\n# %% [markdown]\n# Why",
+                    "    return 7 / 31\n    # END SOLUTION\n\n\n# %% [markdown]\n# Why")
+    assert not items[6].passed
 
 
 def test_lesson_01_layout_drawn_with_parasims_layout_earns_nothing(tmp_path):

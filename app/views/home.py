@@ -76,7 +76,8 @@ link_to("Pipeline schedules", "Compare with GPipe, interleaved, zero-bubble and 
 st.subheader("A path for a lecture")
 st.markdown("The lessons build on each other; each opens the pages it uses. Follow them in order, or pick the "
             "pages of one row for a lecture on that topic.")
-path = lecture_path()
-st.dataframe([{"#": d["number"], "lesson": d["title"], "pages": " → ".join(d["pages"]), "minutes": d["minutes"]}
-              for d in path], hide_index=True, width="stretch", height=35 * (len(path) + 1) + 3)
+# a Markdown table, not st.dataframe: a dataframe would import pandas and pyarrow (over a second of a
+# cold server's first page, by py-spy) for ten rows of text
+rows = [f"| {d['number']} | {d['title']} | {' → '.join(d['pages'])} | {d['minutes']} |" for d in lecture_path()]
+st.markdown("\n".join(["| # | lesson | pages | minutes |", "|---|---|---|---|", *rows]))
 link_to("Lessons", "Open the lessons")

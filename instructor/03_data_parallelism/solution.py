@@ -72,49 +72,55 @@ def equivalent_mean_lr(lr_sum: float, dp: int) -> float:
 # %% [markdown]
 # ## 5. Predict, explain, then look at your own run
 # Predict before you run anything: the bytes ONE device sends in ONE step of data parallelism on
-# 8 devices for this 1,088-parameter MLP (float64 gradients, ring all-reduce). The grader runs it.
+# dp devices for the MLP of hidden width `hidden` (16 inputs, 4 layers, 16 classes; float64
+# gradients, ring all-reduce). The grader picks dp and hidden when grading, and runs it.
 
 # %%
-def predicted_bytes_dp8() -> float:
-    """Your prediction of the bytes one device sends in one step, dp = 8."""
-    # BEGIN SOLUTION: 2 (n-1)/n x P x 8 bytes
-    return 2 * 7 / 8 * 1088 * 8
+def predicted_bytes(dp: int, hidden: int) -> float:
+    """Your prediction of the bytes one device sends in one step on dp devices."""
+    # BEGIN SOLUTION: 2 (n-1)/n x P x 8 bytes, P the parameters of that MLP
+    return grad_bytes_per_device(build_model(MLPConfig(in_dim=16, hidden=hidden, layers=4, classes=16)), dp)
     # END SOLUTION
 
 
 # %% [markdown]
-# Why do the replicas end with the same weights as one device? Answer with one letter:
+# Why do the replicas end with the same weights as one device? Choose one letter:
 #   a) every replica trains on the whole batch
 #   b) the all-reduce averages the gradients of the replicas' shards, which is the gradient of the
 #      whole batch (the loss is a mean over the samples), so every replica takes the same step
 #   c) the replicas share one copy of the weights in memory
 #   d) only device 0 runs the optimizer and broadcasts the weights
+# and the number your reason gives when the shards are NOT equal (the grader picks their sizes):
+# the weight replica 0's gradient (a mean over its own samples) must get in the full-batch
+# gradient.
 
 # %%
-def why_same_weights() -> str:
-    """One letter: a, b, c or d."""
-    # BEGIN SOLUTION: what does the all-reduce of part 2 compute?
-    return "b"
+def why_same_weights(shard_sizes: list[int]) -> tuple[str, float]:
+    """(one letter: a, b, c or d; the weight of replica 0's gradient in the full-batch gradient)."""
+    # BEGIN SOLUTION: the full batch's mean is each shard's mean weighted by its share of the samples
+    return "b", shard_sizes[0] / sum(shard_sizes)
     # END SOLUTION
 
 
 # %% [markdown]
-# Your own run: train the README's run (4 replicas, batch 16, 2 steps, the teaching clock) and
-# return its timeline, `viz.timeline(r.trace)`. The grader reads the figure's bars (not its
-# pixels) and compares them with the run. Where does the all-reduce sit against the backward?
+# Your own run: train data parallelism on dp replicas for `steps` steps (batch 16, the teaching
+# clock below; the grader picks dp and steps) and return its timeline, `viz.timeline(r.trace)`.
+# The grader reads the figure's bars (not its pixels) and compares them with that run. Where does
+# the all-reduce sit against the backward?
 
 # %%
-def plot_my_run():
+def plot_my_run(dp: int, steps: int):
     """The matplotlib Figure of your data-parallel run's timeline."""
-    # BEGIN SOLUTION: train(TrainConfig(MODEL, strategy="dp", devices=4, batch_size=16, steps=2), device_model=clock)
+    # BEGIN SOLUTION: train(TrainConfig(MODEL, strategy="dp", devices=dp, batch_size=16, steps=steps), device_model=clock)
     from simulator import SimpleDeviceModel, viz
 
     clock = SimpleDeviceModel(flops_per_s=1e9, memory_bandwidth_Bps=1e12, latency_s=1e-6, bandwidth_Bps=1e9)
-    r = train(TrainConfig(MODEL, strategy="dp", devices=4, batch_size=16, steps=2), device_model=clock)
+    r = train(TrainConfig(MODEL, strategy="dp", devices=dp, batch_size=16, steps=steps), device_model=clock)
     return viz.timeline(r.trace)
     # END SOLUTION
 
 
+# %%
 # %%
 if __name__ == "__main__":
     model = build_model(MODEL)

@@ -60,48 +60,53 @@ def p2p_bytes_per_step(p: int, batch: int, hidden: int, itemsize: int = 8) -> in
 
 # %% [markdown]
 # ## 5. Predict, explain, then look at your own run
-# Predict before you run anything: the idle share of the step with an 8-layer MLP cut into 8
-# stages (one layer each), free communication. The grader runs it.
+# Predict before you run anything: the idle share of the step with a p-layer MLP cut into p
+# stages (one layer each), free communication (the grader picks p when grading, and runs it).
 
 # %%
-def predicted_idle_p8() -> float:
-    """Your prediction of the idle share of the step, p = 8 (a number in [0, 1])."""
+def predicted_idle(p: int) -> float:
+    """Your prediction of the idle share of the step on p stages (a number in [0, 1])."""
     # BEGIN SOLUTION: only one of the p devices works at any time
-    return 7 / 8
+    return (p - 1) / p
     # END SOLUTION
 
 
 # %% [markdown]
-# Why is the layer-wise split no faster than one device? Answer with one letter:
+# Why is the layer-wise split no faster than one device? Choose one letter:
 #   a) sending the activations between devices takes most of the step
 #   b) the batch passes through the stages one after the other, so each device waits while the
 #      others run their layers: the work is the same, only spread over time
 #   c) every device computes the whole model
 #   d) the devices split the batch, so each step has more steps
+# and the number your reason gives (the grader picks p and t): the seconds ONE device is idle in a
+# step of p equal stages whose forward and backward take t seconds per stage.
 
 # %%
-def why_no_speedup() -> str:
-    """One letter: a, b, c or d."""
+def why_no_speedup(p: int, t: float) -> tuple[str, float]:
+    """(one letter: a, b, c or d; one device's idle seconds in the step)."""
     # BEGIN SOLUTION: communication is free in these runs; look at the timeline
-    return "b"
+    return "b", (p - 1) * t
     # END SOLUTION
 
 
 # %% [markdown]
-# Your own run: the README's 4-stage run (batch 16, free communication); return its timeline,
-# `viz.timeline(r.trace)`. The grader reads the figure's bars and compares them with the run.
+# Your own run: a `layers`-layer MLP (hidden 16) on p stages (batch 16, free communication; the
+# grader picks layers and p); return its timeline, `viz.timeline(r.trace)`, and the idle share
+# you measured on it (`r.trace.bubble_fraction()`). The grader reads the figure's bars.
 
 # %%
-def plot_my_run():
-    """The matplotlib Figure of your layer-wise run's timeline."""
-    # BEGIN SOLUTION: train(TrainConfig(MODEL, strategy="layer", devices=4, batch_size=16), device_model=FREE_COMM)
+def plot_my_run(layers: int, p: int):
+    """(the matplotlib Figure of your layer-wise run's timeline, its idle share)."""
+    # BEGIN SOLUTION: train(TrainConfig(MLPConfig(..., layers=layers, ...), strategy="layer", devices=p, batch_size=16), device_model=FREE_COMM)
     from simulator import viz
 
-    r = train(TrainConfig(MODEL, strategy="layer", devices=4, batch_size=16), device_model=FREE_COMM)
-    return viz.timeline(r.trace)
+    mlp = MLPConfig(in_dim=16, hidden=16, layers=layers, classes=16)
+    r = train(TrainConfig(mlp, strategy="layer", devices=p, batch_size=16), device_model=FREE_COMM, check=False)
+    return viz.timeline(r.trace), r.trace.bubble_fraction()
     # END SOLUTION
 
 
+# %%
 # %%
 if __name__ == "__main__":
     r = train(TrainConfig(MODEL, strategy="layer", devices=4, batch_size=16), device_model=FREE_COMM)

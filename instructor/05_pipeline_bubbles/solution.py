@@ -70,55 +70,57 @@ def one_f_one_b_text(p: int, m: int, extra_warmup: int = 0) -> str:
 
 
 # %% [markdown]
-# ## 4. Predict, explain, then look at your own run
+# ## 4. Predict, explain, then look at your own schedule
 # Predict before you run anything (parasim's schedules and simulator are withheld while this
-# function runs): the bubble's share of a 1F1B step with p = 8 stages and m = 24 micro-batches.
+# function runs): the bubble's share of a 1F1B step with p stages and m micro-batches (the grader
+# picks p and m when grading).
 
 # %%
-def predicted_share_p8_m24() -> float:
-    """Your prediction of the bubble's share of the step, p = 8, m = 24 (a number in [0, 1])."""
+def predicted_share(p: int, m: int) -> float:
+    """Your prediction of the bubble's share of the step (a number in [0, 1])."""
     # BEGIN SOLUTION: (p - 1) / (m + p - 1)
-    return 7 / 31
+    return (p - 1) / (m + p - 1)
     # END SOLUTION
 
 
 # %% [markdown]
-# Why does 1F1B need less activation memory than GPipe, at the same bubble? Answer with one letter:
+# Why does 1F1B need less activation memory than GPipe, at the same bubble? Choose one letter:
 #   a) its bubble is smaller, so activations wait less
 #   b) each micro-batch's backward runs soon after its forward, so stage d holds at most
 #      min(p - d, m) micro-batches' activations instead of m
 #   c) it recomputes the activations during the backward pass
 #   d) it sends fewer bytes between stages
+# and the number your reason gives (the grader picks p, m and the stage d): how many more
+# micro-batches' activations stage d holds at its peak under GPipe than under 1F1B.
 
 # %%
-def why_1f1b_saves_memory() -> str:
-    """One letter: a, b, c or d."""
+def why_1f1b_saves_memory(p: int, m: int, d: int) -> tuple[str, int]:
+    """(one letter: a, b, c or d; GPipe's peak minus 1F1B's on stage d)."""
     # BEGIN SOLUTION: which choice matches the in-flight counts you computed in part 2?
-    return "b"
+    return "b", m - min(p - d, m)
     # END SOLUTION
 
 
 # %% [markdown]
-# Now your own run: train the 4-stage MLP pipeline with m = 8 and free communication, draw its
-# timeline with `viz.timeline(r.trace)` and return the figure with the bubble you measured
-# (`r.trace.bubble_fraction()`). The grader reads the bars of your figure (not its pixels) and
-# compares them with the run. Look at the picture: where is the idle time that makes the measured
-# bubble differ from (p - 1)/(m + p - 1)?
+# Now your own schedule: parse your one_f_one_b_text(p, m) (the grader picks p and m), simulate
+# it with t_f = 1, t_b = 2 (`simulate_schedule`), and return its chart, `viz.schedule_chart`, with
+# the bubble share you measured on it (`result.bubble_fraction`). The grader simulates the text
+# your function writes and compares the blocks, so the chart must be of your schedule (parasim's
+# make_schedule is withheld while this runs). Compare the share with (p - 1)/(m + p - 1), and
+# with the real pipelined run of part 3: there the optimizer and the loss also take time.
 
 # %%
-def plot_my_run():
-    """Train, draw the timeline; return (the matplotlib Figure, the measured bubble fraction)."""
-    # BEGIN SOLUTION: train(TrainConfig(mlp, strategy="pp", devices=4, batch_size=32, microbatches=8), device_model=free)
+def plot_my_schedule(p: int, m: int):
+    """(the matplotlib Figure of your 1F1B schedule's chart, its bubble fraction)."""
+    # BEGIN SOLUTION: simulate_schedule(parse_schedule(one_f_one_b_text(p, m)), t_f=1, t_b=2, t_w=0)
     from simulator import viz
 
-    free = SimpleDeviceModel(flops_per_s=1e9, memory_bandwidth_Bps=1e15, latency_s=0.0, bandwidth_Bps=1e30)
-    mlp = MLPConfig(in_dim=16, hidden=16, layers=4, classes=16)
-    r = train(TrainConfig(mlp, strategy="pp", devices=4, batch_size=32, microbatches=8), device_model=free,
-              check=False)
-    return viz.timeline(r.trace), r.trace.bubble_fraction()
+    result = simulate_schedule(parse_schedule(one_f_one_b_text(p, m), name="mine"), t_f=1, t_b=2, t_w=0)
+    return viz.schedule_chart(result), result.bubble_fraction
     # END SOLUTION
 
 
+# %%
 # %%
 if __name__ == "__main__":
     for name in ("gpipe", "1f1b"):

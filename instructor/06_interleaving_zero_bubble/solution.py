@@ -53,47 +53,52 @@ def zb_peak_in_flight(schedule: str, p: int, m: int) -> int:
 
 # %% [markdown]
 # ## 3. Predict, explain, then look at your own schedule
-# Predict before you simulate anything: the bubble time per device of interleaved 1F1B with
-# p = 4 stages, m = 8 micro-batches, v = 4 chunks per device, a whole stage's forward and
-# backward taking 1 each (so each chunk's action takes 1/v), free communication.
+# Predict before you simulate anything: the bubble time per device of interleaved 1F1B with p
+# stages, m micro-batches, v chunks per device (the grader picks them when grading), a whole
+# stage's forward and backward taking 1 each (so each chunk's action takes 1/v), free communication.
 
 # %%
-def predicted_interleaved_bubble() -> float:
+def predicted_interleaved_bubble(p: int, m: int, v: int) -> float:
     """Your prediction of the bubble time per device (the time units above)."""
     # BEGIN SOLUTION: your interleaved_bubble_time (whole-stage times)
-    return interleaved_bubble_time(4, 8, 4, 1.0, 1.0)
+    return interleaved_bubble_time(p, m, v, 1.0, 1.0)
     # END SOLUTION
 
 
 # %% [markdown]
-# ZB-H2 has no bubble inside each device's span. Why not always use it? Answer with one letter:
+# ZB-H2 has no bubble inside each device's span. Why not always use it? Choose one letter:
 #   a) it needs more communication than 1F1B
 #   b) it holds up to 2p - 1 micro-batches of activations instead of 1F1B's p
 #   c) its weight gradients are wrong
 #   d) it only works with v > 1 chunks
+# and the number your reason gives on p stages (the grader picks p; m is large): how many more
+# micro-batches ZB-H2 holds at its peak than 1F1B.
 
 # %%
-def why_not_always_zb_h2() -> str:
-    """One letter: a, b, c or d."""
+def why_not_always_zb_h2(p: int) -> tuple[str, int]:
+    """(one letter: a, b, c or d; ZB-H2's peak minus 1F1B's, in micro-batches)."""
     # BEGIN SOLUTION: compare zb_peak_in_flight("zb-h2", ...) with 1F1B's
-    return "b"
+    return "b", (2 * p - 1) - p
     # END SOLUTION
 
 
 # %% [markdown]
-# Your own schedule: simulate ZB-H1 with p = 4, m = 8 and t_f = t_b = t_w = 1 and return its
-# chart, `viz.schedule_chart(result)`. The grader reads the figure's blocks, not its pixels.
+# Your own schedule: simulate ZB-H1 with p stages, m micro-batches and times t_f, t_b, t_w (the
+# grader picks them) and return its chart, `viz.schedule_chart(result)`, with the bubble time of
+# device 0 you read off it (`result.bubble_time[0]`). The grader reads the figure's blocks.
 
 # %%
-def plot_my_schedule():
-    """The matplotlib Figure of your simulated ZB-H1 schedule."""
-    # BEGIN SOLUTION: viz.schedule_chart(simulate_schedule(make_schedule("zb-h1", 4, 8), t_f=1, t_b=1, t_w=1))
+def plot_my_schedule(p: int, m: int, t_f: float, t_b: float, t_w: float):
+    """(the matplotlib Figure of your simulated ZB-H1 schedule, device 0's bubble time)."""
+    # BEGIN SOLUTION: viz.schedule_chart(simulate_schedule(make_schedule("zb-h1", p, m), t_f=t_f, t_b=t_b, t_w=t_w))
     from simulator import viz
 
-    return viz.schedule_chart(simulate_schedule(make_schedule("zb-h1", 4, 8), t_f=1, t_b=1, t_w=1))
+    result = simulate_schedule(make_schedule("zb-h1", p, m), t_f=t_f, t_b=t_b, t_w=t_w)
+    return viz.schedule_chart(result), result.bubble_time[0]
     # END SOLUTION
 
 
+# %%
 # %%
 if __name__ == "__main__":
     for name, v in [("1f1b", 1), ("interleaved", 2), ("zb-h1", 1), ("zb-h2", 1)]:

@@ -110,48 +110,52 @@ def train_context_parallel(cp: int, kind: str = "ring"):
 
 # %% [markdown]
 # ## 6. Predict, explain, then look at your own run
-# Predict before you run anything: the ring's Send bytes over 2 steps and all devices of part
-# 5's run with c = 2.
+# Predict before you run anything: the ring's Send bytes over `steps` steps and all devices of
+# part 5's model with c devices and a global batch of `batch` sequences in one micro-batch (the
+# grader picks c, steps and batch when grading).
 
 # %%
-def predicted_ring_bytes_c2() -> float:
-    """Your prediction of the Send bytes of train_context_parallel(2), all steps and devices."""
+def predicted_ring_bytes(cp: int, steps: int, batch: int) -> float:
+    """Your prediction of the Send bytes of that run, all steps and devices."""
     # BEGIN SOLUTION: steps x devices x your ring_bytes_per_step
-    return 2 * 2 * ring_bytes_per_step(2, 4, 1, 16, 16, 2)
+    return steps * cp * ring_bytes_per_step(2, batch, 1, 16, 16, cp)
     # END SOLUTION
 
 
 # %% [markdown]
-# Why does the balanced split give device i the chunks i and 2c - 1 - i? Answer with one letter:
+# Why does the balanced split give device i the chunks i and 2c - 1 - i? Choose one letter:
 #   a) it makes the ring shorter
 #   b) with causal masking a late token attends to more keys than an early one; pairing an early
 #      chunk with a late one gives every device the same work
 #   c) it sends fewer bytes
 #   d) it keeps each device's tokens contiguous in memory
+# and the number your reason gives (the grader picks s and c): the (query, key) pairs each
+# device computes under the balanced split of s tokens over c devices.
 
 # %%
-def why_balanced_split() -> str:
-    """One letter: a, b, c or d."""
+def why_balanced_split(seq: int, cp: int) -> tuple[str, int]:
+    """(one letter: a, b, c or d; the causal work of each device)."""
     # BEGIN SOLUTION: look at causal_work of part 3
-    return "b"
+    return "b", seq * (seq + 1) // 2 // cp
     # END SOLUTION
 
 
 # %% [markdown]
-# Your own run: part 5's run with c = 4; return its timeline, `viz.timeline(r.trace)`. The
-# grader reads the figure's bars, not its pixels.
+# Your own run: part 5's run with c devices (the grader picks c); return its timeline,
+# `viz.timeline(r.trace)`. The grader reruns the configuration your train_context_parallel(c)
+# returns and compares the bars, so the figure must be of your run.
 
 # %%
-def plot_my_run():
+def plot_my_run(cp: int):
     """The matplotlib Figure of your context-parallel run's timeline."""
-    # BEGIN SOLUTION: viz.timeline(train_context_parallel(4).trace)
+    # BEGIN SOLUTION: viz.timeline(train_context_parallel(cp).trace)
     from simulator import viz
 
-    return viz.timeline(train_context_parallel(4).trace)
+    return viz.timeline(train_context_parallel(cp).trace)
     # END SOLUTION
 
 
-
+# %%
 if __name__ == "__main__":
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((8, 4)) for _ in range(3))

@@ -2,8 +2,17 @@
 
 import numpy as np
 
-from simulator import make_plan, plan_time, reference, viz
-from simulator.grading import compare, expect, explanation_item, ok, own_plot_item, prediction_item, type_name
+from simulator import make_plan, plan_time, reference
+from simulator.grading import (
+    compare,
+    expect,
+    explanation_item,
+    hidden_random,
+    ok,
+    own_plot_item,
+    prediction_item,
+    type_name,
+)
 
 LESSON = {
     "title": "Collectives by hand: ring all-reduce",
@@ -14,8 +23,10 @@ LESSON = {
     "requires": ["ProgramBuilder", "make_plan", "make_runtime", "plan_time"],
     "minutes": 60,
     "prerequisites": [1],
-    # parasim's run answers the prediction: it raises while your prediction runs
-    "withhold": {"predicted_ring_bytes_n8": ["simulator.collectives.algorithms:make_plan"]},
+    # parasim's plans answer these: they raise while your function runs
+    "withhold": {"predicted_ring_bytes": ["simulator.collectives.algorithms:make_plan"],
+                 "why_ring_bytes_flat": ["simulator.collectives.algorithms:make_plan"],
+                 "plot_my_ring": ["simulator.collectives.algorithms:make_plan"]},
 }
 
 
@@ -99,18 +110,38 @@ def check_program_messages(s):
                   "each rank sends exactly one chunk to its right neighbour per step")
 
 
+def ring_case() -> tuple[int, int]:
+    """n ranks and an array of S bytes drawn when grading (S a multiple of 8 n: whole float64 chunks)."""
+    rng = hidden_random()
+    n = rng.randint(3, 32)
+    return n, 8 * n * rng.randint(1_000, 100_000)
+
+
 check_prediction = prediction_item(
-    "prediction: the bytes one rank sends in a ring all-reduce of 1 MiB over 8 ranks (within 2 %)",
-    answer=lambda: float(make_plan("all_reduce", "ring", 8, 2**20).bytes_sent_per_rank()[0]),
-    ask="predicted_ring_bytes_n8", hint="reduce-scatter then all-gather, one S/n chunk per step")
+    "prediction: the bytes one rank sends in a ring all-reduce of S bytes over n ranks, both drawn when grading (within 2 %)",
+    answer=lambda n, size: float(make_plan("all_reduce", "ring", n, size).bytes_sent_per_rank()[0]),
+    ask="predicted_ring_bytes", case=ring_case,
+    hint=lambda n, size: f"n={n}, S={size}: reduce-scatter then all-gather, one S/n chunk per step")
 
 check_explanation = explanation_item(
-    "explanation: why the ring's bytes per rank hardly grow with n (a choice)", ask="why_ring_bytes_flat", right="b",
+    "explanation: why the ring's bytes per rank hardly grow with n (a choice, and its number on an n drawn when grading)",
+    ask="why_ring_bytes_flat", right="b", case=lambda: (hidden_random().randint(3, 1024),),
+    answer=lambda n: make_plan("all_reduce", "ring", n, 8 * n).bytes_sent_per_rank()[0] / (8 * n),
+    reason=lambda n: f"n={n}: 2(n-1) chunks of S/n each, over S",
     hints={"a": "nothing is compressed: every chunk is S/n bytes of float64",
            "c": "every rank sends, every step (bytes_sent_per_rank is the same for all)",
            "d": "each rank sends 2(n-1) chunks of S/n, not the whole tensor"})
 
-check_plot_of_your_plan = own_plot_item(
-    "your own plan: the ring all-reduce's steps, block by block", ask="plot_my_plan",
-    run=lambda: make_plan("all_reduce", "ring", 4, 4096), draw=viz.collective_steps,
-    what="the ring all-reduce of 4096 bytes over 4 ranks", hint="return viz.collective_steps(make_plan(...)) of that plan")
+
+def small_ring() -> tuple[int, int]:
+    """A ring drawn when grading, small enough to draw: 2 to 6 ranks, 1 to 4 float64 per rank."""
+    rng = hidden_random()
+    n = rng.randint(2, 6)
+    return n, n * rng.randint(1, 4)
+
+
+check_plot_of_your_ring = own_plot_item(
+    "your own ring: the timeline of your ring program (n and size drawn when grading), bar by bar",
+    ask="plot_my_ring", case=small_ring, given=lambda s, n, size: s.ring_all_reduce_program(n, size), probe="timeline",
+    what=lambda n, size: f"your ring_all_reduce_program({n}, {size}), priced by simulate (chosen when grading)",
+    hint="return viz.timeline(simulate(ring_all_reduce_program(n, size))): the timeline of your own program")

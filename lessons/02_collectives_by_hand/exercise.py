@@ -59,38 +59,41 @@ def run_on_devices(program, xs: list[np.ndarray]):
     return ys, list(result.bytes_sent)
 
 # %% [markdown]
-# ## Predict, explain, then look at your own plan
-# Predict before you build anything: the bytes each rank sends in a ring all-reduce of
-# S = 1 MiB (2**20 bytes) over n = 8 ranks.
+# ## Predict, explain, then look at your own ring
+# Predict before you build anything: the bytes each rank sends in a ring all-reduce of S bytes
+# over n ranks (the grader picks n and S when grading; parasim's plans are withheld meanwhile).
 
 # %%
-def predicted_ring_bytes_n8() -> float:
-    """Your prediction of the bytes one rank sends."""
+def predicted_ring_bytes(n: int, nbytes: int) -> float:
+    """Your prediction of the bytes one rank sends in a ring all-reduce of nbytes over n ranks."""
     raise NotImplementedError("TODO: n-1 reduce-scatter steps and n-1 all-gather steps of S/n each")
 
 
 # %% [markdown]
-# Why do the ring's bytes per rank hardly grow with n? Answer with one letter:
+# Why do the ring's bytes per rank hardly grow with n? Choose one letter:
 #   a) the ring compresses the chunks
 #   b) each step a rank sends one chunk of S/n, for 2(n-1) steps: 2(n-1)/n S, below 2 S for any n
 #   c) only rank 0 sends
 #   d) the ring sends the whole tensor once
+# and give the number your reason predicts on n ranks (the grader picks n): the bytes one rank
+# sends divided by S.
 
 # %%
-def why_ring_bytes_flat() -> str:
-    """One letter: a, b, c or d."""
+def why_ring_bytes_flat(n: int) -> tuple[str, float]:
+    """(one letter: a, b, c or d; the bytes one rank sends over S, on n ranks)."""
     raise NotImplementedError("TODO: count the chunks one rank sends in your plan")
 
 
 # %% [markdown]
-# Your own plan: draw the steps of a ring all-reduce over 4 ranks of 4096 bytes with
-# `viz.collective_steps(make_plan("all_reduce", "ring", 4, 4096))` and return the figure.
+# Your own ring: price your ring_all_reduce_program(n, size) on parasim's clock
+# (`simulate(program)`) and return its timeline, `viz.timeline(trace)` (n and size chosen when
+# grading). The grader runs your program through the clock itself and compares the bars, so the
+# figure must be of your program; parasim's plans are withheld while this runs.
 
 # %%
-def plot_my_plan():
-    """The matplotlib Figure of the ring all-reduce's steps."""
-    raise NotImplementedError("TODO: viz.collective_steps(make_plan(\"all_reduce\", \"ring\", 4, 4096))")
-
+def plot_my_ring(n: int, size: int):
+    """The matplotlib Figure of your ring program's timeline."""
+    raise NotImplementedError("TODO: viz.timeline(simulate(ring_all_reduce_program(n, size)))")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 import numpy as np
 
 from simulator import MLPConfig, SimpleDeviceModel, TrainConfig, build_model, get_batch, train, viz
-from simulator.grading import compare, explanation_item, ok, own_plot_item, prediction_item
+from simulator.grading import compare, explanation_item, hidden_random, ok, own_plot_item, prediction_item
 
 LESSON = {
     "title": "Data parallelism and gradient averaging",
@@ -16,7 +16,7 @@ LESSON = {
     "minutes": 45,
     "prerequisites": [2],
     # parasim's run answers the prediction: it raises while your prediction runs
-    "withhold": {"predicted_bytes_dp8": ["simulator.training:train"]},
+    "withhold": {"predicted_bytes": ["simulator.training:train"]},
 }
 
 MODEL = MLPConfig(in_dim=16, hidden=16, layers=4, classes=16)
@@ -78,19 +78,37 @@ def check_mean_lr(s):
 CLOCK = dict(flops_per_s=1e9, memory_bandwidth_Bps=1e12, latency_s=1e-6, bandwidth_Bps=1e9)   # the README's clock
 
 
+def mlp(hidden: int) -> MLPConfig:
+    return MLPConfig(in_dim=16, hidden=hidden, layers=4, classes=16)
+
+
 check_prediction = prediction_item(
-    "prediction: the bytes one device sends in one step on 8 replicas, before the run (within 2 %)",
-    answer=lambda: float(train(TrainConfig(MODEL, strategy="dp", devices=8, batch_size=16)).bytes_sent_per_device[0]),
-    ask="predicted_bytes_dp8", hint="a ring all-reduce sends 2 (n-1)/n of the gradient's bytes per device")
+    "prediction: the bytes one device sends in one step, dp and the hidden width drawn when grading (within 2 %)",
+    answer=lambda dp, hidden: float(train(TrainConfig(mlp(hidden), strategy="dp", devices=dp, batch_size=2 * dp),
+                                          check=False).bytes_sent_per_device[0]),
+    ask="predicted_bytes", case=lambda: (hidden_random().randint(2, 8), hidden_random().randint(4, 48)),
+    hint=lambda dp, hidden: f"dp={dp}, hidden={hidden}: a ring all-reduce sends 2 (n-1)/n of the gradient's bytes per device")
+
+
+def shards() -> tuple[list[int]]:
+    """Unequal shard sizes drawn when grading: 2 to 6 replicas of 1 to 12 samples each."""
+    rng = hidden_random()
+    return ([rng.randint(1, 12) for _ in range(rng.randint(2, 6))],)
+
 
 check_explanation = explanation_item(
-    "explanation: why the replicas keep the weights of one device (a choice)", ask="why_same_weights", right="b",
+    "explanation: why the replicas keep the weights of one device (a choice, and its weight on shards drawn when grading)",
+    ask="why_same_weights", right="b", case=shards, answer=lambda sizes: sizes[0] / sum(sizes),
+    reason=lambda sizes: (f"shards of {sizes} samples: the loss is a mean over all {sum(sizes)} samples, so replica 0's "
+                          "mean enters with its share of them"),
     hints={"a": "each replica sees only its shard (part 1): its gradient alone differs from the full batch's",
            "c": "each replica holds its own copy (bytes_sent_per_device would be 0 otherwise)",
            "d": "every replica runs the optimizer on the same averaged gradient; nothing is broadcast"})
 
 check_plot_of_your_run = own_plot_item(
-    "your own run: its timeline, bar by bar", ask="plot_my_run",
-    run=lambda: train(TrainConfig(MODEL, strategy="dp", devices=4, batch_size=16, steps=2),
-                      device_model=SimpleDeviceModel(**CLOCK)).trace,
-    draw=viz.timeline, what="the README's run (dp = 4, batch 16, 2 steps)", hint="return viz.timeline(r.trace) of that run")
+    "your own run: its timeline (dp and steps drawn when grading), bar by bar", ask="plot_my_run",
+    case=lambda: (hidden_random().choice([2, 4, 8]), hidden_random().randint(1, 3)),
+    run=lambda dp, steps: train(TrainConfig(MODEL, strategy="dp", devices=dp, batch_size=16, steps=steps),
+                                device_model=SimpleDeviceModel(**CLOCK)).trace,
+    draw=viz.timeline, what=lambda dp, steps: f"the data-parallel run with dp = {dp}, batch 16, {steps} steps (chosen when grading)",
+    hint="return viz.timeline(r.trace) of train(TrainConfig(MODEL, strategy='dp', devices=dp, batch_size=16, steps=steps), device_model=clock)")

@@ -3,7 +3,7 @@
 import numpy as np
 
 from simulator import MLPConfig, SimpleDeviceModel, TrainConfig, make_schedule, simulate_schedule, train, viz
-from simulator.grading import compare, explanation_item, ok, own_plot_item, prediction_item
+from simulator.grading import compare, explanation_item, hidden_random, ok, own_plot_item, prediction_item
 
 LESSON = {
     "title": "Layer-wise model parallelism and its idle time",
@@ -15,7 +15,8 @@ LESSON = {
     "minutes": 30,
     "prerequisites": [3],
     # parasim's run answers the prediction: it raises while your prediction runs
-    "withhold": {"predicted_idle_p8": ["simulator.training:train", "simulator.parallel.schedule_sim:simulate_schedule", "simulator.trace:Trace.bubble_fraction"]},
+    "withhold": {"predicted_idle": ["simulator.training:train", "simulator.parallel.schedule_sim:simulate_schedule", "simulator.trace:Trace.bubble_fraction"],
+                 "why_no_speedup": ["simulator.training:train", "simulator.parallel.schedule_sim:simulate_schedule"]},
 }
 
 FREE_COMM = SimpleDeviceModel(flops_per_s=1e9, memory_bandwidth_Bps=1e15, latency_s=0.0, bandwidth_Bps=1e30)
@@ -76,16 +77,25 @@ def check_p2p_bytes(s):
 
 
 check_prediction = prediction_item(
-    "prediction: the idle share of an 8-stage layer-wise step, before the run (within 0.05 of the run)",
-    answer=lambda: round(_run(8, 8).trace.bubble_fraction(), 4), ask="predicted_idle_p8",
-    hint="p = 8 stages, one layer each: how many work at once?", rtol=1e-9, atol=0.05)
+    "prediction: the idle share of a p-stage layer-wise step, p drawn when grading (within 0.05 of the run)",
+    answer=lambda p: round(_run(p, p).trace.bubble_fraction(), 4), ask="predicted_idle",
+    case=lambda: (hidden_random().randint(2, 12),),
+    hint=lambda p: f"p = {p} stages, one layer each: how many work at once?", rtol=1e-9, atol=0.05)
 
 check_explanation = explanation_item(
-    "explanation: why the layer-wise split is no faster (a choice)", ask="why_no_speedup", right="b",
+    "explanation: why the layer-wise split is no faster (a choice, and one device's idle time on a case drawn when grading)",
+    ask="why_no_speedup", right="b",
+    case=lambda: (hidden_random().randint(2, 16), round(hidden_random().uniform(0.5, 5.0), 3)),
+    answer=lambda p, t: simulate_schedule(make_schedule("gpipe", p, 1), t_f=t / 3, t_b=2 * t / 3, t_w=0.0).bubble_time[0],
+    reason=lambda p, t: f"p={p} stages of t={t} s each: a device works its own t and waits while the other p-1 run theirs",
     hints={"a": "communication is free in these runs, and the step is still no faster",
            "c": "each device holds only its stage's layers (split_layers)",
            "d": "layer-wise parallelism does not split the batch; data parallelism does"})
 
 check_plot_of_your_run = own_plot_item(
-    "your own run: its timeline, bar by bar", ask="plot_my_run", run=lambda: _run(4, 4).trace, draw=viz.timeline,
-    what="the README's run (4 stages, batch 16)", hint="return viz.timeline(r.trace) of that run")
+    "your own run: its timeline (layers and p drawn when grading), bar by bar, and the idle share you measured",
+    ask="plot_my_run", case=lambda: (hidden_random().randint(4, 8), hidden_random().randint(2, 4)),
+    run=lambda layers, p: _run(layers, p).trace, draw=viz.timeline,
+    what=lambda layers, p: f"the layer-wise run of a {layers}-layer MLP on {p} stages, batch 16 (chosen when grading)",
+    hint="return viz.timeline(r.trace), r.trace.bubble_fraction() of that run",
+    measure=lambda trace: trace.bubble_fraction(), measured="r.trace.bubble_fraction() of the run you drew")

@@ -38,22 +38,19 @@ LESSON = {
     "prerequisites": [4],
     # parasim's schedules and simulator compute these answers: they raise while your function runs
     "withhold": {"bubble_time": ["simulator.parallel.schedule_registry:make_schedule", "simulator.parallel.schedules:one_f_one_b",
-                              "simulator.parallel.schedule_sim:simulate_schedule",
-                              "simulator.parallel.schedule_registry:flush_formulas"],
-                 "bubble_fraction": ["simulator.parallel.schedule_registry:make_schedule", "simulator.parallel.schedules:one_f_one_b",
-                              "simulator.parallel.schedule_sim:simulate_schedule",
-                              "simulator.parallel.schedule_registry:flush_formulas",
-                              "simulator.training:train", "simulator.trace:Trace.bubble_fraction"],
+                    "simulator.parallel.schedule_sim:simulate_schedule", "simulator.parallel.schedule_registry:flush_formulas"],
                  "peak_in_flight": ["simulator.parallel.schedule_registry:make_schedule", "simulator.parallel.schedules:one_f_one_b",
-                              "simulator.parallel.schedule_sim:simulate_schedule",
-                              "simulator.parallel.schedule_registry:flush_formulas"],
-                 "predicted_share_p8_m24": ["simulator.parallel.schedule_registry:make_schedule",
-                                            "simulator.parallel.schedules:one_f_one_b",
-                                            "simulator.parallel.schedule_sim:simulate_schedule",
-                              "simulator.parallel.schedule_registry:flush_formulas"],
+                    "simulator.parallel.schedule_sim:simulate_schedule", "simulator.parallel.schedule_registry:flush_formulas"],
+                 "predicted_share": ["simulator.parallel.schedule_registry:make_schedule", "simulator.parallel.schedules:one_f_one_b",
+                    "simulator.parallel.schedule_sim:simulate_schedule", "simulator.parallel.schedule_registry:flush_formulas"],
                  "one_f_one_b_text": ["simulator.parallel.schedule_registry:make_schedule", "simulator.parallel.schedules:one_f_one_b",
-                              "simulator.parallel.schedule_sim:simulate_schedule",
-                              "simulator.parallel.schedule_registry:flush_formulas"]},
+                    "simulator.parallel.schedule_sim:simulate_schedule", "simulator.parallel.schedule_registry:flush_formulas"],
+                 "why_1f1b_saves_memory": ["simulator.parallel.schedule_registry:make_schedule", "simulator.parallel.schedules:one_f_one_b",
+                    "simulator.parallel.schedule_sim:simulate_schedule", "simulator.parallel.schedule_registry:flush_formulas"],
+                 "bubble_fraction": ["simulator.parallel.schedule_registry:make_schedule", "simulator.parallel.schedules:one_f_one_b",
+                    "simulator.parallel.schedule_sim:simulate_schedule", "simulator.parallel.schedule_registry:flush_formulas",
+                    "simulator.training:train", "simulator.trace:Trace.bubble_fraction"],
+                 "plot_my_schedule": ["simulator.parallel.schedule_registry:make_schedule", "simulator.parallel.schedules:one_f_one_b"]},
 }
 
 def prediction():
@@ -192,20 +189,44 @@ def check_measured(s):
 
 
 check_prediction = prediction_item(
-    "prediction: the bubble share of 1F1B with p = 8, m = 24, before any run (within 2 %)",
-    answer=lambda: simulate_schedule(make_schedule("1f1b", 8, 24)).bubble_fraction, ask="predicted_share_p8_m24",
-    hint="fill and drain are p - 1 slots whatever m is; the step is m + p - 1 slots")
+    "prediction: the bubble share of 1F1B with p and m drawn when grading, before any run (within 2 %)",
+    answer=lambda p, m: simulate_schedule(make_schedule("1f1b", p, m)).bubble_fraction, ask="predicted_share",
+    case=lambda: (hidden_random().randint(2, 16), hidden_random().randint(1, 64)),
+    hint=lambda p, m: f"p={p}, m={m}: fill and drain are p - 1 slots whatever m is; the step is m + p - 1 slots")
+
+
+def memory_case() -> tuple[int, int, int]:
+    """(p, m, d) drawn when grading: 2 to 12 stages, 1 to 40 micro-batches, a stage d of the p."""
+    rng = hidden_random()
+    p = rng.randint(2, 12)
+    return p, rng.randint(1, 40), rng.randrange(p)
+
+
+def _peak_gap(p: int, m: int, d: int) -> int:
+    """GPipe's peak minus 1F1B's on stage d (simulated)."""
+    peaks = {name: simulate_schedule(make_schedule(name, p, m)).peak_in_flight[d] for name in ("gpipe", "1f1b")}
+    return int(peaks["gpipe"] - peaks["1f1b"])
+
 
 check_explanation = explanation_item(
-    "explanation: why 1F1B holds fewer activations (a choice)", ask="why_1f1b_saves_memory", right="b",
+    "explanation: why 1F1B holds fewer activations (a choice, and the gap on a stage drawn when grading)",
+    ask="why_1f1b_saves_memory", right="b", case=memory_case, answer=_peak_gap,
+    reason=lambda p, m, d: f"p={p}, m={m}, stage d={d}: GPipe holds all m forwards, 1F1B at most min(p - d, m)",
     hints={"a": "both schedules have the same bubble (p-1)(t_f+t_b): compare their peak_in_flight instead",
            "c": "neither schedule recomputes here; recomputation is another trade (lesson 08)",
            "d": "both send one activation and one gradient per micro-batch per stage boundary"})
 
-check_plot_of_your_run = own_plot_item(
-    "your own run: its timeline, bar by bar, and the bubble you measured on it", ask="plot_my_run",
-    run=lambda: train(TrainConfig(MLPConfig(in_dim=16, hidden=16, layers=4, classes=16), strategy="pp", devices=4,
-                                  batch_size=32, microbatches=8), device_model=FREE, check=False).trace,
-    draw=viz.timeline, what="the run's timeline (4 stages, m = 8, free communication)",
-    hint="return viz.timeline(r.trace), r.trace.bubble_fraction() of that run",
-    measure=lambda trace: trace.bubble_fraction(), measured="r.trace.bubble_fraction() of the run you drew")
+
+def _your_schedule(s, p: int, m: int):
+    """Your one_f_one_b_text(p, m), parsed here (text is data: nothing of yours runs in the grader)."""
+    return parse_schedule(s.one_f_one_b_text(p, m), name="yours")
+
+
+check_plot_of_your_schedule = own_plot_item(
+    "your own schedule: the chart of your 1F1B text (p and m drawn when grading), block by block, and its bubble",
+    ask="plot_my_schedule", case=lambda: (hidden_random().randint(2, 6), hidden_random().randint(2, 12)),
+    given=_your_schedule, run=lambda mine, p, m: simulate_schedule(mine, t_f=1, t_b=2, t_w=0),
+    draw=viz.schedule_chart, what=lambda p, m: f"your one_f_one_b_text({p}, {m}) simulated with t_f = 1, t_b = 2",
+    hint="return viz.schedule_chart(simulate_schedule(parse_schedule(one_f_one_b_text(p, m)), t_f=1, t_b=2, t_w=0)) "
+         "and its bubble_fraction",
+    measure=lambda result: result.bubble_fraction, measured="the bubble_fraction of the schedule you drew")

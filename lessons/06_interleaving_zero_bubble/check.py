@@ -3,7 +3,7 @@
 import numpy as np
 
 from simulator import make_schedule, simulate_schedule, viz
-from simulator.grading import compare, explanation_item, ok, own_plot_item, prediction_item
+from simulator.grading import compare, explanation_item, hidden_random, ok, own_plot_item, prediction_item
 
 LESSON = {
     "title": "Interleaving and zero-bubble schedules, memory in flight",
@@ -15,7 +15,8 @@ LESSON = {
     "minutes": 45,
     "prerequisites": [5],
     # parasim's run answers the prediction: it raises while your prediction runs
-    "withhold": {"predicted_interleaved_bubble": ["simulator.parallel.schedule_registry:make_schedule", "simulator.parallel.schedule_sim:simulate_schedule", "simulator.parallel.schedule_registry:flush_formulas"]},
+    "withhold": {"predicted_interleaved_bubble": ["simulator.parallel.schedule_registry:make_schedule", "simulator.parallel.schedule_sim:simulate_schedule", "simulator.parallel.schedule_registry:flush_formulas"],
+                 "why_not_always_zb_h2": ["simulator.parallel.schedule_registry:make_schedule", "simulator.parallel.schedule_sim:simulate_schedule"]},
 }
 
 
@@ -65,19 +66,41 @@ def check_zb_memory(s):
     return ok()
 
 
+def interleaved_case() -> tuple[int, int, int]:
+    """(p, m, v) drawn when grading: 2 to 6 stages, m a multiple of p up to 4 p, 2 to 4 chunks."""
+    rng = hidden_random()
+    p = rng.randint(2, 6)
+    return p, p * rng.randint(1, 4), rng.randint(2, 4)
+
+
 check_prediction = prediction_item(
-    "prediction: the interleaved bubble with p = 4, m = 8, v = 4, before any simulation (within 2 %)",
-    answer=lambda: simulate_schedule(make_schedule("interleaved", 4, 8, 4), t_f=1 / 4, t_b=1 / 4, t_w=0.0).bubble_time[0],
-    ask="predicted_interleaved_bubble", hint="fill and drain now take chunk-sized slots: (p-1)(t_f+t_b)/v")
+    "prediction: the interleaved bubble with p, m and v drawn when grading, before any simulation (within 2 %)",
+    answer=lambda p, m, v: simulate_schedule(make_schedule("interleaved", p, m, v), t_f=1 / v, t_b=1 / v, t_w=0.0).bubble_time[0],
+    ask="predicted_interleaved_bubble", case=interleaved_case,
+    hint=lambda p, m, v: f"p={p}, m={m}, v={v}: fill and drain now take chunk-sized slots: (p-1)(t_f+t_b)/v")
 
 check_explanation = explanation_item(
-    "explanation: why ZB-H2 is not always the choice (a choice)", ask="why_not_always_zb_h2", right="b",
+    "explanation: why ZB-H2 is not always the choice (a choice, and its extra memory on a p drawn when grading)",
+    ask="why_not_always_zb_h2", right="b", case=lambda: (hidden_random().randint(2, 8),),
+    answer=lambda p: int(max(simulate_schedule(make_schedule("zb-h2", p, 3 * p)).peak_in_flight)
+                         - max(simulate_schedule(make_schedule("1f1b", p, 3 * p)).peak_in_flight)),
+    reason=lambda p: f"p={p}: ZB-H2 holds 2p - 1 micro-batches at its peak, 1F1B p",
     hints={"a": "ZB-H2 sends what 1F1B sends: the same activations and gradients per micro-batch",
            "c": "its W passes compute the same dW, only later (the runs match one device)",
            "d": "ZB-H2 has one chunk per device (make_schedule('zb-h2', p, m))"})
 
+
+def zb_case() -> tuple:
+    """(p, m, t_f, t_b, t_w) drawn when grading."""
+    rng = hidden_random()
+    p = rng.randint(2, 5)
+    return (p, rng.randint(p, 3 * p), *(rng.choice([0.5, 1.0, 1.5, 2.0]) for _ in range(3)))
+
+
 check_plot_of_your_schedule = own_plot_item(
-    "your own schedule: the ZB-H1 chart, block by block", ask="plot_my_schedule",
-    run=lambda: simulate_schedule(make_schedule("zb-h1", 4, 8), t_f=1, t_b=1, t_w=1), draw=viz.schedule_chart,
-    what="ZB-H1 with p = 4, m = 8, t_f = t_b = t_w = 1",
-    hint="return viz.schedule_chart(simulate_schedule(...)) of that schedule")
+    "your own schedule: the ZB-H1 chart (p, m and times drawn when grading), block by block, and device 0's bubble",
+    ask="plot_my_schedule", case=zb_case,
+    run=lambda p, m, t_f, t_b, t_w: simulate_schedule(make_schedule("zb-h1", p, m), t_f=t_f, t_b=t_b, t_w=t_w),
+    draw=viz.schedule_chart, what=lambda p, m, t_f, t_b, t_w: f"ZB-H1 with p = {p}, m = {m}, t_f = {t_f}, t_b = {t_b}, t_w = {t_w}",
+    hint="return viz.schedule_chart(simulate_schedule(...)) of that schedule and its bubble_time[0]",
+    measure=lambda result: result.bubble_time[0], measured="device 0's bubble_time of the schedule you drew")

@@ -3,7 +3,7 @@
 import numpy as np
 
 from simulator import DeviceMesh, GPTConfig, Layout, TrainConfig, train, viz
-from simulator.grading import compare, explanation_item, ok, own_plot_item, prediction_item
+from simulator.grading import compare, explanation_item, hidden_random, ok, own_plot_item, prediction_item
 
 LESSON = {
     "title": "Tensor parallelism: the Megatron MLP",
@@ -15,7 +15,7 @@ LESSON = {
     "minutes": 50,
     "prerequisites": [1, 2, 3],
     # parasim's run answers the prediction: it raises while your prediction runs
-    "withhold": {"predicted_bytes_tp4": ["simulator.training:train"]},
+    "withhold": {"predicted_bytes_tp": ["simulator.training:train"]},
 }
 
 
@@ -89,16 +89,31 @@ def check_bytes(s):
 
 
 check_prediction = prediction_item(
-    "prediction: the bytes one device sends in a t = 4 step, before the run (within 2 %)",
-    answer=lambda: float(_tp_run(4).bytes_sent_per_device[0]), ask="predicted_bytes_tp4",
-    hint="2 all-reduces per block forward and 2 backward, each of b s h values")
+    "prediction: the bytes one device sends in a tensor-parallel step, t and the layers drawn when grading (within 2 %)",
+    answer=lambda t, layers: float(_tp_run(t, layers).bytes_sent_per_device[0]), ask="predicted_bytes_tp",
+    case=lambda: (hidden_random().choice([2, 4]), hidden_random().randint(1, 4)),
+    hint=lambda t, layers: f"t={t}, L={layers}: 2 all-reduces per block forward and 2 backward, each of b s h values")
+
+
+def gelu_case() -> tuple[int, int, int]:
+    """(h, f, t) drawn when grading: f a multiple of t."""
+    rng = hidden_random()
+    t = rng.choice([2, 4, 8, 16])
+    return rng.randint(8, 4096), t * rng.randint(1, 2048), t
+
 
 check_explanation = explanation_item(
-    "explanation: why the MLP needs one all-reduce, not two (a choice)", ask="why_one_allreduce", right="b",
+    "explanation: why the MLP needs one all-reduce, not two (a choice, and GeLU's columns per rank on a case drawn when grading)",
+    ask="why_one_allreduce", right="b", case=gelu_case,
+    answer=lambda h, f, t: Layout(DeviceMesh({"tp": t}), [None, "tp"]).local_shape((h, f))[1],
+    reason=lambda h, f, t: f"A ({h}, {f}) cut by columns over t={t}: each rank holds whole columns of x A",
     hints={"a": "GeLU is not linear: GeLU(a + b) != GeLU(a) + GeLU(b) (part 3 fails if you sum first)",
            "c": "parasim's trace shows the all-reduces; none sits between the two matmuls",
            "d": "B is cut by rows (row_shards); a replicated B would not give partial sums"})
 
 check_plot_of_your_run = own_plot_item(
-    "your own run: its timeline, bar by bar", ask="plot_my_run", run=lambda: _tp_run(2).trace, draw=viz.timeline,
-    what="the README's run (t = 2)", hint="return viz.timeline(r.trace) of that run")
+    "your own run: its timeline (t and the layers drawn when grading), bar by bar", ask="plot_my_run",
+    case=lambda: (hidden_random().choice([2, 4]), hidden_random().randint(1, 3)),
+    run=lambda t, layers: _tp_run(t, layers).trace, draw=viz.timeline,
+    what=lambda t, layers: f"the tensor-parallel run with t = {t}, {layers} layers (chosen when grading)",
+    hint="return viz.timeline(r.trace) of that run")

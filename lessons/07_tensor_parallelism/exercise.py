@@ -59,40 +59,43 @@ def tp_bytes_per_device(L: int, b: int, s: int, h: int, t: int, itemsize: int = 
 
 # %% [markdown]
 # ## 5. Predict, explain, then look at your own run
-# Predict before you run anything: the bytes ONE device sends in one step of the README's GPT
-# (2 layers, hidden 32, batch 4, sequence 16) with tensor parallelism over t = 4 devices. The
-# grader runs it.
+# Predict before you run anything: the bytes ONE device sends in one step of the README's GPT with
+# `layers` layers (hidden 32, batch 4, sequence 16) with tensor parallelism over t devices (the
+# grader picks layers and t when grading, and runs it).
 
 # %%
-def predicted_bytes_tp4() -> float:
-    """Your prediction of the bytes one device sends in one step, t = 4."""
-    raise NotImplementedError("TODO: your tp_bytes_per_device, at t = 4")
+def predicted_bytes_tp(t: int, layers: int) -> float:
+    """Your prediction of the bytes one device sends in one step on t devices."""
+    raise NotImplementedError("TODO: your tp_bytes_per_device")
 
 
 # %% [markdown]
-# Why does the Megatron MLP need no communication between its two matmuls? Answer with one letter:
+# Why does the Megatron MLP need no communication between its two matmuls? Choose one letter:
 #   a) GeLU is linear, so it commutes with the sum
 #   b) A is split by columns, so each rank holds whole columns of x A and applies GeLU to them;
 #      B split by rows then gives partial sums, reduced once at the end
 #   c) the all-reduce is hidden behind the compute
 #   d) B is replicated on every rank
+# and the number your reason gives (the grader picks h, f and t): how many columns of x A (for
+# A of shape (h, f)) one rank applies GeLU to.
 
 # %%
-def why_one_allreduce() -> str:
-    """One letter: a, b, c or d."""
+def why_one_allreduce(h: int, f: int, t: int) -> tuple[str, int]:
+    """(one letter: a, b, c or d; the columns of x A one rank holds)."""
     raise NotImplementedError("TODO: which layout does part 3 give the GeLU input?")
 
 
 # %% [markdown]
-# Your own run: the README's run (t = 2); return its timeline, `viz.timeline(r.trace)`. The
-# grader reads the figure's bars and compares them with the run.
+# Your own run: the README's GPT with `layers` layers on t tensor-parallel devices (the grader
+# picks them); return its timeline, `viz.timeline(r.trace)`. The grader reads the figure's bars.
 
 # %%
-def plot_my_run():
+def plot_my_run(t: int, layers: int):
     """The matplotlib Figure of your tensor-parallel run's timeline."""
-    raise NotImplementedError("TODO: train(TrainConfig(g, strategy=\"tp\", devices=2, tp=2, batch_size=4))")
+    raise NotImplementedError("TODO: train(TrainConfig(g, strategy=\"tp\", devices=t, tp=t, batch_size=4))")
 
 
+# %%
 # %%
 if __name__ == "__main__":
     rng = np.random.default_rng(0)

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from simulator import MLPConfig, TrainConfig, build_model, model_state_bytes_per_device, train, viz
-from simulator.grading import compare, explanation_item, ok, own_plot_item, prediction_item
+from simulator import MLPConfig, TrainConfig, build_model, make_plan, model_state_bytes_per_device, train, viz
+from simulator.grading import compare, explanation_item, hidden_random, ok, own_plot_item, prediction_item
 
 LESSON = {
     "title": "ZeRO and memory",
@@ -15,7 +15,8 @@ LESSON = {
     "minutes": 40,
     "prerequisites": [3],
     # parasim's run answers the prediction: it raises while your prediction runs
-    "withhold": {"predicted_zero2_bytes": ["simulator.cost.memory:model_state_bytes_per_device"]},
+    "withhold": {"predicted_zero_bytes": ["simulator.cost.memory:model_state_bytes_per_device"],
+                 "why_same_bytes": ["simulator.collectives.algorithms:make_plan"]},
 }
 
 MLP = MLPConfig(in_dim=16, hidden=16, layers=4, classes=16)
@@ -64,18 +65,36 @@ def check_zero3_exact(s):
     return compare(4.0, ratio, "stage 3 partitions every model state over N_d = 4")
 
 
+def zero_case() -> tuple[float, int, int]:
+    """(psi, N_d, stage) drawn when grading: 100M to 1T parameters, 1 to 4096 devices, stage 0-3."""
+    rng = hidden_random()
+    return rng.uniform(1e8, 1e12), 2 ** rng.randint(0, 12), rng.randint(0, 3)
+
+
 check_prediction = prediction_item(
-    "prediction: ZeRO-2's model-state bytes per device, 7.5B parameters on 64 devices (within 2 %)",
-    answer=lambda: model_state_bytes_per_device(7.5e9, 64, 2), ask="predicted_zero2_bytes",
-    hint="2 Psi (fp16 weights) + (2 + 12) Psi / N_d (gradients and optimizer states partitioned)")
+    "prediction: ZeRO's model-state bytes per device, psi, N_d and the stage drawn when grading (within 2 %)",
+    answer=model_state_bytes_per_device, ask="predicted_zero_bytes", case=zero_case,
+    hint=lambda psi, nd, stage: (f"psi={psi:.4g}, N_d={nd}, stage {stage}: 2 + 2 + 12 bytes per parameter, the "
+                                 "partitioned parts divided by N_d"))
+
+
+def _rs_ag_bytes(n: int, nbytes: int) -> float:
+    """The bytes one rank sends in a ring reduce-scatter then a ring all-gather of nbytes (parasim's plans)."""
+    return float(sum(make_plan(kind, "ring", n, nbytes).bytes_sent_per_rank()[0] for kind in ("reduce_scatter", "all_gather")))
+
 
 check_explanation = explanation_item(
-    "explanation: why ZeRO-1 and ZeRO-2 send what data parallelism sends (a choice)", ask="why_same_bytes", right="b",
+    "explanation: why ZeRO-1 and ZeRO-2 send what data parallelism sends (a choice, and its bytes on a case drawn when grading)",
+    ask="why_same_bytes", right="b",
+    case=lambda: ((n := hidden_random().randint(2, 64)), 8 * n * hidden_random().randint(1_000, 100_000)),
+    answer=_rs_ag_bytes, reason=lambda n, size: f"n={n}, S={size}: each half sends (n-1) chunks of S/n",
     hints={"a": "they partition the optimizer states (and ZeRO-2 the gradients): their memory is lower",
            "c": "the gradients travel in their own dtype, float64 here",
            "d": "every device updates its own partition of the parameters"})
 
 check_plot_of_your_run = own_plot_item(
-    "your own run: ZeRO-3's memory over time, line by line", ask="plot_my_run",
-    run=lambda: train(TrainConfig(MLP, strategy="zero3", devices=4, batch_size=16)).trace, draw=viz.memory_over_time,
-    what="the README's ZeRO-3 run (4 devices, batch 16)", hint="return viz.memory_over_time(r.trace) of that run")
+    "your own run: ZeRO's memory over time (stage and devices drawn when grading), line by line", ask="plot_my_run",
+    case=lambda: (hidden_random().randint(1, 3), hidden_random().choice([2, 4])),
+    run=lambda stage, nd: train(TrainConfig(MLP, strategy=f"zero{stage}", devices=nd, batch_size=16)).trace,
+    draw=viz.memory_over_time, what=lambda stage, nd: f"the ZeRO-{stage} run on {nd} devices, batch 16 (chosen when grading)",
+    hint="return viz.memory_over_time(r.trace) of that run")

@@ -42,39 +42,44 @@ def zero_comm_bytes_per_device(param_bytes: float, nd: int, stage: int) -> float
 
 # %% [markdown]
 # ## Predict, explain, then look at your own run
-# Predict before you compute anything: the model-state bytes per device of ZeRO stage 2 for a
-# 7.5-billion-parameter model on 64 devices (mixed-precision Adam: 16 bytes per parameter).
+# Predict before you compute anything: the model-state bytes per device of ZeRO stage `stage` for
+# a model of psi parameters on nd devices (mixed-precision Adam: 16 bytes per parameter; the
+# grader picks psi, nd and stage when grading).
 
 # %%
-def predicted_zero2_bytes() -> float:
-    """Your prediction of ZeRO-2's model-state bytes per device, Psi = 7.5e9, N_d = 64."""
-    raise NotImplementedError("TODO: your zero_bytes_per_device at stage 2")
+def predicted_zero_bytes(psi: float, nd: int, stage: int) -> float:
+    """Your prediction of the model-state bytes per device."""
+    raise NotImplementedError("TODO: your zero_bytes_per_device")
 
 
 # %% [markdown]
-# ZeRO-1 and ZeRO-2 send as many bytes as plain data parallelism. Why? Answer with one letter:
+# ZeRO-1 and ZeRO-2 send as many bytes as plain data parallelism. Why? Choose one letter:
 #   a) they do not partition anything
 #   b) a reduce-scatter followed by an all-gather moves the same bytes as one all-reduce (which
 #      is built of those two halves), so partitioning the states adds no communication
 #   c) they compress the gradients
 #   d) they skip the optimizer step on most devices
+# and the number your reason gives (the grader picks n and S): the bytes one rank sends in a ring
+# reduce-scatter of S bytes followed by a ring all-gather of S bytes over n ranks.
 
 # %%
-def why_same_bytes() -> str:
-    """One letter: a, b, c or d."""
+def why_same_bytes(n: int, nbytes: int) -> tuple[str, float]:
+    """(one letter: a, b, c or d; the bytes one rank sends in the reduce-scatter and the all-gather)."""
     raise NotImplementedError("TODO: compare the collectives of dp and zero1 in the README's run")
 
 
 # %% [markdown]
-# Your own run: train the README's MLP with ZeRO-3 on 4 devices (batch 16) and return its memory
-# over time, `viz.memory_over_time(r.trace)`. The grader reads the figure's data, not its pixels.
+# Your own run: train the README's MLP with ZeRO stage `stage` on nd devices (batch 16; the
+# grader picks stage and nd) and return its memory over time, `viz.memory_over_time(r.trace)`.
+# The grader reads the figure's data, not its pixels.
 
 # %%
-def plot_my_run():
-    """The matplotlib Figure of your ZeRO-3 run's memory over time."""
-    raise NotImplementedError("TODO: train(TrainConfig(mlp, strategy=\"zero3\", devices=4, batch_size=16))")
+def plot_my_run(stage: int, nd: int):
+    """The matplotlib Figure of your ZeRO run's memory over time."""
+    raise NotImplementedError("TODO: train(TrainConfig(mlp, strategy=f\"zero{stage}\", devices=nd, batch_size=16))")
 
 
+# %%
 # %%
 if __name__ == "__main__":
     for stage in range(4):

@@ -11,7 +11,6 @@ from simulator import (
     attention_forward,
     chunk_positions,
     ring_steps,
-    viz,
 )
 from simulator.grading import (
     compare,
@@ -35,7 +34,8 @@ LESSON = {
     "minutes": 50,
     "prerequisites": [2, 7],
     # parasim's own functions for these answers raise while your function runs
-    "withhold": {"predicted_ring_bytes_c2": ["simulator.training:train", "simulator.parallel.cp_split:attention_bytes_per_step"],
+    "withhold": {"predicted_ring_bytes": ["simulator.training:train", "simulator.parallel.cp_split:attention_bytes_per_step"],
+                 "why_balanced_split": ["simulator.parallel.cp_split:chunk_positions"],
                  "online_softmax_attention": ["simulator.models.attention:attention_forward"],
                  "kv_block_at": ["simulator.parallel.cp_split:ring_steps"],
                  "balanced_positions": ["simulator.parallel.cp_split:chunk_positions"],
@@ -134,23 +134,38 @@ def check_real_run(s):
                    f"strategy='cp', cp={cp}, cp_kind='ring': the ring's Send bytes over all steps and devices")
 
 
-def _cp_run(c: int):
-    from simulator import train
-
-    return train(TrainConfig(EXERCISE_GPT, strategy="cp", devices=c, cp=c, cp_comm_type="p2p", global_batch=4, steps=2))
+def _ring_sent(cp: int, steps: int, batch: int) -> float:
+    """The ring's Send bytes of part 5's model on cp devices, `steps` steps of one micro-batch of `batch`."""
+    cfg = TrainConfig(EXERCISE_GPT, strategy="cp", devices=cp, cp=cp, cp_comm_type="p2p", global_batch=batch, steps=steps)
+    return float(steps * cp * attention_bytes_per_step(EXERCISE_GPT, EXERCISE_GPT.layers, cfg.microbatch_size, cfg.m, cp))
 
 
 check_prediction = prediction_item(
-    "prediction: the ring's Send bytes of the c = 2 run, before the run (within 2 %)",
-    answer=lambda: float(_cp_run(2).trace.bytes_by_collective().get("send", 0)), ask="predicted_ring_bytes_c2",
-    hint="steps x devices x 3(c - 1) K/V blocks per layer and micro-batch")
+    "prediction: the ring's Send bytes of a run with c, steps and batch drawn when grading (within 2 %)",
+    answer=_ring_sent, ask="predicted_ring_bytes",
+    case=lambda: (hidden_random().choice([2, 4, 8]), hidden_random().randint(1, 6), hidden_random().randint(1, 16)),
+    hint=lambda cp, steps, batch: f"c={cp}, {steps} steps, batch {batch}: steps x devices x (3c - 2) K/V blocks per layer and micro-batch")
+
+
+def split_case() -> tuple[int, int]:
+    """(s, c) drawn when grading: s a multiple of 2c."""
+    rng = hidden_random()
+    cp = rng.randint(2, 8)
+    return 2 * cp * rng.randint(1, 64), cp
+
 
 check_explanation = explanation_item(
-    "explanation: why device i holds chunks i and 2c-1-i (a choice)", ask="why_balanced_split", right="b",
+    "explanation: why device i holds chunks i and 2c-1-i (a choice, and each device's work on a split drawn when grading)",
+    ask="why_balanced_split", right="b", case=split_case,
+    answer=lambda seq, cp: sum(t + 1 for t in chunk_positions(seq, cp, "ring")[0]),
+    reason=lambda seq, cp: f"s={seq}, c={cp}: a query at t sees t + 1 keys; the c devices share the s(s+1)/2 pairs equally",
     hints={"a": "the ring has c devices whatever the split",
            "c": "every device sends the same K/V blocks whatever the split (attention_bytes_per_step)",
            "d": "the two chunks are not contiguous: chunk i and chunk 2c-1-i"})
 
 check_plot_of_your_run = own_plot_item(
-    "your own run: its timeline, bar by bar", ask="plot_my_run", run=lambda: _cp_run(4).trace, draw=viz.timeline,
-    what="part 5's run with c = 4", hint="return viz.timeline(r.trace) of that run")
+    "your own run: the timeline of your train_context_parallel(c) (c drawn when grading, rerun by parasim), bar by bar",
+    ask="plot_my_run", case=lambda: (hidden_random().choice([2, 4]),),
+    given=lambda s, cp: s.train_context_parallel(cp).config, probe="timeline",
+    what=lambda cp: f"the run your train_context_parallel({cp}) configures, rerun by parasim",
+    hint="return viz.timeline(train_context_parallel(c).trace): the timeline of your own run")

@@ -76,19 +76,25 @@ def solution_path(lesson: LessonInfo) -> Path:
 
 def public_names(init_py: Path | None = None) -> frozenset[str]:
     """The names `import simulator` provides, read from simulator/__init__.py with ast (the grader
-    sits below the public namespace, so it reads it rather than importing it): every imported or
-    defined name, and every subpackage it imports from (importing `simulator.auto` binds `auto`)."""
+    sits below the public namespace, so it reads it rather than importing it): the names of its
+    tables of the public API (`_API`: module -> names, `_RENAMED`: name -> (module, name there),
+    `_SUBMODULES`), every subpackage they come from (`simulator.cost` is an attribute too), and
+    every public name it defines itself."""
     path = init_py or Path(__file__).resolve().parents[1] / "__init__.py"
+    tables: dict = {"_API": {}, "_RENAMED": {}, "_SUBMODULES": ()}
     names: set[str] = set()
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            if node.module:
-                names.add(node.module.split(".")[0])
-            names.update(a.asname or a.name for a in node.names)
-        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        for target in targets:
+            if isinstance(target, ast.Name) and target.id in tables:
+                tables[target.id] = ast.literal_eval(node.value)
+            elif isinstance(target, ast.Name):
+                names.add(target.id)
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    modules = [*tables["_API"], *(module for module, _name in tables["_RENAMED"].values())]
+    names.update(name for exported in tables["_API"].values() for name in exported)
+    names.update(tables["_RENAMED"], tables["_SUBMODULES"], (module.split(".")[0] for module in modules))
     return frozenset(n for n in names if not n.startswith("_"))
 
 

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .outcomes import Outcome, choice, compare, same_figure
+from .outcomes import Outcome, choice, compare, expect, same_figure
 
 
 def _named(fn, name: str, kind: str):
@@ -48,30 +48,58 @@ def prediction_item(name: str, answer: Callable[..., Any], ask: str, hint: str |
     return _named(check, name, "prediction")
 
 
-def explanation_item(name: str, ask: str, right: str, hints: dict[str, str]):
-    """An explanation item: the submission's function `ask` returns one letter; `right` passes and
-    each wrong letter gets its hint (why that choice does not match what the student measured)."""
+def explanation_item(name: str, ask: str, right: str, hints: dict[str, str], case: Callable[[], tuple] | None = None,
+                     answer: Callable[..., Any] | None = None, reason: str | Callable[..., str] = "",
+                     rtol: float = 1e-9, atol: float = 0.0):
+    """An explanation item: the submission's function `ask(*case())` returns (a letter, a number):
+    the choice that explains what the student measured, and what that reason gives on a case drawn
+    when grading (`case`), compared with `answer(*case())` within `rtol`/`atol`. A wrong letter
+    gets its hint (why that choice does not match the measurement); a right letter with a wrong
+    number gets `reason` (named by the case when it is a function). The item passes only on both:
+    a letter alone is a guess that wins 1 time in 4, a number of a case drawn when grading is not.
+    Without `case` (lessons not moved yet) `ask()` returns the letter alone."""
     def check(s) -> Outcome:
-        return choice(getattr(s, ask)(), right, hints)
+        if case is None:
+            return choice(getattr(s, ask)(), right, hints)
+        args = tuple(case())
+        got = getattr(s, ask)(*args)
+        if not (isinstance(got, (tuple, list)) and len(got) == 2):
+            return expect(False, "(a letter, the number your reason gives on this case)", got,
+                          "return a pair: the letter of your choice and the number it predicts for the arguments")
+        picked = choice(got[0], right, hints)
+        if not picked.passed:
+            return picked
+        why = reason(*args) if callable(reason) else reason
+        return compare(answer(*args), got[1], "your letter is right; " + why, rtol=rtol, atol=atol)
     return _named(check, name, "explanation")
 
 
-def own_plot_item(name: str, ask: str, run: Callable[..., Any], draw: Callable[[Any], Any], what: str | Callable[..., str],
-                  hint: str, measure: Callable[[Any], Any] | None = None, measured: str = "",
-                  case: Callable[[], tuple] | None = None, rtol: float = 1e-9, given: Callable[[Any], Any] | None = None):
+def own_plot_item(name: str, ask: str, what: str | Callable[..., str], hint: str,
+                  run: Callable[..., Any] | None = None, draw: Callable[[Any], Any] | None = None,
+                  measure: Callable[[Any], Any] | None = None, measured: str = "",
+                  case: Callable[[], tuple] | None = None, rtol: float = 1e-9,
+                  given: Callable[..., Any] | None = None, probe: str | None = None):
     """A plot item: the submission's function `ask` returns the figure of its own run, which must
     show the bars and lines of `draw(run())`, parasim's drawing of the same run. With `measure`,
     `ask` returns (figure, value) and the value must be `measure(run())` (`measured` says what:
     what the student reads off their own figure). With `case`, the run's arguments are drawn when
     grading: `ask(*case())` against `draw(run(*case()))`, and `what(*case())` names them. With
-    `given`, the run is of the student's own construction: `run(given(s), *args)` (a configuration
-    the submission returned, rebuilt as data and rerun here by parasim, never its reported numbers)."""
+    `given`, the run is of the student's own construction: `run(given(s, *args), *args)` (a
+    configuration, a schedule the submission built, rebuilt as data and rerun here by parasim,
+    never its reported numbers). With `probe`, the construction is run and drawn by parasim in a
+    probe sandbox holding no student code (`probes.PROBES[probe]`, which returns the figure): a
+    Program the student built never runs in the grader."""
     def check(s) -> Outcome:
         args = tuple(case()) if case is not None else ()
-        done = run(given(s), *args) if given is not None else run(*args)
+        built = given(s, *args) if given is not None else None
+        if probe is not None:
+            done = want = s.run_in_sandbox(probe, built)
+        else:
+            done = run(built, *args) if given is not None else run(*args)
+            want = draw(done)
         got = getattr(s, ask)(*args)
         fig, value = (got[0], got[1]) if measure and isinstance(got, (tuple, list)) and len(got) == 2 else (got, None)
-        drawn = same_figure(fig, draw(done), what(*args) if callable(what) else what, hint)
+        drawn = same_figure(fig, want, what(*args) if callable(what) else what, hint)
         if measure is None or not drawn.passed:
             return drawn
         return compare(measure(done), value, measured, rtol=rtol)

@@ -62,4 +62,21 @@ def resume(config, checkpoint: str) -> dict:
             "max_rel_weight_diff_vs_single": float(r.train.max_rel_weight_diff_vs_single)}
 
 
-PROBES = {"run_program": run_program, "method": method, "train": train_config, "resume": resume}
+def timeline(built):
+    """The timeline (`viz.timeline`) of what a submission built: a Program priced by parasim's
+    clock (`simulate`, its default device model), or a TrainConfig trained by `train`; the
+    figure travels back as its data (the bars a plot item compares)."""
+    from .. import viz
+    from ..cost.clock import simulate
+    from ..program import Program
+    from ..training import TrainConfig, train
+
+    if isinstance(built, Program):
+        return viz.timeline(simulate(built))
+    if isinstance(built, TrainConfig):
+        return viz.timeline(train(built).trace)
+    raise TypeError(f"a Program or a TrainConfig was expected, got {type(built).__name__}")
+
+
+PROBES = {"run_program": run_program, "method": method, "train": train_config, "resume": resume,
+          "timeline": timeline}
