@@ -6,7 +6,7 @@ import streamlit as st
 from ui import BIND, or_error, show_code
 
 from simulator import PRICED_SCHEDULES as SCHEDULES
-from simulator import Assumptions, ModelSpec, search_training
+from simulator import SEARCHED_SCHEDULES, Assumptions, ModelSpec, search_training
 from simulator.cost.search_result import counts_text
 from simulator.units import fmt_time
 
@@ -44,7 +44,7 @@ def search_panel(spec: ModelSpec, hw: str, B: int, akw: dict, moe: bool) -> None
     CP, EP = OFFERED["cp"], OFFERED["ep"]
     c = st.columns([1, 2, 2, 2, 2, 1])
     gpus = c[0].number_input("GPUs", 1, 65536, 512, key="s_gpus", **BIND)
-    schedules = c[1].multiselect("Schedules", SCHEDULES, default=list(SCHEDULES), key="s_schedules", **BIND)
+    schedules = c[1].multiselect("Schedules", SCHEDULES, default=list(SEARCHED_SCHEDULES), key="s_schedules", **BIND)
     zeros = c[2].multiselect("ZeRO stages", [0, 1, 2, 3], default=[0, 1], key="s_zeros", **BIND)
     cps = c[3].multiselect("Context parallel c", CP, default=[], key="s_cp", **BIND,
                            help="empty: c = 1, and every power of two up to 32 for sequences of 16k tokens and more")

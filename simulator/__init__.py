@@ -67,7 +67,7 @@ _API = {
     "parallel.experts": ("MoEGPTConfig",),
     "parallel.schedule_check": ("format_schedule", "parse_schedule"),
     "parallel.schedule_registry": (
-        "PRICED_SCHEDULES", "SCHEDULE_SPECS", "ScheduleSpec", "make_schedule", "schedule_spec",
+        "PRICED_SCHEDULES", "SEARCHED_SCHEDULES", "SCHEDULE_SPECS", "ScheduleSpec", "make_schedule", "schedule_spec",
         "time_schedule"),
     "parallel.schedule_sim": ("DEFAULT_TIMES", "SimResult", "simulate_schedule"),
     "parallel.schedules": ("Action", "Schedule", "gpipe", "one_f_one_b", "stage_placement", "zb_h1", "zb_h2"),

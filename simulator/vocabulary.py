@@ -83,7 +83,7 @@ KNOBS: tuple[Knob, ...] = (
          "(part of global batch / (micro-batch x dp))", "(global_batch_size / local_batch_size)", "train"),
     Knob("schedule", "pipeline schedule (simulator.parallel.schedule_registry)", "1f1b",
          "(1F1B; interleaved with virtual stages)", "parallelism.pipeline_parallel_schedule", "train,cost",
-         searched="priced"),
+         searched="SEARCHED_SCHEDULES"),
     Knob("virtual_stages", "v model chunks per device (interleaved schedule)", 1,
          "--num-virtual-stages-per-pipeline-rank", "", "train,cost", searched=(2, 3, 4)),
     Knob("first_stage_layers", "layers of the first pipeline stage (the rest split evenly)", None,
@@ -194,8 +194,8 @@ TRAIN_DEFAULTS: dict[str, object] = {k.name: k.default if k.train_default == SAM
                                      for k in KNOBS if "train" in k.used_by}
 STACK: tuple[str, ...] = tuple(k.name for k in KNOBS if "stack" in k.used_by)
 # what `parasim search` (simulator.cost.search) tries per knob unless told: the values, DERIVED
-# (enumerated from the model and the GPUs, rules in simulator/cost/search_space.py) or "priced"
-# (every schedule the closed form prices)
+# (enumerated from the model and the GPUs, rules in simulator/cost/search_space.py) or "SEARCHED_SCHEDULES"
+# (the schedule registry's SEARCHED_SCHEDULES)
 SEARCHED: dict[str, object] = {k.name: k.searched for k in KNOBS if k.searched is not None}
 # old values of a knob under an old spelling: cp_kind's ring / all-to-all are Megatron's p2p / a2a
 VALUE_ALIASES: dict[str, dict[object, object]] = {"cp_comm_type": {"ring": "p2p", "all-to-all": "a2a"}}

@@ -118,10 +118,11 @@ def config_widgets(prefix: str, defaults: dict, per_row: int = 4, extended: bool
                                                      key=f"{prefix}b", **BIND)}
     kw["schedule"] = cells[4].selectbox("Schedule", SCHEDULES, index=SCHEDULES.index(defaults["schedule"]),
                                         key=f"{prefix}schedule", **BIND)
+    spec = SCHEDULE_SPECS[kw["schedule"]]
     kw["virtual_stages"] = cells[5].slider("Chunks v (interleaved)", 1, 4, defaults.get("v", 1), key=f"{prefix}v",
-                                           disabled=not SCHEDULE_SPECS[kw["schedule"]].virtual_stages, **BIND)
-    if not SCHEDULE_SPECS[kw["schedule"]].virtual_stages:
-        kw["virtual_stages"] = 1
+                                           disabled=not spec.virtual_stages or spec.chunks is not None, **BIND,
+                                           help="the schedule's own count when it fixes one (zb-v, dualpipev: 2)")
+    kw["virtual_stages"] = spec.chunks_for(kw["virtual_stages"])   # 1 without chunks; V-shaped: their 2
     kw["recompute"] = cells[6].selectbox("Recompute", RECOMPUTE, index=RECOMPUTE.index(defaults["recompute"]),
                                          key=f"{prefix}recompute", **BIND)
     kw["sequence_parallel"] = cells[7].toggle("Sequence parallel", value=defaults.get("sp", False),

@@ -23,6 +23,7 @@ from ..cost.search import search_training
 from ..cost.search_space import STAGE_SPLITS
 from ..errors import ParasimError
 from ..parallel.schedule_registry import PRICED_SCHEDULES as SCHEDULES
+from ..parallel.schedule_registry import SEARCHED_SCHEDULES
 from ..progress import Progress
 from ..units import fmt_bytes, fmt_time
 from .simulate import (
@@ -52,8 +53,8 @@ def add_parser(sub) -> None:
     p.add_argument("--global-batch", dest="global_batch", type=int, default=None,
                    help="B sequences per step (or Megatron's --global-batch-size)")
     p.add_argument("--top", type=int, default=5, help="how many configurations to list (default 5)")
-    p.add_argument("--schedules", default=",".join(SCHEDULES),
-                   help=f"comma-separated subset of {','.join(SCHEDULES)}")
+    p.add_argument("--schedules", default=",".join(SEARCHED_SCHEDULES),
+                   help=f"comma-separated subset of {','.join(SCHEDULES)} (default {','.join(SEARCHED_SCHEDULES)})")
     p.add_argument("--max-tp", dest="max_tp", type=int, default=None, help="largest tensor-parallel size "
                    "(default: devices per node)")
     p.add_argument("--alternatives", type=int, default=10, help="how many losing layouts to explain (default 10)")
@@ -108,7 +109,7 @@ def run(args) -> int:
     # own dests: `megatron_argv` hands `cp` / `ep` back as Megatron's single sizes
     cps, eps = _sizes("--cp", getattr(args, "cp_sizes", None)), _sizes("--ep", getattr(args, "ep_sizes", None))
     etps = _sizes("--etp", getattr(args, "etp_sizes", None))
-    schedules = tuple(s.strip() for s in str(getattr(args, "schedules", ",".join(SCHEDULES))).split(",") if s.strip())
+    schedules = tuple(s.strip() for s in str(getattr(args, "schedules", ",".join(SEARCHED_SCHEDULES))).split(",") if s.strip())
     unknown = [s for s in schedules if s not in SCHEDULES]
     if unknown or not schedules:
         raise ParasimError(f"unknown schedule(s) {unknown or schedules}; choose from {', '.join(SCHEDULES)}")

@@ -47,7 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from types import MappingProxyType
 
-from simulator.cost.analytic_comm import dp_sync, p2p_exposed
+from simulator.cost.analytic_comm import chunk_times, dp_sync, p2p_exposed
 from simulator.cost.comm import NVLS, collective_time_s
 from simulator.cost.compute import memory_time_s
 from simulator.cost.fsdp import copy_out_bytes, fsdp_sync, is_fsdp
@@ -72,7 +72,7 @@ from simulator.cost.step_breakdown import StepBreakdown, breakdown_from_parts, c
 from simulator.cost.tp_ends import end_times_s, sp_grad_time_s
 from simulator.cost.zero3_fetch import zero3_pass
 from simulator.errors import ParasimError
-from simulator.parallel.schedule_registry import schedule_spec
+from simulator.parallel.schedule_registry import executed_idle, schedule_spec
 
 ADAM_BYTES_PER_PARAM = 30   # read fp32 param, grad, m, v (16); write param, m, v (12) + 16-bit copy (2)
 
@@ -254,20 +254,22 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     lf, lb, lw = kt(K.logits_fwd), kt(K.logits_b), kt(K.logits_w)
     # parameters held by each stage, per tensor-parallel rank (embedding/head on the end stages)
     emb = padded_vocab(model, t) * h / t
-    heads = [heads_on(model, k, p) for k in range(p)]
+    last = cfg.last_device            # the LM head's device: p - 1, or 0 for a V-shaped placement
+    heads = [heads_on(model, k, p, last) for k in range(p)]
     experts = model.num_experts
-    dense_k, expert_k = zip(*(stage_params_on_rank(model, t, cfg.ep, layers[k], k, p, cfg.expert_tp) for k in range(p)))
+    dense_k, expert_k = zip(*(stage_params_on_rank(model, t, cfg.ep, layers[k], k, p, cfg.expert_tp, last)
+                              for k in range(p)))
     stages = [[n * f_l, n * (b_l - ep_l + ep_k[k]), n * w_l] for k, n in enumerate(layers)]
     for i, x in enumerate((lf, lb, lw)):
-        stages[-1][i] += x
+        stages[last][i] += x
     # the tensor-parallel collectives outside the blocks, per micro-batch (`tp_ends`), and SP's
     # all-reduce of partial gradients once per step
     ef, eb, hf, hb = end_times_s(model, cfg, A, topo)
     ends_k = [0.0] * p
-    for k, i, x in ((0, 0, ef), (0, 1, eb), (p - 1, 0, hf), (p - 1, 1, hb)):
+    for k, i, x in ((0, 0, ef), (0, 1, eb), (last, 0, hf), (last, 1, hb)):
         stages[k][i] += x
         ends_k[k] += x
-    sp_k = [sp_grad_time_s(model, cfg, A, topo, layers[k], k == p - 1) for k in range(p)]
+    sp_k = [sp_grad_time_s(model, cfg, A, topo, layers[k], k == last) for k in range(p)]
     for k in range(p):   # gradient accumulation outside the GEMMs, after every micro-batch (`Assumptions`)
         stages[k][2] += memory_time_s(A.grad_accum_bytes * (dense_k[k] + expert_k[k]), hw, stack)
     # pipeline p2p: each TP rank sends its 1/t slice over the stage boundary, then all-gathers; the
@@ -283,7 +285,12 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     # stage (the logits of a large vocabulary, uneven splits) the others' mean, not the mean of all
     others = [stages[k] for k in range(p) if k != slowest_k] or stages
     Fm, Bm, Wm = (sum(x[i] for x in others) / len(others) for i in range(3))
-    bubble = schedule_spec(cfg.schedule, priced=True).bubble(p, m, Fm, Bm, Wm, v)
+    spec = schedule_spec(cfg.schedule, priced=True)
+    if spec.per_chunk and p > 1:     # the executed order, each chunk its own times (`executed_idle`)
+        ends = {0: (ef, eb, 0.0), p * v - 1: (lf + hf, lb + hb, lw)}
+        bubble = executed_idle(cfg.schedule, p, m, v, chunk_times(cfg, L, stages, ends))[slowest_k]
+    else:
+        bubble = spec.bubble(p, m, Fm, Bm, Wm, v)
 
     p2p_total, p2p_fill = p2p_k[slowest_k]
     bubble += p2p_fill
@@ -302,9 +309,9 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
         dp_by, dp_exposed = dp_sync(cfg, A, topo, dense, expert, stages[k_big], m, fetch)
     dp_time = sum(dp_by.values())
     emb_ar = 0.0
-    if p > 1 and model.tied_embeddings:   # first and last stage sum their embedding gradients
+    if last != 0 and model.tied_embeddings:   # first and last stage sum their embedding gradients
         emb_ar = collective_time_s("all_reduce", A.grad_reduce_bytes * emb,
-                                   [cfg.rank(0, 0, 0), cfg.rank(0, 0, p - 1)], topo, algo)
+                                   [cfg.rank(0, 0, 0), cfg.rank(0, 0, last)], topo, algo)
     shard = cfg.shard_size if cfg.zero_stage >= 1 else 1   # HSDP: d c / dp_replicate (`cost.fsdp`)
     def optimizer_of(k):
         return memory_time_s(ADAM_BYTES_PER_PARAM * (dense_k[k] + expert_k[k]) / shard, hw, stack)
@@ -315,11 +322,13 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     bubble += max(0.0, optimizer_of(k_big) - optimizer)
 
     n_fwd = 3 if full else 2
-    tp_total = m * sum(layers) / p * (cm["tp_total_fwd"] * (n_fwd - 1) + cm["tp_total_bwd"]) \
-        + (m * sum(ends_k) + sum(sp_k)) / p
+    n_slow = layers[slowest_k]
+    # every total is the bottleneck device's, as the clock's (its busiest comm lane) and as what is
+    # exposed of it: the tensor-parallel collectives of its layers, its ends and SP's gradient sum
+    tp_total = m * n_slow * (cm["tp_total_fwd"] * (n_fwd - 1) + cm["tp_total_bwd"]) \
+        + m * ends_k[slowest_k] + sp_k[slowest_k]
     # the step, part by part (`step_breakdown`): the slowest stage's kernels and exposed collectives
     # over m micro-batches, the schedule's bubble, p2p, DP sync and the tied-embedding all-reduce
-    n_slow = layers[slowest_k]
     exposed_by = {k: m * n_slow * x for k, x in comm_l.items()}
     exposed_by.update(pp=p2p_total, dp=dp_exposed + emb_ar)
     exposed_by["tp"] += m * ends_k[slowest_k] + sp_k[slowest_k]

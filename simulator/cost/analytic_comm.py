@@ -13,7 +13,8 @@ def p2p_exposed(cfg: ParallelConfig, topo, act_bytes: float, k: int, algo: str) 
     then wait): per micro-batch and chunk k receives the activation from k-1 and sends its own to k+1,
     receives the gradient from k+1 and sends one to k-1 (interleaved chunks wrap around from the last
     device to the first); a received tensor is the 1/t slice, then, without SP, an all-gather over the
-    TP group (scatter/gather). The first activation and the last gradient cross every boundary once
+    TP group (scatter/gather); chunks are placed by `cfg.stage_map`, and two consecutive chunks on one
+    device (V-shaped) exchange nothing. The first activation and the last gradient cross every boundary once
     while k waits (its bubble)."""
     p, v, m, t = cfg.pp, cfg.virtual_stages, cfg.microbatches, cfg.tp
     gather = 0.0
@@ -21,12 +22,12 @@ def p2p_exposed(cfg: ParallelConfig, topo, act_bytes: float, k: int, algo: str) 
         gather = collective_time_s("all_gather", act_bytes, cfg.tp_group(), topo, algo)
     hop = lambda a, b: topo.link(cfg.rank(0, 0, a % p), cfg.rank(0, 0, b % p)).time_s(act_bytes / t)  # noqa: E731
     fill = 2 * sum(hop(a, a + 1) + gather for a in range(p - 1))
-    own = 0.0
-    for s in (c * p + k for c in range(v)):
-        if s > 0:              # receive the activation, send the gradient back
-            own += m * (hop(k - 1, k) + gather + hop(k, k - 1))
-        if s < p * v - 1:      # send the activation on, receive its gradient
-            own += m * (hop(k, k + 1) + hop(k + 1, k) + gather)
+    own, on = 0.0, {s: d for d, row in enumerate(cfg.stage_map) for s in row}   # model chunk -> device
+    for s in cfg.stage_map[k]:     # neighbouring chunks on the same device (V-shaped) exchange nothing
+        if s > 0 and on[s - 1] != k:             # receive the activation, send the gradient back
+            own += m * (hop(on[s - 1], k) + gather + hop(k, on[s - 1]))
+        if s < p * v - 1 and on[s + 1] != k:     # send the activation on, receive its gradient
+            own += m * (hop(k, on[s + 1]) + hop(on[s + 1], k) + gather)
     return own, fill
 
 
@@ -79,3 +80,20 @@ def dp_sync(cfg: ParallelConfig, A: Assumptions, topo, dense: float, expert: flo
     hidden = (ag if A.overlap_param_gather else 0.0) + (rs if A.overlap_grad_reduce else 0.0)
     exposed = m * (ag + rs - hidden) + m * max(0.0, hidden - mb)
     return {"reduce_scatter": m * rs, "all_gather": m * ag}, exposed
+
+
+def chunk_times(cfg: ParallelConfig, layers: int, stages, ends: dict) -> tuple:
+    """Per model chunk, (F, B, W) of one micro-batch: each pipeline device's `stages[k]` split over
+    its chunks (`cfg.stage_map`) by their layers, the ends kept on their own chunk (`ends`: chunk
+    -> (F, B, W), the embedding on the first, the LM head on the last). For a schedule played with
+    each chunk's own times (`schedule_registry.executed_idle`)."""
+    chunks = cfg.chunk_layers(layers)
+    zero = (0.0, 0.0, 0.0)
+    out = [zero] * len(chunks)
+    for k, row in enumerate(cfg.stage_map):
+        base = [stages[k][i] - sum(ends.get(j, zero)[i] for j in row) for i in range(3)]
+        n = sum(chunks[j] for j in row)
+        for j in row:
+            share = chunks[j] / n if n else 1 / len(row)
+            out[j] = tuple(base[i] * share + ends.get(j, zero)[i] for i in range(3))
+    return tuple(out)

@@ -36,6 +36,7 @@ from simulator.cost.fsdp import check_fsdp
 from simulator.errors import ParasimError
 from simulator.parallel.degrees import Parallelism, check_positive
 from simulator.parallel.schedule_registry import schedule_spec
+from simulator.parallel.schedules import stage_placement
 from simulator.vocabulary import BY_NAME, DEFAULTS, with_aliases
 
 CP_COMM_TYPES = BY_NAME["cp_comm_type"].choices
@@ -201,11 +202,21 @@ class ParallelConfig:
         et, size = self.expert_tp, self.expert_tp * self.ep
         return [base + n * size + e * et + i for n in range(self.gpus // self.pp // size)]
 
+    @property
+    def stage_map(self) -> tuple[tuple[int, ...], ...]:
+        """Per pipeline device, the model chunk of each of its v chunks: the schedule's placement
+        (`ScheduleSpec.placement`; loop c p + k, or V-shaped for zb-v and dualpipev)."""
+        return stage_placement(schedule_spec(self.schedule).placement, self.pp, self.virtual_stages)
+
+    @property
+    def last_device(self) -> int:
+        """The pipeline device of the last model chunk (the LM head): p - 1, or 0 when V-shaped."""
+        return next(k for k, row in enumerate(self.stage_map) if self.pp * self.virtual_stages - 1 in row)
+
     def stage_layers(self, layers: int) -> tuple[int, ...]:
-        """Layers held by each pipeline stage (module docstring); refuses what cannot be split."""
+        """Layers held by each pipeline device, its chunks' (module docstring); refuses what cannot be split."""
         chunks = self.chunk_layers(layers)
-        p = self.pp
-        return tuple(sum(chunks[c * p + k] for c in range(self.virtual_stages)) for k in range(p))
+        return tuple(sum(chunks[c] for c in row) for row in self.stage_map)
 
     def chunk_layers(self, layers: int) -> tuple[int, ...]:
         """Layers of each of the p v model chunks in model order (chunk c p + k on stage k).

@@ -195,7 +195,7 @@ class Pricer:
         lo = lambda x: (fewest if x >= 0 else most) * x   # noqa: E731  (the other stages' mean, from below)
         bubble, spec = 0.0, schedule_spec(var["schedule"], priced=True)
         if p > 1 and not spec.splits_bw:
-            bubble = spec.bubble(p, m, lo(f), lo(b), lo(w), v)
+            bubble = (spec.bubble_floor or spec.bubble)(p, m, lo(f), lo(b), lo(w), v)
         elif p > 1 and not self.A.grad_accum_bytes and w >= 0:
             bubble = (spec.bubble_floor or spec.bubble)(p, m, lo(f), lo(b), most * w + head_w, v)
         return (m * most * (f + b + w) + bubble + self._dp_exposed(var, rc)) * (1 - MARGIN)

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from simulator.cost.model_presets import ModelSpec
-from simulator.parallel.schedule_registry import PRICED_SCHEDULES, schedule_spec
+from simulator.parallel.schedule_registry import SEARCHED_SCHEDULES, schedule_spec
 from simulator.vocabulary import SEARCHED
 
 STAGE_SPLITS = ("even", "balance_embedding", "first_last")   # the stage-split axis's values
@@ -89,7 +89,7 @@ def searched(name: str, given) -> tuple:
     if given is not None:
         return tuple(given)
     value = SEARCHED[name]
-    return PRICED_SCHEDULES if value == "priced" else tuple(value)
+    return SEARCHED_SCHEDULES if value == "SEARCHED_SCHEDULES" else tuple(value)
 
 
 def default_stage_splits() -> tuple[str, ...]:

@@ -88,7 +88,8 @@ def execute(schedule: Schedule, durations: dict, t_comm: float = 0.0, arrays=Non
     """Run every device's list in order, each action starting when its device is free and its
     inputs have arrived (+ t_comm when they come from another device).
 
-    durations: {"F": t, "B": t, "W": t, "BW": t}. Returns (starts, ends): flat float arrays over
+    durations: {"F": t, "B": t, "W": t, "BW": t}, each t one number or a sequence of one per model
+    stage. Returns (starts, ends): flat float arrays over
     all actions in device order (device d owns offsets[d]:offsets[d+1] of `action_arrays`). Raises ProgramError (a ParasimError) naming the stuck dependency on deadlock.
     """
     p, m, S = schedule.p, schedule.m, schedule.n_stages
@@ -107,7 +108,9 @@ def execute(schedule: Schedule, durations: dict, t_comm: float = 0.0, arrays=Non
     comm1 = np.where(is_f & (stage > 0) & (bi | (on[stage - 1] != dev)), t_comm, 0.0)
     comm2 = np.where(is_b & (stage < S - 1) & (bi | (on[np.minimum(stage + 1, S)] != dev)), t_comm, 0.0)
     produced = np.where(is_f, stage * m + mb, np.where(is_b, (S + stage) * m + mb, SINK))
-    dur = np.array([durations[k] for k in ("F", "B", "W", "BW")], dtype=float)[kind]
+    # each kind's time: one number, or one per model stage (stages of unequal work)
+    dur = np.array([np.broadcast_to(np.asarray(durations[k], dtype=float), (S,)) for k in ("F", "B", "W", "BW")])
+    dur = dur[kind, stage]
     # one tuple per action, in device order: (dep1, dep2, comm1, comm2, produced, duration)
     acts = list(zip(*(x.tolist() for x in (dep1, dep2, comm1, comm2, produced, dur))))
 

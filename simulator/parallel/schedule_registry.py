@@ -33,21 +33,29 @@ time of one stage, B + W the whole backward):
   DualPipe      in flight p + 1 (DeepSeek-V3 technical report, Table 2); not in the closed-form
                 cost model (bubble None): it runs for real and on the event clock only
   looped-bfs, interleaved-zb, zb-v, dualpipev (PyTorch's ScheduleLoopedBFS,
-                ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble, ScheduleDualPipeV): in flight
-                counted on the executed schedule; not in the closed-form cost model (bubble None).
-                zb-v and dualpipev place exactly two chunks per device, V-shaped (v = 2).
+                ScheduleInterleavedZeroBubble, ScheduleZBVZeroBubble, ScheduleDualPipeV): bubble and in
+                flight counted on the executed schedule (its own action order played with the stages'
+                F, B, W split over its chunks, `executed_bubble`; memoised), as ZB-H2's. PyTorch
+                publishes no closed form for them. zb-v and dualpipev place exactly two chunks per
+                device, V-shaped (v = 2). Not searched by default (`searched`): the search's bound
+                needs a closed form or a floor (`bubble_floor`), and an executed bubble per candidate
+                costs a schedule simulation; `parasim search --schedules` takes them.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from numbers import Integral
 from typing import Callable
 
+import numpy as np
+
 from ..errors import ParasimError
 from ..limits import MAX_SCHEDULE_SLOTS
 from ..limits import check as check_bound
+from .schedule_check import execute
 from .schedule_sim import DEFAULT_TIMES, SimResult, simulate_schedule
 from .schedules import Schedule, gpipe, one_f_one_b, zb_h1, zb_h2
 from .schedules_dualpipe import check_dualpipe, dualpipe, dualpipev
@@ -55,6 +63,17 @@ from .schedules_interleaved import first_stage_peak, interleaved, interleaved_ze
 
 # (p, m, F, B, W, v) -> idle time per device in one step
 BubbleForm = Callable[[int, int, float, float, float, int], float]
+
+
+def _executed(name: str) -> BubbleForm:
+    """The bubble of `name` as executed (`executed_bubble`, defined below; called when priced)."""
+    return lambda p, m, F, B, W, v: executed_bubble(name, p, m, F, B, W, v)
+
+
+def no_floor(p: int, m: int, F: float, B: float, W: float, v: int) -> float:
+    """The floor of an executed bubble nobody has derived a closed form for: 0 (a bubble is never
+    negative), so a search's bound stays a bound."""
+    return 0.0
 
 
 @dataclass(frozen=True)
@@ -72,6 +91,11 @@ class ScheduleSpec:
     # a lower bound on `bubble` for F, B at least and W at most the given (a search's bound); None: `bubble`
     # itself is one (nondecreasing in F, B and W)
     bubble_floor: Callable | None = None
+    searched: bool = True          # in the search's default schedules (SEARCHED_SCHEDULES)
+    placement: str = "loop"        # where its model chunks sit (`schedules.stage_placement`): loop or v
+    # the closed form plays its executed order with each model chunk's own times (`executed_idle`)
+    # instead of `bubble`'s equal stages
+    per_chunk: bool = False
 
     @property
     def priced(self) -> bool:
@@ -112,24 +136,28 @@ SCHEDULE_SPECS: dict[str, ScheduleSpec] = {s.name: s for s in (
                  lambda p, m, F, B, W, v: (p - 1) * max(F, B, F + B - W) + max(0, p - m) * min(F, W), splits_bw=True,
                  bubble_floor=lambda p, m, F, B, W, v: (p - 1) * max(F, B, F + B - W)),
     ScheduleSpec("zb-h2", lambda p, m, v: zb_h2(p, m), lambda p, m, v: float(min(2 * p - 1, m)),
-                 lambda p, m, F, B, W, v: executed_bubble("zb-h2", p, m, F, B, W), splits_bw=True, by_times=zb_h2,
+                 _executed("zb-h2"), splits_bw=True, by_times=zb_h2,
                  bubble_floor=lambda p, m, F, B, W, v: (p - 1) * max(F, F + B - 2 * W)),
     # DualPipe runs some backwards whole (BW) and the rest split (B, then W), so it is not marked splits_bw
     ScheduleSpec("dualpipe", lambda p, m, v: dualpipe(p, m), lambda p, m, v: float(p + 1), None),
-    ScheduleSpec("looped-bfs", looped_bfs, lambda p, m, v: executed_in_flight("looped-bfs", p, m, v), None,
-                 virtual_stages=True),
-    ScheduleSpec("interleaved-zb", interleaved_zero_bubble,
-                 lambda p, m, v: first_stage_peak(p, m, v, zero_bubble=True), None, splits_bw=True,
-                 virtual_stages=True, rounds=True),
-    ScheduleSpec("zb-v", lambda p, m, v: zb_v(p, m), lambda p, m, v: executed_in_flight("zb-v", p, m, v), None,
-                 splits_bw=True, virtual_stages=True, chunks=2),
+    ScheduleSpec("looped-bfs", looped_bfs, lambda p, m, v: executed_in_flight("looped-bfs", p, m, v),
+                 _executed("looped-bfs"), bubble_floor=no_floor, virtual_stages=True, searched=False,
+                 per_chunk=True),
+    ScheduleSpec("interleaved-zb", interleaved_zero_bubble, lambda p, m, v: first_stage_peak(p, m, v, zero_bubble=True),
+                 _executed("interleaved-zb"), bubble_floor=no_floor, splits_bw=True, virtual_stages=True, rounds=True,
+                 searched=False, per_chunk=True),
+    ScheduleSpec("zb-v", lambda p, m, v: zb_v(p, m), lambda p, m, v: executed_in_flight("zb-v", p, m, v),
+                 _executed("zb-v"), bubble_floor=no_floor, splits_bw=True, virtual_stages=True, chunks=2,
+                 searched=False, placement="v", per_chunk=True),
     # DualPipeV runs some backwards whole (BW) and the rest split, like DualPipe
     ScheduleSpec("dualpipev", lambda p, m, v: dualpipev(p, m), lambda p, m, v: executed_in_flight("dualpipev", p, m, v),
-                 None, virtual_stages=True, chunks=2, min_m=lambda p: 2 * p),
+                 _executed("dualpipev"), bubble_floor=no_floor, virtual_stages=True, chunks=2, min_m=lambda p: 2 * p,
+                 searched=False, placement="v", per_chunk=True),
 )}
 
 SCHEDULES = tuple(SCHEDULE_SPECS)                                        # every schedule
 PRICED_SCHEDULES = tuple(n for n, s in SCHEDULE_SPECS.items() if s.priced)  # the closed-form cost model's
+SEARCHED_SCHEDULES = tuple(n for n in PRICED_SCHEDULES if SCHEDULE_SPECS[n].searched)  # the search's default
 ZERO_BUBBLE = tuple(n for n, s in SCHEDULE_SPECS.items() if s.splits_bw)
 
 
@@ -188,11 +216,26 @@ def executed_in_flight(name: str, p: int, m: int, v: int) -> float:
     return simulate_schedule(sched).peak_in_flight[0] / (1 if sched.bidirectional else sched.v)
 
 
+@functools.lru_cache(maxsize=1024)
+def executed_idle(name: str, p: int, m: int, v: int, chunk_times: tuple) -> tuple[float, ...]:
+    """Per device, the idle time of one step of `name` (`chunks_for(v)` chunks per device) whose
+    model chunk j takes chunk_times[j] = (F, B, W) per micro-batch, with free communication: the
+    executed order's makespan minus the device's work (`schedule_check.execute`). How the closed
+    form prices a schedule with `per_chunk` (unequal chunks: the embedding on the first, the LM head
+    on the last, which a V-shaped placement puts on one device)."""
+    sched = make_schedule(name, p, m, SCHEDULE_SPECS[name].chunks_for(v))
+    F, B, W = (np.array(x, dtype=float) for x in zip(*chunk_times))
+    _, ends = execute(sched, {"F": F, "B": B, "W": W, "BW": B + W}, 0.0)
+    makespan = float(ends.max())
+    return tuple(max(0.0, makespan - m * math.fsum(F[j] + B[j] + W[j] for j in row)) for row in sched.stage_map)
+
+
 @functools.lru_cache(maxsize=4096)
-def executed_bubble(name: str, p: int, m: int, t_f: float, t_b: float, t_w: float) -> float:
-    """The idle time per device of one step of schedule `name` (one chunk per device) with equal stages
-    of these times and free communication: `time_schedule`'s makespan minus the work m (F+B+W)."""
-    return max(0.0, time_schedule(name, p, m, 1, t_f, t_b, t_w, 0.0).makespan - m * (t_f + t_b + t_w))
+def executed_bubble(name: str, p: int, m: int, t_f: float, t_b: float, t_w: float, v: int = 1) -> float:
+    """The idle time per device of one step of schedule `name` (`chunks_for(v)` chunks per device)
+    with equal stages of these device-sized times and free communication: `time_schedule`'s makespan
+    minus the work m (F+B+W)."""
+    return max(0.0, time_schedule(name, p, m, v, t_f, t_b, t_w, 0.0).makespan - m * (t_f + t_b + t_w))
 
 
 # The flush pipelines of one chunk per device that run each backward whole: GPipe and 1F1B
