@@ -246,6 +246,19 @@ def test_unpriced_moe_flags_are_refused_with_the_reason(flags, rule):
     assert "grouped GEMM" in megatron_run(parse_megatron_args(MEGATRON), gpus=8).notes[0]
 
 
+def test_the_flag_table_states_the_limits_of_the_two_partly_priced_flags():
+    """megatron_flags.txt lists --moe-layer-freq and --mtp-num-layers as priced only within the
+    limit its reason names; inside it the flag gives the default's price, outside it is refused."""
+    from simulator.cost.megatron_flag_table import FLAG_EFFECTS
+    assert "dense layers is refused" in FLAG_EFFECTS["moe-layer-freq"][1]
+    assert "any N >= 1 is refused" in FLAG_EFFECTS["mtp-num-layers"][1]
+    every = megatron_run(parse_megatron_args(MEGATRON + " --moe-layer-freq 1"), gpus=8)
+    base = megatron_run(parse_megatron_args(MEGATRON), gpus=8)
+    assert (every.model, every.config) == (base.model, base.config)
+    with pytest.raises(ParasimError, match="multi-token prediction layers are not priced"):
+        megatron_run(parse_megatron_args(MEGATRON + " --mtp-num-layers 1"), gpus=8)
+
+
 def test_flex_dispatches_once_per_node_as_deepep_measures_it():
     """DeepEP (github.com/deepseek-ai/DeepEP README at dd758caf, Performance: DeepSeek-V3's shape, 8K
     tokens, hidden 7168, top-8 of 256 experts; SM90 with CX7) measures a dispatch bottleneck of

@@ -108,18 +108,20 @@ def predicted_activation_gb(seq_len: int, cp: int, tp: int) -> float:
 
 # %% [markdown]
 # Why does context parallelism cut the activations but leave the model states per GPU as they
-# are? Answer with one letter:
+# are? Choose one letter:
 #   a) the model states are cut by c too, but the cost model forgets it
 #   b) c cuts the tokens: each of the c ranks keeps all the weights of its tensor shard and runs them
 #      on s / c tokens, so only what grows with the tokens (activations) shrinks
 #   c) the K/V blocks the ring passes around are model states
 #   d) context parallelism stores the weights in a lower precision
+# and the number your reason gives (the grader picks s, c and t): how many times smaller one GPU's
+# activations are at c than at c = 1, the rest of the plan unchanged.
 
 # %%
-def why_cp_keeps_states() -> str:
-    """One letter: a, b, c or d."""
-    # BEGIN SOLUTION: what does c divide?
-    return "b"
+def why_cp_keeps_states(seq: int, cp: int, tp: int) -> tuple[str, float]:
+    """(one letter: a, b, c or d; the factor by which the activations per GPU fall from c = 1)."""
+    # BEGIN SOLUTION: what does c divide? the tokens per rank, s / c
+    return "b", cp
     # END SOLUTION
 
 

@@ -43,7 +43,10 @@ LESSON = {
     # the goodput model answers this: it raises while your prediction runs
     "withhold": {"predicted_goodput": ["simulator.cost.goodput:goodput", "simulator.cost.goodput:goodput_curve",
                                        "simulator.cost.goodput:young_interval_s",
-                                       "simulator.cost.goodput:daly_interval_s"]},
+                                       "simulator.cost.goodput:daly_interval_s"],
+                 "why_not_every_step": ["simulator.cost.goodput:goodput_curve",
+                                        "simulator.cost.goodput:young_interval_s",
+                                        "simulator.cost.goodput:daly_interval_s"]},
 }
 
 GPT = GPTConfig(layers=2, hidden=8, heads=2, seq_len=4, vocab=8)
@@ -164,7 +167,9 @@ check_prediction = prediction_item(
 
 check_explanation = explanation_item(
     "explanation: why checkpointing every step is not the best interval (a choice)", ask="why_not_every_step",
-    right="b",
+    right="b", case=lambda: (hidden_failure_model(),), answer=young_interval_s, rtol=1e-6,
+    reason=lambda fm: (f"C={fm.checkpoint_time_s:.6g} s, M={fm.system_mtbf_s:.6g} s: C/tau + (tau + C)/2M is "
+                       "smallest at Young's tau = sqrt(2 C M)"),
     hints={"a": "C = bytes / bandwidth is the same for every checkpoint: C / tau grows as tau shrinks",
            "c": "a replica recovery replays one step whatever the interval; the interval prices checkpoints",
            "d": "Young's interval minimises the waste: the curve's optimum sits next to it (part 4)"})

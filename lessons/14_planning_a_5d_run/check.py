@@ -18,7 +18,8 @@ LESSON = {
     "prerequisites": [9, 11, 13],
     # the cost model answers these: it raises while your prediction runs
     "withhold": {"predicted_activation_gb": ["simulator.cost.analytic:estimate",
-                                             "simulator.cost.memory:activation_bytes_per_layer"]},
+                                             "simulator.cost.memory:activation_bytes_per_layer"],
+                 "why_cp_keeps_states": ["simulator.cost.analytic:estimate"]},
 }
 
 HW = "h100-sxm"
@@ -108,7 +109,9 @@ check_prediction = prediction_item(
 
 check_explanation = explanation_item(
     "explanation: why c cuts the activations but not the model states (a choice)", ask="why_cp_keeps_states",
-    right="b",
+    right="b", case=hidden_context,
+    answer=lambda seq, cp, tp: _llama_run(seq, 1, tp).memory.activation_bytes / _llama_run(seq, cp, tp).memory.activation_bytes,
+    reason=lambda seq, cp, tp: f"s={seq}, c={cp}, t={tp}: each rank runs s/c tokens, so its activations fall c-fold from c = 1",
     hints={"a": "c ranks hold the same layers: compare memory.model_state_bytes at c = 1 and c = 4",
            "c": "the K/V blocks travel around the ring and are not kept: part 1's activations fall as 1/c",
            "d": "the model states stay in bf16 weights, fp32 gradients and Adam state whatever c is"})
