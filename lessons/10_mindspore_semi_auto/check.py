@@ -18,6 +18,7 @@ LESSON = {
     "prerequisites": [1, 7],
     # parasim's plan answers these: it raises while your function runs
     "withhold": {"predicted_mirror_size": ["simulator.auto.explain:explain"],
+                 "why_forward_allreduce": ["simulator.auto.explain:explain"],
                  "plot_my_x_layout": ["simulator.auto.explain:explain", "simulator.layout:Layout.from_strategy"]},
 }
 
@@ -156,9 +157,24 @@ check_prediction = prediction_item(
     ask="predicted_mirror_size", case=hidden_matmul, answer=_mirror_size, rtol=0.0,
     hint=lambda strategy, n: f"strategy {strategy} on {n} devices: W (k, c) is whole along a and the repeat axis")
 
+def hidden_k_cut() -> tuple:
+    """A MatMul strategy drawn when grading (`hidden_matmul`) whose K is cut (an AllReduce follows it)."""
+    while True:
+        strategy, n = hidden_matmul()
+        if strategy[0][1] > 1:
+            return strategy, n
+
+
+def _partial_sum_bytes(strategy, n) -> int:
+    return _explain(strategy, n)["forward"][0]["bytes_per_rank"]
+
+
 check_explanation = explanation_item(
-    "explanation: why ((2, 4), (4, 1)) inserts an AllReduce after the MatMul (a choice)", ask="why_forward_allreduce",
-    right="b",
+    "explanation: why ((2, 4), (4, 1)) inserts an AllReduce after the MatMul (a choice, and the bytes each rank's "
+    "partial sum holds for a strategy drawn when grading)", ask="why_forward_allreduce",
+    right="b", case=hidden_k_cut, answer=_partial_sum_bytes, rtol=0.0,
+    reason=lambda strategy, n: (f"strategy {strategy} on {n}: each rank's X slice times its W slice is a whole "
+                                f"(64/a) x (16/c) block of the output, partial along K (float64, 8 bytes)"),
     hints={"a": "c = 1: the output's columns are not cut, there is nothing to gather",
            "c": "the forward operator is inserted in the forward pass; W's gradient has its own mirror groups (part 3)",
            "d": "4 x 2 x 1 = 8 devices: no repeat factor here"})
