@@ -5,7 +5,9 @@ devices needs it (never when the server starts, never by a page that only prices
 connects to an existing cluster; otherwise an embedded local Ray starts with 2 CPUs and no
 dashboard. While Ray is starting, a run asked for "on Ray actors" runs on the in-process runtime,
 which gives the same results (the runtimes are tested equal), and says so. `ray` is imported here
-lazily, never at page import time.
+lazily, never at page import time. `OFF` set to a reason keeps Ray off in this process (the AppTests
+set it: they run the pages in-process and must not start a 2 GB Ray by opening the Training page,
+whose default is "run on Ray actors"); served pages leave it None.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import threading
 import time
 
 import streamlit as st
+
+OFF: str | None = None  # a one-line reason Ray stays off in this process; None: started on demand
 
 
 def cli_address(argv: list[str] | None = None) -> str | None:
@@ -31,9 +35,13 @@ class RayStart:
     the start took. `ensure_ray` parks Ray's head in a long-lived thread of its own (a Streamlit
     script thread ends after each run, and Ray's processes would die with it)."""
 
-    def __init__(self, address: str | None):
-        self.address, self.error, self.started_at, self.took_s = address, None, time.monotonic(), None
+    def __init__(self, address: str | None, off: str | None = None):
+        self.address, self.off, self.error, self.started_at, self.took_s = address, off, off, time.monotonic(), None
         self.done = threading.Event()
+        if off:  # never started: the page says why, and runs go in-process
+            self.took_s = 0.0
+            self.done.set()
+            return
         threading.Thread(target=self._start, name="parasim-ray-start", daemon=True).start()
 
     def _start(self) -> None:
@@ -52,6 +60,8 @@ class RayStart:
 
     def status(self) -> str:
         """Where the start is, in words for the page."""
+        if self.off:
+            return f"Ray is {self.off}: runs go on the in-process runtime"
         if self.error:
             return f"Ray could not start ({self.error}): runs go on the in-process runtime"
         if self.ready:
@@ -61,10 +71,10 @@ class RayStart:
 
 
 @st.cache_resource(show_spinner=False)
-def _ray_start(address: str | None) -> RayStart:
-    return RayStart(address)
+def _ray_start(address: str | None, off: str | None) -> RayStart:
+    return RayStart(address, off)
 
 
 def start_ray() -> RayStart:
     """Start Ray in the background (once per server) and return its state at once."""
-    return _ray_start(cli_address())
+    return _ray_start(cli_address(), OFF)

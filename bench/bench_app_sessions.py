@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 SERVER_S = re.compile(r"([0-9.]+) (ms|s) from the click to these results")
+SCRIPT_S = re.compile(r"training script finished ([0-9.]+) s after the click")  # app/views/training.py, to stderr
 
 
 def seconds(caption: str) -> float | None:
@@ -81,15 +82,21 @@ def run_sessions(browser, url: str, runs: list[dict], timeout_s: float = 900.0) 
     return list(zip(took, captions))
 
 
-def phase(browser, runs: list[dict], warm: dict) -> list[tuple[float, str]]:
-    """`runs` at once on a fresh server warmed by one run of `warm`."""
+def phase(browser, runs: list[dict], warm: dict) -> tuple[list[tuple[float, str]], list[float]]:
+    """`runs` at once on a fresh server warmed by one run of `warm`; with the server's script times
+    (each session's script from the click to finished, in the order they finished, off the server's log)."""
     from browser_helpers import start_server, stop_server
 
     log = Path(os.environ.get("TMPDIR", "/tmp")) / f"bench_app_sessions_{os.getpid()}.log"
     proc, url, out = start_server(log)
     try:
         run_sessions(browser, url, [warm])
-        return run_sessions(browser, url, runs)
+        before = log.stat().st_size
+        took = run_sessions(browser, url, runs)
+        time.sleep(0.2)  # the last lines reach the log
+        with open(log, encoding="utf-8", errors="replace") as f:
+            f.seek(before)
+            return took, [float(m.group(1)) for m in SCRIPT_S.finditer(f.read())]
     finally:
         stop_server(proc, out)
 
@@ -115,9 +122,10 @@ def main(argv=None) -> int:
             else [params] * args.sessions)
     with sync_playwright() as pw:
         browser = launch(pw)
-        single_runs = [phase(browser, [r], warm)[0] for r in runs[:1 if not args.distinct else len(runs)]]
+        singles = [phase(browser, [r], warm) for r in runs[:1 if not args.distinct else len(runs)]]
+        single_runs, script_alone = [p[0][0] for p in singles], [s for p in singles for s in p[1]]
         load_single = os.getloadavg()[0]
-        many_runs = phase(browser, runs, warm)
+        many_runs, script_many = phase(browser, runs, warm)
         load_many = os.getloadavg()[0]
         browser.close()
     single, many = [t for t, _ in single_runs], [t for t, _ in many_runs]
@@ -127,7 +135,7 @@ def main(argv=None) -> int:
     ratios = [t / a for t, a in zip(many, alone)]
     if args.json:
         print(json.dumps({"alone_s": alone, "concurrent_s": many, "ratios": ratios, "server_s": server_s,
-                          "shared": shared, "load_1min": [load_single, load_many],
+                          "script_alone_s": script_alone, "script_concurrent_s": script_many, "shared": shared, "load_1min": [load_single, load_many],
                           "cpus": os.cpu_count(), "runs": runs}))
     else:
         print(f"{args.strategy}, {args.mode}, {'distinct runs' if args.distinct else 'the same run'}; load average "
@@ -141,6 +149,9 @@ def main(argv=None) -> int:
         done_ratios = [d / alone_done for d in server_s if d is not None and alone_done]
         print("run done: the server's time from the click to the run's results (the page's caption), before the "
               f"page is drawn; alone: {alone_done}; worst ratio {max(done_ratios, default=float('nan')):.2f}")
+        print("script done: each session's script on the server from the click to finished (off the server's "
+              f"log, in the order they finished): alone {', '.join(f'{t:.2f}' for t in script_alone) or '-'}; "
+              f"concurrent {', '.join(f'{t:.2f}' for t in script_many) or '-'}")
         print(f"worst ratio {max(ratios):.2f} (target <= 1.5 for the same run)")
     return 0
 

@@ -8,6 +8,12 @@ from streamlit.testing.v1 import AppTest
 APP = Path(__file__).resolve().parents[1] / "app"
 sys.path.insert(0, str(APP))  # the pages import app/ui.py as `ui`
 
+import ray_session  # noqa: E402  (from app/, just put on the path)
+
+# The AppTests run the pages in this process: opening the Training page (default "run on Ray actors")
+# must not start Ray here. Ray runs of the app are tested on a served page (tests/test_browser_app.py).
+ray_session.OFF = "off in the AppTests, which run the pages in-process"
+
 
 def page(name: str) -> AppTest:
     """Run app/views/<name>.py once and check it rendered without an exception."""

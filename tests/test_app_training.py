@@ -233,3 +233,24 @@ def test_two_sessions_asking_for_the_same_in_process_run_share_it_and_a_differen
     c = run(second)
     assert "made once on this server" not in summary(second) and c["time per step"] == a["time per step"]
     clear()
+
+
+def test_the_training_page_defaults_to_ray_yet_an_apptest_never_starts_it():
+    """Users get "run on Ray actors" with Ray started in the background (ray_session.OFF is None in a
+    fresh process); the AppTests keep Ray off, and the page says the run goes in-process."""
+    import subprocess
+    import sys
+    import threading
+
+    from app_helpers import APP
+
+    fresh = subprocess.run([sys.executable, "-c", "import ray_session; print(ray_session.OFF)"], cwd=APP,
+                           capture_output=True, text=True, check=True)
+    assert fresh.stdout.strip() == "None"
+    at = page("training")
+    assert at.radio(key="run_mode").value == "run on Ray actors"
+    assert any("runs go on the in-process runtime" in c.value and "AppTests" in c.value for c in at.caption)
+    assert "parasim-ray-start" not in {t.name for t in threading.enumerate()}
+    import ray_session
+
+    assert not ray_session.start_ray().ready

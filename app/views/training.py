@@ -1,6 +1,7 @@
 """Training playground: run real training steps of a parallel strategy on emulated devices, or only
 price its program on the simulated clock; the overlap lab buckets the data-parallel gradients."""
 
+import sys
 import time
 
 import streamlit as st
@@ -244,6 +245,7 @@ def run_for_real(cfg: TrainConfig, price_on: str, on_ray: bool, request: tuple) 
 
 request = (model_name, strategy, devices, dp, pp, tp, ep, cp, cp_kind, microbatches, schedule, v, batch, steps,
            bucket_mb if bucket else None, grad_dtype, price_on, mode)
+clicked_at = time.perf_counter()
 if run:
     try:
         cfg = make_config(*request[:16])
@@ -360,3 +362,6 @@ st.markdown("**Memory per device over time**")
 figure(lambda: viz.memory_over_time(trace), "Bytes each device really held after each instruction, placed on the "
                                             "simulated clock." if trace.memory else None, share=share and (*share, "memory"))
 show_code(train, compile_strategy, key="code")
+if run:  # the server's side of a click, in the server's log (bench/bench_app_sessions.py reads it)
+    print(f"parasim app: training script finished {time.perf_counter() - clicked_at:.3f} s after the click",
+          file=sys.stderr, flush=True)
