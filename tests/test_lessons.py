@@ -300,3 +300,18 @@ def test_lesson_01_layout_drawn_with_parasims_layout_earns_nothing(tmp_path):
                     "    layout = Layout.from_strategy(strategy, device_num)\n")
     assert not items[9].passed and "withheld" in items[9].found, items[9]
     assert all(items[k].passed for k in range(1, 9))
+
+
+@pytest.mark.parametrize("number,old,new", [
+    (1, '    return "b", rank - rank % repeat + repeat - 1\n', '    return "b"\n'),
+    (9, '    return "b", bubble / (bubble + m * (t_f + t_b) + other_s)\n', '    return "b", bubble / (bubble + m * (t_f + t_b))\n'),
+    (10, '    return "b", (64 // a) * (16 // c) * 8\n', '    return "b"\n'),
+    (12, '    return "b", math.sqrt(2 * fm.checkpoint_time_s * fm.system_mtbf_s)\n', '    return "b"\n'),
+])
+def test_an_explanation_needs_the_number_its_reason_gives(tmp_path, number, old, new):
+    """The letter alone, or the letter with the number of a neighbouring reason (lesson 09: the bubble
+    over work and bubble only, (p-1)/(m+p-1)), fails the explanation item; every other item passes."""
+    items = _edited(tmp_path, number, old, new)
+    explanation = [i for i in items.values() if i.name.startswith("explanation")]
+    assert len(explanation) == 1 and not explanation[0].passed, explanation
+    assert all(i.passed for i in items.values() if i is not explanation[0]), [i for i in items.values() if not i.passed]

@@ -116,12 +116,15 @@ def predicted_copies(strategy: tuple[int, ...], device_num: int) -> int:
 #      only in their last coordinate (r and r + 1 here) hold the same block
 #   c) MindSpore copies blocks to balance the memory of the devices
 #   d) the first value of the strategy is the repeat factor
+# and the number your reason gives for a strategy, a device count (with copies) and a rank the grader
+# draws: the highest rank that holds the same block as `rank`.
 
 # %%
-def why_neighbours_repeat() -> str:
-    """One letter: a, b, c or d."""
-    # BEGIN SOLUTION: where does device_matrix put the repeat factor?
-    return "b"
+def why_neighbours_repeat(strategy: tuple[int, ...], device_num: int, rank: int) -> tuple[str, int]:
+    """(one letter: a, b, c or d; the highest rank holding rank's block)."""
+    # BEGIN SOLUTION: where does device_matrix put the repeat factor? then which ranks share rank's block
+    repeat = device_num // int(np.prod(strategy))
+    return "b", rank - rank % repeat + repeat - 1
     # END SOLUTION
 
 

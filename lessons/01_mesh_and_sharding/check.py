@@ -16,7 +16,9 @@ LESSON = {
     "prerequisites": [],
     # parasim's Layout answers these: it raises while your function runs
     "withhold": {"predicted_copies": ["simulator.layout:Layout.from_strategy", "simulator.layout:Layout.replica_groups"],
-                 "plot_my_layout": ["simulator.layout:Layout.from_strategy", "simulator.layout:Layout.replica_groups"]},
+                 "plot_my_layout": ["simulator.layout:Layout.from_strategy", "simulator.layout:Layout.replica_groups"],
+                 "why_neighbours_repeat": ["simulator.layout:Layout.from_strategy",
+                                           "simulator.layout:Layout.replica_groups"]},
 }
 
 SHAPES = [(2, 4), (3, 2), (2, 2, 2), (4,), (2, 3, 2)]
@@ -105,9 +107,25 @@ check_prediction = prediction_item(
     answer=lambda strategy, n: len(Layout.from_strategy(strategy, n).replica_groups()[0]), case=hidden_strategy,
     hint=lambda strategy, n: f"strategy {strategy} on {n} devices: how many ranks share a block?", rtol=0.0)
 
+def hidden_repeated() -> tuple[tuple[int, int], int, int]:
+    """A strategy with copies (`hidden_strategy`, repeat factor >= 2) and a rank, drawn when grading."""
+    while True:
+        strategy, n = hidden_strategy()
+        if n > strategy[0] * strategy[1]:
+            return strategy, n, hidden_random().randrange(n)
+
+
+def _last_copy(strategy, n, rank) -> int:
+    return max(next(g for g in Layout.from_strategy(strategy, n).replica_groups() if rank in g))
+
+
 check_explanation = explanation_item(
-    "explanation: why ranks 0 and 1 hold the same block of (2, 2) on 8 devices (a choice)",
-    ask="why_neighbours_repeat", right="b",
+    "explanation: why ranks 0 and 1 hold the same block of (2, 2) on 8 devices (a choice, and the highest rank "
+    "holding a drawn rank's block)",
+    ask="why_neighbours_repeat", right="b", case=hidden_repeated, answer=_last_copy, rtol=0.0,
+    reason=lambda strategy, n, rank: (f"strategy {strategy} on {n} devices, rank {rank}: the repeat factor "
+                                      f"{n // (strategy[0] * strategy[1])} is the last, fastest axis, so the copies "
+                                      f"are consecutive ranks"),
     hints={"a": "parasim places no node here: the ranks only sit on the device matrix [2, 2, 2]",
            "c": "the copies are the same block computed twice (replica_groups), not a memory balance",
            "d": "the strategy's values cut the tensor; the repeat factor is appended after them"})

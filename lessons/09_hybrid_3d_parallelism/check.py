@@ -29,7 +29,10 @@ LESSON = {
     "withhold": {"predicted_bubble_share": ["simulator.parallel.schedule_registry:flush_formulas",
                                             "simulator.parallel.schedule_registry:make_schedule",
                                             "simulator.parallel.schedule_sim:simulate_schedule",
-                                            "simulator.cost.analytic:estimate"]},
+                                            "simulator.cost.analytic:estimate"],
+                 "why_smaller_bubble": ["simulator.parallel.schedule_registry:flush_formulas",
+                                        "simulator.parallel.schedule_registry:make_schedule",
+                                        "simulator.parallel.schedule_sim:simulate_schedule"]},
 }
 
 
@@ -104,9 +107,25 @@ check_prediction = prediction_item(
     answer=lambda p, d, b: flush_formulas("1f1b", p, 1536 // (b * d))["bubble_fraction"],
     hint=lambda p, d, b: f"p={p}, d={d}, b={b}, batch 1536: m = B / (b d) micro-batches, then p-1 idle slots of m+p-1")
 
+def hidden_step() -> tuple[int, int, float, float, float]:
+    """A 1F1B pipeline drawn when grading: p stages, m micro-batches, one micro-batch's forward and
+    backward per stage (s), and the step's other time (exposed communication and optimizer, s)."""
+    rng = hidden_random()
+    p, m = rng.choice([4, 8, 16]), rng.choice([16, 32, 64, 96])
+    return p, m, rng.choice([0.5, 1.0, 1.5]), rng.choice([1.0, 2.0, 3.0]), rng.choice([4.0, 12.5, 40.0])
+
+
+def _bubble_share(p, m, t_f, t_b, other_s) -> float:
+    bubble = flush_formulas("1f1b", p, m, t_f, t_b)["bubble_time"]
+    return bubble / (bubble + m * (t_f + t_b) + other_s)
+
+
 check_explanation = explanation_item(
-    "explanation: why estimate's bubble (6.3%) is below (p-1)/(m+p-1) = 7/103 = 6.8% (a choice)",
-    ask="why_smaller_bubble", right="b",
+    "explanation: why estimate's bubble (6.3%) is below (p-1)/(m+p-1) = 7/103 = 6.8% (a choice, and the share on "
+    "a step drawn when grading)",
+    ask="why_smaller_bubble", right="b", case=hidden_step, answer=_bubble_share,
+    reason=lambda p, m, t_f, t_b, other_s: (f"p={p}, m={m}, t_f={t_f}, t_b={t_b}, other {other_s} s: the bubble "
+                                            f"(p-1)(t_f+t_b) over the whole step, its work, its bubble and the rest"),
     hints={"a": "cfg.microbatches is 96 = B / (b d) in both: the same m",
            "c": "(p-1)/m = 7/96 = 7.3% is larger still: it divides by the ideal compute, not the step",
            "d": "recomputation lengthens every backward: the bubble and the work grow together"})

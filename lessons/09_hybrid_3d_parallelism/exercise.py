@@ -72,11 +72,14 @@ def predicted_bubble_share(p: int, d: int, b: int) -> float:
 #      and tensor-parallel communication and the optimizer: the same bubble, a longer step
 #   c) estimate uses the Ultra-Scale Playbook's (p-1)/m
 #   d) selective recomputation shortens the bubble
+# and the number your reason gives on a 1F1B step the grader draws: p stages, m micro-batches, one
+# micro-batch's forward t_f and backward t_b per stage (s), and other_s seconds of the step that are
+# neither work nor bubble (exposed communication, optimizer): the bubble's share of that step.
 
 # %%
-def why_smaller_bubble() -> str:
-    """One letter: a, b, c or d."""
-    raise NotImplementedError("TODO: print r.bubble_time_s and r.step_time_s of the README's run")
+def why_smaller_bubble(p: int, m: int, t_f: float, t_b: float, other_s: float) -> tuple[str, float]:
+    """(one letter: a, b, c or d; the bubble's share of the drawn step)."""
+    raise NotImplementedError("TODO: print r.bubble_time_s and r.step_time_s of the README's run; then the same sum here")
 
 
 # %% [markdown]

@@ -57,7 +57,7 @@ def explanation_item(name: str, ask: str, right: str, hints: dict[str, str], cas
     gets its hint (why that choice does not match the measurement); a right letter with a wrong
     number gets `reason` (named by the case when it is a function). The item passes only on both:
     a letter alone is a guess that wins 1 time in 4, a number of a case drawn when grading is not.
-    Without `case` (lessons not moved yet) `ask()` returns the letter alone."""
+    Without `case` (lesson 11, not moved yet) `ask()` returns the letter alone."""
     def check(s) -> Outcome:
         if case is None:
             return choice(getattr(s, ask)(), right, hints)
