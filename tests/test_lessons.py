@@ -315,3 +315,37 @@ def test_an_explanation_needs_the_number_its_reason_gives(tmp_path, number, old,
     explanation = [i for i in items.values() if i.name.startswith("explanation")]
     assert len(explanation) == 1 and not explanation[0].passed, explanation
     assert all(i.passed for i in items.values() if i is not explanation[0]), [i for i in items.values() if not i.passed]
+
+
+# Solver-only answers to lessons 04, 06, 07, 08 and 13's predictions: each calls a parasim function
+# that computes the graded number (the registry's bubble forms, the real run, the memory model), so
+# each must fail and say what was withheld
+SOLVERS = {
+    4: ("    return (p - 1) / p\n",
+        "    from simulator import SimpleDeviceModel, TrainConfig, train, MLPConfig\n"
+        "    free = SimpleDeviceModel(flops_per_s=1e9, memory_bandwidth_Bps=1e15, latency_s=0.0, bandwidth_Bps=1e30)\n"
+        "    mlp = MLPConfig(in_dim=16, hidden=16, layers=p, classes=16)\n"
+        "    return train(TrainConfig(mlp, strategy='pp', devices=p, batch_size=4), device_model=free,\n"
+        "                 check=False).trace.bubble_fraction()\n"),
+    6: ("    return interleaved_bubble_time(p, m, v, 1.0, 1.0)\n",
+        "    from simulator import SCHEDULE_SPECS\n"
+        "    return SCHEDULE_SPECS['interleaved'].bubble(p, m, 1.0, 1.0, 0.0, v)\n"),
+    7: ("    return tp_bytes_per_device(layers, 4, 16, 32, t)\n",
+        "    from simulator import GPTConfig, TrainConfig, train\n"
+        "    g = GPTConfig(layers=layers, hidden=32, heads=4, seq_len=16, vocab=32)\n"
+        "    return float(train(TrainConfig(g, strategy='tp', devices=t, tp=t, batch_size=4), check=False)"
+        ".bytes_sent_per_device[0])\n"),
+    8: ("    return zero_bytes_per_device(psi, nd, stage)\n",
+        "    from simulator.cost.memory import model_state_bytes_per_device\n"
+        "    return model_state_bytes_per_device(psi, nd, stage)\n"),
+    13: ("    return steps * cp * ring_bytes_per_step(2, batch, 1, 16, 16, cp)\n",
+         "    from simulator import attention_bytes_per_step\n"
+         "    return steps * cp * attention_bytes_per_step(2, batch, 1, 16, 16, cp)\n"),
+}
+
+
+@pytest.mark.parametrize("number", sorted(SOLVERS))
+def test_a_prediction_answered_by_parasims_solver_earns_nothing(tmp_path, number):
+    items = _edited(tmp_path, number, *SOLVERS[number])
+    prediction = next(i for i in items.values() if i.name.startswith("prediction"))
+    assert not prediction.passed and "withheld" in prediction.found, prediction

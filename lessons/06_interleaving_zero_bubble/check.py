@@ -15,7 +15,8 @@ LESSON = {
     "minutes": 45,
     "prerequisites": [5],
     # parasim's run answers the prediction: it raises while your prediction runs
-    "withhold": {"predicted_interleaved_bubble": ["simulator.parallel.schedule_registry:make_schedule", "simulator.parallel.schedule_sim:simulate_schedule", "simulator.parallel.schedule_registry:flush_formulas"],
+    "withhold": {"predicted_interleaved_bubble": ["simulator.parallel.schedule_registry:make_schedule", "simulator.parallel.schedule_sim:simulate_schedule", "simulator.parallel.schedule_registry:flush_formulas",
+                                                     "simulator.parallel.schedule_registry:interleaved_bubble"],
                  "why_not_always_zb_h2": ["simulator.parallel.schedule_registry:make_schedule", "simulator.parallel.schedule_sim:simulate_schedule"]},
 }
 

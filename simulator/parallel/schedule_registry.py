@@ -70,6 +70,11 @@ def _executed(name: str) -> BubbleForm:
     return lambda p, m, F, B, W, v: executed_bubble(name, p, m, F, B, W, v)
 
 
+def interleaved_bubble(p: int, m: int, F: float, B: float, W: float, v: int) -> float:
+    """Interleaved 1F1B's idle time per device (module docstring): (F+B+W)/v ((p-1) + max(0, p-m)(v-1))."""
+    return (F + B + W) / v * (p - 1 + max(0, p - m) * (v - 1))
+
+
 def no_floor(p: int, m: int, F: float, B: float, W: float, v: int) -> float:
     """The floor of an executed bubble nobody has derived a closed form for: 0 (a bubble is never
     negative), so a search's bound stays a bound."""
@@ -129,8 +134,7 @@ SCHEDULE_SPECS: dict[str, ScheduleSpec] = {s.name: s for s in (
                  lambda p, m, F, B, W, v: (p - 1) * (F + B + W)),
     ScheduleSpec("1f1b", lambda p, m, v: one_f_one_b(p, m), lambda p, m, v: float(min(p, m)),
                  lambda p, m, F, B, W, v: (p - 1) * (F + B + W)),
-    ScheduleSpec("interleaved", interleaved, lambda p, m, v: first_stage_peak(p, m, v),
-                 lambda p, m, F, B, W, v: (F + B + W) / v * (p - 1 + max(0, p - m) * (v - 1)),
+    ScheduleSpec("interleaved", interleaved, lambda p, m, v: first_stage_peak(p, m, v), interleaved_bubble,
                  virtual_stages=True, rounds=True),
     ScheduleSpec("zb-h1", lambda p, m, v: zb_h1(p, m), lambda p, m, v: float(min(p, m)),
                  lambda p, m, F, B, W, v: (p - 1) * max(F, B, F + B - W) + max(0, p - m) * min(F, W), splits_bw=True,
