@@ -307,6 +307,7 @@ def test_lesson_01_layout_drawn_with_parasims_layout_earns_nothing(tmp_path):
     (9, '    return "b", bubble / (bubble + m * (t_f + t_b) + other_s)\n', '    return "b", bubble / (bubble + m * (t_f + t_b))\n'),
     (10, '    return "b", (64 // a) * (16 // c) * 8\n', '    return "b"\n'),
     (12, '    return "b", math.sqrt(2 * fm.checkpoint_time_s * fm.system_mtbf_s)\n', '    return "b"\n'),
+    (11, '    return "b", 18 * 174.6e9 / (t * p)\n', '    return "b", 16 * 174.6e9 / (t * p)\n'),
 ])
 def test_an_explanation_needs_the_number_its_reason_gives(tmp_path, number, old, new):
     """The letter alone, or the letter with the number of a neighbouring reason (lesson 09: the bubble
@@ -349,3 +350,9 @@ def test_a_prediction_answered_by_parasims_solver_earns_nothing(tmp_path, number
     items = _edited(tmp_path, number, *SOLVERS[number])
     prediction = next(i for i in items.values() if i.name.startswith("prediction"))
     assert not prediction.passed and "withheld" in prediction.found, prediction
+
+
+def test_an_explanation_item_without_a_drawn_case_is_refused():
+    from simulator.grading import explanation_item
+    with pytest.raises(TypeError, match="give case= and answer="):
+        explanation_item("explanation: why (a choice)", ask="why", right="b", hints={})

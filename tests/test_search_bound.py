@@ -28,6 +28,9 @@ SPACES = {
                                                           context_parallel=(1,))),
     "uneven": ((get_model("llama3-8b", layers=30), "h100-sxm", 48, 96), dict(schedules=("1f1b", "interleaved",
                                                                                        "zb-h1"))),
+    # the schedules played with each chunk's own times, the V-shaped ones with both ends on device 0
+    "played": (("megatron-7.5b", "a100-80gb", 16, 32), dict(schedules=("1f1b", "looped-bfs", "interleaved-zb", "zb-v",
+                                                                        "dualpipev"))),
 }
 
 
@@ -49,7 +52,7 @@ def test_the_bound_gives_the_exhaustive_answer(name):
     assert bound.infeasible + bound.bounded > 0
 
 
-@pytest.mark.parametrize("name", ["dense", "uneven", "moe-cp"])
+@pytest.mark.parametrize("name", ["dense", "uneven", "moe-cp", "played"])
 def test_the_bound_never_exceeds_the_closed_form(name):
     (model, hw, gpus, batch), kw = SPACES[name]
     model, hw = get_model(model), get_hardware(hw)

@@ -162,12 +162,15 @@ def brute_force(make_net, device_num: int, cost_model: OpCostModel) -> tuple[flo
 #      states per GPU; the search keeps the fastest that fits, so it sits closest to the capacity
 #   c) larger activations make a step faster
 #   d) search_configs sorts by memory
+# and the number your reason gives for cuts t and p the grader draws: the model-state bytes per GPU
+# of GPT-3 175B (174.6B parameters; Megatron-LM keeps 18 bytes per parameter: the bf16 weight, its
+# fp32 gradient, the fp32 master weight and Adam's two moments; no ZeRO), within 5 %.
 
 # %%
-def why_fastest_fills_memory() -> str:
-    """One letter: a, b, c or d."""
+def why_fastest_fills_memory(t: int, p: int) -> tuple[str, float]:
+    """(one letter: a, b, c or d; GPT-3 175B's model-state bytes per GPU at t, p)."""
     # BEGIN SOLUTION: what do t and p cut, and what do they cost?
-    return "b"
+    return "b", 18 * 174.6e9 / (t * p)
     # END SOLUTION
 
 

@@ -35,7 +35,10 @@ LESSON = {
     "minutes": 75,
     "prerequisites": [9, 10],
     # the search answers the prediction: it raises while your function runs
-    "withhold": {"predict_first_layer": ["simulator.auto.strategy_search.modes:search"]},
+    "withhold": {"predict_first_layer": ["simulator.auto.strategy_search.modes:search"],
+                 "why_fastest_fills_memory": ["simulator.cost.analytic:estimate", "simulator.cost.analytic:estimate_memory",
+                                              "simulator.cost.memory_report:memory_report",
+                                              "simulator.cost.memory:model_state_bytes_per_device"]},
 }
 
 CASES = [("megatron-18.4b", 64, 256), ("megatron-7.5b", 32, 128), ("gpt3-175b", 512, 1536)]
@@ -201,9 +204,23 @@ def _searched_objectives(ns) -> list[float]:
     return out
 
 
+def hidden_cuts() -> tuple[int, int]:
+    """A tensor- and pipeline-parallel size of GPT-3 175B, drawn when grading (1 to 8 each)."""
+    rng = hidden_random()
+    return rng.choice([1, 2, 4, 8]), rng.choice([1, 2, 4, 8])
+
+
+def _state_bytes(t, p) -> float:
+    return estimate(get_model("gpt3-175b"), ParallelConfig(tp=t, pp=p, global_batch=64), "a100-80gb").memory.model_state_bytes
+
+
 check_explanation = explanation_item(
-    "explanation: why the fastest configuration that fits uses the most memory (a choice)", ask="why_fastest_fills_memory",
-    right="b",
+    "explanation: why the fastest configuration that fits uses the most memory (a choice, and GPT-3 175B's model "
+    "states per GPU at cuts drawn when grading, within 5 %)", ask="why_fastest_fills_memory",
+    right="b", case=hidden_cuts, answer=_state_bytes, rtol=0.05,
+    reason=lambda t, p: (f"t={t}, p={p}: the cuts divide the 174.6B parameters' states, 18 bytes each (bf16 weight, "
+                         f"fp32 gradient, fp32 master weight and Adam's two moments), over t p GPUs (the first "
+                         f"stage's embedding adds a little)"),
     hints={"a": "every candidate of the figure fits under the same capacity line: none is over",
            "c": "the activations of one micro-batch do not depend on the search; the cuts t and p divide the states",
            "d": "search_configs sorts by step time, not memory (section 2)"})

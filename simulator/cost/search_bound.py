@@ -141,15 +141,17 @@ class Pricer:
         data-parallel sync, which then depends on no stage time (`analytic_comm.dp_sync`); else 0."""
         if not self._dp_exact or var.get("zero_stage", 0) > 1 or var.get("fsdp", "none") != "none":
             return 0.0
-        key = tuple(x for x in var.items() if x[0] not in ("schedule", "sequence_parallel", "micro_batch_size"))
+        # the schedule matters only by where it places the ends (`ScheduleSpec.placement`: V-shaped, both on device 0)
+        key = tuple(x for x in var.items() if x[0] not in ("schedule", "sequence_parallel", "micro_batch_size")) \
+            + (schedule_spec(var["schedule"]).placement,)
         got = self._dp.get(key)
         if got is None:
             try:
                 cfg = ParallelConfig(**var, global_batch=self.B, recompute=rc)
                 model, p, t = self.model, cfg.pp, cfg.tp
                 layers = cfg.stage_layers(model.layers)
-                dense_k, expert_k = zip(*(stage_params_on_rank(model, t, cfg.ep, layers[k], k, p, cfg.expert_tp)
-                                          for k in range(p)))
+                dense_k, expert_k = zip(*(stage_params_on_rank(model, t, cfg.ep, layers[k], k, p, cfg.expert_tp,
+                                                               cfg.last_device) for k in range(p)))
                 k_big = max(range(p), key=lambda k: dense_k[k] + expert_k[k])     # as `estimate` picks it
                 topo = self.hw.topology(cfg.gpus, self.A.link_efficiency)
                 got = dp_sync(cfg, self.A, topo, dense_k[k_big], expert_k[k_big], (0.0, 0.0, 0.0), 1)[1]

@@ -8,7 +8,8 @@ Each builds one check item, a function of the submission `s` named by its first 
                                        answer=lambda: float(train(cfg).bytes_sent_per_device[0]),
                                        ask="predicted_bytes_dp8", hint="a ring all-reduce sends 2 (n-1)/n ...")
     check_explanation = explanation_item("explanation: why ... (a choice)", ask="why_same_weights", right="b",
-                                         hints={"a": "...", "c": "...", "d": "..."})
+                                         hints={"a": "...", "c": "...", "d": "..."}, case=drawn_case,
+                                         answer=lambda n: ..., reason="what the right reason gives")
     check_plot_of_your_run = own_plot_item("your own run: its timeline, bar by bar", ask="plot_my_run",
                                        run=lambda: train(cfg).trace, draw=viz.timeline,
                                        what="the README's run", hint="return viz.timeline(r.trace) of that run")
@@ -56,11 +57,11 @@ def explanation_item(name: str, ask: str, right: str, hints: dict[str, str], cas
     when grading (`case`), compared with `answer(*case())` within `rtol`/`atol`. A wrong letter
     gets its hint (why that choice does not match the measurement); a right letter with a wrong
     number gets `reason` (named by the case when it is a function). The item passes only on both:
-    a letter alone is a guess that wins 1 time in 4, a number of a case drawn when grading is not.
-    Without `case` (lesson 11, not moved yet) `ask()` returns the letter alone."""
+    a letter alone is a guess that wins 1 time in 4, a number of a case drawn when grading is not."""
+    if case is None or answer is None:
+        raise TypeError(f"explanation item {name!r}: give case= and answer= (a letter alone is a guess)")
+
     def check(s) -> Outcome:
-        if case is None:
-            return choice(getattr(s, ask)(), right, hints)
         args = tuple(case())
         got = getattr(s, ask)(*args)
         if not (isinstance(got, (tuple, list)) and len(got) == 2):
