@@ -95,3 +95,23 @@ def test_cells_and_code_spans_are_escaped():
     assert [cell(x) for x in ("=1+1", "+a", "-2", "@x", "\tx", "\rx", "ok", 3)] == \
            ["'=1+1", "'+a", "'-2", "'@x", "'\tx", "'\rx", "ok", 3]
     assert code("a `b` c") == "`` a `b` c ``" and code("x ``` y") == "```` x ``` y ````"
+
+
+def test_an_item_over_many_cases_grades_every_case_and_stops_at_the_first_wrong_one():
+    from simulator.grading import each_case
+
+    asked = []
+
+    def case(n, answer):
+        asked.append(n)
+        return (None if n == 2 else (n * 0.1, answer, f"case {n}"))
+
+    # a close answer (3 * 0.1 computed another way) moves on: every case is graded
+    out = each_case([(1, 0.1), (2, "left out"), (3, 0.1 + 0.2), (4, 0.4)], case)
+    assert out.passed and asked == [1, 2, 3, 4]
+    asked.clear()
+    out = each_case([(1, 0.1), (3, 0.30001), (4, 0.4)], case)
+    assert not out.passed and out.hint == "case 3" and asked == [1, 3]
+    # exact cases: no tolerance at all
+    assert not each_case([(1, 0.1 + 1e-15)], case, rtol=0.0, atol=0.0).passed
+    assert each_case([], case).passed

@@ -3,7 +3,7 @@
 import numpy as np
 
 from simulator import DeviceMesh, Layout, viz
-from simulator.grading import compare, explanation_item, hidden_random, ok, own_plot_item, prediction_item
+from simulator.grading import compare, each_case, explanation_item, hidden_random, ok, own_plot_item, prediction_item
 
 LESSON = {
     "title": "Device mesh and sharding notation",
@@ -24,51 +24,42 @@ LESSON = {
 SHAPES = [(2, 4), (3, 2), (2, 2, 2), (4,), (2, 3, 2)]
 
 
+def _mesh(shape) -> DeviceMesh:
+    return DeviceMesh.from_shape(shape, [f"a{i}" for i in range(len(shape))])
+
+
+def _shape_ranks() -> list:
+    return [(shape, r) for shape in SHAPES for r in _mesh(shape).ranks]
+
+
 def check_rank_of(s):
     "rank_of: row-major ranks equal DeviceMesh.rank_at"
-    for shape in SHAPES:
-        mesh = DeviceMesh.from_shape(shape, [f"a{i}" for i in range(len(shape))])
-        for r in mesh.ranks:
-            c = mesh.coords(r)
-            got = s.rank_of(c, shape)
-            if got != r:
-                return compare(r, got, f"rank_of({c}, {shape}): the last axis varies fastest")
-    return ok()
+    def case(shape, r):
+        c = _mesh(shape).coords(r)
+        return r, s.rank_of(c, shape), f"rank_of({c}, {shape}): the last axis varies fastest"
+    return each_case(_shape_ranks(), case, rtol=0.0)
 
 
 def check_coords_of(s):
     "coords_of inverts rank_of (DeviceMesh.coords)"
-    for shape in SHAPES:
-        mesh = DeviceMesh.from_shape(shape, [f"a{i}" for i in range(len(shape))])
-        for r in mesh.ranks:
-            got = tuple(s.coords_of(r, shape))
-            if got != mesh.coords(r):
-                return compare(mesh.coords(r), got, f"coords_of({r}, {shape}): use divmod from the last axis")
-    return ok()
+    def case(shape, r):
+        return _mesh(shape).coords(r), tuple(s.coords_of(r, shape)), f"coords_of({r}, {shape}): use divmod from the last axis"
+    return each_case(_shape_ranks(), case, rtol=0.0)
 
 
 def check_groups(s):
     "groups_along equals DeviceMesh.groups for every axis"
-    for shape in SHAPES:
-        names = [f"a{i}" for i in range(len(shape))]
-        mesh = DeviceMesh.from_shape(shape, names)
-        for k, name in enumerate(names):
-            want = mesh.groups(name)
-            got = [tuple(g) for g in s.groups_along(shape, k)]
-            if got != want:
-                return compare(want, got, f"shape {shape}, axis {k}: ranks that differ only in coordinate {k}")
-    return ok()
+    def case(shape, k):
+        return (_mesh(shape).groups(f"a{k}"), [tuple(g) for g in s.groups_along(shape, k)],
+                f"shape {shape}, axis {k}: ranks that differ only in coordinate {k}")
+    return each_case([(shape, k) for shape in SHAPES for k in range(len(shape))], case, rtol=0.0)
 
 
 def check_device_matrix(s):
     "device_matrix appends the repeat factor (MindSpore repeated calculation)"
-    for strategy, n, want in [((2, 4), 8, (2, 4)), ((2, 2), 8, (2, 2, 2)), ((1, 2), 8, (1, 2, 4)),
-                              ((4, 1), 4, (4, 1))]:
-        mesh_shape = Layout.from_strategy(strategy, n).mesh.shape
-        got = tuple(s.device_matrix(strategy, n))
-        if got != mesh_shape:
-            return compare(mesh_shape, got, f"strategy {strategy} on {n} devices")
-    return ok()
+    return each_case([((2, 4), 8), ((2, 2), 8), ((1, 2), 8), ((4, 1), 4)], lambda strategy, n: (
+        Layout.from_strategy(strategy, n).mesh.shape, tuple(s.device_matrix(strategy, n)),
+        f"strategy {strategy} on {n} devices"), rtol=0.0)
 
 
 def check_local_block(s):
@@ -86,12 +77,9 @@ def check_local_block(s):
 
 def check_replicas(s):
     "replica_groups equals Layout.replica_groups"
-    for strategy, n in [((2, 4), 8), ((2, 2), 8), ((1, 2), 8), ((1, 1), 4)]:
-        want = Layout.from_strategy(strategy, n).replica_groups()
-        got = [tuple(g) for g in s.replica_groups(strategy, n)]
-        if got != want:
-            return compare(want, got, f"strategy {strategy} on {n} devices: neighbours on the rep axis")
-    return ok()
+    return each_case([((2, 4), 8), ((2, 2), 8), ((1, 2), 8), ((1, 1), 4)], lambda strategy, n: (
+        Layout.from_strategy(strategy, n).replica_groups(), [tuple(g) for g in s.replica_groups(strategy, n)],
+        f"strategy {strategy} on {n} devices: neighbours on the rep axis"), rtol=0.0)
 
 
 def hidden_strategy() -> tuple[tuple[int, int], int]:

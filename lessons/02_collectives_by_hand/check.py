@@ -5,6 +5,7 @@ import numpy as np
 from simulator import make_plan, plan_time, reference
 from simulator.grading import (
     compare,
+    each_case,
     expect,
     explanation_item,
     hidden_random,
@@ -52,22 +53,16 @@ def check_steps(s):
 
 def check_bytes_formula(s):
     "ring_bytes_per_rank equals the plan's bytes per rank, 2(n-1)/n x S"
-    for n, S in [(2, 1024), (4, 1024), (8, 4096), (5, 1000)]:
-        want = make_plan("all_reduce", "ring", n, S).bytes_sent_per_rank()[0]
-        got = s.ring_bytes_per_rank(n, S)
-        if not np.isclose(got, want, rtol=1e-9):
-            return compare(want, got, f"n={n}, S={S}: each of 2(n-1) steps sends one chunk of S/n")
-    return ok()
+    return each_case([(2, 1024), (4, 1024), (8, 4096), (5, 1000)], lambda n, S: (
+        make_plan("all_reduce", "ring", n, S).bytes_sent_per_rank()[0], s.ring_bytes_per_rank(n, S),
+        f"n={n}, S={S}: each of 2(n-1) steps sends one chunk of S/n"))
 
 
 def check_time(s):
     "ring_time_s equals parasim's alpha-beta price of the plan"
-    for n, S, a, B in [(4, 2**20, 5e-6, 100e9), (8, 2**24, 2e-6, 25e9), (3, 3000, 1e-5, 1e9)]:
-        want = plan_time(make_plan("all_reduce", "ring", n, S), lambda x, y: (a, B))
-        got = s.ring_time_s(n, S, a, B)
-        if not np.isclose(got, want, rtol=1e-9):
-            return compare(want, got, f"n={n}, S={S}: 2(n-1) steps of (alpha + S/(n B))")
-    return ok()
+    return each_case([(4, 2**20, 5e-6, 100e9), (8, 2**24, 2e-6, 25e9), (3, 3000, 1e-5, 1e9)], lambda n, S, a, B: (
+        plan_time(make_plan("all_reduce", "ring", n, S), lambda x, y: (a, B)), s.ring_time_s(n, S, a, B),
+        f"n={n}, S={S}: 2(n-1) steps of (alpha + S/(n B))"))
 
 
 def _run(s, n, size, seed=0):

@@ -3,7 +3,7 @@
 import numpy as np
 
 from simulator import MLPConfig, SimpleDeviceModel, TrainConfig, build_model, get_batch, train, viz
-from simulator.grading import compare, explanation_item, hidden_random, ok, own_plot_item, prediction_item
+from simulator.grading import compare, each_case, explanation_item, hidden_random, ok, own_plot_item, prediction_item
 
 LESSON = {
     "title": "Data parallelism and gradient averaging",
@@ -56,12 +56,9 @@ def check_gradients(s):
 def check_bytes(s):
     "grad_bytes_per_device equals the bytes train(strategy='dp') measures per device"
     model = build_model(MODEL)
-    for dp in (2, 4):
-        measured = train(TrainConfig(MODEL, strategy="dp", devices=dp, batch_size=16)).bytes_sent_per_device[0]
-        got = s.grad_bytes_per_device(model, dp)
-        if not np.isclose(got, measured, rtol=1e-9):
-            return compare(measured, got, f"dp={dp}: a ring all-reduce of every float64 gradient")
-    return ok()
+    return each_case([(2,), (4,)], lambda dp: (
+        train(TrainConfig(MODEL, strategy="dp", devices=dp, batch_size=16)).bytes_sent_per_device[0],
+        s.grad_bytes_per_device(model, dp), f"dp={dp}: a ring all-reduce of every float64 gradient"))
 
 
 def check_mean_lr(s):

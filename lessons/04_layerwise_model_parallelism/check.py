@@ -1,9 +1,8 @@
 """Autograder of lesson 04: stage split and idle time against train(strategy="layer")."""
 
-import numpy as np
 
 from simulator import MLPConfig, SimpleDeviceModel, TrainConfig, make_schedule, simulate_schedule, train, viz
-from simulator.grading import compare, explanation_item, hidden_random, ok, own_plot_item, prediction_item
+from simulator.grading import compare, each_case, explanation_item, hidden_random, ok, own_plot_item, prediction_item
 
 LESSON = {
     "title": "Layer-wise model parallelism and its idle time",
@@ -29,21 +28,16 @@ def _run(layers, p):
 
 def check_split(s):
     "split_layers equals the stages train(strategy='layer') uses"
-    for layers, p in [(4, 4), (6, 4), (5, 2), (7, 3)]:
-        want = _run(layers, p).compiled.notes["stages"]
-        got = tuple(tuple(x) for x in s.split_layers(layers, p))
-        if got != want:
-            return compare(want, got, f"{layers} layers on {p} devices: contiguous, first stages get the extra")
-    return ok()
+    return each_case([(4, 4), (6, 4), (5, 2), (7, 3)], lambda layers, p: (
+        _run(layers, p).compiled.notes["stages"], tuple(tuple(x) for x in s.split_layers(layers, p)),
+        f"{layers} layers on {p} devices: contiguous, first stages get the extra"), rtol=0.0)
 
 
 def check_idle_exact(s):
     "idle_fraction(p) equals the bubble of a one-micro-batch pipeline (unit-time simulation)"
-    for p in (2, 3, 4, 8):
-        want = simulate_schedule(make_schedule("gpipe", p, 1)).bubble_fraction
-        if not np.isclose(s.idle_fraction(p), want, rtol=1e-9):
-            return compare(want, s.idle_fraction(p), f"p={p}: only one device works at any time")
-    return ok()
+    return each_case([(2,), (3,), (4,), (8,)], lambda p: (
+        simulate_schedule(make_schedule("gpipe", p, 1)).bubble_fraction, s.idle_fraction(p),
+        f"p={p}: only one device works at any time"))
 
 
 def check_idle_measured(s):
@@ -59,11 +53,9 @@ def check_speedup(s):
     "speedup(p) is within 10% of the measured single-device / layer-wise step time"
     mlp = MLPConfig(in_dim=16, hidden=16, layers=4, classes=16)
     one = train(TrainConfig(mlp, strategy="single", batch_size=16), device_model=FREE_COMM, check=False)
-    for p in (2, 4):
-        measured = one.trace.makespan_s / _run(4, p).trace.makespan_s
-        if not np.isclose(s.speedup(p), measured, rtol=0.1):
-            return compare(round(measured, 3), s.speedup(p), f"p={p}: does any forward or backward overlap?")
-    return ok()
+    return each_case([(2,), (4,)], lambda p: (
+        one.trace.makespan_s / _run(4, p).trace.makespan_s, s.speedup(p), f"p={p}: does any forward or backward "
+                                                                           "overlap?"), rtol=0.1)
 
 
 def check_p2p_bytes(s):

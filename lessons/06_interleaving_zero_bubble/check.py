@@ -1,9 +1,8 @@
 """Autograder of lesson 06: interleaved and zero-bubble predictions against simulate_schedule."""
 
-import numpy as np
 
 from simulator import make_schedule, simulate_schedule, viz
-from simulator.grading import compare, explanation_item, hidden_random, ok, own_plot_item, prediction_item
+from simulator.grading import each_case, explanation_item, hidden_random, own_plot_item, prediction_item
 
 LESSON = {
     "title": "Interleaving and zero-bubble schedules, memory in flight",
@@ -23,48 +22,37 @@ LESSON = {
 
 def check_interleaved_bubble(s):
     "interleaved_bubble_time equals the simulated idle time (chunk times t/v)"
-    for p, m, v in [(4, 8, 2), (4, 8, 4), (2, 4, 2), (4, 4, 2), (3, 6, 3)]:
-        for t_f, t_b in [(1.0, 1.0), (1.0, 2.0)]:
-            r = simulate_schedule(make_schedule("interleaved", p, m, v), t_f=t_f / v, t_b=t_b / v, t_w=0.0)
-            got = s.interleaved_bubble_time(p, m, v, t_f, t_b)
-            if not np.isclose(got, r.bubble_time[0], rtol=1e-9):
-                return compare(r.bubble_time[0], got, f"p={p} m={m} v={v} t_f={t_f} t_b={t_b}")
-    return ok()
+    cases = [(p, m, v, t_f, t_b) for p, m, v in [(4, 8, 2), (4, 8, 4), (2, 4, 2), (4, 4, 2), (3, 6, 3)]
+             for t_f, t_b in [(1.0, 1.0), (1.0, 2.0)]]
+    return each_case(cases, lambda p, m, v, t_f, t_b: (
+        simulate_schedule(make_schedule("interleaved", p, m, v), t_f=t_f / v, t_b=t_b / v, t_w=0.0).bubble_time[0],
+        s.interleaved_bubble_time(p, m, v, t_f, t_b), f"p={p} m={m} v={v} t_f={t_f} t_b={t_b}"))
 
 
 def check_interleaved_memory(s):
     "interleaved_peak_chunks equals the simulated peak on device 0"
-    for p, m, v in [(4, 8, 2), (4, 8, 4), (2, 4, 2), (4, 4, 2), (3, 6, 3), (2, 2, 4)]:
-        want = simulate_schedule(make_schedule("interleaved", p, m, v)).peak_in_flight[0]
-        got = s.interleaved_peak_chunks(p, m, v)
-        if got != want:
-            return compare(want, got, f"p={p} m={m} v={v}: warm-up forwards + 1, at most m*v")
-    return ok()
+    return each_case([(4, 8, 2), (4, 8, 4), (2, 4, 2), (4, 4, 2), (3, 6, 3), (2, 2, 4)], lambda p, m, v: (
+        simulate_schedule(make_schedule("interleaved", p, m, v)).peak_in_flight[0], s.interleaved_peak_chunks(p, m, v),
+        f"p={p} m={m} v={v}: warm-up forwards + 1, at most m*v"), rtol=0.0)
 
 
 def check_zb_bubble(s):
     "zb_bubble_time equals the simulated idle time of 1F1B and ZB-H1"
-    for p, m in [(4, 8), (3, 6), (2, 4)]:
-        for t in [(1.0, 1.0, 1.0), (1.0, 1.0, 0.5), (1.0, 2.0, 1.0), (2.0, 1.0, 1.0)]:
-            for name in ("1f1b", "zb-h1"):
-                want = simulate_schedule(make_schedule(name, p, m), *t).bubble_time[0]
-                got = s.zb_bubble_time(name, p, *t)
-                if not np.isclose(got, want, rtol=1e-9):
-                    return compare(want, got, f"{name} p={p} (t_f, t_b, t_w)={t}")
-    return ok()
+    cases = [(name, p, m, t) for p, m in [(4, 8), (3, 6), (2, 4)]
+             for t in [(1.0, 1.0, 1.0), (1.0, 1.0, 0.5), (1.0, 2.0, 1.0), (2.0, 1.0, 1.0)] for name in ("1f1b", "zb-h1")]
+    return each_case(cases, lambda name, p, m, t: (
+        simulate_schedule(make_schedule(name, p, m), *t).bubble_time[0], s.zb_bubble_time(name, p, *t),
+        f"{name} p={p} (t_f, t_b, t_w)={t}"))
 
 
 def check_zb_memory(s):
     "zb_peak_in_flight equals the simulated peak of ZB-H1 and ZB-H2"
-    for p, m in [(4, 8), (3, 6), (2, 4), (4, 12)]:
-        for name in ("zb-h1", "zb-h2"):
-            want = max(simulate_schedule(make_schedule(name, p, m)).peak_in_flight)
-            got = s.zb_peak_in_flight(name, p, m)
-            if got != want:
-                return compare(want, got, f"{name}, p={p}, m={m}: the most micro-batches any device holds; ZB-H1 "
-                               "fills the bubble with W steps and holds no more than 1F1B's first stage; ZB-H2 "
-                               "runs extra warm-up forwards to fill the drain too, and holds more")
-    return ok()
+    return each_case([(name, p, m) for p, m in [(4, 8), (3, 6), (2, 4), (4, 12)] for name in ("zb-h1", "zb-h2")],
+                     lambda name, p, m: (
+        max(simulate_schedule(make_schedule(name, p, m)).peak_in_flight), s.zb_peak_in_flight(name, p, m),
+        f"{name}, p={p}, m={m}: the most micro-batches any device holds; ZB-H1 fills the bubble with W steps and "
+        "holds no more than 1F1B's first stage; ZB-H2 runs extra warm-up forwards to fill the drain too, and holds "
+        "more"), rtol=0.0)
 
 
 def interleaved_case() -> tuple[int, int, int]:

@@ -3,7 +3,7 @@
 import numpy as np
 
 from simulator import DeviceMesh, GPTConfig, Layout, TrainConfig, train, viz
-from simulator.grading import compare, explanation_item, hidden_random, ok, own_plot_item, prediction_item
+from simulator.grading import compare, each_case, explanation_item, hidden_random, ok, own_plot_item, prediction_item
 
 LESSON = {
     "title": "Tensor parallelism: the Megatron MLP",
@@ -80,12 +80,9 @@ def check_allreduces_per_block(s):
 
 def check_bytes(s):
     "tp_bytes_per_device equals the bytes each rank sends in train(strategy='tp')"
-    for t, layers in [(2, 2), (4, 2), (2, 1)]:
-        measured = _tp_run(t, layers).bytes_sent_per_device[0]
-        got = s.tp_bytes_per_device(layers, 4, 16, 32, t)
-        if not np.isclose(got, measured, rtol=1e-9):
-            return compare(measured, got, f"t={t}, L={layers}, b=4, s=16, h=32, float64")
-    return ok()
+    return each_case([(2, 2), (4, 2), (2, 1)], lambda t, layers: (
+        _tp_run(t, layers).bytes_sent_per_device[0], s.tp_bytes_per_device(layers, 4, 16, 32, t),
+        f"t={t}, L={layers}, b=4, s=16, h=32, float64"))
 
 
 check_prediction = prediction_item(

@@ -1,9 +1,8 @@
 """Autograder of lesson 08: ZeRO memory against the cost model, communication against train()."""
 
-import numpy as np
 
 from simulator import MLPConfig, TrainConfig, build_model, make_plan, model_state_bytes_per_device, train, viz
-from simulator.grading import compare, explanation_item, hidden_random, ok, own_plot_item, prediction_item
+from simulator.grading import compare, each_case, explanation_item, hidden_random, own_plot_item, prediction_item
 
 LESSON = {
     "title": "ZeRO and memory",
@@ -24,36 +23,30 @@ MLP = MLPConfig(in_dim=16, hidden=16, layers=4, classes=16)
 
 def check_memory(s):
     "zero_bytes_per_device equals model_state_bytes_per_device (7.5B on 64 GPUs: 120, 31.4, 16.6, 1.9 GB)"
-    for psi, nd in [(7.5e9, 64), (1e9, 8), (175e9, 1024), (1e6, 1)]:
-        for stage in range(4):
-            want = model_state_bytes_per_device(psi, nd, stage)
-            got = s.zero_bytes_per_device(psi, nd, stage)
-            if not np.isclose(got, want, rtol=1e-9):
-                return compare(want, got, f"psi={psi:g}, N_d={nd}, stage {stage}: 2+2+12 bytes, partitioned parts / N_d")
-    return ok()
+    cases = [(psi, nd, stage) for psi, nd in [(7.5e9, 64), (1e9, 8), (175e9, 1024), (1e6, 1)] for stage in range(4)]
+    return each_case(cases, lambda psi, nd, stage: (
+        model_state_bytes_per_device(psi, nd, stage), s.zero_bytes_per_device(psi, nd, stage),
+        f"psi={psi:g}, N_d={nd}, stage {stage}: 2+2+12 bytes, partitioned parts / N_d"))
 
 
 def check_max_params(s):
     "max_params fills the capacity exactly (model_state_bytes_per_device of the answer = capacity)"
-    for cap, nd, stage in [(80e9, 64, 0), (80e9, 64, 1), (80e9, 64, 2), (80e9, 64, 3), (16e9, 8, 3)]:
+    def case(cap, nd, stage):
         psi = s.max_params(cap, nd, stage)
-        used = model_state_bytes_per_device(psi, nd, stage)
-        if not np.isclose(used, cap, rtol=1e-9):
-            return compare(cap, used, f"capacity {cap:g} B, N_d={nd}, stage {stage}: bytes per parameter?")
-    return ok()
+        return (cap, None if psi is None else model_state_bytes_per_device(psi, nd, stage),
+                f"capacity {cap:g} B, N_d={nd}, stage {stage}: bytes per parameter?")
+    return each_case([(80e9, 64, 0), (80e9, 64, 1), (80e9, 64, 2), (80e9, 64, 3), (16e9, 8, 3)], case)
 
 
 def check_comm(s):
     "zero_comm_bytes_per_device equals the bytes train() sends per device (dp, zero1, zero2, zero3)"
     param_bytes = build_model(MLP).param_count * 8
-    for strategy, stage in [("dp", 0), ("zero1", 1), ("zero2", 2), ("zero3", 3)]:
-        for nd in (2, 4):
-            measured = train(TrainConfig(MLP, strategy=strategy, devices=nd, batch_size=16),
-                             check=False).bytes_sent_per_device[0]
-            got = s.zero_comm_bytes_per_device(param_bytes, nd, stage)
-            if not np.isclose(got, measured, rtol=1e-9):
-                return compare(measured, got, f"{strategy} on {nd} devices, {param_bytes} parameter bytes")
-    return ok()
+    cases = [(strategy, stage, nd) for strategy, stage in [("dp", 0), ("zero1", 1), ("zero2", 2), ("zero3", 3)]
+             for nd in (2, 4)]
+    return each_case(cases, lambda strategy, stage, nd: (
+        train(TrainConfig(MLP, strategy=strategy, devices=nd, batch_size=16), check=False).bytes_sent_per_device[0],
+        s.zero_comm_bytes_per_device(param_bytes, nd, stage), f"{strategy} on {nd} devices, {param_bytes} parameter "
+                                                              "bytes"))
 
 
 def check_zero3_exact(s):

@@ -1,11 +1,11 @@
 """Autograder of lesson 09: rank order and micro-batches against ParallelConfig, memory and the
 student's design against the analytic cost model (estimate)."""
 
-import numpy as np
 
 from simulator import ParallelConfig, ParasimError, estimate, get_hardware, get_model, viz
 from simulator.grading import (
     compare,
+    each_case,
     expect,
     explanation_item,
     hidden_random,
@@ -38,16 +38,11 @@ LESSON = {
 
 def check_rank(s):
     "megatron_rank equals ParallelConfig.rank"
-    for t, p, d in [(2, 2, 2), (8, 4, 2), (4, 1, 8), (1, 8, 1)]:
-        cfg = ParallelConfig(tp=t, pp=p, dp=d, global_batch=d)
-        for k in range(p):
-            for j in range(d):
-                for i in range(t):
-                    want = cfg.rank(i, j, k)
-                    got = s.megatron_rank(i, j, k, t, d)
-                    if got != want:
-                        return compare(want, got, f"t={t} p={p} d={d}, (i, j, k)=({i}, {j}, {k}): tensor fastest")
-    return ok()
+    cases = [(t, p, d, i, j, k) for t, p, d in [(2, 2, 2), (8, 4, 2), (4, 1, 8), (1, 8, 1)]
+             for k in range(p) for j in range(d) for i in range(t)]
+    return each_case(cases, lambda t, p, d, i, j, k: (
+        ParallelConfig(tp=t, pp=p, dp=d, global_batch=d).rank(i, j, k), s.megatron_rank(i, j, k, t, d),
+        f"t={t} p={p} d={d}, (i, j, k)=({i}, {j}, {k}): tensor fastest"), rtol=0.0)
 
 
 def check_microbatches(s):
@@ -63,13 +58,11 @@ def check_microbatches(s):
 def check_memory(s):
     "model_state_bytes_per_gpu is within 8% of the cost model's model states (no ZeRO)"
     model = get_model("gpt3-175b")
-    for t, p in [(8, 8), (8, 16), (4, 16), (8, 4)]:
+    def case(t, p):
         cfg = ParallelConfig(tp=t, pp=p, dp=1024 // (t * p), global_batch=1024 // (t * p) * 4)
-        want = estimate(model, cfg, "a100-80gb").memory.model_state_bytes
-        got = s.model_state_bytes_per_gpu(model.params(), t, p)
-        if not np.isclose(got, want, rtol=0.08):
-            return compare(want, got, f"t={t}, p={p}: 18 bytes per parameter (Megatron-LM) over t p GPUs (the first stage also holds the embedding)", rtol=0.08)
-    return ok()
+        return (estimate(model, cfg, "a100-80gb").memory.model_state_bytes, s.model_state_bytes_per_gpu(model.params(), t, p),
+                f"t={t}, p={p}: 18 bytes per parameter (Megatron-LM) over t p GPUs (the first stage also holds the embedding)")
+    return each_case([(8, 8), (8, 16), (4, 16), (8, 4)], case, rtol=0.08)
 
 
 def check_design(s):

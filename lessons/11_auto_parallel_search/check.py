@@ -19,7 +19,7 @@ from simulator import (
     search_configs,
     viz,
 )
-from simulator.grading import compare, expect, explanation_item, hidden_random, ok, own_plot_item, rebuild
+from simulator.grading import compare, each_case, expect, explanation_item, hidden_random, ok, own_plot_item, rebuild
 
 LESSON = {
     "title": "Auto-parallel search: how a framework decides where to cut",
@@ -108,12 +108,9 @@ def check_kind_of(s):
     cases = [(((8, 1), (1, 1)), 8, "data parallel"), (((1, 2), (2, 4)), 8, "weight sharded"),
              (((1, 1), (1, 8)), 8, "weight sharded"), (((4, 1), (1, 2)), 8, "mixed"),
              (((2, 2), (2, 2)), 8, "mixed"), (((4, 1), (1, 1)), 4, "data parallel")]
-    for strategy, D, want in cases:
-        got = s.kind_of(strategy, D)
-        if got != want:
-            return compare(want, got, f"{strategy} on {D} devices: a = D alone is data parallel; k x c = D is "
-                                      "weight sharded")
-    return ok()
+    return each_case(cases, lambda strategy, D, want: (
+        want, s.kind_of(strategy, D), f"{strategy} on {D} devices: a = D alone is data parallel; k x c = D is weight "
+                                      "sharded"))
 
 
 def check_searched_first_layer(s):
@@ -131,14 +128,11 @@ def check_searched_first_layer(s):
 
 def check_prediction(s):
     "predict_first_layer agrees with the search on the two extreme MLPs"
-    for case in (LARGE_BATCH, HUGE_WEIGHTS):
-        strategy = _first_layer(*case, 8, DP)
-        (a, k), (_, c) = strategy
-        want = "data parallel" if a == 8 else "weight sharded"
-        got = s.predict_first_layer(*case)
-        if got != want:
-            return compare(want, got, f"n, d, f, c = {case}: the search chose {strategy}; which moves fewer bytes?")
-    return ok()
+    def case(mlp):
+        strategy = _first_layer(*mlp, 8, DP)
+        return ("data parallel" if strategy[0][0] == 8 else "weight sharded"), s.predict_first_layer(*mlp), \
+            f"n, d, f, c = {mlp}: the search chose {strategy}; which moves fewer bytes?"
+    return each_case([(LARGE_BATCH,), (HUGE_WEIGHTS,)], case)
 
 
 def check_op_candidates(s):

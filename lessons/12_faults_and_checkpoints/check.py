@@ -19,6 +19,7 @@ from simulator import (
 )
 from simulator.grading import (
     compare,
+    each_case,
     expect,
     explanation_item,
     hidden_random,
@@ -116,11 +117,9 @@ def check_resume_elsewhere(s):
 
 def check_young(s):
     "young_interval equals sqrt(2 C M) with M = MTBF x 3600 / n and C = bytes / bandwidth"
-    for fm in MODELS:
-        got = s.young_interval(fm.n_devices, fm.device_mtbf_h, fm.checkpoint_nbytes, fm.write_bandwidth_Bps)
-        if not math.isclose(got, young_interval_s(fm), rel_tol=1e-9):
-            return compare(young_interval_s(fm), got, f"{fm!r}: is M in seconds, divided by the device count?")
-    return ok()
+    return each_case([(fm,) for fm in MODELS], lambda fm: (
+        young_interval_s(fm), s.young_interval(fm.n_devices, fm.device_mtbf_h, fm.checkpoint_nbytes, fm.write_bandwidth_Bps),
+        f"{fm!r}: is M in seconds, divided by the device count?"))
 
 
 def check_best_interval(s):
@@ -139,15 +138,10 @@ def check_best_interval(s):
 
 def check_every_steps(s):
     "checkpoint_every_steps rounds Young's interval to whole steps (at least 1)"
-    for fm in MODELS:
-        for step_s in (1.0, 7.3, 30.0, 1e5):
-            want = max(1, round(young_interval_s(fm) / step_s))
-            got = s.checkpoint_every_steps(fm, step_s)
-            if got != want:
-                return compare(want, got, f"{fm!r}, {step_s} s per step: Young's interval in seconds divided by "
-                               "the step time, rounded to the nearest whole step, and never 0 (checkpoint at least "
-                               "every step)")
-    return ok()
+    return each_case([(fm, step_s) for fm in MODELS for step_s in (1.0, 7.3, 30.0, 1e5)], lambda fm, step_s: (
+        max(1, round(young_interval_s(fm) / step_s)), s.checkpoint_every_steps(fm, step_s),
+        f"{fm!r}, {step_s} s per step: Young's interval in seconds divided by the step time, rounded to the nearest "
+        "whole step, and never 0 (checkpoint at least every step)"), rtol=0.0)
 
 
 def hidden_failure_model() -> FailureModel:

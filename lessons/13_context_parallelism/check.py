@@ -14,6 +14,7 @@ from simulator import (
 )
 from simulator.grading import (
     compare,
+    each_case,
     expect,
     explanation_item,
     hidden_random,
@@ -82,16 +83,14 @@ def check_balanced_split(s):
 
 def check_ring_bytes(s):
     "ring_bytes_per_step equals attention_bytes_per_step (3(c - 1) blocks when c > 1, nothing on one device)"
-    for L, B, m, seq, h, cp in [(2, 4, 1, 16, 16, 4), (3, 2, 2, 32, 8, 2), (1, 1, 4, 64, 32, 8), (2, 2, 1, 8, 4, 1)]:
+    def case(L, B, m, seq, h, cp):
         gpt = GPTConfig(layers=L, hidden=h, heads=1, seq_len=seq, vocab=8)
-        want = attention_bytes_per_step(gpt, L, B, m, cp, "ring")
-        got = s.ring_bytes_per_step(L, B, m, seq, h, cp)
-        if got != want:
-            why = ("one device has no neighbour: the ring sends nothing" if cp == 1
-                   else "forward c-1 K/V hops, backward c-1 K/V hops and c-1 dK/dV hops: 3(c - 1) "
-                   "blocks, each 2 B (s/c) h float64 values (K and V), per layer and micro-batch")
-            return compare(want, got, f"L={L} B={B} m={m} s={seq} h={h} c={cp}: {why}")
-    return ok()
+        why = ("one device has no neighbour: the ring sends nothing" if cp == 1
+               else "forward c-1 K/V hops, backward c-1 K/V hops and c-1 dK/dV hops: 3(c - 1) "
+               "blocks, each 2 B (s/c) h float64 values (K and V), per layer and micro-batch")
+        return (attention_bytes_per_step(gpt, L, B, m, cp, "ring"), s.ring_bytes_per_step(L, B, m, seq, h, cp),
+                f"L={L} B={B} m={m} s={seq} h={h} c={cp}: {why}")
+    return each_case([(2, 4, 1, 16, 16, 4), (3, 2, 2, 32, 8, 2), (1, 1, 4, 64, 32, 8), (2, 2, 1, 8, 4, 1)], case, rtol=0.0)
 
 
 EXERCISE_GPT = GPTConfig(layers=2, hidden=16, heads=4, seq_len=16, vocab=32)   # the run part 5 states

@@ -1,10 +1,18 @@
 """Autograder of lesson 14: activations, the c that fits, the experts' memory and all-to-all, and
 the search's best (d, c, t, p, e), each against parasim's cost model."""
 
-import math
 
 from simulator import ParallelConfig, activation_bytes_per_layer, estimate, get_model, search_training, viz
-from simulator.grading import compare, expect, explanation_item, hidden_random, ok, own_plot_item, prediction_item
+from simulator.grading import (
+    compare,
+    each_case,
+    expect,
+    explanation_item,
+    hidden_random,
+    ok,
+    own_plot_item,
+    prediction_item,
+)
 
 LESSON = {
     "title": "Planning a 5-D run: fit a long-context MoE model on a cluster",
@@ -31,12 +39,11 @@ def _moe():
 
 def check_activation_gb(s):
     "activation_gb equals 32 x activation_bytes_per_layer(s/c, 1, 4096, 32, t, SP, 'selective')"
-    for seq, cp, tp in [(131072, 1, 8), (131072, 4, 8), (8192, 1, 1), (32768, 2, 4)]:
-        want = 32 * activation_bytes_per_layer(seq / cp, 1, 4096, 32, tp, True, "selective") / 1e9
-        got = s.activation_gb(seq, cp, tp)
-        if not math.isclose(got, want, rel_tol=1e-9):  # a NaN is never close
-            return compare(round(want, 3), round(got, 3),
-                           f"s={seq}, c={cp}, t={tp}: 34 (s/c) b h / t bytes per layer; c divides the tokens")
+    out = each_case([(131072, 1, 8), (131072, 4, 8), (8192, 1, 1), (32768, 2, 4)], lambda seq, cp, tp: (
+        32 * activation_bytes_per_layer(seq / cp, 1, 4096, 32, tp, True, "selective") / 1e9, s.activation_gb(seq, cp, tp),
+        f"s={seq}, c={cp}, t={tp}: 34 (s/c) b h / t bytes per layer; c divides the tokens"))    # a NaN is never close
+    if not out.passed:
+        return out
     return expect(s.activation_gb(131072, 1) > 64, "128k tokens without cp: more than 64 GB", s.activation_gb(131072, 1))
 
 
@@ -53,12 +60,10 @@ def _smallest_cp(seq, gpus):
 
 def check_smallest_cp(s):
     "smallest_cp finds the first power-of-two c that fits on H100s"
-    for seq, gpus in [(131072, 128), (65536, 128), (8192, 64)]:
-        want, got = _smallest_cp(seq, gpus), s.smallest_cp(seq, gpus)
-        if got != want:
-            return compare(want, got, f"s={seq} on {gpus} GPUs: loop c = 1, 2, 4, ... and stop at the first "
-                                      "estimate(...) with not .oom (dp = gpus / (8 c))")
-    return ok()
+    return each_case([(131072, 128), (65536, 128), (8192, 64)], lambda seq, gpus: (
+        _smallest_cp(seq, gpus), s.smallest_cp(seq, gpus),
+        f"s={seq} on {gpus} GPUs: loop c = 1, 2, 4, ... and stop at the first estimate(...) with not .oom "
+        "(dp = gpus / (8 c))"), rtol=0.0)
 
 
 def check_expert_costs(s):

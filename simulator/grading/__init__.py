@@ -22,6 +22,7 @@ from .outcomes import (
            Outcome,
            choice,
            compare,
+           each_case,
            expect,
            figure_of,
            hidden_random,
@@ -32,7 +33,7 @@ from .outcomes import (
 )
 from .sandbox import Limits, Sandbox, shared_folder
 
-__all__ = ["ItemResult", "LessonInfo", "Limits", "Outcome", "Report", "Sandbox", "choice", "compare", "expect", "explanation_item", "figure_of", "get_lesson",
+__all__ = ["ItemResult", "LessonInfo", "Limits", "Outcome", "Report", "Sandbox", "choice", "compare", "each_case", "expect", "explanation_item", "figure_of", "get_lesson",
            "grade_source", "hidden_random", "item", "lesson_of_folder", "lesson_prediction", "lessons_dir", "list_lessons", "missing_requirements",
            "notebook_code", "ok", "own_plot_item", "partial", "prediction_item", "read_submission", "rebuild", "run_check", "same_figure", "shared_folder", "solution_path", "submission_status",
            "type_name"]

@@ -135,6 +135,21 @@ def ok(found: str = "as expected") -> Outcome:
     return Outcome(True, "", found, "")
 
 
+def each_case(cases, case, rtol: float = 1e-9, atol: float = 1e-12) -> Outcome:
+    """An item over many cases: `case(*c)` returns (expected, found, hint) for each case `c` (a tuple
+    of arguments) in order, or None to leave `c` out; the outcome is `compare`'s on the first case whose answer differs,
+    else `ok()`. Every case is graded with the same tolerance: a close answer moves on to the next
+    case, a wrong one stops there with that case's hint."""
+    for c in cases:
+        got = case(*c)
+        if got is None:
+            continue
+        out = compare(got[0], got[1], got[2], rtol, atol)
+        if not out.passed:
+            return out
+    return ok()
+
+
 def expect(condition: bool, expected: str, found: Any, hint: str = "") -> Outcome:
     """Pass when `condition` holds; `expected` describes the rule in words."""
     return Outcome(bool(condition), expected, short(found) if not isinstance(found, str) else found, hint)
