@@ -87,16 +87,16 @@ def lesson_02() -> None:
 
 def lesson_03() -> None:
     f = "03_data_parallelism"
-    r = ps.train(ps.TrainConfig(tiny_mlp(), strategy="dp", devices=4, batch_size=16), device_model=clock())
+    r = ps.train(ps.TrainConfig(tiny_mlp(), strategy="dp", devices=4, global_batch=16), device_model=clock())
     save(f, "dp_timeline.png", viz.timeline(r.trace, title="data parallel, 4 replicas: compute, then all-reduce"))
-    r = ps.train(ps.TrainConfig(tiny_mlp(), strategy="dp", devices=4, batch_size=16, bucket_mb=0.004),
+    r = ps.train(ps.TrainConfig(tiny_mlp(), strategy="dp", devices=4, global_batch=16, bucket_mb=0.004),
                  device_model=clock())
     save(f, "dp_buckets_timeline.png", viz.timeline(r.trace, title="gradients in 4 KB buckets: all-reduce overlaps the backward"))
 
 
 def lesson_04() -> None:
     f = "04_layerwise_model_parallelism"
-    r = ps.train(ps.TrainConfig(tiny_mlp(), strategy="layer", devices=4, batch_size=16), device_model=clock())
+    r = ps.train(ps.TrainConfig(tiny_mlp(), strategy="layer", devices=4, global_batch=16), device_model=clock())
     save(f, "layerwise_timeline.png", viz.timeline(r.trace, title="layer-wise model parallel, 4 devices"))
     save(f, "layerwise_schedule.png", viz.schedule_chart(ps.simulate_schedule(ps.make_schedule("gpipe", 4, 1))))
 
@@ -126,7 +126,7 @@ def lesson_07() -> None:
     mesh = ps.DeviceMesh({"tp": 4})
     save(f, "A_column_parallel.png", viz.layout_grid(ps.Layout(mesh, [None, "tp"]), (8, 16), name="A"))
     save(f, "B_row_parallel.png", viz.layout_grid(ps.Layout(mesh, ["tp", None]), (16, 8), name="B"))
-    r = ps.train(ps.TrainConfig(tiny_gpt(2), strategy="tp", devices=2, tp=2, batch_size=4), device_model=clock())
+    r = ps.train(ps.TrainConfig(tiny_gpt(2), strategy="tp", devices=2, tp=2, global_batch=4), device_model=clock())
     save(f, "tp_timeline.png", viz.timeline(r.trace, title="tensor parallel GPT, t=2: all-reduces on the critical path"))
 
 
@@ -139,7 +139,7 @@ def lesson_08() -> None:
             "ZeRO-3": {"param": 2 * psi / nd, "grad": 2 * psi / nd, "opt": 12 * psi / nd}}
     save(f, "zero_stages_7.5b.png", viz.memory_breakdown(bars, capacity_bytes=ps.get_hardware("a100-80gb").memory_bytes,
                                                          title="7.5B parameters on 64 GPUs, mixed-precision Adam"))
-    r = ps.train(ps.TrainConfig(tiny_mlp(), strategy="zero3", devices=4, batch_size=16), device_model=clock())
+    r = ps.train(ps.TrainConfig(tiny_mlp(), strategy="zero3", devices=4, global_batch=16), device_model=clock())
     save(f, "zero3_memory.png", viz.memory_over_time(r.trace, devices=[0, 1]))
     # Megatron-LM's count for Llama 3 8B (s = 8192, b = 1) on 8 H100s: 18 bytes per parameter
     h100 = ps.get_hardware("h100-sxm")
@@ -206,7 +206,7 @@ def lesson_11() -> None:
 
 def lesson_12() -> None:
     f = "12_faults_and_checkpoints"
-    cfg = ps.TrainConfig(tiny_gpt(2), strategy="dp", devices=2, batch_size=4, steps=4)
+    cfg = ps.TrainConfig(tiny_gpt(2), strategy="dp", devices=2, global_batch=4, steps=4)
     r = ps.train_resilient(cfg, faults=ps.parse_faults("kill:1@3#40"), checkpoint_every=2, replicas=False,
                            device_model=clock())
     save(f, "recovered_timeline.png",
@@ -232,12 +232,13 @@ def lesson_13() -> None:
     gpt = ps.GPTConfig(layers=2, hidden=16, heads=8, seq_len=32, vocab=32)
     cps = [1, 2, 4, 8]
     series = {}
-    for kind in ("ring", "all-to-all"):
-        runs = [ps.train(ps.TrainConfig(gpt, strategy="cp", devices=c, cp=c, cp_kind=kind, batch_size=4),
+    for kind in ("p2p", "a2a"):
+        runs = [ps.train(ps.TrainConfig(gpt, strategy="cp", devices=c, cp=c, cp_comm_type=kind, global_batch=4),
                          device_model=clock()) for c in cps]
-        series[f"{kind}: measured"] = [max(s.bytes_by_category.get("act", 0) for s in r.trace.memory) / 1e3
+        label = {"p2p": "ring", "a2a": "all-to-all"}[kind]
+        series[f"{label}: measured"] = [max(s.bytes_by_category.get("act", 0) for s in r.trace.memory) / 1e3
                                        for r in runs]
-        series[f"{kind}: blocks, formula"] = [gpt.layers * ps.block_activation_bytes(gpt, 4, c, kind) / 1e3
+        series[f"{label}: blocks, formula"] = [gpt.layers * ps.block_activation_bytes(gpt, 4, c, kind) / 1e3
                                               for c in cps]
     save(f, "activations_vs_cp.png",
          viz.sweep_chart(cps, series, xlabel="context-parallel degree c", ylabel="activation kB per device (peak)",

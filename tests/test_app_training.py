@@ -59,7 +59,7 @@ def test_training_degree_widgets_follow_the_strategy():
     assert "dp=2" in summary(at) and "tp=2" in summary(at)
     at.selectbox(key="strategy").set_value("zero3").run()
     run(at)
-    assert "zero=3" in summary(at)
+    assert "zero_stage=3" in summary(at)
 
 
 def test_training_simulated_clock_prices_without_running():

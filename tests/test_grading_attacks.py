@@ -188,8 +188,8 @@ def test_lesson_13_reruns_the_students_configuration(tmp_path):
     forged = solution_path(LESSON_13).read_text(encoding="utf-8") + (
         "\n\ndef train_context_parallel(cp, kind='ring'):\n    import dataclasses\n"
         "    gpt = GPTConfig(layers=2, hidden=16, heads=4, seq_len=16, vocab=32)\n"
-        "    ring = train(TrainConfig(gpt, strategy='cp', devices=4, cp=4, cp_kind='ring', batch_size=4, steps=2))\n"
-        "    dp = train(TrainConfig(gpt, strategy='dp', devices=cp, batch_size=4, steps=2))\n"
+        "    ring = train(TrainConfig(gpt, strategy='cp', devices=4, cp=4, cp_comm_type='p2p', global_batch=4, steps=2))\n"
+        "    dp = train(TrainConfig(gpt, strategy='dp', devices=cp, global_batch=4, steps=2))\n"
         "    return dataclasses.replace(dp, trace=ring.trace)\n")
     report = grade_source(LESSON_13, forged)
     real = report.items[4]

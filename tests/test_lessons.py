@@ -229,8 +229,8 @@ def test_public_names_read_from_the_package_match_the_imported_namespace():
 def test_a_plot_item_reads_the_figures_data_not_its_pixels(tmp_path):
     """Lesson 03's plot of the student's own run: the timeline of another run (1 step, not 2) draws
     fine but shows other bars, so it fails; a wrong letter gets the hint of that choice."""
-    items = _edited(tmp_path, 3, 'batch_size=16, steps=steps), device_model=clock)\n    return viz.timeline(r.trace)',
-                    'batch_size=16, steps=steps + 1), device_model=clock)\n    return viz.timeline(r.trace)')
+    items = _edited(tmp_path, 3, 'global_batch=16, steps=steps), device_model=clock)\n    return viz.timeline(r.trace)',
+                    'global_batch=16, steps=steps + 1), device_model=clock)\n    return viz.timeline(r.trace)')
     plot = items[7]
     assert not plot.passed and plot.status == "wrong" and "not that run's" in plot.found, plot
     assert items[5].passed and items[6].passed
@@ -260,7 +260,7 @@ def test_lesson_05_measured_bubble_is_not_earned_by_training(tmp_path):
                     "    from simulator import MLPConfig, SimpleDeviceModel, TrainConfig, train\n"
                     "    free = SimpleDeviceModel(flops_per_s=1e9, memory_bandwidth_Bps=1e15, latency_s=0.0, bandwidth_Bps=1e30)\n"
                     "    mlp = MLPConfig(in_dim=16, hidden=16, layers=4, classes=16)\n"
-                    "    return train(TrainConfig(mlp, strategy='pp', devices=p, batch_size=4 * m, microbatches=m),\n"
+                    "    return train(TrainConfig(mlp, strategy='pp', devices=p, global_batch=4 * m, microbatches=m),\n"
                     "                 device_model=free, check=False).trace.bubble_fraction()\n")
     assert not items[5].passed and "withheld" in items[5].found, items[5]
 
@@ -270,7 +270,7 @@ def test_a_prediction_is_not_earned_by_running_parasim(tmp_path):
     the prediction runs (LESSON["withhold"]), so the item fails and says why."""
     items = _edited(tmp_path, 3, "    return grad_bytes_per_device(build_model(MLPConfig(in_dim=16, hidden=hidden, layers=4, classes=16)), dp)\n",
                     "    mlp = MLPConfig(in_dim=16, hidden=hidden, layers=4, classes=16)\n"
-                    "    return float(train(TrainConfig(mlp, strategy='dp', devices=dp, batch_size=2 * dp)).bytes_sent_per_device[0])\n")
+                    "    return float(train(TrainConfig(mlp, strategy='dp', devices=dp, global_batch=2 * dp)).bytes_sent_per_device[0])\n")
     prediction = next(i for i in items.values() if i.name.startswith("prediction"))
     assert not prediction.passed and "withheld" in prediction.found, prediction
 
@@ -326,7 +326,7 @@ SOLVERS = {
         "    from simulator import SimpleDeviceModel, TrainConfig, train, MLPConfig\n"
         "    free = SimpleDeviceModel(flops_per_s=1e9, memory_bandwidth_Bps=1e15, latency_s=0.0, bandwidth_Bps=1e30)\n"
         "    mlp = MLPConfig(in_dim=16, hidden=16, layers=p, classes=16)\n"
-        "    return train(TrainConfig(mlp, strategy='pp', devices=p, batch_size=4), device_model=free,\n"
+        "    return train(TrainConfig(mlp, strategy='pp', devices=p, global_batch=4), device_model=free,\n"
         "                 check=False).trace.bubble_fraction()\n"),
     6: ("    return interleaved_bubble_time(p, m, v, 1.0, 1.0)\n",
         "    from simulator import SCHEDULE_SPECS\n"
@@ -334,7 +334,7 @@ SOLVERS = {
     7: ("    return tp_bytes_per_device(layers, 4, 16, 32, t)\n",
         "    from simulator import GPTConfig, TrainConfig, train\n"
         "    g = GPTConfig(layers=layers, hidden=32, heads=4, seq_len=16, vocab=32)\n"
-        "    return float(train(TrainConfig(g, strategy='tp', devices=t, tp=t, batch_size=4), check=False)"
+        "    return float(train(TrainConfig(g, strategy='tp', devices=t, tp=t, global_batch=4), check=False)"
         ".bytes_sent_per_device[0])\n"),
     8: ("    return zero_bytes_per_device(psi, nd, stage)\n",
         "    from simulator.cost.memory import model_state_bytes_per_device\n"

@@ -8,6 +8,7 @@ from ui import BIND, figure, friendly_errors, interactive, intro, remember, rest
 from simulator import GPTConfig, TrainConfig, train, viz
 from simulator.parallel.cp_split import attention_bytes_per_step, chunk_positions, ring_steps
 from simulator.units import fmt_bytes
+from simulator.vocabulary import canonical_value
 
 intro("Context parallelism",
       "Long sequences do not fit one device: **context parallelism** splits every sequence over c devices. "
@@ -34,7 +35,7 @@ def run(cp: int, seq: int, kind: str) -> dict:
     gpt = GPTConfig(layers=2, hidden=16, heads=8, seq_len=seq, vocab=32)
     out = {}
     for c in sorted({1, cp}):
-        r = train(TrainConfig(gpt, strategy="cp", devices=c, cp=c, cp_kind=kind, batch_size=2, steps=2))
+        r = train(TrainConfig(gpt, strategy="cp", devices=c, cp=c, cp_comm_type=canonical_value("cp_comm_type", kind), global_batch=2, steps=2))
         act = max(s.bytes_by_category.get("act", 0) for s in r.trace.memory)
         out[c] = {"trace": r.trace, "diff": r.max_rel_weight_diff_vs_single, "act": act,
                   "bytes": {k: v for k, v in r.trace.bytes_by_collective().items() if k != "all_reduce"},

@@ -93,7 +93,7 @@ def describe_recovery(r: dict) -> str:
 
 def make_config(model_name: str, strategy: str, steps: int) -> TrainConfig:
     kw = {"dp": 2, "pp": 2} if strategy == "hybrid" else {}
-    return TrainConfig(MODELS[model_name], strategy=strategy, devices=4, microbatches=4, batch_size=64,
+    return TrainConfig(MODELS[model_name], strategy=strategy, devices=4, microbatches=4, global_batch=64,
                        steps=steps, **kw)
 
 

@@ -178,8 +178,8 @@ def summary(cfg: TrainConfig, notes: dict) -> str:
     """One readable line: the strategy, the resolved degrees, the batch and the schedule."""
     parts = [f"{cfg.strategy} on {cfg.devices} device{'s' if cfg.devices > 1 else ''}",
              f"dp={cfg.dp} · pp={cfg.pp} · tp={cfg.tp}" + (f" · ep={cfg.ep}" if cfg.ep > 1 else "") + (f" · cp={cfg.cp}" if getattr(cfg, "cp", 1) > 1 else "")
-             + (f" · zero={cfg.zero}" if cfg.zero else ""),
-             f"batch {cfg.batch_size} in {cfg.m} micro-batch{'es' if cfg.m > 1 else ''}"]
+             + (f" · zero_stage={cfg.zero_stage}" if cfg.zero_stage else ""),
+             f"batch {cfg.global_batch} in {cfg.m} micro-batch{'es' if cfg.m > 1 else ''}"]
     if cfg.pp > 1:
         parts.append(f"schedule {notes.get('schedule', cfg.schedule)}, stages {notes.get('stages', '-')}")
     if cfg.bucket_mb:

@@ -97,11 +97,11 @@ def why_no_speedup(p: int, t: float) -> tuple[str, float]:
 # %%
 def plot_my_run(layers: int, p: int):
     """(the matplotlib Figure of your layer-wise run's timeline, its idle share)."""
-    # BEGIN SOLUTION: train(TrainConfig(MLPConfig(..., layers=layers, ...), strategy="layer", devices=p, batch_size=16), device_model=FREE_COMM)
+    # BEGIN SOLUTION: train(TrainConfig(MLPConfig(..., layers=layers, ...), strategy="layer", devices=p, global_batch=16), device_model=FREE_COMM)
     from simulator import viz
 
     mlp = MLPConfig(in_dim=16, hidden=16, layers=layers, classes=16)
-    r = train(TrainConfig(mlp, strategy="layer", devices=p, batch_size=16), device_model=FREE_COMM, check=False)
+    r = train(TrainConfig(mlp, strategy="layer", devices=p, global_batch=16), device_model=FREE_COMM, check=False)
     return viz.timeline(r.trace), r.trace.bubble_fraction()
     # END SOLUTION
 
@@ -109,6 +109,6 @@ def plot_my_run(layers: int, p: int):
 # %%
 # %%
 if __name__ == "__main__":
-    r = train(TrainConfig(MODEL, strategy="layer", devices=4, batch_size=16), device_model=FREE_COMM)
+    r = train(TrainConfig(MODEL, strategy="layer", devices=4, global_batch=16), device_model=FREE_COMM)
     print(r.compiled.notes["stages"], "idle:", r.trace.bubble_fraction(), "predicted:", idle_fraction(4))
     print(simulate_schedule(make_schedule("gpipe", 4, 1)))

@@ -109,11 +109,11 @@ def why_one_allreduce(h: int, f: int, t: int) -> tuple[str, int]:
 # %%
 def plot_my_run(t: int, layers: int):
     """The matplotlib Figure of your tensor-parallel run's timeline."""
-    # BEGIN SOLUTION: train(TrainConfig(g, strategy="tp", devices=t, tp=t, batch_size=4))
+    # BEGIN SOLUTION: train(TrainConfig(g, strategy="tp", devices=t, tp=t, global_batch=4))
     from simulator import viz
 
     g = GPTConfig(layers=layers, hidden=32, heads=4, seq_len=16, vocab=32)
-    return viz.timeline(train(TrainConfig(g, strategy="tp", devices=t, tp=t, batch_size=4)).trace)
+    return viz.timeline(train(TrainConfig(g, strategy="tp", devices=t, tp=t, global_batch=4)).trace)
     # END SOLUTION
 
 
@@ -127,5 +127,5 @@ if __name__ == "__main__":
     mesh = DeviceMesh({"tp": 4})
     print(Layout(mesh, [None, "tp"]).notation("A", "KN"), Layout(mesh, ["tp", None]).notation("B", "NK"))
     g = GPTConfig(layers=2, hidden=32, heads=4, seq_len=16, vocab=32)
-    r = train(TrainConfig(g, strategy="tp", devices=2, tp=2, batch_size=4))
+    r = train(TrainConfig(g, strategy="tp", devices=2, tp=2, global_batch=4))
     print(r.bytes_sent_per_device, tp_bytes_per_device(2, 4, 16, 32, 2))

@@ -87,11 +87,11 @@ def why_same_bytes(n: int, nbytes: int) -> tuple[str, float]:
 # %%
 def plot_my_run(stage: int, nd: int):
     """The matplotlib Figure of your ZeRO run's memory over time."""
-    # BEGIN SOLUTION: train(TrainConfig(mlp, strategy=f"zero{stage}", devices=nd, batch_size=16))
+    # BEGIN SOLUTION: train(TrainConfig(mlp, strategy=f"zero{stage}", devices=nd, global_batch=16))
     from simulator import viz
 
     mlp = MLPConfig(in_dim=16, hidden=16, layers=4, classes=16)
-    return viz.memory_over_time(train(TrainConfig(mlp, strategy=f"zero{stage}", devices=nd, batch_size=16)).trace)
+    return viz.memory_over_time(train(TrainConfig(mlp, strategy=f"zero{stage}", devices=nd, global_batch=16)).trace)
     # END SOLUTION
 
 
@@ -103,5 +103,5 @@ if __name__ == "__main__":
               model_state_bytes_per_device(7.5e9, 64, stage) / 1e9)
     mlp = MLPConfig(in_dim=16, hidden=16, layers=4, classes=16)
     for s in ("dp", "zero1", "zero2", "zero3"):
-        r = train(TrainConfig(mlp, strategy=s, devices=4, batch_size=16))
+        r = train(TrainConfig(mlp, strategy=s, devices=4, global_batch=16))
         print(s, r.trace.bytes_by_collective(), r.bytes_sent_per_device[0])

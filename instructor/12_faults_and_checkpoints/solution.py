@@ -14,7 +14,7 @@ from simulator import (FailureModel, GPTConfig, TrainConfig, convert_checkpoint,
                        train_resilient, young_interval_s)
 
 GPT = GPTConfig(layers=2, hidden=8, heads=2, seq_len=4, vocab=8)
-DP2 = TrainConfig(GPT, strategy="dp", devices=2, batch_size=4, steps=4)
+DP2 = TrainConfig(GPT, strategy="dp", devices=2, global_batch=4, steps=4)
 
 
 # %% [markdown]
@@ -164,7 +164,7 @@ if __name__ == "__main__":
     print("difference to the fault-free run:", max_weight_difference(r.train.params, clean.train.params))
     with tempfile.TemporaryDirectory() as tmp:
         train_resilient(DP2, checkpoint_every=2, checkpoint_dir=f"{tmp}/dp2")
-        pp = TrainConfig(GPT, strategy="pp", devices=4, pp=2, dp=2, microbatches=2, batch_size=4, steps=4)
+        pp = TrainConfig(GPT, strategy="pp", devices=4, pp=2, dp=2, microbatches=2, global_batch=4, steps=4)
         resumed = resume_elsewhere(f"{tmp}/dp2/step_00000002", pp, f"{tmp}/pp4")  # the one saved before step 2
         print("resumed on pp=2 x dp=2:", resumed.train.losses, "vs", clean.train.losses[2:])
     fm = FailureModel(1536, 50_000.0, 175e9 * 14, 50e9, restart_s=600.0)  # GPT-3 on 1536 GPUs

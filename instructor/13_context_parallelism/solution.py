@@ -101,11 +101,11 @@ def ring_bytes_per_step(layers: int, microbatch: int, microbatches: int, seq_len
 # Train a tiny GPT with its sequence split c ways and compare with one device.
 
 # %%
-def train_context_parallel(cp: int, kind: str = "ring"):
+def train_context_parallel(cp: int, kind: str = "p2p"):
     """Two steps of GPTConfig(2, 16, 4, 16, 32), batch 4, strategy "cp" on cp devices; the TrainResult."""
-    # BEGIN SOLUTION: TrainConfig(..., strategy='cp', devices=cp, cp=cp, cp_kind=kind)
+    # BEGIN SOLUTION: TrainConfig(..., strategy='cp', devices=cp, cp=cp, cp_comm_type=kind)
     gpt = GPTConfig(layers=2, hidden=16, heads=4, seq_len=16, vocab=32)
-    return train(TrainConfig(gpt, strategy="cp", devices=cp, cp=cp, cp_kind=kind, batch_size=4, steps=2))
+    return train(TrainConfig(gpt, strategy="cp", devices=cp, cp=cp, cp_comm_type=kind, global_batch=4, steps=2))
     # END SOLUTION
 
 # %% [markdown]

@@ -57,7 +57,7 @@ def check_bytes(s):
     "grad_bytes_per_device equals the bytes train(strategy='dp') measures per device"
     model = build_model(MODEL)
     return each_case([(2,), (4,)], lambda dp: (
-        train(TrainConfig(MODEL, strategy="dp", devices=dp, batch_size=16)).bytes_sent_per_device[0],
+        train(TrainConfig(MODEL, strategy="dp", devices=dp, global_batch=16)).bytes_sent_per_device[0],
         s.grad_bytes_per_device(model, dp), f"dp={dp}: a ring all-reduce of every float64 gradient"))
 
 
@@ -65,7 +65,7 @@ def check_mean_lr(s):
     "equivalent_mean_lr: the averaged SGD run trains the same weights as the summed run"
     dp, lr = 4, 0.05
     lr_mean = s.equivalent_mean_lr(lr, dp)
-    base = dict(strategy="dp", devices=dp, batch_size=16, optimizer="sgd", steps=2)
+    base = dict(strategy="dp", devices=dp, global_batch=16, optimizer="sgd", steps=2)
     summed = train(TrainConfig(MODEL, lr=lr, gradients_mean=False, **base), check=False).params
     mean = train(TrainConfig(MODEL, lr=float(lr_mean), **base), check=False).params
     diff = max(float(np.abs(summed[i][k] - mean[i][k]).max()) for i in range(len(mean)) for k in mean[i])
@@ -81,7 +81,7 @@ def mlp(hidden: int) -> MLPConfig:
 
 check_prediction = prediction_item(
     "prediction: the bytes one device sends in one step, dp and the hidden width drawn when grading (within 2 %)",
-    answer=lambda dp, hidden: float(train(TrainConfig(mlp(hidden), strategy="dp", devices=dp, batch_size=2 * dp),
+    answer=lambda dp, hidden: float(train(TrainConfig(mlp(hidden), strategy="dp", devices=dp, global_batch=2 * dp),
                                           check=False).bytes_sent_per_device[0]),
     ask="predicted_bytes", case=lambda: (hidden_random().randint(2, 8), hidden_random().randint(4, 48)),
     hint=lambda dp, hidden: f"dp={dp}, hidden={hidden}: a ring all-reduce sends 2 (n-1)/n of the gradient's bytes per device")
@@ -105,7 +105,7 @@ check_explanation = explanation_item(
 check_plot_of_your_run = own_plot_item(
     "your own run: its timeline (dp and steps drawn when grading), bar by bar", ask="plot_my_run",
     case=lambda: (hidden_random().choice([2, 4, 8]), hidden_random().randint(1, 3)),
-    run=lambda dp, steps: train(TrainConfig(MODEL, strategy="dp", devices=dp, batch_size=16, steps=steps),
+    run=lambda dp, steps: train(TrainConfig(MODEL, strategy="dp", devices=dp, global_batch=16, steps=steps),
                                 device_model=SimpleDeviceModel(**CLOCK)).trace,
     draw=viz.timeline, what=lambda dp, steps: f"the data-parallel run with dp = {dp}, batch 16, {steps} steps (chosen when grading)",
-    hint="return viz.timeline(r.trace) of train(TrainConfig(MODEL, strategy='dp', devices=dp, batch_size=16, steps=steps), device_model=clock)")
+    hint="return viz.timeline(r.trace) of train(TrainConfig(MODEL, strategy='dp', devices=dp, global_batch=16, steps=steps), device_model=clock)")

@@ -93,7 +93,7 @@ def why_same_weights(shard_sizes: list[int]) -> tuple[str, float]:
 # %%
 def plot_my_run(dp: int, steps: int):
     """The matplotlib Figure of your data-parallel run's timeline."""
-    raise NotImplementedError("TODO: train(TrainConfig(MODEL, strategy=\"dp\", devices=dp, batch_size=16, steps=steps), device_model=clock)")
+    raise NotImplementedError("TODO: train(TrainConfig(MODEL, strategy=\"dp\", devices=dp, global_batch=16, steps=steps), device_model=clock)")
 
 
 # %%
@@ -105,5 +105,5 @@ if __name__ == "__main__":
     full = model.loss_and_grads(params, x, y)[1]
     mine = dp_gradients(model, params, x, y, 4)
     print("max difference:", max(np.abs(full[i][k] - mine[i][k]).max() for i in range(4) for k in full[i]))
-    result = train(TrainConfig(MODEL, strategy="dp", devices=4, batch_size=16))
+    result = train(TrainConfig(MODEL, strategy="dp", devices=4, global_batch=16))
     print("bytes per device:", result.bytes_sent_per_device, "predicted:", grad_bytes_per_device(model, 4))

@@ -23,7 +23,7 @@ FREE_COMM = SimpleDeviceModel(flops_per_s=1e9, memory_bandwidth_Bps=1e15, latenc
 
 def _run(layers, p):
     mlp = MLPConfig(in_dim=16, hidden=16, layers=layers, classes=16)
-    return train(TrainConfig(mlp, strategy="layer", devices=p, batch_size=16), device_model=FREE_COMM, check=False)
+    return train(TrainConfig(mlp, strategy="layer", devices=p, global_batch=16), device_model=FREE_COMM, check=False)
 
 
 def check_split(s):
@@ -52,7 +52,7 @@ def check_idle_measured(s):
 def check_speedup(s):
     "speedup(p) is within 10% of the measured single-device / layer-wise step time"
     mlp = MLPConfig(in_dim=16, hidden=16, layers=4, classes=16)
-    one = train(TrainConfig(mlp, strategy="single", batch_size=16), device_model=FREE_COMM, check=False)
+    one = train(TrainConfig(mlp, strategy="single", global_batch=16), device_model=FREE_COMM, check=False)
     return each_case([(2,), (4,)], lambda p: (
         one.trace.makespan_s / _run(4, p).trace.makespan_s, s.speedup(p), f"p={p}: does any forward or backward "
                                                                            "overlap?"), rtol=0.1)

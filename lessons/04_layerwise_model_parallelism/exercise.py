@@ -79,12 +79,12 @@ def why_no_speedup(p: int, t: float) -> tuple[str, float]:
 # %%
 def plot_my_run(layers: int, p: int):
     """(the matplotlib Figure of your layer-wise run's timeline, its idle share)."""
-    raise NotImplementedError("TODO: train(TrainConfig(MLPConfig(..., layers=layers, ...), strategy=\"layer\", devices=p, batch_size=16), device_model=FREE_COMM)")
+    raise NotImplementedError("TODO: train(TrainConfig(MLPConfig(..., layers=layers, ...), strategy=\"layer\", devices=p, global_batch=16), device_model=FREE_COMM)")
 
 
 # %%
 # %%
 if __name__ == "__main__":
-    r = train(TrainConfig(MODEL, strategy="layer", devices=4, batch_size=16), device_model=FREE_COMM)
+    r = train(TrainConfig(MODEL, strategy="layer", devices=4, global_batch=16), device_model=FREE_COMM)
     print(r.compiled.notes["stages"], "idle:", r.trace.bubble_fraction(), "predicted:", idle_fraction(4))
     print(simulate_schedule(make_schedule("gpipe", 4, 1)))

@@ -179,7 +179,7 @@ def check_measured(s):
     "bubble_fraction is within 0.03 of the bubble of a real pipelined step (train, free communication)"
     mlp = MLPConfig(in_dim=16, hidden=16, layers=4, classes=16)
     for m in (4, hidden_random().randint(5, 12)):   # the second drawn when grading (train is withheld)
-        r = train(TrainConfig(mlp, strategy="pp", devices=4, batch_size=4 * m, microbatches=m), device_model=FREE,
+        r = train(TrainConfig(mlp, strategy="pp", devices=4, global_batch=4 * m, microbatches=m), device_model=FREE,
                   check=False)
         measured = r.trace.bubble_fraction()
         got = s.bubble_fraction(4, m)

@@ -103,5 +103,5 @@ if __name__ == "__main__":
     print(format_schedule(mine) == format_schedule(make_schedule("1f1b", 4, 8)))
     free = SimpleDeviceModel(flops_per_s=1e9, memory_bandwidth_Bps=1e15, latency_s=0.0, bandwidth_Bps=1e30)
     mlp = MLPConfig(in_dim=16, hidden=16, layers=4, classes=16)
-    r = train(TrainConfig(mlp, strategy="pp", devices=4, batch_size=32, microbatches=8), device_model=free)
+    r = train(TrainConfig(mlp, strategy="pp", devices=4, global_batch=32, microbatches=8), device_model=free)
     print("measured bubble", r.trace.bubble_fraction(), "predicted", bubble_fraction(4, 8))

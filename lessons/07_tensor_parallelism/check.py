@@ -63,7 +63,7 @@ def check_mlp(s):
 
 def _tp_run(t, layers=2):
     g = GPTConfig(layers=layers, hidden=32, heads=4, seq_len=16, vocab=32)
-    return train(TrainConfig(g, strategy="tp", devices=t, tp=t, batch_size=4), check=False)
+    return train(TrainConfig(g, strategy="tp", devices=t, tp=t, global_batch=4), check=False)
 
 
 def check_allreduces_per_block(s):

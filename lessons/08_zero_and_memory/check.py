@@ -44,14 +44,14 @@ def check_comm(s):
     cases = [(strategy, stage, nd) for strategy, stage in [("dp", 0), ("zero1", 1), ("zero2", 2), ("zero3", 3)]
              for nd in (2, 4)]
     return each_case(cases, lambda strategy, stage, nd: (
-        train(TrainConfig(MLP, strategy=strategy, devices=nd, batch_size=16), check=False).bytes_sent_per_device[0],
+        train(TrainConfig(MLP, strategy=strategy, devices=nd, global_batch=16), check=False).bytes_sent_per_device[0],
         s.zero_comm_bytes_per_device(param_bytes, nd, stage), f"{strategy} on {nd} devices, {param_bytes} parameter "
                                                               "bytes"))
 
 
 def check_zero3_exact(s):
     "ZeRO-3 still trains the same weights as one device (and your memory shrinks by N_d)"
-    r = train(TrainConfig(MLP, strategy="zero3", devices=4, batch_size=16))
+    r = train(TrainConfig(MLP, strategy="zero3", devices=4, global_batch=16))
     ratio = s.zero_bytes_per_device(1e9, 1, 3) / s.zero_bytes_per_device(1e9, 4, 3)
     if r.max_rel_weight_diff_vs_single > 1e-9:
         return compare("< 1e-9", r.max_rel_weight_diff_vs_single, "parasim's ZeRO-3 disagrees with one device")
@@ -88,6 +88,6 @@ check_explanation = explanation_item(
 check_plot_of_your_run = own_plot_item(
     "your own run: ZeRO's memory over time (stage and devices drawn when grading), line by line", ask="plot_my_run",
     case=lambda: (hidden_random().randint(1, 3), hidden_random().choice([2, 4])),
-    run=lambda stage, nd: train(TrainConfig(MLP, strategy=f"zero{stage}", devices=nd, batch_size=16)).trace,
+    run=lambda stage, nd: train(TrainConfig(MLP, strategy=f"zero{stage}", devices=nd, global_batch=16)).trace,
     draw=viz.memory_over_time, what=lambda stage, nd: f"the ZeRO-{stage} run on {nd} devices, batch 16 (chosen when grading)",
     hint="return viz.memory_over_time(r.trace) of that run")

@@ -51,8 +51,8 @@ LESSON = {
 }
 
 GPT = GPTConfig(layers=2, hidden=8, heads=2, seq_len=4, vocab=8)
-DP2 = TrainConfig(GPT, strategy="dp", devices=2, batch_size=4, steps=4)
-DP4 = TrainConfig(GPT, strategy="dp", devices=4, batch_size=4, steps=5)
+DP2 = TrainConfig(GPT, strategy="dp", devices=2, global_batch=4, steps=4)
+DP4 = TrainConfig(GPT, strategy="dp", devices=4, global_batch=4, steps=5)
 # (faults, checkpoint_every, replicas): kill early in the step, before any weight update
 CASES = [(DP2, "kill:1@3#10", 2, False), (DP2, "kill:0@2#10", 2, False), (DP4, "kill:1@4#10", 3, False),
          (DP2, "kill:1@2#10", 0, True), (DP4, "kill:3@4", 2, True)]
@@ -76,7 +76,7 @@ def check_steps_replayed(s):
 def check_weight_difference(s):
     "max_weight_difference: 0.0 between a recovered and a fault-free run, exact max |a - b| otherwise"
     clean = train_resilient(DP2, check=False)
-    other = train_resilient(TrainConfig(GPT, strategy="dp", devices=2, batch_size=4, steps=4, seed=1), check=False)
+    other = train_resilient(TrainConfig(GPT, strategy="dp", devices=2, global_batch=4, steps=4, seed=1), check=False)
     want = max(float(np.max(np.abs(a[n] - b[n]))) for a, b in zip(clean.train.params, other.train.params) for n in a)
     got = s.max_weight_difference(clean.train.params, other.train.params)
     if not isinstance(got, (float, int, np.floating)) or not math.isclose(got, want, rel_tol=1e-12):
@@ -93,8 +93,8 @@ def check_resume_elsewhere(s):
     "resume_elsewhere: 4-device dp checkpoint -> pp=2 x dp=2 and -> zero2 on 2; the run goes on unchanged"
     with shared_folder() as tmp:  # the submission writes its converted checkpoint here
         full = train_resilient(DP4, checkpoint_every=3, checkpoint_dir=f"{tmp}/dp4", check=False)
-        targets = [TrainConfig(GPT, strategy="pp", devices=4, pp=2, dp=2, microbatches=2, batch_size=4, steps=5),
-                   TrainConfig(GPT, strategy="zero2", devices=2, batch_size=4, steps=5)]
+        targets = [TrainConfig(GPT, strategy="pp", devices=4, pp=2, dp=2, microbatches=2, global_batch=4, steps=5),
+                   TrainConfig(GPT, strategy="zero2", devices=2, global_batch=4, steps=5)]
         for k, target in enumerate(targets):
             r = s.resume_elsewhere(f"{tmp}/dp4/step_00000003", target, f"{tmp}/out{k}")
             if r is None or not hasattr(r, "train"):

@@ -128,15 +128,15 @@ def check_real_run(s):
     run = s.run_in_sandbox("train", cfg)
     if not run["max_rel_weight_diff_vs_single"] < 1e-9:
         return expect(False, "max_rel_weight_diff_vs_single < 1e-9", run["max_rel_weight_diff_vs_single"])
-    sent = want.steps * cp * attention_bytes_per_step(want.model, want.model.layers, want.microbatch_size, want.m, cp)
+    sent = want.steps * cp * attention_bytes_per_step(want.model, want.model.layers, want.micro_batch_size, want.m, cp)
     return compare(sent, run["bytes_by_collective"].get("send", 0),
-                   f"strategy='cp', cp={cp}, cp_kind='ring': the ring's Send bytes over all steps and devices")
+                   f"strategy='cp', cp={cp}, cp_comm_type='p2p': the ring's Send bytes over all steps and devices")
 
 
 def _ring_sent(cp: int, steps: int, batch: int) -> float:
     """The ring's Send bytes of part 5's model on cp devices, `steps` steps of one micro-batch of `batch`."""
     cfg = TrainConfig(EXERCISE_GPT, strategy="cp", devices=cp, cp=cp, cp_comm_type="p2p", global_batch=batch, steps=steps)
-    return float(steps * cp * attention_bytes_per_step(EXERCISE_GPT, EXERCISE_GPT.layers, cfg.microbatch_size, cfg.m, cp))
+    return float(steps * cp * attention_bytes_per_step(EXERCISE_GPT, EXERCISE_GPT.layers, cfg.micro_batch_size, cfg.m, cp))
 
 
 check_prediction = prediction_item(

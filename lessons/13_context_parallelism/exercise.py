@@ -71,9 +71,9 @@ def ring_bytes_per_step(layers: int, microbatch: int, microbatches: int, seq_len
 # Train a tiny GPT with its sequence split c ways and compare with one device.
 
 # %%
-def train_context_parallel(cp: int, kind: str = "ring"):
+def train_context_parallel(cp: int, kind: str = "p2p"):
     """Two steps of GPTConfig(2, 16, 4, 16, 32), batch 4, strategy "cp" on cp devices; the TrainResult."""
-    raise NotImplementedError("TODO: TrainConfig(..., strategy='cp', devices=cp, cp=cp, cp_kind=kind)")
+    raise NotImplementedError("TODO: TrainConfig(..., strategy='cp', devices=cp, cp=cp, cp_comm_type=kind)")
 
 # %% [markdown]
 # ## 6. Predict, explain, then look at your own run
