@@ -58,7 +58,7 @@ def main() -> None:
     model = GPTConfig(layers=4, hidden=256, heads=4, seq_len=64, vocab=256)
     print("run                                   predicted    measured   ratio")
     for strategy, n, extra in RUNS:
-        cfg = TrainConfig(model, strategy=strategy, devices=n, batch_size=16, steps=args.steps, **extra)
+        cfg = TrainConfig(model, strategy=strategy, devices=n, global_batch=16, steps=args.steps, **extra)
         dm = HardwareDeviceModel(hw, n, dtype="fp64")
         res = min((train(cfg, device_model=dm, check=False) for _ in range(args.repeats)), key=lambda r: r.wall_time_s)
         pm = predicted_vs_measured(res)

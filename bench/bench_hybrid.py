@@ -61,7 +61,7 @@ def main(argv=None) -> int:
         a.layers, a.hidden, a.heads, a.seq, a.vocab = 2, 32, 4, 16, 64
     model = GPTConfig(layers=a.layers, hidden=a.hidden, heads=a.heads, seq_len=a.seq, vocab=a.vocab)
     cfg = TrainConfig(model, strategy=a.strategy, devices=8, dp=2, tp=2, pp=2, microbatches=a.microbatches,
-                      batch_size=a.batch, steps=a.reps).resolved()
+                      global_batch=a.batch, steps=a.reps).resolved()
     compiled = compile_strategy(cfg)
     t0 = time.perf_counter()
     runtimes = {"local": make_runtime("local", 8), "ray": make_runtime("ray", 8, address=a.address)}

@@ -41,7 +41,7 @@ def main() -> None:
                     help="also run Ray with every chunk through the object store (shared_memory=False, as before issue 18)")
     args = ap.parse_args()
     gpt = GPTConfig(layers=4, hidden=args.hidden, heads=8, seq_len=128, vocab=256)
-    single = TrainConfig(gpt, strategy="single", devices=1, batch_size=32).resolved()
+    single = TrainConfig(gpt, strategy="single", devices=1, global_batch=32).resolved()
     dp = replace(single, strategy="dp", devices=4, dp=4).resolved()
 
     local = make_runtime("local", 1)

@@ -98,3 +98,34 @@ def test_old_checkpoint_spellings_are_read_not_dropped():
         warnings.simplefilter("ignore", DeprecationWarning)
         assert config_from_json(old) == cfg == config_from_json(d)
     assert replace(cfg, zero_stage=1).zero_stage == 1
+
+
+def test_no_door_a_learner_reads_spells_a_configuration_the_old_way():
+    """The app, the lessons (exercises, solutions, checks, READMEs), the docs and the library build
+    TrainConfig / ParallelConfig with the vocabulary's names only: the older spellings are accepted
+    from users (with a DeprecationWarning), never taught."""
+    import ast
+    import re
+
+    from simulator.vocabulary import ALIASES
+
+    root = Path(__file__).resolve().parent.parent
+    calls = ("TrainConfig", "ParallelConfig")
+    found = []
+    for folder in ("app", "lessons", "instructor", "simulator", "docs", "bench"):
+        for path in sorted((root / folder).rglob("*.py")):
+            if path.name == "vocabulary.py":
+                continue
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", None)) in calls:
+                    found += [f"{path.relative_to(root)}:{node.lineno} {k.arg}=" for k in node.keywords if k.arg in ALIASES]
+    spelled = re.compile(r"\b(?:%s)\(([^)]*)" % "|".join(calls))
+    for path in [root / "README.md", *sorted((root / "docs").rglob("*.md")), *sorted((root / "lessons").rglob("*.md"))]:
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            inner = re.compile(r"\b(?!(?:%s)\()\w+\([^()]*\)" % "|".join(calls))   # a model's own fields
+            while inner.search(line):
+                line = inner.sub("", line)
+            for args in spelled.findall(line):
+                found += [f"{path.relative_to(root)}:{n} {a}=" for a in re.findall(r"\b(\w+)=", args) if a in ALIASES]
+    assert found == [], found
+    assert "batch_size" in ALIASES and "cp_kind" in ALIASES     # what the scan looks for
