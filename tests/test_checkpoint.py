@@ -26,8 +26,8 @@ from simulator.runtime.local import LocalRuntime
 from simulator.training import gather_params
 
 MLP = MLPConfig(in_dim=6, hidden=8, layers=4, classes=3)
-BIG = TrainConfig(MLP, strategy="pp", devices=8, dp=4, pp=2, microbatches=2, batch_size=16, steps=4)
-SMALL = TrainConfig(MLP, strategy="pp", devices=4, dp=2, pp=2, microbatches=2, batch_size=16, steps=4)
+BIG = TrainConfig(MLP, strategy="pp", devices=8, dp=4, pp=2, microbatches=2, global_batch=16, steps=4)
+SMALL = TrainConfig(MLP, strategy="pp", devices=4, dp=2, pp=2, microbatches=2, global_batch=16, steps=4)
 
 
 def _trained(cfg, root, every=2):
@@ -80,8 +80,8 @@ def test_reshard_8_devices_to_4_identical_weights(tmp_path):
     (dict(strategy="layer", devices=4), dict(strategy="single", devices=1)),
 ])
 def test_convert_between_strategies(tmp_path, src, dst):
-    a = TrainConfig(MLP, batch_size=8, steps=3, **src)
-    b = TrainConfig(MLP, batch_size=8, steps=3, **dst)
+    a = TrainConfig(MLP, global_batch=8, steps=3, **src)
+    b = TrainConfig(MLP, global_batch=8, steps=3, **dst)
     _trained(a, tmp_path / "a")
     path = convert_checkpoint(tmp_path / "a", tmp_path / "b", b.resolved())
     src_ck, dst_ck = Checkpoint.open(tmp_path / "a"), Checkpoint.open(path)
@@ -97,7 +97,7 @@ def test_tensor_parallel_checkpoint_resumes_on_a_pipeline(tmp_path):
     cfg = TrainConfig(GPTConfig(layers=2, hidden=8, heads=4, seq_len=4, vocab=8), strategy="hybrid", devices=8,
                       tp=4, dp=2, pp=1, batch_size=4, steps=3)
     _trained(cfg, tmp_path / "tp")
-    target = TrainConfig(cfg.model, strategy="pp", devices=4, dp=2, pp=2, batch_size=4, steps=3)
+    target = TrainConfig(cfg.model, strategy="pp", devices=4, dp=2, pp=2, global_batch=4, steps=3)
     path = convert_checkpoint(tmp_path / "tp", tmp_path / "pp", target.resolved())
     src, dst = Checkpoint.open(tmp_path / "tp"), Checkpoint.open(path)
     assert "tensor-parallel" in src.record["tensors"]["param/1/w_qkv"]["layout"]
@@ -107,7 +107,7 @@ def test_tensor_parallel_checkpoint_resumes_on_a_pipeline(tmp_path):
 
 
 def test_crash_mid_save_keeps_last_good_checkpoint(tmp_path):
-    cfg = TrainConfig(MLP, strategy="dp", devices=2, batch_size=8, steps=3)
+    cfg = TrainConfig(MLP, strategy="dp", devices=2, global_batch=8, steps=3)
     compiled = compile_strategy(cfg.resolved())
     rt = LocalRuntime(2)
     rt.load(compiled.initial)
@@ -142,7 +142,7 @@ def test_crash_mid_save_keeps_last_good_checkpoint(tmp_path):
 
 
 def test_disagreeing_replicas_and_wrong_model_are_refused(tmp_path):
-    cfg = TrainConfig(MLP, strategy="dp", devices=2, batch_size=8, steps=1)
+    cfg = TrainConfig(MLP, strategy="dp", devices=2, global_batch=8, steps=1)
     compiled = compile_strategy(cfg.resolved())
     rt = LocalRuntime(2)
     rt.load(compiled.initial)
@@ -150,7 +150,7 @@ def test_disagreeing_replicas_and_wrong_model_are_refused(tmp_path):
     save_checkpoint(rt, compiled, 0, tmp_path)
     with pytest.raises(ParasimError, match="shards of param/0/b disagree"):
         Checkpoint.open(tmp_path).array("param/0/b")
-    other = TrainConfig(MLPConfig(in_dim=5, hidden=8, layers=4, classes=3), strategy="dp", devices=2, batch_size=8)
+    other = TrainConfig(MLPConfig(in_dim=5, hidden=8, layers=4, classes=3), strategy="dp", devices=2, global_batch=8)
     with pytest.raises(ParasimError, match="does not fit this model"):
         Checkpoint.open(tmp_path).shards_for(compile_strategy(other.resolved()))
     with pytest.raises(ParasimError, match="no checkpoint at"):

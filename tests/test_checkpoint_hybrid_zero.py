@@ -19,7 +19,7 @@ GPT = GPTConfig(layers=2, hidden=8, heads=2, seq_len=4, vocab=8)
 
 
 def _cfg(zero, pp=1):
-    return TrainConfig(GPT, strategy="hybrid", devices=4 * pp, dp=2, tp=2, pp=pp, zero=zero,
+    return TrainConfig(GPT, strategy="hybrid", devices=4 * pp, dp=2, tp=2, pp=pp, zero_stage=zero,
                        microbatches=2, batch_size=4, steps=3)
 
 
@@ -48,7 +48,7 @@ def test_hybrid_zero_checkpoint_resumes_bit_identically(tmp_path, zero, pp):
      dict(devices=4, dp=4, ep=2, zero=3)),  # expert rows in flat pieces over the expert-data ranks
 ])
 def test_zero_over_context_and_expert_groups_resumes(tmp_path, model, kw):
-    cfg = TrainConfig(model, strategy="hybrid", batch_size=4, steps=2, **kw)
+    cfg = TrainConfig(model, strategy="hybrid", global_batch=4, steps=2, **kw)
     full = train_resilient(cfg, checkpoint_every=1, checkpoint_dir=tmp_path)
     resumed = train_resilient(cfg, resume_from=tmp_path / "step_00000001")
     assert identical(resumed.train.params, full.train.params)
@@ -66,7 +66,7 @@ def test_stage3_records_the_parameter_shards_under_their_own_names():
 def test_hybrid_zero3_checkpoint_converts_to_one_device(tmp_path):
     cfg = _cfg(3)
     _ = train_resilient(cfg, checkpoint_every=3, checkpoint_dir=tmp_path / "a")
-    one = TrainConfig(GPT, strategy="single", devices=1, batch_size=4, steps=3)
+    one = TrainConfig(GPT, strategy="single", devices=1, global_batch=4, steps=3)
     path = convert_checkpoint(tmp_path / "a", tmp_path / "b", one.resolved())
     src, dst = Checkpoint.open(tmp_path / "a"), Checkpoint.open(path)
     for name in state_shapes(cfg):

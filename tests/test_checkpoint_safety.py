@@ -21,7 +21,7 @@ from simulator.parallel.strategies import compile_strategy
 from simulator.runtime.local import LocalRuntime
 
 MLP = MLPConfig(in_dim=6, hidden=8, layers=2, classes=3)
-CFG = TrainConfig(MLP, strategy="dp", devices=2, batch_size=8, steps=2).resolved()
+CFG = TrainConfig(MLP, strategy="dp", devices=2, global_batch=8, steps=2).resolved()
 CLI_MLP = ["train", "--model", "mlp", "--in-dim", "6", "--hidden", "8", "--layers", "2", "--classes", "3",
            "--strategy", "dp", "--devices", "2", "--json"]
 
@@ -236,7 +236,7 @@ def test_keep_last_prunes_old_checkpoints(tmp_path, capsys):
 
 def test_moe_expert_parallel_checkpoints_are_readable_convertible_resumable(tmp_path, capsys):
     moe = MoEGPTConfig(layers=2, hidden=8, heads=2, seq_len=4, vocab=8, experts=4, top_k=1)
-    cfg = TrainConfig(moe, strategy="ep", devices=2, ep=2, batch_size=4, steps=3)
+    cfg = TrainConfig(moe, strategy="ep", devices=2, ep=2, global_batch=4, steps=3)
     r = train_resilient(cfg, checkpoint_every=1, checkpoint_dir=tmp_path / "ep",
                         faults=__import__("simulator.faults", fromlist=["parse_faults"]).parse_faults("1@2"))
     assert r.faults_recovered == 1 and r.train.check_failure() is None
@@ -245,8 +245,8 @@ def test_moe_expert_parallel_checkpoints_are_readable_convertible_resumable(tmp_
     assert shown["strategy"] == "ep" and any("blocks" in t["layout"] for t in shown["tensors"].values())
     assert main(["checkpoint", "convert", str(tmp_path / "ep"), str(tmp_path / "dp"), "--to-strategy", "dp",
                  "--devices", "2"]) == 0
-    for target in (TrainConfig(moe, strategy="dp", devices=2, batch_size=4, steps=4),
-                   TrainConfig(moe, strategy="ep", devices=4, ep=2, batch_size=4, steps=4)):
+    for target in (TrainConfig(moe, strategy="dp", devices=2, global_batch=4, steps=4),
+                   TrainConfig(moe, strategy="ep", devices=4, ep=2, global_batch=4, steps=4)):
         src = tmp_path / ("dp" if target.strategy == "dp" else "ep")
         resumed = train_resilient(target, resume_from=src)
         assert resumed.train.check_failure() is None and len(resumed.train.losses) == 1

@@ -45,13 +45,13 @@ def test_bubbles_side_by_side_with_the_report_formulas(t, p):
                                 dict(strategy="pp", devices=8, pp=4, dp=2, microbatches=8),
                                 dict(strategy="hybrid", devices=8, pp=2, cp=2, tp=2, microbatches=4)])
 def test_dualpipe_trains_like_one_device(kw):
-    r = train(TrainConfig(GPT, schedule="dualpipe", batch_size=16, steps=2, **kw))
+    r = train(TrainConfig(GPT, schedule="dualpipe", global_batch=16, steps=2, **kw))
     assert r.max_rel_weight_diff_vs_single < 1e-9
     assert r.to_dict()["schedule"] == "dualpipe"
 
 
 def test_dualpipe_on_the_clock_beats_1f1b_and_zb_h1_and_keeps_two_parameter_copies():
-    runs = {s: train(TrainConfig(GPT, strategy="pp", devices=4, schedule=s, microbatches=8, batch_size=16))
+    runs = {s: train(TrainConfig(GPT, strategy="pp", devices=4, schedule=s, microbatches=8, global_batch=16))
             for s in ("1f1b", "zb-h1", "dualpipe")}
     bubble = {s: r.trace.bubble_fraction() for s, r in runs.items()}
     assert bubble["dualpipe"] < bubble["zb-h1"] < bubble["1f1b"]
@@ -66,5 +66,5 @@ def test_dualpipe_on_the_clock_beats_1f1b_and_zb_h1_and_keeps_two_parameter_copi
                                         (dict(devices=4, pp=4, microbatches=4), "m = 4 with p = 4")])
 def test_bad_dualpipe_refused_in_one_line(kw, message):
     with pytest.raises(ParasimError, match=message) as e:
-        train(TrainConfig(GPT, strategy="pp", schedule="dualpipe", batch_size=12, **kw))
+        train(TrainConfig(GPT, strategy="pp", schedule="dualpipe", global_batch=12, **kw))
     assert "\n" not in str(e.value)

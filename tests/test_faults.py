@@ -17,8 +17,8 @@ from simulator.runtime.local import LocalRuntime
 
 tally = tally_fixture("test_faults")
 MLP = MLPConfig(in_dim=6, hidden=8, layers=4, classes=3)
-PP = TrainConfig(MLP, strategy="pp", devices=4, dp=2, microbatches=2, batch_size=8, steps=4)
-DP = TrainConfig(MLP, strategy="dp", devices=3, batch_size=6, steps=4)
+PP = TrainConfig(MLP, strategy="pp", devices=4, dp=2, microbatches=2, global_batch=8, steps=4)
+DP = TrainConfig(MLP, strategy="dp", devices=3, global_batch=6, steps=4)
 
 
 def test_parse_faults_and_refusals():
@@ -55,7 +55,7 @@ def test_kill_at_instruction_is_detected_and_named():
 
 
 def test_without_checkpoint_or_replica_recovery_is_refused():
-    cfg = TrainConfig(MLP, strategy="zero3", devices=2, batch_size=8, steps=3)
+    cfg = TrainConfig(MLP, strategy="zero3", devices=2, global_batch=8, steps=3)
     with pytest.raises(ParasimError, match="no checkpoint .* no surviving replica holds the lost state of device"):
         train_resilient(cfg, faults=(Fault(1, 1),))
 
@@ -81,7 +81,7 @@ def test_recovery_from_checkpoint_replays_exactly(tally, spec, every, replays):
 
 
 def test_zero_recovers_from_checkpoint(tally):
-    cfg = TrainConfig(MLP, strategy="zero2", devices=2, batch_size=8, steps=3)
+    cfg = TrainConfig(MLP, strategy="zero2", devices=2, global_batch=8, steps=3)
     r = tally.check(train_resilient(cfg, faults=parse_faults("kill:1@2#5"), checkpoint_every=1))
     assert r.recoveries[0]["from"] == "checkpoint" and r.recoveries[0]["resume_step"] == 2
 

@@ -184,7 +184,7 @@ def test_train_config(strategy, devices, dp, pp, tp, batch, m, schedule, lr, gpt
     model = GPTConfig(layers=2, hidden=8, heads=2, seq_len=4, vocab=8) if gpt else MLPConfig(4, 4, 2, 2)
     with _alarm():
         try:
-            cfg = TrainConfig(model, strategy=strategy, devices=devices, dp=dp, pp=pp, tp=tp, batch_size=batch,
+            cfg = TrainConfig(model, strategy=strategy, devices=devices, dp=dp, pp=pp, tp=tp, global_batch=batch,
                               microbatches=m, schedule=schedule, lr=lr).resolved()
         except ParasimError as e:
             assert "\n" not in str(e)

@@ -60,7 +60,7 @@ def test_expert_groups_carved_from_data_x_context_in_megatron_order():
     assert g["cp"] == [(0, 2), (1, 3), (4, 6), (5, 7)] and g["dp"] == [(0, 4), (1, 5), (2, 6), (3, 7)]
     assert g["ep"] == [(0, 2), (1, 3), (4, 6), (5, 7)] and g["edp"] == [(0, 4), (1, 5), (2, 6), (3, 7)]
     assert repr(DeviceMesh.megatron_experts(tp=2, cp=2, ep=4, dp=2)) == "Mesh(pp=1, edp=1, ep=4, tp=2)"
-    r = train(TrainConfig(MOE, strategy="hybrid", devices=8, dp=2, cp=2, tp=2, ep=2, batch_size=4, steps=1))
+    r = train(TrainConfig(MOE, strategy="hybrid", devices=8, dp=2, cp=2, tp=2, ep=2, global_batch=4, steps=1))
     code = r.compiled.program.code
     a2a = {i.group for c in code for i in c if isinstance(i, Collective) and "/ep_" in i.tag}  # block_lane.expert_parallel
     assert a2a == set(g["ep"])
@@ -75,7 +75,7 @@ def test_expert_groups_carved_from_data_x_context_in_megatron_order():
 
 @pytest.mark.parametrize("dp,cp,ep,kind", [(4, 1, 4, "ring"), (2, 2, 2, "ring"), (1, 4, 2, "all-to-all")])
 def test_bytes_per_step_match_the_formula(dp, cp, ep, kind):
-    cfg = TrainConfig(MOE, strategy="hybrid", devices=dp * cp, dp=dp, cp=cp, ep=ep, cp_kind=kind, batch_size=4,
+    cfg = TrainConfig(MOE, strategy="hybrid", devices=dp * cp, dp=dp, cp=cp, ep=ep, cp_kind=kind, global_batch=4,
                       microbatches=1, steps=1).resolved()
     got = train(cfg).trace.bytes_by_collective()
     want = expert_bytes_per_step(MOE, cfg.microbatch_size, cfg.m, ep, cp)

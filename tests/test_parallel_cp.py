@@ -27,7 +27,7 @@ def test_context_parallel_equals_one_device(kind, kw):
 
 
 def test_gradients_summed_not_averaged_also_match():
-    r = train(TrainConfig(GPT, strategy="cp", devices=4, cp=2, dp=2, batch_size=4, steps=2, gradients_mean=False))
+    r = train(TrainConfig(GPT, strategy="cp", devices=4, cp=2, dp=2, global_batch=4, steps=2, gradients_mean=False))
     assert r.max_rel_weight_diff_vs_single < 1e-9
 
 
@@ -59,7 +59,7 @@ def test_online_softmax_over_blocks_equals_softmax_attention():
 @pytest.mark.parametrize("kind,kinds", [("ring", {"send"}), ("all-to-all", {"all_to_all"})])
 def test_bytes_per_step_match_the_formula(kind, kinds):
     cp, m = 4, 2
-    r = train(TrainConfig(GPT, strategy="cp", devices=cp, cp=cp, cp_kind=kind, batch_size=4, microbatches=m, steps=1))
+    r = train(TrainConfig(GPT, strategy="cp", devices=cp, cp=cp, cp_kind=kind, global_batch=4, microbatches=m, steps=1))
     got = {k: v for k, v in r.trace.bytes_by_collective().items() if k != "all_reduce"}
     assert set(got) == kinds
     per_rank = attention_bytes_per_step(GPT, GPT.layers, 4 // m, m, cp, kind)
@@ -73,7 +73,7 @@ def test_bytes_per_step_match_the_formula(kind, kinds):
 
 @pytest.mark.parametrize("kind", ["ring", "all-to-all"])
 def test_activation_memory_shrinks_as_one_over_cp(kind):
-    peaks = {cp: _act_peak(train(TrainConfig(GPT, strategy="cp", devices=cp, cp=cp, cp_kind=kind, batch_size=4)))
+    peaks = {cp: _act_peak(train(TrainConfig(GPT, strategy="cp", devices=cp, cp=cp, cp_kind=kind, global_batch=4)))
              for cp in (1, 2, 4)}
     formula = {cp: GPT.layers * block_activation_bytes(GPT, 4, cp, kind) for cp in peaks}
     for cp in (2, 4):
@@ -100,7 +100,7 @@ def test_bad_combinations_are_refused_in_one_line(kw, message):
 def test_zero_bubble_schedules_split_the_context_parallel_backward(kind, schedule):
     """B (input gradients, with the ring's K/V and dK/dV hops or Ulysses' all-to-alls) runs at once;
     W (the weight gradients of the projections, MLP, layer norms and embedding) is deferred."""
-    cfg = TrainConfig(GPT, strategy="cp", devices=4, cp=2, pp=2, cp_kind=kind, schedule=schedule, batch_size=4,
+    cfg = TrainConfig(GPT, strategy="cp", devices=4, cp=2, pp=2, cp_kind=kind, schedule=schedule, global_batch=4,
                       microbatches=4, steps=2)
     r = train(cfg)
     assert r.max_rel_weight_diff_vs_single < 1e-9
@@ -117,7 +117,7 @@ def test_zero_bubble_schedules_split_the_context_parallel_backward(kind, schedul
 @pytest.mark.ray
 @pytest.mark.parametrize("kind", ["ring", "all-to-all"])
 def test_context_parallel_on_ray_equals_one_device_and_the_local_runtime(ray_runtime, kind):
-    cfg = TrainConfig(GPT, strategy="cp", devices=8, cp=4, dp=2, cp_kind=kind, batch_size=4, steps=2)
+    cfg = TrainConfig(GPT, strategy="cp", devices=8, cp=4, dp=2, cp_kind=kind, global_batch=4, steps=2)
     on_ray = train(cfg, runtime=ray_runtime)
     assert on_ray.max_rel_weight_diff_vs_single < 1e-9
     assert on_ray.losses == train(cfg).losses
@@ -137,7 +137,7 @@ def test_megatron_rank_order_tensor_fastest_then_context_then_data_then_pipeline
 @pytest.mark.parametrize("kw", [dict(devices=4, cp=2, tp=2), dict(devices=16, dp=2, cp=2, tp=2, pp=2, microbatches=2)])
 def test_hybrid_with_context_axis_equals_one_device(kind, kw):
     g = GPTConfig(layers=2, hidden=16, heads=4, seq_len=8, vocab=16)
-    r = train(TrainConfig(g, strategy="hybrid", cp_kind=kind, batch_size=4, steps=2, **kw))
+    r = train(TrainConfig(g, strategy="hybrid", cp_kind=kind, global_batch=4, steps=2, **kw))
     assert r.max_rel_weight_diff_vs_single < 1e-9
     assert r.compiled.mesh.axes == {"pp": kw.get("pp", 1), "dp": kw.get("dp", 1), "ep": 1, "cp": 2, "tp": 2}
     kinds = set(r.trace.bytes_by_collective())

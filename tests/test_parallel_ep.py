@@ -84,14 +84,14 @@ def test_capacity_drops_later_positions_and_second_choices_fill_after_first():
 @pytest.mark.parametrize("devices,ep,k,mb,experts", [(2, 2, 1, 1, 4), (4, 2, 2, 2, 4), (4, 4, 2, 1, 4),
                                                     (3, 3, 1, 1, 6), (2, 1, 2, 1, 4)])
 def test_expert_parallel_equals_single_device(devices, ep, k, mb, experts):
-    r = train(TrainConfig(moe(top_k=k, experts=experts), strategy="ep", devices=devices, ep=ep, batch_size=24,
+    r = train(TrainConfig(moe(top_k=k, experts=experts), strategy="ep", devices=devices, ep=ep, global_batch=24,
                           microbatches=mb, steps=3))
     assert r.max_rel_weight_diff_vs_single < 1e-9
     np.testing.assert_allclose(r.losses, r.reference_losses, rtol=1e-9)
 
 
 def test_expert_parallel_with_summed_gradients_and_sgd():
-    cfg = TrainConfig(moe(top_k=2), strategy="ep", devices=4, ep=2, batch_size=8, steps=2, optimizer="sgd",
+    cfg = TrainConfig(moe(top_k=2), strategy="ep", devices=4, ep=2, global_batch=8, steps=2, optimizer="sgd",
                       gradients_mean=False)
     assert train(cfg).max_rel_weight_diff_vs_single < 1e-9
 
@@ -99,7 +99,7 @@ def test_expert_parallel_with_summed_gradients_and_sgd():
 def test_routing_counts_equal_the_single_device_reference():
     """Distributed routing counts (summed over ranks and steps) equal those of the reference model
     trained on one device with the same data: the same tokens went to the same experts."""
-    cfg = TrainConfig(moe(top_k=2), strategy="ep", devices=4, ep=4, batch_size=8, steps=3).resolved()
+    cfg = TrainConfig(moe(top_k=2), strategy="ep", devices=4, ep=4, global_batch=8, steps=3).resolved()
     r = train(cfg)
     model = build_model(cfg.model)
     params, opt = model.init_params(cfg.seed), make_optimizer(cfg)
@@ -127,7 +127,7 @@ def test_routing_counts_equal_the_single_device_reference():
 def test_all_to_all_bytes(ep):
     """Per MoE block and micro-batch, four AllToAlls (dispatch, combine, and both backward) of the
     (E, b C, h) buffer; each device sends (ep - 1)/ep of it."""
-    cfg = TrainConfig(moe(), strategy="ep", devices=4, ep=ep, batch_size=8, microbatches=2, steps=1).resolved()
+    cfg = TrainConfig(moe(), strategy="ep", devices=4, ep=ep, global_batch=8, microbatches=2, steps=1).resolved()
     r = train(cfg)
     blk = build_model(cfg.model).layers[1]
     buffer = 8 * blk.experts * cfg.microbatch_size * blk.capacity * blk.hidden
@@ -138,7 +138,7 @@ def test_all_to_all_bytes(ep):
 def test_each_rank_holds_its_share_of_the_experts():
     from simulator.parallel.strategies import compile_strategy
 
-    c = compile_strategy(TrainConfig(moe(experts=4), strategy="ep", devices=4, ep=2, batch_size=8))
+    c = compile_strategy(TrainConfig(moe(experts=4), strategy="ep", devices=4, ep=2, global_batch=8))
     full = build_model(c.config.model).init_params(0)[1]["w_fc"]
     for r in range(4):
         np.testing.assert_array_equal(c.initial[r]["param/1/w_fc"], full[2 * (r % 2):2 * (r % 2) + 2])
@@ -149,7 +149,7 @@ def test_errors_name_the_rule():
     with pytest.raises(ParasimError, match="mixture-of-experts"):
         train(TrainConfig(GPTConfig(layers=1, hidden=8, heads=2, seq_len=4, vocab=8), strategy="ep", devices=2, ep=2))
     with pytest.raises(ParasimError, match="ep=3 must divide"):
-        train(TrainConfig(moe(experts=4), strategy="ep", devices=3, ep=3, batch_size=6))
+        train(TrainConfig(moe(experts=4), strategy="ep", devices=3, ep=3, global_batch=6))
     with pytest.raises(ParasimError, match="top_k"):
         moe(top_k=3)
 
@@ -174,8 +174,8 @@ def test_cli_train_ep(capsys):
 
 @pytest.mark.ray
 def test_ep_and_zero3_on_ray_equal_one_device_and_the_local_runtime(ray_runtime):
-    for cfg in (TrainConfig(moe(layers=1, top_k=2), strategy="ep", devices=8, ep=4, batch_size=8, steps=1),
-                TrainConfig(moe(layers=1), strategy="zero3", devices=8, batch_size=8, steps=1)):
+    for cfg in (TrainConfig(moe(layers=1, top_k=2), strategy="ep", devices=8, ep=4, global_batch=8, steps=1),
+                TrainConfig(moe(layers=1), strategy="zero3", devices=8, global_batch=8, steps=1)):
         on_ray = train(cfg, runtime=ray_runtime)
         local = train(cfg)
         assert on_ray.max_rel_weight_diff_vs_single < 1e-9

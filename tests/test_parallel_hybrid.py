@@ -25,7 +25,7 @@ CASES = [
 @pytest.mark.parametrize("strategy,kw", CASES, ids=[f"{s}-{i}" for i, (s, _) in enumerate(CASES)])
 def test_every_combination_equals_one_device(strategy, kw):
     kw = dict(kw)
-    r = train(TrainConfig(GPT, strategy=strategy, batch_size=kw.pop("batch_size", 8), steps=3, **kw))
+    r = train(TrainConfig(GPT, strategy=strategy, global_batch=kw.pop("batch_size", 8), steps=3, **kw))
     assert r.config.dp * r.config.tp * r.config.pp == r.config.devices
     assert r.max_rel_weight_diff_vs_single < 1e-9
     assert r.losses == pytest.approx(r.reference_losses, rel=1e-9)
@@ -33,7 +33,7 @@ def test_every_combination_equals_one_device(strategy, kw):
 
 def test_hybrid_without_tensor_axis_is_data_x_pipeline_for_any_model():
     mlp = MLPConfig(in_dim=8, hidden=16, layers=4, classes=4)
-    r = train(TrainConfig(mlp, strategy="hybrid", devices=4, dp=2, pp=2, microbatches=2, batch_size=8, steps=2))
+    r = train(TrainConfig(mlp, strategy="hybrid", devices=4, dp=2, pp=2, microbatches=2, global_batch=8, steps=2))
     assert r.config.tp == 1 and r.max_rel_weight_diff_vs_single < 1e-9
 
 
@@ -45,7 +45,7 @@ def test_mesh_order_tensor_fastest_then_data_then_pipeline():
 
 
 def test_each_axis_communicates_on_its_own_groups():
-    cfg = TrainConfig(GPT, strategy="hybrid", devices=8, dp=2, tp=2, pp=2, microbatches=2, batch_size=8, steps=1)
+    cfg = TrainConfig(GPT, strategy="hybrid", devices=8, dp=2, tp=2, pp=2, microbatches=2, global_batch=8, steps=1)
     r = train(cfg)
     groups = axis_groups(cfg)
     prog = r.compiled.program
@@ -110,4 +110,4 @@ def test_zero1_over_the_data_axis_shards_optimizer_state_and_keeps_the_math(kw):
 
 def test_zero_stages_2_and_3_are_refused_with_pipelines():
     with pytest.raises(Exception, match="stage 1 \\(the distributed optimizer\\)"):
-        TrainConfig(GPT, strategy="hybrid", devices=8, dp=2, tp=2, pp=2, zero=2).resolved()
+        TrainConfig(GPT, strategy="hybrid", devices=8, dp=2, tp=2, pp=2, zero_stage=2).resolved()

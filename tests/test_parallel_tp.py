@@ -27,7 +27,7 @@ def _collectives(program, rank):
 @pytest.mark.parametrize("strategy", ["tp", "sp"])
 @pytest.mark.parametrize("tp", [2, 4])
 def test_tensor_parallel_equals_one_device(strategy, tp):
-    r = train(TrainConfig(GPT, strategy=strategy, devices=tp, batch_size=4, steps=3))
+    r = train(TrainConfig(GPT, strategy=strategy, devices=tp, global_batch=4, steps=3))
     assert r.config.tp == tp and r.config.dp == r.config.pp == 1
     assert r.max_rel_weight_diff_vs_single < 1e-9
     assert r.losses == pytest.approx(r.reference_losses, rel=1e-9)
@@ -35,7 +35,7 @@ def test_tensor_parallel_equals_one_device(strategy, tp):
 
 
 def test_tp_with_accumulation_and_sgd_equals_one_device():
-    r = train(TrainConfig(GPT, strategy="tp", devices=2, batch_size=4, accumulate=2, optimizer="sgd", steps=2))
+    r = train(TrainConfig(GPT, strategy="tp", devices=2, global_batch=4, accumulate=2, optimizer="sgd", steps=2))
     assert r.max_rel_weight_diff_vs_single < 1e-9
 
 
@@ -44,7 +44,7 @@ def test_megatron_collectives_one_allreduce_each_way_per_linear_pair():
     the embedding one; the vocabulary-parallel loss three (max, target logit, sum-exp: Megatron-LM's
     order, tensor_parallel/cross_entropy.py); the head's
     input gradient one. All over the tensor group."""
-    c = compile_strategy(TrainConfig(GPT, strategy="tp", devices=2, batch_size=4).resolved())
+    c = compile_strategy(TrainConfig(GPT, strategy="tp", devices=2, global_batch=4).resolved())
     cols = _collectives(c.program, 0)
     assert {ins.kind for ins in cols} == {"all_reduce"}
     assert {ins.group for ins in cols} == {(0, 1)}
@@ -60,7 +60,7 @@ def test_megatron_collectives_one_allreduce_each_way_per_linear_pair():
 
 
 def test_sequence_parallel_gathers_and_scatters_instead_of_allreduce():
-    c = compile_strategy(TrainConfig(GPT, strategy="sp", devices=2, batch_size=4).resolved())
+    c = compile_strategy(TrainConfig(GPT, strategy="sp", devices=2, global_batch=4).resolved())
     cols = _collectives(c.program, 1)
     block = [ins for ins in cols if ins.tag.startswith("1/")]
     # forward: AG(ln1 out) RS(o) AG(ln2 out) RS(p); backward: AG(dy) AG(m again) RS(dm) AG(dx1) AG(a again) RS(da)
@@ -91,7 +91,7 @@ def _peak_act(result):
 def test_sequence_parallel_holds_less_activation_memory_than_tp():
     model = GPTConfig(layers=2, hidden=32, heads=4, seq_len=16, vocab=16)
     kw = dict(devices=4, batch_size=4, steps=1)
-    single = _peak_act(train(TrainConfig(model, strategy="single", batch_size=4, steps=1)))[0]
+    single = _peak_act(train(TrainConfig(model, strategy="single", global_batch=4, steps=1)))[0]
     tp = _peak_act(train(TrainConfig(model, strategy="tp", **kw)))
     sp = _peak_act(train(TrainConfig(model, strategy="sp", **kw)))
     assert max(tp) < single
@@ -156,7 +156,7 @@ def test_refuses_degrees_that_do_not_divide(kw, words):
     kw = dict(kw)
     model, tp = kw.pop("model"), kw.pop("tp")
     strategy = kw.pop("strategy", "tp")
-    cfg = TrainConfig(model, strategy=strategy, devices=tp * kw.get("pp", 1), tp=tp, batch_size=4, **kw)
+    cfg = TrainConfig(model, strategy=strategy, devices=tp * kw.get("pp", 1), tp=tp, global_batch=4, **kw)
     with pytest.raises(ParasimError) as e:
         compile_strategy(cfg.resolved())
     assert all(w in str(e.value) for w in words), str(e.value)
@@ -180,7 +180,7 @@ def test_mixture_of_experts_models_run_tensor_parallel_but_not_sequence_parallel
     from simulator import MoEGPTConfig
     moe = MoEGPTConfig(layers=2, hidden=8, heads=2, seq_len=4, vocab=8, experts=2)
     for strategy, kw in (("tp", {}), ("hybrid", {"dp": 2, "tp": 2})):  # experts whole on every tensor rank
-        r = train(TrainConfig(moe, strategy=strategy, devices=4 if kw else 2, batch_size=4, steps=2, **kw))
+        r = train(TrainConfig(moe, strategy=strategy, devices=4 if kw else 2, global_batch=4, steps=2, **kw))
         assert r.config.tp == 2 and r.max_rel_weight_diff_vs_single < 1e-9
     with pytest.raises(ParasimError, match="runs tensor parallel with --strategy hybrid"):
-        train(TrainConfig(moe, strategy="sp", devices=2, batch_size=4))
+        train(TrainConfig(moe, strategy="sp", devices=2, global_batch=4))

@@ -35,19 +35,19 @@ CASES = [
 def test_every_strategy_equals_one_device(model, strategy, kw):
     if model is MLP and kw.get("virtual_stages", 1) * kw.get("devices", 1) > 4:
         kw = dict(kw, devices=2)
-    r = train(TrainConfig(model, strategy=strategy, batch_size=12 if kw.get("devices") == 3 else 8, steps=3, **kw))
+    r = train(TrainConfig(model, strategy=strategy, global_batch=12 if kw.get("devices") == 3 else 8, steps=3, **kw))
     assert r.max_rel_weight_diff_vs_single < 1e-9
     assert r.losses == pytest.approx(r.reference_losses, rel=1e-9)
 
 
 def test_loss_falls_under_pipeline_training():
-    r = train(TrainConfig(GPT, strategy="pp", devices=2, microbatches=2, batch_size=8, steps=25, lr=3e-2))
+    r = train(TrainConfig(GPT, strategy="pp", devices=2, microbatches=2, global_batch=8, steps=25, lr=3e-2))
     assert r.losses[-1] < 0.7 * r.losses[0]
     assert r.max_rel_weight_diff_vs_single < 1e-9
 
 
 def test_sum_gradients_without_mean_match_the_scaled_reference():
-    r = train(TrainConfig(MLP, strategy="dp", devices=2, batch_size=8, steps=2, gradients_mean=False, optimizer="sgd"))
+    r = train(TrainConfig(MLP, strategy="dp", devices=2, global_batch=8, steps=2, gradients_mean=False, optimizer="sgd"))
     assert r.max_rel_weight_diff_vs_single < 1e-9
 
 
@@ -159,7 +159,7 @@ def test_train_cli_refuses_in_one_line(capsys):
 
 def test_a_hand_written_schedule_trains_and_a_broken_one_is_refused(tmp_path, capsys):
     good = "F0 F1 BW0 BW1\nF0 BW0 F1 BW1"
-    r = train(TrainConfig(GPT, strategy="pp", devices=2, microbatches=2, batch_size=4, steps=2, schedule_text=good))
+    r = train(TrainConfig(GPT, strategy="pp", devices=2, microbatches=2, global_batch=4, steps=2, schedule_text=good))
     assert r.max_rel_weight_diff_vs_single < 1e-9 and r.compiled.notes["schedule"] == "custom"
     bad = tmp_path / "bad.txt"
     bad.write_text("F0 F1 BW0 BW1\nBW0 F0 F1 BW1")

@@ -30,7 +30,7 @@ def psi(model) -> int:
 @pytest.mark.parametrize("stage", [1, 2, 3])
 @pytest.mark.parametrize("dp", [2, 3, 4])
 def test_zero_equals_single_device(stage, dp):
-    r = train(TrainConfig(GPT, strategy=f"zero{stage}", devices=dp, batch_size=12, steps=3))
+    r = train(TrainConfig(GPT, strategy=f"zero{stage}", devices=dp, global_batch=12, steps=3))
     assert r.max_rel_weight_diff_vs_single < 1e-9
     np.testing.assert_allclose(r.losses, r.reference_losses, rtol=1e-9)
     assert r.losses[-1] < r.losses[0]
@@ -38,7 +38,7 @@ def test_zero_equals_single_device(stage, dp):
 
 @pytest.mark.parametrize("stage", [1, 2, 3])
 def test_zero_with_microbatches_sgd_and_summed_gradients(stage):
-    cfg = TrainConfig(MLP, strategy=f"zero{stage}", devices=3, batch_size=12, microbatches=2, steps=2,
+    cfg = TrainConfig(MLP, strategy=f"zero{stage}", devices=3, global_batch=12, microbatches=2, steps=2,
                       optimizer="sgd", gradients_mean=False)
     r = train(cfg)
     assert r.max_rel_weight_diff_vs_single < 1e-9
@@ -50,11 +50,11 @@ def test_zero_flag_on_its_strategy_name_resolves_the_stage():
 
 def test_zero_refuses_pipeline_stages():
     with pytest.raises(ParasimError, match="pp=1"):
-        compile_strategy(TrainConfig(GPT, strategy="zero1", devices=4, dp=2, pp=2, batch_size=4))
+        compile_strategy(TrainConfig(GPT, strategy="zero1", devices=4, dp=2, pp=2, global_batch=4))
 
 
 def _run_one_step(stage: int, dp: int, model=GPT):
-    cfg = TrainConfig(model, strategy="dp" if stage == 0 else f"zero{stage}", devices=dp, batch_size=12).resolved()
+    cfg = TrainConfig(model, strategy="dp" if stage == 0 else f"zero{stage}", devices=dp, global_batch=12).resolved()
     c = compile_strategy(cfg)
     with make_runtime("local", dp) as rt:
         rt.load(c.initial)
@@ -115,7 +115,7 @@ def test_communication_volume_is_2_or_3_psi(stage, factor, dp):
 @pytest.mark.parametrize("stage,factor", [(1, 2), (2, 2), (3, 3)])
 def test_trace_bytes_by_collective_divisible(stage, factor):
     model = MLPConfig(in_dim=8, hidden=8, layers=2, classes=4)  # every parameter size divisible by 4
-    r = train(TrainConfig(model, strategy=f"zero{stage}", devices=4, batch_size=8, steps=1))
+    r = train(TrainConfig(model, strategy=f"zero{stage}", devices=4, global_batch=8, steps=1))
     by = r.trace.bytes_by_collective()
     assert sum(by.values()) == sum(r.bytes_sent_per_device) == 3 * factor * 8 * psi(model)
     assert by["reduce_scatter"] == 3 * 8 * psi(model)
@@ -164,7 +164,7 @@ def test_zero_flag_where_it_cannot_apply_is_refused_not_ignored(strategy, kw, ze
     """--zero used to run plain replicas and report "zero": S anyway. Stage 1 over dp > 1 now runs
     with pp/tp/sp/hybrid (tests/test_parallel_hybrid.py); everything else is refused in one line."""
     with pytest.raises(ParasimError, match=words):
-        TrainConfig(GPT, strategy=strategy, devices=4, zero=zero, batch_size=4, **kw).resolved()
+        TrainConfig(GPT, strategy=strategy, devices=4, zero_stage=zero, global_batch=4, **kw).resolved()
     from simulator.cli import main
 
     argv = ["train", "--model", "gpt", "--strategy", strategy, "--devices", "4", "--zero", str(zero), "--batch", "4",

@@ -12,7 +12,7 @@ GPT = GPTConfig(layers=4, hidden=32, heads=4, seq_len=16, vocab=32)
 
 
 def test_both_configurations_hold_the_same_value():
-    run = TrainConfig(GPT, strategy="hybrid", devices=8, dp=2, pp=2, tp=2, microbatches=4, batch_size=16,
+    run = TrainConfig(GPT, strategy="hybrid", devices=8, dp=2, pp=2, tp=2, microbatches=4, global_batch=16,
                       schedule="interleaved", virtual_stages=2)
     cost = ParallelConfig(tp=2, pp=2, dp=2, micro_batch_size=2, global_batch=16, schedule="interleaved",
                           virtual_stages=2)

@@ -23,7 +23,7 @@ DM = HardwareDeviceModel("local", 4, dtype="fp64")
 
 
 def run(strategy, m=4, steps=2):
-    cfg = TrainConfig(MLP, strategy=strategy, devices=4, microbatches=m, batch_size=64, steps=steps)
+    cfg = TrainConfig(MLP, strategy=strategy, devices=4, microbatches=m, global_batch=64, steps=steps)
     return cfg, train(cfg, device_model=DM, check=False)
 
 

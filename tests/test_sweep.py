@@ -133,7 +133,7 @@ def test_cli_sweep_csv_json_and_refusals(tmp_path, capsys):
 
 def _results():
     gpt = GPTConfig(layers=2, hidden=16, heads=2, seq_len=8, vocab=16)
-    tr = train(TrainConfig(gpt, strategy="dp", devices=2, batch_size=4), check=False)
+    tr = train(TrainConfig(gpt, strategy="dp", devices=2, global_batch=4), check=False)
     with make_runtime("local", 2) as rt:
         from simulator import ProgramBuilder
         b = ProgramBuilder(2)

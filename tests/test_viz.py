@@ -257,7 +257,7 @@ def test_timeline_marks_lost_work_failure_recovery_and_replays():
     from simulator import MLPConfig, TrainConfig
     from simulator.faults import Fault, train_resilient
 
-    cfg = TrainConfig(MLPConfig(8, 16, 4, 4), strategy="pp", devices=2, microbatches=2, batch_size=8, steps=3)
+    cfg = TrainConfig(MLPConfig(8, 16, 4, 4), strategy="pp", devices=2, microbatches=2, global_batch=8, steps=3)
     res = train_resilient(cfg, faults=(Fault(1, 1),), checkpoint_every=1)
     trace = res.train.trace
     ax = timeline(trace).axes[0]

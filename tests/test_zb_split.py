@@ -28,7 +28,7 @@ CASES = [  # (strategy, degrees, schedule)
 
 
 def _run(strategy, schedule, steps=2, **kw):
-    return train(TrainConfig(GPT, strategy=strategy, schedule=schedule, batch_size=8,
+    return train(TrainConfig(GPT, strategy=strategy, schedule=schedule, global_batch=8,
                              microbatches=4 if kw.get("dp", 1) == 1 else 2 * kw["pp"], steps=steps, **kw))
 
 
@@ -119,7 +119,7 @@ MOE_CASES = [  # (degrees, schedule, the attention half's W kernels)
 def test_split_backward_of_moe_blocks_on_every_lane_equals_one_device(kw, schedule, attention):
     """B runs the combine, the expert and router input gradients with the AllToAlls between them;
     W the expert, router and attention-half weight gradients (compute only)."""
-    r = train(TrainConfig(MOE, strategy="hybrid", schedule=schedule, batch_size=8, microbatches=4, steps=2, **kw))
+    r = train(TrainConfig(MOE, strategy="hybrid", schedule=schedule, global_batch=8, microbatches=4, steps=2, **kw))
     assert r.max_rel_weight_diff_vs_single < 1e-9
     assert sum(layer["dropped"] for layer in r.to_dict()["moe"].values()) > 0  # capacity is exercised
     weight = {i.op for c in r.compiled.program.code for i in c if isinstance(i, Compute) and i.phase == "wgrad"}

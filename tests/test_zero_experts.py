@@ -30,20 +30,20 @@ GPT = GPTConfig(layers=2, hidden=16, heads=4, seq_len=8, vocab=16)
     (MOE, dict(devices=4, dp=1, cp=4, ep=2)),  # dp = 1: sharded over the context ranks (Megatron: dp x cp)
 ], ids=["moe-dp4-ep2-m2", "moe-dp2-cp2-tp2-ep2", "moe-dp4-tp2-ep4", "gpt-dp2-cp2-tp2", "moe-cp4-ep2"])
 def test_zero_stages_on_the_5d_mesh_equal_one_device(model, kw, stage):
-    r = train(TrainConfig(model, strategy="hybrid", zero=stage, batch_size=8, steps=2, **kw))
+    r = train(TrainConfig(model, strategy="hybrid", zero_stage=stage, global_batch=8, steps=2, **kw))
     assert r.config.zero == stage
     assert r.max_rel_weight_diff_vs_single < 1e-9
     assert r.losses == pytest.approx(r.reference_losses, rel=1e-9)
 
 
 def test_zero1_with_experts_and_a_pipeline_equals_one_device():
-    r = train(TrainConfig(MOE, strategy="hybrid", devices=8, dp=4, pp=2, ep=2, zero=1, microbatches=2,
+    r = train(TrainConfig(MOE, strategy="hybrid", devices=8, dp=4, pp=2, ep=2, zero_stage=1, microbatches=2,
                           batch_size=8, steps=2))
     assert r.max_rel_weight_diff_vs_single < 1e-9
 
 
 def _one_step(stage):
-    cfg = TrainConfig(MOE, strategy="hybrid", devices=4, dp=4, ep=2, zero=stage, batch_size=8).resolved()
+    cfg = TrainConfig(MOE, strategy="hybrid", devices=4, dp=4, ep=2, zero_stage=stage, global_batch=8).resolved()
     c = compile_strategy(cfg)
     with make_runtime("local", 4) as rt:
         rt.load(c.initial)
@@ -95,7 +95,7 @@ def test_bytes_by_collective_are_the_ring_volumes_of_each_group(stage, gathers):
     sizes = _sizes(cfg)
     dense = 3 * 8 * sum(n for n, e in sizes.values() if not e)
     expert = 2 * 1 * 8 * sum(n for n, e in sizes.values() if e)
-    train_r = train(TrainConfig(MOE, strategy="hybrid", devices=4, dp=4, ep=2, zero=stage, batch_size=8, steps=1))
+    train_r = train(TrainConfig(MOE, strategy="hybrid", devices=4, dp=4, ep=2, zero_stage=stage, global_batch=8, steps=1))
     by = train_r.trace.bytes_by_collective()
     assert by["reduce_scatter"] == dense + expert
     assert by["all_gather"] == gathers * (dense + expert)
