@@ -1,7 +1,6 @@
 """Autograder of lesson 14: activations, the c that fits, the experts' memory and all-to-all, and
 the search's best (d, c, t, p, e), each against parasim's cost model."""
 
-
 from simulator import ParallelConfig, activation_bytes_per_layer, estimate, get_model, search_training, viz
 from simulator.grading import (
     compare,
@@ -9,7 +8,6 @@ from simulator.grading import (
     expect,
     explanation_item,
     hidden_random,
-    ok,
     own_plot_item,
     prediction_item,
 )
@@ -68,15 +66,13 @@ def check_smallest_cp(s):
 
 def check_expert_costs(s):
     "expert_costs(e): memory falls and the expert all-to-all appears as e grows"
-    for ep in (1, 2, 4, 8):
+    def case(ep):
         cfg = ParallelConfig(tp=4, cp=2, dp=8, ep=ep, global_batch=16, recompute="selective", sequence_parallel=True)
         r = estimate(_moe(), cfg, HW)
-        want = [r.memory_per_gpu_bytes / 1e9, r.comm_time_by_kind.get("expert_all_to_all", 0.0)]
-        got = list(s.expert_costs(ep))
-        if not compare(want, got).passed:
-            return compare(want, got, f"ep={ep}: memory_per_gpu_bytes / 1e9 and comm_time_by_kind"
-                                      "['expert_all_to_all'] (0 when ep = 1: no tokens leave the GPU)")
-    return ok()
+        return ([r.memory_per_gpu_bytes / 1e9, r.comm_time_by_kind.get("expert_all_to_all", 0.0)], list(s.expert_costs(ep)),
+                f"ep={ep}: memory_per_gpu_bytes / 1e9 and comm_time_by_kind['expert_all_to_all'] (0 when ep = 1: no "
+                "tokens leave the GPU)")
+    return each_case([(1,), (2,), (4,), (8,)], case)
 
 
 def check_best_plan(s):
