@@ -354,5 +354,5 @@ def test_a_prediction_answered_by_parasims_solver_earns_nothing(tmp_path, number
 
 def test_an_explanation_item_without_a_drawn_case_is_refused():
     from simulator.grading import explanation_item
-    with pytest.raises(TypeError, match="give case= and answer="):
+    with pytest.raises(TypeError, match="'case' and 'answer'"):   # both required: a letter alone is a guess
         explanation_item("explanation: why (a choice)", ask="why", right="b", hints={})

@@ -49,8 +49,8 @@ def prediction_item(name: str, answer: Callable[..., Any], ask: str, hint: str |
     return _named(check, name, "prediction")
 
 
-def explanation_item(name: str, ask: str, right: str, hints: dict[str, str], case: Callable[[], tuple] | None = None,
-                     answer: Callable[..., Any] | None = None, reason: str | Callable[..., str] = "",
+def explanation_item(name: str, ask: str, right: str, hints: dict[str, str], case: Callable[[], tuple],
+                     answer: Callable[..., Any], reason: str | Callable[..., str] = "",
                      rtol: float = 1e-9, atol: float = 0.0):
     """An explanation item: the submission's function `ask(*case())` returns (a letter, a number):
     the choice that explains what the student measured, and what that reason gives on a case drawn
@@ -58,9 +58,6 @@ def explanation_item(name: str, ask: str, right: str, hints: dict[str, str], cas
     gets its hint (why that choice does not match the measurement); a right letter with a wrong
     number gets `reason` (named by the case when it is a function). The item passes only on both:
     a letter alone is a guess that wins 1 time in 4, a number of a case drawn when grading is not."""
-    if case is None or answer is None:
-        raise TypeError(f"explanation item {name!r}: give case= and answer= (a letter alone is a guess)")
-
     def check(s) -> Outcome:
         args = tuple(case())
         got = getattr(s, ask)(*args)
