@@ -16,8 +16,10 @@ from simulator.parallel.schedules import (
     Schedule,
     gpipe,
     one_f_one_b,
+    greedy_order,
     zb_h1,
     zb_h2,
+    zb_h2_makespan,
 )
 from simulator.parallel.schedules_interleaved import interleaved
 
@@ -160,6 +162,26 @@ def test_zb_h2_smaller_still(p, m):
     assert all(close(b, 0.0) for b in eq.span_bubble_time)
     assert close(eq.makespan, 3 * m + (p - 1))
     assert sum(simulate_schedule(zb_h1(p, m)).span_bubble_time) > 0
+
+
+@pytest.mark.parametrize("p, m", [(1, 3), (2, 5), (3, 3), (4, 7), (4, 33), (8, 16), (8, 100)])
+@pytest.mark.parametrize("times", [(1.0, 1.0, 1.0), (2.0, 2.0, 1.0), (1.0, 1.37, 0.61), (0.3, 2.9, 1.7),
+                                   (1.1, 0.4, 2.3)])
+def test_zb_h2_play_is_the_executed_timing_start_by_start(p, m, times):
+    # the greedy's own start times are those schedule_check.execute gives its order, so a search may
+    # read ZB-H2's makespan off the play (`zb_h2_makespan`, `executed_bubble`). Equal up to the
+    # rounding of sums taken in another order (the play reads a time off another device's clock)
+    order, starts, makespan = greedy_order("zb-h2", p, m, [2 * p - 1] * p, *times)
+    sched = zb_h2(p, m, *times)
+    r = simulate_schedule(sched, *times)
+    lo = r.offsets.tolist()
+    assert [[(a.kind, a.microbatch) for a in row] for row in sched.actions] == order
+    for d in range(p):
+        executed = r.starts[lo[d]:lo[d + 1]].tolist()
+        assert len(executed) == len(starts[d]) == 3 * m
+        assert all(math.isclose(x, y, rel_tol=1e-12, abs_tol=1e-12) for x, y in zip(executed, starts[d])), d
+    assert zb_h2_makespan(p, m, *times) == makespan
+    assert math.isclose(makespan, r.makespan, rel_tol=1e-12)
 
 
 def test_gpipe_with_communication_time():

@@ -33,7 +33,7 @@ Step (p stages, m micro-batches, v chunks; F, B, W per-stage means, M = slowest 
        own 4 exchanges per micro-batch and chunk (fewer on the end stages), each over its real link,
        and its bubble the first activation's and last gradient's way through every boundary.
   DP sync of the stage's gradients (fp32): ZeRO 0 all-reduce; 1-2 reduce-scatter of gradients
-       (ZeRO-1 with `Assumptions.dp_grad_all_reduce`: all-reduce) + all-gather of 16-bit parameters; 3 reduce-scatter + two parameter all-gathers (3 Psi) per
+       (ZeRO-1 with `Assumptions.dp_grad_all_reduce`: all-reduce) + all-gather of the parameters (`Assumptions.param_bytes`: 16-bit in the mixed recipes); 3 reduce-scatter + two parameter all-gathers (3 Psi) per
        micro-batch, one per sub-module, a third for what full recomputation re-gathers (`zero3_fetch`).
   optimizer: Adam is memory-bound, 30 bytes per (sharded) parameter.
 Outputs: TFLOP/s per GPU as Narayanan et al. 2021 eq. 3 counts it (hardware FLOPs, including
@@ -275,8 +275,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     # pipeline p2p: each TP rank sends its 1/t slice over the stage boundary, then all-gathers; the
     # bottleneck is the device with the most work and exposed exchanges of its own (a middle stage of
     # an uneven split pays four exchanges per micro-batch, the ends two)
-    p2p_k = [p2p_exposed(cfg, topo, 2 * cfg.micro_batch_size * s * h / c, k, algo) if p > 1 else (0.0, 0.0)
-             for k in range(p)]
+    p2p_k = p2p_exposed(cfg, topo, 2 * cfg.micro_batch_size * s * h / c, algo) if p > 1 else [(0.0, 0.0)] * p
     slowest_k = max(range(p), key=lambda k: m * sum(stages[k]) + p2p_k[k][0] + sp_k[k])
     slowest = sum(stages[slowest_k])
     comm_l["ep"] = ep_k[slowest_k]

@@ -7,28 +7,35 @@ from simulator.cost.comm import NVLS, collective_time_s
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 
 
-def p2p_exposed(cfg: ParallelConfig, topo, act_bytes: float, k: int, algo: str) -> tuple[float, float]:
-    """(seconds the bottleneck device k spends in its own stage-boundary exchanges, seconds the
+def p2p_exposed(cfg: ParallelConfig, topo, act_bytes: float, algo: str) -> list[tuple[float, float]]:
+    """Per pipeline device k, (seconds k spends in its own stage-boundary exchanges, seconds the
     fill and drain add to its wait). Megatron-LM's p2p is blocking on both sides (batched isend/irecv,
     then wait): per micro-batch and chunk k receives the activation from k-1 and sends its own to k+1,
     receives the gradient from k+1 and sends one to k-1 (interleaved chunks wrap around from the last
     device to the first); a received tensor is the 1/t slice, then, without SP, an all-gather over the
     TP group (scatter/gather); chunks are placed by `cfg.stage_map`, and two consecutive chunks on one
     device (V-shaped) exchange nothing. The first activation and the last gradient cross every boundary once
-    while k waits (its bubble)."""
+    while k waits (its bubble). Every hop moves the same slice, so it takes one of two times: within
+    a node or across nodes (`Topology.link`)."""
     p, v, m, t = cfg.pp, cfg.virtual_stages, cfg.microbatches, cfg.tp
     gather = 0.0
     if t > 1 and not cfg.sequence_parallel:
         gather = collective_time_s("all_gather", act_bytes, cfg.tp_group(), topo, algo)
-    hop = lambda a, b: topo.link(cfg.rank(0, 0, a % p), cfg.rank(0, 0, b % p)).time_s(act_bytes / t)  # noqa: E731
+    node = [topo.node_of(cfg.rank(0, 0, a)) for a in range(p)]      # device a's first rank's node
+    near, far = topo.intra.time_s(act_bytes / t), topo.inter.time_s(act_bytes / t)
+    hop = lambda a, b: near if node[a % p] == node[b % p] else far  # noqa: E731
     fill = 2 * sum(hop(a, a + 1) + gather for a in range(p - 1))
-    own, on = 0.0, {s: d for d, row in enumerate(cfg.stage_map) for s in row}   # model chunk -> device
-    for s in cfg.stage_map[k]:     # neighbouring chunks on the same device (V-shaped) exchange nothing
-        if s > 0 and on[s - 1] != k:             # receive the activation, send the gradient back
-            own += m * (hop(on[s - 1], k) + gather + hop(k, on[s - 1]))
-        if s < p * v - 1 and on[s + 1] != k:     # send the activation on, receive its gradient
-            own += m * (hop(k, on[s + 1]) + hop(on[s + 1], k) + gather)
-    return own, fill
+    on = {s: d for d, row in enumerate(cfg.stage_map) for s in row}   # model chunk -> device
+    out = []
+    for k in range(p):
+        own = 0.0
+        for s in cfg.stage_map[k]:     # neighbouring chunks on the same device (V-shaped) exchange nothing
+            if s > 0 and on[s - 1] != k:             # receive the activation, send the gradient back
+                own += m * (hop(on[s - 1], k) + gather + hop(k, on[s - 1]))
+            if s < p * v - 1 and on[s + 1] != k:     # send the activation on, receive its gradient
+                own += m * (hop(k, on[s + 1]) + hop(on[s + 1], k) + gather)
+        out.append((own, fill))
+    return out
 
 
 def dp_sync(cfg: ParallelConfig, A: Assumptions, topo, dense: float, expert: float, stage, m: int,
@@ -37,7 +44,7 @@ def dp_sync(cfg: ParallelConfig, A: Assumptions, topo, dense: float, expert: flo
     `dense` parameters over the data x context group and `expert` ones over dp c / ep ranks.
 
     ZeRO 0: all-reduce of fp32 gradients once per step; 1: reduce-scatter once per step, then an
-    all-gather of 16-bit parameters; 2 (DeepSpeed): gradients reduce-scattered at every micro-batch;
+    all-gather of the parameters (`Assumptions.param_bytes`); 2 (DeepSpeed): gradients reduce-scattered at every micro-batch;
     3: every micro-batch all-gathers the parameters for its forward and again for its backward and
     reduce-scatters its gradients (Rajbhandari et al. 2020 Sec. 5-7), one all-gather per sub-module
     (`fetch` = `zero3_fetch.zero3_pass`: each pass pays the collective's latency per sub-module),
@@ -60,7 +67,7 @@ def dp_sync(cfg: ParallelConfig, A: Assumptions, topo, dense: float, expert: flo
         else:
             rs += collective_time_s("reduce_scatter", A.grad_reduce_bytes * params, grp, topo, algo)
         if cfg.zero_stage:
-            ag += collective_time_s("all_gather", 2 * params, grp, topo, algo)
+            ag += collective_time_s("all_gather", A.param_bytes * params, grp, topo, algo)
     z = cfg.zero_stage
     bwd, mb = B + W, F + B + W                      # one micro-batch's backward, and its whole work
     if z <= 1:
@@ -76,7 +83,7 @@ def dp_sync(cfg: ParallelConfig, A: Assumptions, topo, dense: float, expert: flo
     latency = collective_time_s("all_gather", 0.0, grp, topo, algo)       # alpha part of one gather
     ag = 2 * (ag + (fetches - 1) * latency)                               # forward and backward passes
     if n_again:
-        ag += collective_time_s("all_gather", 2 * again, grp, topo, algo) + (n_again - 1) * latency
+        ag += collective_time_s("all_gather", A.param_bytes * again, grp, topo, algo) + (n_again - 1) * latency
     hidden = (ag if A.overlap_param_gather else 0.0) + (rs if A.overlap_grad_reduce else 0.0)
     exposed = m * (ag + rs - hidden) + m * max(0.0, hidden - mb)
     return {"reduce_scatter": m * rs, "all_gather": m * ag}, exposed

@@ -133,6 +133,14 @@ class Assumptions:
                                    f"{', '.join(prof.overlaps) or 'none'}")
 
     @property
+    def param_bytes(self) -> int:
+        """Bytes of one parameter as the step holds and all-gathers it (ZeRO-1/2's gather after the
+        optimizer, ZeRO-3's and FSDP's before each layer): the recipe's parameter bytes
+        (`simulator.model_states.RECIPES`; 2 in the 16-bit recipes, 4 in fp32)."""
+        from simulator.model_states import recipe_bytes
+        return recipe_bytes(self.recipe)[0]
+
+    @property
     def profile(self) -> Stack:
         """The software stack's figures (`simulator.cost.stack.get_stack`)."""
         return get_stack(self.stack)

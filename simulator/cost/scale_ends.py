@@ -71,13 +71,13 @@ class StepEnds:
             self.param_gather(out, k, r, "params")
 
     def param_gather(self, out, k, r, name, blocking=True) -> None:
-        """ZeRO-1/2: all-gather device k's updated 16-bit parameters, the dense ones over the data x
+        """ZeRO-1/2: all-gather device k's updated parameters (`Assumptions.param_bytes` each), the dense ones over the data x
         context group, the experts' over the expert-data-parallel group."""
         d = self.cfg.dp * self.cfg.cp
         experts = self._layers(k) * self.expert_local
         for params, tag, size in ((self._params(k) - experts, "dp", d), (experts, "edp", self.expert_dp)):
             if size > 1 and params > 0:
-                out.append(Collective("all_gather", "params", name, (r,), nbytes=int(2 * params / size), tag=tag,
+                out.append(Collective("all_gather", "params", name, (r,), nbytes=int(self.A.param_bytes * params / size), tag=tag,
                                       blocking=blocking))
 
     def _params(self, k: int) -> float:

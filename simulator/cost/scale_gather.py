@@ -10,7 +10,7 @@ from simulator.program import Collective, Compute
 
 
 def gather_layer(em, out, r, c, l, j, which, elements=None, x="params") -> tuple:
-    """ZeRO-3: all-gather one layer's 16-bit parameters (or `elements` of them; the embedding's
+    """ZeRO-3: all-gather one layer's parameters (`Assumptions.param_bytes` each) (or `elements` of them; the embedding's
     or output layer's for l = "emb" / "head") over the data-parallel group before its forward
     and again before its backward (non-blocking = prefetched, `overlap_param_gather`). One
     collective per layer: the closed form adds the latency of DeepSpeed's per-sub-module
@@ -23,13 +23,13 @@ def gather_layer(em, out, r, c, l, j, which, elements=None, x="params") -> tuple
     w = f"w{which}{c}.{l}.{j}"
     experts = em.expert_local if em.fsdp and l not in ("emb", "head") and em.cfg.ep > 1 else 0.0
     out.append(Collective("all_gather", x if em.fsdp else "params", w, (r,), tag="dp", microbatch=j,
-                          nbytes=int(2 * (elements - experts) / em.cfg.shard_size),
+                          nbytes=int(em.A.param_bytes * (elements - experts) / em.cfg.shard_size),
                           blocking=not em.prefetch))
     if not experts:
         return (w,)
     # FSDP: the unit's experts over the expert-data-parallel group (`simulator.cost.fsdp`)
     out.append(Collective("all_gather", x, f"{w}e", (r,), tag="edp", microbatch=j,
-                          nbytes=int(2 * experts / em.expert_dp), blocking=not em.prefetch))
+                          nbytes=int(em.A.param_bytes * experts / em.expert_dp), blocking=not em.prefetch))
     return (w, f"{w}e")
 
 

@@ -22,7 +22,7 @@ data-parallel replica of (t, p, d, b, B, schedule, v, recompute, SP, ZeRO):
     grouped into buckets of >= `bucket_nbytes`, each reduced by a non-blocking collective over the
     data-parallel group as soon as it is complete, overlapping the rest of the backward (PyTorch
     DDP buckets; Megatron's overlap_grad_reduce). ZeRO 0: all-reduce of fp32 gradients; 1-2:
-    reduce-scatter, then all-gather of 16-bit parameters after the optimizer; 3: + a second
+    reduce-scatter, then all-gather of the parameters (the recipe's bytes) after the optimizer; 3: + a second
     all-gather (the forward's parameter gathers, placed at the step boundary as in the closed form).
   FSDP (`fsdp` fsdp2 / megatron_fsdp, `simulator.cost.fsdp`): each layer, the embedding and the
     output layer are units, gathered as `fsdp.gather_flags` says (one unit ahead with prefetch) and

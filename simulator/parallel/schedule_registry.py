@@ -57,7 +57,7 @@ from ..limits import MAX_SCHEDULE_SLOTS
 from ..limits import check as check_bound
 from .schedule_check import execute
 from .schedule_sim import DEFAULT_TIMES, SimResult, simulate_schedule
-from .schedules import Schedule, gpipe, one_f_one_b, zb_h1, zb_h2
+from .schedules import Schedule, gpipe, one_f_one_b, zb_h1, zb_h2, zb_h2_makespan
 from .schedules_dualpipe import check_dualpipe, dualpipe, dualpipev
 from .schedules_interleaved import first_stage_peak, interleaved, interleaved_zero_bubble, looped_bfs, rounds, zb_v
 
@@ -93,6 +93,8 @@ class ScheduleSpec:
     rounds: bool = False           # issues micro-batches in rounds: m a multiple of max(1, m // p)
     min_m: Callable[[int], int] = lambda p: 1  # fewest micro-batches at p stages
     by_times: Callable | None = None  # (p, m, t_f, t_b, t_w) -> Schedule: ordered by playing the times
+    # (p, m, t_f, t_b, t_w) -> that schedule's makespan at those times, read off the play itself
+    makespan_by_times: Callable | None = None
     # a lower bound on `bubble` for F, B at least and W at most the given (a search's bound); None: `bubble`
     # itself is one (nondecreasing in F, B and W)
     bubble_floor: Callable | None = None
@@ -140,7 +142,7 @@ SCHEDULE_SPECS: dict[str, ScheduleSpec] = {s.name: s for s in (
                  lambda p, m, F, B, W, v: (p - 1) * max(F, B, F + B - W) + max(0, p - m) * min(F, W), splits_bw=True,
                  bubble_floor=lambda p, m, F, B, W, v: (p - 1) * max(F, B, F + B - W)),
     ScheduleSpec("zb-h2", lambda p, m, v: zb_h2(p, m), lambda p, m, v: float(min(2 * p - 1, m)),
-                 _executed("zb-h2"), splits_bw=True, by_times=zb_h2,
+                 _executed("zb-h2"), splits_bw=True, by_times=zb_h2, makespan_by_times=zb_h2_makespan,
                  bubble_floor=lambda p, m, F, B, W, v: (p - 1) * max(F, F + B - 2 * W)),
     # DualPipe runs some backwards whole (BW) and the rest split (B, then W), so it is not marked splits_bw
     ScheduleSpec("dualpipe", lambda p, m, v: dualpipe(p, m), lambda p, m, v: float(p + 1), None),
@@ -238,8 +240,14 @@ def executed_idle(name: str, p: int, m: int, v: int, chunk_times: tuple) -> tupl
 def executed_bubble(name: str, p: int, m: int, t_f: float, t_b: float, t_w: float, v: int = 1) -> float:
     """The idle time per device of one step of schedule `name` (`chunks_for(v)` chunks per device)
     with equal stages of these device-sized times and free communication: `time_schedule`'s makespan
-    minus the work m (F+B+W)."""
-    return max(0.0, time_schedule(name, p, m, v, t_f, t_b, t_w, 0.0).makespan - m * (t_f + t_b + t_w))
+    minus the work m (F+B+W). A schedule ordered by playing the times (ZB-H2) gives its makespan
+    from that play (`ScheduleSpec.makespan_by_times`), the same number without building the actions."""
+    spec = schedule_spec(name)
+    if spec.makespan_by_times and spec.chunks_for(v) == 1:
+        makespan = spec.makespan_by_times(p, m, t_f, t_b, t_w)
+    else:
+        makespan = time_schedule(name, p, m, v, t_f, t_b, t_w, 0.0).makespan
+    return max(0.0, makespan - m * (t_f + t_b + t_w))
 
 
 # The flush pipelines of one chunk per device that run each backward whole: GPipe and 1F1B

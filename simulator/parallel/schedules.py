@@ -27,6 +27,7 @@ stage placement.
 
 from __future__ import annotations
 
+import functools
 import heapq
 from dataclasses import dataclass
 
@@ -37,9 +38,11 @@ PHASES = ("warmup", "steady", "cooldown")
 PLACEMENTS = ("loop", "v")
 
 
+@functools.lru_cache(maxsize=1024)
 def stage_placement(style: str, p: int, v: int) -> tuple:
     """Per device, the model stage of each of its v chunks: "loop" c*p + d (Megatron-LM), "v"
-    zig-zag (PyTorch's `generate_stage_to_rank_mapping(style="v")`): see the module docstring."""
+    zig-zag (PyTorch's `generate_stage_to_rank_mapping(style="v")`): see the module docstring.
+    Memoised: a search asks it for every candidate it prices (the result is an immutable tuple)."""
     if style not in PLACEMENTS:
         raise ParasimError(f"stage placement {style!r} is not one of {', '.join(PLACEMENTS)}")
     flip = style == "v"
@@ -166,10 +169,16 @@ def check_sizes(p: int, m: int, v: int) -> None:
 
 
 class ActionMaker:
-    """Per-call cache of Actions: the same (kind, mb, chunk, phase) is shared across devices."""
+    """A cache of Actions: the same (kind, mb, chunk, phase) is one object across devices and
+    schedules (Actions are immutable; a search builds thousands of schedules of the same sizes)."""
+
+    _shared: dict = {}
+    LIMIT = 1 << 18        # cached Actions kept at most (a cleared cache only costs new objects)
 
     def __init__(self):
-        self.cache = {}
+        if len(ActionMaker._shared) > self.LIMIT:
+            ActionMaker._shared.clear()
+        self.cache = ActionMaker._shared
 
     def __call__(self, kind, mb, chunk, phase):
         key = (kind, mb, chunk, phase)
@@ -213,16 +222,32 @@ def _zero_bubble(name, p, m, limits, t_f, t_b, t_w) -> Schedule:
     """Greedy list scheduler in the spirit of Qi et al. 2023's heuristic (Sec. 3): when a device is
     free it runs, in order of preference, the next B whose gradient has arrived, the next F if fewer than limits[d]
     micro-batches hold activations (W frees them), else the oldest pending W. The order is fixed
-    by simulating the given times once; the result is a plain action list."""
+    by simulating the given times once (`greedy_order`); the result is a plain action list."""
+    order, _starts, _makespan = greedy_order(name, p, m, limits, t_f, t_b, t_w)
+    return Schedule(name, p, m, 1, tuple(infer_phases(row) for row in order))
+
+
+def greedy_order(name, p, m, limits, t_f, t_b, t_w) -> tuple[list, list, float]:
+    """`_zero_bubble`'s play of the times: (per device its (kind, micro-batch) list, per device the
+    start time of each, the makespan). Each action starts when its device is free and its inputs
+    exist, so these are the times `schedule_check.execute` gives the order (no communication time):
+    `executed_bubble` reads ZB-H2's makespan from here without building and re-timing the schedule
+    (tests/test_schedules.py compares the two start by start)."""
     if min(t_f, t_b, t_w) <= 0:
         raise ParasimError(f"zero-bubble scheduling needs positive times, got t_f={t_f}, t_b={t_b}, t_w={t_w}")
     f_end = [[None] * m for _ in range(p)]  # f_end[d][i]: end time of F_i on stage d
     b_end = [[None] * m for _ in range(p)]
     nf, nb, nw = [0] * p, [0] * p, [0] * p
     order = [[] for _ in range(p)]
+    starts = [[] for _ in range(p)]
     busy_until = [0.0] * p
     token = [0] * p  # only a device's latest event counts; older ones are stale
-    idle = {}  # idle device -> time it will look again (the next completion anywhere)
+    # idle device -> time it looks again. What an idle device waits for (an F from d - 1, a B from
+    # d + 1) can only arrive when a neighbour's action ends, and decisions taken at one instant are
+    # independent (every action ends strictly later), so waking it then gives the order that waking
+    # it at every completion anywhere gives, in O(actions) events.
+    idle = {}
+    INF = float("inf")
     events = [(0.0, d, 0) for d in range(p)]  # (time the device looks for work, device, token)
     while events:
         t, d, tok = heapq.heappop(events)
@@ -246,23 +271,25 @@ def _zero_bubble(name, p, m, limits, t_f, t_b, t_w) -> Schedule:
             order[d].append(("W", nw[d]))
             nw[d] += 1
         else:
-            if nw[d] < m:  # idle until something finishes
-                idle[d] = min((e for e in busy_until if e > t), default=float("inf"))
+            if nw[d] < m:  # idle until a neighbour's action ends (what it waits for is theirs)
+                idle[d] = min((busy_until[n] for n in (d - 1, d + 1) if 0 <= n < p and busy_until[n] > t),
+                              default=INF)
                 token[d] += 1
-                if idle[d] < float("inf"):
+                if idle[d] < INF:
                     heapq.heappush(events, (idle[d], d, token[d]))
             continue
+        starts[d].append(t)
         busy_until[d] = end
         token[d] += 1
         heapq.heappush(events, (end, d, token[d]))
-        for w, tw in list(idle.items()):
-            if end < tw:
+        for w in (d - 1, d + 1):       # an idle neighbour looks again when this action ends
+            if idle.get(w, -1.0) > end:
                 idle[w] = end
                 token[w] += 1
                 heapq.heappush(events, (end, w, token[w]))
     if any(n < m for n in nw):  # cannot happen with limits >= 1; kept as a guard
         raise ParasimError(f"{name} scheduler stalled with p={p}, m={m}")
-    return Schedule(name, p, m, 1, tuple(infer_phases(row) for row in order))
+    return order, starts, max(busy_until)
 
 
 def infer_phases(row):
@@ -321,3 +348,10 @@ def zb_h2(p: int, m: int, t_f: float = 1.0, t_b: float = 1.0, t_w: float = 1.0) 
     """
     check_sizes(p, m, 1)
     return _zero_bubble("zb-h2", p, m, [2 * p - 1] * p, t_f, t_b, t_w)
+
+
+def zb_h2_makespan(p: int, m: int, t_f: float = 1.0, t_b: float = 1.0, t_w: float = 1.0) -> float:
+    """The makespan of `zb_h2(p, m, t_f, t_b, t_w)` timed at the times that ordered it (no
+    communication time): the greedy's own play (`greedy_order`), what a search needs per candidate."""
+    check_sizes(p, m, 1)
+    return greedy_order("zb-h2", p, m, [2 * p - 1] * p, t_f, t_b, t_w)[2]
