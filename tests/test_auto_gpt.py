@@ -55,7 +55,7 @@ def megatron_layers(sp):
     parallel/block_lane.py), are Megatron's re-gathers (Korthikanti et al. 2022 Sec. 4.2.2: the
     sequence-sharded input is kept and gathered again)."""
     cfg = TrainConfig(GPTConfig(layers=L, hidden=H, heads=A, seq_len=S, vocab=V),
-                      strategy="sp" if sp else "tp", devices=4, tp=4, batch_size=B)
+                      strategy="sp" if sp else "tp", devices=4, tp=4, global_batch=B)
     out = defaultdict(lambda: defaultdict(list))
     phase, fwd_tags = "forward", set()
     for ins in compile_tensor_parallel(cfg, sp=sp).program.code[0]:

@@ -95,7 +95,7 @@ def test_convert_between_strategies(tmp_path, src, dst):
 def test_tensor_parallel_checkpoint_resumes_on_a_pipeline(tmp_path):
     """Save tp=4 x dp=2 on 8 devices and resume on pp=2 x dp=2 on 4 devices: identical weights."""
     cfg = TrainConfig(GPTConfig(layers=2, hidden=8, heads=4, seq_len=4, vocab=8), strategy="hybrid", devices=8,
-                      tp=4, dp=2, pp=1, batch_size=4, steps=3)
+                      tp=4, dp=2, pp=1, global_batch=4, steps=3)
     _trained(cfg, tmp_path / "tp")
     target = TrainConfig(cfg.model, strategy="pp", devices=4, dp=2, pp=2, global_batch=4, steps=3)
     path = convert_checkpoint(tmp_path / "tp", tmp_path / "pp", target.resolved())

@@ -20,7 +20,7 @@ GPT = GPTConfig(layers=2, hidden=8, heads=2, seq_len=4, vocab=8)
 
 def _cfg(zero, pp=1):
     return TrainConfig(GPT, strategy="hybrid", devices=4 * pp, dp=2, tp=2, pp=pp, zero_stage=zero,
-                       microbatches=2, batch_size=4, steps=3)
+                       microbatches=2, global_batch=4, steps=3)
 
 
 @pytest.mark.parametrize("zero, pp", [(1, 1), (2, 1), (3, 1), (1, 2)])
@@ -43,9 +43,9 @@ def test_hybrid_zero_checkpoint_resumes_bit_identically(tmp_path, zero, pp):
 
 
 @pytest.mark.parametrize("model, kw", [
-    (GPT, dict(devices=4, dp=2, cp=2, zero=1)),  # ZeRO over data x context, no tensor parallelism
+    (GPT, dict(devices=4, dp=2, cp=2, zero_stage=1)),  # ZeRO over data x context, no tensor parallelism
     (MoEGPTConfig(layers=2, hidden=8, heads=2, seq_len=4, vocab=8, experts=4, top_k=1),
-     dict(devices=4, dp=4, ep=2, zero=3)),  # expert rows in flat pieces over the expert-data ranks
+     dict(devices=4, dp=4, ep=2, zero_stage=3)),  # expert rows in flat pieces over the expert-data ranks
 ])
 def test_zero_over_context_and_expert_groups_resumes(tmp_path, model, kw):
     cfg = TrainConfig(model, strategy="hybrid", global_batch=4, steps=2, **kw)

@@ -72,7 +72,7 @@ def test_cli_tour_prints_the_same_unless_local_is_asked_for(tmp_path, monkeypatc
 def test_api_hardware_argument(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(_home(tmp_path, calibrated=True)))
     cfg = TrainConfig(GPTConfig(layers=2, hidden=16, heads=2, seq_len=8, vocab=16), strategy="dp", devices=2,
-                      batch_size=4, steps=1)
+                      global_batch=4, steps=1)
     default, _ = price_training(cfg)
     local, _ = price_training(cfg, hardware="local")
     cpu, _ = price_training(cfg, hardware="cpu")

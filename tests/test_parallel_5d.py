@@ -15,6 +15,7 @@ from simulator.parallel.experts import MoEGPTConfig
 from simulator.parallel.hybrid import axis_groups
 from simulator.program import Collective
 from simulator.training import train
+from simulator.vocabulary import VALUE_ALIASES
 
 # capacity C = ceil(1.0 x 2 x 8 / 4) = 4 slots per sequence and expert: some tokens are dropped
 MOE = MoEGPTConfig(layers=2, hidden=8, heads=4, seq_len=8, vocab=16, experts=4, top_k=2, capacity_factor=1.0)
@@ -28,16 +29,18 @@ CASES = [  # (devices, dp, cp, tp, pp, ep, extra)
     (8, 1, 2, 2, 2, 2, {"microbatches": 4, "schedule": "dualpipe"}),
     (8, 4, 1, 1, 2, 4, {"microbatches": 2, "schedule": "interleaved", "virtual_stages": 2}),
     (16, 2, 2, 2, 2, 4, {"microbatches": 2}),
-    (16, 4, 2, 2, 1, 8, {"cp_kind": "all-to-all"}),
-    (12, 3, 2, 2, 1, 3, {"batch_size": 6}),  # not a power of two: ep = 3 of dp x cp = 6
+    (16, 4, 2, 2, 1, 8, {"cp_comm_type": "a2a"}),
+    (12, 3, 2, 2, 1, 3, {"global_batch": 6}),  # not a power of two: ep = 3 of dp x cp = 6
 ]
+
+COMM = VALUE_ALIASES["cp_comm_type"]   # the tests' ring / all-to-all as the vocabulary's p2p / a2a
 
 
 @pytest.mark.parametrize("devices,dp,cp,tp,pp,ep,extra", CASES,
                          ids=[f"{c[0]}dev-dp{c[1]}-cp{c[2]}-tp{c[3]}-pp{c[4]}-ep{c[5]}" for c in CASES])
 def test_every_5d_combination_equals_one_device(devices, dp, cp, tp, pp, ep, extra):
     model = MoEGPTConfig(**{**MOE.__dict__, "experts": 6 if ep == 3 else max(4, ep)})
-    kw = {"batch_size": 8, **extra}
+    kw = {"global_batch": 8, **extra}
     r = train(TrainConfig(model, strategy="hybrid", devices=devices, dp=dp, cp=cp, tp=tp, pp=pp, ep=ep, steps=2, **kw))
     assert (r.config.dp, r.config.cp, r.config.tp, r.config.pp, r.config.ep) == (dp, cp, tp, pp, ep)
     assert r.max_rel_weight_diff_vs_single < 1e-9
@@ -48,7 +51,7 @@ def test_every_5d_combination_equals_one_device(devices, dp, cp, tp, pp, ep, ext
 def test_routing_counts_under_context_parallelism_equal_one_device():
     """Each cp rank holds part of every sequence; the AllGathered expert choices let it number the
     capacity slots as one device does, so the same tokens are kept and dropped."""
-    kw = dict(strategy="hybrid", batch_size=4, steps=1)
+    kw = dict(strategy="hybrid", global_batch=4, steps=1)
     split = train(TrainConfig(MOE, devices=4, dp=1, cp=4, ep=2, **kw)).to_dict()["moe"]
     whole = train(TrainConfig(MOE, devices=2, dp=2, ep=2, **kw)).to_dict()["moe"]
     assert split == whole and split["moe0"]["dropped"] > 0
@@ -75,26 +78,26 @@ def test_expert_groups_carved_from_data_x_context_in_megatron_order():
 
 @pytest.mark.parametrize("dp,cp,ep,kind", [(4, 1, 4, "ring"), (2, 2, 2, "ring"), (1, 4, 2, "all-to-all")])
 def test_bytes_per_step_match_the_formula(dp, cp, ep, kind):
-    cfg = TrainConfig(MOE, strategy="hybrid", devices=dp * cp, dp=dp, cp=cp, ep=ep, cp_kind=kind, global_batch=4,
+    cfg = TrainConfig(MOE, strategy="hybrid", devices=dp * cp, dp=dp, cp=cp, ep=ep, cp_comm_type=COMM[kind], global_batch=4,
                       microbatches=1, steps=1).resolved()
     got = train(cfg).trace.bytes_by_collective()
-    want = expert_bytes_per_step(MOE, cfg.microbatch_size, cfg.m, ep, cp)
-    ulysses = attention_bytes_per_step(MOE, MOE.layers, cfg.microbatch_size, cfg.m, cp, kind) if kind != "ring" else 0
+    want = expert_bytes_per_step(MOE, cfg.micro_batch_size, cfg.m, ep, cp)
+    ulysses = attention_bytes_per_step(MOE, MOE.layers, cfg.micro_batch_size, cfg.m, cp, kind) if kind != "ring" else 0
     assert got["all_to_all"] == cfg.devices * (want["all_to_all"] + ulysses)
     assert got.get("all_gather", 0) == cfg.devices * want.get("all_gather", 0)
     if kind == "ring" and cp > 1:
-        assert got["send"] == cfg.devices * attention_bytes_per_step(MOE, MOE.layers, cfg.microbatch_size, cfg.m, cp)
-    per_token = want["all_to_all"] / (MOE.layers * cfg.m * cfg.microbatch_size * MOE.seq_len / cp)
+        assert got["send"] == cfg.devices * attention_bytes_per_step(MOE, MOE.layers, cfg.micro_batch_size, cfg.m, cp)
+    per_token = want["all_to_all"] / (MOE.layers * cfg.m * cfg.micro_batch_size * MOE.seq_len / cp)
     assert per_token == pytest.approx(32 * 1.0 * 2 * MOE.hidden * (ep - 1) / ep * cp)  # 32 cf k h (ep-1)/ep x cp
 
 
 @pytest.mark.parametrize("kw,message", [
     (dict(devices=4, dp=4, ep=3), "ep=3 must divide the experts \\(4\\)"),
     (dict(devices=4, dp=2, tp=2, ep=4), r"etp x ep = 2 x 4 = 8 to divide the tp x cp x dp = 2 x 1 x 2 = 4 ranks .* ep must divide dp x cp = 2"),
-    (dict(devices=4, dp=2, pp=2, ep=2, zero=2, microbatches=2), "DeepSpeed refuses ZeRO-2/3 with pipeline"),
+    (dict(devices=4, dp=2, pp=2, ep=2, zero_stage=2, microbatches=2), "DeepSpeed refuses ZeRO-2/3 with pipeline"),
     (dict(devices=4, dp=4, ep=2, bucket_mb=1.0), "drop --bucket-mb"),
     (dict(devices=3, dp=1, pp=3, ep=1, microbatches=6, schedule="dualpipe"), "even number of stages; got 3"),
-    (dict(devices=4, dp=1, cp=4, ep=1, cp_kind="all-to-all", model=MoEGPTConfig(**{**MOE.__dict__, "heads": 2})),
+    (dict(devices=4, dp=1, cp=4, ep=1, cp_comm_type="a2a", model=MoEGPTConfig(**{**MOE.__dict__, "heads": 2})),
      "2 heads cannot be split 4 ways"),
     (dict(devices=4, dp=1, cp=4, model=MoEGPTConfig(**{**MOE.__dict__, "seq_len": 12})),
      "sequence length 12 is not divisible by 8"),
@@ -102,7 +105,7 @@ def test_bytes_per_step_match_the_formula(dp, cp, ep, kind):
     (dict(devices=2, dp=2, ep=2, strategy="dp"), "shards experts with strategies ep and hybrid, not dp"),
 ])
 def test_bad_combinations_are_refused_in_one_line(kw, message):
-    kw = {"strategy": "hybrid", "batch_size": 12, "model": MOE, **kw}
+    kw = {"strategy": "hybrid", "global_batch": 12, "model": MOE, **kw}
     with pytest.raises(ParasimError, match=message) as e:
         TrainConfig(kw.pop("model"), **kw).resolved()
     assert "\n" not in str(e.value)
@@ -131,7 +134,7 @@ def test_cli_trains_the_5d_mesh_and_reports_the_json_fields(capsys):
 @pytest.mark.ray
 def test_5d_mesh_on_ray_equals_one_device_and_the_local_runtime(ray_runtime):
     cfg = TrainConfig(MoEGPTConfig(**{**MOE.__dict__, "layers": 1}), strategy="hybrid", devices=8, dp=2, cp=2, tp=2,
-                      ep=2, batch_size=4, steps=1)
+                      ep=2, global_batch=4, steps=1)
     on_ray = train(cfg, runtime=ray_runtime)
     assert on_ray.max_rel_weight_diff_vs_single < 1e-9
     local = train(cfg)
@@ -140,7 +143,7 @@ def test_5d_mesh_on_ray_equals_one_device_and_the_local_runtime(ray_runtime):
 
 @pytest.mark.parametrize("args,message", [
     (["--devices", "4", "--dp", "1", "--cp", "4", "--seq", "12"], "sequence length 12 is not divisible by 8"),
-    (["--devices", "8", "--dp", "1", "--cp", "8", "--cp-kind", "all-to-all"], "4 heads cannot be split 8 ways"),
+    (["--devices", "8", "--dp", "1", "--cp", "8", "--cp-comm-type", "a2a"], "4 heads cannot be split 8 ways"),
     (["--devices", "3", "--dp", "1", "--pp", "3", "--layers", "4", "--schedule", "dualpipe", "--microbatches", "6"],
      "even number of stages; got 3"),
     (["--devices", "4", "--dp", "4", "--ep", "3"], "ep=3 must divide the experts \\(4\\)"),

@@ -8,8 +8,11 @@ from simulator.errors import ParasimError
 from simulator.models.attention import attention_forward
 from simulator.parallel.cp_kernels import ring_attn_finish, ring_attn_fwd_step
 from simulator.parallel.cp_split import attention_bytes_per_step, block_activation_bytes, chunk_positions
+from simulator.vocabulary import VALUE_ALIASES
 
 GPT = GPTConfig(layers=2, hidden=16, heads=4, seq_len=16, vocab=32)
+
+COMM = VALUE_ALIASES["cp_comm_type"]   # the tests' ring / all-to-all as the vocabulary's p2p / a2a
 
 
 def _act_peak(result) -> int:
@@ -18,9 +21,9 @@ def _act_peak(result) -> int:
 
 @pytest.mark.parametrize("kind", ["ring", "all-to-all"])
 @pytest.mark.parametrize("kw", [dict(devices=4, cp=4), dict(devices=4, cp=2, dp=2),
-                                dict(devices=4, cp=2, pp=2, microbatches=2), dict(devices=3, cp=1, dp=3, batch_size=6)])
+                                dict(devices=4, cp=2, pp=2, microbatches=2), dict(devices=3, cp=1, dp=3, global_batch=6)])
 def test_context_parallel_equals_one_device(kind, kw):
-    cfg = TrainConfig(GPT, strategy="cp", cp_kind=kind, **{"batch_size": 4, "steps": 2, **kw})
+    cfg = TrainConfig(GPT, strategy="cp", cp_comm_type=COMM[kind], **{"global_batch": 4, "steps": 2, **kw})
     r = train(cfg)
     assert r.max_rel_weight_diff_vs_single < 1e-9
     assert np.allclose(r.losses, r.reference_losses, rtol=1e-12)
@@ -59,7 +62,7 @@ def test_online_softmax_over_blocks_equals_softmax_attention():
 @pytest.mark.parametrize("kind,kinds", [("ring", {"send"}), ("all-to-all", {"all_to_all"})])
 def test_bytes_per_step_match_the_formula(kind, kinds):
     cp, m = 4, 2
-    r = train(TrainConfig(GPT, strategy="cp", devices=cp, cp=cp, cp_kind=kind, global_batch=4, microbatches=m, steps=1))
+    r = train(TrainConfig(GPT, strategy="cp", devices=cp, cp=cp, cp_comm_type=COMM[kind], global_batch=4, microbatches=m, steps=1))
     got = {k: v for k, v in r.trace.bytes_by_collective().items() if k != "all_reduce"}
     assert set(got) == kinds
     per_rank = attention_bytes_per_step(GPT, GPT.layers, 4 // m, m, cp, kind)
@@ -73,7 +76,7 @@ def test_bytes_per_step_match_the_formula(kind, kinds):
 
 @pytest.mark.parametrize("kind", ["ring", "all-to-all"])
 def test_activation_memory_shrinks_as_one_over_cp(kind):
-    peaks = {cp: _act_peak(train(TrainConfig(GPT, strategy="cp", devices=cp, cp=cp, cp_kind=kind, global_batch=4)))
+    peaks = {cp: _act_peak(train(TrainConfig(GPT, strategy="cp", devices=cp, cp=cp, cp_comm_type=COMM[kind], global_batch=4)))
              for cp in (1, 2, 4)}
     formula = {cp: GPT.layers * block_activation_bytes(GPT, 4, cp, kind) for cp in peaks}
     for cp in (2, 4):
@@ -85,13 +88,13 @@ def test_activation_memory_shrinks_as_one_over_cp(kind):
 
 @pytest.mark.parametrize("kw,message", [
     (dict(cp=3, devices=3), "sequence length 16 is not divisible by 6"),
-    (dict(cp=8, devices=8, cp_kind="all-to-all"), "4 heads cannot be split 8 ways"),
+    (dict(cp=8, devices=8, cp_comm_type="a2a"), "4 heads cannot be split 8 ways"),
     (dict(cp=2, devices=2, strategy="dp"), "runs with strategies cp and hybrid"),
     (dict(cp=2, devices=3), "do not multiply to 3 devices"),
 ])
 def test_bad_combinations_are_refused_in_one_line(kw, message):
     with pytest.raises(ParasimError, match=message) as e:
-        train(TrainConfig(GPT, **{"strategy": "cp", "batch_size": 4, **kw}))
+        train(TrainConfig(GPT, **{"strategy": "cp", "global_batch": 4, **kw}))
     assert "\n" not in str(e.value)
 
 
@@ -100,7 +103,7 @@ def test_bad_combinations_are_refused_in_one_line(kw, message):
 def test_zero_bubble_schedules_split_the_context_parallel_backward(kind, schedule):
     """B (input gradients, with the ring's K/V and dK/dV hops or Ulysses' all-to-alls) runs at once;
     W (the weight gradients of the projections, MLP, layer norms and embedding) is deferred."""
-    cfg = TrainConfig(GPT, strategy="cp", devices=4, cp=2, pp=2, cp_kind=kind, schedule=schedule, global_batch=4,
+    cfg = TrainConfig(GPT, strategy="cp", devices=4, cp=2, pp=2, cp_comm_type=COMM[kind], schedule=schedule, global_batch=4,
                       microbatches=4, steps=2)
     r = train(cfg)
     assert r.max_rel_weight_diff_vs_single < 1e-9
@@ -117,7 +120,7 @@ def test_zero_bubble_schedules_split_the_context_parallel_backward(kind, schedul
 @pytest.mark.ray
 @pytest.mark.parametrize("kind", ["ring", "all-to-all"])
 def test_context_parallel_on_ray_equals_one_device_and_the_local_runtime(ray_runtime, kind):
-    cfg = TrainConfig(GPT, strategy="cp", devices=8, cp=4, dp=2, cp_kind=kind, global_batch=4, steps=2)
+    cfg = TrainConfig(GPT, strategy="cp", devices=8, cp=4, dp=2, cp_comm_type=COMM[kind], global_batch=4, steps=2)
     on_ray = train(cfg, runtime=ray_runtime)
     assert on_ray.max_rel_weight_diff_vs_single < 1e-9
     assert on_ray.losses == train(cfg).losses
@@ -137,7 +140,7 @@ def test_megatron_rank_order_tensor_fastest_then_context_then_data_then_pipeline
 @pytest.mark.parametrize("kw", [dict(devices=4, cp=2, tp=2), dict(devices=16, dp=2, cp=2, tp=2, pp=2, microbatches=2)])
 def test_hybrid_with_context_axis_equals_one_device(kind, kw):
     g = GPTConfig(layers=2, hidden=16, heads=4, seq_len=8, vocab=16)
-    r = train(TrainConfig(g, strategy="hybrid", cp_kind=kind, global_batch=4, steps=2, **kw))
+    r = train(TrainConfig(g, strategy="hybrid", cp_comm_type=COMM[kind], global_batch=4, steps=2, **kw))
     assert r.max_rel_weight_diff_vs_single < 1e-9
     assert r.compiled.mesh.axes == {"pp": kw.get("pp", 1), "dp": kw.get("dp", 1), "ep": 1, "cp": 2, "tp": 2}
     kinds = set(r.trace.bytes_by_collective())
@@ -149,7 +152,7 @@ def test_hybrid_refuses_expert_parallelism_of_a_dense_model_and_indivisible_head
         TrainConfig(GPT, strategy="hybrid", devices=4, ep=2, cp=2).resolved()
     assert "\n" not in str(e.value)
     with pytest.raises(ParasimError, match="4 heads cannot be split tp x cp = 4 x 2 = 8 ways"):
-        TrainConfig(GPT, strategy="hybrid", devices=8, cp=2, tp=4, cp_kind="all-to-all").resolved()
+        TrainConfig(GPT, strategy="hybrid", devices=8, cp=2, tp=4, cp_comm_type="a2a").resolved()
 
 
 def test_cli_trains_context_parallel_and_hybrid_with_dualpipe(capsys):
@@ -176,7 +179,7 @@ def test_cli_trains_context_parallel_and_hybrid_with_dualpipe(capsys):
 def test_hybrid_context_tensor_pipeline_dualpipe_on_ray_equals_one_device(ray_runtime):
     g = GPTConfig(layers=2, hidden=16, heads=4, seq_len=8, vocab=16)
     cfg = TrainConfig(g, strategy="hybrid", devices=8, cp=2, tp=2, pp=2, microbatches=4, schedule="dualpipe",
-                      batch_size=4, steps=1)
+                      global_batch=4, steps=1)
     on_ray = train(cfg, runtime=ray_runtime)
     assert on_ray.max_rel_weight_diff_vs_single < 1e-9
     assert on_ray.losses == train(cfg).losses

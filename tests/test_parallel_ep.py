@@ -106,7 +106,7 @@ def test_routing_counts_equal_the_single_device_reference():
     states = [{n: opt.init_state(v) for n, v in p.items()} for p in params]
     totals = {}
     for step in range(cfg.steps):
-        x, y = get_batch(cfg.model, cfg.batch_size, step, cfg.seed)
+        x, y = get_batch(cfg.model, cfg.global_batch, step, cfg.seed)
         h = x
         for layer, p in zip(model.layers, params):
             h, cache = layer.forward(p, h)
@@ -130,7 +130,7 @@ def test_all_to_all_bytes(ep):
     cfg = TrainConfig(moe(), strategy="ep", devices=4, ep=ep, global_batch=8, microbatches=2, steps=1).resolved()
     r = train(cfg)
     blk = build_model(cfg.model).layers[1]
-    buffer = 8 * blk.experts * cfg.microbatch_size * blk.capacity * blk.hidden
+    buffer = 8 * blk.experts * cfg.micro_batch_size * blk.capacity * blk.hidden
     want = cfg.model.layers * cfg.m * 4 * cfg.devices * buffer * (ep - 1) // ep
     assert r.trace.bytes_by_collective()["all_to_all"] == want
 

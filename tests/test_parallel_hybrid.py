@@ -16,7 +16,7 @@ CASES = [
     ("hybrid", dict(devices=8, dp=2, tp=2, pp=2, microbatches=2)),  # 5 layers on 2 stages: 3 + 2 (uneven)
     ("sp", dict(devices=8, dp=2, tp=2, pp=2, microbatches=2, bucket_mb=0.002)),
     ("hybrid", dict(devices=6, dp=1, tp=2, pp=3, microbatches=4, schedule="gpipe")),  # 2 + 2 + 1, not a power of 2
-    ("hybrid", dict(devices=6, dp=3, tp=2, pp=1, batch_size=6)),
+    ("hybrid", dict(devices=6, dp=3, tp=2, pp=1, global_batch=6)),
     ("hybrid", dict(devices=4, dp=1, tp=2, pp=2, microbatches=4, schedule="interleaved", virtual_stages=2)),
     ("hybrid", dict(devices=8, dp=1, tp=4, pp=2, microbatches=2)),
 ]
@@ -25,7 +25,7 @@ CASES = [
 @pytest.mark.parametrize("strategy,kw", CASES, ids=[f"{s}-{i}" for i, (s, _) in enumerate(CASES)])
 def test_every_combination_equals_one_device(strategy, kw):
     kw = dict(kw)
-    r = train(TrainConfig(GPT, strategy=strategy, global_batch=kw.pop("batch_size", 8), steps=3, **kw))
+    r = train(TrainConfig(GPT, strategy=strategy, global_batch=kw.pop("global_batch", 8), steps=3, **kw))
     assert r.config.dp * r.config.tp * r.config.pp == r.config.devices
     assert r.max_rel_weight_diff_vs_single < 1e-9
     assert r.losses == pytest.approx(r.reference_losses, rel=1e-9)
@@ -64,7 +64,7 @@ def test_each_axis_communicates_on_its_own_groups():
 def test_tensor_ranks_send_their_share_between_stages_with_or_without_sp():
     # Megatron-LM's scatter-gather (Narayanan et al. 2021, Sec. 4.1): without SP each tensor rank
     # sends 1/t of the activation and the next stage all-gathers it; with SP it is already 1/t
-    kw = dict(devices=4, dp=1, tp=2, pp=2, microbatches=2, batch_size=4, steps=1)
+    kw = dict(devices=4, dp=1, tp=2, pp=2, microbatches=2, global_batch=4, steps=1)
     tp = train(TrainConfig(GPT, strategy="hybrid", **kw))
     sp = train(TrainConfig(GPT, strategy="sp", **kw))
     assert sp.trace.bytes_by_collective()["send"] == tp.trace.bytes_by_collective()["send"]
@@ -77,7 +77,7 @@ def test_tensor_ranks_send_their_share_between_stages_with_or_without_sp():
 @pytest.mark.ray
 def test_hybrid_on_ray_equals_one_device_and_the_local_runtime(ray_runtime):
     cfg = TrainConfig(GPTConfig(layers=1, hidden=8, heads=2, seq_len=4, vocab=8), strategy="hybrid", devices=8,
-                      dp=2, tp=2, pp=2, microbatches=2, batch_size=8, steps=1)
+                      dp=2, tp=2, pp=2, microbatches=2, global_batch=8, steps=1)
     on_ray = train(cfg, runtime=ray_runtime)
     local = train(cfg)
     assert on_ray.max_rel_weight_diff_vs_single < 1e-9
@@ -90,12 +90,12 @@ def _opt_bytes(result, device):
 
 
 @pytest.mark.parametrize("kw", [dict(devices=8, dp=2, tp=2, pp=2, microbatches=2),
-                                dict(devices=6, dp=3, tp=2, pp=1, batch_size=12),
+                                dict(devices=6, dp=3, tp=2, pp=1, global_batch=12),
                                 dict(devices=4, dp=2, tp=2, strategy="sp")])
 def test_zero1_over_the_data_axis_shards_optimizer_state_and_keeps_the_math(kw):
     """Megatron's distributed optimizer in 3-D: same weights as one device, the optimizer state of
     each rank cut N_d ways, and the data-parallel bytes of one AllReduce split into RS + AG."""
-    cfg = TrainConfig(GPT, **{"strategy": "hybrid", "batch_size": 8, "steps": 2, **kw})
+    cfg = TrainConfig(GPT, **{"strategy": "hybrid", "global_batch": 8, "steps": 2, **kw})
     plain, zero = train(cfg), train(TrainConfig(**{**cfg.__dict__, "zero_stage": 1}))
     assert zero.max_rel_weight_diff_vs_single < 1e-9
     dp = cfg.dp

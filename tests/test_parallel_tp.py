@@ -90,7 +90,7 @@ def _peak_act(result):
 
 def test_sequence_parallel_holds_less_activation_memory_than_tp():
     model = GPTConfig(layers=2, hidden=32, heads=4, seq_len=16, vocab=16)
-    kw = dict(devices=4, batch_size=4, steps=1)
+    kw = dict(devices=4, global_batch=4, steps=1)
     single = _peak_act(train(TrainConfig(model, strategy="single", global_batch=4, steps=1)))[0]
     tp = _peak_act(train(TrainConfig(model, strategy="tp", **kw)))
     sp = _peak_act(train(TrainConfig(model, strategy="sp", **kw)))

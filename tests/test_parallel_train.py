@@ -93,7 +93,7 @@ def _act_peak(result, device):
 
 
 def test_1f1b_holds_fewer_activations_than_gpipe_on_the_first_stage():
-    kw = dict(strategy="pp", devices=2, microbatches=8, batch_size=16, steps=1)
+    kw = dict(strategy="pp", devices=2, microbatches=8, global_batch=16, steps=1)
     gpipe = train(TrainConfig(GPT, schedule="gpipe", **kw))
     ofob = train(TrainConfig(GPT, schedule="1f1b", **kw))
     assert _act_peak(ofob, 0) < _act_peak(gpipe, 0)
@@ -120,7 +120,7 @@ def test_layer_parallel_devices_wait_for_each_other():
     (dict(strategy="dp", devices=4, accumulate=3), r"dp=4 x micro-batches=1 x accumulate=3 = 12 equal parts"),
     (dict(strategy="pp", devices=2, microbatches=3), "cannot be split"),
     (dict(strategy="hybrid", devices=8, dp=3, pp=2), "do not multiply to 8 devices"),
-    (dict(strategy="pp", devices=2, microbatches=5, schedule="interleaved", virtual_stages=2, batch_size=10),
+    (dict(strategy="pp", devices=2, microbatches=5, schedule="interleaved", virtual_stages=2, global_batch=10),
      "2 rounds of equal size: m = 5 with p = 2"),
     (dict(strategy="single", devices=2), "1 device"),
 ])

@@ -48,11 +48,11 @@ def test_the_runtime_and_the_cost_model_refuse_ep_that_does_not_divide_dp_x_cp()
 
 
 @pytest.mark.parametrize("run, cost, words", [
-    (dict(zero=5), dict(zero_stage=5), "ZeRO stage must be 0, 1, 2 or 3, got 5"),
-    (dict(schedule="interleaved", virtual_stages=2, microbatches=5, batch_size=10),
+    (dict(zero_stage=5), dict(zero_stage=5), "ZeRO stage must be 0, 1, 2 or 3, got 5"),
+    (dict(schedule="interleaved", virtual_stages=2, microbatches=5, global_batch=10),
      dict(schedule="interleaved", virtual_stages=2, global_batch=5),
      r"max\(1, m // p\) = 2 rounds of equal size: m = 5 with p = 2 is not a multiple of 2"),
-    (dict(virtual_stages=2, microbatches=2, batch_size=4), dict(virtual_stages=2, global_batch=2),
+    (dict(virtual_stages=2, microbatches=2, global_batch=4), dict(virtual_stages=2, global_batch=2),
      r"virtual stages \(2\) need a schedule with several chunks per device \(interleaved, .*\), not 1f1b"),
     (dict(tp=0), dict(tp=0), "tp must be a positive integer, got 0"),
 ])

@@ -41,11 +41,11 @@ def test_fault_specs_parse_or_refuse(text):
 def test_train_config_validates_or_refuses(strategy, devices, dp, pp, tp, batch, mbs, schedule, lr):
     try:
         cfg = TrainConfig(MLPConfig(in_dim=4, hidden=4, layers=4, classes=2), strategy=strategy, devices=devices,
-                          dp=dp, pp=pp, tp=tp, batch_size=batch, microbatches=mbs, schedule=schedule, lr=lr).resolved()
+                          dp=dp, pp=pp, tp=tp, global_batch=batch, microbatches=mbs, schedule=schedule, lr=lr).resolved()
     except ParasimError as e:
         assert "\n" not in str(e)
         return
-    assert cfg.dp * cfg.pp * cfg.tp == cfg.devices and cfg.batch_size % (cfg.dp * cfg.m) == 0
+    assert cfg.dp * cfg.pp * cfg.tp == cfg.devices and cfg.global_batch % (cfg.dp * cfg.m) == 0
 
 
 @FAST

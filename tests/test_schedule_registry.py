@@ -43,7 +43,7 @@ def test_every_consumer_lists_the_registry():
         v = 2 if SCHEDULE_SPECS[name].virtual_stages else 1
         assert make_schedule(name, 4, 8, v).p == 4
         TrainConfig(gpt, strategy="pp", devices=2, microbatches=4, schedule=name, virtual_stages=v,
-                    batch_size=8).resolved()
+                    global_batch=8).resolved()
     for name in SCHEDULES:     # the cost model's configuration takes each (the scale program compiles it;
         # the closed form prices PRICED_SCHEDULES only: tests/test_one_compiler.py)
         ParallelConfig(pp=2, global_batch=8, schedule=name, virtual_stages=SCHEDULE_SPECS[name].chunks_for(2))

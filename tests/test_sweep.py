@@ -105,7 +105,7 @@ def test_refused_points_keep_their_reason_and_tables_export(tmp_path):
 
 def test_train_sweep_shows_the_latency_regime_of_small_buckets():
     base = TrainConfig(GPTConfig(layers=2, hidden=32, heads=4, seq_len=16, vocab=32), strategy="dp", devices=2,
-                       batch_size=4)
+                       global_batch=4)
     slow = SimpleDeviceModel(flops_per_s=1e12, memory_bandwidth_Bps=1e12, latency_s=50e-6, bandwidth_Bps=10e9)
     r = {x["bucket_mb"]: x for x in sweep("train", base, {"device_model": slow}, bucket_mb=[None, 0.004, 0.064, 1.0]).records}
     assert r[0.004]["messages"] > r[0.064]["messages"] > r[1.0]["messages"]
@@ -174,6 +174,6 @@ def test_names_and_grid_size_are_checked_before_any_point_runs():
         sweep("search", {}, top=[1])
     with pytest.raises(ParasimError, match=r"a train sweep runs at most 64 points; 1000 x 1000 = 1,000,000"):
         sweep("train", TrainConfig(GPTConfig(2, 32, 4, 16, 32), strategy="dp", devices=2),
-              batch_size=range(1000), steps=range(1000))
+              global_batch=range(1000), steps=range(1000))
     t = sweep("schedule", {"schedule": "1f1b", "p": 4, "m": 8}, v=["x", 1])
     assert t.records[0]["error"] == "v must be an integer, got 'x'" and not t.records[1]["error"]

@@ -21,8 +21,8 @@ CASES = [  # (strategy, degrees, schedule)
     ("sp", dict(devices=4, tp=2, pp=2), "zb-h1"),
     ("sp", dict(devices=4, tp=2, pp=2), "dualpipe"),
     *(("hybrid", dict(devices=8, tp=2, cp=2, pp=2), s) for s in ("zb-h1", "zb-h2", "dualpipe")),
-    ("hybrid", dict(devices=8, tp=2, cp=2, pp=2, cp_kind="all-to-all"), "zb-h2"),
-    ("hybrid", dict(devices=8, tp=2, cp=2, pp=2, cp_kind="all-to-all"), "dualpipe"),
+    ("hybrid", dict(devices=8, tp=2, cp=2, pp=2, cp_comm_type="a2a"), "zb-h2"),
+    ("hybrid", dict(devices=8, tp=2, cp=2, pp=2, cp_comm_type="a2a"), "dualpipe"),
     ("hybrid", dict(devices=16, dp=2, tp=2, cp=2, pp=2), "zb-h1"),
 ]
 
@@ -94,7 +94,7 @@ def test_cli_prices_dualpipe_with_context_and_tensor_parallelism(capsys):
     assert dual["devices"] == 8 and dual["schedule"] == "dualpipe" and dual["max_rel_weight_diff_vs_single"] < 1e-9
     assert {k: v for k, v in dual["bytes_by_collective"].items() if k != "all_reduce"} == \
            {k: v for k, v in base["bytes_by_collective"].items() if k != "all_reduce"}
-    cfg = dict(strategy="hybrid", devices=8, dp=1, cp=2, tp=2, pp=2, microbatches=4, batch_size=8, steps=1)
+    cfg = dict(strategy="hybrid", devices=8, dp=1, cp=2, tp=2, pp=2, microbatches=4, global_batch=8, steps=1)
     g = GPTConfig(layers=2, hidden=32, heads=4, seq_len=16, vocab=32)  # the CLI's defaults
     runs = {s: train(TrainConfig(g, schedule=s, **cfg)) for s in ("dualpipe", "1f1b")}
     assert {s: r.trace.bytes_by_collective() for s, r in runs.items()} == \
@@ -131,7 +131,7 @@ def test_split_backward_of_moe_blocks_on_every_lane_equals_one_device(kw, schedu
 @pytest.mark.ray
 def test_split_backward_with_tensor_and_context_parallelism_on_ray(ray_runtime):
     cfg = TrainConfig(GPTConfig(layers=2, hidden=16, heads=4, seq_len=8, vocab=16), strategy="hybrid", devices=8,
-                      cp=2, tp=2, pp=2, microbatches=4, schedule="zb-h1", batch_size=4, steps=2)
+                      cp=2, tp=2, pp=2, microbatches=4, schedule="zb-h1", global_batch=4, steps=2)
     on_ray = train(cfg, runtime=ray_runtime)
     assert on_ray.max_rel_weight_diff_vs_single < 1e-9
     local = train(cfg)

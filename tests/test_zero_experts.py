@@ -31,14 +31,14 @@ GPT = GPTConfig(layers=2, hidden=16, heads=4, seq_len=8, vocab=16)
 ], ids=["moe-dp4-ep2-m2", "moe-dp2-cp2-tp2-ep2", "moe-dp4-tp2-ep4", "gpt-dp2-cp2-tp2", "moe-cp4-ep2"])
 def test_zero_stages_on_the_5d_mesh_equal_one_device(model, kw, stage):
     r = train(TrainConfig(model, strategy="hybrid", zero_stage=stage, global_batch=8, steps=2, **kw))
-    assert r.config.zero == stage
+    assert r.config.zero_stage == stage
     assert r.max_rel_weight_diff_vs_single < 1e-9
     assert r.losses == pytest.approx(r.reference_losses, rel=1e-9)
 
 
 def test_zero1_with_experts_and_a_pipeline_equals_one_device():
     r = train(TrainConfig(MOE, strategy="hybrid", devices=8, dp=4, pp=2, ep=2, zero_stage=1, microbatches=2,
-                          batch_size=8, steps=2))
+                          global_batch=8, steps=2))
     assert r.max_rel_weight_diff_vs_single < 1e-9
 
 
@@ -108,12 +108,12 @@ def test_bytes_by_collective_are_the_ring_volumes_of_each_group(stage, gathers):
 
 
 @pytest.mark.parametrize("kw,words", [
-    (dict(devices=4, dp=2, pp=2, ep=2, microbatches=2, zero=2), "DeepSpeed refuses ZeRO-2/3 with pipeline"),
-    (dict(devices=8, dp=2, pp=2, tp=2, zero=3, model=GPT), "drop --zero or use pp=1"),
-    (dict(devices=4, dp=4, ep=2, zero=1, bucket_mb=1.0), "drop --bucket-mb"),
+    (dict(devices=4, dp=2, pp=2, ep=2, microbatches=2, zero_stage=2), "DeepSpeed refuses ZeRO-2/3 with pipeline"),
+    (dict(devices=8, dp=2, pp=2, tp=2, zero_stage=3, model=GPT), "drop --zero or use pp=1"),
+    (dict(devices=4, dp=4, ep=2, zero_stage=1, bucket_mb=1.0), "drop --bucket-mb"),
 ])
 def test_zero_stages_2_3_with_a_pipeline_are_refused_in_one_line(kw, words):
-    kw = {"model": MOE, "strategy": "hybrid", "batch_size": 8, **kw}
+    kw = {"model": MOE, "strategy": "hybrid", "global_batch": 8, **kw}
     with pytest.raises(ParasimError, match=words) as e:
         compile_strategy(TrainConfig(kw.pop("model"), **kw).resolved())
     assert "\n" not in str(e.value)
