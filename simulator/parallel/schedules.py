@@ -336,6 +336,12 @@ def zb_h1(p: int, m: int) -> Schedule:
     return Schedule("zb-h1", p, m, 1, tuple(rows))
 
 
+def zb_h2_limits(p: int) -> list[int]:
+    """ZB-H2's memory limit: every one of the p stages may hold 2p-1 micro-batches (Qi et al. 2023,
+    Sec. 2.2), as `zb_h2` orders the schedule and `zb_h2_makespan` times it."""
+    return [2 * p - 1] * p
+
+
 def zb_h2(p: int, m: int, t_f: float = 1.0, t_b: float = 1.0, t_w: float = 1.0) -> Schedule:
     """ZB-H2 (Qi et al. 2023, Sec. 2.2): every stage may hold 2p-1 micro-batches ((2p-1) M_B), so
     extra warmup forwards fill the gap before the first B and W passes fill the tail. The order
@@ -347,11 +353,11 @@ def zb_h2(p: int, m: int, t_f: float = 1.0, t_b: float = 1.0, t_w: float = 1.0) 
     arrives then), so Qi et al.'s (p-1)(T_F+T_B-2T_W) is reached only when T_B >= 2T_W.
     """
     check_sizes(p, m, 1)
-    return _zero_bubble("zb-h2", p, m, [2 * p - 1] * p, t_f, t_b, t_w)
+    return _zero_bubble("zb-h2", p, m, zb_h2_limits(p), t_f, t_b, t_w)
 
 
 def zb_h2_makespan(p: int, m: int, t_f: float = 1.0, t_b: float = 1.0, t_w: float = 1.0) -> float:
     """The makespan of `zb_h2(p, m, t_f, t_b, t_w)` timed at the times that ordered it (no
     communication time): the greedy's own play (`greedy_order`), what a search needs per candidate."""
     check_sizes(p, m, 1)
-    return greedy_order("zb-h2", p, m, [2 * p - 1] * p, t_f, t_b, t_w)[2]
+    return greedy_order("zb-h2", p, m, zb_h2_limits(p), t_f, t_b, t_w)[2]
