@@ -7,6 +7,7 @@ Streamlit calls here, so pages and lessons can reuse them. matplotlib stays for 
                                as rules; idle time drawn as what the step accounting calls it.
 - aggregate_trace(trace)       a large trace drawn as runs of one micro-batch per lane (and a note).
 - memory_components_spec()     bytes per memory component per GPU against the capacity (a spec).
+- loss_spec()                  loss per step of a run beside one device's (a spec).
 
 The collective player's charts live in player_charts.py.
 """
@@ -233,6 +234,30 @@ def memory_components_spec(parts: dict[str, float], capacity_bytes: float, title
                                                  "color": "#E45756"},
              "encoding": {"x": {"field": "GB", "type": "quantitative"}, "text": {"field": "label", "type": "nominal"}}},
         ],
+        **spec_style(),
+    }
+
+
+def loss_spec(series: dict[str, list[float]]) -> dict:
+    """Loss per step, one line per entry of `series` (name -> losses, step 1 first): the first solid,
+    the others dashed and drawn over it with points, so two curves that coincide (a parallel run and
+    its one-device reference) stay visible as two. A Vega-Lite spec (dict) for `st.vega_lite_chart`:
+    no Altair, so building it costs each session next to nothing (docs/app-performance.md)."""
+    names = list(series)
+    rows = [{"step": i + 1, "run": name, "loss": v, "value": f"{v:.6g}"}
+            for name, values in series.items() for i, v in enumerate(values)]
+    return {
+        "data": {"values": rows}, "height": 300, "width": "container",
+        "mark": {"type": "line", "point": True},
+        "encoding": {
+            "x": {"field": "step", "type": "quantitative", "title": "step", "axis": {"tickMinStep": 1, "format": "d"}},
+            "y": {"field": "loss", "type": "quantitative", "title": "loss", "scale": {"zero": False}},
+            "color": {"field": "run", "type": "nominal", "sort": names, "legend": {"orient": "top", "title": None}},
+            "strokeDash": {"field": "run", "type": "nominal", "sort": names, "legend": None,
+                           "scale": {"domain": names, "range": [[1, 0]] + [[6, 4]] * (len(names) - 1)}},
+            "order": {"field": "run", "type": "nominal", "sort": names},
+            "tooltip": [{"field": "run", "type": "nominal"}, {"field": "step", "type": "quantitative"},
+                        {"field": "value", "type": "nominal", "title": "loss"}]},
         **spec_style(),
     }
 

@@ -5,6 +5,7 @@ import importlib.util
 import os
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -15,6 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run", "--disable-quic"]
+
+
+PINNED = "import os, sys; os.sched_setaffinity(0, {int(c) for c in sys.argv[1].split(',')}); os.execvp(sys.argv[2], sys.argv[2:])"
 
 
 def missing_browser() -> str | None:
@@ -32,10 +36,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(log_path: Path, script: Path = ROOT / "app" / "main.py", env: dict | None = None):
+def start_server(log_path: Path, script: Path = ROOT / "app" / "main.py", env: dict | None = None,
+                 cpus: set[int] | None = None):
     """(process, url, log): `script` (the app) served on a free port as `parasim app` serves it (its
     command, simulator.commands.app), once its health check answers, in `env` (default: the
-    environment `parasim app` gives its server)."""
+    environment `parasim app` gives its server), on `cpus` (None: the CPUs this process may use;
+    set before the command starts, so every thread of the server inherits it)."""
     from types import SimpleNamespace
 
     from simulator.commands.app import server_env, streamlit_command
@@ -44,6 +50,8 @@ def start_server(log_path: Path, script: Path = ROOT / "app" / "main.py", env: d
     log = open(log_path, "w")
     env = dict(server_env(os.environ) if env is None else env, STREAMLIT_BROWSER_GATHER_USAGE_STATS="false")
     cmd = streamlit_command(SimpleNamespace(port=port, host="127.0.0.1", headless=True, address=None), script)
+    if cpus is not None:  # os.sched_setaffinity, then exec the command: no taskset binary needed
+        cmd = [sys.executable, "-c", PINNED, ",".join(map(str, sorted(cpus))), *cmd]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60

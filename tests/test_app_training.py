@@ -1,5 +1,8 @@
 """App page tests (training): renders without exceptions, key widgets, controls change results."""
 
+import json
+
+import pyarrow as pa
 import pytest
 from app_helpers import metrics, page
 
@@ -31,7 +34,13 @@ def test_training_run_shows_metrics_and_matches_one_device():
     bubble_pp = float(m["pipeline bubble"].rstrip("%"))
     assert bubble_pp > 0
     assert len(at.get("imagelist") or at.get("image")) >= 2  # step breakdown, memory over time
-    assert len(at.get("vega_lite_chart")) == 2  # the interactive timeline and the loss curve
+    timeline, loss = at.get("vega_lite_chart")  # the interactive timeline and the loss curve
+    spec, rows = json.loads(loss.proto.spec), pa.ipc.open_stream(loss.proto.data.data).read_pandas()  # the inline data
+    runs = at.session_state["train_run"][1]
+    drawn = {name: list(rows.loss[rows.run == name]) for name in ("this run", "one device")}
+    assert drawn == {"this run": runs["losses"], "one device": runs["reference"]} and len(runs["losses"]) == 1
+    assert spec["encoding"]["strokeDash"]["scale"]["range"] == [[1, 0], [6, 4]]  # one device dashed over this run
+    assert any("One device's curve is dashed" in c.value and "They coincide" in c.value for c in at.caption)
     events = at.dataframe[0].value
     assert set(events["device"]) == {1} and len(events) > 10  # the bar details, filtered to device 1
     at.multiselect(key="event_devices").set_value([0, 3]).run()

@@ -201,3 +201,30 @@ def test_presentation_mode_scales_the_vega_controls_the_axes_and_the_play_button
     assert all(b["px"] >= 20 and not b["cut"] for b in got["buttons"]), got["buttons"]  # never "P..."
     if "pipelines" in path:  # the timeline's "highlight micro-batch" menu (a Vega binding)
         assert got["binds"] and min(got["binds"]) >= 17, got["binds"]
+
+
+def test_five_sessions_pressing_run_at_once_share_one_run_and_see_the_same_numbers(served, browser):
+    """Five students press Run training on the same settings at the same time: the server makes
+    the run once (app/shared_runs.py) and every page shows its numbers; bench/bench_app_sessions.py
+    times it."""
+    from urllib.parse import urlencode
+
+    _, url = served
+    params = {"strategy": "pp", "run_mode": "run in-process", "steps": "2", "batch": "32"}  # no other test's run
+    pages = [browser.new_context(viewport={"width": 1280, "height": 900}).new_page() for _ in range(5)]
+    for page in pages:
+        page.goto(f"{url}/training?{urlencode(params)}", wait_until="domcontentloaded")
+        wait_until_idle(page, 300)
+    for page in pages:
+        page.get_by_role("button", name="Run training").click()
+    seen = []
+    for page in pages:
+        page.get_by_text("from the click to these results", exact=False).first.wait_for(timeout=120_000)
+        wait_until_idle(page, 300)
+        assert not page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count()
+        metric = page.locator('[data-testid="stMetric"]').filter(has_text="time per step").first.inner_text()
+        caption = page.get_by_text("from the click to these results", exact=False).first.inner_text()
+        seen.append((metric, "made once on this server for every session asking for these settings" in caption))
+        page.context.close()
+    assert len({m for m, _ in seen}) == 1, seen  # the same run's numbers on every page
+    assert sorted(s for _, s in seen) == [False, True, True, True, True], seen  # made by one session, shared by four

@@ -5,7 +5,7 @@ import sys
 import time
 
 import streamlit as st
-from charts import stage_map, timeline_chart
+from charts import loss_spec, stage_map, timeline_chart
 from ray_session import start_ray
 from shared_runs import shared
 from ui import BIND, figure, interactive, intro, remember, restore, show_code, show_error, trace_downloads
@@ -336,9 +336,10 @@ with left:
 with right:
     if real:
         st.markdown("**Loss per step: this run and one device**")
-        st.line_chart({"this run": out["losses"], "one device": out["reference"]}, x_label="step", y_label="loss",
-                      height=300)
-        st.caption("The two curves coincide: the parallel run computes the same math.")
+        interactive(loss_spec({"this run": out["losses"], "one device": out["reference"]}), key="loss")
+        st.caption("One device's curve is dashed, drawn over this run's. " + (
+            "They coincide: the parallel run computes the same math." if out["verdict"][0] else
+            "Where they part, the run computes other numbers than one device: the check above says by how much."))
     else:
         st.info("Simulated clock only: nothing was executed, so there is no loss curve and no check. "
                 "Choose *run in-process* or *run on Ray actors* to train for real.")
