@@ -3,11 +3,11 @@
 import numpy as np
 import streamlit as st
 from charts import bytes_bars, sweep_lines
+from plan_charts import steps_spec
 from ui import (
     ALGO_HELP,
     BIND,
     KIND_HELP,
-    figure,
     friendly_errors,
     interactive,
     intro,
@@ -99,8 +99,12 @@ predict(f"how many bytes does the busiest rank send in this {algo} {kind} of {si
 
 tab_steps, tab_bytes, tab_n, tab_s = st.tabs(["Steps", "Bytes per rank", "Time vs world size", "Time vs size"])
 with tab_steps:
-    figure(viz.collective_steps(plan), "Each cell: the chunk a rank receives at that step and from whom; hatched = "
-                                   "added into its slot (reduce), plain = copied. Colour = chunk.")
+    interactive(steps_spec(plan), key="steps")
+    st.caption("Each cell: the chunk a rank receives at that step and from whom (hover a cell for the transfer in "
+               "words); dark frame = added into its slot (reduce), white = copied. Colour = chunk.")
+    st.download_button("Figure (PNG)", lambda: viz.png_bytes(viz.collective_steps(plan), dpi=120),
+                       file_name=f"{kind}-{algo}-{n}ranks.png", mime="image/png", key="steps-png", on_click="ignore",
+                       help="the same grid drawn by matplotlib (simulator.viz.collective_steps), made when pressed")
     link_to("Collective player", "Step through this plan with each rank's buffer", kind=kind, algo=algo, n=n)
 with tab_bytes:
     interactive(bytes_bars(sent), key="bytes")

@@ -33,7 +33,7 @@ SHOWN_PX = 850    # the step grid is read at about this width (the app's main co
 LABEL_PX = 10     # and its labels must be at least this tall there
 
 
-def _incoming_label(ts, all_to_all: bool) -> str:
+def incoming_label(ts, all_to_all: bool) -> str:
     """One cell's label: 'c2←1' chunk 2 from rank 1 ('+' reduced into the slot); in an all-to-all,
     whose chunk ids only say (source, destination), '←1'; several transfers: '3c←1' (3 chunks from
     rank 1) or '15c←15r' (15 chunks from 15 ranks)."""
@@ -64,7 +64,7 @@ def collective_steps(plan: Plan, *, width: float | None = None, max_steps: int =
 
     # one label per cell too wide for it: every cell label breaks before its arrow (alike in the figure)
     cells = [[t for t in step.transfers if t.dst == r] for step in steps for r in range(n)]
-    broken = any(not fits(_incoming_label(ts, all_to_all), cell_px) for ts in cells if ts)
+    broken = any(not fits(incoming_label(ts, all_to_all), cell_px) for ts in cells if ts)
 
     def wrap(text: str) -> str:
         return text.replace("←", "\n←") if broken else text
@@ -77,7 +77,7 @@ def collective_steps(plan: Plan, *, width: float | None = None, max_steps: int =
             ax.add_patch(Rectangle((r + 0.04, s + 0.06), 0.92, 0.88, facecolor=EMPTY_CELL, edgecolor="none"))
             ts = incoming.get(r, [])
             w = 0.92 / max(len(ts), 1)
-            each = [wrap(_incoming_label([t], all_to_all)) for t in ts]
+            each = [wrap(incoming_label([t], all_to_all)) for t in ts]
             one_each = all(fits(x, cell_px / max(len(ts), 1)) for x in each)
             for k, t in enumerate(ts):
                 x = r + 0.04 + k * w
@@ -89,7 +89,7 @@ def collective_steps(plan: Plan, *, width: float | None = None, max_steps: int =
                     ax.text(x + w / 2, s + 0.5, each[k], ha="center", va="center", fontsize=pt, color="black",
                             bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.8), gid="label")
             if ts and not one_each:
-                ax.text(r + 0.5, s + 0.5, wrap(_incoming_label(ts, all_to_all)), ha="center", va="center", fontsize=pt,
+                ax.text(r + 0.5, s + 0.5, wrap(incoming_label(ts, all_to_all)), ha="center", va="center", fontsize=pt,
                         color="black", bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.85),
                         gid="label")
         ax.text(n + 0.1, s + 0.5, fmt_bytes(step.nbytes), va="center", fontsize=pt * 0.9, color="#555555")
