@@ -33,8 +33,12 @@ MOVES = {
     "pipelines": [("p", (5, 6, 8)), ("m", (12, 16, 32)), ("v", (3, 4, 1)), ("t_b", (1.5, 2.0, 3.0)),
                   ("t_w", (0.5, 0.7, 2.5)), ("t_comm", (0.1, 0.25, 0.5))],
     "collectives": [("n", (6, 12, 16)), ("size", ("1 GB", "1 kB", "256 MB"))],
+    "player": [("n", (6, 12, 16)), ("per_rank", (4, 32, 64))],
+    "sharding": [("mesh_dp", (1, 3, 4)), ("mesh_tp", (1, 2, 3))],
+    "context": [("ctx_c", (1, 2, 8)), ("ctx_seq", (16, 64, 32))],
+    "home": [("home_p", (3, 6, 8)), ("home_m", (8, 12, 16))],
 }
-SELECT_SLIDERS = {"size"}
+SELECT_SLIDERS = {"size", "per_rank", "ctx_c", "ctx_seq"}
 
 
 def timed(widget, value) -> float:

@@ -44,8 +44,8 @@ def run(cp: int, seq: int, kind: str) -> dict:
 
 
 if kind == "ring":
-    figure(viz.ring_chart(seq, cp), "Colour = the device whose K/V block is scored; paler = fewer unmasked "
-                                    "(query, key) pairs. Every device does the same total work.")
+    figure(lambda: viz.ring_chart(seq, cp), "Colour = the device whose K/V block is scored; paler = fewer unmasked "
+           "(query, key) pairs. Every device does the same total work.", share=("ring_chart", seq, cp))
     table = pd.DataFrame(ring_steps(seq, cp))
     st.dataframe(table.pivot(index="device", columns="step", values="pairs").add_prefix("step "),
                  key="pairs")

@@ -26,14 +26,7 @@ from ..errors import DeviceFailure, ParasimError, ProgramError
 from ..ops import register_kernels, run_kernel
 from ..program import Collective, Compute, Free, Recv, Send
 from ..units import nbytes_of
-
-CATEGORIES = ("param", "grad", "opt", "act", "other")
-
-
-def category_of(name: str) -> str:
-    """'param/w1' -> 'param'; names without a known prefix count as 'other'."""
-    head = name.split("/", 1)[0]
-    return head if head in CATEGORIES[:-1] and "/" in name else "other"
+from .holdings import CATEGORIES, Holdings, category_of
 
 
 @dataclass(frozen=True)
@@ -58,7 +51,7 @@ class CollectiveCall:
 class Device:
     def __init__(self, rank: int):
         self.rank = rank
-        self.tensors: dict[str, np.ndarray] = {}
+        self.tensors: Holdings = Holdings()   # with its bytes per category kept up to date
         self.faults: dict[int, str] = {}  # instruction index -> reason (failure injection)
         self._open: dict[int, list] = {}  # collective key -> slots
         self.failed: DeviceFailure | None = None  # a failed device refuses every later call
@@ -107,13 +100,16 @@ class Device:
         return []
 
     def bytes_by_category(self) -> dict[str, int]:
+        """The definition of what the device holds: every tensor's bytes, by the category of its name."""
         out = dict.fromkeys(CATEGORIES, 0)
         for name, t in self.tensors.items():
             out[category_of(name)] += nbytes_of(t)
         return out
 
     def _sample(self, index: int) -> None:
-        self.memory[index] = self.bytes_by_category()
+        """After every instruction: the bytes per category, as `bytes_by_category` counts them, kept
+        up to date by the holdings (`simulator.runtime.holdings`)."""
+        self.memory[index] = dict(self.tensors.totals)
 
     def _get(self, index: int, ins, name: str) -> np.ndarray:
         if name not in self.tensors:
