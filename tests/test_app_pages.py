@@ -231,6 +231,9 @@ def test_context_page_shows_the_ring_and_a_real_run_equal_to_one_device():
     assert at.metric[1].proto.delta.startswith("4.00x")  # activations shrink as 1/c
     pairs = at.dataframe[0].value
     assert pairs.sum(axis=1).nunique() == 1  # the load-balanced split: equal work per device
+    ring = json.loads(at.get("vega_lite_chart")[0].proto.spec)  # the chunks and ring steps, drawn by the browser
+    assert ring["title"]["text"] == "32 tokens in 8 chunks: device i holds chunks i and 7-i" and not at.get("image")
+    assert at.get("download_button")[0].label == "Figure (PNG)"  # matplotlib's picture, made when pressed
     at.radio(key="attention").set_value("all-to-all").run()
     assert not at.exception and float(metrics(at)["vs one device"]) < 1e-9
     at.select_slider(key="ctx_c").set_value(8).run()  # 8 heads split 8 ways: still fine
