@@ -275,6 +275,14 @@ def figure(fig, caption: str | None = None, dpi: int = 120, share: tuple | None 
     return png
 
 
+def png_download(draw, file_name: str, key: str, source: str) -> None:
+    """A "Figure (PNG)" button for a page that draws its figure in the browser: `draw()` makes the
+    matplotlib figure `source` names, rendered only when the button is pressed (a live page never
+    waits on it)."""
+    st.download_button("Figure (PNG)", lambda: viz.png_bytes(draw(), dpi=120), file_name=file_name, mime="image/png",
+                       key=key, on_click="ignore", help=f"the same picture drawn by matplotlib ({source}), made when pressed")
+
+
 def trace_downloads(trace, png, stem: str, key: str) -> None:
     """Chrome trace JSON (open in ui.perfetto.dev), PNG of the figure, CSV of the events. `png`:
     the bytes, or a function that draws them; each file is made only when its button is pressed

@@ -228,3 +228,20 @@ def test_five_sessions_pressing_run_at_once_share_one_run_and_see_the_same_numbe
         page.context.close()
     assert len({m for m, _ in seen}) == 1, seen  # the same run's numbers on every page
     assert sorted(s for _, s in seen) == [False, True, True, True, True], seen  # made by one session, shared by four
+
+
+@pytest.mark.parametrize("path,name", [("/collectives?n=16", "all_reduce-ring-16ranks.png"),
+                                       ("/context?ctx_c=8", "ring-32tokens-8devices.png")])
+def test_a_page_drawn_in_the_browser_still_downloads_its_matplotlib_png(served, browser, path, name):
+    """The Collectives and Context pages draw their grids as Vega-Lite; the PNG is made when its
+    button is pressed (ui.png_download)."""
+    _, url = served
+    context = browser.new_context(accept_downloads=True, viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.goto(url + path, wait_until="domcontentloaded")
+    wait_until_idle(page)
+    with page.expect_download(timeout=60_000) as got:
+        page.get_by_role("button", name="Figure (PNG)").first.click()
+    data = Path(got.value.path()).read_bytes()
+    context.close()
+    assert got.value.suggested_filename == name and data.startswith(b"\x89PNG") and len(data) > 10_000

@@ -12,6 +12,7 @@ from ui import (
     interactive,
     intro,
     link_to,
+    png_download,
     predict,
     remember,
     restore,
@@ -102,9 +103,8 @@ with tab_steps:
     interactive(steps_spec(plan), key="steps")
     st.caption("Each cell: the chunk a rank receives at that step and from whom (hover a cell for the transfer in "
                "words); dark frame = added into its slot (reduce), white = copied. Colour = chunk.")
-    st.download_button("Figure (PNG)", lambda: viz.png_bytes(viz.collective_steps(plan), dpi=120),
-                       file_name=f"{kind}-{algo}-{n}ranks.png", mime="image/png", key="steps-png", on_click="ignore",
-                       help="the same grid drawn by matplotlib (simulator.viz.collective_steps), made when pressed")
+    png_download(lambda: viz.collective_steps(plan), f"{kind}-{algo}-{n}ranks.png", "steps-png",
+                 "simulator.viz.collective_steps")
     link_to("Collective player", "Step through this plan with each rank's buffer", kind=kind, algo=algo, n=n)
 with tab_bytes:
     interactive(bytes_bars(sent), key="bytes")

@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 from charts import timeline_chart
 from cp_charts import ring_spec
-from ui import BIND, friendly_errors, interactive, intro, remember, restore, show_code
+from ui import BIND, friendly_errors, interactive, intro, png_download, remember, restore, show_code
 
 from simulator import GPTConfig, TrainConfig, train, viz
 from simulator.parallel.cp_split import attention_bytes_per_step, chunk_positions, ring_steps
@@ -48,9 +48,8 @@ if kind == "ring":
     interactive(ring_spec(seq, cp), key="ring")
     st.caption("Colour = the device whose K/V block is scored; paler = fewer unmasked (query, key) pairs (hover a "
                "cell for the step in words). Every device does the same total work.")
-    st.download_button("Figure (PNG)", lambda: viz.png_bytes(viz.ring_chart(seq, cp), dpi=120),
-                       file_name=f"ring-{seq}tokens-{cp}devices.png", mime="image/png", key="ring-png", on_click="ignore",
-                       help="the same picture drawn by matplotlib (simulator.viz.ring_chart), made when pressed")
+    png_download(lambda: viz.ring_chart(seq, cp), f"ring-{seq}tokens-{cp}devices.png", "ring-png",
+                 "simulator.viz.ring_chart")
     table = pd.DataFrame(ring_steps(seq, cp))
     st.dataframe(table.pivot(index="device", columns="step", values="pairs").add_prefix("step "),
                  key="pairs")
