@@ -90,7 +90,10 @@ class Collective:
     all_gather concatenates the members' tensors along `axis`; reduce_scatter reduces then keeps
     this member's part of `axis` (np.array_split convention); all_to_all splits along `axis` and
     concatenates what it receives along `axis` in member order; broadcast/reduce use `root`
-    (a global rank). `nbytes` is the size of this member's input."""
+    (a global rank). `nbytes` is the size of this member's input. `counts` (reduce_scatter of a
+    flat tensor only): the element count each member keeps, in group order, instead of the
+    np.array_split parts (MPI_Reduce_scatter's recvcounts; a coalesced reduce-scatter of several
+    tensors, each split over the group on its own, `parallel/zero.py`)."""
 
     kind: str
     tensor: str
@@ -105,12 +108,17 @@ class Collective:
     tag: str = ""
     microbatch: int | None = None
     phase: str = "comm"
+    counts: tuple[int, ...] | None = None
 
     def __post_init__(self):
         if self.kind not in COLLECTIVE_KINDS:
             raise ProgramError(f"unknown collective {self.kind!r}; known: {', '.join(COLLECTIVE_KINDS)}")
         if len(self.group) > 1 and len(set(self.group)) != len(self.group):
             raise ProgramError(f"collective group {self.group} names a rank twice")
+        if self.counts is not None and (self.kind != "reduce_scatter" or self.axis is not None
+                                        or len(self.counts) != len(self.group) or min(self.counts) < 0):
+            raise ProgramError(f"counts {list(self.counts)} need a flat reduce_scatter (axis None) and one count "
+                               f">= 0 per member of {list(self.group)}; got {self.kind} axis {self.axis}")
 
     def touches(self) -> tuple[str, ...]:
         return (self.tensor, self.out)
@@ -122,7 +130,7 @@ class Collective:
         return f"{self.kind} {self.tensor} [{self.tag}]" if self.tag else f"{self.kind} {self.tensor}"
 
     def signature(self) -> tuple:
-        return (self.kind, self.algo, self.op, self.root, self.axis, self.tag)
+        return (self.kind, self.algo, self.op, self.root, self.axis, self.tag, self.counts)
 
     def __repr__(self) -> str:
         return f"Collective({self.kind}/{self.algo or 'default'} {self.tensor} -> {self.out} over {list(self.group)})"

@@ -74,14 +74,19 @@ def test_model_states_per_rank_are_the_zero_formulas_per_group(stage):
         mine = {k: shard_sizes(n, 2 if e else 4)[edp[r].index(r) if e else r] for k, (n, e) in sizes.items()}
         whole = sum(n for n, _ in sizes.values())
         assert m["param"] == 8 * (whole if stage < 3 else sum(mine.values()))
-        if stage == 1:  # the full gradient is materialised, then scattered before the step
-            assert m["grad_peak"] == 8 * whole
+        # one default bucket, reduced in two parts (`GradSync._parts`): the dense gradients packed
+        # beside the full gradient, then, with the dense ones scattered to this rank's shards, the
+        # experts' packed beside theirs; the peak is the larger of the two moments
+        dense = sum(n for n, e in sizes.values() if not e)
+        dense_mine = sum(mine[k] for k, (_, e) in sizes.items() if not e)
+        assert m["grad_peak"] == 8 * max(whole + dense, dense_mine + 2 * (whole - dense))
         assert m["grad_at_update"] == 8 * sum(mine.values())
         assert m["opt"] == 16 * sum(mine.values()) + 8
         assert m["grad_end"] == 0
     psi_dense = sum(n for n, e in sizes.values() if not e)
     psi_expert = sum(n for n, e in sizes.values() if e)  # on one rank: E/ep experts
-    total = sum(m["param"] + m["opt"] - 8 + m["grad_peak" if stage < 2 else "grad_at_update"] for m in measured)
+    # stage 1 keeps the full gradient until the reduce-scatter (its bytes, asserted per rank above)
+    total = sum(m["param"] + m["opt"] - 8 + (8 * whole if stage < 2 else m["grad_at_update"]) for m in measured)
     formula = model_state_formula_bytes(psi_dense, 4, stage) + model_state_formula_bytes(psi_expert, 2, stage)
     assert total == pytest.approx(4 * formula, rel=1e-12)
 
@@ -101,10 +106,17 @@ def test_bytes_by_collective_are_the_ring_volumes_of_each_group(stage, gathers):
     assert by["all_gather"] == gathers * (dense + expert)
     assert "all_reduce" not in by  # ZeRO replaces the gradient AllReduce
     groups = axis_groups(cfg)
-    rs = {(i.tag.rsplit("/", 1)[1], i.group) for code in c.program.code for i in code
+    # one coalesced reduce-scatter per bucket part: the dense gradients (the router's among them)
+    # over the 4 data ranks, the experts' over their expert-data group (`GradSync._parts`)
+    rs = {(i.tensor, i.group) for code in c.program.code for i in code
           if isinstance(i, Collective) and i.kind == "reduce_scatter"}
-    assert {g for n, g in rs if n == "w_fc"} == set(groups["edp"])
-    assert {g for n, g in rs if n == "w_router"} == {(0, 1, 2, 3)}
+    assert {g for t, g in rs if "/experts" in t} == set(groups["edp"])
+    assert {g for t, g in rs if "/experts" not in t} == {(0, 1, 2, 3)}
+    packed = {t: ins.inputs for code in c.program.code for ins in code
+              if type(ins).__name__ == "Compute" and ins.op == "shard_pack" for t in ins.outputs}
+    assert any("w_router" in g for t, ins in packed.items() if "/experts" not in t for g in ins)
+    assert all("w_fc" in g or "w_proj" in g or "b_" in g for t, ins in packed.items() if "/experts" in t
+               for g in ins)
 
 
 @pytest.mark.parametrize("kw,words", [

@@ -26,8 +26,9 @@ Slots = list  # list[np.ndarray | None]
 
 
 def split_input(kind: str, n_chunks: int, n: int, rank: int, x: np.ndarray | None, root: int = 0,
-                axis: int | None = None) -> Slots:
-    """Rank `rank`'s initial slots for a group of n. x is its input (None for non-roots of broadcast)."""
+                axis: int | None = None, counts=None) -> Slots:
+    """Rank `rank`'s initial slots for a group of n. x is its input (None for non-roots of broadcast);
+    `counts`: a flat reduce_scatter's element count per member (None: np.array_split's)."""
     if kind == "barrier":
         return [np.empty(0)]
     if kind == "broadcast":
@@ -41,7 +42,12 @@ def split_input(kind: str, n_chunks: int, n: int, rank: int, x: np.ndarray | Non
     if kind in ("all_reduce", "reduce"):
         return np.array_split(x.ravel(), n_chunks)
     if kind == "reduce_scatter":
-        return split(x, n, axis)
+        if counts is None:
+            return split(x, n, axis)
+        if sum(counts) != x.size:
+            raise ParasimError(f"reduce_scatter counts {list(counts)} add up to {sum(counts)} elements; the input "
+                               f"has {x.size}")
+        return np.split(x.ravel(), np.cumsum(counts)[:-1])
     if kind == "all_gather":
         slots: Slots = [None] * n
         slots[rank] = x.ravel() if axis is None else x

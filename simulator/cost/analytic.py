@@ -65,7 +65,13 @@ from simulator.cost.moe import (
 )
 from simulator.cost.moe_overlap import overlap_exposed_per_layer, shared_halves
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
-from simulator.cost.rank_params import heads_on, layer_params_on_rank, stage_params_on_rank
+from simulator.cost.rank_params import (
+    embedding_params_on_rank,
+    head_params_on_rank,
+    heads_on,
+    layer_params_on_rank,
+    stage_params_on_rank,
+)
 from simulator.cost.sac import sac_recompute_flops_per_token
 from simulator.cost.scale_kernels import cp_exchange_nbytes, layer_kernels, padded_vocab
 from simulator.cost.step_breakdown import StepBreakdown, breakdown_from_parts, closed_form_leaves_out
@@ -305,7 +311,8 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
                                                  emb, (f_l, b_l + w_l), lf, True, heads[slowest_k], copy_s)
     else:
         fsdp_copy = 0.0
-        dp_by, dp_exposed = dp_sync(cfg, A, topo, dense, expert, stages[k_big], m, fetch)
+        dp_by, dp_exposed = dp_sync(cfg, A, topo, dense, expert, stages[k_big], m, fetch,
+                                    zero3_first_gathers(model, cfg, k_big, last))
     dp_time = sum(dp_by.values())
     emb_ar = 0.0
     if last != 0 and model.tied_embeddings:   # first and last stage sum their embedding gradients
@@ -380,3 +387,15 @@ def estimate_memory(model: ModelSpec, cfg: ParallelConfig, hw: Hardware, A: Assu
     what decides its `oom` (the search checks it before pricing)."""
     return memory_report(model, cfg, hw, recipe=A.recipe, flash_attention=A.flash_attention, dtype=A.dtype,
                          grad_reduce_bytes=A.grad_reduce_bytes)
+
+
+def zero3_first_gathers(model: ModelSpec, cfg: ParallelConfig, k: int, last: int) -> tuple:
+    """ZeRO-3 (DeepSpeed): elements of the gathers device k issues before a pass's first compute,
+    which prefetching hides under nothing (`dp_sync`): the forward's embedding (first device) and
+    first layer, the backward's output layer (last device; untied or pipelined) or first layer."""
+    if cfg.zero_stage != 3:
+        return ()
+    layer = sum(layer_params_on_rank(model, cfg.tp, cfg.ep, cfg.expert_tp))
+    emb = embedding_params_on_rank(model, cfg.tp) if k == 0 else 0.0
+    holds_head = k == last and (cfg.pp > 1 or not model.tied_embeddings)
+    return emb, layer, head_params_on_rank(model, cfg.tp) if holds_head else layer

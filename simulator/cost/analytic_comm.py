@@ -39,7 +39,7 @@ def p2p_exposed(cfg: ParallelConfig, topo, act_bytes: float, algo: str) -> list[
 
 
 def dp_sync(cfg: ParallelConfig, A: Assumptions, topo, dense: float, expert: float, stage, m: int,
-             fetch: tuple = (1, 0.0, 0)):
+             fetch: tuple = (1, 0.0, 0), first_gathers: tuple = ()):
     """(seconds by collective kind, exposed seconds) of one step's data-parallel synchronisation of
     `dense` parameters over the data x context group and `expert` ones over dp c / ep ranks.
 
@@ -52,7 +52,9 @@ def dp_sync(cfg: ParallelConfig, A: Assumptions, topo, dense: float, expert: flo
     (`Assumptions.stage3_max_reuse_distance`). Overlap (`Assumptions`):
     gradient reduction hides under the backward it follows (the last micro-batch's for ZeRO 0-1,
     each one's for 2-3), parameter gathers under the forward (ZeRO-3: prefetched one layer ahead
-    under each forward and backward)."""
+    under each forward and backward; the gathers of `first_gathers` elements, which a pass issues
+    before its first compute, hide under nothing: the embedding and first layer of a forward, the
+    output layer of a backward, as the event clock's prefetch runs them)."""
     F, B, W = stage
     algo = A.collective_algo
     ar_algo = NVLS if A.nvls else algo
@@ -84,7 +86,8 @@ def dp_sync(cfg: ParallelConfig, A: Assumptions, topo, dense: float, expert: flo
     ag = 2 * (ag + (fetches - 1) * latency)                               # forward and backward passes
     if n_again:
         ag += collective_time_s("all_gather", A.param_bytes * again, grp, topo, algo) + (n_again - 1) * latency
-    hidden = (ag if A.overlap_param_gather else 0.0) + (rs if A.overlap_grad_reduce else 0.0)
+    first = sum(collective_time_s("all_gather", A.param_bytes * x, grp, topo, algo) for x in first_gathers if x)
+    hidden = (ag - first if A.overlap_param_gather else 0.0) + (rs if A.overlap_grad_reduce else 0.0)
     exposed = m * (ag + rs - hidden) + m * max(0.0, hidden - mb)
     return {"reduce_scatter": m * rs, "all_gather": m * ag}, exposed
 

@@ -33,12 +33,12 @@ class StepEnds:
         params = self._params(k)
         emb, tied = "emb", last != 0 and self.model.tied_embeddings
         # the ends' gradients not in a bucket yet (the input embedding's, a tied or one-device head's)
-        left = ends_params_on_rank(self.model, cfg.tp, k, cfg.pp, last) - (k == last and self.head_bucketed) * self.head_params
+        left = self.ends_left(k)
         if holds_emb:
             out.append(Compute("embedding_grad", (), (emb,), 0.0, 0,
                                {"kernel": Kernel("embedding_grad")}, "backward", None, "embedding grad"))
         own = holds_emb and self.fsdp    # reduced on its own, after the last bucket
-        if holds_emb and not own and d > 1:
+        if holds_emb and not own and d > 1 and not self.mb_buckets:
             # complete after the first layer's backward: it joins the last bucket (Megatron's DDP
             # buckets; the runnable GradSync), a tied copy too
             buckets.done(out, r, None, None, None, emb, self.A.grad_reduce_bytes * left)
@@ -69,6 +69,13 @@ class StepEnds:
                                "optimizer", None, "optimizer"))
         if zero in (1, 2) and d > 1 and not self.A.overlap_param_gather:
             self.param_gather(out, k, r, "params")
+
+    def ends_left(self, k: int) -> float:
+        """The ends' parameters of device k whose gradients join no layer's bucket: the input
+        embedding's, and a tied or one-device output layer's."""
+        last = self.dev[-1]
+        return (ends_params_on_rank(self.model, self.cfg.tp, k, self.cfg.pp, last)
+                - (k == last and self.head_bucketed) * self.head_params)
 
     def param_gather(self, out, k, r, name, blocking=True) -> None:
         """ZeRO-1/2: all-gather device k's updated parameters (`Assumptions.param_bytes` each), the dense ones over the data x

@@ -17,7 +17,7 @@ def gather_layer(em, out, r, c, l, j, which, elements=None, x="params") -> tuple
     fetches (`zero3_fetch`). FSDP's gather reads `x`, the activation the previous layer wrote,
     so it starts no earlier than that layer's end (one-unit prefetch, `simulator.cost.fsdp`)."""
     if elements is None:
-        elements = em.emb_params if l in ("emb", "head") else em.layer_local
+        elements = em.unit_params(l)
     if em.cfg.zero_stage < 3 or em.cfg.dp * em.cfg.cp == 1 or not elements:
         return ()
     w = f"w{which}{c}.{l}.{j}"
@@ -38,7 +38,7 @@ def copied_out(em, out, needs: tuple, l, j, which) -> tuple:
     computes (`simulator.cost.fsdp.copy_out_bytes`): what the unit's compute then waits for."""
     if not needs:
         return needs
-    elements = em.emb_params if l in ("emb", "head") else em.layer_local
+    elements = em.unit_params(l)
     nbytes = copy_out_bytes(em.cfg, elements)
     if not nbytes:
         return needs

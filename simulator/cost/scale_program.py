@@ -49,7 +49,7 @@ from simulator.cost.model_presets import ModelSpec
 from simulator.cost.moe import check_moe, moe_collectives, moe_group
 from simulator.cost.moe_overlap import interleave, overlap_pairs, shared_expert_mlp
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
-from simulator.cost.rank_params import head_params_on_rank, layer_params_on_rank
+from simulator.cost.rank_params import embedding_params_on_rank, head_params_on_rank, layer_params_on_rank
 from simulator.cost.scale_columns import program_columns
 from simulator.cost.scale_cp import attention_backward, attention_forward
 from simulator.cost.scale_ends import StepEnds
@@ -132,9 +132,14 @@ class _Emitter(StepEnds):
         self.head_params = head_params_on_rank(model, cfg.tp)       # + the final norm
         # an untied output layer's gradient is complete after the last micro-batch's logits backward:
         # it joins the first bucket (Megatron's DDP buckets), not the step's tail
-        self.head_bucketed = logits and not model.tied_embeddings and not self.per_mb_grads and not self.fsdp
-        # FSDP: the output layer is a unit of its own on the last device (not the tied p = 1 embedding)
-        self.head_unit = self.fsdp and logits and (cfg.pp > 1 or not model.tied_embeddings)
+        self.head_bucketed = logits and not model.tied_embeddings and not self.fsdp
+        # DeepSpeed's per-micro-batch reductions (ZeRO-2/3, not FSDP): each micro-batch's backward
+        # ends its buckets, the ends' gradients (`ends_left`) in its last one
+        self.mb_buckets = self.per_mb_grads and not self.fsdp
+        # ZeRO-3 (FSDP or DeepSpeed): the embedding and the output layer are gathered as units of their
+        # own, the output layer on the last device (not the tied p = 1 embedding)
+        self.ends_gathered = cfg.zero_stage == 3 and cfg.dp * cfg.cp > 1
+        self.head_unit = self.ends_gathered and logits and (cfg.pp > 1 or not model.tied_embeddings)
         K = kernels
         self._priced: dict = {}      # kernel -> (flops, nbytes, attrs), shared by its instructions
         self.copy_kernels: dict = {}  # FSDP2 copy-out Kernel by size (`scale_gather.copied_out`)
@@ -144,6 +149,16 @@ class _Emitter(StepEnds):
                           self.bw[K.mlp_b]: (None, P.experts_bw, P.router_bw)} if P else {}
 
     # ---- helpers ------------------------------------------------------------------------------
+    def unit_params(self, l) -> float:
+        """Parameters ZeRO-3 gathers for layer l, or for the "emb" / "head" unit: the vocabulary
+        matrix (FSDP's units, as `fsdp.fsdp_sync` counts them); DeepSpeed's whole ends (the position
+        table, the final norm: `rank_params`, as the closed form's `dp_sync` moves them)."""
+        if l not in ("emb", "head"):
+            return self.layer_local
+        if self.fsdp:
+            return self.emb_params
+        return (embedding_params_on_rank if l == "emb" else head_params_on_rank)(self.model, self.cfg.tp)
+
     def comp(self, out, kern: Kernel, x: str, phase: str, j, label: str, extra=(), needs=()):
         got = self._priced.get(kern)
         if got is None:
@@ -241,7 +256,7 @@ class _Emitter(StepEnds):
         if s > 0 and self.dev[s - 1] != k:
             self.recv(out, r, x, self.dev[s - 1] * w + r % w, f"f{s}.{j}", j)
         units: list = list(range(self.chunks[s]))
-        if self.fsdp:      # the embedding and output layer are FSDP units too
+        if self.ends_gathered:      # ZeRO-3 gathers the embedding and output layer too
             units = ["emb"] * (s == 0) + units + ["head"] * (s == self.S - 1 and self.head_unit)
         carry = head = ()
         emb = s == 0        # the vocabulary-parallel embedding's collectives come before the first layer
@@ -278,8 +293,10 @@ class _Emitter(StepEnds):
         elif self.logits:
             kern = self.K.logits_b + self.K.logits_w if kind == "BW" else self.K.logits_b
             head = last_mb and self.head_bucketed
+            # DeepSpeed ZeRO-3 gathers the output layer again for its backward (FSDP keeps its ends)
+            held = gather_layer(self, out, r, c, "head", j, "b") if self.head_unit and not self.fsdp else ()
             self.tp_sized(out, r, f"a{s}.{j}", j, self.ends.head_bwd_in)
-            out.append(Compute(kern.name, (f"a{s}.{j}",), (g,) + (("grad_head",) if head else ()), kern.flops,
+            out.append(Compute(kern.name, (f"a{s}.{j}",) + held, (g,) + (("grad_head",) if head else ()), kern.flops,
                                int(kern.nbytes()), {"kernel": kern}, "backward", j, f"B{j} logits"))
             self.tp_sized(out, r, g, j, self.ends.head_bwd_out)
             if head:
@@ -307,9 +324,21 @@ class _Emitter(StepEnds):
             for l in reversed(range(self.chunks[s])):
                 grads_done(out, r, c, l, j)
         if s == 0:          # the embedding's backward (SP: the all-gather of its gradient)
+            if self.ends_gathered and not self.fsdp:        # DeepSpeed ZeRO-3 gathers it again for it
+                gather_layer(self, out, r, c, "emb", j, "b")
             self.tp_sized(out, r, g, j, self.ends.emb_bwd)
         if s > 0 and self.dev[s - 1] != k:
             out.append(Send(g, self.dev[s - 1] * w + r % w, f"b{s - 1}.{j}", self.p2p, j))
+
+    def microbatch_buckets(self, out, k, r, j, c, buckets) -> None:
+        """DeepSpeed ZeRO-2/3: the end of micro-batch j's backward of chunk c on device k flushes
+        its open bucket, with the ends' gradients of the stage that holds them."""
+        s, last = self.stage_of[k][c], self.dev[-1]
+        if (s == 0 and k == 0) or (s == self.S - 1 and k == last != 0):
+            left = self.ends_left(k)
+            if left > 0 and self.cfg.dp * self.cfg.cp > 1:
+                buckets.done(out, r, None, None, j, f"emb.{j}", self.A.grad_reduce_bytes * left)
+        buckets.flush(out, force=True)
 
     def wgrad(self, out, r, j, c, grads_done, last):
         s = self.stage_of[r // self.w][c]
@@ -363,6 +392,8 @@ class _Emitter(StepEnds):
             self.forward(out, k, r, j, c, gather)
         elif kind in ("BW", "B"):
             self.backward(out, k, r, j, c, kind, buckets.done, last, gather)
+            if kind == "BW" and last and self.mb_buckets:
+                self.microbatch_buckets(out, k, r, j, c, buckets)
         else:
             self.wgrad(out, r, j, c, buckets.done, last)
 

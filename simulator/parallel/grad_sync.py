@@ -17,6 +17,12 @@
 - Reduced precision on the wire: gradients are cast (e.g. to float16) before the AllReduce and
   back after, halving or quartering the bytes; the rounding error this introduces is measured by
   the run against one device, not hidden.
+- ZeRO (`zero` 1-3, `zero.py`): a bucket is reduce-scattered instead, coalesced: one collective
+  per bucket in which every gradient is split over the group on its own (np.array_split, so each
+  rank keeps its `zero.shard_sizes` piece of every tensor; DeepSpeed's reduce_scatter_coalesced,
+  without its padding: the collective's per-member `counts`). Stage 1 after the whole backward as
+  above; stages 2-3 (DeepSpeed) at every micro-batch, the bucket still open flushed when the
+  micro-batch's backward ends, each micro-batch's shards added into the kept ones.
 `mean=True` divides by the group size (MindSpore's gradients_mean).
 """
 
@@ -31,6 +37,7 @@ from ..program import Collective, ProgramBuilder
 from ..vocabulary import DEFAULT_BUCKET_MB
 from .emit import grad
 from .layer_kernels import layer_of
+from .zero import scatter_bucket
 
 DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2}
 
@@ -48,8 +55,10 @@ class GradSync:
     # (rank, grad tensor, its data-parallel group) -> (another group, factor) or None: expert gradients
     # are summed over their expert-data group and scaled by factor (moe_hybrid.Experts.grad_group)
     grad_group: Callable | None = None
+    zero: int = 0  # the ZeRO stage: buckets are reduce-scattered (module docstring)
     _open: dict = field(default_factory=dict)  # rank -> [layer indices] in the open bucket
     _buckets: dict = field(default_factory=dict)  # rank -> list of closed buckets
+    _accumulate: dict = field(default_factory=dict)  # rank -> stages 2-3: add into the kept shards
 
     def _grads(self, li):
         shapes = self.shapes(li) if self.shapes else layer_of(self.config, li).param_shapes()
@@ -76,8 +85,14 @@ class GradSync:
         name = f"grad/bucket{len(buckets)}"
         for part in self._parts(rank, name, [e for li in layers for e in self._grads(li)]):
             buckets.append(part)
-            if self.overlap:
+            if self.overlap or self.zero >= 2:
                 self._reduce(rank, *part)
+
+    def microbatch_done(self, rank: int, accumulate: bool) -> None:
+        """ZeRO-2/3: the micro-batch's backward on `rank` has ended; flush its open bucket. The next
+        micro-batch's shards add into the kept ones when `accumulate`."""
+        self._close(rank)
+        self._accumulate[rank] = accumulate
 
     def _parts(self, rank: int, name: str, entries: list) -> list:
         """A bucket's (name, entries, expert group or None): with `grad_group` its dense gradients
@@ -94,6 +109,9 @@ class GradSync:
                                                              for k, (other, ents) in enumerate(experts.items())]
 
     def _reduce(self, rank: int, name: str, entries: list, experts=None) -> None:
+        if self.zero:
+            return scatter_bucket(self.builder, rank, name, entries, experts or (self.group_of[rank], None),
+                                  self.mean, not self.overlap, self.zero, self._accumulate.get(rank, False))
         b = self.builder
         nbytes = sum(int(np.prod(s)) for _, s in entries) * DTYPE_BYTES[self.dtype]
         b.compute(rank, "flatten", [t for t, _ in entries], [name], attrs={"dtype": self.dtype},
@@ -111,9 +129,13 @@ class GradSync:
         b = self.builder
         self._close(rank)
         buckets = self._buckets.pop(rank, [])
+        if self.zero >= 2:       # reduced at every micro-batch (`microbatch_done`)
+            return
         if not self.overlap:
             for part in buckets:
                 self._reduce(rank, *part)
+        if self.zero:            # scattered into shards (`zero.scatter_bucket`)
+            return
         for name, entries, _ in buckets:
             b.compute(rank, "unflatten", [name], [t for t, _ in entries],
                       attrs={"shapes": tuple(s for _, s in entries)}, phase="other", label=f"unpack {name}")

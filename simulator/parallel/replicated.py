@@ -163,7 +163,7 @@ def grad_groups(mesh: DeviceMesh, bidirectional: bool) -> dict[int, tuple[int, .
 
 
 def parallelize(placement, builder: ProgramBuilder, t: int, c: int, mbs: int, scale: float, zero: int,
-                zgroups: ZeroGroups):
+                zgroups: ZeroGroups, sync: GradSync):
     """The layer emitter of the lane (tensor rank t, context rank c), its transforms applied in a
     fixed order: the placement's lane (emit.Replica for whole layers, lane.ShardedLane for any
     tp x sp x cp: a layer with steps runs them through block_lane.lane_items' TP/SP then CP
@@ -172,7 +172,7 @@ def parallelize(placement, builder: ProgramBuilder, t: int, c: int, mbs: int, sc
     then drives it through the schedule."""
     lane = placement.replica(builder, t, mbs, scale, c=c)
     if zero >= 2:
-        lane = ZeroStage23(lane, zero, zgroups, placement.shapes)
+        lane = ZeroStage23(lane, zero, zgroups, placement.shapes, sync)
     return lane
 
 
@@ -191,12 +191,15 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     # pipeline, TrainConfig refuses it) gather and scatter around every layer (zero.py)
     zero = cfg.zero_stage if dp * cp > 1 else 0
     if zero and (cfg.bucket_mb is not None or cfg.grad_dtype != "float64"):
-        raise ParasimError(f"ZeRO-{zero} here moves float64 per-parameter collectives: drop --bucket-mb and --grad-dtype")
+        raise ParasimError(f"ZeRO-{zero} here reduce-scatters float64 gradients in the default buckets, blocking: "
+                           f"drop --bucket-mb and --grad-dtype")
     zgroups = ZeroGroups(group_of, getattr(placement, "grad_group", None), cfg.gradients_mean)
     # buckets of bucket_mb reduced under the backward; without it the default size after the backward
-    sync = GradSync(b, cfg.model, {} if zero else group_of, (cfg.bucket_mb or DEFAULT_BUCKET_MB) * 1e6,
+    sync = GradSync(b, cfg.model, group_of, (cfg.bucket_mb or DEFAULT_BUCKET_MB) * 1e6,
                     cfg.bucket_mb is not None, cfg.grad_dtype, cfg.gradients_mean, shapes=placement.shapes,
-                    grad_group=getattr(placement, "grad_group", None))
+                    grad_group=getattr(placement, "grad_group", None), zero=zero)
+    # ZeRO-2/3 reduce at every micro-batch: the lane's transform hands the gradients over (zero.ZeroStage23)
+    ready = (lambda rank, layer: None) if zero >= 2 else sync.ready
     mbs = cfg.micro_batch_size
     rows_per_replica = cfg.global_batch // dp
     count = rows_per_replica * tokens_per_sample(cfg.model)
@@ -208,14 +211,14 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     for i, c, t in itertools.product(range(dp), range(cp), range(tp)):
         # every tensor (and context) rank runs the same schedule: their collectives match
         ranks = tuple(mesh.rank_at({"pp": s, "dp": i, "ep": 0, "cp": c, "tp": t}) for s in range(pp))
-        lane = parallelize(placement, b, t, c, mbs, scale, zero, zgroups)
+        lane = parallelize(placement, b, t, c, mbs, scale, zero, zgroups, sync)
         lanes.append(lane)
         if schedule.bidirectional:  # DualPipe: a second model copy on the mirrored ranks
-            mirror = parallelize(placement, b, t, c, mbs, scale, zero, zgroups)
+            mirror = parallelize(placement, b, t, c, mbs, scale, zero, zgroups, sync)
             lanes.append(mirror)
-            run_bidirectional(schedule, Stages(lane, stages, ranks, sync.ready), Stages(mirror, stages, ranks[::-1], sync.ready))
+            run_bidirectional(schedule, Stages(lane, stages, ranks, ready), Stages(mirror, stages, ranks[::-1], ready))
         else:
-            Stages(lane, stages, ranks, sync.ready).run_schedule(schedule)
+            Stages(lane, stages, ranks, ready).run_schedule(schedule)
         cols = placement.positions(c)
         for j in range(m):
             # the first half of the micro-batches enters at ranks[0]; under DualPipe the rest at ranks[-1]
@@ -255,10 +258,16 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
 
 def _finish_grads(sync: GradSync, lanes: list, r: int) -> None:
     """Rank r's gradients after the schedule: the data-parallel synchronisation, then what each lane
-    completes after it (sequence parallelism's partial gradients, `Replica.finish_step`)."""
+    completes after it (sequence parallelism's partial gradients, `Replica.finish_step`). Under ZeRO
+    the partial gradients are summed first, while they are whole: the reduce-scatter leaves only
+    this rank's pieces (Megatron-LM sums them after it, in its full gradient buffer)."""
+    if sync.zero:
+        for lane in lanes:
+            lane.finish_step(r)
     sync.finish(r)
-    for lane in lanes:
-        lane.finish_step(r)
+    if not sync.zero:
+        for lane in lanes:
+            lane.finish_step(r)
 
 
 def _part(group: tuple[int, ...], rank: int) -> tuple[int, int]:

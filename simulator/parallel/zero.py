@@ -78,64 +78,95 @@ class ZeroGroups:
         return dense, "mean" if self.mean else "sum", 1.0
 
 
-def _scatter(b: ProgramBuilder, r: int, groups: ZeroGroups, li: int, n: str, src: str, flat: str, size: int,
-             tag: str) -> None:
-    """ReduceScatter the gradient `src` over its group as one flat vector into `flat` (in place when
-    they are the same name, so the full gradient and its shard never coexist), then apply the
-    group's factor; a group of one only flattens."""
-    group, op, factor = groups.of(r, li, n)
-    if len(group) > 1:
-        b.add(r, Collective("reduce_scatter", src, flat, group, op=op, axis=None, nbytes=F64 * size, tag=tag))
-    else:
-        b.compute(r, "flatten", [src], [flat], phase="other", label=f"flatten {src}")
-    if src != flat:
-        b.free(r, src)
-    if factor != 1.0:
-        b.compute(r, "scale", [flat], [flat], attrs={"factor": factor}, phase="other", label=f"{flat} x {factor:.4g}")
+def coalesced_counts(sizes, parts: int) -> tuple[int, ...]:
+    """Elements member i keeps of a coalesced reduce-scatter (or sends in a coalesced all-gather) of
+    tensors of `sizes` elements, each split over `parts` members on its own."""
+    return tuple(sum(shard_sizes(n, parts)[i] for n in sizes) for i in range(parts))
 
 
-def _allgather(b: ProgramBuilder, r: int, group, src: str, dst: str, shape, size: int, tag: str) -> None:
-    """AllGather the slices `src` over the group and reshape them to `shape` as `dst`."""
-    mine = shard_sizes(size, len(group))[group.index(r)]
-    if len(group) > 1:
-        b.add(r, Collective("all_gather", src, f"{dst}/flat", group, nbytes=F64 * mine, tag=tag))
-        src = f"{dst}/flat"
-    b.compute(r, "reshape", [src], [dst], attrs={"shape": tuple(shape)}, phase="other", label=f"unflatten {dst}")
-    if src == f"{dst}/flat":
-        b.free(r, src)
+def scatter_bucket(b: ProgramBuilder, r: int, name: str, entries: list, group_factor: tuple, mean: bool,
+                   blocking: bool, stage: int, accumulate: bool) -> None:
+    """ReduceScatter one gradient bucket (`grad_sync.GradSync`'s (tensor, shape) entries) over its group
+    in one coalesced collective: `shard_pack` orders the elements member by member, each tensor split
+    on its own, so the collective's `counts` hand every member its `shard_sizes` piece of every tensor.
+    Dense gradients (factor None) are averaged (summed when not `mean`); expert ones are summed over
+    their expert-data group, then scaled. Stage 1 keeps each piece flat under the gradient's own name;
+    stages 2-3 under `{grad}/shard`, adding a later micro-batch's (`accumulate`)."""
+    group, factor = group_factor
+    n, me = len(group), group.index(r)
+    tensors = [t for t, _ in entries]
+    sizes = [int(np.prod(s)) for _, s in entries]
+    b.compute(r, "shard_pack", tensors, [name], attrs={"parts": n}, phase="other", label=f"pack {name}")
+    b.free(r, *tensors)
+    if n > 1:
+        op = "sum" if factor is not None or not mean else "mean"
+        b.add(r, Collective("reduce_scatter", name, name, group, op=op, axis=None, nbytes=F64 * sum(sizes),
+                            blocking=blocking, tag=name, counts=coalesced_counts(sizes, n)))
+    if factor not in (None, 1.0):
+        b.compute(r, "scale", [name], [name], attrs={"factor": factor}, phase="other", label=f"{name} x {factor:.4g}")
+    keep = tensors if stage == 1 else [f"{t}/{'mb' if accumulate else 'shard'}" for t in tensors]
+    b.compute(r, "unflatten", [name], keep, attrs={"shapes": tuple((shard_sizes(k, n)[me],) for k in sizes)},
+              phase="other", label=f"unpack {name}")
+    b.free(r, name)
+    if stage >= 2 and accumulate:
+        for t, mb in zip(tensors, keep):
+            b.compute(r, "add", [f"{t}/shard", mb], [f"{t}/shard"], phase="other", label=f"acc {t}")
+            b.free(r, mb)
+
+
+def gather_params(b: ProgramBuilder, r: int, groups: "ZeroGroups", items: list, src: Callable, tag: str,
+                  microbatch: int | None = None) -> None:
+    """AllGather parameters from their pieces `src(name)` in one coalesced collective per group
+    (dense, then each expert-data group): the pieces concatenated, gathered member by member, and
+    put back in place by `shard_unpack`. items: (layer, name, shape)."""
+    by_group: dict = {}
+    for li, n, shape in items:
+        by_group.setdefault(groups.of(r, li, n)[0], []).append((param(li, n), shape))
+    for k, (group, ents) in enumerate(by_group.items()):
+        names, shapes = [p for p, _ in ents], tuple(tuple(s) for _, s in ents)
+        flat = f"{tag}/gather{k}"
+        b.compute(r, "flatten", [src(p) for p in names], [flat], phase="other", label=f"pack {flat}")
+        if len(group) > 1:
+            mine = coalesced_counts([int(np.prod(s)) for s in shapes], len(group))[group.index(r)]
+            b.add(r, Collective("all_gather", flat, flat, group, nbytes=F64 * mine, tag=tag, microbatch=microbatch))
+        b.compute(r, "shard_unpack", [flat], names, attrs={"shapes": shapes, "parts": len(group)}, phase="other",
+                  label=f"unpack {flat}")
+        b.free(r, flat)
 
 
 def emit_zero_optimizer(b: ProgramBuilder, rank: int, layers, shapes: Callable, optimizer, groups: ZeroGroups,
                         stage: int) -> None:
-    """The optimizer step of one rank: stage 1 ReduceScatters each whole gradient first; stages 1-2
-    update this rank's slice of the full parameter and AllGather the slices; stage 3 updates its
-    parameter shard in place."""
-    if stage == 1:  # the summed full gradients, each scattered in place, before the step starts
-        for li in reversed(list(layers)):
-            for n, shape in shapes(li).items():
-                _scatter(b, rank, groups, li, n, grad(li, n), grad(li, n), int(np.prod(shape)), f"zrs:{li}/{n}")
+    """The optimizer step of one rank, on its gradient pieces (`scatter_bucket`): stages 1-2 update
+    this rank's piece of every full parameter, then AllGather the pieces (one coalesced collective
+    per group, as the scale program's one parameter gather); stage 3 updates its parameter shard
+    in place."""
     b.compute(rank, "increment", ["opt/step"], ["opt/step"], phase="optimizer", label="step += 1")
     states = optimizer_state_names(optimizer)
-    for li in reversed(list(layers)):
-        for n, shape in shapes(li).items():
-            size = int(np.prod(shape))
-            group, _, _ = groups.of(rank, li, n)
-            i, n_d = group.index(rank), len(group)
-            mine = shard_sizes(size, n_d)[i]
-            g, st = grad(li, n), [f"opt/{li}/{n}/{s}" for s in states]
-            flat = g if stage == 1 else f"{g}/shard"
-            kw = dict(nbytes=F64 * mine * (3 + 2 * len(st)), flops=10 * mine, phase="optimizer")
-            if stage == 3:
-                b.compute(rank, "opt_update", [own(param(li, n)), flat, "opt/step", *st], [own(param(li, n)), *st],
-                          attrs={"optimizer": optimizer}, label=f"update {li}/{n} shard", **kw)
-                b.free(rank, flat)
-                continue
-            new = f"param/{li}/{n}/slice"
-            b.compute(rank, "zero_shard_update", [param(li, n), flat, "opt/step", *st], [new, *st],
-                      attrs={"optimizer": optimizer, "parts": n_d, "index": i}, label=f"update {li}/{n} slice", **kw)
+    items = [(li, n, shape) for li in reversed(list(layers)) for n, shape in shapes(li).items()]
+    for li, n, shape in items:
+        size = int(np.prod(shape))
+        group, _, _ = groups.of(rank, li, n)
+        i, n_d = group.index(rank), len(group)
+        mine = shard_sizes(size, n_d)[i]
+        g, st = grad(li, n), [f"opt/{li}/{n}/{s}" for s in states]
+        flat = g if stage == 1 else f"{g}/shard"
+        kw = dict(nbytes=F64 * mine * (3 + 2 * len(st)), flops=10 * mine, phase="optimizer")
+        if stage == 3:
+            b.compute(rank, "opt_update", [own(param(li, n)), flat, "opt/step", *st], [own(param(li, n)), *st],
+                      attrs={"optimizer": optimizer}, label=f"update {li}/{n} shard", **kw)
             b.free(rank, flat)
-            _allgather(b, rank, group, new, param(li, n), shape, size, f"zag:{li}/{n}")
-            b.free(rank, new)
+            continue
+        b.compute(rank, "zero_shard_update", [param(li, n), flat, "opt/step", *st], [slice_of(param(li, n)), *st],
+                  attrs={"optimizer": optimizer, "parts": n_d, "index": i}, label=f"update {li}/{n} slice", **kw)
+        b.free(rank, flat)
+    if stage < 3:
+        gather_params(b, rank, groups, items, slice_of, "zag")
+        b.free(rank, *(slice_of(param(li, n)) for li, n, _ in items))
+
+
+def slice_of(tensor: str) -> str:
+    """Stages 1-2: the name of a rank's updated piece of a parameter, before the gather."""
+    return f"{tensor}/slice"
 
 
 def shard_state(state: dict[str, np.ndarray], stage: int, part_of: Callable) -> dict[str, np.ndarray]:
@@ -171,45 +202,39 @@ class ShardedReader:
 
 class ZeroStage23:
     """The ZeRO-2/3 transform of a lane's layer emitter (pipelines are refused): stage 3 gathers a
-    layer's parameters around its forward and its backward and frees them after; stages 2-3
-    ReduceScatter each micro-batch's gradients as soon as the layer's backward has produced them.
-    Everything else is the inner emitter's."""
+    layer's parameters around its forward and its backward (one coalesced collective per group,
+    `gather_params`) and frees them after; stages 2-3 hand each micro-batch's gradients to the
+    bucket plan (`grad_sync.GradSync`, zero mode) as the layer's backward produces them, which
+    reduce-scatters a bucket when it is full and the rest when the micro-batch's backward ends
+    (layer 0, the embedding). Everything else is the inner emitter's."""
 
-    def __init__(self, inner, stage: int, groups: ZeroGroups, shapes: Callable):
-        self.inner, self.stage, self.groups, self.shapes = inner, stage, groups, shapes
+    def __init__(self, inner, stage: int, groups: ZeroGroups, shapes: Callable, sync):
+        self.inner, self.stage, self.groups, self.shapes, self.sync = inner, stage, groups, shapes, sync
 
     def __getattr__(self, name):
         return getattr(self.inner, name)
 
-    def _gather_params(self, r: int, li: int, tag: str) -> None:
-        if self.stage < 3:
-            return
-        for n, shape in self.shapes(li).items():
-            group, _, _ = self.groups.of(r, li, n)
-            p = param(li, n)
-            _allgather(self.inner.builder, r, group, own(p), p, shape, int(np.prod(shape)), f"{tag}:{li}/{n}")
+    def _gather_params(self, r: int, li: int, tag: str, j: int) -> None:
+        if self.stage == 3:
+            items = [(li, n, shape) for n, shape in self.shapes(li).items()]
+            gather_params(self.inner.builder, r, self.groups, items, own, f"{tag}:{li}", j)
 
     def _release_params(self, r: int, li: int) -> None:
         if self.stage == 3:
             self.inner.builder.free(r, *(param(li, n) for n in self.shapes(li)))
 
     def emit_layer_forward(self, r, li, x, y, j):
-        self._gather_params(r, li, f"zagf{j}")
+        self._gather_params(r, li, f"zagf{j}", j)
         self.inner.emit_layer_forward(r, li, x, y, j)
         self._release_params(r, li)
 
     def emit_layer_backward(self, r, li, dy, dx, j, accumulate):
-        b = self.inner.builder
-        self._gather_params(r, li, f"zagb{j}")
+        self._gather_params(r, li, f"zagb{j}", j)
         self.inner.emit_layer_backward(r, li, dy, dx, j, False)
         self._release_params(r, li)
-        for n, shape in self.shapes(li).items():
-            g = grad(li, n)
-            flat = f"{g}/mb" if accumulate else f"{g}/shard"
-            _scatter(b, r, self.groups, li, n, g, flat, int(np.prod(shape)), f"zrs{j}:{li}/{n}")
-            if accumulate:
-                b.compute(r, "add", [f"{g}/shard", flat], [f"{g}/shard"], phase="other", label=f"acc {li}/{n}")
-                b.free(r, flat)
+        self.sync.ready(r, li)
+        if li == 0:          # the micro-batch's backward ends with the embedding
+            self.sync.microbatch_done(r, accumulate=True)
 
     def emit_layer_backward_input(self, r, li, dy, dx, j):
         raise ParasimError(f"ZeRO-{self.stage} scatters each layer's gradients as its backward produces them; a "
@@ -227,6 +252,28 @@ def zero_shard_update(param, grad_shard, step, *state, optimizer, parts: int, in
     names = sorted(optimizer.init_state(np.zeros(1)))
     new_p, new_state = optimizer.update(shard, grad_shard, dict(zip(names, state)), int(step))
     return (new_p,) + tuple(new_state[n] for n in names)
+
+
+@kernel("shard_pack")
+def shard_pack(*arrays, parts: int):
+    """The elements of `arrays` member by member: for i < parts, np.array_split(ravel(a), parts)[i]
+    of every array in turn (the input of a coalesced reduce-scatter, `scatter_bucket`)."""
+    pieces = [np.array_split(np.ravel(a), parts) for a in arrays]
+    return np.concatenate([p[i] for i in range(parts) for p in pieces])
+
+
+@kernel("shard_unpack")
+def shard_unpack(flat, shapes: tuple, parts: int):
+    """The inverse of `shard_pack`: a coalesced all-gather's result (each member's pieces of every
+    tensor, member by member) put back into the tensors of `shapes`."""
+    sizes = [int(np.prod(s)) for s in shapes]
+    counts = [shard_sizes(n, parts) for n in sizes]
+    flat, pieces, at = np.ravel(flat), [[] for _ in shapes], 0
+    for i in range(parts):
+        for t, c in enumerate(counts):
+            pieces[t].append(flat[at:at + c[i]])
+            at += c[i]
+    return tuple(np.concatenate(p).reshape(s) for p, s in zip(pieces, shapes))
 
 
 def model_state_formula_bytes(psi: float, dp: int, stage: int, p: int = 8, g: int = 8, k: int = 16) -> float:

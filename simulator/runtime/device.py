@@ -172,7 +172,8 @@ class Device:
             needs_input = ins.kind != "barrier" and not (ins.kind == "broadcast" and call.grank != call.groot)
             x = self._get(call.index, ins, ins.tensor) if needs_input else None
             axis = 0 if ins.kind == "broadcast" else ins.axis
-            self._open[call.key] = split_input(ins.kind, call.n_chunks, call.n, call.grank, x, call.groot, axis)
+            self._open[call.key] = split_input(ins.kind, call.n_chunks, call.n, call.grank, x, call.groot, axis,
+                                                 ins.counts)
         slots = self._open[call.key]
         apply_incoming(slots, call.recvs, chunks, ins.op, self.reduce_into)
         out = outgoing(slots, call.sends)
