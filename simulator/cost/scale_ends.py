@@ -7,7 +7,12 @@ parameter all-gather. The parameters a device holds follow the schedule's stage 
 from __future__ import annotations
 
 from simulator.cost.analytic import ADAM_BYTES_PER_PARAM
-from simulator.cost.rank_params import ends_params_on_rank, stage_params_on_rank
+from simulator.cost.rank_params import (
+    embedding_params_on_rank,
+    ends_params_on_rank,
+    head_params_on_rank,
+    stage_params_on_rank,
+)
 from simulator.cost.scale_kernels import Kernel
 from simulator.cost.tp_ends import sp_partial_params
 from simulator.program import Collective, Compute
@@ -15,7 +20,8 @@ from simulator.program import Collective, Compute
 
 class StepEnds:
     """Mixed into `scale_program._Emitter`, whose fields (cfg, model, A, w, dev, stage_of, chunks,
-    emb_params, head_params, head_bucketed, fsdp, overlap, optimizer, expert_local, expert_dp) it reads."""
+    emb_params, head_params, head_bucketed, mb_buckets, fsdp, overlap, optimizer, expert_local, expert_dp,
+    layer_local) it reads."""
 
     def prologue(self, out, r) -> None:
         cfg = self.cfg
@@ -69,6 +75,26 @@ class StepEnds:
                                "optimizer", None, "optimizer"))
         if zero in (1, 2) and d > 1 and not self.A.overlap_param_gather:
             self.param_gather(out, k, r, "params")
+
+    def unit_params(self, l) -> float:
+        """Parameters ZeRO-3 gathers for layer l, or for the "emb" / "head" unit: the vocabulary
+        matrix (FSDP's units, as `fsdp.fsdp_sync` counts them); DeepSpeed's whole ends (the position
+        table, the final norm: `rank_params`, as the closed form's `dp_sync` moves them)."""
+        if l not in ("emb", "head"):
+            return self.layer_local
+        if self.fsdp:
+            return self.emb_params
+        return (embedding_params_on_rank if l == "emb" else head_params_on_rank)(self.model, self.cfg.tp)
+
+    def microbatch_buckets(self, out, k, r, j, c, buckets) -> None:
+        """DeepSpeed ZeRO-2/3: the end of micro-batch j's backward of chunk c on device k flushes
+        its open bucket, with the ends' gradients of the stage that holds them."""
+        s, last = self.stage_of[k][c], self.dev[-1]
+        if (s == 0 and k == 0) or (s == self.S - 1 and k == last != 0):
+            left = self.ends_left(k)
+            if left > 0 and self.cfg.dp * self.cfg.cp > 1:
+                buckets.done(out, r, None, None, j, f"emb.{j}", self.A.grad_reduce_bytes * left)
+        buckets.flush(out, force=True)
 
     def ends_left(self, k: int) -> float:
         """The ends' parameters of device k whose gradients join no layer's bucket: the input

@@ -49,7 +49,7 @@ from simulator.cost.model_presets import ModelSpec
 from simulator.cost.moe import check_moe, moe_collectives, moe_group
 from simulator.cost.moe_overlap import interleave, overlap_pairs, shared_expert_mlp
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
-from simulator.cost.rank_params import embedding_params_on_rank, head_params_on_rank, layer_params_on_rank
+from simulator.cost.rank_params import head_params_on_rank, layer_params_on_rank
 from simulator.cost.scale_columns import program_columns
 from simulator.cost.scale_cp import attention_backward, attention_forward
 from simulator.cost.scale_ends import StepEnds
@@ -149,16 +149,6 @@ class _Emitter(StepEnds):
                           self.bw[K.mlp_b]: (None, P.experts_bw, P.router_bw)} if P else {}
 
     # ---- helpers ------------------------------------------------------------------------------
-    def unit_params(self, l) -> float:
-        """Parameters ZeRO-3 gathers for layer l, or for the "emb" / "head" unit: the vocabulary
-        matrix (FSDP's units, as `fsdp.fsdp_sync` counts them); DeepSpeed's whole ends (the position
-        table, the final norm: `rank_params`, as the closed form's `dp_sync` moves them)."""
-        if l not in ("emb", "head"):
-            return self.layer_local
-        if self.fsdp:
-            return self.emb_params
-        return (embedding_params_on_rank if l == "emb" else head_params_on_rank)(self.model, self.cfg.tp)
-
     def comp(self, out, kern: Kernel, x: str, phase: str, j, label: str, extra=(), needs=()):
         got = self._priced.get(kern)
         if got is None:
@@ -291,16 +281,7 @@ class _Emitter(StepEnds):
             if self.dev[s + 1] != k:
                 self.recv(out, r, g, self.dev[s + 1] * w + r % w, f"b{s}.{j}", j)
         elif self.logits:
-            kern = self.K.logits_b + self.K.logits_w if kind == "BW" else self.K.logits_b
-            head = last_mb and self.head_bucketed
-            # DeepSpeed ZeRO-3 gathers the output layer again for its backward (FSDP keeps its ends)
-            held = gather_layer(self, out, r, c, "head", j, "b") if self.head_unit and not self.fsdp else ()
-            self.tp_sized(out, r, f"a{s}.{j}", j, self.ends.head_bwd_in)
-            out.append(Compute(kern.name, (f"a{s}.{j}",) + held, (g,) + (("grad_head",) if head else ()), kern.flops,
-                               int(kern.nbytes()), {"kernel": kern}, "backward", j, f"B{j} logits"))
-            self.tp_sized(out, r, g, j, self.ends.head_bwd_out)
-            if head:
-                grads_done(out, r, None, None, j, "grad_head", self.A.grad_reduce_bytes * self.head_params)
+            self.logits_backward(out, r, c, s, j, kind, last_mb, grads_done)
         x = g if self.fsdp else "params"
         for l, needs in gathered(self, out, r, c, j, "b", reversed(range(self.chunks[s])), x, gather):
             if self.cfg.recompute == "full":
@@ -330,15 +311,19 @@ class _Emitter(StepEnds):
         if s > 0 and self.dev[s - 1] != k:
             out.append(Send(g, self.dev[s - 1] * w + r % w, f"b{s - 1}.{j}", self.p2p, j))
 
-    def microbatch_buckets(self, out, k, r, j, c, buckets) -> None:
-        """DeepSpeed ZeRO-2/3: the end of micro-batch j's backward of chunk c on device k flushes
-        its open bucket, with the ends' gradients of the stage that holds them."""
-        s, last = self.stage_of[k][c], self.dev[-1]
-        if (s == 0 and k == 0) or (s == self.S - 1 and k == last != 0):
-            left = self.ends_left(k)
-            if left > 0 and self.cfg.dp * self.cfg.cp > 1:
-                buckets.done(out, r, None, None, j, f"emb.{j}", self.A.grad_reduce_bytes * left)
-        buckets.flush(out, force=True)
+    def logits_backward(self, out, r, c, s, j, kind, last_mb, grads_done) -> None:
+        """The last stage's logits backward (DeepSpeed ZeRO-3 gathers the output layer again for it;
+        FSDP keeps its ends) and, with the last micro-batch, the untied output layer's gradient."""
+        g = f"g{s}.{j}"
+        kern = self.K.logits_b + self.K.logits_w if kind == "BW" else self.K.logits_b
+        head = last_mb and self.head_bucketed
+        held = gather_layer(self, out, r, c, "head", j, "b") if self.head_unit and not self.fsdp else ()
+        self.tp_sized(out, r, f"a{s}.{j}", j, self.ends.head_bwd_in)
+        out.append(Compute(kern.name, (f"a{s}.{j}",) + held, (g,) + (("grad_head",) if head else ()), kern.flops,
+                           int(kern.nbytes()), {"kernel": kern}, "backward", j, f"B{j} logits"))
+        self.tp_sized(out, r, g, j, self.ends.head_bwd_out)
+        if head:
+            grads_done(out, r, None, None, j, "grad_head", self.A.grad_reduce_bytes * self.head_params)
 
     def wgrad(self, out, r, j, c, grads_done, last):
         s = self.stage_of[r // self.w][c]
