@@ -22,8 +22,10 @@ data-parallel replica of (t, p, d, b, B, schedule, v, recompute, SP, ZeRO):
     grouped into buckets of >= `bucket_nbytes`, each reduced by a non-blocking collective over the
     data-parallel group as soon as it is complete, overlapping the rest of the backward (PyTorch
     DDP buckets; Megatron's overlap_grad_reduce). ZeRO 0: all-reduce of fp32 gradients; 1-2:
-    reduce-scatter, then all-gather of the parameters (the recipe's bytes) after the optimizer; 3: + a second
-    all-gather (the forward's parameter gathers, placed at the step boundary as in the closed form).
+    reduce-scatter, then all-gather of the parameters (the recipe's bytes) after the optimizer; 2-3
+    (DeepSpeed): the buckets at every micro-batch, the open one flushed when its backward ends; 3:
+    each layer's, the embedding's and the output layer's parameters gathered before its forward
+    and again before its backward (`scale_gather`).
   FSDP (`fsdp` fsdp2 / megatron_fsdp, `simulator.cost.fsdp`): each layer, the embedding and the
     output layer are units, gathered as `fsdp.gather_flags` says (one unit ahead with prefetch) and
     reduce-scattered one by one after their backward (`grad_buckets`).

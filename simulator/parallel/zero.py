@@ -12,12 +12,18 @@ expert parameters, each sharded over its own data-parallel group). Rank i of a g
 elements np.array_split(flat, N)[i] of the flattened tensor (uneven sizes: the first size % N
 ranks hold one more).
 
-  stage 1 (P_os):   after backward each flat gradient is ReduceScattered over its group, rank i
-                    updates its slice with its slice of the optimizer state, the slices are
-                    AllGathered (2 Psi moved).
-  stage 2 (P_os+g): as 1, but each layer's gradient is ReduceScattered per micro-batch as soon as
-                    its backward has produced it; only the gradient shard is kept.
-  stage 3 (P_os+g+p): parameters are kept as shards (param/{layer}/{name}/own); a layer's are
+Collectives cover a bucket or a layer, not a tensor (one plan with the scale program, tests/
+test_one_compiler.py): a gradient bucket of `grad_sync.GradSync` is ReduceScattered in one
+coalesced collective (`scatter_bucket`; its `counts` give each rank its piece of every tensor,
+DeepSpeed's reduce_scatter_coalesced without the padding), parameters are AllGathered the same way
+(`gather_params`).
+
+  stage 1 (P_os):   after backward each bucket is ReduceScattered, rank i updates its pieces with
+                    its pieces of the optimizer state, and the pieces are AllGathered in one
+                    collective (2 Psi moved).
+  stage 2 (P_os+g): as 1, but the buckets are ReduceScattered at every micro-batch (DeepSpeed),
+                    the open one when the micro-batch's backward ends; only the pieces are kept.
+  stage 3 (P_os+g+p): parameters are kept as pieces (param/{layer}/{name}/own); a layer's are
                     AllGathered before its forward and again before its backward, and freed after
                     (3 Psi moved: two AllGathers + one ReduceScatter).
 
