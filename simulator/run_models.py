@@ -24,7 +24,9 @@ ABOUT = {"gpt": "a small GPT", "mlp": "a multi-layer perceptron", "moe": "a GPT 
 MEANING = {"layers": "transformer blocks (gpt, moe) or linear layers (mlp)", "hidden": "hidden size",
            "heads": "attention heads", "seq_len": "sequence length in tokens", "vocab": "vocabulary size",
            "experts": "experts per MoE block", "top_k": "experts per token, 1 or 2",
-           "capacity_factor": "expert capacity factor", "in_dim": "input features", "classes": "output classes"}
+           "capacity_factor": "expert capacity factor", "in_dim": "input features", "classes": "output classes",
+           "routing_groups": "MoE capacity groups per sequence; = cp routes each context rank's own tokens, as "
+                             "Megatron-Core does"}
 # CLI flag (argparse dest) -> model field, where the two names differ
 FLAG_FIELD = {"seq": "seq_len"}
 

@@ -128,7 +128,7 @@ class TrainResult:
         matches, check = self.verdict()
         return {"matches_single_device": matches, "check": check, "diverged_as_one_device": self.diverged_as_one_device,
             "tolerance": self.tolerance,
-            "strategy": self.config.strategy, "devices": self.config.devices,
+            "model": self.config.model.to_dict(), "strategy": self.config.strategy, "devices": self.config.devices,
             "dp": self.config.dp, "pp": self.config.pp, "tp": self.config.tp, "microbatches": self.config.m,
             "schedule": self.compiled.notes.get("schedule"),
             "cp": self.config.cp, "cp_comm_type": self.config.cp_comm_type if self.config.cp > 1 else None,

@@ -16,7 +16,8 @@ the routing math and the step kinds that `block_plan`'s interpreter runs, regist
 Routing (Shazeer et al. 2017; GShard, Lepikhin et al. 2020; Switch, Fedus et al. 2021): e_c is the
 token's c-th most probable expert (ties: the lower index); gates p_e for k = 1, p_{e_c} / sum p for
 k = 2. Capacity C = ceil(cf k s / E) per sequence and expert; slots are filled choice by choice,
-tokens in position order, an assignment beyond C is dropped. `flat` is each assignment's row of the
+tokens in position order, an assignment beyond C is dropped. With g routing groups per sequence
+(`MoEGPTConfig.routing_groups`) each group of s / g positions fills its own ceil(cf k s / (g E)). `flat` is each assignment's row of the
 (E, B C) buffer (e B C + b C + slot, -1 dropped).
 
 The parallel transforms (parallel/block_lane.py) act on these steps: expert parallelism puts the
@@ -137,6 +138,13 @@ def _slots_fwd(step, p, choice):
         full[:, list(meta["order"])] = expert
         slot = assign_slots(full, step.experts, step.capacity)[:, list(meta["mine"])]
         expert = full[:, list(meta["mine"])]
+    elif meta.get("groups"):       # several routing groups: each numbers its own C / g slots
+        groups = meta["groups"]
+        cg = step.capacity // len(groups)
+        slot = np.full(expert.shape, -1, dtype=np.int64)
+        for gi, pos in enumerate(groups):
+            got = assign_slots(expert[:, list(pos)], step.experts, cg)
+            slot[:, list(pos)] = np.where(got >= 0, gi * cg + got, -1)
     else:
         slot = assign_slots(expert, step.experts, step.capacity)
     B, C = expert.shape[0], step.capacity
@@ -236,15 +244,16 @@ KINDS.update({
 })
 
 
-def expert_half(h: int, experts: int, top_k: int, cap: int, ffn: int) -> tuple[Step, ...]:
-    """m (= ln2(x1)) and x1 -> y: router, routing, dispatch, the experts' MLPs, combine."""
+def expert_half(h: int, experts: int, top_k: int, cap: int, ffn: int, groups: tuple = ()) -> tuple[Step, ...]:
+    """m (= ln2(x1)) and x1 -> y: router, routing, dispatch, the experts' MLPs, combine; `groups`:
+    the positions of each routing group when a sequence has several (`cap` slots shared evenly)."""
     E, moe = experts, dict(experts=experts, top_k=top_k, capacity=cap)
     router = linear("router", "m", "probs", h, E, bias=False)
     return (
         Step("router", "router", ("m",), "probs", router.params, width=h, out_width=E),
         Step("topk", "topk", ("probs",), "gates", out_width=E, top_k=top_k),
         Step("choose", "choose", ("probs",), "choice", top_k=top_k),
-        Step("slots", "slots", ("choice",), "flat", **moe),
+        Step("slots", "slots", ("choice",), "flat", meta=(("groups", groups),) if groups else (), **moe),
         Step("count", "count", ("flat",), "stats", **moe),
         Step("dispatch", "dispatch", ("m", "flat"), "disp", **moe),
         Step("experts", "experts", ("disp",), "eo",
@@ -254,6 +263,7 @@ def expert_half(h: int, experts: int, top_k: int, cap: int, ffn: int) -> tuple[S
     )
 
 
-def moe_block(h: int, heads: int, experts: int, top_k: int, cap: int, ffn: int, causal: bool = True) -> tuple:
+def moe_block(h: int, heads: int, experts: int, top_k: int, cap: int, ffn: int, causal: bool = True,
+              groups: tuple = ()) -> tuple:
     """The MoE block: the dense block's attention half, then the expert half."""
-    return plan.attention_half(h, heads, causal) + expert_half(h, experts, top_k, cap, ffn)
+    return plan.attention_half(h, heads, causal) + expert_half(h, experts, top_k, cap, ffn, groups)

@@ -20,6 +20,7 @@ Transforms, applied in this fixed order (`lane_items`), each returning a new lis
         (cp_attention.py, its projection kernels in cp_kernels.py).
   context_routing(items, order, mine, tokens)  a MoE block's expert choices all-gathered over the
         context group before its capacity slots are numbered (models/moe_steps.py).
+  local_routing(items, capacity)  or, with one routing group per context rank, each rank's own.
   expert_parallel(items, ep)  a MoE block's experts step holds E/ep experts, between the dispatch
         and combine all-to-alls over the expert-parallel group (each its own backward).
 The pipeline stage split (emit.Stages), ZeRO (zero.py) and the B/W split (bw_split.grad_op, used
@@ -165,6 +166,18 @@ def context_routing(items: tuple, order: tuple, mine: tuple, tokens: int) -> tup
     return tuple(out)
 
 
+ROUTED = ("slots", "count", "dispatch", "experts", "combine")   # the steps sized by the capacity
+
+
+def local_routing(items: tuple, capacity: int) -> tuple:
+    """MoE under context parallelism with one routing group per context rank (routing_groups = cp):
+    every routed step sees this rank's group only, `capacity` slots per expert, and no choices
+    cross ranks (Megatron-Core's `get_capacity` over the rank's own tokens); one device routes the
+    same groups (`MoEBlock.groups`)."""
+    return tuple(replace(i, capacity=capacity, meta=()) if isinstance(i, Step) and i.kind in ROUTED else i
+                 for i in items)
+
+
 def expert_parallel(items: tuple, ep: int) -> tuple:
     """The experts step holds E/ep experts and serves its expert-parallel group: an all-to-all over
     the group dispatches the (E, B C, h) buffer (rank i gets its experts' slots from every rank),
@@ -185,12 +198,14 @@ def expert_parallel(items: tuple, ep: int) -> tuple:
 
 @lru_cache(maxsize=256)
 def lane_items(steps: tuple, tp: int, sp: bool, cp_attention: bool, ep: int = 1, cp_routing: tuple = (), t: int = 0,
-               positions: tuple = ()) -> tuple:
+               positions: tuple = (), local_capacity: int = 0) -> tuple:
     """The fixed order: TP/SP (on tensor rank t), then CP (attention, the embedding's `positions`;
-    with `cp_routing` = (order, mine, tokens) the MoE routing choices too), then EP."""
+    with `cp_routing` = (order, mine, tokens) the MoE routing choices too, or with `local_capacity`
+    the rank's own routing group), then EP."""
     items = tensor_parallel(steps, tp, sp, t) if tp > 1 else steps
     items = context_parallel(items, positions) if cp_attention else items
     items = context_routing(items, *cp_routing) if cp_routing else items
+    items = local_routing(items, local_capacity) if local_capacity else items
     return expert_parallel(items, ep) if ep > 1 else items
 
 

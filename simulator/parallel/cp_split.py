@@ -31,6 +31,10 @@ def check_context_parallel(model, cp: int, kind: str, tp: int = 1) -> None:
     if not isinstance(model, GPTConfig):
         raise ParasimError(f"context parallelism splits sequences; the {model!r} model has none: use --strategy dp")
     s, a, kind = model.seq_len, model.heads, canonical_value("cp_comm_type", kind)
+    g = getattr(model, "routing_groups", 1)
+    if g > 1 and (g != cp or kind != "p2p"):
+        raise ParasimError(f"routing_groups = {g} routes the positions a {g}-way ring split gives each rank: run it "
+                           f"with cp = {g} and cp_comm_type p2p (or routing_groups 1); got cp = {cp}, {kind}")
     if kind == "p2p" and s % (2 * cp):
         raise ParasimError(f"ring context parallelism cuts the sequence into 2*cp = {2 * cp} chunks (load-balanced "
                            f"causal split); sequence length {s} is not divisible by {2 * cp}")

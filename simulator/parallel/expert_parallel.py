@@ -57,9 +57,11 @@ class ExpertLane(SplitBackward):
 
     def _items(self, lyr) -> tuple:
         lane, cp = self.inner, getattr(self.inner, "cp", 1)
-        routing = (sum(lane.positions, ()), tuple(lane.positions[lane.c]), lane.config.seq_len // cp) if cp > 1 else ()
+        local = lyr.group_capacity if cp > 1 and lyr.routing_groups == cp else 0    # a group per rank
+        routing = (sum(lane.positions, ()), tuple(lane.positions[lane.c]), lane.config.seq_len // cp) \
+            if cp > 1 and not local else ()
         return lane_items(lyr.steps, getattr(lane, "tp", 1), getattr(lane, "sp", False),
-                          getattr(lane, "cp_attention", False), self.ep, routing)
+                          getattr(lane, "cp_attention", False), self.ep, routing, local_capacity=local)
 
     def emit_layer_forward(self, r, li, x, y, j):
         lyr = layer_of(self.config, li)

@@ -30,6 +30,7 @@ from ..models import GPTConfig
 from ..models import block_plan as plan
 from ..models.base import Layer, normal_init
 from ..models.layers import Embedding, LMHead
+from .cp_split import chunk_positions
 from ..models.moe_steps import EXPERT_PARAMS, assign_slots, capacity, choose, moe_block, route  # noqa: F401
 
 INIT_STD = 0.02
@@ -44,6 +45,10 @@ class MoEGPTConfig(GPTConfig):
     top_k: int = 1  # k, 1 (Switch) or 2 (GShard)
     capacity_factor: float = 1.25  # C = ceil(cf x k x s / E) per sequence and expert
     expert_hidden: int = 0  # f; 0 means 4 h
+    # capacity groups per sequence: 1 routes each whole sequence (GShard's group); g > 1 routes the
+    # positions a g-way ring context split gives each rank (`cp_split.chunk_positions`), each with
+    # capacity ceil(cf x k x s / (g E)): Megatron-Core's per-rank routing under cp = g
+    routing_groups: int = 1
 
     def __post_init__(self):
         super().__post_init__()
@@ -55,10 +60,16 @@ class MoEGPTConfig(GPTConfig):
             raise ParasimError(f"MoEGPTConfig: capacity_factor must be > 0, got {self.capacity_factor}")
         if not isinstance(self.expert_hidden, int) or self.expert_hidden < 0:
             raise ParasimError(f"MoEGPTConfig: expert_hidden must be >= 0, got {self.expert_hidden!r}")
+        g = self.routing_groups
+        if not isinstance(g, int) or g < 1 or (g > 1 and self.seq_len % (2 * g)):
+            raise ParasimError(f"MoEGPTConfig: routing_groups must be a positive integer g whose ring split cuts the "
+                               f"sequence into 2g = {2 * g if isinstance(g, int) else g} equal chunks; got g = {g!r} "
+                               f"for sequence length {self.seq_len}")
 
     def __repr__(self):
         return (f"MoEGPT(L={self.layers}, h={self.hidden}, a={self.heads}, s={self.seq_len}, V={self.vocab}, "
-                f"E={self.experts}, k={self.top_k}, cf={self.capacity_factor:g})")
+                f"E={self.experts}, k={self.top_k}, cf={self.capacity_factor:g}"
+                + (f", groups={self.routing_groups}" if self.routing_groups > 1 else "") + ")")
 
     def to_dict(self):
         return {"kind": "moe-gpt", **asdict(self)}
@@ -68,7 +79,7 @@ class MoEGPTConfig(GPTConfig):
         f = self.expert_hidden or 4 * self.hidden
         return (Embedding("embedding", self.vocab, self.seq_len, self.hidden),
                 *(MoEBlock(f"moe{i}", self.hidden, self.heads, self.seq_len, self.experts, self.top_k,
-                           self.capacity_factor, f) for i in range(self.layers)),
+                           self.capacity_factor, f, self.routing_groups) for i in range(self.layers)),
                 LMHead("head", self.hidden, self.vocab, self.seq_len))
 
 
@@ -82,6 +93,7 @@ class MoEBlock(Layer):
     top_k: int  # k
     capacity_factor: float
     expert_hidden: int  # f
+    routing_groups: int = 1  # capacity groups per sequence (MoEGPTConfig.routing_groups)
     causal = True  # decoder attention (a class constant, as TransformerBlock's default)
 
     def __repr__(self):
@@ -89,15 +101,28 @@ class MoEBlock(Layer):
                 f"C={self.capacity}/seq)")
 
     @property
+    def group_capacity(self) -> int:
+        """Slots per expert of one routing group of s / g tokens."""
+        g = self.routing_groups
+        return capacity(self.seq_len // g, self.experts, self.top_k, self.capacity_factor)
+
+    @property
     def capacity(self) -> int:
-        return capacity(self.seq_len, self.experts, self.top_k, self.capacity_factor)
+        """Slots per expert and sequence: g groups of `group_capacity`."""
+        return self.routing_groups * self.group_capacity
+
+    @property
+    def groups(self) -> tuple:
+        """The positions of each routing group (none for one group per sequence)."""
+        g = self.routing_groups
+        return tuple(chunk_positions(self.seq_len, g)) if g > 1 else ()
 
     @property
     def steps(self) -> tuple:
         """The block's order of operations (models/moe_steps.moe_block: the dense block's attention
         half, then router, routing, dispatch, experts, combine): the one place it is written."""
         return moe_block(self.hidden, self.heads, self.experts, self.top_k, self.capacity, self.expert_hidden,
-                         self.causal)
+                         self.causal, self.groups)
 
     def param_shapes(self):
         return plan.param_shapes(self.steps)
