@@ -30,8 +30,8 @@ from ..models import GPTConfig
 from ..models import block_plan as plan
 from ..models.base import Layer, normal_init
 from ..models.layers import Embedding, LMHead
-from .cp_split import chunk_positions
 from ..models.moe_steps import EXPERT_PARAMS, assign_slots, capacity, choose, moe_block, route  # noqa: F401
+from .cp_split import chunk_positions
 
 INIT_STD = 0.02
 
