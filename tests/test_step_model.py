@@ -15,6 +15,7 @@ from simulator.cost.model_presets import ModelSpec
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.scale_sim import simulate_at_scale
 from simulator.cost.step_breakdown import COMM_KINDS, LEAVES_OUT
+from simulator.errors import ParasimError
 from simulator.topology import Link
 
 GPT = ModelSpec("gpt", layers=8, hidden=2048, heads=16, seq=1024, vocab=50257)
@@ -142,8 +143,10 @@ def test_closed_form_agrees_with_the_clock_or_names_what_it_leaves_out(priced, n
 
 
 def test_without_named_departures_the_grid_is_within_2_percent(priced):
-    plain = [n for n, (ana, _) in priced.items() if not ana.leaves_out]
-    assert len(plain) >= 34       # every schedule on GPT and on a 256k untied GQA model, uneven stages, cp a2a, ep, ZeRO 0-1, FSDP
+    # the played schedules name their asynchronous exchanges (async-p2p), which on this grid's
+    # pipelines hide little: they are held to 2 % here too
+    plain = [n for n, (ana, _) in priced.items() if set(ana.leaves_out) <= {"async-p2p"}]
+    assert len(plain) >= 45       # every schedule on GPT and on a 256k untied GQA model, uneven stages, cp a2a, ep, ZeRO 0-1, FSDP
     for n in plain:
         ana, clock = priced[n]
         assert ana.step_time_s == pytest.approx(clock.step_time_s, rel=0.02), n
@@ -224,3 +227,42 @@ def test_the_ring_is_priced_step_by_step_alike(kw, flash):
     assert ana.leaves_out == ("ring-attention-overlap",)
     assert ana.step_time_s == pytest.approx(clock.step_time_s, rel=0.04)
     assert ana.breakdown.compute_s == pytest.approx(clock.breakdown.compute_s, rel=1e-6)
+
+
+def _random_pipelines(seed: int, n: int):
+    """n pipelines drawn from presets, degrees, every priced schedule, ZeRO 0-1, SP, FlashAttention
+    and the overlaps, on H100 and A100 (configurations that do not exist are skipped)."""
+    import random
+
+    rng = random.Random(seed)
+    models = ["gpt3-1.3b", "gpt3-13b", "llama3-8b", "llama3-70b", "megatron-7.5b", "gpt3-175b"]
+    schedules = [("1f1b", 1), ("interleaved", 2), ("interleaved", 4), ("zb-h1", 1), ("zb-h2", 1), ("gpipe", 1),
+                 ("looped-bfs", 2), ("interleaved-zb", 2), ("zb-v", 2), ("dualpipev", 2)]
+    out = []
+    while len(out) < n:
+        s, v = rng.choice(schedules)
+        tp, mb, dp = rng.choice([1, 2, 4, 8]), rng.choice([1, 2]), rng.choice([1, 2, 4, 8])
+        kw = dict(tp=tp, pp=rng.choice([2, 4, 8]), dp=dp, micro_batch_size=mb, schedule=s, virtual_stages=v,
+                  global_batch=dp * mb * rng.choice([4, 8, 16, 32]), zero_stage=rng.choice([0, 1]),
+                  sequence_parallel=tp > 1 and rng.random() < 0.5)
+        A = Assumptions(flash_attention=rng.random() < 0.5, overlap_grad_reduce=rng.random() < 0.5,
+                        overlap_param_gather=rng.random() < 0.5)
+        model, hw = rng.choice(models), rng.choice(["h100-sxm", "a100-80gb"])
+        try:
+            cfg = ParallelConfig(**kw)
+            ana = estimate(model, cfg, hw, A)
+        except ParasimError:
+            continue
+        out.append((model, hw, A, cfg, ana))
+    return out
+
+
+def test_random_pipelines_agree_or_name_what_differs():
+    """Configurations nobody listed: within 2 %, or the closed form names the difference; the named
+    asynchronous exchanges only ever make the clock's step shorter."""
+    for model, hw, A, cfg, ana in _random_pipelines(5, 120):
+        clock = simulate_at_scale(model, cfg, hw, A, fold_tp=True, overlap_grad_reduce=A.overlap_grad_reduce)
+        gap = ana.step_time_s / clock.step_time_s - 1
+        assert abs(gap) <= 0.02 or ana.leaves_out, (model, hw, cfg, A, gap)
+        if ana.leaves_out == ("async-p2p",):
+            assert gap > -0.02, (model, hw, cfg, gap)

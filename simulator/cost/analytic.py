@@ -297,6 +297,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     else:
         bubble = spec.bubble(p, m, Fm, Bm, Wm, v)
 
+    sched_bubble = bubble
     p2p_total, p2p_fill = p2p_k[slowest_k]
     bubble += p2p_fill
 
@@ -307,8 +308,12 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     if is_fsdp(cfg) and d * c > 1:        # per-layer units on the bottleneck device (`simulator.cost.fsdp`)
         unit = layer_params_on_rank(model, t, cfg.ep, cfg.expert_tp)    # (dense, expert), as the clock's
         copy_s = tuple(memory_time_s(copy_out_bytes(cfg, x), hw, stack) for x in (sum(unit), emb))
-        dp_by, dp_exposed, fsdp_copy = fsdp_sync(cfg, A, topo, slowest_k, cfg.chunk_layers(L), unit,
-                                                 emb, (f_l, b_l + w_l), lf, True, heads[slowest_k], copy_s)
+        dp_by, dp_exposed, fsdp_copy, tail = fsdp_sync(cfg, A, topo, slowest_k, cfg.chunk_layers(L), unit,
+                                                       emb, (f_l, b_l + w_l), lf, True, heads[slowest_k], copy_s)
+        if p > 1:
+            # the gathers (and reductions) each micro-batch waits for stretch every stage's share of
+            # the fill and drain as they stretch its work: the schedule's bubble grows in proportion
+            bubble += sched_bubble * (dp_exposed - tail) / m / max(Fm + Bm + Wm, 1e-30)
     else:
         fsdp_copy = 0.0
         dp_by, dp_exposed = dp_sync(cfg, A, topo, dense, expert, stages[k_big], m, fetch,

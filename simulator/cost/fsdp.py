@@ -214,7 +214,8 @@ def gather_counts(cfg, k: int) -> dict[int, tuple[int, int]]:
 
 def fsdp_sync(cfg, A, topo, k: int, chunk_layers, layer_params: tuple[float, float], emb_params: float, per_layer,
               logits_fwd_s: float, logits: bool, heads: int, copy_s=(0.0, 0.0)):
-    """(seconds by collective kind, exposed seconds, copy-out seconds) of one step's FSDP collectives
+    """(seconds by collective kind, exposed seconds, copy-out seconds, the exposed seconds once per
+    step rather than per micro-batch) of one step's FSDP collectives
     on pipeline device k (module docstring): `per_layer` = (forward, backward) compute seconds of one
     layer and micro-batch, `chunk_layers` the model chunks' layers (model order), `heads` the
     vocabulary matrices on k (embedding, output layer), `layer_params` (dense, expert) and
@@ -262,12 +263,13 @@ def fsdp_sync(cfg, A, topo, k: int, chunk_layers, layer_params: tuple[float, flo
         gathers += n_f * sum(u[0] for u in fwd) + n_b * n * a
         copies += n_f * (n * c_l + (len(fwd) - n) * c_emb) + n_b * n * c_l
     n_red = (m if per_mb else 1) * layers_k
-    exposed += r_emb + (0.0 if per_mb else layers_k * r)      # after the last backward, before the optimizer
+    tail = r_emb + (0.0 if per_mb else layers_k * r)      # after the last backward, before the optimizer
+    exposed += tail
     by_kind = {"all_gather": gathers}
     for kind in rs:
         if rs[kind] or rs_emb[kind]:
             by_kind[kind] = n_red * rs[kind] + rs_emb[kind]
-    return by_kind, exposed, copies
+    return by_kind, exposed, copies, tail
 
 
 def replica_all_reduce_s(cfg, A, topo, params: float) -> float:

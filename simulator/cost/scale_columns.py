@@ -11,7 +11,8 @@ from simulator.program_tiles import J, TileBuilder
 def program_columns(em, sched, n: int):
     """The program's columns: each device's actions as blocks emitted once per (kind, chunk) with
     the micro-batch as a placeholder (`program_tiles`), except the actions that complete gradients,
-    whose buckets differ (emitted one by one, in order, with the same bucket state as `device`)."""
+    whose buckets differ (emitted one by one, in order, with the same bucket state as `device`), and
+    the first micro-batch's forwards when they wait for prefetched parameters (`prefetched_params`)."""
     tiles = TileBuilder(n)
     for k in range(em.cfg.pp):
         for i in range(em.w):
@@ -27,6 +28,10 @@ def program_columns(em, sched, n: int):
                 if a.kind in ("BW", "W") and em.is_last(a.microbatch):
                     blocks.append([])
                     em.action(blocks[-1], k, r, a.kind, J, a.chunk, True, buckets, gather)
+                    t = len(blocks) - 1
+                elif a.kind == "F" and a.microbatch == 0 and em.prefetched_params():
+                    blocks.append([])       # the first forward waits for the prefetched parameters
+                    em.action(blocks[-1], k, r, a.kind, 0, a.chunk, False, buckets, gather)
                     t = len(blocks) - 1
                 else:
                     t = cache.get((a.kind, a.chunk, gather))

@@ -30,6 +30,15 @@ class StepEnds:
             # the previous step's parameter all-gather, overlapping this step's first forward
             self.param_gather(out, r // self.w, r, "params_next", blocking=False)
 
+    def prefetched_params(self) -> tuple:
+        """What the device's last layer waits for in the first micro-batch's forward: the previous
+        step's overlapped ZeRO-1/2 parameter gather (`prologue`; Megatron-LM's --overlap-param-gather
+        gathers bucket by bucket ahead of the first forward, each layer waiting for its own)."""
+        cfg = self.cfg
+        if cfg.zero_stage in (1, 2) and cfg.dp * cfg.cp > 1 and self.A.overlap_param_gather:
+            return ("params_next",)
+        return ()
+
     def epilogue(self, out, k, r, buckets) -> None:
         """The embedding gradient, the last bucket, the optimizer and ZeRO's parameter gather."""
         cfg = self.cfg

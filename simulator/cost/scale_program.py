@@ -261,6 +261,8 @@ class _Emitter(StepEnds):
                 if emb:
                     self.tp_sized(out, r, x, j, self.ends.emb_fwd)
                     emb = False
+                if j == 0 and c == len(self.stage_of[k]) - 1 and l == self.chunks[s] - 1:
+                    carry += self.prefetched_params()
                 self.layer_fwd(out, r, x, j, s, l, needs=needs + carry)
                 carry = ()
         if emb:

@@ -32,6 +32,7 @@ from types import MappingProxyType
 import numpy as np
 
 from simulator.cost.fsdp import is_fsdp
+from simulator.parallel.schedule_registry import schedule_spec
 from simulator.trace import priority_partition
 from simulator.trace_columns import LANE_NAMES
 
@@ -169,7 +170,13 @@ LEAVES_OUT = MappingProxyType({
                             "backward as one sum; the clock's 25 MB buckets leave the last one (and the embedding "
                             "gradient) exposed",
     "zero-per-micro-batch": "ZeRO-2/3: the closed form adds DeepSpeed's per-sub-module gather latencies and hides "
-                            "each micro-batch's reduction as one sum; the clock issues one collective per layer",
+                            "each micro-batch's reduction as one sum; the clock gathers one collective per layer and "
+                            "reduce-scatters one per bucket",
+    "async-p2p": "the schedules the closed form plays (zero-bubble, looped BFS, V-shaped): it charges every "
+                 "stage-boundary exchange as blocking (Megatron-LM's p2p, exact for 1F1B and interleaved); the "
+                 "clock's exchanges run asynchronously on the comm lane, and the weight-gradient work or the "
+                 "other chunk the schedule places next hides part of them (the clock's step a few percent shorter: tests/test_step_model.py's "
+                 "random grid)",
     "tp-comm-overlap": "--tp-comm-overlap: the closed form hides tensor-parallel collectives under the layer's "
                        "weight-gradient GEMMs; the clock's program runs them blocking",
     "moe-overlap-one-stream": "a MoE overlap option with FSDP: the clock's one asynchronous stream queues the MoE "
@@ -188,6 +195,9 @@ def closed_form_leaves_out(cfg, A) -> tuple[str, ...]:
         out.append("gradient-bucket-tail")
     if dp > 1 and cfg.zero_stage >= 2 and not is_fsdp(cfg):     # FSDP's per-layer units: both models alike
         out.append("zero-per-micro-batch")
+    spec = schedule_spec(cfg.schedule, priced=False)
+    if cfg.pp > 1 and spec.per_chunk:
+        out.append("async-p2p")
     if cfg.tp > 1 and A.overlap_tp_comm:
         out.append("tp-comm-overlap")
     if (A.overlap_moe_comm or A.shared_expert_overlap) and is_fsdp(cfg) and dp > 1:

@@ -140,10 +140,10 @@ SCHEDULE_SPECS: dict[str, ScheduleSpec] = {s.name: s for s in (
                  virtual_stages=True, rounds=True),
     ScheduleSpec("zb-h1", lambda p, m, v: zb_h1(p, m), lambda p, m, v: float(min(p, m)),
                  lambda p, m, F, B, W, v: (p - 1) * max(F, B, F + B - W) + max(0, p - m) * min(F, W), splits_bw=True,
-                 bubble_floor=lambda p, m, F, B, W, v: (p - 1) * max(F, B, F + B - W)),
+                 bubble_floor=lambda p, m, F, B, W, v: (p - 1) * max(F, B, F + B - W), per_chunk=True),
     ScheduleSpec("zb-h2", lambda p, m, v: zb_h2(p, m), lambda p, m, v: float(min(2 * p - 1, m)),
                  _executed("zb-h2"), splits_bw=True, by_times=zb_h2, makespan_by_times=zb_h2_makespan,
-                 bubble_floor=lambda p, m, F, B, W, v: (p - 1) * max(F, F + B - 2 * W)),
+                 bubble_floor=lambda p, m, F, B, W, v: (p - 1) * max(F, F + B - 2 * W), per_chunk=True),
     # DualPipe runs some backwards whole (BW) and the rest split (B, then W), so it is not marked splits_bw
     ScheduleSpec("dualpipe", lambda p, m, v: dualpipe(p, m), lambda p, m, v: float(p + 1), None),
     ScheduleSpec("looped-bfs", looped_bfs, lambda p, m, v: executed_in_flight("looped-bfs", p, m, v),
