@@ -22,7 +22,7 @@ data-parallel ranks sit on 48 nodes and reduce-scatter 16 GB of fp32 gradients o
 one micro-batch's backward (4 micro-batches per step), which was priced at the NVLink-measured link
 efficiency 0.8; NCCL gets 46-48 of NDR's 50 GB/s per NIC (`simulator.cost.hardware.IB_LINK_EFFICIENCY`
 = 0.94), which brings it to 0.92. Two are asserted at their recorded ratio: the two smallest models
-are priced 1.29x and 1.28x the published figure. With h = 2048-4096 and one 4096-token sequence per micro-batch each kernel is short (a layer's forward is
+are priced 1.29x and 1.27x the published figure. With h = 2048-4096 and one 4096-token sequence per micro-batch each kernel is short (a layer's forward is
 ~0.9 ms), and what such a run loses besides its kernels' work -- launch gaps of a few microseconds
 per kernel (about a hundred kernels per layer and pass), NCCL's SMs taken from the overlapped
 backward, the per-step optimizer and bookkeeping -- is not priced. The NeMo FP8 rows of the small

@@ -143,9 +143,10 @@ def test_closed_form_agrees_with_the_clock_or_names_what_it_leaves_out(priced, n
 
 
 def test_without_named_departures_the_grid_is_within_2_percent(priced):
-    # the played schedules name their asynchronous exchanges (async-p2p), which on this grid's
-    # pipelines hide little: they are held to 2 % here too
-    plain = [n for n, (ana, _) in priced.items() if set(ana.leaves_out) <= {"async-p2p"}]
+    # the played schedules name their asynchronous exchanges (async-p2p), FSDP with a pipeline how
+    # it stretches the fill and drain (fsdp-pipeline); on this grid both differ little: they are
+    # held to 2 % here too
+    plain = [n for n, (ana, _) in priced.items() if set(ana.leaves_out) <= {"async-p2p", "fsdp-pipeline"}]
     assert len(plain) >= 45       # every schedule on GPT and on a 256k untied GQA model, uneven stages, cp a2a, ep, ZeRO 0-1, FSDP
     for n in plain:
         ana, clock = priced[n]

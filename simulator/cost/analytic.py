@@ -308,16 +308,18 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     if is_fsdp(cfg) and d * c > 1:        # per-layer units on the bottleneck device (`simulator.cost.fsdp`)
         unit = layer_params_on_rank(model, t, cfg.ep, cfg.expert_tp)    # (dense, expert), as the clock's
         copy_s = tuple(memory_time_s(copy_out_bytes(cfg, x), hw, stack) for x in (sum(unit), emb))
-        dp_by, dp_exposed, fsdp_copy, tail = fsdp_sync(cfg, A, topo, slowest_k, cfg.chunk_layers(L), unit,
+        dp_by, dp_exposed, fsdp_copy, held = fsdp_sync(cfg, A, topo, slowest_k, cfg.chunk_layers(L), unit,
                                                        emb, (f_l, b_l + w_l), lf, True, heads[slowest_k], copy_s)
         if p > 1:
-            # the gathers (and reductions) each micro-batch waits for stretch every stage's share of
-            # the fill and drain as they stretch its work: the schedule's bubble grows in proportion
-            bubble += sched_bubble * (dp_exposed - tail) / m / max(Fm + Bm + Wm, 1e-30)
+            # the gathers (and blocking reductions) each micro-batch waits for stretch every stage's
+            # share of the fill and drain as they stretch its work: the bubble grows in proportion
+            bubble += sched_bubble * held / max(Fm + Bm + Wm, 1e-30)
     else:
         fsdp_copy = 0.0
+        # the overlapped ZeRO-1/2 gather hides under the first forward up to its last layer
+        window = stages[k_big][0] - f_l - (lf + hf if k_big == last else 0.0)
         dp_by, dp_exposed = dp_sync(cfg, A, topo, dense, expert, stages[k_big], m, fetch,
-                                    zero3_first_gathers(model, cfg, k_big, last))
+                                    zero3_first_gathers(model, cfg, k_big, last), window)
     dp_time = sum(dp_by.values())
     emb_ar = 0.0
     if last != 0 and model.tied_embeddings:   # first and last stage sum their embedding gradients

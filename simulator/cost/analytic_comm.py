@@ -39,7 +39,7 @@ def p2p_exposed(cfg: ParallelConfig, topo, act_bytes: float, algo: str) -> list[
 
 
 def dp_sync(cfg: ParallelConfig, A: Assumptions, topo, dense: float, expert: float, stage, m: int,
-             fetch: tuple = (1, 0.0, 0), first_gathers: tuple = ()):
+             fetch: tuple = (1, 0.0, 0), first_gathers: tuple = (), gather_window: float | None = None):
     """(seconds by collective kind, exposed seconds) of one step's data-parallel synchronisation of
     `dense` parameters over the data x context group and `expert` ones over dp c / ep ranks.
 
@@ -75,7 +75,9 @@ def dp_sync(cfg: ParallelConfig, A: Assumptions, topo, dense: float, expert: flo
     if z <= 1:
         by = {"all_reduce": rs} if z == 0 else {"all_reduce" if full else "reduce_scatter": rs, "all_gather": ag}
         exposed = max(0.0, rs - bwd) if A.overlap_grad_reduce else rs
-        exposed += max(0.0, ag - F) if A.overlap_param_gather else ag
+        # ZeRO-1/2's overlapped gather: done when the first forward reaches its last layer (the
+        # clock's program waits there; `gather_window`, default the whole forward)
+        exposed += max(0.0, ag - (F if gather_window is None else gather_window)) if A.overlap_param_gather else ag
         return by, exposed
     if z == 2:   # reduce-scatters of micro-batch j run under the work of j+1; the last under its backward
         grads = max(0.0, rs - bwd) + (m - 1) * max(0.0, rs - mb) if A.overlap_grad_reduce else m * rs

@@ -214,8 +214,9 @@ def gather_counts(cfg, k: int) -> dict[int, tuple[int, int]]:
 
 def fsdp_sync(cfg, A, topo, k: int, chunk_layers, layer_params: tuple[float, float], emb_params: float, per_layer,
               logits_fwd_s: float, logits: bool, heads: int, copy_s=(0.0, 0.0)):
-    """(seconds by collective kind, exposed seconds, copy-out seconds, the exposed seconds once per
-    step rather than per micro-batch) of one step's FSDP collectives
+    """(seconds by collective kind, exposed seconds, copy-out seconds, the seconds the first
+    micro-batch's forward and the last one's backward wait for their gathers and blocking reductions,
+    which stretch a pipeline's fill and drain) of one step's FSDP collectives
     on pipeline device k (module docstring): `per_layer` = (forward, backward) compute seconds of one
     layer and micro-batch, `chunk_layers` the model chunks' layers (model order), `heads` the
     vocabulary matrices on k (embedding, output layer), `layer_params` (dense, expert) and
@@ -245,7 +246,7 @@ def fsdp_sync(cfg, A, topo, k: int, chunk_layers, layer_params: tuple[float, flo
     c_l, c_emb = copy_s
     per_mb = reduce_every_microbatch(cfg)
     counts = gather_counts(cfg, k)
-    gathers = exposed = copies = 0.0
+    gathers = exposed = copies = held = 0.0
     layers_k = 0
     for c in range(v):
         s, n = c * p + k, chunk_layers[c * p + k]
@@ -260,16 +261,29 @@ def fsdp_sync(cfg, A, topo, k: int, chunk_layers, layer_params: tuple[float, flo
         bwd_0 = [(0.0, bw, r if per_mb else 0.0)] * n
         exposed += n_f * pass_exposed_s(fwd, prefetch, overlap_rs) + n_b * pass_exposed_s(bwd_g, prefetch, overlap_rs)
         exposed += (m - n_b) * pass_exposed_s(bwd_0, prefetch, overlap_rs)
+        # what holds the compute in the pipeline's fill and drain: the first micro-batch's forward
+        # and the last one's backward (without the reductions the stream overlaps)
+        last_b = [(u[0], u[1], 0.0 if overlap_rs else u[2]) for u in (bwd_g if n_b == m else bwd_0)]
+        held += (pass_exposed_s(fwd, prefetch, overlap_rs) if n_f else 0.0) + pass_exposed_s(last_b, prefetch,
+                                                                                          overlap_rs)
         gathers += n_f * sum(u[0] for u in fwd) + n_b * n * a
         copies += n_f * (n * c_l + (len(fwd) - n) * c_emb) + n_b * n * c_l
     n_red = (m if per_mb else 1) * layers_k
-    tail = r_emb + (0.0 if per_mb else layers_k * r)      # after the last backward, before the optimizer
+    # reduced once per step (pipelined FSDP2): each unit's reduce-scatter follows its backward in the
+    # last micro-batch, overlapping the rest of that backward when overlapped; the embedding's
+    # after the last backward, before the optimizer
+    tail = r_emb
+    if not per_mb:
+        for c in range(v):
+            n = chunk_layers[c * p + k]
+            tail += (pass_exposed_s([(0.0, bw, r)] * n, False, overlap_rs)
+                     - pass_exposed_s([(0.0, bw, 0.0)] * n, False, overlap_rs))
     exposed += tail
     by_kind = {"all_gather": gathers}
     for kind in rs:
         if rs[kind] or rs_emb[kind]:
             by_kind[kind] = n_red * rs[kind] + rs_emb[kind]
-    return by_kind, exposed, copies, tail
+    return by_kind, exposed, copies, held
 
 
 def replica_all_reduce_s(cfg, A, topo, params: float) -> float:

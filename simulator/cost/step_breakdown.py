@@ -177,6 +177,17 @@ LEAVES_OUT = MappingProxyType({
                  "clock's exchanges run asynchronously on the comm lane, and the weight-gradient work or the "
                  "other chunk the schedule places next hides part of them (the clock's step a few percent shorter: tests/test_step_model.py's "
                  "random grid)",
+    "fsdp-pipeline": "FSDP with a pipeline: the closed form stretches the schedule's bubble by the waits of the "
+                     "bottleneck device's first forward and last backward for their gathers (and blocking "
+                     "reductions), and prices each pass's overlapped reductions within the pass; the clock plays "
+                     "every stage's waits, and drains the reductions in the pipeline's idle time",
+    "fsdp-mixed-streams": "Megatron-FSDP with one of --overlap-param-gather and --overlap-grad-reduce: the "
+                          "closed form runs the prefetched gathers and the blocking reductions (or the blocking "
+                          "gathers and the overlapped reductions) on one stream in program order; the clock runs "
+                          "the blocking ones on the comm lane beside the asynchronous stream",
+    "param-gather-fill": "ZeRO-1/2 with --overlap-param-gather and a pipeline: the closed form hides the parameter "
+                         "gather under the first forward of the device with the most parameters; the clock's "
+                         "stages also hide it in the pipeline's fill, and the bubble it measures shrinks",
     "tp-comm-overlap": "--tp-comm-overlap: the closed form hides tensor-parallel collectives under the layer's "
                        "weight-gradient GEMMs; the clock's program runs them blocking",
     "moe-overlap-one-stream": "a MoE overlap option with FSDP: the clock's one asynchronous stream queues the MoE "
@@ -198,6 +209,12 @@ def closed_form_leaves_out(cfg, A) -> tuple[str, ...]:
     spec = schedule_spec(cfg.schedule, priced=False)
     if cfg.pp > 1 and spec.per_chunk:
         out.append("async-p2p")
+    if cfg.pp > 1 and is_fsdp(cfg) and dp > 1:
+        out.append("fsdp-pipeline")
+    if is_fsdp(cfg) and dp > 1 and cfg.fsdp == "megatron_fsdp" and A.overlap_param_gather != A.overlap_grad_reduce:
+        out.append("fsdp-mixed-streams")
+    if cfg.pp > 1 and dp > 1 and cfg.zero_stage in (1, 2) and A.overlap_param_gather:
+        out.append("param-gather-fill")
     if cfg.tp > 1 and A.overlap_tp_comm:
         out.append("tp-comm-overlap")
     if (A.overlap_moe_comm or A.shared_expert_overlap) and is_fsdp(cfg) and dp > 1:
