@@ -191,3 +191,21 @@ def test_zero_stages_1_2_on_ray_equal_one_device_and_the_local_runtime(ray_runti
         on_ray, local = train(cfg, runtime=ray_runtime), train(cfg)
         assert on_ray.max_rel_weight_diff_vs_single < 1e-9
         assert on_ray.losses == local.losses and on_ray.bytes_sent_per_device == local.bytes_sent_per_device
+
+
+@pytest.mark.parametrize("stage", [1, 2, 3])
+def test_zero_in_several_buckets_reduced_under_the_backward_equals_one_device(stage):
+    """--bucket-mb with ZeRO (Megatron's --overlap-grad-reduce with the distributed optimizer, DeepSpeed's
+    overlap_comm): 2 kB buckets, three per backward on this GPT, each reduce-scattered non-blocking
+    as soon as it is full, its pieces uneven over 3 ranks."""
+    cfg = TrainConfig(GPT, strategy=f"zero{stage}", devices=3, global_batch=12, microbatches=2, steps=2, bucket_mb=0.002)
+    r = train(cfg)
+    assert r.max_rel_weight_diff_vs_single < 1e-9
+    scatters = [i for i in r.compiled.program.code[0] if isinstance(i, Collective) and i.kind == "reduce_scatter"]
+    assert len(scatters) == (3 if stage == 1 else 6) and not any(i.blocking for i in scatters)
+
+
+def test_zero_refuses_gradients_on_the_wire_in_another_dtype():
+    with pytest.raises(ParasimError, match="drop --grad-dtype float16") as e:
+        compile_strategy(TrainConfig(GPT, strategy="zero1", devices=2, global_batch=4, grad_dtype="float16"))
+    assert "\n" not in str(e.value)

@@ -190,9 +190,9 @@ def compile_replicated(cfg: TrainConfig, placement=None) -> Compiled:
     # ZeRO over the data x context axes: stage 1 is Megatron's distributed optimizer; stages 2-3 (no
     # pipeline, TrainConfig refuses it) gather and scatter around every layer (zero.py)
     zero = cfg.zero_stage if dp * cp > 1 else 0
-    if zero and (cfg.bucket_mb is not None or cfg.grad_dtype != "float64"):
-        raise ParasimError(f"ZeRO-{zero} here reduce-scatters float64 gradients in the default buckets, blocking: "
-                           f"drop --bucket-mb and --grad-dtype")
+    if zero and cfg.grad_dtype != "float64":
+        raise ParasimError(f"ZeRO-{zero} here reduce-scatters float64 gradients into the pieces its optimizer "
+                           f"updates: drop --grad-dtype {cfg.grad_dtype}")
     zgroups = ZeroGroups(group_of, getattr(placement, "grad_group", None), cfg.gradients_mean)
     # buckets of bucket_mb reduced under the backward; without it the default size after the backward
     sync = GradSync(b, cfg.model, group_of, (cfg.bucket_mb or DEFAULT_BUCKET_MB) * 1e6,
