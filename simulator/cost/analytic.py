@@ -70,6 +70,7 @@ from simulator.cost.rank_params import (
     head_params_on_rank,
     heads_on,
     layer_params_on_rank,
+    output_layer_own_unit,
     stage_params_on_rank,
 )
 from simulator.cost.sac import sac_recompute_flops_per_token
@@ -404,5 +405,5 @@ def zero3_first_gathers(model: ModelSpec, cfg: ParallelConfig, k: int, last: int
         return ()
     layer = sum(layer_params_on_rank(model, cfg.tp, cfg.ep, cfg.expert_tp))
     emb = embedding_params_on_rank(model, cfg.tp) if k == 0 else 0.0
-    holds_head = k == last and (cfg.pp > 1 or not model.tied_embeddings)
+    holds_head = k == last and output_layer_own_unit(model, cfg.pp)
     return emb, layer, head_params_on_rank(model, cfg.tp) if holds_head else layer

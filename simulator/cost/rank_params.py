@@ -46,6 +46,12 @@ def heads_on(model: ModelSpec, k: int, pp: int, last: int | None = None) -> int:
     return (k == 0) + (k == last and (last != 0 or not model.tied_embeddings))
 
 
+def output_layer_own_unit(model: ModelSpec, pp: int) -> bool:
+    """ZeRO-3 / FSDP: is the output layer gathered as a unit of its own (on the last device)? Yes
+    unless it is the tied embedding on the one device of p = 1."""
+    return pp > 1 or not model.tied_embeddings
+
+
 def embedding_params_on_rank(model: ModelSpec, tp: int) -> float:
     """The input embedding on one tensor rank: its V_padded h / t rows and the whole position table."""
     return padded_vocab(model, tp) * model.hidden / tp + (model.seq * model.hidden if model.position_embedding else 0)

@@ -51,7 +51,7 @@ from simulator.cost.model_presets import ModelSpec
 from simulator.cost.moe import check_moe, moe_collectives, moe_group
 from simulator.cost.moe_overlap import interleave, overlap_pairs, shared_expert_mlp
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
-from simulator.cost.rank_params import head_params_on_rank, layer_params_on_rank
+from simulator.cost.rank_params import head_params_on_rank, layer_params_on_rank, output_layer_own_unit
 from simulator.cost.scale_columns import program_columns
 from simulator.cost.scale_cp import attention_backward, attention_forward
 from simulator.cost.scale_ends import StepEnds
@@ -141,7 +141,7 @@ class _Emitter(StepEnds):
         # ZeRO-3 (FSDP or DeepSpeed): the embedding and the output layer are gathered as units of their
         # own, the output layer on the last device (not the tied p = 1 embedding)
         self.ends_gathered = cfg.zero_stage == 3 and cfg.dp * cfg.cp > 1
-        self.head_unit = self.ends_gathered and logits and (cfg.pp > 1 or not model.tied_embeddings)
+        self.head_unit = self.ends_gathered and logits and output_layer_own_unit(model, cfg.pp)
         K = kernels
         self._priced: dict = {}      # kernel -> (flops, nbytes, attrs), shared by its instructions
         self.copy_kernels: dict = {}  # FSDP2 copy-out Kernel by size (`scale_gather.copied_out`)
