@@ -356,3 +356,18 @@ def test_an_explanation_item_without_a_drawn_case_is_refused():
     from simulator.grading import explanation_item
     with pytest.raises(TypeError, match="'case' and 'answer'"):   # both required: a letter alone is a guess
         explanation_item("explanation: why (a choice)", ask="why", right="b", hints={})
+
+
+def test_lesson_02_asks_its_explanation_only_for_ring_sizes_whose_plan_it_can_build():
+    """The grader counts its answer from parasim's ring plan; n drawn up to 1024 once gave 1,001
+    ranks, beyond the plan limit, and marked a correct solution wrong."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("check02", ROOT / "lessons/02_collectives_by_hand/check.py")
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    low, high = check.EXPLAIN_RANKS
+    assert (low, high) == (3, 1000)
+    from simulator import make_plan
+
+    assert make_plan("all_reduce", "ring", high, 8 * high).bytes_sent_per_rank()[0] == 2 * (high - 1) * 8

@@ -3,6 +3,7 @@
 import numpy as np
 
 from simulator import make_plan, plan_time, reference
+from simulator.collectives.algorithms import max_transfers
 from simulator.grading import (
     compare,
     each_case,
@@ -14,6 +15,7 @@ from simulator.grading import (
     prediction_item,
     type_name,
 )
+from simulator.limits import MAX_TRANSFERS
 
 LESSON = {
     "title": "Collectives by hand: ring all-reduce",
@@ -118,9 +120,13 @@ check_prediction = prediction_item(
     ask="predicted_ring_bytes", case=ring_case,
     hint=lambda n, size: f"n={n}, S={size}: reduce-scatter then all-gather, one S/n chunk per step")
 
+# the ranks the explanation is asked for: up to 1024, as far as a ring all-reduce plan may hold
+# (`limits.MAX_TRANSFERS`; the answer is counted from parasim's plan)
+EXPLAIN_RANKS = (3, max(n for n in range(3, 1025) if max_transfers("all_reduce", "ring", n) <= MAX_TRANSFERS))
+
 check_explanation = explanation_item(
     "explanation: why the ring's bytes per rank hardly grow with n (a choice, and its number on an n drawn when grading)",
-    ask="why_ring_bytes_flat", right="b", case=lambda: (hidden_random().randint(3, 1024),),
+    ask="why_ring_bytes_flat", right="b", case=lambda: (hidden_random().randint(*EXPLAIN_RANKS),),
     answer=lambda n: make_plan("all_reduce", "ring", n, 8 * n).bytes_sent_per_rank()[0] / (8 * n),
     reason=lambda n: f"n={n}: 2(n-1) chunks of S/n each, over S",
     hints={"a": "nothing is compressed: every chunk is S/n bytes of float64",
