@@ -52,6 +52,7 @@ from simulator.cost.comm import NVLS, collective_time_s
 from simulator.cost.compute import memory_time_s
 from simulator.cost.fsdp import copy_out_bytes, fsdp_sync, is_fsdp
 from simulator.cost.hardware import Hardware, get_hardware
+from simulator.cost.layer_kinds import check_mixed, device_dense_layers
 from simulator.cost.memory import MemoryBreakdown
 from simulator.cost.memory_report import memory_report
 from simulator.cost.model_presets import ModelSpec, get_model
@@ -148,6 +149,8 @@ def check_estimate(model: ModelSpec, cfg: ParallelConfig, A: Assumptions | None 
                            f"{model.heads} heads")
     check_moe(model, cfg, A)
     cfg.chunk_layers(model.layers)          # refuses layer splits that do not exist
+    if A is not None:
+        check_mixed(model, cfg, A)
 
 
 def _slowest_link(topo, ranks):
@@ -252,6 +255,9 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     stack = A.profile                  # the software stack's kernels and overheads (`simulator.cost.stack`)
     kt = lambda k: k.time_s(hw, A.matmul_dtype, stack)  # noqa: E731
     layers = cfg.stage_layers(L)
+    # a mixed model's dense layers (`layer_kinds`): per device their count, and one's times
+    plain = device_dense_layers(model, cfg)
+    f_d, b_d, w_d = layer_times(model.dense_layer(), cfg, hw, A, topo)[4:] if any(plain) else (0.0, 0.0, 0.0)
     ep_l = comm_l["ep"]
     ep_k = [ep_l] * p       # the overlap merges micro-batches by the schedule's pairs (`moe_overlap`)
     if A.overlap_moe_comm:
@@ -264,9 +270,10 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     last = cfg.last_device            # the LM head's device: p - 1, or 0 for a V-shaped placement
     heads = [heads_on(model, k, p, last) for k in range(p)]
     experts = model.num_experts
-    dense_k, expert_k = zip(*(stage_params_on_rank(model, t, cfg.ep, layers[k], k, p, cfg.expert_tp, last)
+    dense_k, expert_k = zip(*(stage_params_on_rank(model, t, cfg.ep, layers[k], k, p, cfg.expert_tp, last, plain[k])
                               for k in range(p)))
-    stages = [[n * f_l, n * (b_l - ep_l + ep_k[k]), n * w_l] for k, n in enumerate(layers)]
+    stages = [[(n - nd) * f_l + nd * f_d, (n - nd) * (b_l - ep_l + ep_k[k]) + nd * b_d, (n - nd) * w_l + nd * w_d]
+              for k, (n, nd) in enumerate(zip(layers, plain))]
     for i, x in enumerate((lf, lb, lw)):
         stages[last][i] += x
     # the tensor-parallel collectives outside the blocks, per micro-batch (`tp_ends`), and SP's
@@ -276,7 +283,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     for k, i, x in ((0, 0, ef), (0, 1, eb), (last, 0, hf), (last, 1, hb)):
         stages[k][i] += x
         ends_k[k] += x
-    sp_k = [sp_grad_time_s(model, cfg, A, topo, layers[k], k == last) for k in range(p)]
+    sp_k = [sp_grad_time_s(model, cfg, A, topo, layers[k], k == last, plain[k]) for k in range(p)]
     for k in range(p):   # gradient accumulation outside the GEMMs, after every micro-batch (`Assumptions`)
         stages[k][2] += memory_time_s(A.grad_accum_bytes * (dense_k[k] + expert_k[k]), hw, stack)
     # pipeline p2p: each TP rank sends its 1/t slice over the stage boundary, then all-gathers; the
@@ -337,16 +344,18 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
 
     n_fwd = 3 if full else 2
     n_slow = layers[slowest_k]
+    n_moe = n_slow - plain[slowest_k]     # the layers with expert all-to-alls (a dense layer's TP and CP are the same)
     # every total is the bottleneck device's, as the clock's (its busiest comm lane) and as what is
     # exposed of it: the tensor-parallel collectives of its layers, its ends and SP's gradient sum
     tp_total = m * n_slow * (cm["tp_total_fwd"] * (n_fwd - 1) + cm["tp_total_bwd"]) \
         + m * ends_k[slowest_k] + sp_k[slowest_k]
     # the step, part by part (`step_breakdown`): the slowest stage's kernels and exposed collectives
     # over m micro-batches, the schedule's bubble, p2p, DP sync and the tied-embedding all-reduce
-    exposed_by = {k: m * n_slow * x for k, x in comm_l.items()}
+    exposed_by = {k: m * (n_moe if k == "ep" else n_slow) * x for k, x in comm_l.items()}
+    in_layers = sum(exposed_by.values())
     exposed_by.update(pp=p2p_total, dp=dp_exposed + emb_ar)
     exposed_by["tp"] += m * ends_k[slowest_k] + sp_k[slowest_k]
-    parts = breakdown_from_parts(m * (slowest - n_slow * sum(comm_l.values()) - ends_k[slowest_k]) + fsdp_copy,
+    parts = breakdown_from_parts(m * (slowest - ends_k[slowest_k]) - in_layers + fsdp_copy,
                                  exposed_by, bubble, optimizer,
                                  stack.exposed_step_overhead_s(exposed_by["dp"]))
     step = parts.step_s
@@ -355,7 +364,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     if c > 1:
         by_kind["context_parallel"] = m * layers[slowest_k] * cm["cp_total"]
     if cm["moe"]:
-        by_kind["expert_all_to_all"] = m * layers[slowest_k] * cm["moe"] * n_fwd
+        by_kind["expert_all_to_all"] = m * n_moe * cm["moe"] * n_fwd
     comm_total = sum(by_kind.values())
 
     # FLOPs: forward matmul FLOPs per token, times 3 (fwd + bwd) plus recomputation (eq. 3)
@@ -371,9 +380,15 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
         selective_tok = sac_recompute_flops_per_token(model)
     else:
         selective_tok = 0.0 if A.flash_attention else attn_tok
-    rc = {"none": 0.0, "selective": selective_tok, "full": per_tok_layer + attn_tok}[cfg.recompute]
     tokens = cfg.global_batch * s
-    hw_flops = tokens * (L * (3 * (per_tok_layer + attn_tok) + rc) + 3 * 2 * h * padded_vocab(model, t))
+    # a mixed model's dense layers (`layer_kinds`) multiply by their ffn_hidden-wide MLP instead
+    n_plain = L - model.moe_layers if experts else 0
+    plain_tok = per_tok_layer - 2 * mlp_w + 2 * gate * h * model.ffn_hidden
+    hw_flops = 0.0
+    for n, tok in ((L - n_plain, per_tok_layer), (n_plain, plain_tok)):
+        rc = {"none": 0.0, "selective": selective_tok, "full": tok + attn_tok}[cfg.recompute]
+        hw_flops += tokens * n * (3 * (tok + attn_tok) + rc)
+    hw_flops += tokens * 3 * 2 * h * padded_vocab(model, t)
     model_flops = tokens * model.model_flops_per_token(A.causal_attention_flops)   # `simulator.cost.flops`
     peak = hw.peak(A.dtype)
 

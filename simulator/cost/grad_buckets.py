@@ -41,8 +41,9 @@ class GradBuckets:
             self.replica_all_reduce(out, grad, em.layer_grad - experts, j)
             self.names.append(grad)
             return
-        self.pending_bytes += self.em.layer_grad if nbytes is None else nbytes
-        self.pending_expert += self.em.A.grad_reduce_bytes * self.em.expert_local if nbytes is None else 0.0
+        grad, expert = self.em.layer_grad_at(r, c, l) if nbytes is None else (nbytes, 0.0)
+        self.pending_bytes += grad
+        self.pending_expert += expert
         self.pending.append(self.em.grad_name(c, l, j) if name is None else name)
         self.flush(out)
 

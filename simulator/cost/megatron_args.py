@@ -281,11 +281,6 @@ def _dispatcher(a: MegatronArgs, spec: ModelSpec) -> str:
 
 def _moe_notes(a: MegatronArgs, spec: ModelSpec) -> list[str]:
     """Refuse the MoE / MTP flags that change the answer and are not priced; note what is assumed."""
-    if "moe-layer-freq" in a.given:
-        pattern = moe_layer_pattern(a["moe-layer-freq"], spec.layers)
-        if spec.num_experts and not all(pattern):
-            raise ParasimError(f"--moe-layer-freq {a['moe-layer-freq']} makes {pattern.count(0)} of the {spec.layers} "
-                               f"layers dense: not priced yet (parasim prices every layer of a MoE model as MoE)")
     if a["mtp-num-layers"]:
         raise ParasimError(f"--mtp-num-layers {a['mtp-num-layers']}: multi-token prediction layers are not priced yet "
                            f"(each adds a transformer layer and an output layer to the last stage)")
@@ -299,6 +294,10 @@ def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | st
     """`MegatronArgs` -> model, `ParallelConfig`, `Assumptions` and precision (module docstring).
     `gpus` is Megatron's world size (default tp x pp x cp: one data-parallel replica)."""
     spec = _model(a, model)
+    if "moe-layer-freq" in a.given:      # read whatever the model (a dense model has no MoE layers to place)
+        pattern = moe_layer_pattern(a["moe-layer-freq"], spec.layers)
+        if spec.num_experts:
+            spec = spec.with_overrides(moe_layer_freq=pattern)
     tp, pp, cp, ep = (a["tensor-model-parallel-size"], a["pipeline-model-parallel-size"],
                       a["context-parallel-size"], a["expert-model-parallel-size"])
     per_replica = tp * pp * cp

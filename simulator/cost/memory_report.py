@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from simulator.cost.fsdp import fsdp_buffer_bytes, is_fsdp
 from simulator.cost.hardware import DTYPE_NBYTES, Hardware, get_hardware
+from simulator.cost.layer_kinds import device_dense_layers, mixed
 from simulator.cost.memory import MemoryBreakdown, activation_bytes_per_layer, in_flight_microbatches
 from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.errors import ParasimError
@@ -77,13 +78,17 @@ def stage_params(model: ModelSpec, tp: int, layers: int, first: bool, last: bool
 
 
 def stage_param_split(model: ModelSpec, tp: int, layers: int, first: bool, last: bool, ep: int = 1,
-                      etp: int | None = None) -> tuple[float, float]:
-    """(dense, expert) parameters one device of a stage holds: the experts' optimizer states are
-    sharded over their own expert-data-parallel group (Megatron-Core's distributed optimizer)."""
+                      etp: int | None = None, dense_layers: int = 0) -> tuple[float, float]:
+    """(dense, expert) parameters one device of a stage holds (`dense_layers` of its `layers` a mixed
+    model's dense ones, `layer_kinds`): the experts' optimizer states are sharded over their own
+    expert-data-parallel group (Megatron-Core's distributed optimizer)."""
     h, V = model.hidden, model.padded_vocab(tp)
     sharded, replicated, experts = layer_params_split(model)
-    expert = layers * experts / (ep * (tp if etp is None else etp))
-    n = layers * (sharded / tp + replicated)
+    expert = (layers - dense_layers) * experts / (ep * (tp if etp is None else etp))
+    n = (layers - dense_layers) * (sharded / tp + replicated)
+    if dense_layers:
+        sharded, replicated, _ = layer_params_split(model.dense_layer())
+        n += dense_layers * (sharded / tp + replicated)
     if first:
         n += V * h / tp + (model.seq * h if model.position_embedding else 0)
     if last and (not first or not model.tied_embeddings):
@@ -165,6 +170,7 @@ def memory_report(model: ModelSpec | str, config, hardware: Hardware | str | Non
         raise ParasimError(f"cp={cp} must divide the sequence length {model.seq}")
     layers = _stage_layers(model, cfg)
     chunks = tuple(cfg.chunk_layers(model.layers)) if hasattr(cfg, "chunk_layers") else ()
+    dense_k = device_dense_layers(model, cfg) if mixed(model) else (0,) * p
     shard_over = cfg.dp * cp // getattr(cfg, "dp_replicate", 1)   # HSDP shards inside a replica (`cost.fsdp`)
     fsdp = is_fsdp(cfg)
     buffers = 4 * largest_layer_params(model) / t if cfg.zero_stage == 3 and not fsdp else 0.0
@@ -179,7 +185,7 @@ def memory_report(model: ModelSpec | str, config, hardware: Hardware | str | Non
         else:
             in_flight = float(m) if cfg.schedule == "gpipe" else 1.0
         etp = getattr(cfg, "expert_tp", t)
-        dense, expert = stage_param_split(model, t, layers[k], first, last, ep, etp)
+        dense, expert = stage_param_split(model, t, layers[k], first, last, ep, etp, dense_k[k])
         par, grad, opt = model_state_parts(dense, shard_over, cfg.zero_stage, recipe)
         if expert:    # over the expert-data-parallel group, t c d / (etp ep) ranks
             parts = model_state_parts(expert, max(1, t * shard_over // (etp * ep)), cfg.zero_stage, recipe)

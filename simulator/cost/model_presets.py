@@ -14,6 +14,8 @@ argument name in brackets; `ModelSpec` also answers to that name):
   `megatron/core/tokenizers/utils/build_tokenizer.py: vocab_size_with_padding`);
 - `num_experts`, `moe_router_topk`, `moe_ffn_hidden` [--num-experts, --moe-router-topk,
   --moe-ffn-hidden-size]: mixture of experts in every layer (0 experts: dense);
+- `moe_layer_freq` [--moe-layer-freq]: 1 or 0 per layer, MoE or dense (a dense layer's MLP is
+  ffn_hidden wide, as Megatron-Core builds it); empty: every layer MoE (`dense_layer`, `moe_layers`);
 - `moe_shared_expert_hidden` [--moe-shared-expert-intermediate-size]: the total width of the shared
   experts every token passes through beside its routed ones (DeepSeekMoE; 0: none), split over tp;
 - `kv_channels` [--kv-channels]: the attention head width (0: h / a); the query and output widths
@@ -79,6 +81,7 @@ class ModelSpec:
     moe_router_topk: int = 2          # Megatron-LM default
     moe_ffn_hidden: int = 0           # 0 -> ffn_hidden
     moe_shared_expert_hidden: int = 0  # Megatron --moe-shared-expert-intermediate-size (0: none)
+    moe_layer_freq: tuple = ()        # Megatron --moe-layer-freq: 1 (MoE) or 0 (dense) per layer; (): all MoE
     kv_channels: int = 0              # Megatron --kv-channels: head width (0: hidden / heads)
     kv_lora_rank: int = 0             # Megatron --kv-lora-rank (> 0: multi-latent attention)
     q_lora_rank: int = 0              # Megatron --q-lora-rank (0: no query down-projection)
@@ -117,6 +120,11 @@ class ModelSpec:
         if self.moe_shared_expert_hidden and not self.num_experts:
             raise ParasimError(f"model {self.name}: shared experts (moe_shared_expert_hidden "
                                f"{self.moe_shared_expert_hidden}) need num_experts > 0")
+        freq = tuple(self.moe_layer_freq)
+        if freq and (len(freq) != self.layers or set(freq) - {0, 1} or not self.num_experts or 1 not in freq):
+            raise ParasimError(f"model {self.name}: moe_layer_freq must give 0 or 1 for each of the {self.layers} "
+                               f"layers, at least one 1, and needs num_experts > 0; got {len(freq)} entries")
+        object.__setattr__(self, "moe_layer_freq", () if all(freq) else tuple(int(x) for x in freq))
         if self.num_experts and not 1 <= self.moe_router_topk <= self.num_experts:
             raise ParasimError(f"model {self.name}: moe_router_topk {self.moe_router_topk} must be in "
                                f"1..num_experts = {self.num_experts}")
@@ -224,6 +232,15 @@ class ModelSpec:
             kw["moe_ffn_hidden"] = 0
         return replace(self, **kw)
 
+    @property
+    def moe_layers(self) -> int:
+        """Layers with experts: all of them with num_experts unless `moe_layer_freq` makes some dense."""
+        return sum(self.moe_layer_freq) if self.moe_layer_freq else self.layers * bool(self.num_experts)
+
+    def dense_layer(self) -> "ModelSpec":
+        """The model whose every layer is this model's dense layer (`moe_layer_freq` 0): no experts."""
+        return replace(self, num_experts=0, moe_shared_expert_hidden=0, moe_layer_freq=())
+
     def mlp_params(self, ffn: int | None = None) -> int:
         """One MLP (expert): (2 or 3) h f weights, plus f + h biases for GPT."""
         h, f = self.hidden, self.ffn_hidden if ffn is None else ffn
@@ -254,14 +271,15 @@ class ModelSpec:
         pos = self.seq * h if self.position_embedding else 0
         final_norm = 2 * h if self.biases else h
         # the GPT formula omits the final LayerNorm (2h): kept out to match it exactly
-        return self.layers * self.layer_params() + emb + pos + (0 if self.biases else final_norm)
+        layers = self.moe_layers * self.layer_params() + (self.layers - self.moe_layers) * self.dense_layer().layer_params()
+        return layers + emb + pos + (0 if self.biases else final_norm)
 
     def active_params(self) -> int:
         """Parameters one token uses: with MoE only top-k experts' MLPs (Fedus et al. 2021)."""
         if not self.num_experts:
             return self.params()
         idle = (self.num_experts - self.moe_router_topk) * self.mlp_params(self.moe_ffn_hidden)
-        return self.params() - self.layers * idle
+        return self.params() - self.moe_layers * idle
 
     def matmul_params(self) -> int:
         """N of PaLM's 6N: the weights one token multiplies by in matmuls: per layer QKV, projection,
@@ -269,14 +287,12 @@ class ModelSpec:
         position table, the input lookup of an untied embedding, biases or norm scales (element-wise
         work, which no FLOP count of the hardware (Narayanan et al. 2021 eq. 3) includes either: so
         hfu >= mfu)."""
-        h = self.hidden
-        if self.num_experts:
-            mlp = ((3 if self.gated_mlp else 2) * h * (self.moe_router_topk * self.moe_ffn_hidden
-                                                       + self.moe_shared_expert_hidden) + h * self.num_experts)
-        else:
-            mlp = (3 if self.gated_mlp else 2) * h * self.ffn_hidden
+        h, gate = self.hidden, (3 if self.gated_mlp else 2)
+        moe = gate * h * (self.moe_router_topk * self.moe_ffn_hidden + self.moe_shared_expert_hidden) \
+            + h * self.num_experts
         attn = sum(i * o for _n, i, o, _s in self.attention_linears())
-        return self.layers * (attn + mlp) + self.vocab * h
+        return self.layers * attn + self.moe_layers * moe + (self.layers - self.moe_layers) * gate * h * self.ffn_hidden \
+            + self.vocab * h
 
     def model_flops_per_token(self, causal_attention_flops: bool = False) -> float:
         """PaLM (Chowdhery et al. 2022, App. B): 6 N + 12 L H Q T, H Q = h heads x head dim, T = s;
@@ -288,7 +304,8 @@ class ModelSpec:
         if self.gated_mlp or self.kv_heads != self.heads:
             extra = f", f={self.ffn_hidden}, kv_heads={self.kv_heads}{', SwiGLU' if self.gated_mlp else ''}"
         if self.num_experts:
-            extra += f", experts={self.num_experts} top-{self.moe_router_topk}"
+            extra += f", experts={self.num_experts} top-{self.moe_router_topk}" + (
+                f" in {self.moe_layers} of {self.layers} layers" if self.moe_layer_freq else "")
         if not self.dropout:
             extra += ", no dropout"
         return (f"{self.name}(L={self.layers}, h={self.hidden}, a={self.heads}, s={self.seq}, "

@@ -77,7 +77,11 @@ def ends_params_on_rank(model: ModelSpec, tp: int, k: int, pp: int, last: int | 
 
 
 def stage_params_on_rank(model: ModelSpec, tp: int, ep: int, layers: int, k: int, pp: int,
-                         expert_tp: int | None = None, last: int | None = None) -> tuple[float, float]:
-    """(dense, expert) parameters of pipeline device k (holding `layers` layers) on one tensor rank."""
+                         expert_tp: int | None = None, last: int | None = None,
+                         dense_layers: int = 0) -> tuple[float, float]:
+    """(dense, expert) parameters of pipeline device k (holding `layers` layers, `dense_layers` of
+    them a mixed model's dense ones, `layer_kinds`) on one tensor rank."""
     dense, expert = layer_params_on_rank(model, tp, ep, expert_tp)
-    return layers * dense + ends_params_on_rank(model, tp, k, pp, last), layers * expert
+    n = layers - dense_layers
+    plain = layer_params_on_rank(model.dense_layer(), tp)[0] if dense_layers else 0.0
+    return n * dense + dense_layers * plain + ends_params_on_rank(model, tp, k, pp, last), n * expert

@@ -21,7 +21,7 @@ from simulator.program import Collective, Compute
 class StepEnds:
     """Mixed into `scale_program._Emitter`, whose fields (cfg, model, A, w, dev, stage_of, chunks,
     emb_params, head_params, head_bucketed, mb_buckets, fsdp, overlap, optimizer, expert_local, expert_dp,
-    layer_local) it reads."""
+    layer_local, plain) it reads."""
 
     def prologue(self, out, r) -> None:
         cfg = self.cfg
@@ -61,7 +61,8 @@ class StepEnds:
         if cfg.sequence_parallel and cfg.tp > 1:
             # SP: the norms' and row-parallel biases' partial gradients, flattened into one all-reduce
             # over the tensor group after the data-parallel reduction (`tp_ends`)
-            nbytes = self.A.grad_reduce_bytes * sp_partial_params(self.model, self._layers(k), k == last)
+            nbytes = self.A.grad_reduce_bytes * sp_partial_params(self.model, self._layers(k), k == last,
+                                                                  self._dense(k))
             self.tp_sized(out, r, "sp_grads", None, (("all_reduce", int(nbytes)),))
         if holds_emb and tied:
             # then the first and last stage sum their copies of the tied embedding's gradient, after
@@ -116,7 +117,7 @@ class StepEnds:
         """ZeRO-1/2: all-gather device k's updated parameters (`Assumptions.param_bytes` each), the dense ones over the data x
         context group, the experts' over the expert-data-parallel group."""
         d = self.cfg.dp * self.cfg.cp
-        experts = self._layers(k) * self.expert_local
+        experts = (self._layers(k) - self._dense(k)) * self.expert_local
         for params, tag, size in ((self._params(k) - experts, "dp", d), (experts, "edp", self.expert_dp)):
             if size > 1 and params > 0:
                 out.append(Collective("all_gather", "params", name, (r,), nbytes=int(self.A.param_bytes * params / size), tag=tag,
@@ -127,10 +128,14 @@ class StepEnds:
         (`rank_params`, shared with the closed form)."""
         cfg = self.cfg
         return sum(stage_params_on_rank(self.model, cfg.tp, cfg.ep, self._layers(k), k, cfg.pp, cfg.expert_tp,
-                                        self.dev[-1]))
+                                        self.dev[-1], self._dense(k)))
 
     def _layers(self, k: int) -> int:
         """Layers of pipeline device k, over its chunks (the schedule's stage placement)."""
         return sum(self.chunks[s] for s in self.stage_of[k])
+
+    def _dense(self, k: int) -> int:
+        """A mixed model's dense layers on pipeline device k (`layer_kinds`)."""
+        return sum(self.plain[s] for s in self.stage_of[k])
 
 

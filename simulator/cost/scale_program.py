@@ -47,9 +47,10 @@ from __future__ import annotations
 
 from simulator.cost.fsdp import gather_flags, is_fsdp, overlaps, reduce_every_microbatch
 from simulator.cost.grad_buckets import GradBuckets
+from simulator.cost.layer_kinds import check_mixed
 from simulator.cost.model_presets import ModelSpec
-from simulator.cost.moe import check_moe, moe_collectives, moe_group
-from simulator.cost.moe_overlap import interleave, overlap_pairs, shared_expert_mlp
+from simulator.cost.moe import check_moe, moe_collectives
+from simulator.cost.moe_overlap import interleave, overlap_pairs
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.rank_params import head_params_on_rank, layer_params_on_rank, output_layer_own_unit
 from simulator.cost.scale_columns import program_columns
@@ -64,6 +65,7 @@ from simulator.cost.scale_kernels import (
     layer_kernels,
     padded_vocab,
 )
+from simulator.cost.scale_mlp import LayerMLP
 from simulator.cost.tp_ends import end_collectives
 from simulator.cost.zero3_fetch import zero3_pass
 from simulator.errors import ParasimError
@@ -94,7 +96,7 @@ def check_placement(cfg: ParallelConfig, sched) -> None:
                            f"{sched.name!r} places its stages {sched.placement}-shaped: use an even split")
 
 
-class _Emitter(StepEnds):
+class _Emitter(StepEnds, LayerMLP):
     """Emits one pipeline device's instructions for one TP index (all TP indices emit alike)."""
 
     def __init__(self, model, cfg, A, kernels: LayerKernels, fold_tp, bucket_nbytes, overlap, logits, optimizer,
@@ -142,13 +144,9 @@ class _Emitter(StepEnds):
         # own, the output layer on the last device (not the tied p = 1 embedding)
         self.ends_gathered = cfg.zero_stage == 3 and cfg.dp * cfg.cp > 1
         self.head_unit = self.ends_gathered and logits and output_layer_own_unit(model, cfg.pp)
-        K = kernels
         self._priced: dict = {}      # kernel -> (flops, nbytes, attrs), shared by its instructions
         self.copy_kernels: dict = {}  # FSDP2 copy-out Kernel by size (`scale_gather.copied_out`)
-        self.bw = {K.mlp_b: K.mlp_b + K.mlp_w, K.attn_b: K.attn_b + K.attn_w}   # fused B + W
-        P = K.moe_parts      # MoE: (before the dispatch, between dispatch and combine, after the combine)
-        self.moe_split = {K.mlp_fwd: (P.router_fwd, P.experts_fwd, None), K.mlp_b: (None, P.experts_b, P.router_b),
-                          self.bw[K.mlp_b]: (None, P.experts_bw, P.router_bw)} if P else {}
+        self.layer_kinds()
 
     # ---- helpers ------------------------------------------------------------------------------
     def comp(self, out, kern: Kernel, x: str, phase: str, j, label: str, extra=(), needs=()):
@@ -168,17 +166,6 @@ class _Emitter(StepEnds):
         out.append(Collective(kind, x, y, (r,), nbytes=nbytes, tag=tag, microbatch=j, blocking=blocking))
         if not blocking:
             self._needs += (y,)
-
-    def mlp_comm(self, out, r, x, j, where):
-        """MoE: the dispatch ("before" the experts) or combine ("after") collectives (`cost.moe`); an
-        all-gather's program size is each member's share."""
-        for c in (self.moe_dispatch if where == "before" else self.moe_combine):
-            n = len(moe_group(self.cfg, c.group)) if c.kind == "all_gather" else 1
-            if self.moe_async:      # read by whatever reads x next (`moe_overlap`)
-                out.append(Collective(c.kind, x, x, (r,), nbytes=int(c.nbytes / n), tag=c.group, microbatch=j,
-                                      blocking=False))
-            else:
-                self.group_comm(out, r, x, j, c.group, c.kind, int(c.nbytes / n))
 
     def grad_name(self, c, l, j) -> str:
         return f"grad{c}.{l}.{j}" if self.per_mb_grads else f"grad{c}.{l}"
@@ -216,30 +203,16 @@ class _Emitter(StepEnds):
         return ("reduce_scatter",) if self.cfg.sequence_parallel else ("all_reduce",)
 
     def layer_fwd(self, out, r, x, j, s, l, label="F", needs=()):
+        K = self.kernels(s, l)
         self.tp_comm(out, r, x, j, self.tp_in())
-        if self.K.cp_parts:      # context parallelism: the attention cut at its exchanges (`scale_cp`)
+        if K.cp_parts:      # context parallelism: the attention cut at its exchanges (`scale_cp`)
             attention_forward(self, out, r, x, j, f"{label}{j} s{s} L{l}", needs)
         else:
-            self.comp(out, self.K.attn_fwd, x, "forward", j, f"{label}{j} s{s} L{l} attn_fwd", needs=needs)
+            self.comp(out, K.attn_fwd, x, "forward", j, f"{label}{j} s{s} L{l} attn_fwd", needs=needs)
         self.tp_comm(out, r, x, j, self.tp_out())
         self.tp_comm(out, r, x, j, self.tp_in())
-        self.expert_mlp(out, r, x, j, self.K.mlp_fwd, "forward", f"{label}{j} s{s} L{l} mlp_fwd", needs=needs)
+        self.mlp(out, r, x, j, s, l, K.mlp_fwd, "forward", f"{label}{j} s{s} L{l} mlp_fwd", needs=needs)
         self.tp_comm(out, r, x, j, self.tp_out())
-
-    def expert_mlp(self, out, r, x, j, kern, phase, label, done=(), needs=()):
-        """The MLP kernel between the MoE dispatch and combine (none for a dense model); with
-        --moe-shared-expert-overlap the shared experts beside them (`moe_overlap.shared_expert_mlp`)."""
-        if self.A.shared_expert_overlap:
-            return shared_expert_mlp(self, out, r, x, j, kern, phase, label, done, needs)
-        before, kern, after = self.moe_split.get(kern, (None, kern, None))   # the router where Megatron runs it
-        if before:
-            self.comp(out, before, x, phase, j, f"{label} router", needs=needs)
-            needs = ()
-        self.mlp_comm(out, r, x, j, "before")
-        self.comp(out, kern, x, phase, j, label, () if after else done, needs)
-        self.mlp_comm(out, r, x, j, "after")
-        if after:
-            self.comp(out, after, x, phase, j, f"{label} router", done)
 
     # ---- actions ------------------------------------------------------------------------------
     def forward(self, out, k, r, j, c, gather=True):
@@ -292,13 +265,14 @@ class _Emitter(StepEnds):
                 self.layer_fwd(out, r, g, j, s, l, label="R", needs=needs)
                 # the sub-modules DeepSpeed released after the recomputed forward (`zero3_fetch`)
                 needs = needs + gather_layer(self, out, r, c, l, j, "3", self.regather)
-            for kb, kw in ((self.K.mlp_b, self.K.mlp_w), (self.K.attn_b, self.K.attn_w)):
+            K = self.kernels(s, l)
+            for kb in (K.mlp_b, K.attn_b):
                 kern = self.bw[kb] if kind == "BW" else kb
-                done = (self.grad_name(c, l, j),) if last_mb and kb is self.K.attn_b else ()
+                done = (self.grad_name(c, l, j),) if last_mb and kb is K.attn_b else ()
                 self.tp_comm(out, r, g, j, self.tp_in(backward=True))
-                if kb is self.K.mlp_b:
-                    self.expert_mlp(out, r, g, j, kern, "backward", f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
-                elif self.K.cp_parts:
+                if kb is K.mlp_b:
+                    self.mlp(out, r, g, j, s, l, kern, "backward", f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
+                elif K.cp_parts:
                     attention_backward(self, out, r, g, j, f"{kind}{j} s{s} L{l}", kind == "BW", done, needs)
                 else:
                     self.comp(out, kern, g, "backward", j, f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
@@ -338,8 +312,9 @@ class _Emitter(StepEnds):
             if head:
                 grads_done(out, r, None, None, j, "grad_head", self.A.grad_reduce_bytes * self.head_params)
         for l in reversed(range(self.chunks[s])):
-            for kern in (self.K.mlp_w, self.K.attn_w):
-                done = (self.grad_name(c, l, j),) if last_mb and kern is self.K.attn_w else ()
+            K = self.kernels(s, l)
+            for kern in (K.mlp_w, K.attn_w):
+                done = (self.grad_name(c, l, j),) if last_mb and kern is K.attn_w else ()
                 self.comp(out, kern, f"g{s}.{j}", "wgrad", j, f"W{j} s{s} L{l} {kern.name}", done)
             if last_mb:
                 grads_done(out, r, c, l, j)
@@ -399,6 +374,7 @@ def build_scale_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assu
         raise ParasimError(f"bucket_nbytes must be > 0, got {bucket_nbytes}")
     sched = make_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.virtual_stages)
     check_placement(cfg, sched)
+    check_mixed(model, cfg, assumptions)
     em = _Emitter(model, cfg, assumptions, layer_kernels(model, cfg, assumptions), fold_tp, bucket_nbytes,
                   overlap_grad_reduce, logits, optimizer, sched)
     n = cfg.pp * em.w

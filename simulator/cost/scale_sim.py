@@ -35,6 +35,7 @@ from simulator.cost.analytic import estimate
 from simulator.cost.clock import simulate
 from simulator.cost.device_model import HardwareDeviceModel
 from simulator.cost.hardware import Hardware, get_hardware
+from simulator.cost.layer_kinds import chunk_dense_layers
 from simulator.cost.memory import (
     MemoryBreakdown,
     activation_bytes_per_layer,
@@ -182,10 +183,12 @@ def memory_per_device(model: ModelSpec, cfg: ParallelConfig, A: Assumptions | No
     widen = activation_widening(A.dtype)
     per_layer, working = per_layer * widen, working * widen
     chunks, V = cfg.chunk_layers(model.layers), padded_vocab(model, t)
+    plain = chunk_dense_layers(model, cfg)       # a mixed model's dense layers (`layer_kinds`)
     out = []
     for k in range(p):
         n = sum(chunks[c * p + k] for c in range(v))
-        dense, expert = stage_param_split(model, t, n, k == 0, k == p - 1, cfg.ep, cfg.expert_tp)
+        dense, expert = stage_param_split(model, t, n, k == 0, k == p - 1, cfg.ep, cfg.expert_tp,
+                                          sum(plain[c * p + k] for c in range(v)))
         edp = max(1, cfg.gpus // p // (cfg.ep * cfg.expert_tp))     # experts' states over their own group
         states = model_state_bytes_per_device(dense, cfg.shard_size, cfg.zero_stage, A.recipe) + (
             model_state_bytes_per_device(expert, edp, cfg.zero_stage, A.recipe) if expert else 0.0)

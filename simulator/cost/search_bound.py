@@ -51,6 +51,7 @@ import math
 
 from simulator.cost.analytic import check_estimate, estimate, estimate_memory, layer_times
 from simulator.cost.analytic_comm import dp_sync
+from simulator.cost.layer_kinds import device_dense_layers, mixed
 from simulator.cost.parallel_config import ParallelConfig
 from simulator.cost.rank_params import stage_params_on_rank
 from simulator.cost.search_result import Candidate
@@ -150,8 +151,9 @@ class Pricer:
                 cfg = ParallelConfig(**var, global_batch=self.B, recompute=rc)
                 model, p, t = self.model, cfg.pp, cfg.tp
                 layers = cfg.stage_layers(model.layers)
+                plain = device_dense_layers(model, cfg)
                 dense_k, expert_k = zip(*(stage_params_on_rank(model, t, cfg.ep, layers[k], k, p, cfg.expert_tp,
-                                                               cfg.last_device) for k in range(p)))
+                                                               cfg.last_device, plain[k]) for k in range(p)))
                 k_big = max(range(p), key=lambda k: dense_k[k] + expert_k[k])     # as `estimate` picks it
                 topo = self.hw.topology(cfg.gpus, self.A.link_efficiency)
                 got = dp_sync(cfg, self.A, topo, dense_k[k_big], expert_k[k_big], (0.0, 0.0, 0.0), 1)[1]
@@ -172,16 +174,20 @@ class Pricer:
                 f, b, w = times[4:]
                 if self.A.overlap_moe_comm:   # each stage's exposed all-to-all is its own, >= 0 (`moe_overlap`)
                     b -= times[3]["ep"]
-                got = (times, (f, b, w, head_w))
+                w_hi = w
+                if mixed(self.model):     # a dense layer's times too: the least of each, and the most W
+                    f_d, b_d, w_d = layer_times(self.model.dense_layer(), cfg, self.hw, self.A)[4:]
+                    f, b, w, w_hi = min(f, f_d), min(b, b_d), min(w, w_d), max(w, w_d)
+                got = (times, (f, b, w, head_w, w_hi))
             except ParasimError:
-                got = (None, (0.0, 0.0, 0.0, INF))
+                got = (None, (0.0, 0.0, 0.0, INF, INF))
             self._layer[key] = got
         return got
 
     def lower(self, var: dict, rc: str) -> float:
         """A lower bound on `estimate`'s step of configuration (var, rc) (module docstring); 0 when
         a part of it cannot be computed."""
-        f, b, w, head_w = self._layer_of(var, rc)[1]
+        f, b, w, head_w, w_hi = self._layer_of(var, rc)[1]
         p, v = var["pp"], var["virtual_stages"]
         split = (p, v, var.get("first_stage_layers"), var.get("last_stage_layers"), var.get("balance_embedding", False))
         n = self._stages.get(split)
@@ -199,7 +205,7 @@ class Pricer:
         if p > 1 and not spec.splits_bw:
             bubble = (spec.bubble_floor or spec.bubble)(p, m, lo(f), lo(b), lo(w), v)
         elif p > 1 and not self.A.grad_accum_bytes and w >= 0:
-            bubble = (spec.bubble_floor or spec.bubble)(p, m, lo(f), lo(b), most * w + head_w, v)
+            bubble = (spec.bubble_floor or spec.bubble)(p, m, lo(f), lo(b), most * w_hi + head_w, v)
         return (m * most * (f + b + w) + bubble + self._dp_exposed(var, rc)) * (1 - MARGIN)
 
     def lows(self, var: dict) -> list[float]:

@@ -64,10 +64,13 @@ def end_collectives(model: ModelSpec, cfg: ParallelConfig, dtype: str = "bf16") 
                           head_bwd_in=share, head_bwd_out=(("reduce_scatter" if sp else "all_reduce", act),))
 
 
-def sp_partial_params(model: ModelSpec, layers: int, final_norm: bool) -> float:
+def sp_partial_params(model: ModelSpec, layers: int, final_norm: bool, dense_layers: int = 0) -> float:
     """Parameters of one pipeline device whose gradients are partial sums under SP: its layers'
-    norms and row-parallel biases (and router), the final norm on the last stage's device."""
-    return layers * replicated_layer_params(model) + (final_norm and (2 if model.biases else 1) * model.hidden)
+    norms and row-parallel biases (and router; `dense_layers` of them a mixed model's dense ones,
+    `layer_kinds`), the final norm on the last stage's device."""
+    plain = dense_layers * replicated_layer_params(model.dense_layer()) if dense_layers else 0
+    return (layers - dense_layers) * replicated_layer_params(model) + plain \
+        + (final_norm and (2 if model.biases else 1) * model.hidden)
 
 
 def end_times_s(model: ModelSpec, cfg: ParallelConfig, A: Assumptions, topo) -> tuple[float, float, float, float]:
@@ -89,9 +92,10 @@ def end_times_s(model: ModelSpec, cfg: ParallelConfig, A: Assumptions, topo) -> 
             secs(ends.head_bwd_in + ends.head_bwd_out))
 
 
-def sp_grad_time_s(model: ModelSpec, cfg: ParallelConfig, A: Assumptions, topo, layers: int, final_norm: bool) -> float:
+def sp_grad_time_s(model: ModelSpec, cfg: ParallelConfig, A: Assumptions, topo, layers: int, final_norm: bool,
+                   dense_layers: int = 0) -> float:
     """Seconds of SP's one all-reduce of partial gradients on a device (0 without SP)."""
     if cfg.tp == 1 or not cfg.sequence_parallel:
         return 0.0
-    nbytes = A.grad_reduce_bytes * sp_partial_params(model, layers, final_norm)
+    nbytes = A.grad_reduce_bytes * sp_partial_params(model, layers, final_norm, dense_layers)
     return collective_time_s("all_reduce", nbytes, cfg.tp_group(), topo, NVLS if A.nvls else A.collective_algo)
