@@ -58,7 +58,6 @@ from simulator.cost.memory_report import memory_report
 from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.moe import (
     check_moe,
-    expert_tokens,
     exposed_moe_s,
     moe_collective_time_s,
     moe_collectives,
@@ -74,9 +73,9 @@ from simulator.cost.rank_params import (
     output_layer_own_unit,
     stage_params_on_rank,
 )
-from simulator.cost.sac import sac_recompute_flops_per_token
 from simulator.cost.scale_kernels import cp_exchange_nbytes, layer_kernels, padded_vocab
 from simulator.cost.step_breakdown import StepBreakdown, breakdown_from_parts, closed_form_leaves_out
+from simulator.cost.step_flops import hardware_flops_per_step
 from simulator.cost.tp_ends import end_times_s, sp_grad_time_s
 from simulator.cost.zero3_fetch import zero3_pass
 from simulator.errors import ParasimError
@@ -269,7 +268,6 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     emb = padded_vocab(model, t) * h / t
     last = cfg.last_device            # the LM head's device: p - 1, or 0 for a V-shaped placement
     heads = [heads_on(model, k, p, last) for k in range(p)]
-    experts = model.num_experts
     dense_k, expert_k = zip(*(stage_params_on_rank(model, t, cfg.ep, layers[k], k, p, cfg.expert_tp, last, plain[k])
                               for k in range(p)))
     stages = [[(n - nd) * f_l + nd * f_d, (n - nd) * (b_l - ep_l + ep_k[k]) + nd * b_d, (n - nd) * w_l + nd * w_d]
@@ -367,28 +365,8 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
         by_kind["expert_all_to_all"] = m * n_moe * cm["moe"] * n_fwd
     comm_total = sum(by_kind.values())
 
-    # FLOPs: forward matmul FLOPs per token, times 3 (fwd + bwd) plus recomputation (eq. 3)
-    gate = 3 if model.gated_mlp else 2
-    if experts:   # top-k experts per token (padded to the capacity factor), shared experts, h x E router
-        mlp_w = (expert_tokens(model, 1.0, A) * model.moe_ffn_hidden + model.moe_shared_expert_hidden) * gate * h \
-            + h * experts
-    else:
-        mlp_w = gate * h * model.ffn_hidden
-    per_tok_layer = 2 * (sum(i * o for _n, i, o, _s in model.attention_linears()) + mlp_w)
-    attn_tok = 2 * s * model.heads * sum(model.core_dims)      # 4 s h when the heads split h
-    if stack.selective_recompute == "every_other_matmul":   # torchtitan's op-level policy (`sac_recomputed`)
-        selective_tok = sac_recompute_flops_per_token(model)
-    else:
-        selective_tok = 0.0 if A.flash_attention else attn_tok
     tokens = cfg.global_batch * s
-    # a mixed model's dense layers (`layer_kinds`) multiply by their ffn_hidden-wide MLP instead
-    n_plain = L - model.moe_layers if experts else 0
-    plain_tok = per_tok_layer - 2 * mlp_w + 2 * gate * h * model.ffn_hidden
-    hw_flops = 0.0
-    for n, tok in ((L - n_plain, per_tok_layer), (n_plain, plain_tok)):
-        rc = {"none": 0.0, "selective": selective_tok, "full": tok + attn_tok}[cfg.recompute]
-        hw_flops += tokens * n * (3 * (tok + attn_tok) + rc)
-    hw_flops += tokens * 3 * 2 * h * padded_vocab(model, t)
+    hw_flops = hardware_flops_per_step(model, cfg, A)      # eq. 3 with recomputation (`step_flops`)
     model_flops = tokens * model.model_flops_per_token(A.causal_attention_flops)   # `simulator.cost.flops`
     peak = hw.peak(A.dtype)
 
