@@ -236,26 +236,21 @@ def test_moe_layer_freq_is_read_without_evaluating_it():
             moe_layer_pattern(bad, 8)
 
 
-def test_unpriced_moe_flags_are_refused_with_the_reason():
-    with pytest.raises(ParasimError, match="multi-token prediction layers are not priced"):
-        megatron_run(parse_megatron_args(MEGATRON + " --mtp-num-layers 1"), gpus=8)
+def test_an_all_moe_pattern_with_grouped_gemm_needs_no_note():
     every = megatron_run(parse_megatron_args(MEGATRON + " --moe-layer-freq [1]*8 --moe-grouped-gemm"), gpus=8)
     assert every.notes == () and "--moe-layer-freq" not in every.ignored
     assert "grouped GEMM" in megatron_run(parse_megatron_args(MEGATRON), gpus=8).notes[0]
 
 
-def test_the_flag_table_states_the_limits_of_the_two_partly_priced_flags():
-    """megatron_flags.txt lists --mtp-num-layers as priced only within the limit its reason names
-    (inside it the flag gives the default's price, outside it is refused), and --moe-layer-freq with
-    what it refuses with dense layers (tests/test_layer_kinds.py)."""
+def test_the_flag_table_states_what_the_layer_flags_refuse():
+    """megatron_flags.txt lists --moe-layer-freq and --mtp-num-layers as priced, with what each
+    refuses (tests/test_layer_kinds.py, tests/test_mtp.py); an all-MoE pattern is the default model."""
     from simulator.cost.megatron_flag_table import FLAG_EFFECTS
     assert "ZeRO-3 / FSDP and --overlap-moe-expert-parallel-comm are refused" in FLAG_EFFECTS["moe-layer-freq"][1]
-    assert "any N >= 1 is refused" in FLAG_EFFECTS["mtp-num-layers"][1]
+    assert "ZeRO-3 / FSDP and --overlap-moe-expert-parallel-comm refused" in FLAG_EFFECTS["mtp-num-layers"][1]
     every = megatron_run(parse_megatron_args(MEGATRON + " --moe-layer-freq 1"), gpus=8)
     base = megatron_run(parse_megatron_args(MEGATRON), gpus=8)
     assert (every.model, every.config) == (base.model, base.config)
-    with pytest.raises(ParasimError, match="multi-token prediction layers are not priced"):
-        megatron_run(parse_megatron_args(MEGATRON + " --mtp-num-layers 1"), gpus=8)
 
 
 def test_flex_dispatches_once_per_node_as_deepep_measures_it():

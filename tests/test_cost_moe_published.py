@@ -34,9 +34,9 @@ would be 0.72 and 0.78). The other two, asserted at their recorded ratios:
   1.67x (5275 to 8826) between the two containers; parasim's layout keeps the expert group inside a
   node and finds 9.4 s per step against the published 24.8 s. The cause is not found (the table's
   VP 24 disagrees with the recipe's 12; with 12 parasim is 3.0x).
-DeepSeek-V3 (25.09 table: 1024 GPUs, 1297 tokens/s/GPU) is not a row: its 3 dense layers are priced
-(--moe-layer-freq, tests/test_layer_kinds.py) but its MTP layer is not yet, and its pipeline layout
-is Megatron's --pipeline-model-parallel-layout.
+DeepSeek-V3 (25.09 table: 1024 GPUs, 1297 tokens/s/GPU) is not a row: its 3 dense layers and MTP
+module are priced (--moe-layer-freq, --mtp-num-layers: tests/test_layer_kinds.py, tests/test_mtp.py),
+but its pipeline layout is Megatron's --pipeline-model-parallel-layout, which parasim does not read.
 A change of the model that moves a ratio must update RECORDED, this docstring and docs/validation.md.
 """
 

@@ -64,8 +64,10 @@ from simulator.cost.moe import (
     moe_group,
 )
 from simulator.cost.moe_overlap import overlap_exposed_per_layer, shared_halves
+from simulator.cost.mtp import check_mtp, mtp_times_s
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.rank_params import (
+    embedding_copy,
     embedding_params_on_rank,
     head_params_on_rank,
     heads_on,
@@ -150,6 +152,7 @@ def check_estimate(model: ModelSpec, cfg: ParallelConfig, A: Assumptions | None 
     cfg.chunk_layers(model.layers)          # refuses layer splits that do not exist
     if A is not None:
         check_mixed(model, cfg, A)
+    check_mtp(model, cfg, A)
 
 
 def _slowest_link(topo, ranks):
@@ -281,6 +284,14 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     for k, i, x in ((0, 0, ef), (0, 1, eb), (last, 0, hf), (last, 1, hb)):
         stages[k][i] += x
         ends_k[k] += x
+    # multi-token prediction's modules on the last device, each with its layer (`simulator.cost.mtp`)
+    mtp = model.mtp_num_layers
+    mtp_kind = model.mtp_layer()
+    mtp_fbw = (f_l, b_l, w_l) if mtp_kind is model else layer_times(mtp_kind, cfg, hw, A, topo)[4:]
+    mf, mb, mw, mtp_comm = mtp_times_s(model, cfg, A, topo, mtp_fbw, (lf, lb, lw), kt)
+    for i, x in enumerate((mf, mb, mw)):
+        stages[last][i] += x
+    ends_k[last] += mtp_comm
     sp_k = [sp_grad_time_s(model, cfg, A, topo, layers[k], k == last, plain[k]) for k in range(p)]
     for k in range(p):   # gradient accumulation outside the GEMMs, after every micro-batch (`Assumptions`)
         stages[k][2] += memory_time_s(A.grad_accum_bytes * (dense_k[k] + expert_k[k]), hw, stack)
@@ -298,7 +309,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     Fm, Bm, Wm = (sum(x[i] for x in others) / len(others) for i in range(3))
     spec = schedule_spec(cfg.schedule, priced=True)
     if spec.per_chunk and p > 1:     # the executed order, each chunk its own times (`executed_idle`)
-        ends = {0: (ef, eb, 0.0), p * v - 1: (lf + hf, lb + hb, lw)}
+        ends = {0: (ef, eb, 0.0), p * v - 1: (lf + hf + mf, lb + hb + mb, lw + mw)}
         bubble = executed_idle(cfg.schedule, p, m, v, chunk_times(cfg, L, stages, ends))[slowest_k]
     else:
         bubble = spec.bubble(p, m, Fm, Bm, Wm, v)
@@ -328,7 +339,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
                                     zero3_first_gathers(model, cfg, k_big, last), window)
     dp_time = sum(dp_by.values())
     emb_ar = 0.0
-    if last != 0 and model.tied_embeddings:   # first and last stage sum their embedding gradients
+    if last != 0 and (model.tied_embeddings or embedding_copy(model, last)):   # first and last sum theirs
         emb_ar = collective_time_s("all_reduce", A.grad_reduce_bytes * emb,
                                    [cfg.rank(0, 0, 0), cfg.rank(0, 0, last)], topo, algo)
     shard = cfg.shard_size if cfg.zero_stage >= 1 else 1   # HSDP: d c / dp_replicate (`cost.fsdp`)
@@ -341,8 +352,10 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     bubble += max(0.0, optimizer_of(k_big) - optimizer)
 
     n_fwd = 3 if full else 2
-    n_slow = layers[slowest_k]
-    n_moe = n_slow - plain[slowest_k]     # the layers with expert all-to-alls (a dense layer's TP and CP are the same)
+    n_mtp = mtp if slowest_k == last else 0       # its MTP modules' layers
+    n_slow = layers[slowest_k] + n_mtp
+    # the layers with expert all-to-alls (a dense layer's TP and CP are the same)
+    n_moe = n_slow - plain[slowest_k] - (n_mtp if not mtp_kind.num_experts else 0)
     # every total is the bottleneck device's, as the clock's (its busiest comm lane) and as what is
     # exposed of it: the tensor-parallel collectives of its layers, its ends and SP's gradient sum
     tp_total = m * n_slow * (cm["tp_total_fwd"] * (n_fwd - 1) + cm["tp_total_bwd"]) \
@@ -360,7 +373,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     by_kind = {"tensor_parallel": tp_total, "pipeline_p2p": p2p_total,
                "data_parallel": dp_time, "embedding_all_reduce": emb_ar}
     if c > 1:
-        by_kind["context_parallel"] = m * layers[slowest_k] * cm["cp_total"]
+        by_kind["context_parallel"] = m * n_slow * cm["cp_total"]
     if cm["moe"]:
         by_kind["expert_all_to_all"] = m * n_moe * cm["moe"] * n_fwd
     comm_total = sum(by_kind.values())

@@ -27,9 +27,11 @@ class GradBuckets:
         self.defer = not em.overlap and not em.per_mb_grads
         self.deferred: list[Collective] = []
 
-    def done(self, out, r, c, l, j, name: str | None = None, nbytes: float | None = None) -> None:
-        """Layer l of chunk c's gradient is complete (or the tensor `name` of `nbytes`). FSDP: the
-        layer is a unit of its own, reduce-scattered at once (`simulator.cost.fsdp`)."""
+    def done(self, out, r, c, l, j, name: str | None = None, nbytes: float | None = None,
+             expert_nbytes: float = 0.0) -> None:
+        """Layer l of chunk c's gradient is complete (or the tensor `name` of `nbytes`, `expert_nbytes`
+        of them the experts'). FSDP: the layer is a unit of its own, reduce-scattered at once
+        (`simulator.cost.fsdp`)."""
         if self.em.fsdp and name is None:
             grad, em = self.em.grad_name(c, l, j), self.em
             experts = em.A.grad_reduce_bytes * em.expert_local if em.cfg.ep > 1 else 0.0
@@ -41,7 +43,7 @@ class GradBuckets:
             self.replica_all_reduce(out, grad, em.layer_grad - experts, j)
             self.names.append(grad)
             return
-        grad, expert = self.em.layer_grad_at(r, c, l) if nbytes is None else (nbytes, 0.0)
+        grad, expert = self.em.layer_grad_at(r, c, l) if nbytes is None else (nbytes, expert_nbytes)
         self.pending_bytes += grad
         self.pending_expert += expert
         self.pending.append(self.em.grad_name(c, l, j) if name is None else name)

@@ -225,6 +225,18 @@ def _model(a: MegatronArgs, base: ModelSpec | str | None) -> ModelSpec:
     return ModelSpec("custom", **over)
 
 
+def _layer_kinds(a: MegatronArgs, spec: ModelSpec) -> ModelSpec:
+    """--moe-layer-freq (read whatever the model: a dense model has no MoE layers to place) and
+    --mtp-num-layers on the model (`cost.layer_kinds`, `cost.mtp`)."""
+    if "moe-layer-freq" in a.given:
+        pattern = moe_layer_pattern(a["moe-layer-freq"], spec.layers)
+        if spec.num_experts:
+            spec = spec.with_overrides(moe_layer_freq=pattern)
+    if a["mtp-num-layers"]:
+        spec = spec.with_overrides(mtp_num_layers=a["mtp-num-layers"])
+    return spec
+
+
 def _refuse_unpriced_values(a: MegatronArgs) -> None:
     """Values of priced flags that parasim does not price, refused with the reason."""
     if a["optimizer"] not in ("adam", "adamw"):
@@ -281,9 +293,6 @@ def _dispatcher(a: MegatronArgs, spec: ModelSpec) -> str:
 
 def _moe_notes(a: MegatronArgs, spec: ModelSpec) -> list[str]:
     """Refuse the MoE / MTP flags that change the answer and are not priced; note what is assumed."""
-    if a["mtp-num-layers"]:
-        raise ParasimError(f"--mtp-num-layers {a['mtp-num-layers']}: multi-token prediction layers are not priced yet "
-                           f"(each adds a transformer layer and an output layer to the last stage)")
     if spec.num_experts and not a["moe-grouped-gemm"]:
         return ["the experts are priced as one grouped GEMM (--moe-grouped-gemm); without it Megatron runs E / ep "
                 "separate expert GEMMs (SequentialMLP), whose extra launch and tail cost is not priced"]
@@ -293,11 +302,7 @@ def _moe_notes(a: MegatronArgs, spec: ModelSpec) -> list[str]:
 def megatron_run(a: MegatronArgs, gpus: int | None = None, model: ModelSpec | str | None = None) -> MegatronRun:
     """`MegatronArgs` -> model, `ParallelConfig`, `Assumptions` and precision (module docstring).
     `gpus` is Megatron's world size (default tp x pp x cp: one data-parallel replica)."""
-    spec = _model(a, model)
-    if "moe-layer-freq" in a.given:      # read whatever the model (a dense model has no MoE layers to place)
-        pattern = moe_layer_pattern(a["moe-layer-freq"], spec.layers)
-        if spec.num_experts:
-            spec = spec.with_overrides(moe_layer_freq=pattern)
+    spec = _layer_kinds(a, _model(a, model))
     tp, pp, cp, ep = (a["tensor-model-parallel-size"], a["pipeline-model-parallel-size"],
                       a["context-parallel-size"], a["expert-model-parallel-size"])
     per_replica = tp * pp * cp

@@ -95,6 +95,12 @@ def stage_param_split(model: ModelSpec, tp: int, layers: int, first: bool, last:
         n += V * h / tp
     if last:
         n += 2 * h if model.biases else h
+    if last and model.mtp_num_layers:    # the MTP modules and, untied, a copy of the embedding (`cost.mtp`)
+        sharded, replicated, experts = layer_params_split(model.mtp_layer())
+        norm = 2 * h if model.biases else h
+        n += model.mtp_num_layers * (sharded / tp + replicated + 2 * h * h / tp + 3 * norm)
+        expert += model.mtp_num_layers * experts / (ep * (tp if etp is None else etp))
+        n += V * h / tp if not first and not model.tied_embeddings else 0
     return n, expert
 
 
@@ -141,6 +147,9 @@ def _activations(model: ModelSpec, cfg, L_k: int, in_flight: float, first: bool,
     out = 0.0
     if last:
         out = 4 * s * b * h * (1 + V / h) / t if sp else 2 * (s * b * V / t + s * b * h)
+        # each MTP module (`cost.mtp`): its layer's activations in flight and its logits again
+        out *= 1 + model.mtp_num_layers
+        acts += model.mtp_num_layers * per_layer * in_flight
     allowance = 0.0 if sp else 0.05 * (acts + out)
     return acts, out, allowance
 

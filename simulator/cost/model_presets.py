@@ -16,6 +16,8 @@ argument name in brackets; `ModelSpec` also answers to that name):
   --moe-ffn-hidden-size]: mixture of experts in every layer (0 experts: dense);
 - `moe_layer_freq` [--moe-layer-freq]: 1 or 0 per layer, MoE or dense (a dense layer's MLP is
   ffn_hidden wide, as Megatron-Core builds it); empty: every layer MoE (`dense_layer`, `moe_layers`);
+- `mtp_num_layers` [--mtp-num-layers]: multi-token prediction modules (DeepSeek-V3 Sec. 2.2), each a
+  layer of the last layer's kind, a 2h -> h projection and three norms, on the last stage (`mtp_layer`);
 - `moe_shared_expert_hidden` [--moe-shared-expert-intermediate-size]: the total width of the shared
   experts every token passes through beside its routed ones (DeepSeekMoE; 0: none), split over tp;
 - `kv_channels` [--kv-channels]: the attention head width (0: h / a); the query and output widths
@@ -48,7 +50,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, fields, replace
 
-from simulator.cost.flops import model_flops_per_token
+from simulator.cost.model_counts import ModelCounts
 from simulator.errors import ParasimError
 from simulator.vocabulary import ALIASES
 
@@ -63,7 +65,7 @@ MEGATRON_NAMES = {"num_layers": "layers", "hidden_size": "hidden", "num_attentio
 
 
 @dataclass(frozen=True)
-class ModelSpec:
+class ModelSpec(ModelCounts):
     name: str
     layers: int                   # L transformer layers
     hidden: int                   # h
@@ -82,6 +84,7 @@ class ModelSpec:
     moe_ffn_hidden: int = 0           # 0 -> ffn_hidden
     moe_shared_expert_hidden: int = 0  # Megatron --moe-shared-expert-intermediate-size (0: none)
     moe_layer_freq: tuple = ()        # Megatron --moe-layer-freq: 1 (MoE) or 0 (dense) per layer; (): all MoE
+    mtp_num_layers: int = 0           # Megatron --mtp-num-layers: multi-token prediction modules
     kv_channels: int = 0              # Megatron --kv-channels: head width (0: hidden / heads)
     kv_lora_rank: int = 0             # Megatron --kv-lora-rank (> 0: multi-latent attention)
     q_lora_rank: int = 0              # Megatron --q-lora-rank (0: no query down-projection)
@@ -103,7 +106,7 @@ class ModelSpec:
                 raise ParasimError(f"model {self.name}: {f} must be a positive integer, got {v!r}")
         for f in ("ffn_hidden", "kv_heads", "num_experts", "moe_router_topk", "moe_ffn_hidden",
                   "moe_shared_expert_hidden", "kv_channels", "kv_lora_rank", "q_lora_rank", "qk_head_dim",
-                  "qk_pos_emb_head_dim", "v_head_dim"):
+                  "qk_pos_emb_head_dim", "v_head_dim", "mtp_num_layers"):
             v = getattr(self, f)
             if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                 raise ParasimError(f"model {self.name}: {f} must be a non-negative integer, got {v!r}")
@@ -232,73 +235,6 @@ class ModelSpec:
             kw["moe_ffn_hidden"] = 0
         return replace(self, **kw)
 
-    @property
-    def moe_layers(self) -> int:
-        """Layers with experts: all of them with num_experts unless `moe_layer_freq` makes some dense."""
-        return sum(self.moe_layer_freq) if self.moe_layer_freq else self.layers * bool(self.num_experts)
-
-    def dense_layer(self) -> "ModelSpec":
-        """The model whose every layer is this model's dense layer (`moe_layer_freq` 0): no experts."""
-        return replace(self, num_experts=0, moe_shared_expert_hidden=0, moe_layer_freq=())
-
-    def mlp_params(self, ffn: int | None = None) -> int:
-        """One MLP (expert): (2 or 3) h f weights, plus f + h biases for GPT."""
-        h, f = self.hidden, self.ffn_hidden if ffn is None else ffn
-        return (3 if self.gated_mlp else 2) * h * f + ((f + h) if self.biases else 0)
-
-    def attention_params(self) -> int:
-        """The attention's linear layers (`attention_linears`: QKV h (h + 2 kv) + projection h^2 for
-        GPT), plus their biases for GPT, plus MLA's two latent norms."""
-        lin = self.attention_linears()
-        norms = self.q_lora_rank + self.kv_lora_rank if self.multi_latent_attention else 0
-        return sum(i * o for _n, i, o, _s in lin) + (sum(o for _n, _i, o, _s in lin) if self.biases else 0) + norms
-
-    def layer_params(self) -> int:
-        """Per layer: attention + MLP (num_experts experts and an h x E router with MoE) + two norms."""
-        h = self.hidden
-        norms = 2 * (2 * h if self.biases else h)
-        if self.num_experts:
-            mlp = self.num_experts * self.mlp_params(self.moe_ffn_hidden) + h * self.num_experts
-            mlp += self.mlp_params(self.moe_shared_expert_hidden) if self.moe_shared_expert_hidden else 0
-        else:
-            mlp = self.mlp_params()
-        return self.attention_params() + mlp + norms
-
-    def params(self) -> int:
-        """All parameters. For GPT this is 12 L h^2 (1 + 13/(12h) + (V+s)/(12 L h)) (Narayanan et al. 2021, Sec. 5.1)."""
-        h = self.hidden
-        emb = self.vocab * h * (1 if self.tied_embeddings else 2)
-        pos = self.seq * h if self.position_embedding else 0
-        final_norm = 2 * h if self.biases else h
-        # the GPT formula omits the final LayerNorm (2h): kept out to match it exactly
-        layers = self.moe_layers * self.layer_params() + (self.layers - self.moe_layers) * self.dense_layer().layer_params()
-        return layers + emb + pos + (0 if self.biases else final_norm)
-
-    def active_params(self) -> int:
-        """Parameters one token uses: with MoE only top-k experts' MLPs (Fedus et al. 2021)."""
-        if not self.num_experts:
-            return self.params()
-        idle = (self.num_experts - self.moe_router_topk) * self.mlp_params(self.moe_ffn_hidden)
-        return self.params() - self.moe_layers * idle
-
-    def matmul_params(self) -> int:
-        """N of PaLM's 6N: the weights one token multiplies by in matmuls: per layer QKV, projection,
-        the MLP (with MoE the top-k experts and the h x E router), and the output layer V h. Not the
-        position table, the input lookup of an untied embedding, biases or norm scales (element-wise
-        work, which no FLOP count of the hardware (Narayanan et al. 2021 eq. 3) includes either: so
-        hfu >= mfu)."""
-        h, gate = self.hidden, (3 if self.gated_mlp else 2)
-        moe = gate * h * (self.moe_router_topk * self.moe_ffn_hidden + self.moe_shared_expert_hidden) \
-            + h * self.num_experts
-        attn = sum(i * o for _n, i, o, _s in self.attention_linears())
-        return self.layers * attn + self.moe_layers * moe + (self.layers - self.moe_layers) * gate * h * self.ffn_hidden \
-            + self.vocab * h
-
-    def model_flops_per_token(self, causal_attention_flops: bool = False) -> float:
-        """PaLM (Chowdhery et al. 2022, App. B): 6 N + 12 L H Q T, H Q = h heads x head dim, T = s;
-        6 L H Q T for the attention core's causal half (`simulator.cost.flops`, which publisher counts which)."""
-        return model_flops_per_token(self.matmul_params(), self.layers, self.hidden, self.seq, causal_attention_flops)
-
     def __repr__(self) -> str:
         extra = ""
         if self.gated_mlp or self.kv_heads != self.heads:
@@ -306,6 +242,8 @@ class ModelSpec:
         if self.num_experts:
             extra += f", experts={self.num_experts} top-{self.moe_router_topk}" + (
                 f" in {self.moe_layers} of {self.layers} layers" if self.moe_layer_freq else "")
+        if self.mtp_num_layers:
+            extra += f", MTP {self.mtp_num_layers}"
         if not self.dropout:
             extra += ", no dropout"
         return (f"{self.name}(L={self.layers}, h={self.hidden}, a={self.heads}, s={self.seq}, "

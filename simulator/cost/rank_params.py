@@ -7,7 +7,8 @@ linears (QKV, MLP in) shard weight and bias over the t ranks, the row-parallel o
 output, MLP out) shard the weight and keep the bias whole on every rank; layer norms are whole on
 every rank; the word embedding and the output layer are vocabulary-parallel (V_padded h / t); the
 learned position table (s h, GPT) is whole on every rank of the first stage, the final norm on the
-last. Experts split over ep x expert_tp ranks.
+last. Experts split over ep x expert_tp ranks. Multi-token prediction's modules (and, untied on p > 1,
+a copy of the word embedding) sit on the last stage's device (`simulator.cost.mtp`).
 """
 
 from __future__ import annotations
@@ -71,9 +72,34 @@ def ends_params_on_rank(model: ModelSpec, tp: int, k: int, pp: int, last: int | 
     out = embedding_params_on_rank(model, tp) if k == 0 else 0.0
     if k == last:
         out += head_params_on_rank(model, tp)
+        if embedding_copy(model, last):       # MTP's copy of the word embedding on the last stage
+            out += padded_vocab(model, tp) * model.hidden / tp
         if heads_on(model, k, pp, last) == (k == 0):    # both ends on one device, tied: one matrix
             out -= padded_vocab(model, tp) * model.hidden / tp
     return out
+
+
+def mtp_params_on_rank(model, tp: int, ep: int = 1, expert_tp: int | None = None) -> tuple[float, float]:
+    """(dense, expert) parameters of all the MTP modules on one tensor rank: each its layer's
+    (`rank_params.layer_params_on_rank`), eh_proj's 2h h / t and three whole norms."""
+    n = model.mtp_num_layers
+    if not n:
+        return 0.0, 0.0
+    h = model.hidden
+    dense, expert = layer_params_on_rank(model.mtp_layer(), tp, ep, expert_tp)
+    return n * (dense + 2 * h * h / tp + 3 * (2 if model.biases else 1) * h), n * expert
+
+
+def mtp_replicated_params(model) -> float:
+    """Parameters of the MTP modules whose gradients are partial sums under SP: the layers' and the norms'."""
+    h = model.hidden
+    return model.mtp_num_layers * (replicated_layer_params(model.mtp_layer()) + 3 * (2 if model.biases else 1) * h)
+
+
+def embedding_copy(model, last: int) -> bool:
+    """Does the last model stage's device `last` hold its own copy of the word embedding for MTP
+    (untied embeddings, not on the first device; module docstring)?"""
+    return bool(model.mtp_num_layers) and last != 0 and not model.tied_embeddings
 
 
 def stage_params_on_rank(model: ModelSpec, tp: int, ep: int, layers: int, k: int, pp: int,
@@ -84,4 +110,5 @@ def stage_params_on_rank(model: ModelSpec, tp: int, ep: int, layers: int, k: int
     dense, expert = layer_params_on_rank(model, tp, ep, expert_tp)
     n = layers - dense_layers
     plain = layer_params_on_rank(model.dense_layer(), tp)[0] if dense_layers else 0.0
-    return n * dense + dense_layers * plain + ends_params_on_rank(model, tp, k, pp, last), n * expert
+    mtp = mtp_params_on_rank(model, tp, ep, expert_tp) if k == (pp - 1 if last is None else last) else (0.0, 0.0)
+    return n * dense + dense_layers * plain + ends_params_on_rank(model, tp, k, pp, last) + mtp[0], n * expert + mtp[1]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from simulator.cost.analytic import ADAM_BYTES_PER_PARAM
 from simulator.cost.rank_params import (
+    embedding_copy,
     embedding_params_on_rank,
     ends_params_on_rank,
     head_params_on_rank,
@@ -46,7 +47,7 @@ class StepEnds:
         last = self.dev[-1]                    # the device of the last model stage (V-shaped: device 0)
         holds_emb = k == 0 or k == last
         params = self._params(k)
-        emb, tied = "emb", last != 0 and self.model.tied_embeddings
+        emb, tied = "emb", last != 0 and (self.model.tied_embeddings or embedding_copy(self.model, last))
         # the ends' gradients not in a bucket yet (the input embedding's, a tied or one-device head's)
         left = self.ends_left(k)
         if holds_emb:

@@ -23,6 +23,8 @@ class LayerMLP:
         self.plain = chunk_dense_layers(model, cfg)
         self.dense_at = {(s, l) for s in range(len(self.plain)) for l in range(self.chunks[s])
                          if is_dense_layer(model, cfg, s, l)}
+        if model.num_experts and not model.mtp_layer().num_experts and self.logits:   # MTP after a dense last layer
+            self.dense_at |= {(self.S - 1, ("mtp", i)) for i in range(model.mtp_num_layers)}
         if self.dense_at:
             self.KD = layer_kernels(model.dense_layer(), cfg, A)
             self.plain_grad = A.grad_reduce_bytes * layer_params_on_rank(model.dense_layer(), cfg.tp)[0]

@@ -51,6 +51,7 @@ from simulator.cost.layer_kinds import check_mixed
 from simulator.cost.model_presets import ModelSpec
 from simulator.cost.moe import check_moe, moe_collectives
 from simulator.cost.moe_overlap import interleave, overlap_pairs
+from simulator.cost.mtp import check_mtp
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.rank_params import head_params_on_rank, layer_params_on_rank, output_layer_own_unit
 from simulator.cost.scale_columns import program_columns
@@ -66,6 +67,7 @@ from simulator.cost.scale_kernels import (
     padded_vocab,
 )
 from simulator.cost.scale_mlp import LayerMLP
+from simulator.cost.scale_mtp import MtpEmission
 from simulator.cost.tp_ends import end_collectives
 from simulator.cost.zero3_fetch import zero3_pass
 from simulator.errors import ParasimError
@@ -96,7 +98,7 @@ def check_placement(cfg: ParallelConfig, sched) -> None:
                            f"{sched.name!r} places its stages {sched.placement}-shaped: use an even split")
 
 
-class _Emitter(StepEnds, LayerMLP):
+class _Emitter(StepEnds, LayerMLP, MtpEmission):
     """Emits one pipeline device's instructions for one TP index (all TP indices emit alike)."""
 
     def __init__(self, model, cfg, A, kernels: LayerKernels, fold_tp, bucket_nbytes, overlap, logits, optimizer,
@@ -147,6 +149,7 @@ class _Emitter(StepEnds, LayerMLP):
         self._priced: dict = {}      # kernel -> (flops, nbytes, attrs), shared by its instructions
         self.copy_kernels: dict = {}  # FSDP2 copy-out Kernel by size (`scale_gather.copied_out`)
         self.layer_kinds()
+        self.mtp_setup()
 
     # ---- helpers ------------------------------------------------------------------------------
     def comp(self, out, kern: Kernel, x: str, phase: str, j, label: str, extra=(), needs=()):
@@ -241,6 +244,8 @@ class _Emitter(StepEnds, LayerMLP):
         if emb:
             self.tp_sized(out, r, x, j, self.ends.emb_fwd)
         if s == self.S - 1:
+            if self.mtp:         # multi-token prediction's modules before the output layer (`scale_mtp`)
+                self.mtp_forward(out, r, x, j, s)
             if self.logits:
                 self.tp_sized(out, r, x, j, self.ends.head_fwd)
                 self.comp(out, self.K.logits_fwd, x, "forward", j, f"F{j} logits", needs=head)
@@ -259,24 +264,11 @@ class _Emitter(StepEnds, LayerMLP):
                 self.recv(out, r, g, self.dev[s + 1] * w + r % w, f"b{s}.{j}", j)
         elif self.logits:
             self.logits_backward(out, r, c, s, j, kind, last_mb, grads_done)
+        if s == self.S - 1 and self.mtp:     # multi-token prediction's modules (`scale_mtp`)
+            self.mtp_backward(out, r, c, s, j, kind, last_mb, grads_done)
         x = g if self.fsdp else "params"
         for l, needs in gathered(self, out, r, c, j, "b", reversed(range(self.chunks[s])), x, gather):
-            if self.cfg.recompute == "full":
-                self.layer_fwd(out, r, g, j, s, l, label="R", needs=needs)
-                # the sub-modules DeepSpeed released after the recomputed forward (`zero3_fetch`)
-                needs = needs + gather_layer(self, out, r, c, l, j, "3", self.regather)
-            K = self.kernels(s, l)
-            for kb in (K.mlp_b, K.attn_b):
-                kern = self.bw[kb] if kind == "BW" else kb
-                done = (self.grad_name(c, l, j),) if last_mb and kb is K.attn_b else ()
-                self.tp_comm(out, r, g, j, self.tp_in(backward=True))
-                if kb is K.mlp_b:
-                    self.mlp(out, r, g, j, s, l, kern, "backward", f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
-                elif K.cp_parts:
-                    attention_backward(self, out, r, g, j, f"{kind}{j} s{s} L{l}", kind == "BW", done, needs)
-                else:
-                    self.comp(out, kern, g, "backward", j, f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
-                self.tp_comm(out, r, g, j, self.tp_out())
+            self.layer_bwd(out, r, c, g, j, s, l, kind, self.grad_name(c, l, j) if last_mb else None, needs)
             if last_mb and not (self.fsdp and not self.per_mb_grads):
                 grads_done(out, r, c, l, j)
         if last_mb and self.fsdp and not self.per_mb_grads:   # pipelined FSDP2: after the stage's last backward
@@ -288,6 +280,26 @@ class _Emitter(StepEnds, LayerMLP):
             self.tp_sized(out, r, g, j, self.ends.emb_bwd)
         if s > 0 and self.dev[s - 1] != k:
             out.append(Send(g, self.dev[s - 1] * w + r % w, f"b{s - 1}.{j}", self.p2p, j))
+
+    def layer_bwd(self, out, r, c, g, j, s, l, kind, grad, needs=()) -> None:
+        """Layer l of stage s's backward of kind BW or B; `grad`: the gradient its last kernel
+        completes (None: none)."""
+        if self.cfg.recompute == "full":
+            self.layer_fwd(out, r, g, j, s, l, label="R", needs=needs)
+            # the sub-modules DeepSpeed released after the recomputed forward (`zero3_fetch`)
+            needs = needs + gather_layer(self, out, r, c, l, j, "3", self.regather)
+        K = self.kernels(s, l)
+        for kb in (K.mlp_b, K.attn_b):
+            kern = self.bw[kb] if kind == "BW" else kb
+            done = (grad,) if grad and kb is K.attn_b else ()
+            self.tp_comm(out, r, g, j, self.tp_in(backward=True))
+            if kb is K.mlp_b:
+                self.mlp(out, r, g, j, s, l, kern, "backward", f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
+            elif K.cp_parts:
+                attention_backward(self, out, r, g, j, f"{kind}{j} s{s} L{l}", kind == "BW", done, needs)
+            else:
+                self.comp(out, kern, g, "backward", j, f"{kind}{j} s{s} L{l} {kb.name}", done, needs)
+            self.tp_comm(out, r, g, j, self.tp_out())
 
     def logits_backward(self, out, r, c, s, j, kind, last_mb, grads_done) -> None:
         """The last stage's logits backward (DeepSpeed ZeRO-3 gathers the output layer again for it;
@@ -311,6 +323,8 @@ class _Emitter(StepEnds, LayerMLP):
             self.comp(out, self.K.logits_w, f"g{s}.{j}", "wgrad", j, f"W{j} logits", ("grad_head",) if head else ())
             if head:
                 grads_done(out, r, None, None, j, "grad_head", self.A.grad_reduce_bytes * self.head_params)
+            if self.mtp:
+                self.mtp_wgrad(out, r, s, j, last_mb, grads_done)
         for l in reversed(range(self.chunks[s])):
             K = self.kernels(s, l)
             for kern in (K.mlp_w, K.attn_w):
@@ -375,6 +389,7 @@ def build_scale_program(model: ModelSpec, cfg: ParallelConfig, assumptions: Assu
     sched = make_schedule(cfg.schedule, cfg.pp, cfg.microbatches, cfg.virtual_stages)
     check_placement(cfg, sched)
     check_mixed(model, cfg, assumptions)
+    check_mtp(model, cfg, assumptions)
     em = _Emitter(model, cfg, assumptions, layer_kernels(model, cfg, assumptions), fold_tp, bucket_nbytes,
                   overlap_grad_reduce, logits, optimizer, sched)
     n = cfg.pp * em.w

@@ -195,7 +195,10 @@ def memory_per_device(model: ModelSpec, cfg: ParallelConfig, A: Assumptions | No
         # in-flight counts are (micro-batch, chunk) units of a stage's mean chunk
         mem = (states
                + per_layer * n / v * in_flight[k] + working)
-        out.append(mem + (logits_bytes(s, b, V, t) if k == p - 1 else 0.0))
+        if k == p - 1:   # the logits, and each MTP module's layer in flight and logits again (`cost.mtp`)
+            mtp = model.mtp_num_layers
+            mem += (1 + mtp) * logits_bytes(s, b, V, t) + mtp * per_layer * in_flight[k] / v
+        out.append(mem)
     return tuple(out)
 
 

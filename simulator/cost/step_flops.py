@@ -31,9 +31,12 @@ def hardware_flops_per_step(model, cfg, A) -> float:
     # a mixed model's dense layers (`layer_kinds`) multiply by their ffn_hidden-wide MLP instead
     n_plain = L - model.moe_layers if experts else 0
     plain_tok = per_tok_layer - 2 * mlp_w + 2 * gate * h * model.ffn_hidden
+    # multi-token prediction (`simulator.cost.mtp`): per module a layer of the last layer's kind, the
+    # 2h x h projection and the logits again, as Megatron-LM counts them
+    mtp, mtp_tok = model.mtp_num_layers, (per_tok_layer if model.mtp_layer().num_experts else plain_tok)
     hw_flops = 0.0
-    for n, tok in ((L - n_plain, per_tok_layer), (n_plain, plain_tok)):
+    for n, tok in ((L - n_plain, per_tok_layer), (n_plain, plain_tok), (mtp, mtp_tok)):
         rc = {"none": 0.0, "selective": selective_tok, "full": tok + attn_tok}[cfg.recompute]
         hw_flops += tokens * n * (3 * (tok + attn_tok) + rc)
-    hw_flops += tokens * 3 * 2 * h * padded_vocab(model, t)
+    hw_flops += tokens * 3 * 2 * (h * padded_vocab(model, t) * (1 + mtp) + mtp * 2 * h * h)
     return hw_flops

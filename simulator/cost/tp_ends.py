@@ -32,7 +32,7 @@ from typing import NamedTuple
 from simulator.cost.comm import NVLS, collective_time_s
 from simulator.cost.model_presets import ModelSpec
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
-from simulator.cost.rank_params import replicated_layer_params
+from simulator.cost.rank_params import mtp_replicated_params, replicated_layer_params
 from simulator.cost.scale_kernels import activation_nbytes
 
 CE_STAT_BYTES = 4      # the cross entropy's statistics are fp32 whatever the training dtype (module docstring)
@@ -70,7 +70,7 @@ def sp_partial_params(model: ModelSpec, layers: int, final_norm: bool, dense_lay
     `layer_kinds`), the final norm on the last stage's device."""
     plain = dense_layers * replicated_layer_params(model.dense_layer()) if dense_layers else 0
     return (layers - dense_layers) * replicated_layer_params(model) + plain \
-        + (final_norm and (2 if model.biases else 1) * model.hidden)
+        + (final_norm and (2 if model.biases else 1) * model.hidden + mtp_replicated_params(model))
 
 
 def end_times_s(model: ModelSpec, cfg: ParallelConfig, A: Assumptions, topo) -> tuple[float, float, float, float]:
@@ -78,18 +78,17 @@ def end_times_s(model: ModelSpec, cfg: ParallelConfig, A: Assumptions, topo) -> 
     prices them (blocking): (first stage forward, first stage backward, last stage forward, last
     stage backward)."""
     ends = end_collectives(model, cfg, A.dtype)
-    grp, n = cfg.tp_group(), cfg.tp
+    return tuple(tp_seconds(x, cfg, A, topo) for x in (ends.emb_fwd, ends.emb_bwd, ends.head_fwd + ends.loss,
+                                                        ends.head_bwd_in + ends.head_bwd_out))
 
-    def secs(items) -> float:
-        out = 0.0
-        for kind, nbytes in items:
-            whole = nbytes * n if kind == "all_gather" else nbytes
-            out += collective_time_s(kind, whole, grp, topo, NVLS if A.nvls and kind == "all_reduce"
-                                     else A.collective_algo)
-        return out
 
-    return (secs(ends.emb_fwd), secs(ends.emb_bwd), secs(ends.head_fwd + ends.loss),
-            secs(ends.head_bwd_in + ends.head_bwd_out))
+def tp_seconds(items, cfg: ParallelConfig, A: Assumptions, topo) -> float:
+    """Seconds of (kind, program bytes) collectives one after another over rank 0's tensor group."""
+    grp, n, out = cfg.tp_group(), cfg.tp, 0.0
+    for kind, nbytes in items:
+        whole = nbytes * n if kind == "all_gather" else nbytes
+        out += collective_time_s(kind, whole, grp, topo, NVLS if A.nvls and kind == "all_reduce" else A.collective_algo)
+    return out
 
 
 def sp_grad_time_s(model: ModelSpec, cfg: ParallelConfig, A: Assumptions, topo, layers: int, final_norm: bool,
