@@ -52,7 +52,7 @@ from simulator.cost.comm import NVLS, collective_time_s
 from simulator.cost.compute import memory_time_s
 from simulator.cost.fsdp import copy_out_bytes, fsdp_sync, is_fsdp
 from simulator.cost.hardware import Hardware, get_hardware
-from simulator.cost.layer_kinds import check_mixed, device_dense_layers
+from simulator.cost.layer_kinds import check_mixed, chunk_dense_flags, device_dense_layers
 from simulator.cost.memory import MemoryBreakdown
 from simulator.cost.memory_report import memory_report
 from simulator.cost.model_presets import ModelSpec, get_model
@@ -325,8 +325,14 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     if is_fsdp(cfg) and d * c > 1:        # per-layer units on the bottleneck device (`simulator.cost.fsdp`)
         unit = layer_params_on_rank(model, t, cfg.ep, cfg.expert_tp)    # (dense, expert), as the clock's
         copy_s = tuple(memory_time_s(copy_out_bytes(cfg, x), hw, stack) for x in (sum(unit), emb))
+        units = None       # a mixed model's dense layers: units of their own (`layer_kinds`)
+        if any(plain):
+            pu = (layer_params_on_rank(model.dense_layer(), t)[0], 0.0)
+            units = (chunk_dense_flags(model, cfg), pu, (f_d, b_d + w_d),
+                     memory_time_s(copy_out_bytes(cfg, pu[0]), hw, stack))
         dp_by, dp_exposed, fsdp_copy, held = fsdp_sync(cfg, A, topo, slowest_k, cfg.chunk_layers(L), unit,
-                                                       emb, (f_l, b_l + w_l), lf, True, heads[slowest_k], copy_s)
+                                                       emb, (f_l, b_l + w_l), lf, True, heads[slowest_k], copy_s,
+                                                       units)
         if p > 1:
             # the gathers (and blocking reductions) each micro-batch waits for stretch every stage's
             # share of the fill and drain as they stretch its work: the bubble grows in proportion

@@ -213,7 +213,7 @@ def gather_counts(cfg, k: int) -> dict[int, tuple[int, int]]:
 
 
 def fsdp_sync(cfg, A, topo, k: int, chunk_layers, layer_params: tuple[float, float], emb_params: float, per_layer,
-              logits_fwd_s: float, logits: bool, heads: int, copy_s=(0.0, 0.0)):
+              logits_fwd_s: float, logits: bool, heads: int, copy_s=(0.0, 0.0), plain=None):
     """(seconds by collective kind, exposed seconds, copy-out seconds, the seconds the first
     micro-batch's forward and the last one's backward wait for their gathers and blocking reductions,
     which stretch a pipeline's fill and drain) of one step's FSDP collectives
@@ -221,44 +221,54 @@ def fsdp_sync(cfg, A, topo, k: int, chunk_layers, layer_params: tuple[float, flo
     layer and micro-batch, `chunk_layers` the model chunks' layers (model order), `heads` the
     vocabulary matrices on k (embedding, output layer), `layer_params` (dense, expert) and
     `emb_params` per tensor-parallel rank (the experts' part over the expert-data-parallel group), `copy_s` the copy-out seconds after gathering a layer / a vocabulary unit
-    (`copy_out_bytes`), which run before the unit's compute."""
+    (`copy_out_bytes`), which run before the unit's compute. `plain`: a mixed model's dense layers
+    (`layer_kinds`), (per model chunk the dense flag of each layer, their (dense, expert) parameters,
+    (forward, backward) seconds and copy-out seconds), each such layer a unit of its own size."""
     p, v, m = cfg.pp, cfg.virtual_stages, cfg.microbatches
     grp, algo = cfg.shard_group(), A.collective_algo
     prefetch, overlap_rs = overlaps(cfg, A)
-    dense, expert = layer_params
-    egrp = cfg.edp_group() if expert else ()
+    per_mb = reduce_every_microbatch(cfg)
 
-    def both(kind, per_element):   # the dense part over the shard group, the experts' over theirs
-        x = collective_time_s(kind, per_element * dense, grp, topo, algo)
-        return x + (collective_time_s(kind, per_element * expert, egrp, topo, algo) if expert else 0.0)
+    def unit(params, times, copy):    # a layer unit's gather, reductions by kind, compute and copy-out
+        dense, expert = params
+        egrp = cfg.edp_group() if expert else ()
 
-    a = both("all_gather", 2)
+        def both(kind, per_element):   # the dense part over the shard group, the experts' over theirs
+            x = collective_time_s(kind, per_element * dense, grp, topo, algo)
+            return x + (collective_time_s(kind, per_element * expert, egrp, topo, algo) if expert else 0.0)
+        rs = {"reduce_scatter": both("reduce_scatter", A.grad_reduce_bytes),
+              "all_reduce": replica_all_reduce_s(cfg, A, topo, dense)}
+        return both("all_gather", 2), rs, sum(rs.values()), times[0], times[1], copy
+
+    units = {False: unit(layer_params, per_layer, copy_s[0])}
+    if plain:
+        flags, params, times, copy = plain
+        units[True] = unit(params, times, copy)
+    else:
+        flags = [(False,) * n for n in chunk_layers]
     a_emb = collective_time_s("all_gather", 2 * emb_params, grp, topo, algo)
     # a unit's reduction: reduce-scatter in the shard group, then (HSDP) all-reduce of the shard
     # across the replicas, one after the other on the reduction stream (module docstring)
-    rs = {"reduce_scatter": both("reduce_scatter", A.grad_reduce_bytes),
-          "all_reduce": replica_all_reduce_s(cfg, A, topo, dense)}
     rs_emb = {"reduce_scatter": collective_time_s("reduce_scatter", A.grad_reduce_bytes * emb_params * heads, grp,
                                                   topo, algo),
               "all_reduce": replica_all_reduce_s(cfg, A, topo, emb_params * heads)}
-    r, r_emb = sum(rs.values()), sum(rs_emb.values())
-    f, bw = per_layer
-    c_l, c_emb = copy_s
-    per_mb = reduce_every_microbatch(cfg)
+    r_emb = sum(rs_emb.values())
+    c_emb = copy_s[1]
     counts = gather_counts(cfg, k)
-    gathers = exposed = copies = held = 0.0
-    layers_k = 0
+    gathers = exposed = copies = held = tail = 0.0
+    reduced = dict.fromkeys(rs_emb, 0.0)
     for c in range(v):
-        s, n = c * p + k, chunk_layers[c * p + k]
-        layers_k += n
-        fwd = [(a, f + c_l, 0.0)] * n
+        s = c * p + k
+        mine = [units[x] for x in flags[s]]            # model order; the backward runs them reversed
+        fwd = [(a, f + cp, 0.0) for a, _rs, _r, f, _b, cp in mine]
         if s == 0:
             fwd = [(a_emb, c_emb, 0.0)] + fwd
         if s == p * v - 1 and logits and heads - (k == 0) > 0:     # a separate output matrix
             fwd = fwd + [(a_emb, logits_fwd_s + c_emb, 0.0)]
         n_f, n_b = counts[c]
-        bwd_g = [(a, bw + c_l, r if per_mb else 0.0)] * n
-        bwd_0 = [(0.0, bw, r if per_mb else 0.0)] * n
+        back = mine[::-1]
+        bwd_g = [(a, bw + cp, r if per_mb else 0.0) for a, _rs, r, _f, bw, cp in back]
+        bwd_0 = [(0.0, bw, r if per_mb else 0.0) for _a, _rs, r, _f, bw, _c in back]
         exposed += n_f * pass_exposed_s(fwd, prefetch, overlap_rs) + n_b * pass_exposed_s(bwd_g, prefetch, overlap_rs)
         exposed += (m - n_b) * pass_exposed_s(bwd_0, prefetch, overlap_rs)
         # what holds the compute in the pipeline's fill and drain: the first micro-batch's forward
@@ -266,23 +276,22 @@ def fsdp_sync(cfg, A, topo, k: int, chunk_layers, layer_params: tuple[float, flo
         last_b = [(u[0], u[1], 0.0 if overlap_rs else u[2]) for u in (bwd_g if n_b == m else bwd_0)]
         held += (pass_exposed_s(fwd, prefetch, overlap_rs) if n_f else 0.0) + pass_exposed_s(last_b, prefetch,
                                                                                           overlap_rs)
-        gathers += n_f * sum(u[0] for u in fwd) + n_b * n * a
-        copies += n_f * (n * c_l + (len(fwd) - n) * c_emb) + n_b * n * c_l
-    n_red = (m if per_mb else 1) * layers_k
-    # reduced once per step (pipelined FSDP2): each unit's reduce-scatter follows its backward in the
-    # last micro-batch, overlapping the rest of that backward when overlapped; the embedding's
-    # after the last backward, before the optimizer
-    tail = r_emb
-    if not per_mb:
-        for c in range(v):
-            n = chunk_layers[c * p + k]
-            tail += (pass_exposed_s([(0.0, bw, r)] * n, False, overlap_rs)
-                     - pass_exposed_s([(0.0, bw, 0.0)] * n, False, overlap_rs))
-    exposed += tail
+        gathers += n_f * sum(u[0] for u in fwd) + n_b * sum(u[0] for u in mine)
+        copies += n_f * (sum(u[5] for u in mine) + (len(fwd) - len(mine)) * c_emb) + n_b * sum(u[5] for u in mine)
+        for u in mine:
+            for kind, x in u[1].items():
+                reduced[kind] += (m if per_mb else 1) * x
+        if not per_mb:
+            # reduced once per step (pipelined FSDP2): each unit's reduce-scatter follows its backward in the
+            # last micro-batch, overlapping the rest of that backward when overlapped
+            tail += (pass_exposed_s([(0.0, bw, r) for _a, _rs, r, _f, bw, _c in back], False, overlap_rs)
+                     - pass_exposed_s([(0.0, bw, 0.0) for _a, _rs, _r, _f, bw, _c in back], False, overlap_rs))
+    # the embedding's after the last backward, before the optimizer
+    exposed += tail + r_emb
     by_kind = {"all_gather": gathers}
-    for kind in rs:
-        if rs[kind] or rs_emb[kind]:
-            by_kind[kind] = n_red * rs[kind] + rs_emb[kind]
+    for kind in rs_emb:
+        if reduced[kind] or rs_emb[kind]:
+            by_kind[kind] = reduced[kind] + rs_emb[kind]
     return by_kind, exposed, copies, held
 
 

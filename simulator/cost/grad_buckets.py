@@ -34,13 +34,14 @@ class GradBuckets:
         (`simulator.cost.fsdp`)."""
         if self.em.fsdp and name is None:
             grad, em = self.em.grad_name(c, l, j), self.em
-            experts = em.A.grad_reduce_bytes * em.expert_local if em.cfg.ep > 1 else 0.0
-            out.append(Collective("reduce_scatter", grad, grad, (self.r,), nbytes=int(em.layer_grad - experts),
+            whole, experts = em.layer_grad_at(r, c, l)
+            experts = experts if em.cfg.ep > 1 else 0.0
+            out.append(Collective("reduce_scatter", grad, grad, (self.r,), nbytes=int(whole - experts),
                                   blocking=not em.rs_overlap, tag="dp", microbatch=j))
             if experts:     # the experts' part over the expert-data-parallel group (`simulator.cost.fsdp`)
                 out.append(Collective("reduce_scatter", grad, grad, (self.r,), nbytes=int(experts),
                                       blocking=not em.rs_overlap, tag="edp", microbatch=j))
-            self.replica_all_reduce(out, grad, em.layer_grad - experts, j)
+            self.replica_all_reduce(out, grad, whole - experts, j)
             self.names.append(grad)
             return
         grad, expert = self.em.layer_grad_at(r, c, l) if nbytes is None else (nbytes, expert_nbytes)

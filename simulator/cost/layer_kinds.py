@@ -10,6 +10,7 @@ placed in model order: chunk c holds the next `ParallelConfig.chunk_layers` of t
 
 from __future__ import annotations
 
+from simulator.cost.fsdp import is_fsdp
 from simulator.errors import ParasimError
 
 
@@ -27,6 +28,15 @@ def chunk_dense_layers(model, cfg) -> tuple[int, ...]:
     out, start = [], 0
     for n in chunks:
         out.append(n - sum(model.moe_layer_freq[start:start + n]))
+        start += n
+    return tuple(out)
+
+
+def chunk_dense_flags(model, cfg) -> tuple[tuple[bool, ...], ...]:
+    """Per model chunk, whether each of its layers (in model order) is a mixed model's dense layer."""
+    out, start = [], 0
+    for n in cfg.chunk_layers(model.layers):
+        out.append(tuple(mixed(model) and not model.moe_layer_freq[i] for i in range(start, start + n)))
         start += n
     return tuple(out)
 
@@ -50,8 +60,8 @@ def check_mixed(model, cfg, A) -> None:
         return
     dense = model.layers - model.moe_layers
     what = None
-    if cfg.zero_stage == 3:
-        what = "ZeRO-3 / FSDP (its per-layer gathers are priced for layers of one size)"
+    if cfg.zero_stage == 3 and not is_fsdp(cfg):
+        what = "DeepSpeed ZeRO-3 (its per-sub-module fetches are priced for layers of one kind; FSDP is priced)"
     elif A.overlap_moe_comm:
         what = "--overlap-moe-expert-parallel-comm (its merged layer pairs are priced for MoE layers only)"
     if what:

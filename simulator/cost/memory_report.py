@@ -200,8 +200,9 @@ def memory_report(model: ModelSpec | str, config, hardware: Hardware | str | Non
             parts = model_state_parts(expert, max(1, t * shard_over // (etp * ep)), cfg.zero_stage, recipe)
             par, grad, opt = par + parts[0], grad + parts[1], opt + parts[2]
         if fsdp:   # the unsharded units and gradients in flight (`simulator.cost.fsdp`)
-            buffers = fsdp_buffer_bytes(cfg, stage_params(model, t, 1, False, False, ep), layers[k], dense + expert,
-                                        grad_reduce_bytes)
+            unit = stage_params(model, t, 1, False, False, ep)    # a mixed model's larger kind (`layer_kinds`)
+            unit = max(unit, stage_params(model.dense_layer(), t, 1, False, False)) if mixed(model) else unit
+            buffers = fsdp_buffer_bytes(cfg, unit, layers[k], dense + expert, grad_reduce_bytes)
         acts, out, allowance = _activations(model, cfg, layers[k], in_flight, first, last, flash_attention,
                                             chunks if p > 1 else ())
         acts, allowance = acts * widen, allowance * widen

@@ -17,11 +17,12 @@ def gather_layer(em, out, r, c, l, j, which, elements=None, x="params") -> tuple
     fetches (`zero3_fetch`). FSDP's gather reads `x`, the activation the previous layer wrote,
     so it starts no earlier than that layer's end (one-unit prefetch, `simulator.cost.fsdp`)."""
     if elements is None:
-        elements = em.unit_params(l)
+        elements, experts = em.unit_of(r, c, l)
+    else:
+        experts = em.expert_local if em.fsdp and l not in ("emb", "head") and em.cfg.ep > 1 else 0.0
     if em.cfg.zero_stage < 3 or em.cfg.dp * em.cfg.cp == 1 or not elements:
         return ()
     w = f"w{which}{c}.{l}.{j}"
-    experts = em.expert_local if em.fsdp and l not in ("emb", "head") and em.cfg.ep > 1 else 0.0
     out.append(Collective("all_gather", x if em.fsdp else "params", w, (r,), tag="dp", microbatch=j,
                           nbytes=int(em.A.param_bytes * (elements - experts) / em.cfg.shard_size),
                           blocking=not em.prefetch))
@@ -33,13 +34,12 @@ def gather_layer(em, out, r, c, l, j, which, elements=None, x="params") -> tuple
     return (w, f"{w}e")
 
 
-def copied_out(em, out, needs: tuple, l, j, which) -> tuple:
+def copied_out(em, out, needs: tuple, r, c, l, j, which) -> tuple:
     """FSDP2's copy-out of unit l's gathered parameters on the compute lane, just before the unit
     computes (`simulator.cost.fsdp.copy_out_bytes`): what the unit's compute then waits for."""
     if not needs:
         return needs
-    elements = em.unit_params(l)
-    nbytes = copy_out_bytes(em.cfg, elements)
+    nbytes = copy_out_bytes(em.cfg, em.unit_of(r, c, l)[0])
     if not nbytes:
         return needs
     kern = em.copy_kernels.get(nbytes)
@@ -63,11 +63,11 @@ def gathered(em, out, r, c, j, which, order, x="params", gather=True):
         return
     if not em.prefetch:
         for l in order:
-            yield l, copied_out(em, out, gather_layer(em, out, r, c, l, j, which, x=x), l, j, which)
+            yield l, copied_out(em, out, gather_layer(em, out, r, c, l, j, which, x=x), r, c, l, j, which)
         return
     nxt = gather_layer(em, out, r, c, order[0], j, which, x=x) if order else ()
     for i, l in enumerate(order):
         cur = nxt
         if i + 1 < len(order):
             nxt = gather_layer(em, out, r, c, order[i + 1], j, which, x=x)
-        yield l, copied_out(em, out, cur, l, j, which)
+        yield l, copied_out(em, out, cur, r, c, l, j, which)

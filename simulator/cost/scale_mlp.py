@@ -27,7 +27,8 @@ class LayerMLP:
             self.dense_at |= {(self.S - 1, ("mtp", i)) for i in range(model.mtp_num_layers)}
         if self.dense_at:
             self.KD = layer_kernels(model.dense_layer(), cfg, A)
-            self.plain_grad = A.grad_reduce_bytes * layer_params_on_rank(model.dense_layer(), cfg.tp)[0]
+            self.plain_local = layer_params_on_rank(model.dense_layer(), cfg.tp)[0]
+            self.plain_grad = A.grad_reduce_bytes * self.plain_local
         self.bw = {}    # fused B + W, of the model's layer and a mixed model's dense one
         for x in (K, getattr(self, "KD", K)):
             self.bw.update({x.mlp_b: x.mlp_b + x.mlp_w, x.attn_b: x.attn_b + x.attn_w})
@@ -44,6 +45,15 @@ class LayerMLP:
         if (self.stage_of[r // self.w][c], l) in self.dense_at:
             return self.plain_grad, 0.0
         return self.layer_grad, self.A.grad_reduce_bytes * self.expert_local
+
+    def unit_of(self, r, c, l) -> tuple[float, float]:
+        """(elements, the experts' of them) ZeRO-3 / FSDP gathers for unit l of device r's chunk c:
+        the embedding's or output layer's (`unit_params`), a dense layer's, or the model's layer's."""
+        if l in ("emb", "head"):
+            return self.unit_params(l), 0.0
+        if (self.stage_of[r // self.w][c], l) in self.dense_at:
+            return self.plain_local, 0.0
+        return self.unit_params(l), (self.expert_local if self.fsdp and self.cfg.ep > 1 else 0.0)
 
     def mlp(self, out, r, x, j, s, l, kern, phase, label, done=(), needs=()):
         """The MLP of layer l of stage s: plain when dense, else between the MoE collectives."""
