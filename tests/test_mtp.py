@@ -9,7 +9,7 @@ from test_cost_moe import DSV3_MLA, MEGATRON, MOE
 from simulator.cost.analytic import estimate
 from simulator.cost.megatron_args import megatron_run, parse_megatron_args
 from simulator.cost.memory_report import stage_param_split
-from simulator.cost.model_presets import ModelSpec
+from simulator.cost.model_presets import ModelSpec, get_model
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.rank_params import mtp_params_on_rank
 from simulator.cost.scale_sim import simulate_at_scale
@@ -22,7 +22,9 @@ def test_deepseek_v3s_mtp_module_holds_one_moe_layer_and_its_projection():
     """DeepSeek-V3's model card: 685B = 671B main model + 14B MTP module, whose checkpoint keeps its
     own copies of the embedding and the output head. Here: one MoE layer (the last layer's kind),
     eh_proj 2 x 7168 x 7168 and three norms, 11.6B; 13.5B with the two 129280 x 7168 copies."""
-    dsv3 = DSV3_MLA.with_overrides(moe_layer_freq=(0,) * 3 + (1,) * 58, mtp_num_layers=1)
+    dsv3 = get_model("deepseek-v3")        # the preset: DSV3_MLA with its dense layers and MTP module
+    assert dsv3 == DSV3_MLA.with_overrides(name="deepseek-v3", moe_layer_freq=(0,) * 3 + (1,) * 58, mtp_num_layers=1,
+                                           source=dsv3.source)
     assert dsv3.mtp_layer() is dsv3
     assert dsv3.mtp_module_params() == dsv3.layer_params() + 2 * 7168 * 7168 + 3 * 7168
     assert round(dsv3.mtp_module_params() / 1e9, 1) == 11.6
@@ -94,3 +96,18 @@ def test_what_is_not_priced_with_mtp_is_refused_in_one_line(cfg, A, what):
         with pytest.raises(ParasimError, match=f"--mtp-num-layers 1: {what}") as err:
             price(model, ParallelConfig(**cfg), "h100-sxm", A)
         assert "\n" not in str(err.value)
+
+
+def test_deepseek_v3_on_2048_h800_as_docs_moe_md_prices_it():
+    """docs/moe.md's figures: the preset with Megatron's 1F1B (no DualPipe, which is refused) on 2048
+    H800, flex dispatch, FP8: 14.8 s per step, 5.4 s of it exposed all-to-all; DeepSeek-AI's 180K H800
+    GPU hours per trillion tokens are about 1,540 tokens/s per GPU, 0.36 of it here."""
+    flags = ("--pipeline-model-parallel-size 16 --expert-model-parallel-size 64 --global-batch-size 4096 "
+             "--use-distributed-optimizer --decoder-first-pipeline-num-layers 1 --recompute-granularity selective "
+             "--moe-grouped-gemm --moe-token-dispatcher-type flex --fp8-format hybrid")
+    run = megatron_run(parse_megatron_args(flags), gpus=2048, model="deepseek-v3")
+    res = estimate(run.model, run.config, "h800", run.assumptions)
+    assert round(res.step_time_s, 1) == 14.8 and round(res.breakdown.exposed_comm_s["ep"], 1) == 5.4
+    published = 1e12 / (180e3 * 3600)
+    assert round(published) == 1543
+    assert round(res.tokens_per_s / 2048 / published, 2) == 0.36

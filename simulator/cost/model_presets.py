@@ -318,6 +318,16 @@ for _name, _L, _h, _a, _kv, _f, _s, _V, _src in (
 # Llama 3.1 keeps the Llama 3 shapes (its 128k context is a final continued-training stage)
 for _size in ("8b", "70b", "405b"):
     _MODELS[f"llama3.1-{_size}"] = replace(_MODELS[f"llama3-{_size}"], name=f"llama3.1-{_size}")
+_MODELS["deepseek-v3"] = ModelSpec(
+    "deepseek-v3", 61, 7168, 128, 4096, 129280, ffn_hidden=18432, num_experts=256, moe_router_topk=8,
+    moe_ffn_hidden=2048, moe_shared_expert_hidden=2048, moe_layer_freq=(0,) * 3 + (1,) * 58, mtp_num_layers=1,
+    kv_lora_rank=512, q_lora_rank=1536, qk_head_dim=128, qk_pos_emb_head_dim=64, v_head_dim=128, dropout=False,
+    **_LLAMA,
+    source="DeepSeek-AI 2024 (DeepSeek-V3 technical report, arXiv 2412.19437) Sec. 4.2: 61 layers, hidden 7168, "
+           "128 heads, MLA (KV rank 512, query rank 1536, head 128 + 64 rotary, value 128), the first 3 layers "
+           "dense (FFN 18432), the rest 1 shared + 256 routed experts of 2048, top-8, vocabulary 129280, "
+           "pre-training context 4096, one MTP module; 671B parameters (its node-limited routing and "
+           "auxiliary-loss-free balancing are not priced: tokens are routed uniformly)")
 # earlier names, kept
 _MODELS["llama-70b"] = replace(_MODELS["llama2-70b"], name="llama-70b")
 _MODELS["llama-405b"] = replace(_MODELS["llama3-405b"], name="llama-405b")

@@ -251,8 +251,9 @@ class ParallelConfig:
         middle = p - (first is not None) - (last is not None)
         rest = layers - ends
         if rest < 0 or (middle == 0 and rest) or (middle and (rest % middle or rest == 0)):
-            raise ParasimError(f"{layers} layers minus first {first} and last {last} stage layers leaves {rest} "
-                               f"for {middle} middle stages; it must split evenly and leave each at least one")
+            given = " and ".join(f"the {n} stage's {x}" for n, x in (("first", first), ("last", last)) if x is not None)
+            raise ParasimError(f"{layers} layers minus {given} leave {rest} for the other {middle} stages; they must "
+                               f"split evenly, at least one layer each")
         mid = rest // middle if middle else 0
         return tuple([first if first is not None else mid] + [mid] * (p - 2) + [last if last is not None else mid])
 
