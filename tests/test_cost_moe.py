@@ -246,8 +246,9 @@ def test_the_flag_table_states_what_the_layer_flags_refuse():
     """megatron_flags.txt lists --moe-layer-freq and --mtp-num-layers as priced, with what each
     refuses (tests/test_layer_kinds.py, tests/test_mtp.py); an all-MoE pattern is the default model."""
     from simulator.cost.megatron_flag_table import FLAG_EFFECTS
-    assert "DeepSpeed ZeRO-3 and --overlap-moe-expert-parallel-comm are refused" in FLAG_EFFECTS["moe-layer-freq"][1]
-    assert "ZeRO-3 / FSDP and --overlap-moe-expert-parallel-comm refused" in FLAG_EFFECTS["mtp-num-layers"][1]
+    assert "DeepSpeed ZeRO-3 is refused" in FLAG_EFFECTS["moe-layer-freq"][1]
+    assert "ZeRO-3 / FSDP, and the all-to-all overlap after a dense last layer, refused" in \
+        FLAG_EFFECTS["mtp-num-layers"][1]
     every = megatron_run(parse_megatron_args(MEGATRON + " --moe-layer-freq 1"), gpus=8)
     base = megatron_run(parse_megatron_args(MEGATRON), gpus=8)
     assert (every.model, every.config) == (base.model, base.config)

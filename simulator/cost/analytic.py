@@ -64,22 +64,19 @@ from simulator.cost.moe import (
     moe_group,
 )
 from simulator.cost.moe_overlap import overlap_exposed_per_layer, shared_halves
-from simulator.cost.mtp import check_mtp, mtp_times_s
+from simulator.cost.mtp import check_mtp, mtp_parts, mtp_times_s
 from simulator.cost.parallel_config import Assumptions, ParallelConfig
 from simulator.cost.rank_params import (
     embedding_copy,
-    embedding_params_on_rank,
-    head_params_on_rank,
     heads_on,
     layer_params_on_rank,
-    output_layer_own_unit,
     stage_params_on_rank,
 )
 from simulator.cost.scale_kernels import cp_exchange_nbytes, layer_kernels, padded_vocab
 from simulator.cost.step_breakdown import StepBreakdown, breakdown_from_parts, closed_form_leaves_out
 from simulator.cost.step_flops import hardware_flops_per_step
 from simulator.cost.tp_ends import end_times_s, sp_grad_time_s
-from simulator.cost.zero3_fetch import zero3_pass
+from simulator.cost.zero3_fetch import zero3_first_gathers, zero3_pass
 from simulator.errors import ParasimError
 from simulator.parallel.schedule_registry import executed_idle, schedule_spec
 
@@ -261,12 +258,14 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     plain = device_dense_layers(model, cfg)
     f_d, b_d, w_d = layer_times(model.dense_layer(), cfg, hw, A, topo)[4:] if any(plain) else (0.0, 0.0, 0.0)
     ep_l = comm_l["ep"]
-    ep_k = [ep_l] * p       # the overlap merges micro-batches by the schedule's pairs (`moe_overlap`)
-    if A.overlap_moe_comm:
-        ep_k = overlap_exposed_per_layer(cfg, L, cm["moe_dispatch"], cm["moe_combine"],
-                                         kt(K.attn_fwd) + cm["tp_fwd"] + cm["cp_fwd"], kt(K.mlp_fwd), kt(K.mlp_b),
-                                         kt(K.mlp_w), kt(K.attn_b) + cm["tp_bwd"] + cm["cp_bwd"], kt(K.attn_w))
     lf, lb, lw = kt(K.logits_fwd), kt(K.logits_b), kt(K.logits_w)
+    ep_k = [ep_l] * p       # the overlap merges micro-batches by the schedule's pairs (`moe_overlap`)
+    if A.overlap_moe_comm:  # MTP modules' layers are MoE layers here (`check_mtp`)
+        mtp_blobs = (mtp_parts(model, cfg, A, topo, (lf, lb, lw), kt)[:4],) * model.mtp_num_layers
+        ep_k = overlap_exposed_per_layer(cfg, cm["moe_dispatch"], cm["moe_combine"],
+                                         kt(K.attn_fwd) + cm["tp_fwd"] + cm["cp_fwd"], kt(K.mlp_fwd), kt(K.mlp_b),
+                                         kt(K.mlp_w), kt(K.attn_b) + cm["tp_bwd"] + cm["cp_bwd"], kt(K.attn_w),
+                                         chunk_dense_flags(model, cfg), (f_d, b_d, w_d), mtp_blobs)
     # parameters held by each stage, per tensor-parallel rank (embedding/head on the end stages)
     emb = padded_vocab(model, t) * h / t
     last = cfg.last_device            # the LM head's device: p - 1, or 0 for a V-shaped placement
@@ -287,7 +286,7 @@ def estimate(model: ModelSpec | str, config: ParallelConfig, hardware: Hardware 
     # multi-token prediction's modules on the last device, each with its layer (`simulator.cost.mtp`)
     mtp = model.mtp_num_layers
     mtp_kind = model.mtp_layer()
-    mtp_fbw = (f_l, b_l, w_l) if mtp_kind is model else layer_times(mtp_kind, cfg, hw, A, topo)[4:]
+    mtp_fbw = (f_l, b_l - ep_l + ep_k[last], w_l) if mtp_kind is model else layer_times(mtp_kind, cfg, hw, A, topo)[4:]
     mf, mb, mw, mtp_comm = mtp_times_s(model, cfg, A, topo, mtp_fbw, (lf, lb, lw), kt)
     for i, x in enumerate((mf, mb, mw)):
         stages[last][i] += x
@@ -407,15 +406,3 @@ def estimate_memory(model: ModelSpec, cfg: ParallelConfig, hw: Hardware, A: Assu
     what decides its `oom` (the search checks it before pricing)."""
     return memory_report(model, cfg, hw, recipe=A.recipe, flash_attention=A.flash_attention, dtype=A.dtype,
                          grad_reduce_bytes=A.grad_reduce_bytes)
-
-
-def zero3_first_gathers(model: ModelSpec, cfg: ParallelConfig, k: int, last: int) -> tuple:
-    """ZeRO-3 (DeepSpeed): elements of the gathers device k issues before a pass's first compute,
-    which prefetching hides under nothing (`dp_sync`): the forward's embedding (first device) and
-    first layer, the backward's output layer (last device; untied or pipelined) or first layer."""
-    if cfg.zero_stage != 3:
-        return ()
-    layer = sum(layer_params_on_rank(model, cfg.tp, cfg.ep, cfg.expert_tp))
-    emb = embedding_params_on_rank(model, cfg.tp) if k == 0 else 0.0
-    holds_head = k == last and output_layer_own_unit(model, cfg.pp)
-    return emb, layer, head_params_on_rank(model, cfg.tp) if holds_head else layer

@@ -62,8 +62,6 @@ def check_mixed(model, cfg, A) -> None:
     what = None
     if cfg.zero_stage == 3 and not is_fsdp(cfg):
         what = "DeepSpeed ZeRO-3 (its per-sub-module fetches are priced for layers of one kind; FSDP is priced)"
-    elif A.overlap_moe_comm:
-        what = "--overlap-moe-expert-parallel-comm (its merged layer pairs are priced for MoE layers only)"
     if what:
         raise ParasimError(f"--moe-layer-freq makes {dense} of the {model.layers} layers dense: {what} is not "
                            f"priced yet with dense layers")

@@ -103,46 +103,68 @@ def interleave(fwd: list, bwd: list) -> list:
     return out + fs[2 * nf]
 
 
-def overlapped_layers(actions, chunks, k: int, p: int) -> dict[str, int]:
-    """Layer pairs device k runs merged over its action list (`overlap_pairs`), by the kind of the
-    backward (B or BW): per pair, the shorter of its two chunks (`chunks`:
-    `ParallelConfig.chunk_layers`, chunk c of device k being model stage c p + k)."""
-    out = {"B": 0, "BW": 0}
-    for f, b in (x for x in overlap_pairs(actions) if len(x) == 2):
-        out[actions[b].kind] += min(chunks[actions[f].chunk * p + k], chunks[actions[b].chunk * p + k])
-    return out
-
-
 def pair_exposed_s(a: float, mb: float, mf: float, ab: float, dispatch: float, combine: float) -> float:
     """Exposed MoE seconds of one merged layer pair (module docstring): its time less the four
     computations' own."""
     return max(0.0, dispatch - a) + max(0.0, dispatch - mb) + max(0.0, combine - mf) + max(0.0, combine - ab)
 
 
-def overlap_exposed_per_layer(cfg, layers: int, dispatch: float, combine: float, a: float, mf: float,
-                              mlp_b: float, mlp_w: float, ab: float, attn_w: float) -> list[float]:
-    """Per pipeline device: the exposed MoE seconds per layer and micro-batch, on average over the
-    step (the closed form's `comm_l["ep"]`), with the overlap on: every pass of a layer alone
+def overlap_exposed_per_layer(cfg, dispatch: float, combine: float, a: float, mf: float, mlp_b: float,
+                              mlp_w: float, ab: float, attn_w: float, dense_flags, dense=(0.0, 0.0, 0.0),
+                              mtp=()) -> list[float]:
+    """Per pipeline device: the exposed MoE seconds per MoE layer and micro-batch, on average over
+    the step (the closed form's `comm_l["ep"]`), with the overlap on: every pass of a MoE layer alone
     exposes its dispatch and combine, every merged layer pair `pair_exposed_s` (module docstring).
-    a, mf, mlp_*, ab, attn_w: one layer's forward attention with its collectives, forward MLP, MLP
+    a, mf, mlp_*, ab, attn_w: one MoE layer's forward attention with its collectives, forward MLP, MLP
     input / weight gradients, backward attention input gradients with its collectives, and the
-    attention's weight gradients (in the pair when the backward is BW)."""
+    attention's weight gradients (in the pair when the backward is BW). `dense_flags`: per model chunk
+    the dense flag of each layer (`layer_kinds.chunk_dense_flags`), `dense` such a layer's (F, B, W);
+    `mtp`: per MTP module on the last chunk (forward before its layer, forward after it, (B, W) before
+    its layer's backward, (B, W) after it; `mtp.mtp_overlap_parts`), its layer a MoE one. The
+    computations around a MoE layer's collectives are what the clock's `interleave` puts there: a
+    forward's dense layers (and MTP's projection) before MoE layer i join its attention, a backward's
+    after MoE layer i (in backward order) join its attention's gradients."""
     p, m = cfg.pp, cfg.microbatches
     sched = make_schedule(cfg.schedule, p, m, cfg.virtual_stages)
-    chunks = cfg.chunk_layers(layers)
-    per_stage = cfg.stage_layers(layers)
+    last = len(dense_flags) - 1
+
+    def sequences(s, bw: bool):
+        """(forward, backward) of model chunk s: its compute blobs (seconds) and MoE layers ("M")."""
+        fwd = [dense[0] if d else "M" for d in dense_flags[s]]
+        bwd = [dense[1] + bw * dense[2] if d else "M" for d in reversed(dense_flags[s])]
+        if s == last and mtp:
+            fwd += [x for f_before, f_after, _b, _a in mtp for x in (f_before, "M", f_after)]
+            bwd = [x for _f, _g, (b0, w0), (b1, w1) in reversed(mtp) for x in (b0 + bw * w0, "M", b1 + bw * w1)] + bwd
+        return fwd, bwd
+
+    def around(seq, own: float, after: bool) -> list[float]:
+        """Per MoE layer of seq, its own part plus the blobs before it (forward) or after it (backward)."""
+        out, acc = [], 0.0
+        for x in (reversed(seq) if after else seq):
+            if x == "M":
+                out.append(own + acc)
+                acc = 0.0
+            else:
+                acc += x
+        return out[::-1] if after else out
+
     out = []
     for k in range(p):
-        n = m * per_stage[k]
-        if not n:
+        moe = m * sum(sum(not d for d in dense_flags[s]) + (len(mtp) if s == last else 0) for s in cfg.stage_map[k])
+        if not moe:
             out.append(0.0)
             continue
-        got = overlapped_layers(sched.actions[k], chunks, k, p)
-        pairs = got["B"] + got["BW"]
-        exposed = (2 * n - 2 * pairs) * (dispatch + combine)
-        exposed += got["B"] * pair_exposed_s(a, mlp_b, mf, ab, dispatch, combine)
-        exposed += got["BW"] * pair_exposed_s(a, mlp_b + mlp_w, mf, ab + attn_w, dispatch, combine)
-        out.append(exposed / n)
+        acts = sched.actions[k]
+        exposed = 2 * moe * (dispatch + combine)
+        for f, b in (x for x in overlap_pairs(acts) if len(x) == 2):
+            bw = acts[b].kind == "BW"
+            fs = sequences(cfg.stage_map[k][acts[f].chunk], bw)[0]
+            bs = sequences(cfg.stage_map[k][acts[b].chunk], bw)[1]
+            pa = around(fs, a, False)
+            pb = around(bs, ab + bw * attn_w, True)
+            for ai, abi in zip(pa, pb):
+                exposed += pair_exposed_s(ai, mlp_b + bw * mlp_w, mf, abi, dispatch, combine) - 2 * (dispatch + combine)
+        out.append(exposed / moe)
     return out
 
 

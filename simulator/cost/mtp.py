@@ -21,8 +21,9 @@ finalize_model_grads, _allreduce_word_embedding_grads). FLOPs as Megatron-LM cou
 (megatron/training/training.py, num_floating_point_operations): per module a layer of the last
 layer's kind, the 2h x h projection and the logits once more.
 
-Not priced with MTP, refused in one line (`check_mtp`): ZeRO-3 / FSDP (per-layer gathers) and
---overlap-moe-expert-parallel-comm (merged layer pairs).
+With --overlap-moe-expert-parallel-comm a module's MoE layer merges as the decoder's layers do
+(`moe_overlap.overlap_exposed_per_layer`, `mtp_parts`). Not priced with MTP, refused in one line
+(`check_mtp`): ZeRO-3 / FSDP (per-layer gathers), and the overlap after a dense last layer.
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ def check_mtp(model, cfg, A) -> None:
     what = None
     if cfg.zero_stage == 3:
         what = "ZeRO-3 / FSDP (per-layer gathers)"
-    elif A is not None and A.overlap_moe_comm:
-        what = "--overlap-moe-expert-parallel-comm (merged layer pairs)"
+    elif A is not None and A.overlap_moe_comm and not model.mtp_layer().num_experts:
+        what = "--overlap-moe-expert-parallel-comm after a dense last layer"
     if what:
         raise ParasimError(f"--mtp-num-layers {model.mtp_num_layers}: {what} is not priced yet with "
                            f"multi-token prediction")
@@ -86,18 +87,27 @@ def mtp_collectives(model, cfg, ends, dtype: str = "bf16") -> MtpCollectives:
     return MtpCollectives(ends.emb_fwd, (("all_gather", act // t),), (), (("all_reduce", 2 * act),) + ends.emb_bwd)
 
 
-def mtp_times_s(model, cfg, A, topo, layer: tuple, logits: tuple, kt) -> tuple[float, float, float, float]:
-    """The closed form's (F, B, W, their TP collectives' seconds) of all the MTP modules for one
-    micro-batch on the last device: each module's layer (`layer`: its F, B, W with their exposed
-    communication, `analytic.layer_times` of `ModelSpec.mtp_layer`), `mtp_kernels`, the logits and
-    loss again (`logits`: their F, B, W kernel seconds) and its blocking TP collectives
-    (`mtp_collectives`, the head's `tp_ends`). `kt` prices a Kernel."""
-    n = model.mtp_num_layers
-    if not n:
-        return 0.0, 0.0, 0.0, 0.0
+def mtp_parts(model, cfg, A, topo, logits: tuple, kt) -> tuple:
+    """One MTP module's work besides its layer, for one micro-batch on the last device, in the
+    closed form: (forward before its layer, forward after it, (B, W) before its layer's backward,
+    (B, W) after it, its TP collectives' seconds): eh_proj (`mtp_kernels`) with its collectives
+    (`mtp_collectives`) before the layer, the logits and loss (`logits`: their F, B, W kernel seconds)
+    with the head's collectives (`tp_ends`) after it. `kt` prices a Kernel."""
     fwd, b, w = (kt(k) for k in mtp_kernels(model, cfg, A))
     c = mtp_collectives(model, cfg, end_collectives(model, cfg, A.dtype), A.dtype)
     _ef, _eb, hf, hb = end_times_s(model, cfg, A, topo)
-    cf, cb = tp_seconds(c.fwd_in + c.fwd_out, cfg, A, topo) + hf, tp_seconds(c.bwd_in + c.bwd_out, cfg, A, topo) + hb
-    (f_l, b_l, w_l), (lf, lb, lw) = layer, logits
-    return n * (f_l + fwd + lf + cf), n * (b_l + b + lb + cb), n * (w_l + w + lw), n * (cf + cb)
+    cf, cb = tp_seconds(c.fwd_in + c.fwd_out, cfg, A, topo), tp_seconds(c.bwd_in + c.bwd_out, cfg, A, topo)
+    lf, lb, lw = logits
+    return fwd + cf, lf + hf, (lb + hb, lw), (b + cb, w), cf + cb + hf + hb
+
+
+def mtp_times_s(model, cfg, A, topo, layer: tuple, logits: tuple, kt) -> tuple[float, float, float, float]:
+    """The closed form's (F, B, W, their TP collectives' seconds) of all the MTP modules for one
+    micro-batch on the last device: each module's layer (`layer`: its F, B, W with their exposed
+    communication, `analytic.layer_times` of `ModelSpec.mtp_layer`) and `mtp_parts`."""
+    n = model.mtp_num_layers
+    if not n:
+        return 0.0, 0.0, 0.0, 0.0
+    f0, f1, (b0, w0), (b1, w1), comm = mtp_parts(model, cfg, A, topo, logits, kt)
+    f_l, b_l, w_l = layer
+    return n * (f_l + f0 + f1), n * (b_l + b0 + b1), n * (w_l + w0 + w1), n * comm

@@ -28,6 +28,12 @@ sub-modules total under 1e9 / 2 elements (GPT h <= 6144) never re-gather.
 from __future__ import annotations
 
 from simulator.cost.model_presets import ModelSpec
+from simulator.cost.rank_params import (
+    embedding_params_on_rank,
+    head_params_on_rank,
+    layer_params_on_rank,
+    output_layer_own_unit,
+)
 
 STAGE3_MAX_REUSE_DISTANCE = 1e9        # DeepSpeed's default (elements)
 STAGE3_PARAM_PERSISTENCE_THRESHOLD = 1e5
@@ -57,3 +63,15 @@ def zero3_pass(model: ModelSpec, tp: int, ep: int, layers: int, others: int, rec
         return fetches, 0.0, 0
     again = [w for i, w in enumerate(sizes) if 2 * sum(sizes[i + 1:]) >= max_reuse_distance]
     return fetches, layers * sum(again), layers * len(again)
+
+
+def zero3_first_gathers(model: ModelSpec, cfg, k: int, last: int) -> tuple:
+    """ZeRO-3 (DeepSpeed): elements of the gathers device k issues before a pass's first compute,
+    which prefetching hides under nothing (`dp_sync`): the forward's embedding (first device) and
+    first layer, the backward's output layer (last device; untied or pipelined) or first layer."""
+    if cfg.zero_stage != 3:
+        return ()
+    layer = sum(layer_params_on_rank(model, cfg.tp, cfg.ep, cfg.expert_tp))
+    emb = embedding_params_on_rank(model, cfg.tp) if k == 0 else 0.0
+    holds_head = k == last and output_layer_own_unit(model, cfg.pp)
+    return emb, layer, head_params_on_rank(model, cfg.tp) if holds_head else layer
