@@ -20,6 +20,14 @@ nonincreasing in W), so W enters as at most the most layers times one layer's W 
 
     step >= m * max(stage layers) * X + bubble(p, m, lo(f), lo(b), lo(w) or hi(w), v)
 
+To that it adds what every step pays besides: the largest stage's optimizer (the step waits for it),
+and with p > 1 the least over the devices of the stage-boundary exchanges and what they add to the
+fill (`analytic_comm.p2p_exposed`: the slowest device pays its own); and, except for the played
+schedules (whose floor bounds the idle of a device of the most layers only), the last device's
+layers times X plus the LM head's F + B + W, which the slowest stage holds at least as well. For a
+mixed model's dense layers (`layer_kinds`) X takes the lesser of the two kinds' F, B, W (and the
+greater W where the bubble falls with W).
+
 X depends on (t, c, b, SP, e, etp, recomputation) only: computed once per such
 sub-configuration and reused for every schedule, v, stage split and ZeRO stage under it
 (`layer_times`' docstring). The bound is taken (1 - 1e-9) lower against rounding.
@@ -30,7 +38,7 @@ the exhaustive walk's order.
 
 With ZeRO 0-1 (no FSDP) and neither `overlap_grad_reduce` nor `overlap_param_gather`, the exposed
 data-parallel sync is the whole gradient all-reduce (or reduce-scatter and all-gather) of the
-largest stage, independent of the stage times: the bound adds it (`analytic_comm.dp_sync` itself).
+largest stage, independent of the stage times: the bound adds it too (`analytic_comm.dp_sync` itself).
 
 What is skipped, each provably without effect on the answer:
   - a configuration whose bound exceeds both its layout's fastest fit so far and the `top`-th
@@ -49,8 +57,9 @@ from __future__ import annotations
 import heapq
 import math
 
-from simulator.cost.analytic import check_estimate, estimate, estimate_memory, layer_times
-from simulator.cost.analytic_comm import dp_sync
+from simulator.cost.analytic import ADAM_BYTES_PER_PARAM, check_estimate, estimate, estimate_memory, layer_times
+from simulator.cost.analytic_comm import dp_sync, p2p_exposed
+from simulator.cost.compute import memory_time_s
 from simulator.cost.layer_kinds import device_dense_layers, mixed
 from simulator.cost.parallel_config import ParallelConfig
 from simulator.cost.rank_params import stage_params_on_rank
@@ -135,13 +144,14 @@ class Pricer:
         self._stages: dict = {}
         self._deferred: dict = {}     # layout -> [(bound, index, config, memory, layer)]
         self._dp: dict = {}
+        self._p2p_memo: dict = {}
         self._dp_exact = not (A.overlap_grad_reduce or A.overlap_param_gather)
 
     def _dp_exposed(self, var: dict, rc: str) -> float:
-        """ZeRO 0-1 without FSDP and without the gradient / parameter overlaps: `estimate`'s exposed
-        data-parallel sync, which then depends on no stage time (`analytic_comm.dp_sync`); else 0."""
-        if not self._dp_exact or var.get("zero_stage", 0) > 1 or var.get("fsdp", "none") != "none":
-            return 0.0
+        """What `estimate` adds after the stages that no stage time changes: the largest stage's
+        optimizer (the step waits for it, `analytic.estimate`) and, with ZeRO 0-1 without FSDP and
+        without the gradient / parameter overlaps, the exposed data-parallel sync
+        (`analytic_comm.dp_sync`)."""
         # the schedule matters only by where it places the ends (`ScheduleSpec.placement`: V-shaped, both on device 0)
         key = tuple(x for x in var.items() if x[0] not in ("schedule", "sequence_parallel", "micro_batch_size")) \
             + (schedule_spec(var["schedule"]).placement,)
@@ -155,11 +165,33 @@ class Pricer:
                 dense_k, expert_k = zip(*(stage_params_on_rank(model, t, cfg.ep, layers[k], k, p, cfg.expert_tp,
                                                                cfg.last_device, plain[k]) for k in range(p)))
                 k_big = max(range(p), key=lambda k: dense_k[k] + expert_k[k])     # as `estimate` picks it
-                topo = self.hw.topology(cfg.gpus, self.A.link_efficiency)
-                got = dp_sync(cfg, self.A, topo, dense_k[k_big], expert_k[k_big], (0.0, 0.0, 0.0), 1)[1]
+                shard = cfg.shard_size if cfg.zero_stage >= 1 else 1
+                got = memory_time_s(ADAM_BYTES_PER_PARAM * (dense_k[k_big] + expert_k[k_big]) / shard, self.hw,
+                                    self.A.profile)
+                if self._dp_exact and cfg.zero_stage <= 1 and cfg.fsdp == "none":
+                    topo = self.hw.topology(cfg.gpus, self.A.link_efficiency)
+                    got += dp_sync(cfg, self.A, topo, dense_k[k_big], expert_k[k_big], (0.0, 0.0, 0.0), 1)[1]
             except ParasimError:
                 got = 0.0
             self._dp[key] = got
+        return got
+
+    def _p2p(self, var: dict, rc: str) -> float:
+        """The least, over the pipeline devices, of `estimate`'s stage-boundary exchanges and what
+        they add to the fill (`analytic_comm.p2p_exposed`): the slowest device pays its own."""
+        if var["pp"] == 1:
+            return 0.0
+        key = tuple(x for x in var.items() if x[0] not in ("zero_stage", "fsdp"))
+        got = self._p2p_memo.get(key)
+        if got is None:
+            try:
+                cfg = ParallelConfig(**var, global_batch=self.B, recompute=rc)
+                topo = self.hw.topology(cfg.gpus, self.A.link_efficiency)
+                act = 2 * cfg.micro_batch_size * self.model.seq * self.model.hidden / cfg.cp
+                got = min(own + fill for own, fill in p2p_exposed(cfg, topo, act, self.A.collective_algo))
+            except ParasimError:
+                got = 0.0
+            self._p2p_memo[key] = got
         return got
 
     def _layer_of(self, var: dict, rc: str):
@@ -170,7 +202,9 @@ class Pricer:
             try:
                 cfg = ParallelConfig(**var, global_batch=self.B, recompute=rc)
                 times = layer_times(self.model, cfg, self.hw, self.A)
-                head_w = times[0].logits_w.time_s(self.hw, self.A.matmul_dtype, self.A.profile)
+                kt = lambda k: k.time_s(self.hw, self.A.matmul_dtype, self.A.profile)  # noqa: E731
+                head_w = kt(times[0].logits_w)
+                head = kt(times[0].logits_fwd) + kt(times[0].logits_b) + head_w
                 f, b, w = times[4:]
                 if self.A.overlap_moe_comm:   # each stage's exposed all-to-all is its own, >= 0 (`moe_overlap`)
                     b -= times[3]["ep"]
@@ -178,27 +212,29 @@ class Pricer:
                 if mixed(self.model):     # a dense layer's times too: the least of each, and the most W
                     f_d, b_d, w_d = layer_times(self.model.dense_layer(), cfg, self.hw, self.A)[4:]
                     f, b, w, w_hi = min(f, f_d), min(b, b_d), min(w, w_d), max(w, w_d)
-                got = (times, (f, b, w, head_w, w_hi))
+                got = (times, (f, b, w, head_w, w_hi, head))
             except ParasimError:
-                got = (None, (0.0, 0.0, 0.0, INF, INF))
+                got = (None, (0.0, 0.0, 0.0, INF, INF, 0.0))
             self._layer[key] = got
         return got
 
     def lower(self, var: dict, rc: str) -> float:
         """A lower bound on `estimate`'s step of configuration (var, rc) (module docstring); 0 when
         a part of it cannot be computed."""
-        f, b, w, head_w, w_hi = self._layer_of(var, rc)[1]
+        f, b, w, head_w, w_hi, head = self._layer_of(var, rc)[1]
         p, v = var["pp"], var["virtual_stages"]
-        split = (p, v, var.get("first_stage_layers"), var.get("last_stage_layers"), var.get("balance_embedding", False))
+        split = (p, v, var.get("first_stage_layers"), var.get("last_stage_layers"), var.get("balance_embedding", False),
+                 schedule_spec(var["schedule"]).placement)
         n = self._stages.get(split)
         if n is None:
             try:
-                layers = ParallelConfig(**var, global_batch=self.B, recompute=rc).stage_layers(self.model.layers)
-                n = (max(layers), min(layers))
+                cfg = ParallelConfig(**var, global_batch=self.B, recompute=rc)
+                layers = cfg.stage_layers(self.model.layers)
+                n = (max(layers), min(layers), layers[cfg.last_device])
             except ParasimError:
-                n = (0, 0)
+                n = (0, 0, 0)
             self._stages[split] = n
-        most, fewest = n
+        most, fewest, on_last = n
         m = self.B // (var["micro_batch_size"] * var["dp"])
         lo = lambda x: (fewest if x >= 0 else most) * x   # noqa: E731  (the other stages' mean, from below)
         bubble, spec = 0.0, schedule_spec(var["schedule"], priced=True)
@@ -206,7 +242,12 @@ class Pricer:
             bubble = (spec.bubble_floor or spec.bubble)(p, m, lo(f), lo(b), lo(w), v)
         elif p > 1 and not self.A.grad_accum_bytes and w >= 0:
             bubble = (spec.bubble_floor or spec.bubble)(p, m, lo(f), lo(b), most * w_hi + head_w, v)
-        return (m * most * (f + b + w) + bubble + self._dp_exposed(var, rc)) * (1 - MARGIN)
+        # the slowest stage holds at least the most layers, and at least the last device's with the LM head
+        # (a played schedule's floor bounds the idle of a device of the most layers only: not there)
+        work = m * most * (f + b + w)
+        if not (spec.per_chunk and p > 1):
+            work = max(work, m * (on_last * (f + b + w) + head))
+        return (work + bubble + self._dp_exposed(var, rc) + self._p2p(var, rc)) * (1 - MARGIN)
 
     def lows(self, var: dict) -> list[float]:
         """The bound of each recomputation of `var` (0s when not pruning)."""
