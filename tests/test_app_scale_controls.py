@@ -104,3 +104,22 @@ def test_aggregate_trace_merges_runs_of_a_micro_batch_and_then_keeps_the_start()
     assert "7 events drawn as 3" in note and "x3 ops" in merged.events[0].name + merged.events[1].name
     window, note = aggregate_trace(trace, 2)
     assert len(window.events) == 2 and "only the first" in note
+
+
+def test_dense_layers_first_and_mtp_modules_reach_the_model():
+    """The MoE section's "Dense layers first" (--moe-layer-freq) and "MTP modules" (--mtp-num-layers)
+    give the library's model and price (`simulator.cost.layer_kinds`, `simulator.cost.mtp`)."""
+    at = open_with(model="llama3-8b", hw="h100-sxm", B=64, tp=2, pp=1, dp=8, moe=True, experts=8, topk=2, ep=4,
+                   dense_first="2", mtp="1")
+    model = get_model("llama3-8b", num_experts=8, moe_router_topk=2, moe_layer_freq=(0, 0) + (1,) * 30,
+                      mtp_num_layers=1)
+    assert any("experts=8 top-2 in 30 of 32 layers, MTP 1" in c.value for c in at.caption)
+    ref = estimate(model, ParallelConfig(tp=2, dp=8, ep=4, global_batch=64, recompute="full"), "h100-sxm",
+                   Assumptions(flash_attention=True))
+    assert metric(at, "step time") == fmt_time(ref.step_time_s)
+    # DeepSpeed's ZeRO-3 is not priced with dense layers: the radio leaves it out and says why, in one line
+    assert list(at.radio(key="zero").options) == ["0", "1", "2"]
+    assert any(c.value.startswith("ZeRO-3 is not offered here: --moe-layer-freq makes 2 of the 32 layers dense")
+               for c in at.tabs[EST].caption)
+    at = open_with(model="deepseek-v3", mtp="0")
+    assert any("MTP" not in c.value and "in 58 of 61 layers" in c.value for c in at.caption)

@@ -5,7 +5,8 @@ configuration search and why the alternatives lose; two configurations side by s
 Every configuration widget is bound to the URL (app/README.md lists the parameters)."""
 
 import streamlit as st
-from charts import aggregate_trace, memory_components_spec, timeline_chart
+from charts import memory_components_spec, timeline_chart
+from scale_compute import clock_run, explore
 from scale_goodput import goodput_panel
 from scale_search import OFFERED, search_panel
 from ui import BIND, enlarge_text, interactive, intro, or_error, predict, remember, restore, show_code
@@ -13,10 +14,7 @@ from ui import BIND, enlarge_text, interactive, intro, or_error, predict, rememb
 from simulator import (
     PRICED_SCHEDULES,
     SCHEDULE_SPECS,
-    Assumptions,
     ModelSpec,
-    ParallelConfig,
-    assumptions_of,
     estimate,
     format_assumptions,
     get_hardware,
@@ -38,6 +36,8 @@ TP, PP = [1, 2, 4, 8, 16, 32, 64], [1, 2, 4, 8, 12, 16, 24, 32, 64]  # t > 8 cro
 DP = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
 CP, EP = [1, 2, 4, 8, 16, 32], [1, 2, 4, 8, 16, 32, 64]
 SEQS = ["preset", "2048", "4096", "8192", "16384", "32768", "65536", "131072"]
+DENSE_FIRST = ["preset", "0", "1", "2", "3", "4", "8"]   # dense layers before the MoE ones (--moe-layer-freq)
+MTPS = ["preset", "0", "1", "2", "3"]                     # multi-token prediction modules (--mtp-num-layers)
 SPLITS = ("even", "first/last stage layers", "balanced with embedding and head")
 OFFERED.update(tp=TP, pp=PP, dp=DP, b=[1, 2, 4, 8], cp=CP, ep=EP, split=SPLITS)
 CP_KINDS = {"ring (send/recv)": "p2p", "all-to-all (Ulysses)": "a2a"}
@@ -46,7 +46,7 @@ PRECISIONS = {"megatron": "bf16 + fp32 main grads + fp32 Adam (18 B/param)",
               "fp32": "fp32 everywhere, matmuls at the fp32 peak (16 B/param)"}
 AUTO_INSTRUCTIONS = 25_000   # beyond this the event clock runs only on request (seconds, not instants)
 KEYS = ("model", "c_L", "c_h", "c_a", "c_s", "c_V", "c_f", "c_kv", "c_glu", "c_untied", "seq", "moe", "experts",
-        "topk", "moe_ffn", "hw", "B", "tp", "pp", "dp", "b", "schedule", "v", "recompute", "sp", "cp", "cp_kind",
+        "topk", "moe_ffn", "dense_first", "mtp", "hw", "B", "tp", "pp", "dp", "b", "schedule", "v", "recompute", "sp", "cp", "cp_kind",
         "ep", "split", "first", "last", "zero", "ov_grad", "ov_param", "ov_tp", "flash", "precision", "fp8",
         "s_gpus", "s_schedules", "s_zeros", "s_cp", "s_ep", "s_top", "g_gpus", "g_mtbf", "g_write", "g_restart",
         *(f"{ab}_{k}" for ab in "ab" for k in ("tp", "pp", "dp", "b", "schedule", "v", "recompute", "sp", "zero")))
@@ -83,6 +83,11 @@ with st.sidebar:
         experts = c[0].number_input("experts E", 2, 256, 8, key="experts", **BIND)
         topk = c[1].number_input("top-k", 1, 8, 2, key="topk", **BIND)
         moe_ffn = c[2].number_input("expert FFN (0: f)", 0, 262144, 0, key="moe_ffn", **BIND)
+        dense_first = st.select_slider("Dense layers first", DENSE_FIRST, value="preset", key="dense_first", **BIND,
+                                       help="Megatron's --moe-layer-freq: the first layers keep a dense MLP "
+                                            "(DeepSeek-V3: 3)")
+    mtp = st.select_slider("MTP modules", MTPS, value="preset", key="mtp", **BIND,
+                           help="Megatron's --mtp-num-layers: multi-token prediction on the last stage (DeepSeek-V3: 1)")
     hws = [h for h in hardware_names() if h != "local"]
     hw = st.selectbox("Hardware", hws, index=hws.index("a100-80gb"), key="hw", **BIND)
     B = st.select_slider("Global batch B (sequences)", [64, 128, 256, 512, 1024, 1536, 2048, 4096], value=512,
@@ -103,6 +108,11 @@ def model_spec() -> ModelSpec:
         over.update(num_experts=int(experts), moe_router_topk=int(topk))
         if moe_ffn:
             over["moe_ffn_hidden"] = int(moe_ffn)
+        if dense_first != "preset":
+            k = int(dense_first)      # as many as the layers: refused by ModelSpec in one line
+            over["moe_layer_freq"] = (0,) * k + (1,) * max(0, spec.layers - k)
+    if mtp != "preset":
+        over["mtp_num_layers"] = int(mtp)
     return get_model(spec, **over) if over else spec
 
 
@@ -183,29 +193,6 @@ def stack_widgets(spec: ModelSpec) -> dict:
                                                help="model TFLOP/s and MFU count the attention core's causal half "
                                                     "(--causal-attention-flops)")
     return kw
-
-
-@st.cache_data(show_spinner=False)
-def explore(model: ModelSpec, hw: str, B: int, kw: tuple, akw: tuple = ()) -> dict:
-    """estimate() of one configuration under ZeRO stages 0..3 (plain dicts, cheap to cache); with a
-    pipeline only 0 and 1 (ZeRO-2/3 with pp > 1 are refused, as DeepSpeed refuses them)."""
-    out, A = {}, Assumptions(**dict(akw))
-    for z in range(4 if dict(kw)["pp"] == 1 else 2):
-        cfg = ParallelConfig(global_batch=B, zero_stage=z, **dict(kw))
-        out[z] = estimate(model, cfg, hw, A).as_dict()
-        out[z]["config"] = repr(cfg)
-        out[z]["assumptions"] = assumptions_of(model, A, cfg, door="setting")
-    return {"by_zero": out, "capacity": get_hardware(hw).memory_bytes}
-
-
-@st.cache_resource(show_spinner="Running the step on the event clock ...", max_entries=4)
-def clock_run(model: ModelSpec, hw: str, B: int, kw: tuple, akw: tuple, zero: int):
-    """The step as a program on the event clock (`simulate_at_scale`, one TP rank per stage: the
-    others are identical) and its trace aggregated for drawing (`charts.aggregate_trace`)."""
-    cfg = ParallelConfig(global_batch=B, zero_stage=zero, **dict(kw))
-    res = simulate_at_scale(model, cfg, hw, Assumptions(**dict(akw)), fold_tp=True)
-    trace, note = aggregate_trace(res.trace)
-    return res, trace, note
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -300,6 +287,8 @@ with tab_est:
     if res is not None:
         zero = st.radio("ZeRO stage for the numbers below", list(res["by_zero"]), horizontal=True, key="zero",
                         help="ZeRO-2/3 need pp = 1: DeepSpeed refuses them with a pipeline", **BIND)
+        for z, why in res["refused"].items():
+            st.caption(f"ZeRO-{z} is not offered here: {why}")
         r = res["by_zero"][zero]
         show_metrics(r)
         zs = list(res["by_zero"])
