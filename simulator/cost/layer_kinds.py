@@ -58,10 +58,7 @@ def check_mixed(model, cfg, A) -> None:
     """What is not priced yet for a model with dense and MoE layers, refused in one line."""
     if not mixed(model):
         return
-    dense = model.layers - model.moe_layers
-    what = None
     if cfg.zero_stage == 3 and not is_fsdp(cfg):
-        what = "DeepSpeed ZeRO-3 (its per-sub-module fetches are priced for layers of one kind; FSDP is priced)"
-    if what:
-        raise ParasimError(f"--moe-layer-freq makes {dense} of the {model.layers} layers dense: {what} is not "
-                           f"priced yet with dense layers")
+        raise ParasimError(f"--moe-layer-freq makes {model.layers - model.moe_layers} of the {model.layers} layers "
+                           f"dense: DeepSpeed ZeRO-3 (its per-sub-module fetches are priced for layers of one kind; "
+                           f"FSDP is priced) is not priced yet with dense layers")

@@ -292,7 +292,7 @@ def _dispatcher(a: MegatronArgs, spec: ModelSpec) -> str:
 
 
 def _moe_notes(a: MegatronArgs, spec: ModelSpec) -> list[str]:
-    """Refuse the MoE / MTP flags that change the answer and are not priced; note what is assumed."""
+    """What a MoE model's price assumes that its flags leave open (the grouped GEMM)."""
     if spec.num_experts and not a["moe-grouped-gemm"]:
         return ["the experts are priced as one grouped GEMM (--moe-grouped-gemm); without it Megatron runs E / ep "
                 "separate expert GEMMs (SequentialMLP), whose extra launch and tail cost is not priced"]
